@@ -1,0 +1,48 @@
+//! # ck-core — CK Tile's index algebra in Rust
+//!
+//! Everything here is plain data and `const fn`: no allocation, no trait objects, so the same code
+//! runs in the `tile_distribution!` macro at expansion time, in const evaluation, on the host and
+//! (built for `nvptx64-nvidia-cuda`) on the GPU. The semantics are those of AMD's Composable Kernel
+//! `ck_tile/core` as pinned down in the project's spec (`shared/spec/ck-tile-semantics.md`).
+//!
+//! | module | what | spec |
+//! |---|---|---|
+//! | [`dims`] | fixed-capacity multi-indices | §0 |
+//! | [`magic`] | magic-number division used by merges | §1 |
+//! | [`transform`] | the coordinate transforms (upper → lower) | §1 |
+//! | [`adaptor`] | DAGs of transforms over hidden dimensions | §2.1 |
+//! | [`descriptor`] | adaptors with one bottom dim: tensor memory layouts | §2.2 |
+//! | [`coordinate`] | coordinates and incremental movement | §2.3 |
+//! | [`sfc`] | space-filling curves (access order of a tile) | §7 |
+//!
+//! Bad parameters never panic in the host API: constructors return [`Error`], whose
+//! [`Rule`] has a stable kebab-case name (`length-not-positive`, `sfc-not-divisible`, …).
+#![no_std]
+#![deny(missing_docs)]
+
+#[cfg(feature = "std")]
+extern crate std;
+
+pub mod adaptor;
+pub mod coordinate;
+pub mod descriptor;
+pub mod dims;
+pub mod error;
+pub mod magic;
+pub mod sfc;
+pub mod transform;
+
+pub use adaptor::TensorAdaptor;
+pub use coordinate::Coordinate;
+pub use descriptor::TensorDescriptor;
+pub use dims::Dims;
+pub use error::{Error, Rule};
+pub use sfc::SpaceFillingCurve;
+pub use transform::Transform;
+
+/// CK's `index_t`: signed (pads produce negative lower indices), 32-bit (cheap on GPUs).
+pub type Index = i32;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;

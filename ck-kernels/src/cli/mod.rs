@@ -1,0 +1,37 @@
+//! The `ck` command: one binary for people and scripts. Every subcommand prints a readable report
+//! or, with `--json`, a JSON document; errors go to stderr as `error[rule-name]: message` and the
+//! exit status is 1.
+
+mod args;
+mod sfc;
+
+pub use args::{Args, CliError};
+
+const USAGE: &str = "\
+usage: ck <command> [options]
+
+commands:
+  sfc --lengths L0,L1,.. [--order O0,O1,..] [--scalars S0,S1,..] [--snake] [--json]
+      the access sequence of a space-filling curve (order defaults to 0,1,..; scalars to 1,..)
+";
+
+/// Runs the command line `argv` (without the program name); returns the process exit status.
+pub fn main_with_args(argv: &[String]) -> i32 {
+    let result = match argv.first().map(String::as_str) {
+        Some("sfc") => Args::parse(&argv[1..]).and_then(|a| sfc::run(&a)),
+        Some("-h" | "--help" | "help") | None => {
+            print!("{USAGE}");
+            Ok(())
+        }
+        Some(other) => Err(CliError::usage(format!(
+            "unknown command `{other}`; run `ck --help` for the list"
+        ))),
+    };
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error[{}]: {}", e.rule, e.message);
+            1
+        }
+    }
+}
