@@ -14,6 +14,7 @@
 //! | [`descriptor`] | adaptors with one bottom dim: tensor memory layouts | §2.2 |
 //! | [`coordinate`] | coordinates and incremental movement | §2.3 |
 //! | [`sfc`] | space-filling curves (access order of a tile) | §7 |
+//! | [`encoding`] | tile-distribution encodings, their checks, derived tables and algebra | §4, §5 |
 //!
 //! Bad parameters never panic in the host API: constructors return [`Error`], whose
 //! [`Rule`] has a stable kebab-case name (`length-not-positive`, `sfc-not-divisible`, …).
@@ -27,8 +28,11 @@ pub mod adaptor;
 pub mod coordinate;
 pub mod descriptor;
 pub mod dims;
+pub mod encoding;
+mod encoding_msg;
 pub mod error;
 pub mod magic;
+pub mod msg;
 pub mod sfc;
 pub mod transform;
 
@@ -36,6 +40,7 @@ pub use adaptor::TensorAdaptor;
 pub use coordinate::Coordinate;
 pub use descriptor::TensorDescriptor;
 pub use dims::Dims;
+pub use encoding::Encoding;
 pub use error::{Error, Rule};
 pub use sfc::SpaceFillingCurve;
 pub use transform::Transform;
