@@ -14,6 +14,7 @@
 //! | [`descriptor`] | adaptors with one bottom dim: tensor memory layouts | §2.2 |
 //! | [`coordinate`] | coordinates and incremental movement | §2.3 |
 //! | [`sfc`] | space-filling curves (access order of a tile) | §7 |
+//! | [`distribution`] | the trait generated distributions implement | §5 |
 //! | [`encoding`] | tile-distribution encodings, their checks, derived tables and algebra | §4, §5 |
 //!
 //! Bad parameters never panic in the host API: constructors return [`Error`], whose
@@ -28,6 +29,7 @@ pub mod adaptor;
 pub mod coordinate;
 pub mod descriptor;
 pub mod dims;
+pub mod distribution;
 pub mod encoding;
 mod encoding_msg;
 pub mod error;
@@ -40,6 +42,7 @@ pub use adaptor::TensorAdaptor;
 pub use coordinate::Coordinate;
 pub use descriptor::TensorDescriptor;
 pub use dims::Dims;
+pub use distribution::TileDistribution;
 pub use encoding::Encoding;
 pub use error::{Error, Rule};
 pub use sfc::SpaceFillingCurve;

@@ -1,3 +1,4 @@
+#![allow(clippy::type_complexity)] // table-driven tests: rows of tuples read best inline
 //! Spec vectors TV1, TV1b, TV1c, TV2, TV2b, TV3 and TV9 against the ck-core encoding model.
 //! Every expected value is copied from the spec (§13), which took it from an independent model.
 

@@ -10,24 +10,29 @@ pub struct CliError {
     pub rule: String,
     /// What went wrong and how to fix it.
     pub message: String,
+    /// Further complete `error[..]: ..` lines (a front end reports every violation at once).
+    pub more: Vec<String>,
 }
 
 impl CliError {
+    /// An error under rule `rule`.
+    pub fn new(rule: impl Into<String>, message: impl Into<String>) -> CliError {
+        CliError {
+            rule: rule.into(),
+            message: message.into(),
+            more: Vec::new(),
+        }
+    }
+
     /// A malformed command line.
     pub fn usage(message: impl Into<String>) -> CliError {
-        CliError {
-            rule: "usage".into(),
-            message: message.into(),
-        }
+        CliError::new("usage", message)
     }
 }
 
 impl From<ck_core::Error> for CliError {
     fn from(e: ck_core::Error) -> CliError {
-        CliError {
-            rule: e.rule.name().into(),
-            message: e.to_string(),
-        }
+        CliError::new(e.rule.name(), e.to_string())
     }
 }
 
@@ -40,32 +45,10 @@ pub struct Args {
 }
 
 impl Args {
-    /// Splits `argv` into `--key value` pairs, `--switch`es (a flag followed by another flag or
-    /// nothing) and positional arguments.
-    pub fn parse(argv: &[String]) -> Result<Args, CliError> {
-        let mut a = Args::default();
-        let mut i = 0;
-        while i < argv.len() {
-            let arg = &argv[i];
-            if let Some(flag) = arg.strip_prefix("--") {
-                if let Some((k, v)) = flag.split_once('=') {
-                    a.values.insert(k.to_string(), v.to_string());
-                } else if i + 1 < argv.len() && !argv[i + 1].starts_with("--") {
-                    a.values.insert(flag.to_string(), argv[i + 1].clone());
-                    i += 1;
-                } else {
-                    a.switches.push(flag.to_string());
-                }
-            } else {
-                a.positional.push(arg.clone());
-            }
-            i += 1;
-        }
-        Ok(a)
-    }
-
-    /// Fails on any flag outside `valued` / `switches` (with the list of known ones).
-    pub fn allow(&self, valued: &[&str], switches: &[&str]) -> Result<(), CliError> {
+    /// Parses `argv` for a subcommand whose options are `valued` (`--key VALUE` or
+    /// `--key=VALUE`) and `switches` (`--flag`); anything else starting with `--` is an error
+    /// naming the known options, everything else is positional.
+    pub fn parse(argv: &[String], valued: &[&str], switches: &[&str]) -> Result<Args, CliError> {
         let known = || {
             valued
                 .iter()
@@ -74,29 +57,44 @@ impl Args {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        for k in self.values.keys() {
-            if switches.contains(&k.as_str()) {
-                return Err(CliError::usage(format!("--{k} takes no value")));
+        let mut a = Args::default();
+        let mut i = 0;
+        while i < argv.len() {
+            let arg = &argv[i];
+            match arg.strip_prefix("--") {
+                Some(flag) if !flag.is_empty() => {
+                    let (key, inline) = match flag.split_once('=') {
+                        Some((k, v)) => (k, Some(v.to_string())),
+                        None => (flag, None),
+                    };
+                    if switches.contains(&key) {
+                        if inline.is_some() {
+                            return Err(CliError::usage(format!("--{key} takes no value")));
+                        }
+                        a.switches.push(key.to_string());
+                    } else if valued.contains(&key) {
+                        let value = match inline {
+                            Some(v) => v,
+                            None => {
+                                i += 1;
+                                argv.get(i).cloned().ok_or_else(|| {
+                                    CliError::usage(format!("--{key} needs a value"))
+                                })?
+                            }
+                        };
+                        a.values.insert(key.to_string(), value);
+                    } else {
+                        return Err(CliError::usage(format!(
+                            "unknown option --{key}; known: {}",
+                            known()
+                        )));
+                    }
+                }
+                _ => a.positional.push(arg.clone()),
             }
-            if !valued.contains(&k.as_str()) {
-                return Err(CliError::usage(format!(
-                    "unknown option --{k}; known: {}",
-                    known()
-                )));
-            }
+            i += 1;
         }
-        for s in &self.switches {
-            if valued.contains(&s.as_str()) {
-                return Err(CliError::usage(format!("--{s} needs a value")));
-            }
-            if !switches.contains(&s.as_str()) {
-                return Err(CliError::usage(format!(
-                    "unknown option --{s}; known: {}",
-                    known()
-                )));
-            }
-        }
-        Ok(())
+        Ok(a)
     }
 
     /// Positional arguments.

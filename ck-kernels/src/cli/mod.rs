@@ -3,6 +3,7 @@
 //! exit status is 1.
 
 mod args;
+mod encoding;
 mod sfc;
 
 pub use args::{Args, CliError};
@@ -11,6 +12,8 @@ const USAGE: &str = "\
 usage: ck <command> [options]
 
 commands:
+  encoding FILE|- [--json] [--map] [--svg OUT.svg]
+      check a tile_distribution! body (either spelling) and print its tables
   sfc --lengths L0,L1,.. [--order O0,O1,..] [--scalars S0,S1,..] [--snake] [--json]
       the access sequence of a space-filling curve (order defaults to 0,1,..; scalars to 1,..)
 ";
@@ -18,7 +21,8 @@ commands:
 /// Runs the command line `argv` (without the program name); returns the process exit status.
 pub fn main_with_args(argv: &[String]) -> i32 {
     let result = match argv.first().map(String::as_str) {
-        Some("sfc") => Args::parse(&argv[1..]).and_then(|a| sfc::run(&a)),
+        Some("sfc") => sfc::run(&argv[1..]),
+        Some("encoding") => encoding::run(&argv[1..]),
         Some("-h" | "--help" | "help") | None => {
             print!("{USAGE}");
             Ok(())
@@ -31,6 +35,9 @@ pub fn main_with_args(argv: &[String]) -> i32 {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("error[{}]: {}", e.rule, e.message);
+            for more in &e.more {
+                eprintln!("{more}");
+            }
             1
         }
     }

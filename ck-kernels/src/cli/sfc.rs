@@ -4,8 +4,8 @@ use super::{Args, CliError};
 use ck_core::SpaceFillingCurve;
 use serde_json::json;
 
-pub fn run(args: &Args) -> Result<(), CliError> {
-    args.allow(&["lengths", "order", "scalars"], &["snake", "json"])?;
+pub fn run(argv: &[String]) -> Result<(), CliError> {
+    let args = Args::parse(argv, &["lengths", "order", "scalars"], &["snake", "json"])?;
     if let Some(p) = args.positional().first() {
         return Err(CliError::usage(format!("unexpected argument `{p}`")));
     }

@@ -1,0 +1,347 @@
+//! `ck encoding FILE|-`: checks a `tile_distribution!` body with the same front end as the macro
+//! and prints its tables: lengths, spans, the closed form of each X, a thread × element table,
+//! and optionally the full map (`--map`) and a picture of the tile (`--svg`).
+
+use super::{Args, CliError};
+use ck_core::encoding::{DigitSource, Encoding};
+use ck_core::{Dims, Index};
+use ck_dsl::{Diagnostic, Severity};
+use serde_json::{json, Value};
+use std::fmt::Write as _;
+
+pub fn run(argv: &[String]) -> Result<(), CliError> {
+    let args = Args::parse(argv, &["svg"], &["json", "map"])?;
+    let [path] = args.positional() else {
+        return Err(CliError::usage(
+            "give one input: a file with a tile_distribution! body, or - for stdin",
+        ));
+    };
+    let src = if path == "-" {
+        std::io::read_to_string(std::io::stdin())
+            .map_err(|e| CliError::usage(format!("cannot read stdin: {e}")))?
+    } else {
+        std::fs::read_to_string(path)
+            .map_err(|e| CliError::new("io", format!("cannot read {path}: {e}")))?
+    };
+    let analysis = ck_dsl::analyze_source(&src).map_err(|d| diagnostics_error(path, &d))?;
+    for w in &analysis.checked.warnings {
+        eprintln!("{}", located(path, w));
+    }
+    if analysis.checked.parametric {
+        return Err(CliError::new(
+            "parametric-encoding",
+            "some lengths (or the warp/block size) are not integer literals; `ck encoding` \
+             evaluates literal encodings only — substitute the values",
+        ));
+    }
+    let t = Tables::new(
+        &analysis.checked.encoding,
+        analysis.checked.warp_size.unwrap_or(32),
+    );
+    if let Some(svg) = args.value("svg") {
+        std::fs::write(svg, t.svg(&analysis.def.ident.to_string()))
+            .map_err(|e| CliError::new("io", format!("cannot write {svg}: {e}")))?;
+    }
+    if args.switch("json") {
+        let mut doc = t.summary_json();
+        if args.switch("map") {
+            doc["map"] = t.map_json();
+        }
+        println!("{doc}");
+    } else {
+        print!(
+            "{}",
+            t.report(&analysis.def.ident.to_string(), args.switch("map"))
+        );
+    }
+    Ok(())
+}
+
+fn located(path: &str, d: &Diagnostic) -> String {
+    let (line, col) = d.line_column();
+    format!("{} (at {path}:{line}:{col})", d.headline())
+}
+
+fn diagnostics_error(path: &str, diags: &[Diagnostic]) -> CliError {
+    let errors: Vec<&Diagnostic> = diags
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .collect();
+    let first = errors.first().copied().unwrap_or(&diags[0]);
+    let (line, col) = first.line_column();
+    let mut e = CliError::new(
+        first.rule,
+        format!("{} (at {path}:{line}:{col})", first.message),
+    );
+    e.more = errors.iter().skip(1).map(|d| located(path, d)).collect();
+    e
+}
+
+/// One (thread, Y point) of the map.
+struct Point {
+    thread: u32,
+    p: Dims,
+    y: Dims,
+    x: Dims,
+    d: Index,
+    rs: Dims,
+}
+
+struct Tables<'a> {
+    enc: &'a Encoding,
+    warp_size: u32,
+    block_size: u32,
+    points: Vec<Point>,
+}
+
+fn v(d: &Dims) -> Vec<Index> {
+    d.as_slice().to_vec()
+}
+
+impl<'a> Tables<'a> {
+    fn new(enc: &'a Encoding, warp_size: u32) -> Tables<'a> {
+        let block_size = enc.block_size() as u32;
+        let mut points = Vec::new();
+        for thread in 0..block_size {
+            let p = enc.partition_index(thread, warp_size);
+            let rs = enc.rs_index(&p);
+            ck_core::distribution::for_each_y(enc, |y, d| {
+                points.push(Point {
+                    thread,
+                    p,
+                    y: *y,
+                    x: enc.x_index(&p, y),
+                    d: d as Index,
+                    rs,
+                });
+            });
+        }
+        Tables {
+            enc,
+            warp_size,
+            block_size,
+            points,
+        }
+    }
+
+    fn spans(&self) -> Vec<Vec<Index>> {
+        (0..self.enc.nx()).map(|x| v(&self.enc.span(x))).collect()
+    }
+
+    fn summary_json(&self) -> Value {
+        json!({
+            "x_lengths": v(&self.enc.x_lengths()),
+            "y_lengths": v(&self.enc.y_lengths()),
+            "r_lengths": v(&self.enc.r_lengths()),
+            "thread_buffer_size": self.enc.thread_buffer_size(),
+            "warp_size": self.warp_size,
+            "block_size": self.block_size,
+            "spans": self.spans(),
+        })
+    }
+
+    fn map_json(&self) -> Value {
+        Value::Array(
+            self.points
+                .iter()
+                .map(|pt| {
+                    json!({"thread": pt.thread, "p": v(&pt.p), "y": v(&pt.y), "x": v(&pt.x), "d": pt.d, "rs": v(&pt.rs)})
+                })
+                .collect(),
+        )
+    }
+
+    /// `X0 = y0·8 + P0[0]·4 + …`.
+    fn closed_forms(&self) -> Vec<String> {
+        (0..self.enc.nx())
+            .map(|x| {
+                let n = self.enc.h_lengths(x).len();
+                let terms: Vec<String> = self.enc.x_terms(x)[..n]
+                    .iter()
+                    .filter_map(|t| {
+                        let digit = match t.source {
+                            DigitSource::Zero => return None,
+                            DigitSource::Y(i) => format!("y{i}"),
+                            DigitSource::P {
+                                p,
+                                divisor,
+                                length,
+                                top,
+                            } => match (top, divisor) {
+                                (true, 1) => format!("p{p}"),
+                                (true, d) => format!("(p{p}/{d})"),
+                                (false, 1) => format!("(p{p}%{length})"),
+                                (false, d) => format!("(p{p}/{d}%{length})"),
+                            },
+                        };
+                        Some(if t.place == 1 {
+                            digit
+                        } else {
+                            format!("{digit}·{}", t.place)
+                        })
+                    })
+                    .collect();
+                let rhs = if terms.is_empty() {
+                    "0".to_string()
+                } else {
+                    terms.join(" + ")
+                };
+                format!("X{x} = {rhs}")
+            })
+            .collect()
+    }
+
+    fn report(&self, name: &str, full_map: bool) -> String {
+        let e = self.enc;
+        let mut s = String::new();
+        let p_desc = if e.np() == 2 {
+            "P = [warp, lane]"
+        } else {
+            "P = [lane]"
+        };
+        let _ = writeln!(
+            s,
+            "tile distribution {name}: {} threads ({} per warp), {p_desc}",
+            self.block_size, self.warp_size
+        );
+        let _ = writeln!(
+            s,
+            "X lengths {:?}   Y lengths {:?}   R lengths {:?}",
+            v(&e.x_lengths()),
+            v(&e.y_lengths()),
+            v(&e.r_lengths())
+        );
+        let _ = writeln!(
+            s,
+            "per-thread buffer: {} elements   spans {:?}",
+            e.thread_buffer_size(),
+            self.spans()
+        );
+        for f in self.closed_forms() {
+            let _ = writeln!(s, "  {f}");
+        }
+        if full_map {
+            let _ = writeln!(
+                s,
+                "\n{:>6} {:>10} {:>16} {:>16} {:>5} {:>10}",
+                "thread", "p", "y", "x", "d", "rs"
+            );
+            for pt in &self.points {
+                let _ = writeln!(
+                    s,
+                    "{:>6} {:>10} {:>16} {:>16} {:>5} {:>10}",
+                    pt.thread,
+                    format!("{:?}", v(&pt.p)),
+                    format!("{:?}", v(&pt.y)),
+                    format!("{:?}", v(&pt.x)),
+                    pt.d,
+                    format!("{:?}", v(&pt.rs))
+                );
+            }
+        } else {
+            let _ = writeln!(
+                s,
+                "\nthread × element (x of each register d = 0..{}):",
+                e.thread_buffer_size()
+            );
+            for chunk in self.points.chunks(e.thread_buffer_size() as usize) {
+                let xs: Vec<String> = chunk.iter().map(|pt| fmt_x(&pt.x)).collect();
+                let _ = writeln!(
+                    s,
+                    "{:>5} {:>10}: {}",
+                    chunk[0].thread,
+                    format!("{:?}", v(&chunk[0].p)),
+                    xs.join(" ")
+                );
+            }
+        }
+        s
+    }
+
+    /// The tile as a grid (X0 down, the remaining dims flattened across), each element coloured
+    /// by the thread that owns it and labelled with its Y index.
+    fn svg(&self, name: &str) -> String {
+        let lens = v(&self.enc.x_lengths());
+        let (rows, cols) = match lens.len() {
+            1 => (1, lens[0]),
+            _ => (lens[0], lens[1..].iter().product()),
+        };
+        let flat = |x: &Dims| -> (Index, Index) {
+            let xs = v(x);
+            if xs.len() == 1 {
+                return (0, xs[0]);
+            }
+            let mut c = 0;
+            for (i, &xi) in xs.iter().enumerate().skip(1) {
+                c = c * lens[i] + xi;
+            }
+            (xs[0], c)
+        };
+        let mut owner: Vec<Option<(u32, Dims, u32)>> = vec![None; (rows * cols) as usize];
+        for pt in &self.points {
+            let (r, c) = flat(&pt.x);
+            if r < 0 || r >= rows || c < 0 || c >= cols {
+                continue;
+            }
+            let cell = &mut owner[(r * cols + c) as usize];
+            match cell {
+                Some((_, _, n)) => *n += 1,
+                None => *cell = Some((pt.thread, pt.y, 1)),
+            }
+        }
+        let cw = 34.0_f64;
+        let ch = 22.0_f64;
+        let (w, h) = (cols as f64 * cw + 2.0, rows as f64 * ch + 24.0);
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="monospace" font-size="7">"#
+        );
+        let _ = writeln!(
+            s,
+            r#"<text x="2" y="14" font-size="12">{name}: {:?}, {} threads, colour = thread, label = thread / y</text>"#,
+            lens, self.block_size
+        );
+        for r in 0..rows {
+            for c in 0..cols {
+                let (x0, y0) = (1.0 + c as f64 * cw, 20.0 + r as f64 * ch);
+                match &owner[(r * cols + c) as usize] {
+                    Some((t, y, n)) => {
+                        let hue = (*t as f64 * 137.508) % 360.0;
+                        let rep = if *n > 1 {
+                            format!(" ×{n}")
+                        } else {
+                            String::new()
+                        };
+                        let _ = writeln!(
+                            s,
+                            r#"<rect x="{x0}" y="{y0}" width="{cw}" height="{ch}" fill="hsl({hue:.0},70%,75%)" stroke="white" stroke-width="0.5"><title>x=({r},{c}) thread {t} y={:?}{rep}</title></rect><text x="{}" y="{}">t{t}{rep}</text><text x="{}" y="{}">{}</text>"#,
+                            v(y),
+                            x0 + 2.0,
+                            y0 + 9.0,
+                            x0 + 2.0,
+                            y0 + 18.0,
+                            v(y).iter()
+                                .map(|i| i.to_string())
+                                .collect::<Vec<_>>()
+                                .join(",")
+                        );
+                    }
+                    None => {
+                        let _ = writeln!(
+                            s,
+                            r#"<rect x="{x0}" y="{y0}" width="{cw}" height="{ch}" fill="white" stroke="red"/>"#
+                        );
+                    }
+                }
+            }
+        }
+        s.push_str("</svg>\n");
+        s
+    }
+}
+
+fn fmt_x(x: &Dims) -> String {
+    let parts: Vec<String> = x.as_slice().iter().map(|i| i.to_string()).collect();
+    format!("({})", parts.join(","))
+}

@@ -1,0 +1,306 @@
+//! Check: the rules of ck-core's encoding checker, located at the exact tokens.
+//!
+//! The rules themselves live once, in `ck_core::encoding` (also used by const evaluation for
+//! non-literal lengths); this file only builds the encoding from the parsed lists, asks for every
+//! violation and maps each [`Loc`] to the span of the token it names.
+
+use crate::diag::Diagnostic;
+use crate::parse::{DistributionDef, Int, Len, List, Spelling};
+use ck_core::encoding::{
+    Checks, Encoding, EncodingRule, Loc, Violation, MAX_COMPONENTS, MAX_P, MAX_X,
+};
+use ck_core::{Dims, Index};
+use proc_macro2::Span;
+
+/// A definition that passed every check that can run at expansion time.
+#[derive(Clone, Debug)]
+pub struct Checked {
+    /// The encoding; non-literal lengths hold a placeholder (see `parametric`).
+    pub encoding: Encoding,
+    /// True if some length, the warp size or the block size is not a literal: the remaining
+    /// checks then run in const evaluation and the emitted code is generic.
+    pub parametric: bool,
+    /// Literal warp size.
+    pub warp_size: Option<u32>,
+    /// Literal block size (declared or derived).
+    pub block_size: Option<u32>,
+    /// Warnings to report.
+    pub warnings: Vec<Diagnostic>,
+}
+
+/// Placeholder for a non-literal length: positive and > 1, so structural rules see a real
+/// component; every rule that depends on the value is left to const evaluation.
+const PLACEHOLDER: Index = 2;
+
+fn len_value(l: &Len) -> Index {
+    match l.value {
+        Some(v) => v.clamp(Index::MIN as i64, Index::MAX as i64) as Index,
+        None => PLACEHOLDER,
+    }
+}
+
+fn int_value(i: &Int) -> Index {
+    i.value.clamp(-1, 1 << 20) as Index
+}
+
+/// Runs every expansion-time check; errors are returned all at once.
+pub fn check(def: &DistributionDef) -> Result<Checked, Vec<Diagnostic>> {
+    let mut errors = capacity(def);
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let r: Vec<Index> = def.r.items.iter().map(len_value).collect();
+    let h: Vec<Vec<Index>> = def
+        .h
+        .items
+        .iter()
+        .map(|l| l.items.iter().map(len_value).collect())
+        .collect();
+    let pm: Vec<Vec<Index>> = def
+        .p_major
+        .items
+        .iter()
+        .map(|l| l.items.iter().map(int_value).collect())
+        .collect();
+    let pn: Vec<Vec<Index>> = def
+        .p_minor
+        .items
+        .iter()
+        .map(|l| l.items.iter().map(int_value).collect())
+        .collect();
+    let ym: Vec<Index> = def.y_major.items.iter().map(int_value).collect();
+    let yn: Vec<Index> = def.y_minor.items.iter().map(int_value).collect();
+    let hs: Vec<&[Index]> = h.iter().map(Vec::as_slice).collect();
+    let pms: Vec<&[Index]> = pm.iter().map(Vec::as_slice).collect();
+    let pns: Vec<&[Index]> = pn.iter().map(Vec::as_slice).collect();
+    let encoding = match Encoding::new(&r, &hs, &pms, &pns, &ym, &yn) {
+        Ok(e) => e,
+        Err(v) => return Err(vec![diagnostic(def, None, &v)]),
+    };
+
+    let lengths_literal = def
+        .r
+        .items
+        .iter()
+        .chain(def.h.items.iter().flat_map(|l| &l.items))
+        .all(|l| l.value.is_some())
+        && def
+            .shape
+            .as_ref()
+            .is_none_or(|s| s.items.iter().all(|l| l.value.is_some()));
+    let warp_size = def
+        .warp_size
+        .as_ref()
+        .and_then(|l| l.value)
+        .map(|v| v.clamp(0, u32::MAX as i64) as u32);
+    let declared_block = def
+        .block_size
+        .as_ref()
+        .and_then(|l| l.value)
+        .map(|v| v.clamp(0, u32::MAX as i64) as u32);
+    let parametric = !lengths_literal
+        || (def.warp_size.is_some() && warp_size.is_none())
+        || (def.block_size.is_some() && declared_block.is_none());
+    let shape = match &def.shape {
+        Some(s) => Dims::from_slice(&s.items.iter().map(len_value).collect::<Vec<_>>()),
+        None => Dims::EMPTY,
+    };
+    let checks = Checks {
+        warp_size: warp_size.unwrap_or(32),
+        block_size: declared_block.unwrap_or(0),
+        shape,
+    };
+
+    for v in (0..).map_while(|n| encoding.error(&checks, n)) {
+        if parametric && v.rule.depends_on_lengths() && !located_at_literal(def, v.loc) {
+            continue; // left to const evaluation
+        }
+        if v.rule == EncodingRule::WarpSizeMismatch && warp_size.is_none() {
+            continue;
+        }
+        errors.push(diagnostic(def, Some(&encoding), &v));
+    }
+    if errors.is_empty() && !parametric {
+        if let Err(e) = encoding.adaptor() {
+            errors.push(Diagnostic::error(
+                e.rule.name(),
+                def.h.span,
+                format!("the encoding's index arithmetic does not fit: {e}"),
+            ));
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let warnings = if parametric {
+        Vec::new()
+    } else {
+        (0..)
+            .map_while(|n| encoding.warning(n))
+            .map(|v| diagnostic(def, Some(&encoding), &v))
+            .collect()
+    };
+    let block_size = if parametric {
+        None
+    } else {
+        Some(encoding.block_size() as u32)
+    };
+    Ok(Checked {
+        encoding,
+        parametric,
+        warp_size,
+        block_size,
+        warnings,
+    })
+}
+
+/// Lists longer than ck-core's fixed capacities, reported before building the encoding.
+fn capacity(def: &DistributionDef) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let mut over = |n: usize, max: usize, span: Span, what: &str| {
+        if n > max {
+            out.push(Diagnostic::error(
+                "capacity-exceeded",
+                span,
+                format!("{what} has {n} entries; at most {max} are supported"),
+            ));
+        }
+    };
+    over(def.h.items.len(), MAX_X, def.h.span, "h");
+    over(def.r.items.len(), MAX_COMPONENTS, def.r.span, "r");
+    for l in &def.h.items {
+        over(l.items.len(), MAX_COMPONENTS, l.span, "this H list");
+    }
+    for l in def.p_major.items.iter().chain(&def.p_minor.items) {
+        over(l.items.len(), MAX_COMPONENTS, l.span, "this P list");
+    }
+    over(
+        def.y_major.items.len(),
+        MAX_COMPONENTS,
+        def.y_major.span,
+        "the Y list",
+    );
+    over(
+        def.y_minor.items.len(),
+        MAX_COMPONENTS,
+        def.y_minor.span,
+        "the Y list",
+    );
+    for (l, what) in [
+        (def.p_major.items.len(), def.p_major.span),
+        (def.p_minor.items.len(), def.p_minor.span),
+    ] {
+        if l > MAX_P {
+            out.push(Diagnostic::error(
+                "p-count",
+                what,
+                format!("the encoding has {l} P dimensions; the partition index supports 1 ([lane]) or 2 ([warp, lane])"),
+            ));
+        }
+    }
+    out
+}
+
+fn located_at_literal(def: &DistributionDef, loc: Loc) -> bool {
+    match loc {
+        Loc::R(j) => def
+            .r
+            .items
+            .get(j as usize)
+            .is_some_and(|l| l.value.is_some()),
+        Loc::H(x, j) => def
+            .h
+            .items
+            .get(x as usize)
+            .and_then(|l| l.items.get(j as usize))
+            .is_some_and(|l| l.value.is_some()),
+        _ => false,
+    }
+}
+
+fn item<T>(l: &List<T>, i: u8, span: impl Fn(&T) -> Span) -> Span {
+    l.items.get(i as usize).map(span).unwrap_or(l.span)
+}
+
+fn nested<T>(l: &List<List<T>>, i: u8, j: u8, span: impl Fn(&T) -> Span) -> Span {
+    match l.items.get(i as usize) {
+        Some(inner) => item(inner, j, span),
+        None => l.span,
+    }
+}
+
+/// The span of the token a location names.
+pub fn span_of(def: &DistributionDef, loc: Loc) -> Span {
+    let whole = def.ident.span();
+    match loc {
+        Loc::Whole => whole,
+        Loc::R(j) => item(&def.r, j, |l| l.span),
+        Loc::H(x, j) => nested(&def.h, x, j, |l| l.span),
+        Loc::HList(x) => item(&def.h, x, |l| l.span),
+        Loc::HAll => def.h.span,
+        Loc::PMajor(p, k) => nested(&def.p_major, p, k, |i| i.span),
+        Loc::PMinor(p, k) => nested(&def.p_minor, p, k, |i| i.span),
+        Loc::PMajorList(p) => item(&def.p_major, p, |l| l.span),
+        Loc::PMinorList(p) => item(&def.p_minor, p, |l| l.span),
+        Loc::PMajorAll => def.p_major.span,
+        Loc::PMinorAll => def.p_minor.span,
+        Loc::YMajor(y) => item(&def.y_major, y, |i| i.span),
+        Loc::YMinor(y) => item(&def.y_minor, y, |i| i.span),
+        Loc::YMajorAll => def.y_major.span,
+        Loc::YMinorAll => def.y_minor.span,
+        Loc::WarpSize => def.warp_size.as_ref().map(|l| l.span).unwrap_or(whole),
+        Loc::BlockSize => def.block_size.as_ref().map(|l| l.span).unwrap_or(whole),
+        Loc::Shape(x) => def
+            .shape
+            .as_ref()
+            .map(|s| item(s, x, |l| l.span))
+            .unwrap_or(whole),
+        Loc::ShapeAll => def.shape.as_ref().map(|s| s.span).unwrap_or(whole),
+    }
+}
+
+/// The diagnostic for a violation: ck-core's message, with components renamed for the named
+/// spelling, at the span of its token.
+pub fn diagnostic(def: &DistributionDef, enc: Option<&Encoding>, v: &Violation) -> Diagnostic {
+    let message = match enc {
+        Some(e) => rename(def, v.message(e).as_str()),
+        None => {
+            // Capacity errors raised before an encoding exists.
+            let empty = Encoding::new(&[], &[], &[], &[], &[], &[]).expect("empty encoding fits");
+            v.message(&empty).as_str().to_string()
+        }
+    };
+    let span = span_of(def, v.loc);
+    if v.rule.name() == "r-unowned" || v.rule.name() == "unclaimed-unit" {
+        Diagnostic::warning(v.rule.name(), span, message)
+    } else {
+        Diagnostic::error(v.rule.name(), span, message)
+    }
+}
+
+/// Replaces `H[x][j]`, `R[j]` and `H[x]` by the names of the named spelling.
+pub fn rename(def: &DistributionDef, message: &str) -> String {
+    let Some(names) = (def.spelling == Spelling::Named)
+        .then_some(def.names.as_ref())
+        .flatten()
+    else {
+        return message.to_string();
+    };
+    let mut out = message.to_string();
+    for (x, comps) in names.h.iter().enumerate() {
+        for (j, c) in comps.iter().enumerate() {
+            out = out.replace(&format!("H[{x}][{j}]"), &format!("`{}.{c}`", names.x[x]));
+        }
+    }
+    for (j, c) in names.r.iter().enumerate() {
+        out = out.replace(&format!("R[{j}]"), &format!("`r.{c}`"));
+    }
+    for (x, name) in names.x.iter().enumerate() {
+        out = out.replace(&format!("H[{x}]"), &format!("`{name}`"));
+        out = out.replace(
+            &format!("positions of X{x} "),
+            &format!("positions of `{name}` "),
+        );
+    }
+    out
+}
