@@ -480,7 +480,11 @@ impl Encoding {
     /// Panics (a compile error in const evaluation) with the first error's rule and message.
     pub const fn assert_valid(&self, checks: &Checks) {
         if let Some(v) = self.first_error(checks) {
-            let m = v.message(self);
+            let m = crate::msg::MsgBuf::<512>::new()
+                .push_str("error[")
+                .push_str(v.rule.name())
+                .push_str("]: ")
+                .push_str(v.message(self).as_str());
             panic!("{}", m.as_str());
         }
     }

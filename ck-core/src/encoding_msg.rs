@@ -82,7 +82,11 @@ impl Violation {
             },
             R::IndexOutOfRange => {
                 let m = claimant(m, self.loc);
-                if c == -1 {
+                if c == -1 && b == 0 {
+                    m.push_str(" uses major ")
+                        .push_int(a as i64)
+                        .push_str(", but the encoding has no X dimension, so only major 0 (R) exists")
+                } else if c == -1 {
                     m.push_str(" uses major ")
                         .push_int(a as i64)
                         .push_str(", but majors are 0 (R) and 1..=")

@@ -243,7 +243,11 @@ fn digit_expr(d: &PDigit) -> TokenStream {
         let l = int(d.length);
         quote!({ let q = #q; q - ::ck_core::magic::magic_div(q, (#m, #s)) * #l })
     };
-    quote!((#v) as ::ck_core::Index)
+    if d.top && d.divisor == 1 {
+        quote!(#v as ::ck_core::Index)
+    } else {
+        quote!((#v) as ::ck_core::Index)
+    }
 }
 
 fn scaled(value: TokenStream, place: Index) -> TokenStream {
