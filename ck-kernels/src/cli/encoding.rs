@@ -291,7 +291,7 @@ impl<'a> Tables<'a> {
         }
         let cw = 34.0_f64;
         let ch = 22.0_f64;
-        let (w, h) = (cols as f64 * cw + 2.0, rows as f64 * ch + 24.0);
+        let (w, h) = ((cols as f64 * cw + 2.0).max(640.0), rows as f64 * ch + 24.0);
         let mut s = String::new();
         let _ = writeln!(
             s,
