@@ -1,3 +1,4 @@
+#![allow(clippy::type_complexity)] // table-driven tests: rows of tuples read best inline
 //! `ck encoding` against the CLI contract and the spec vectors (TV1, TV1b, TV1c, TV2, TV2b,
 //! TV9, TV3), through files and stdin, in both spellings.
 

@@ -88,9 +88,9 @@ impl Gen {
             h[x].insert(pos, len);
             placed.push((x, pos, owner));
         }
-        for x in 0..nx {
-            if h[x].is_empty() {
-                h[x].push(1);
+        for (x, list) in h.iter_mut().enumerate() {
+            if list.is_empty() {
+                list.push(1);
                 placed.push((x, 0, 2));
             }
         }
