@@ -50,7 +50,3 @@ pub use transform::Transform;
 
 /// CK's `index_t`: signed (pads produce negative lower indices), 32-bit (cheap on GPUs).
 pub type Index = i32;
-
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-struct ReadmeDoctests;

@@ -111,3 +111,8 @@ pub fn is_encoding_rule(rule: &str) -> bool {
     .iter()
     .any(|r| r.name() == rule)
 }
+
+/// The README's examples, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;
