@@ -7,6 +7,7 @@
 //!
 //! | module | what | spec |
 //! |---|---|---|
+//! | [`bank`] | the shared-memory bank model and global sector count | — |
 //! | [`dims`] | fixed-capacity multi-indices | §0 |
 //! | [`magic`] | magic-number division used by merges | §1 |
 //! | [`transform`] | the coordinate transforms (upper → lower) | §1 |
@@ -15,6 +16,8 @@
 //! | [`coordinate`] | coordinates and incremental movement | §2.3 |
 //! | [`sfc`] | space-filling curves (access order of a tile) | §7 |
 //! | [`distribution`] | the trait generated distributions implement | §5 |
+//! | `device` | kernels' primitives (ids, barriers, shuffles, memory, buffer views) | §3, §15 |
+//! | `host` | devices, buffers, launches, the emulator's errors and statistics | — |
 //! | [`encoding`] | tile-distribution encodings, their checks, derived tables and algebra | §4, §5 |
 //!
 //! Bad parameters never panic in the host API: constructors return [`Error`], whose
@@ -23,16 +26,23 @@
 #![deny(missing_docs)]
 
 #[cfg(feature = "std")]
+#[macro_use]
 extern crate std;
 
 pub mod adaptor;
+pub mod bank;
 pub mod coordinate;
 pub mod descriptor;
+#[cfg(any(feature = "std", target_arch = "nvptx64"))]
+pub mod device;
 pub mod dims;
 pub mod distribution;
 pub mod encoding;
 mod encoding_msg;
 pub mod error;
+#[cfg(all(feature = "std", not(target_arch = "nvptx64")))]
+pub mod host;
+pub mod kernel;
 pub mod magic;
 pub mod msg;
 pub mod sfc;

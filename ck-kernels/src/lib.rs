@@ -1,3 +1,11 @@
 //! Kernels written with ck-rs, their host launchers and CPU references, and the `ck` command's
 //! implementation ([`cli`]).
+//!
+//! | module | kernels |
+//! |---|---|
+//! | [`exercise`] | `reverse` (shared memory), `block_sum` (shuffles + shared), `histogram` (atomics) |
+//! | [`bank_probe`] | `bank_probe`: a shared-memory access pattern whose bank conflicts are known |
+pub mod bank_probe;
+#[cfg(not(target_arch = "nvptx64"))]
 pub mod cli;
+pub mod exercise;

@@ -75,3 +75,37 @@ pub fn tile_distribution(input: TokenStream) -> TokenStream {
 pub fn static_for(input: TokenStream) -> TokenStream {
     ck_dsl::static_for::expand(input.into()).into()
 }
+
+/// Turns a function into a kernel: a typed host launcher (`Name::launch(&device, cfg, args..)`)
+/// that runs it on the emulator, and an `extern "ptx-kernel"` entry on `nvptx64`. Arguments are
+/// `Global<T>` (read-only buffer), `GlobalMut<T>` (writable buffer) or scalars; `shared!(T; N)`
+/// declares block-shared arrays. Options: `block = N`, `distributions(A, ..)`.
+///
+/// ```
+/// use ck_core::device::*;
+/// use ck_core::host::{Device, DeviceBuffer, LaunchConfig};
+/// use ck_macros::tile_kernel;
+///
+/// /// Reverses each block's 64 elements through shared memory.
+/// #[tile_kernel(block = 64)]
+/// fn reverse(input: Global<f32>, output: GlobalMut<f32>) {
+///     let tile = shared!(f32; 64);
+///     let t = thread_idx();
+///     let base = block_idx() * block_dim();
+///     tile.store(t, input.load(base + t));
+///     block_sync();
+///     output.store(base + t, tile.load(block_dim() - 1 - t));
+/// }
+///
+/// let device = Device::emulator();
+/// let x: Vec<f32> = (0..128).map(|i| i as f32).collect();
+/// let input = DeviceBuffer::from_slice(&device, &x);
+/// let mut output = DeviceBuffer::zeros(&device, 128);
+/// Reverse::launch(&device, LaunchConfig::new(2, 64), &input, &mut output).unwrap();
+/// assert_eq!(output.to_vec()[0], 63.0);
+/// assert_eq!(Reverse::SPEC.shared_bytes, 256);
+/// ```
+#[proc_macro_attribute]
+pub fn tile_kernel(args: TokenStream, item: TokenStream) -> TokenStream {
+    ck_dsl::kernel::expand(args.into(), item.into()).into()
+}

@@ -4,6 +4,7 @@
 
 mod args;
 mod encoding;
+mod run;
 mod sfc;
 
 pub use args::{Args, CliError};
@@ -14,6 +15,8 @@ usage: ck <command> [options]
 commands:
   encoding FILE|- [--json] [--map] [--svg OUT.svg]
       check a tile_distribution! body (either spelling) and print its tables
+  run bank-probe --stride S --width W [--backend emu] [--json]
+      the shared-memory bank probe and its launch statistics
   sfc --lengths L0,L1,.. [--order O0,O1,..] [--scalars S0,S1,..] [--snake] [--json]
       the access sequence of a space-filling curve (order defaults to 0,1,..; scalars to 1,..)
 ";
@@ -23,6 +26,7 @@ pub fn main_with_args(argv: &[String]) -> i32 {
     let result = match argv.first().map(String::as_str) {
         Some("sfc") => sfc::run(&argv[1..]),
         Some("encoding") => encoding::run(&argv[1..]),
+        Some("run") => run::run(&argv[1..]),
         Some("-h" | "--help" | "help") | None => {
             print!("{USAGE}");
             Ok(())

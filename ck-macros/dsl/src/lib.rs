@@ -10,6 +10,7 @@
 pub mod check;
 pub mod diag;
 pub mod emit;
+pub mod kernel;
 pub mod lower;
 pub mod parse;
 pub mod static_for;

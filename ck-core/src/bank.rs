@@ -1,0 +1,113 @@
+//! The NVIDIA shared-memory bank model and global-memory sector count, as `ncu` counts them.
+//!
+//! Shared memory has 32 banks of 4 bytes: word `w = byte_address / 4` lives in bank `w % 32`.
+//! A warp-level access is served in *phases* of lanes, by access width:
+//!
+//! | bytes per lane | phases | lanes per phase |
+//! |---|---|---|
+//! | ≤ 4 | 1 | 32 |
+//! | 8 | 2 | 16 (lanes 0–15, 16–31) |
+//! | 16 | 4 | 8 (lanes 0–7, 8–15, …) |
+//!
+//! A phase costs the largest number of *distinct* words that fall into one bank (lanes reading
+//! the same word share it; a 16-byte access covers 4 consecutive words). `wavefronts` is the sum
+//! over phases, `conflicts = wavefronts − phases` (what
+//! `l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_{ld,st}.sum` counts).
+//!
+//! ```
+//! use ck_core::bank::{shared_wavefronts, LaneAccess};
+//! // 32 lanes reading 4 bytes with a stride of 32 words: every lane in bank 0 -> 32-way.
+//! let column: Vec<LaneAccess> = (0..32).map(|l| LaneAccess { lane: l, byte_address: l as u64 * 128, bytes: 4 }).collect();
+//! assert_eq!(shared_wavefronts(&column).wavefronts, 32);
+//! // Stride 33 words: 32 different banks -> conflict-free.
+//! let padded: Vec<LaneAccess> = (0..32).map(|l| LaneAccess { lane: l, byte_address: l as u64 * 132, bytes: 4 }).collect();
+//! assert_eq!(shared_wavefronts(&padded).conflicts(), 0);
+//! ```
+
+/// One lane's part of a warp-level access.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaneAccess {
+    /// Lane in the warp (0..32).
+    pub lane: u32,
+    /// Byte address of the first byte.
+    pub byte_address: u64,
+    /// Bytes accessed (1, 2, 4, 8 or 16).
+    pub bytes: u32,
+}
+
+/// Cost of one warp-level shared access.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SharedCost {
+    /// Wavefronts (sum over phases of the worst bank's distinct words).
+    pub wavefronts: u32,
+    /// Phases with at least one active lane.
+    pub phases: u32,
+}
+
+impl SharedCost {
+    /// Extra wavefronts caused by bank conflicts.
+    pub const fn conflicts(&self) -> u32 {
+        self.wavefronts - self.phases
+    }
+}
+
+const fn lanes_per_phase(bytes: u32) -> u32 {
+    match bytes {
+        16 => 8,
+        8 => 16,
+        _ => 32,
+    }
+}
+
+/// The cost of one warp-level shared-memory access (see the module docs). Accesses of lanes
+/// outside 0..32 are ignored.
+pub fn shared_wavefronts(accesses: &[LaneAccess]) -> SharedCost {
+    let width = accesses.iter().map(|a| a.bytes).max().unwrap_or(4);
+    let per_phase = lanes_per_phase(width);
+    let mut cost = SharedCost::default();
+    for phase in 0..32 / per_phase {
+        // Distinct words of this phase (at most 32 lanes × 4 words).
+        let mut words = [0u64; 128];
+        let mut n = 0;
+        for a in accesses
+            .iter()
+            .filter(|a| a.lane < 32 && a.lane / per_phase == phase)
+        {
+            let first = a.byte_address / 4;
+            let last = (a.byte_address + a.bytes.max(1) as u64 - 1) / 4;
+            for w in first..=last {
+                if !words[..n].contains(&w) && n < words.len() {
+                    words[n] = w;
+                    n += 1;
+                }
+            }
+        }
+        if n == 0 {
+            continue;
+        }
+        let mut per_bank = [0u32; 32];
+        for &w in &words[..n] {
+            per_bank[(w % 32) as usize] += 1;
+        }
+        cost.wavefronts += per_bank.iter().copied().max().unwrap_or(0);
+        cost.phases += 1;
+    }
+    cost
+}
+
+/// Distinct 32-byte sectors touched by one warp-level global access.
+pub fn global_sectors(accesses: &[LaneAccess]) -> u32 {
+    let mut sectors = [0u64; 64];
+    let mut n = 0;
+    for a in accesses {
+        let first = a.byte_address / 32;
+        let last = (a.byte_address + a.bytes.max(1) as u64 - 1) / 32;
+        for s in first..=last {
+            if !sectors[..n].contains(&s) && n < sectors.len() {
+                sectors[n] = s;
+                n += 1;
+            }
+        }
+    }
+    n as u32
+}

@@ -1,0 +1,181 @@
+//! Buffer views (spec §3.1) with the NVIDIA mapping of spec §15: there is no buffer-resource
+//! hardware, so validity is applied in software — an invalid `get` returns zeros (or a custom
+//! invalid value), an invalid `set` is dropped. `linear_offset` is added to the element index
+//! (CK's newer API: a compile-time immediate next to the per-thread index).
+
+use super::{Element, Global, GlobalMut, SharedArray};
+
+/// Where a view's elements live and how a vector of `N` of them is moved.
+pub trait Memory<T: Element> {
+    /// Number of elements.
+    fn size(&self) -> u32;
+    /// `N` elements from `i`.
+    fn read<const N: usize>(&self, i: u32) -> [T; N];
+    /// Writes `N` elements from `i`.
+    fn write<const N: usize>(&self, i: u32, v: [T; N]);
+}
+
+impl<T: Element> Memory<T> for Global<T> {
+    fn size(&self) -> u32 {
+        self.len()
+    }
+    #[track_caller]
+    fn read<const N: usize>(&self, i: u32) -> [T; N] {
+        self.load_vec(i)
+    }
+    fn write<const N: usize>(&self, _i: u32, _v: [T; N]) {
+        panic!("a view over a read-only Global cannot be written; pass a GlobalMut")
+    }
+}
+
+impl<T: Element> Memory<T> for GlobalMut<T> {
+    fn size(&self) -> u32 {
+        self.len()
+    }
+    #[track_caller]
+    fn read<const N: usize>(&self, i: u32) -> [T; N] {
+        self.load_vec(i)
+    }
+    #[track_caller]
+    fn write<const N: usize>(&self, i: u32, v: [T; N]) {
+        self.store_vec(i, v)
+    }
+}
+
+impl<T: Element, const L: usize> Memory<T> for SharedArray<T, L> {
+    fn size(&self) -> u32 {
+        L as u32
+    }
+    #[track_caller]
+    fn read<const N: usize>(&self, i: u32) -> [T; N] {
+        self.load_vec(i)
+    }
+    #[track_caller]
+    fn write<const N: usize>(&self, i: u32, v: [T; N]) {
+        self.store_vec(i, v)
+    }
+}
+
+/// Registers (CK's `vgpr` address space): a thread-private array viewed through cells.
+impl<T: Element> Memory<T> for &[core::cell::Cell<T>] {
+    fn size(&self) -> u32 {
+        self.len() as u32
+    }
+    #[track_caller]
+    fn read<const N: usize>(&self, i: u32) -> [T; N] {
+        core::array::from_fn(|k| self[i as usize + k].get())
+    }
+    #[track_caller]
+    fn write<const N: usize>(&self, i: u32, v: [T; N]) {
+        for (k, x) in v.into_iter().enumerate() {
+            self[i as usize + k].set(x);
+        }
+    }
+}
+
+/// CK's `buffer_view` over global, shared or register memory.
+///
+/// Accesses are `N`-element vectors starting at `i + linear_offset`; `is_valid` decides for the
+/// whole vector (CK: "validity is evaluated only at the first element"). Invalid reads give
+/// `invalid_value` (zero by default), invalid writes are dropped.
+#[derive(Clone, Copy)]
+pub struct BufferView<M, T> {
+    memory: M,
+    invalid_value: T,
+}
+
+impl<T: Element, M: Memory<T>> BufferView<M, T> {
+    /// A view whose invalid elements read as zero (`make_buffer_view(p, n)`).
+    pub fn new(memory: M) -> Self {
+        BufferView {
+            memory,
+            invalid_value: T::default(),
+        }
+    }
+
+    /// A view whose invalid elements read as `value` (`make_buffer_view(p, n, v)`).
+    pub fn with_invalid_value(memory: M, value: T) -> Self {
+        BufferView {
+            memory,
+            invalid_value: value,
+        }
+    }
+
+    /// Number of elements (`buffer_size`).
+    pub fn size(&self) -> u32 {
+        self.memory.size()
+    }
+
+    /// `get<N>(i, linear_offset, is_valid)`.
+    #[track_caller]
+    #[inline(always)]
+    pub fn get<const N: usize>(&self, i: u32, linear_offset: u32, is_valid: bool) -> [T; N] {
+        if is_valid {
+            self.memory.read(i + linear_offset)
+        } else {
+            [self.invalid_value; N]
+        }
+    }
+
+    /// `set<N>(i, linear_offset, is_valid, v)`.
+    #[track_caller]
+    #[inline(always)]
+    pub fn set<const N: usize>(&self, i: u32, linear_offset: u32, is_valid: bool, v: [T; N]) {
+        if is_valid {
+            self.memory.write(i + linear_offset, v)
+        }
+    }
+}
+
+impl<T: super::Atomic> BufferView<GlobalMut<T>, T> {
+    /// `update<op, N>(i, linear_offset, is_valid, v)`.
+    #[track_caller]
+    #[inline(always)]
+    pub fn update<const N: usize>(
+        &self,
+        op: MemoryOp,
+        i: u32,
+        linear_offset: u32,
+        is_valid: bool,
+        v: [T; N],
+    ) {
+        if !is_valid {
+            return;
+        }
+        let at = i + linear_offset;
+        match op {
+            MemoryOp::Set => self.memory.store_vec(at, v),
+            MemoryOp::Add => {
+                let old: [T; N] = self.memory.load_vec(at);
+                let mut new = old;
+                for k in 0..N {
+                    new[k] = T::add(old[k], v[k]);
+                }
+                self.memory.store_vec(at, new)
+            }
+            MemoryOp::AtomicAdd => {
+                for (k, &x) in v.iter().enumerate() {
+                    self.memory.atomic_add(at + k as u32, x);
+                }
+            }
+            MemoryOp::AtomicMax => {
+                for (k, &x) in v.iter().enumerate() {
+                    self.memory.atomic_max(at + k as u32, x);
+                }
+            }
+        }
+    }
+}
+
+/// How `update` combines with memory (CK's `memory_operation_enum`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemoryOp {
+    /// Overwrite.
+    Set,
+    /// Non-atomic read-modify-write add.
+    Add,
+    /// Per-element atomic add.
+    AtomicAdd,
+    /// Per-element atomic max.
+    AtomicMax,
+}

@@ -1,0 +1,102 @@
+//! Element types that kernels load and store: plain little-endian scalars of 1, 2 or 4 bytes.
+
+/// A scalar that lives in device memory. `to_bits`/`from_bits` give its little-endian bytes in
+/// the low bits of a `u32` (what the emulator stores and shuffles move).
+pub trait Element: Copy + Default + PartialEq + core::fmt::Debug + Send + Sync + 'static {
+    /// Size in bytes (1, 2 or 4).
+    const BYTES: u32;
+    /// Name for messages.
+    const NAME: &'static str;
+    /// The bits, zero-extended.
+    fn to_bits(self) -> u32;
+    /// From the low `BYTES` bytes.
+    fn from_bits(bits: u32) -> Self;
+}
+
+macro_rules! element {
+    ($t:ty, $bytes:expr, $to:expr, $from:expr) => {
+        impl Element for $t {
+            const BYTES: u32 = $bytes;
+            const NAME: &'static str = stringify!($t);
+            #[inline(always)]
+            fn to_bits(self) -> u32 {
+                ($to)(self)
+            }
+            #[inline(always)]
+            fn from_bits(bits: u32) -> Self {
+                ($from)(bits)
+            }
+        }
+    };
+}
+
+element!(f32, 4, |v: f32| v.to_bits(), f32::from_bits);
+element!(u32, 4, |v: u32| v, |b: u32| b);
+element!(i32, 4, |v: i32| v as u32, |b: u32| b as i32);
+element!(u16, 2, |v: u16| v as u32, |b: u32| b as u16);
+element!(i16, 2, |v: i16| v as u16 as u32, |b: u32| b as u16 as i16);
+element!(u8, 1, |v: u8| v as u32, |b: u32| b as u8);
+element!(i8, 1, |v: i8| v as u8 as u32, |b: u32| b as u8 as i8);
+
+/// bfloat16: the upper half of an `f32`. Conversions round to nearest even.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug, Hash)]
+#[repr(transparent)]
+pub struct Bf16(pub u16);
+
+impl Bf16 {
+    /// Rounds an `f32` to the nearest bf16 (ties to even; NaN stays NaN).
+    pub fn from_f32(v: f32) -> Bf16 {
+        let b = v.to_bits();
+        if v.is_nan() {
+            return Bf16(((b >> 16) as u16) | 0x40);
+        }
+        let round = 0x7fff + ((b >> 16) & 1);
+        Bf16((b.wrapping_add(round) >> 16) as u16)
+    }
+
+    /// The exact `f32` value.
+    pub fn to_f32(self) -> f32 {
+        f32::from_bits((self.0 as u32) << 16)
+    }
+}
+
+element!(Bf16, 2, |v: Bf16| v.0 as u32, |b: u32| Bf16(b as u16));
+
+/// 32-bit elements: what warp shuffles and 32-bit atomics move.
+pub trait Element32: Element {}
+impl Element32 for f32 {}
+impl Element32 for u32 {}
+impl Element32 for i32 {}
+
+/// Elements with a device atomic add / max (f32, i32, u32).
+pub trait Atomic: Element32 {
+    /// `a + b` as the device computes it.
+    fn add(a: Self, b: Self) -> Self;
+    /// `max(a, b)` as the device computes it.
+    fn max(a: Self, b: Self) -> Self;
+}
+
+impl Atomic for f32 {
+    fn add(a: f32, b: f32) -> f32 {
+        a + b
+    }
+    fn max(a: f32, b: f32) -> f32 {
+        a.max(b)
+    }
+}
+impl Atomic for u32 {
+    fn add(a: u32, b: u32) -> u32 {
+        a.wrapping_add(b)
+    }
+    fn max(a: u32, b: u32) -> u32 {
+        a.max(b)
+    }
+}
+impl Atomic for i32 {
+    fn add(a: i32, b: i32) -> i32 {
+        a.wrapping_add(b)
+    }
+    fn max(a: i32, b: i32) -> i32 {
+        a.max(b)
+    }
+}

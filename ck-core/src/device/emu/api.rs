@@ -1,0 +1,443 @@
+//! The device API as the emulator implements it. Kernels see exactly the same names and
+//! signatures on the GPU (`device::ptx`).
+
+use std::prelude::rust_2021::*;
+
+use super::memory::EmuMemory;
+use super::state::{Kind, Site};
+use super::{abort, ctx, Event, WarpOp};
+use crate::device::element::{Atomic, Element, Element32};
+use crate::host::Fault;
+use std::marker::PhantomData;
+use std::panic::Location;
+
+/// Index of this thread in its (1-D) block.
+pub fn thread_idx() -> u32 {
+    ctx().tid
+}
+
+/// Index of this block in the (1-D) grid.
+pub fn block_idx() -> u32 {
+    ctx().block
+}
+
+/// Threads per block.
+pub fn block_dim() -> u32 {
+    ctx().block_dim
+}
+
+/// Blocks in the grid.
+pub fn grid_dim() -> u32 {
+    ctx().grid_dim
+}
+
+/// Lane of this thread in its warp.
+pub fn lane_id() -> u32 {
+    ctx().tid % crate::device::WARP_SIZE
+}
+
+/// Warp of this thread in its block.
+pub fn warp_id() -> u32 {
+    ctx().tid / crate::device::WARP_SIZE
+}
+
+/// Waits until every thread of the block reaches this barrier (`__syncthreads`); orders shared
+/// memory accesses before it with those after it.
+#[track_caller]
+pub fn block_sync() {
+    ctx().suspend(Event::Barrier(Location::caller()));
+}
+
+#[track_caller]
+fn warp_op(op: WarpOp, value: u32) -> u32 {
+    ctx().suspend(Event::Warp {
+        op,
+        value,
+        site: Location::caller(),
+    })
+}
+
+/// Waits for every lane of the warp (`__syncwarp`).
+#[track_caller]
+pub fn warp_sync() {
+    warp_op(WarpOp::Sync, 0);
+}
+
+/// The value of lane `lane ^ mask` (butterfly).
+#[track_caller]
+pub fn shfl_xor<T: Element32>(v: T, mask: u32) -> T {
+    T::from_bits(warp_op(WarpOp::ShflXor(mask), v.to_bits()))
+}
+
+/// The value of lane `lane + delta` (own value past the last lane).
+#[track_caller]
+pub fn shfl_down<T: Element32>(v: T, delta: u32) -> T {
+    T::from_bits(warp_op(WarpOp::ShflDown(delta), v.to_bits()))
+}
+
+/// The value of lane `lane − delta` (own value before lane 0).
+#[track_caller]
+pub fn shfl_up<T: Element32>(v: T, delta: u32) -> T {
+    T::from_bits(warp_op(WarpOp::ShflUp(delta), v.to_bits()))
+}
+
+/// The value of lane `src % 32`.
+#[track_caller]
+pub fn shfl_idx<T: Element32>(v: T, src: u32) -> T {
+    T::from_bits(warp_op(WarpOp::ShflIdx(src), v.to_bits()))
+}
+
+/// Bit `i` set iff lane `i`'s `pred` is true.
+#[track_caller]
+pub fn ballot(pred: bool) -> u32 {
+    warp_op(WarpOp::Ballot, pred as u32)
+}
+
+const fn vector_ok<T: Element, const N: usize>() {
+    let bytes = T::BYTES as usize * N;
+    assert!(
+        N >= 1 && bytes <= 16 && bytes.is_power_of_two(),
+        "vector accesses are 1, 2, 4, 8 or 16 bytes"
+    );
+}
+
+/// One vector access of `N` elements of `T` at element `i` of `mem` (which holds `len`
+/// elements starting at byte `base`): bounds, alignment, races (shared), profile, data.
+#[allow(clippy::too_many_arguments)]
+fn access<T: Element, const N: usize>(
+    mem: &EmuMemory,
+    base: usize,
+    len: u32,
+    shared: bool,
+    i: u32,
+    kind: Kind,
+    site: Site,
+    data: Option<[T; N]>,
+) -> [T; N] {
+    let c = ctx();
+    let st = c.state();
+    let space = if shared { "shared" } else { "global" };
+    if i as u64 + N as u64 > len as u64 {
+        st.out_of_bounds(
+            c.tid,
+            site,
+            (space, kind),
+            (i as u64, N as u32, T::NAME),
+            len as u64,
+        );
+        abort();
+    }
+    let bytes = T::BYTES * N as u32;
+    let offset = base + i as usize * T::BYTES as usize;
+    if !offset.is_multiple_of(bytes as usize) {
+        st.fault(
+            Fault::Misaligned,
+            vec![c.tid],
+            Some(i as u64),
+            format!(
+                "thread {}: {bytes}-byte {space} access at element {i} (byte {offset}) is not {bytes}-byte aligned (at {site})",
+                c.tid
+            ),
+        );
+        abort();
+    }
+    if shared {
+        let same = data.is_some_and(|d| {
+            d.iter()
+                .enumerate()
+                .all(|(k, v)| mem.load(offset + k * T::BYTES as usize, T::BYTES) == v.to_bits())
+        });
+        st.check_race(c.tid, site, kind, offset, bytes, same);
+        if st.error.borrow().is_some() {
+            abort();
+        }
+    }
+    st.profile(c.tid, site, kind, !shared, mem.address(offset), bytes);
+    let mut out = [T::default(); N];
+    for (k, o) in out.iter_mut().enumerate() {
+        let at = offset + k * T::BYTES as usize;
+        match data {
+            Some(d) => mem.store(at, T::BYTES, d[k].to_bits()),
+            None => *o = T::from_bits(mem.load(at, T::BYTES)),
+        }
+    }
+    out
+}
+
+fn atomic<T: Atomic>(
+    mem: &EmuMemory,
+    base: usize,
+    len: u32,
+    shared: bool,
+    i: u32,
+    site: Site,
+    f: impl Fn(T) -> T,
+) -> T {
+    let c = ctx();
+    let st = c.state();
+    if i >= len {
+        let space = if shared { "shared" } else { "global" };
+        st.out_of_bounds(
+            c.tid,
+            site,
+            (space, Kind::Atomic),
+            (i as u64, 1, T::NAME),
+            len as u64,
+        );
+        abort();
+    }
+    let offset = base + i as usize * 4;
+    st.profile(c.tid, site, Kind::Atomic, !shared, mem.address(offset), 4);
+    T::from_bits(mem.update(offset, |old| f(T::from_bits(old)).to_bits()))
+}
+
+/// A read-only global buffer of `T` (a kernel argument).
+pub struct Global<T> {
+    mem: *const EmuMemory,
+    len: u32,
+    _t: PhantomData<T>,
+}
+
+/// A writable global buffer of `T` (a kernel argument).
+pub struct GlobalMut<T> {
+    mem: *const EmuMemory,
+    len: u32,
+    _t: PhantomData<T>,
+}
+
+macro_rules! handle_common {
+    ($h:ident) => {
+        impl<T> Clone for $h<T> {
+            fn clone(&self) -> Self {
+                *self
+            }
+        }
+        impl<T> Copy for $h<T> {}
+        // SAFETY: the memory is atomic words; the launch keeps it alive while kernels run.
+        unsafe impl<T> Send for $h<T> {}
+        unsafe impl<T> Sync for $h<T> {}
+
+        impl<T: Element> $h<T> {
+            /// A handle over emulated memory (used by the host launcher).
+            #[doc(hidden)]
+            pub fn from_emulated(mem: &EmuMemory, len: u32) -> Self {
+                $h {
+                    mem,
+                    len,
+                    _t: PhantomData,
+                }
+            }
+
+            fn mem(&self) -> &EmuMemory {
+                // SAFETY: the launch that created this handle keeps the buffer alive.
+                unsafe { &*self.mem }
+            }
+
+            /// Number of elements.
+            pub fn len(&self) -> u32 {
+                self.len
+            }
+
+            /// True if the buffer has no elements.
+            pub fn is_empty(&self) -> bool {
+                self.len == 0
+            }
+
+            /// Element `i`.
+            #[track_caller]
+            pub fn load(&self, i: u32) -> T {
+                self.load_vec::<1>(i)[0]
+            }
+
+            /// `N` consecutive elements from `i` in one access (`N·size_of::<T>()` ∈ {1,2,4,8,16}
+            /// bytes, naturally aligned).
+            #[track_caller]
+            pub fn load_vec<const N: usize>(&self, i: u32) -> [T; N] {
+                const { vector_ok::<T, N>() };
+                access::<T, N>(
+                    self.mem(),
+                    0,
+                    self.len,
+                    false,
+                    i,
+                    Kind::Load,
+                    Location::caller(),
+                    None,
+                )
+            }
+        }
+    };
+}
+
+handle_common!(Global);
+handle_common!(GlobalMut);
+
+impl<T: Element> GlobalMut<T> {
+    /// Stores element `i`.
+    #[track_caller]
+    pub fn store(&self, i: u32, v: T) {
+        self.store_vec::<1>(i, [v]);
+    }
+
+    /// Stores `N` consecutive elements from `i` in one access.
+    #[track_caller]
+    pub fn store_vec<const N: usize>(&self, i: u32, v: [T; N]) {
+        const { vector_ok::<T, N>() };
+        access::<T, N>(
+            self.mem(),
+            0,
+            self.len,
+            false,
+            i,
+            Kind::Store,
+            Location::caller(),
+            Some(v),
+        );
+    }
+
+    /// Read-only view of the same buffer.
+    pub fn as_const(&self) -> Global<T> {
+        Global {
+            mem: self.mem,
+            len: self.len,
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<T: Atomic> GlobalMut<T> {
+    /// Atomically adds `v` to element `i`; returns the old value.
+    #[track_caller]
+    pub fn atomic_add(&self, i: u32, v: T) -> T {
+        atomic(
+            self.mem(),
+            0,
+            self.len,
+            false,
+            i,
+            Location::caller(),
+            |old| T::add(old, v),
+        )
+    }
+
+    /// Atomically replaces element `i` by `max(old, v)`; returns the old value.
+    #[track_caller]
+    pub fn atomic_max(&self, i: u32, v: T) -> T {
+        atomic(
+            self.mem(),
+            0,
+            self.len,
+            false,
+            i,
+            Location::caller(),
+            |old| T::max(old, v),
+        )
+    }
+}
+
+/// A block's static shared-memory array of `N` elements of `T`, at a byte offset fixed by
+/// `#[tile_kernel]` (which sums every `shared!` of a kernel into its shared-memory size).
+#[derive(Clone, Copy)]
+pub struct SharedArray<T, const N: usize> {
+    offset: u32,
+    _t: PhantomData<T>,
+}
+
+impl<T: Element, const N: usize> SharedArray<T, N> {
+    /// The array at byte `offset` of the block's shared memory (emitted by `#[tile_kernel]`).
+    #[doc(hidden)]
+    pub const fn at_offset(offset: usize) -> Self {
+        SharedArray {
+            offset: offset as u32,
+            _t: PhantomData,
+        }
+    }
+
+    /// Number of elements.
+    pub const fn len(&self) -> u32 {
+        N as u32
+    }
+
+    /// True if `N == 0`.
+    pub const fn is_empty(&self) -> bool {
+        N == 0
+    }
+
+    fn mem(&self) -> &'static EmuMemory {
+        &ctx().state().shared
+    }
+
+    /// Element `i`.
+    #[track_caller]
+    pub fn load(&self, i: u32) -> T {
+        self.load_vec::<1>(i)[0]
+    }
+
+    /// `V` consecutive elements from `i` in one access.
+    #[track_caller]
+    pub fn load_vec<const V: usize>(&self, i: u32) -> [T; V] {
+        const { vector_ok::<T, V>() };
+        access::<T, V>(
+            self.mem(),
+            self.offset as usize,
+            N as u32,
+            true,
+            i,
+            Kind::Load,
+            Location::caller(),
+            None,
+        )
+    }
+
+    /// Stores element `i`.
+    #[track_caller]
+    pub fn store(&self, i: u32, v: T) {
+        self.store_vec::<1>(i, [v]);
+    }
+
+    /// Stores `V` consecutive elements from `i` in one access.
+    #[track_caller]
+    pub fn store_vec<const V: usize>(&self, i: u32, v: [T; V]) {
+        const { vector_ok::<T, V>() };
+        access::<T, V>(
+            self.mem(),
+            self.offset as usize,
+            N as u32,
+            true,
+            i,
+            Kind::Store,
+            Location::caller(),
+            Some(v),
+        );
+    }
+}
+
+impl<T: Atomic, const N: usize> SharedArray<T, N> {
+    /// Atomically adds `v` to element `i`; returns the old value.
+    #[track_caller]
+    pub fn atomic_add(&self, i: u32, v: T) -> T {
+        atomic(
+            self.mem(),
+            self.offset as usize,
+            N as u32,
+            true,
+            i,
+            Location::caller(),
+            |old| T::add(old, v),
+        )
+    }
+
+    /// Atomically replaces element `i` by `max(old, v)`; returns the old value.
+    #[track_caller]
+    pub fn atomic_max(&self, i: u32, v: T) -> T {
+        atomic(
+            self.mem(),
+            self.offset as usize,
+            N as u32,
+            true,
+            i,
+            Location::caller(),
+            |old| T::max(old, v),
+        )
+    }
+}

@@ -1,0 +1,491 @@
+//! The SIMT emulator: every thread of a block is a stackful coroutine, run round-robin on one
+//! OS thread; blocks run in parallel across cores.
+//!
+//! * `block_sync()` suspends a thread until every live thread of its block waits at the same
+//!   barrier; a barrier some threads can never reach (they exited, or wait at another one) is
+//!   `barrier-divergence`.
+//! * Warp operations (shuffles, ballot, warp sync) are a rendezvous of the warp's live lanes;
+//!   lanes at different warp operations, or lanes that exited, are `warp-divergence`.
+//! * If no thread can run and no rendezvous can complete, the launch fails with `deadlock`
+//!   naming where every thread waits — nothing hangs.
+//! * Every global and shared access is bounds-checked (`out-of-bounds`), shared accesses are
+//!   race-checked between barriers (`shared-race`), and grouped per warp-level instruction for
+//!   the bank-conflict and sector counts of [`crate::bank`].
+
+use std::prelude::rust_2021::*;
+
+mod api;
+pub(crate) mod memory;
+mod state;
+
+pub use api::*;
+
+use crate::host::{Fault, KernelError, LaunchStats};
+use corosensei::stack::DefaultStack;
+use corosensei::{Coroutine, CoroutineResult, Yielder};
+use state::{BlockState, Site};
+use std::cell::Cell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Mutex, Once};
+
+/// Stack of one emulated thread.
+const STACK_BYTES: usize = 256 * 1024;
+
+/// A warp-level operation; lanes meeting at a rendezvous must all perform the same one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WarpOp {
+    ShflXor(u32),
+    ShflUp(u32),
+    ShflDown(u32),
+    ShflIdx(u32),
+    Ballot,
+    Sync,
+}
+
+impl WarpOp {
+    fn name(self) -> &'static str {
+        match self {
+            WarpOp::ShflXor(_) => "shfl_xor",
+            WarpOp::ShflUp(_) => "shfl_up",
+            WarpOp::ShflDown(_) => "shfl_down",
+            WarpOp::ShflIdx(_) => "shfl_idx",
+            WarpOp::Ballot => "ballot",
+            WarpOp::Sync => "warp_sync",
+        }
+    }
+
+    fn same_kind(self, other: WarpOp) -> bool {
+        std::mem::discriminant(&self) == std::mem::discriminant(&other)
+    }
+}
+
+/// Why a thread suspended.
+pub(crate) enum Event {
+    Barrier(Site),
+    Warp { op: WarpOp, value: u32, site: Site },
+}
+
+/// Identity and context of the emulated thread running on this OS thread.
+pub(crate) struct ThreadCtx {
+    pub tid: u32,
+    pub block: u32,
+    pub block_dim: u32,
+    pub grid_dim: u32,
+    yielder: Cell<*const Yielder<u32, Event>>,
+    pub state: *const BlockState,
+}
+
+impl ThreadCtx {
+    pub fn state(&self) -> &BlockState {
+        // SAFETY: the block state outlives every coroutine of the block (run_block owns both).
+        unsafe { &*self.state }
+    }
+
+    pub fn suspend(&self, e: Event) -> u32 {
+        // SAFETY: set by the coroutine itself before any user code runs; valid while it runs.
+        unsafe { (*self.yielder.get()).suspend(e) }
+    }
+}
+
+thread_local! {
+    static CURRENT: Cell<*const ThreadCtx> = const { Cell::new(std::ptr::null()) };
+    static IN_KERNEL: Cell<bool> = const { Cell::new(false) };
+    static PANIC_SITE: Cell<Option<String>> = const { Cell::new(None) };
+}
+
+/// The emulated thread running now. Panics outside a kernel launch.
+pub(crate) fn ctx() -> &'static ThreadCtx {
+    let p = CURRENT.with(Cell::get);
+    assert!(
+        !p.is_null(),
+        "ck_core device functions can only be called inside a kernel launched on a Device"
+    );
+    // SAFETY: set by the scheduler to a ThreadCtx that outlives the resume call.
+    unsafe { &*p }
+}
+
+/// Stops the current emulated thread after a fault was recorded (no panic message printed).
+pub(crate) fn abort() -> ! {
+    std::panic::resume_unwind(Box::new(Aborted))
+}
+
+struct Aborted;
+
+/// Kernel panics are reported as `kernel-panic` errors; keep the default hook quiet for them.
+fn install_panic_hook() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if IN_KERNEL.with(Cell::get) {
+                PANIC_SITE.with(|s| s.set(info.location().map(|l| l.to_string())));
+            } else {
+                previous(info);
+            }
+        }));
+    });
+}
+
+#[derive(Clone, Copy)]
+enum TState {
+    Runnable(u32),
+    AtBarrier(Site),
+    AtWarp { op: WarpOp, value: u32, site: Site },
+    Done,
+}
+
+/// Runs a whole grid; blocks in parallel on `workers` OS threads. Returns the summed stats, or
+/// the fault of the lowest-numbered failing block.
+pub(crate) fn launch(
+    kernel: &str,
+    grid: u32,
+    block_dim: u32,
+    shared_bytes: usize,
+    workers: usize,
+    body: &(dyn Fn() + Sync),
+) -> Result<LaunchStats, KernelError> {
+    install_panic_hook();
+    let next = AtomicU32::new(0);
+    let stop = AtomicBool::new(false);
+    let results: Mutex<(LaunchStats, Option<KernelError>)> =
+        Mutex::new((LaunchStats::default(), None));
+    std::thread::scope(|s| {
+        for _ in 0..workers.clamp(1, grid.max(1) as usize) {
+            s.spawn(|| {
+                let mut stacks = Vec::new();
+                loop {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let b = next.fetch_add(1, Ordering::Relaxed);
+                    if b >= grid {
+                        break;
+                    }
+                    let r = run_block(kernel, b, grid, block_dim, shared_bytes, body, &mut stacks);
+                    let mut res = results.lock().unwrap_or_else(|e| e.into_inner());
+                    match r {
+                        Ok(st) => res.0.add(&st),
+                        Err(e) => {
+                            stop.store(true, Ordering::Relaxed);
+                            if res.1.as_ref().is_none_or(|old| e.block < old.block) {
+                                res.1 = Some(e);
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let (stats, err) = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    match err {
+        Some(e) => Err(e),
+        None => Ok(stats),
+    }
+}
+
+fn ranges(tids: &[u32]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < tids.len() {
+        let mut j = i;
+        while j + 1 < tids.len() && tids[j + 1] == tids[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j {
+            tids[i].to_string()
+        } else {
+            format!("{}..={}", tids[i], tids[j])
+        });
+        i = j + 1;
+    }
+    out.join(", ")
+}
+
+fn run_block(
+    kernel: &str,
+    block: u32,
+    grid: u32,
+    n: u32,
+    shared_bytes: usize,
+    body: &(dyn Fn() + Sync),
+    stacks: &mut Vec<DefaultStack>,
+) -> Result<LaunchStats, KernelError> {
+    let state = BlockState::new(kernel, block, n, shared_bytes);
+    let ctxs: Vec<ThreadCtx> = (0..n)
+        .map(|tid| ThreadCtx {
+            tid,
+            block,
+            block_dim: n,
+            grid_dim: grid,
+            yielder: Cell::new(std::ptr::null()),
+            state: &state,
+        })
+        .collect();
+    let mut coros = Vec::with_capacity(n as usize);
+    for c in &ctxs {
+        let stack = match stacks.pop() {
+            Some(s) => s,
+            None => DefaultStack::new(STACK_BYTES).map_err(|e| KernelError {
+                fault: Fault::Panic,
+                kernel: kernel.to_string(),
+                block,
+                threads: vec![c.tid],
+                address: None,
+                message: format!("cannot allocate a thread stack: {e}"),
+            })?,
+        };
+        let cp: *const ThreadCtx = c;
+        // SAFETY: every coroutine is driven to completion or dropped before `ctxs`, `state`
+        // and `body` go out of scope (all live until the end of this function).
+        let co = unsafe {
+            Coroutine::with_stack_unchecked(stack, move |y: &Yielder<u32, Event>, _: u32| {
+                (*cp).yielder.set(y);
+                body();
+            })
+        };
+        coros.push(co);
+    }
+    let mut ts = vec![TState::Runnable(0); n as usize];
+    let result = schedule(&state, &ctxs, &mut coros, &mut ts);
+    // Reclaim stacks of finished coroutines; unfinished ones (after a fault) are unwound on drop.
+    for co in coros {
+        if co.done() {
+            stacks.push(co.into_stack());
+        }
+    }
+    result.map(|()| state.stats())
+}
+
+fn schedule(
+    state: &BlockState,
+    ctxs: &[ThreadCtx],
+    coros: &mut [Coroutine<u32, Event, (), DefaultStack>],
+    ts: &mut [TState],
+) -> Result<(), KernelError> {
+    let n = ts.len();
+    let fail = |fault: Fault, threads: Vec<u32>, message: String| -> Result<(), KernelError> {
+        state.fault(fault, threads, None, message);
+        Err(state.error.borrow_mut().take().expect("fault recorded"))
+    };
+    loop {
+        let mut progressed = false;
+        for t in 0..n {
+            let TState::Runnable(input) = ts[t] else {
+                continue;
+            };
+            progressed = true;
+            CURRENT.with(|c| c.set(&ctxs[t]));
+            IN_KERNEL.with(|k| k.set(true));
+            let r = catch_unwind(AssertUnwindSafe(|| coros[t].resume(input)));
+            IN_KERNEL.with(|k| k.set(false));
+            CURRENT.with(|c| c.set(std::ptr::null()));
+            ts[t] = match r {
+                Ok(CoroutineResult::Yield(Event::Barrier(site))) => TState::AtBarrier(site),
+                Ok(CoroutineResult::Yield(Event::Warp { op, value, site })) => {
+                    TState::AtWarp { op, value, site }
+                }
+                Ok(CoroutineResult::Return(())) => TState::Done,
+                Err(payload) => {
+                    if let Some(e) = state.error.borrow_mut().take() {
+                        return Err(e);
+                    }
+                    let msg = payload
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_else(|| "panic".into());
+                    let at = PANIC_SITE
+                        .with(|s| s.take())
+                        .map(|s| format!(" (at {s})"))
+                        .unwrap_or_default();
+                    return fail(
+                        Fault::Panic,
+                        vec![t as u32],
+                        format!("thread {t} panicked: {msg}{at}"),
+                    );
+                }
+            };
+            if let Some(e) = state.error.borrow_mut().take() {
+                return Err(e);
+            }
+        }
+        if ts.iter().all(|s| matches!(s, TState::Done)) {
+            return Ok(());
+        }
+        // Warp rendezvous.
+        for w in 0..n.div_ceil(32) {
+            let lanes = w * 32..(w * 32 + 32).min(n);
+            let live: Vec<usize> = lanes
+                .clone()
+                .filter(|&t| !matches!(ts[t], TState::Done))
+                .collect();
+            let Some(&first) = live.first() else { continue };
+            let TState::AtWarp {
+                op: op0,
+                site: site0,
+                ..
+            } = ts[first]
+            else {
+                continue;
+            };
+            if !live.iter().all(|&t| matches!(ts[t], TState::AtWarp { .. })) {
+                continue;
+            }
+            for &t in &live {
+                if let TState::AtWarp { op, site, .. } = ts[t] {
+                    if !op.same_kind(op0) || site != site0 {
+                        return fail(
+                            Fault::WarpDivergence,
+                            vec![first as u32, t as u32],
+                            format!(
+                                "lanes of warp {w} meet at different warp operations: thread {first} at {} ({site0}), \
+                                 thread {t} at {} ({site})",
+                                op0.name(),
+                                op.name()
+                            ),
+                        );
+                    }
+                }
+            }
+            if live.len() < lanes.len() {
+                let exited: Vec<u32> = lanes
+                    .clone()
+                    .filter(|t| !live.contains(t))
+                    .map(|t| t as u32)
+                    .collect();
+                return fail(
+                    Fault::WarpDivergence,
+                    exited.clone(),
+                    format!(
+                        "threads {} exited before the warp's {} at {site0}; every lane of the warp must take part",
+                        ranges(&exited),
+                        op0.name()
+                    ),
+                );
+            }
+            let values: Vec<u32> = lanes
+                .clone()
+                .map(|t| {
+                    if let TState::AtWarp { value, .. } = ts[t] {
+                        value
+                    } else {
+                        0
+                    }
+                })
+                .collect();
+            let count = values.len() as u32;
+            for t in lanes.clone() {
+                let lane = (t - w * 32) as u32;
+                let TState::AtWarp { op, value, .. } = ts[t] else {
+                    continue;
+                };
+                let from = |src: u32| {
+                    if src < count {
+                        values[src as usize]
+                    } else {
+                        value
+                    }
+                };
+                let result = match op {
+                    WarpOp::ShflXor(m) => from(lane ^ (m & 31)),
+                    WarpOp::ShflDown(d) => from(if lane + d < 32 { lane + d } else { lane }),
+                    WarpOp::ShflUp(d) => from(if lane >= d { lane - d } else { lane }),
+                    WarpOp::ShflIdx(s) => from(s % 32),
+                    WarpOp::Ballot => values
+                        .iter()
+                        .enumerate()
+                        .fold(0, |acc, (i, &v)| acc | (((v != 0) as u32) << i)),
+                    WarpOp::Sync => 0,
+                };
+                ts[t] = TState::Runnable(result);
+            }
+            state.warp_epoch.borrow_mut()[w] += 1;
+            progressed = true;
+        }
+        // Block barrier.
+        let waiting: Vec<usize> = (0..n)
+            .filter(|&t| matches!(ts[t], TState::AtBarrier(_)))
+            .collect();
+        let live = (0..n).filter(|&t| !matches!(ts[t], TState::Done)).count();
+        if !waiting.is_empty() && waiting.len() == live {
+            let TState::AtBarrier(site0) = ts[waiting[0]] else {
+                unreachable!()
+            };
+            if let Some(&t) = waiting
+                .iter()
+                .find(|&&t| !matches!(ts[t], TState::AtBarrier(s) if s == site0))
+            {
+                let TState::AtBarrier(site) = ts[t] else {
+                    unreachable!()
+                };
+                return fail(
+                    Fault::BarrierDivergence,
+                    vec![waiting[0] as u32, t as u32],
+                    format!(
+                        "threads wait at different block_sync calls: thread {} at {site0}, thread {t} at {site}",
+                        waiting[0]
+                    ),
+                );
+            }
+            if live < n {
+                let exited: Vec<u32> = (0..n)
+                    .filter(|&t| matches!(ts[t], TState::Done))
+                    .map(|t| t as u32)
+                    .collect();
+                return fail(
+                    Fault::BarrierDivergence,
+                    exited.clone(),
+                    format!(
+                        "threads {} exited without reaching the block_sync at {site0} that threads {} wait at; \
+                         a barrier must be reached by every thread of the block",
+                        ranges(&exited),
+                        ranges(&waiting.iter().map(|&t| t as u32).collect::<Vec<_>>())
+                    ),
+                );
+            }
+            for &t in &waiting {
+                ts[t] = TState::Runnable(0);
+            }
+            state.epoch.set(state.epoch.get() + 1);
+            for e in state.warp_epoch.borrow_mut().iter_mut() {
+                *e += 1;
+            }
+            progressed = true;
+        }
+        if !progressed {
+            return fail(Fault::Deadlock, (0..n as u32).collect(), describe_waits(ts));
+        }
+    }
+}
+
+/// "threads 0..=31 wait in shfl_xor at a.rs:3:5; threads 32..=63 wait at block_sync at a.rs:9:5".
+fn describe_waits(ts: &[TState]) -> String {
+    let mut groups: Vec<(String, Vec<u32>)> = Vec::new();
+    for (t, s) in ts.iter().enumerate() {
+        let what = match s {
+            TState::AtBarrier(site) => format!("wait at block_sync at {site}"),
+            TState::AtWarp { op, site, .. } => format!("wait in {} at {site}", op.name()),
+            TState::Done => "exited".to_string(),
+            TState::Runnable(_) => "are runnable".to_string(),
+        };
+        match groups.iter_mut().find(|g| g.0 == what) {
+            Some(g) => g.1.push(t as u32),
+            None => groups.push((what, vec![t as u32])),
+        }
+    }
+    let parts: Vec<String> = groups
+        .iter()
+        .map(|(w, t)| {
+            let who = if t.len() == 1 { "thread" } else { "threads" };
+            let w = if t.len() == 1 {
+                w.replacen("wait", "waits", 1)
+                    .replacen("are runnable", "is runnable", 1)
+            } else {
+                w.clone()
+            };
+            format!("{who} {} {w}", ranges(t))
+        })
+        .collect();
+    format!("no thread can make progress: {}", parts.join("; "))
+}

@@ -1,0 +1,276 @@
+//! Per-block emulator state: the block's shared memory, the race detector, the access profile,
+//! and the first fault found.
+
+use std::prelude::rust_2021::*;
+
+use super::memory::EmuMemory;
+use crate::bank::{global_sectors, shared_wavefronts, LaneAccess};
+use crate::host::{Fault, KernelError, LaunchStats};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::panic::Location;
+
+pub(crate) type Site = &'static Location<'static>;
+
+/// What a memory access does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Kind {
+    Load,
+    Store,
+    Atomic,
+}
+
+impl Kind {
+    fn verb(self) -> &'static str {
+        match self {
+            Kind::Load => "load",
+            Kind::Store => "store",
+            Kind::Atomic => "atomic update",
+        }
+    }
+}
+
+/// Who accessed a byte of shared memory, and when (block epoch = barriers passed, warp epoch =
+/// warp-level rendezvous passed).
+#[derive(Clone, Copy, Debug)]
+struct Stamp {
+    tid: u32,
+    epoch: u32,
+    warp_epoch: u32,
+    site: Site,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct ByteStamps {
+    write: Option<Stamp>,
+    reads: [Option<Stamp>; 2],
+}
+
+/// Ordered before `tid` at (`epoch`, `warp_epoch`)? Same thread, an earlier barrier, or the same
+/// warp before a warp-level rendezvous.
+fn ordered(s: &Stamp, tid: u32, epoch: u32, warp_epoch: u32) -> bool {
+    s.tid == tid || s.epoch != epoch || (s.tid / 32 == tid / 32 && s.warp_epoch != warp_epoch)
+}
+
+/// (thread, call site, kind, global?, warp epoch): which of a lane's accesses this is.
+type OrdinalKey = (u32, usize, Kind, bool, u32);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct GroupKey {
+    warp: u32,
+    warp_epoch: u32,
+    site: usize,
+    kind: Kind,
+    global: bool,
+    ordinal: u32,
+}
+
+/// State of one block while it runs (touched by one OS thread only).
+pub(crate) struct BlockState {
+    pub kernel: String,
+    pub block: u32,
+    pub shared: EmuMemory,
+    pub epoch: Cell<u32>,
+    pub warp_epoch: RefCell<Vec<u32>>,
+    stamps: RefCell<Vec<ByteStamps>>,
+    groups: RefCell<HashMap<GroupKey, Vec<LaneAccess>>>,
+    ordinals: RefCell<HashMap<OrdinalKey, u32>>,
+    pub error: RefCell<Option<KernelError>>,
+}
+
+impl BlockState {
+    pub fn new(kernel: &str, block: u32, block_dim: u32, shared_bytes: usize) -> BlockState {
+        BlockState {
+            kernel: kernel.to_string(),
+            block,
+            shared: EmuMemory::new(shared_bytes),
+            epoch: Cell::new(0),
+            warp_epoch: RefCell::new(vec![0; block_dim.div_ceil(32) as usize]),
+            stamps: RefCell::new(vec![ByteStamps::default(); shared_bytes]),
+            groups: RefCell::new(HashMap::new()),
+            ordinals: RefCell::new(HashMap::new()),
+            error: RefCell::new(None),
+        }
+    }
+
+    /// Records a fault (the first one wins).
+    pub fn fault(&self, fault: Fault, threads: Vec<u32>, address: Option<u64>, message: String) {
+        let mut e = self.error.borrow_mut();
+        if e.is_none() {
+            *e = Some(KernelError {
+                fault,
+                kernel: self.kernel.clone(),
+                block: self.block,
+                threads,
+                address,
+                message,
+            });
+        }
+    }
+
+    /// Adds one lane's access to its warp-level group: the `n`-th access a lane makes from one
+    /// call site between two warp rendezvous pairs with the `n`-th access of the other lanes.
+    pub fn profile(
+        &self,
+        tid: u32,
+        site: Site,
+        kind: Kind,
+        global: bool,
+        address: u64,
+        bytes: u32,
+    ) {
+        let warp_epoch = self.warp_epoch.borrow()[(tid / 32) as usize];
+        let site_id = site as *const _ as usize;
+        let mut ord = self.ordinals.borrow_mut();
+        let n = ord
+            .entry((tid, site_id, kind, global, warp_epoch))
+            .or_insert(0);
+        let key = GroupKey {
+            warp: tid / 32,
+            warp_epoch,
+            site: site_id,
+            kind,
+            global,
+            ordinal: *n,
+        };
+        *n += 1;
+        self.groups
+            .borrow_mut()
+            .entry(key)
+            .or_default()
+            .push(LaneAccess {
+                lane: tid % 32,
+                byte_address: address,
+                bytes,
+            });
+    }
+
+    /// Checks a shared access of `bytes` bytes at `offset` against earlier accesses of the same
+    /// barrier interval; a write-write pair that stores the value already there is benign.
+    pub fn check_race(
+        &self,
+        tid: u32,
+        site: Site,
+        kind: Kind,
+        offset: usize,
+        bytes: u32,
+        same_value: bool,
+    ) {
+        let epoch = self.epoch.get();
+        let warp_epoch = self.warp_epoch.borrow()[(tid / 32) as usize];
+        let me = Stamp {
+            tid,
+            epoch,
+            warp_epoch,
+            site,
+        };
+        let mut stamps = self.stamps.borrow_mut();
+        for b in offset..offset + bytes as usize {
+            let s = &mut stamps[b];
+            let conflict = match kind {
+                Kind::Load => s
+                    .write
+                    .filter(|w| !ordered(w, tid, epoch, warp_epoch))
+                    .map(|w| ("reads", w, "wrote")),
+                Kind::Store | Kind::Atomic => s
+                    .write
+                    .filter(|w| !ordered(w, tid, epoch, warp_epoch) && !same_value)
+                    .map(|w| ("writes", w, "wrote"))
+                    .or_else(|| {
+                        s.reads
+                            .iter()
+                            .flatten()
+                            .find(|r| !ordered(r, tid, epoch, warp_epoch))
+                            .map(|r| ("writes", *r, "read"))
+                    }),
+            };
+            if let Some((what, other, other_did)) = conflict {
+                drop(stamps);
+                self.fault(
+                    Fault::SharedRace,
+                    vec![other.tid, tid],
+                    Some(b as u64),
+                    format!(
+                        "thread {tid} {what} shared byte {b} (at {site}) while thread {} {other_did} it (at {}) \
+                         with no block_sync between them",
+                        other.tid, other.site
+                    ),
+                );
+                return;
+            }
+            match kind {
+                Kind::Load => {
+                    if s.reads[0].is_none_or(|r| r.tid == tid) {
+                        s.reads[0] = Some(me);
+                    } else {
+                        s.reads[1] = Some(me);
+                    }
+                }
+                Kind::Store | Kind::Atomic => {
+                    s.write = Some(me);
+                    s.reads = [None, None];
+                }
+            }
+        }
+    }
+
+    /// The block's shared and global traffic, by the bank and sector models.
+    pub fn stats(&self) -> LaunchStats {
+        let mut st = LaunchStats::default();
+        for (key, lanes) in self.groups.borrow().iter() {
+            if key.global {
+                let sectors = global_sectors(lanes) as u64;
+                match key.kind {
+                    Kind::Load => {
+                        st.global_load_sectors += sectors;
+                        st.global_load_requests += 1;
+                    }
+                    Kind::Store => {
+                        st.global_store_sectors += sectors;
+                        st.global_store_requests += 1;
+                    }
+                    Kind::Atomic => st.global_atomic_requests += 1,
+                }
+            } else {
+                let c = shared_wavefronts(lanes);
+                match key.kind {
+                    Kind::Load => {
+                        st.shared_load_wavefronts += c.wavefronts as u64;
+                        st.shared_load_conflicts += c.conflicts() as u64;
+                        st.shared_load_requests += 1;
+                    }
+                    Kind::Store => {
+                        st.shared_store_wavefronts += c.wavefronts as u64;
+                        st.shared_store_conflicts += c.conflicts() as u64;
+                        st.shared_store_requests += 1;
+                    }
+                    Kind::Atomic => st.shared_atomic_requests += 1,
+                }
+            }
+        }
+        st
+    }
+
+    /// Records an out-of-bounds access: `what` = (space, kind), `at` = (first element, element
+    /// count, element type), `len` = the array's length.
+    pub fn out_of_bounds(
+        &self,
+        tid: u32,
+        site: Site,
+        what: (&str, Kind),
+        at: (u64, u32, &str),
+        len: u64,
+    ) {
+        let ((space, kind), (index, count, elem)) = (what, at);
+        self.fault(
+            Fault::OutOfBounds,
+            vec![tid],
+            Some(index),
+            format!(
+                "thread {tid}: out-of-bounds {space} {} of {count} × {elem} at element {index} (at {site}); the {space} \
+                 array has {len} elements",
+                kind.verb()
+            ),
+        );
+    }
+}

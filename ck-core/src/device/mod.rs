@@ -1,0 +1,54 @@
+//! Device primitives: one API for kernels, one implementation per backend — the SIMT emulator
+//! on the host (`std` feature), PTX on `nvptx64`.
+//!
+//! | what | API |
+//! |---|---|
+//! | ids | [`thread_idx`], [`block_idx`], [`block_dim`], [`grid_dim`], [`lane_id`], [`warp_id`] |
+//! | barriers | [`block_sync`], [`warp_sync`] |
+//! | warp exchange | [`shfl_xor`], [`shfl_down`], [`shfl_up`], [`shfl_idx`], [`ballot`], [`warp_reduce`] |
+//! | memory | [`Global`], [`GlobalMut`] (kernel arguments), [`SharedArray`] (from `shared!`) with `load`, `store`, `load_vec`, `store_vec`, `atomic_add`, `atomic_max` |
+//! | buffer views | [`buffer_view::BufferView`]: CK's `get`/`set`/`update` with validity and invalid-value fill |
+//!
+//! Shared memory is declared inside a `#[tile_kernel]` function with `shared!(T; N)`: the macro
+//! gives every declaration a fixed offset in the block's shared memory and sums them into the
+//! kernel's shared-memory size (on the GPU one dynamic `.shared` region, sized at launch).
+
+pub mod buffer_view;
+mod element;
+
+pub use element::{Atomic, Bf16, Element, Element32};
+
+#[cfg(all(feature = "std", not(target_arch = "nvptx64")))]
+pub(crate) mod emu;
+#[cfg(all(feature = "std", not(target_arch = "nvptx64")))]
+pub use emu::{
+    ballot, block_dim, block_idx, block_sync, grid_dim, lane_id, shfl_down, shfl_idx, shfl_up,
+    shfl_xor, thread_idx, warp_id, warp_sync, Global, GlobalMut, SharedArray,
+};
+
+/// Threads per warp on NVIDIA GPUs (and in the emulator).
+pub const WARP_SIZE: u32 = 32;
+
+/// Reduces `v` over the 32 lanes of the warp with `op` (a butterfly of `shfl_xor`s); every lane
+/// gets the result.
+#[track_caller]
+#[inline(always)]
+pub fn warp_reduce<T: Element32>(v: T, op: impl Fn(T, T) -> T) -> T {
+    let mut v = v;
+    let mut mask = WARP_SIZE / 2;
+    while mask > 0 {
+        v = op(v, shfl_xor(v, mask));
+        mask /= 2;
+    }
+    v
+}
+
+/// `shared!(T; N)` declares a block-shared array of `N` elements of `T` inside a
+/// `#[tile_kernel]` function (the attribute rewrites it into a [`SharedArray`] at a fixed
+/// offset). Anywhere else it is a compile error.
+#[macro_export]
+macro_rules! shared {
+    ($($t:tt)*) => {
+        ::core::compile_error!("error[shared-outside-kernel]: shared!(T; N) can only be used inside a #[tile_kernel] function")
+    };
+}

@@ -1,0 +1,225 @@
+//! The emulator as a sanitizer: each seeded bug is caught with the right diagnosis (kernel,
+//! block, threads), the same kernel without the bug passes, and bad launches are refused before
+//! running. Nothing hangs or crashes.
+
+use ck_core::device::*;
+use ck_core::host::{Device, DeviceBuffer, Fault, KernelSpec, LaunchConfig, LaunchError};
+use ck_macros::tile_kernel;
+
+/// Neighbour exchange through shared memory; `sync = 0` drops the barrier (a race).
+#[tile_kernel(block = 64)]
+fn neighbour(output: GlobalMut<u32>, sync: u32) {
+    let s = shared!(u32; 64);
+    let t = thread_idx();
+    s.store(t, t * 10);
+    if sync != 0 {
+        block_sync();
+    }
+    output.store(t, s.load((t + 1) % 64));
+}
+
+/// Writes `output[t + shift]`; `shift = 1` makes the last thread store out of bounds.
+#[tile_kernel(block = 32)]
+fn shifted_store(output: GlobalMut<u32>, shift: u32) {
+    let t = thread_idx();
+    output.store(t + shift, t);
+}
+
+/// A barrier inside a branch only some threads take (`divergent = 1`).
+#[tile_kernel(block = 64)]
+fn branchy_barrier(output: GlobalMut<u32>, divergent: u32) {
+    let t = thread_idx();
+    if divergent == 0 || t < 32 {
+        block_sync();
+    }
+    output.store(t, t);
+}
+
+/// Warp 0 waits in a shuffle for lane 31, which waits at a barrier for everyone (`bug = 1`).
+#[tile_kernel(block = 64)]
+fn shuffle_vs_barrier(output: GlobalMut<u32>, bug: u32) {
+    let t = thread_idx();
+    let v = if bug != 0 && t == 31 {
+        block_sync();
+        0
+    } else {
+        shfl_xor(t, 1)
+    };
+    if bug == 0 || t != 31 {
+        block_sync();
+    }
+    output.store(t, v);
+}
+
+fn device() -> Device {
+    Device::emulator()
+}
+
+fn kernel_error(r: Result<ck_core::host::LaunchStats, LaunchError>) -> ck_core::host::KernelError {
+    match r {
+        Err(LaunchError::Kernel(e)) => e,
+        other => panic!("expected a kernel error, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_race_is_caught_and_the_synchronised_kernel_passes() {
+    let d = device();
+    let mut out = DeviceBuffer::zeros(&d, 64);
+    let e = kernel_error(Neighbour::launch(&d, LaunchConfig::new(2, 64), &mut out, 0));
+    assert_eq!(e.fault, Fault::SharedRace);
+    assert_eq!(e.kernel, "neighbour");
+    assert_eq!(e.block, 0);
+    assert_eq!(e.threads.len(), 2);
+    let msg = e.to_string();
+    assert!(
+        msg.starts_with("shared-race in kernel `neighbour`, block 0:"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("sanitizer.rs"),
+        "the message names the source lines: {msg}"
+    );
+    Neighbour::launch(&d, LaunchConfig::new(2, 64), &mut out, 1).unwrap();
+    let expect: Vec<u32> = (0..64).map(|t| ((t + 1) % 64) * 10).collect();
+    assert_eq!(out.to_vec(), expect);
+}
+
+#[test]
+fn an_out_of_bounds_store_is_caught() {
+    let d = device();
+    let mut out = DeviceBuffer::zeros(&d, 32);
+    let e = kernel_error(ShiftedStore::launch(
+        &d,
+        LaunchConfig::new(1, 32),
+        &mut out,
+        1,
+    ));
+    assert_eq!(e.fault, Fault::OutOfBounds);
+    assert_eq!(e.threads, [31]);
+    assert_eq!(e.address, Some(32));
+    assert!(
+        e.message.contains("element 32") && e.message.contains("32 elements"),
+        "{}",
+        e.message
+    );
+    ShiftedStore::launch(&d, LaunchConfig::new(1, 32), &mut out, 0).unwrap();
+    assert_eq!(out.to_vec(), (0..32).collect::<Vec<u32>>());
+}
+
+#[test]
+fn a_barrier_in_a_divergent_branch_is_caught() {
+    let d = device();
+    let mut out = DeviceBuffer::zeros(&d, 64);
+    let e = kernel_error(BranchyBarrier::launch(
+        &d,
+        LaunchConfig::new(1, 64),
+        &mut out,
+        1,
+    ));
+    assert_eq!(e.fault, Fault::BarrierDivergence);
+    assert_eq!(e.threads, (32..64).collect::<Vec<u32>>());
+    assert!(
+        e.message.contains("threads 32..=63 exited"),
+        "{}",
+        e.message
+    );
+    BranchyBarrier::launch(&d, LaunchConfig::new(1, 64), &mut out, 0).unwrap();
+}
+
+#[test]
+fn a_deadlock_is_reported_not_hung() {
+    let d = device();
+    let mut out = DeviceBuffer::zeros(&d, 64);
+    let e = kernel_error(ShuffleVsBarrier::launch(
+        &d,
+        LaunchConfig::new(1, 64),
+        &mut out,
+        1,
+    ));
+    assert_eq!(e.fault, Fault::Deadlock);
+    assert!(e.message.contains("wait in shfl_xor"), "{}", e.message);
+    assert!(e.message.contains("wait at block_sync"), "{}", e.message);
+    ShuffleVsBarrier::launch(&d, LaunchConfig::new(1, 64), &mut out, 0).unwrap();
+    let expect: Vec<u32> = (0..64).map(|t| t ^ 1).collect();
+    assert_eq!(out.to_vec(), expect);
+}
+
+/// Half the warp shuffles, half exits.
+#[tile_kernel(block = 32)]
+fn half_warp_shuffle(output: GlobalMut<u32>) {
+    let t = thread_idx();
+    if t < 16 {
+        output.store(t, shfl_xor(t, 1));
+    }
+}
+
+/// A 16-byte access at an odd element.
+#[tile_kernel(block = 32)]
+fn misaligned(output: GlobalMut<u32>) {
+    output.store_vec::<4>(1, [1, 2, 3, 4]);
+}
+
+/// Indexes a Rust array out of bounds.
+#[tile_kernel(block = 32)]
+fn panicking(output: GlobalMut<u32>, i: u32) {
+    let a = [1u32, 2, 3];
+    output.store(thread_idx(), a[i as usize]);
+}
+
+#[test]
+fn other_faults_are_diagnosed() {
+    let d = device();
+    let mut out = DeviceBuffer::zeros(&d, 32);
+    let e = kernel_error(HalfWarpShuffle::launch(
+        &d,
+        LaunchConfig::new(1, 32),
+        &mut out,
+    ));
+    assert_eq!(e.fault, Fault::WarpDivergence);
+    let e = kernel_error(Misaligned::launch(&d, LaunchConfig::new(1, 32), &mut out));
+    assert_eq!(e.fault, Fault::Misaligned);
+    let e = kernel_error(Panicking::launch(&d, LaunchConfig::new(1, 32), &mut out, 7));
+    assert_eq!(e.fault, Fault::Panic);
+    assert!(e.message.contains("index out of bounds"), "{}", e.message);
+    Panicking::launch(&d, LaunchConfig::new(1, 32), &mut out, 2).unwrap();
+    assert_eq!(out.to_vec(), vec![3; 32]);
+}
+
+#[test]
+fn bad_launches_are_refused_before_running() {
+    let d = device();
+    let mut out = DeviceBuffer::zeros(&d, 64);
+    let refuse = |r: Result<ck_core::host::LaunchStats, LaunchError>, rule: &str| match r {
+        Err(e @ LaunchError::Invalid { .. }) => assert_eq!(e.rule(), rule, "{e}"),
+        other => panic!("expected {rule}, got {other:?}"),
+    };
+    refuse(
+        Neighbour::launch(&d, LaunchConfig::new(1, 128), &mut out, 1),
+        "block-size",
+    );
+    refuse(
+        Neighbour::launch(&d, LaunchConfig::new(0, 64), &mut out, 1),
+        "grid-size",
+    );
+    let big = KernelSpec {
+        name: "big",
+        shared_bytes: 300 * 1024,
+        block: None,
+    };
+    refuse(
+        ck_core::host::launch(&d, &big, LaunchConfig::new(1, 32), &|| {}),
+        "shared-memory",
+    );
+    let any = KernelSpec {
+        name: "any",
+        shared_bytes: 0,
+        block: None,
+    };
+    refuse(
+        ck_core::host::launch(&d, &any, LaunchConfig::new(1, 2048), &|| {}),
+        "block-size",
+    );
+    // The refused launches wrote nothing.
+    assert!(out.to_vec().iter().all(|&v| v == 0));
+}

@@ -1,0 +1,360 @@
+//! `#[tile_kernel]`: a plain Rust function becomes a kernel.
+//!
+//! From
+//! ```text
+//! #[tile_kernel(block = 128)]
+//! pub fn reverse(input: Global<f32>, output: GlobalMut<f32>) { let t = shared!(f32; 128); … }
+//! ```
+//! it emits
+//! * the body as `__ck_kernel_reverse`, with every `shared!(T; N)` replaced by a
+//!   [`SharedArray`](ck_core::device::SharedArray) at a fixed, 16-byte aligned offset;
+//! * `struct Reverse` with `SPEC` (name, shared bytes = the sum of the arrays, block size) and,
+//!   on the host, a typed launcher `Reverse::launch(&device, cfg, &input, &mut output)` that
+//!   checks the configuration and arguments before running;
+//! * on `nvptx64`, the `#[no_mangle] extern "ptx-kernel" fn reverse(ptr, len, ptr, len)` entry.
+//!
+//! Options (parsed with darling): `block = N` (the block size the kernel is written for; launches
+//! with another size are refused) and `distributions(A, B, ..)` (tile distributions whose
+//! `BLOCK_SIZE` must equal `block`, checked at compile time).
+
+use darling::ast::NestedMeta;
+use darling::util::PathList;
+use darling::FromMeta;
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned};
+use syn::parse::{Parse, ParseStream};
+use syn::spanned::Spanned;
+use syn::visit_mut::VisitMut;
+use syn::{Expr, FnArg, Ident, ItemFn, Pat, Token, Type};
+
+#[derive(Debug, Default, FromMeta)]
+struct Options {
+    /// Threads per block the kernel is written for.
+    #[darling(default)]
+    block: Option<u32>,
+    /// Distributions whose BLOCK_SIZE must equal `block`.
+    #[darling(default)]
+    distributions: PathList,
+}
+
+/// How a kernel parameter crosses the launch.
+enum Param {
+    Global {
+        name: Ident,
+        elem: Type,
+        mutable: bool,
+    },
+    Scalar {
+        name: Ident,
+        ty: Type,
+    },
+}
+
+const SCALARS: &[&str] = &[
+    "u32", "i32", "f32", "u64", "i64", "f64", "u16", "i16", "u8", "i8", "bool",
+];
+
+struct SharedDecl {
+    elem: Type,
+    len: Expr,
+}
+
+struct SharedArgs {
+    elem: Type,
+    len: Expr,
+}
+
+impl Parse for SharedArgs {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let elem: Type = input.parse()?;
+        input.parse::<Token![;]>()?;
+        let len: Expr = input.parse()?;
+        Ok(SharedArgs { elem, len })
+    }
+}
+
+/// Replaces `shared!(T; N)` by `SharedArray::<T, {N}>::at_offset(Launcher::SHARED_OFFSETS[k])`.
+struct SharedRewriter {
+    launcher: Ident,
+    decls: Vec<SharedDecl>,
+    errors: Vec<syn::Error>,
+}
+
+impl VisitMut for SharedRewriter {
+    fn visit_expr_mut(&mut self, e: &mut Expr) {
+        if let Expr::Macro(m) = e {
+            if m.mac
+                .path
+                .segments
+                .last()
+                .is_some_and(|s| s.ident == "shared")
+            {
+                match m.mac.parse_body::<SharedArgs>() {
+                    Ok(SharedArgs { elem, len }) => {
+                        let k = self.decls.len();
+                        let launcher = &self.launcher;
+                        let span = m.span();
+                        *e = syn::parse_quote_spanned! {span=>
+                            ::ck_core::device::SharedArray::<#elem, { #len }>::at_offset(#launcher::SHARED_OFFSETS[#k])
+                        };
+                        self.decls.push(SharedDecl { elem, len });
+                    }
+                    Err(err) => self.errors.push(syn::Error::new(
+                        err.span(),
+                        format!(
+                            "error[shared-syntax]: expected `shared!(ElementType; length)`: {err}"
+                        ),
+                    )),
+                }
+                return;
+            }
+        }
+        syn::visit_mut::visit_expr_mut(self, e);
+    }
+}
+
+fn camel(name: &str) -> String {
+    name.split('_')
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            let mut c = s.chars();
+            c.next()
+                .map(|f| f.to_uppercase().collect::<String>() + c.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+fn classify(arg: &FnArg) -> syn::Result<Param> {
+    let FnArg::Typed(pt) = arg else {
+        return Err(syn::Error::new(
+            arg.span(),
+            "error[kernel-argument]: a kernel has no `self`",
+        ));
+    };
+    let Pat::Ident(pi) = &*pt.pat else {
+        return Err(syn::Error::new(
+            pt.pat.span(),
+            "error[kernel-argument]: kernel arguments must be plain names",
+        ));
+    };
+    let name = pi.ident.clone();
+    let unsupported = || {
+        syn::Error::new(
+            pt.ty.span(),
+            "error[kernel-argument]: unsupported kernel argument type; use Global<T>, GlobalMut<T> or a scalar (u32, i32, f32, ..)",
+        )
+    };
+    let Type::Path(tp) = &*pt.ty else {
+        return Err(unsupported());
+    };
+    let last = tp.path.segments.last().ok_or_else(unsupported)?;
+    let id = last.ident.to_string();
+    match (id.as_str(), &last.arguments) {
+        ("Global" | "GlobalMut", syn::PathArguments::AngleBracketed(a)) if a.args.len() == 1 => {
+            let syn::GenericArgument::Type(elem) = &a.args[0] else {
+                return Err(unsupported());
+            };
+            Ok(Param::Global {
+                name,
+                elem: elem.clone(),
+                mutable: id == "GlobalMut",
+            })
+        }
+        (s, syn::PathArguments::None) if SCALARS.contains(&s) => Ok(Param::Scalar {
+            name,
+            ty: (*pt.ty).clone(),
+        }),
+        _ => Err(unsupported()),
+    }
+}
+
+/// Expands `#[tile_kernel(args)] item`.
+pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
+    match expand_inner(args, item) {
+        Ok(t) => t,
+        Err(errors) => errors,
+    }
+}
+
+fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, TokenStream> {
+    let opts = NestedMeta::parse_meta_list(args)
+        .map_err(|e| darling::Error::from(e).write_errors())
+        .and_then(|list| Options::from_list(&list).map_err(|e| e.write_errors()))?;
+    let mut f: ItemFn = syn::parse2(item).map_err(|e| e.to_compile_error())?;
+    let mut errors: Vec<syn::Error> = Vec::new();
+    if let Some(b) = opts.block {
+        if b == 0 || b > 1024 {
+            errors.push(syn::Error::new(
+                Span::call_site(),
+                format!("error[block-size]: block = {b}; a block has 1 to 1024 threads"),
+            ));
+        }
+    }
+    let sig = &f.sig;
+    if sig.asyncness.is_some()
+        || sig.constness.is_some()
+        || !matches!(sig.safety, syn::Safety::Default)
+    {
+        errors.push(syn::Error::new(
+            sig.fn_token.span(),
+            "error[kernel-signature]: a kernel is a plain `fn` (not async, const or unsafe)",
+        ));
+    }
+    if !sig.generics.params.is_empty() {
+        errors.push(syn::Error::new(
+            sig.generics.span(),
+            "error[kernel-signature]: kernels cannot be generic; write one kernel per instance",
+        ));
+    }
+    if let syn::ReturnType::Type(_, ty) = &sig.output {
+        errors.push(syn::Error::new(
+            ty.span(),
+            "error[kernel-signature]: a kernel returns nothing; write results through a GlobalMut",
+        ));
+    }
+    let mut params = Vec::new();
+    for a in &sig.inputs {
+        match classify(a) {
+            Ok(p) => params.push(p),
+            Err(e) => errors.push(e),
+        }
+    }
+    let name = sig.ident.clone();
+    let launcher = format_ident!("{}", camel(&name.to_string()), span = name.span());
+    let body_name = format_ident!("__ck_kernel_{}", name);
+    let mut rewriter = SharedRewriter {
+        launcher: launcher.clone(),
+        decls: Vec::new(),
+        errors: Vec::new(),
+    };
+    rewriter.visit_block_mut(&mut f.block);
+    errors.extend(rewriter.errors);
+    if !errors.is_empty() {
+        let errs = errors.iter().map(syn::Error::to_compile_error);
+        return Err(quote!(#(#errs)*));
+    }
+
+    // Shared-memory layout: 16-byte aligned offsets, in declaration order.
+    let nshared = rewriter.decls.len();
+    let sizes: Vec<TokenStream> = rewriter
+        .decls
+        .iter()
+        .map(|d| {
+            let (t, n) = (&d.elem, &d.len);
+            quote!(::core::mem::size_of::<#t>() * (#n))
+        })
+        .collect();
+    let offsets = quote!(::ck_core::kernel::shared_offsets::<#nshared>([#(#sizes),*]));
+    let shared_bytes = quote!(::ck_core::kernel::shared_bytes::<#nshared>([#(#sizes),*]));
+
+    let vis = &f.vis;
+    let attrs = &f.attrs;
+    let block = &f.block;
+    let inputs = &f.sig.inputs;
+    let name_str = name.to_string();
+    let block_opt = match opts.block {
+        Some(b) => quote!(::core::option::Option::Some(#b)),
+        None => quote!(::core::option::Option::None),
+    };
+    let dist_checks = opts.distributions.iter().map(|d| {
+        let msg = format!("error[block-size-mismatch]: kernel `{name_str}` is declared with block = {} but distribution `{}` needs a different block size", opts.block.unwrap_or(0), quote!(#d));
+        match opts.block {
+            Some(b) => quote_spanned!(d.span()=> const _: () = ::core::assert!(#d::BLOCK_SIZE == #b, #msg);),
+            None => quote_spanned!(d.span()=> ::core::compile_error!("error[kernel-options]: distributions(..) needs `block = N` to check against");),
+        }
+    });
+
+    // Host launcher parameters and device handles.
+    let mut host_params = Vec::new();
+    let mut host_checks = Vec::new();
+    let mut host_handles = Vec::new();
+    let mut call_args = Vec::new();
+    let mut ptx_params = Vec::new();
+    let mut ptx_handles = Vec::new();
+    for p in &params {
+        match p {
+            Param::Global {
+                name,
+                elem,
+                mutable,
+            } => {
+                let n = name.to_string();
+                let (ptr, len) = (format_ident!("{}_ptr", name), format_ident!("{}_len", name));
+                if *mutable {
+                    host_params.push(quote!(#name: &mut ::ck_core::host::DeviceBuffer<#elem>));
+                    host_handles.push(quote!(let #name = #name.global_mut();));
+                    ptx_params.push(quote!(#ptr: *mut #elem, #len: u32));
+                    ptx_handles.push(quote!(let #name = ::ck_core::device::GlobalMut::<#elem>::from_raw(#ptr, #len);));
+                } else {
+                    host_params.push(quote!(#name: &::ck_core::host::DeviceBuffer<#elem>));
+                    host_handles.push(quote!(let #name = #name.global();));
+                    ptx_params.push(quote!(#ptr: *const #elem, #len: u32));
+                    ptx_handles.push(quote!(let #name = ::ck_core::device::Global::<#elem>::from_raw(#ptr, #len);));
+                }
+                host_checks.push(quote!(#name.check_argument(#n)?;));
+                call_args.push(quote!(#name));
+            }
+            Param::Scalar { name, ty } => {
+                host_params.push(quote!(#name: #ty));
+                ptx_params.push(quote!(#name: #ty));
+                call_args.push(quote!(#name));
+            }
+        }
+    }
+    let launch_doc = format!(
+        "Launches `{name_str}` on `device` (the configuration and arguments are checked first)."
+    );
+    Ok(quote! {
+        #(#attrs)*
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy, Debug, Default)]
+        #vis struct #launcher;
+
+        impl #launcher {
+            /// Byte offset of each `shared!` array in the block's shared memory.
+            #[doc(hidden)]
+            pub const SHARED_OFFSETS: [usize; #nshared] = #offsets;
+            /// Name, shared memory and block size of the kernel.
+            pub const SPEC: ::ck_core::kernel::KernelSpec = ::ck_core::kernel::KernelSpec {
+                name: #name_str,
+                shared_bytes: #shared_bytes,
+                block: #block_opt,
+            };
+        }
+
+        const _: () = ::core::assert!(
+            #launcher::SPEC.shared_bytes <= ::ck_core::kernel::MAX_SHARED_BYTES,
+            "error[shared-memory]: the kernel's shared! arrays exceed the 227 KiB a block may use"
+        );
+        #(#dist_checks)*
+
+        #[cfg(not(target_arch = "nvptx64"))]
+        impl #launcher {
+            #[doc = #launch_doc]
+            #[allow(clippy::too_many_arguments)]
+            pub fn launch(
+                device: &::ck_core::host::Device,
+                cfg: ::ck_core::host::LaunchConfig,
+                #(#host_params),*
+            ) -> ::core::result::Result<::ck_core::host::LaunchStats, ::ck_core::host::LaunchError> {
+                #(#host_checks)*
+                #(#host_handles)*
+                ::ck_core::host::launch(device, &Self::SPEC, cfg, &move || #body_name(#(#call_args),*))
+            }
+        }
+
+        #[doc(hidden)]
+        #[allow(non_snake_case, unused_braces, clippy::too_many_arguments)]
+        #[inline(always)]
+        #vis fn #body_name(#inputs) #block
+
+        #[cfg(target_arch = "nvptx64")]
+        #[no_mangle]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "ptx-kernel" fn #name(#(#ptx_params),*) {
+            #(#ptx_handles)*
+            #body_name(#(#call_args),*)
+        }
+    })
+}

@@ -1,0 +1,3 @@
+fn main() {
+    let _s = ck_core::shared!(f32; 64);
+}
