@@ -23,6 +23,7 @@
 //! Bad parameters never panic in the host API: constructors return [`Error`], whose
 //! [`Rule`] has a stable kebab-case name (`length-not-positive`, `sfc-not-divisible`, …).
 #![no_std]
+#![cfg_attr(target_arch = "nvptx64", feature(asm_experimental_arch, stdarch_nvptx))]
 #![deny(missing_docs)]
 
 #[cfg(feature = "std")]

@@ -51,6 +51,7 @@ pub fn bank_probe(output: GlobalMut<u32>, stride: u32, width: u32) {
     }
 }
 
+#[cfg(not(target_arch = "nvptx64"))]
 /// What the probe writes: for each thread, the word indices of its shared-memory access.
 pub fn reference(stride: u32, width: u32) -> Vec<u32> {
     (0..THREADS)
@@ -61,6 +62,7 @@ pub fn reference(stride: u32, width: u32) -> Vec<u32> {
         .collect()
 }
 
+#[cfg(not(target_arch = "nvptx64"))]
 /// Validates the probe's parameters.
 pub fn check_parameters(stride: u32, width: u32) -> Result<(), String> {
     if ![4, 8, 16].contains(&width) {

@@ -25,8 +25,8 @@ fn reverse_matches_its_reference() {
     let mut rng = Rng(7);
     for blocks in [1u32, 3] {
         let x: Vec<f32> = (0..blocks * BLOCK).map(|_| rng.f32()).collect();
-        let input = DeviceBuffer::from_slice(&device, &x);
-        let mut output = DeviceBuffer::from_slice(&device, &vec![f32::NAN; x.len()]);
+        let input = DeviceBuffer::from_slice(&device, &x).unwrap();
+        let mut output = DeviceBuffer::from_slice(&device, &vec![f32::NAN; x.len()]).unwrap();
         let st = Reverse::launch(
             &device,
             LaunchConfig::new(blocks, BLOCK),
@@ -34,7 +34,7 @@ fn reverse_matches_its_reference() {
             &mut output,
         )
         .unwrap();
-        assert_eq!(output.to_vec(), reverse_reference(&x));
+        assert_eq!(output.to_vec().unwrap(), reverse_reference(&x));
         // 8 warps per block, one 4-byte store and load each; consecutive lanes hit consecutive banks.
         assert_eq!(st.shared_store_requests, 8 * blocks as u64);
         assert_eq!(st.shared_load_conflicts + st.shared_store_conflicts, 0);
@@ -48,8 +48,9 @@ fn block_sum_matches_its_reference() {
     for n in [1u32, 255, 256, 1000] {
         let x: Vec<f32> = (0..n).map(|_| rng.f32()).collect();
         let blocks = n.div_ceil(BLOCK);
-        let input = DeviceBuffer::from_slice(&device, &x);
-        let mut output = DeviceBuffer::from_slice(&device, &vec![f32::NAN; blocks as usize]);
+        let input = DeviceBuffer::from_slice(&device, &x).unwrap();
+        let mut output =
+            DeviceBuffer::from_slice(&device, &vec![f32::NAN; blocks as usize]).unwrap();
         BlockSum::launch(
             &device,
             LaunchConfig::new(blocks, BLOCK),
@@ -58,7 +59,7 @@ fn block_sum_matches_its_reference() {
             n,
         )
         .unwrap();
-        for (got, want) in output.to_vec().iter().zip(block_sum_reference(&x)) {
+        for (got, want) in output.to_vec().unwrap().iter().zip(block_sum_reference(&x)) {
             assert!(
                 (*got as f64 - want).abs() <= 1e-5 * (1.0 + want.abs()),
                 "{got} vs {want}"
@@ -73,11 +74,11 @@ fn histogram_matches_its_reference() {
     let mut rng = Rng(13);
     for n in [1usize, 300, 5000] {
         let v: Vec<u32> = (0..n).map(|_| (rng.next() % 1000) as u32).collect();
-        let values = DeviceBuffer::from_slice(&device, &v);
-        let mut bins = DeviceBuffer::zeros(&device, BINS as usize);
+        let values = DeviceBuffer::from_slice(&device, &v).unwrap();
+        let mut bins = DeviceBuffer::zeros(&device, BINS as usize).unwrap();
         let st =
             Histogram::launch(&device, LaunchConfig::new(3, BLOCK), &values, &mut bins).unwrap();
-        assert_eq!(bins.to_vec(), histogram_reference(&v));
+        assert_eq!(bins.to_vec().unwrap(), histogram_reference(&v));
         assert_eq!(
             st.global_atomic_requests,
             3 * 2,
@@ -121,10 +122,10 @@ fn bank_probe_counts_match_the_model() {
     let device = Device::emulator();
     for width in [4u32, 8, 16] {
         for stride in [1u32, 2, 4, 8, 16, 32, 33] {
-            let mut out = DeviceBuffer::zeros(&device, (128 * width / 4) as usize);
+            let mut out = DeviceBuffer::zeros(&device, (128 * width / 4) as usize).unwrap();
             let st = BankProbe::launch(&device, LaunchConfig::new(1, 128), &mut out, stride, width)
                 .unwrap();
-            assert_eq!(out.to_vec(), bank_probe::reference(stride, width));
+            assert_eq!(out.to_vec().unwrap(), bank_probe::reference(stride, width));
             let (wavefronts, phases) = expected_wavefronts(stride, width);
             assert_eq!(
                 st.shared_store_wavefronts, wavefronts,

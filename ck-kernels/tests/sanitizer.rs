@@ -65,7 +65,7 @@ fn kernel_error(r: Result<ck_core::host::LaunchStats, LaunchError>) -> ck_core::
 #[test]
 fn a_race_is_caught_and_the_synchronised_kernel_passes() {
     let d = device();
-    let mut out = DeviceBuffer::zeros(&d, 64);
+    let mut out = DeviceBuffer::zeros(&d, 64).unwrap();
     let e = kernel_error(Neighbour::launch(&d, LaunchConfig::new(2, 64), &mut out, 0));
     assert_eq!(e.fault, Fault::SharedRace);
     assert_eq!(e.kernel, "neighbour");
@@ -82,13 +82,13 @@ fn a_race_is_caught_and_the_synchronised_kernel_passes() {
     );
     Neighbour::launch(&d, LaunchConfig::new(2, 64), &mut out, 1).unwrap();
     let expect: Vec<u32> = (0..64).map(|t| ((t + 1) % 64) * 10).collect();
-    assert_eq!(out.to_vec(), expect);
+    assert_eq!(out.to_vec().unwrap(), expect);
 }
 
 #[test]
 fn an_out_of_bounds_store_is_caught() {
     let d = device();
-    let mut out = DeviceBuffer::zeros(&d, 32);
+    let mut out = DeviceBuffer::zeros(&d, 32).unwrap();
     let e = kernel_error(ShiftedStore::launch(
         &d,
         LaunchConfig::new(1, 32),
@@ -104,13 +104,13 @@ fn an_out_of_bounds_store_is_caught() {
         e.message
     );
     ShiftedStore::launch(&d, LaunchConfig::new(1, 32), &mut out, 0).unwrap();
-    assert_eq!(out.to_vec(), (0..32).collect::<Vec<u32>>());
+    assert_eq!(out.to_vec().unwrap(), (0..32).collect::<Vec<u32>>());
 }
 
 #[test]
 fn a_barrier_in_a_divergent_branch_is_caught() {
     let d = device();
-    let mut out = DeviceBuffer::zeros(&d, 64);
+    let mut out = DeviceBuffer::zeros(&d, 64).unwrap();
     let e = kernel_error(BranchyBarrier::launch(
         &d,
         LaunchConfig::new(1, 64),
@@ -130,7 +130,7 @@ fn a_barrier_in_a_divergent_branch_is_caught() {
 #[test]
 fn a_deadlock_is_reported_not_hung() {
     let d = device();
-    let mut out = DeviceBuffer::zeros(&d, 64);
+    let mut out = DeviceBuffer::zeros(&d, 64).unwrap();
     let e = kernel_error(ShuffleVsBarrier::launch(
         &d,
         LaunchConfig::new(1, 64),
@@ -142,7 +142,7 @@ fn a_deadlock_is_reported_not_hung() {
     assert!(e.message.contains("wait at block_sync"), "{}", e.message);
     ShuffleVsBarrier::launch(&d, LaunchConfig::new(1, 64), &mut out, 0).unwrap();
     let expect: Vec<u32> = (0..64).map(|t| t ^ 1).collect();
-    assert_eq!(out.to_vec(), expect);
+    assert_eq!(out.to_vec().unwrap(), expect);
 }
 
 /// Half the warp shuffles, half exits.
@@ -170,7 +170,7 @@ fn panicking(output: GlobalMut<u32>, i: u32) {
 #[test]
 fn other_faults_are_diagnosed() {
     let d = device();
-    let mut out = DeviceBuffer::zeros(&d, 32);
+    let mut out = DeviceBuffer::zeros(&d, 32).unwrap();
     let e = kernel_error(HalfWarpShuffle::launch(
         &d,
         LaunchConfig::new(1, 32),
@@ -183,13 +183,13 @@ fn other_faults_are_diagnosed() {
     assert_eq!(e.fault, Fault::Panic);
     assert!(e.message.contains("index out of bounds"), "{}", e.message);
     Panicking::launch(&d, LaunchConfig::new(1, 32), &mut out, 2).unwrap();
-    assert_eq!(out.to_vec(), vec![3; 32]);
+    assert_eq!(out.to_vec().unwrap(), vec![3; 32]);
 }
 
 #[test]
 fn bad_launches_are_refused_before_running() {
     let d = device();
-    let mut out = DeviceBuffer::zeros(&d, 64);
+    let mut out = DeviceBuffer::zeros(&d, 64).unwrap();
     let refuse = |r: Result<ck_core::host::LaunchStats, LaunchError>, rule: &str| match r {
         Err(e @ LaunchError::Invalid { .. }) => assert_eq!(e.rule(), rule, "{e}"),
         other => panic!("expected {rule}, got {other:?}"),
@@ -208,7 +208,7 @@ fn bad_launches_are_refused_before_running() {
         block: None,
     };
     refuse(
-        ck_core::host::launch(&d, &big, LaunchConfig::new(1, 32), &|| {}),
+        ck_core::host::launch(&d, &big, LaunchConfig::new(1, 32), &[], &|| {}),
         "shared-memory",
     );
     let any = KernelSpec {
@@ -217,9 +217,22 @@ fn bad_launches_are_refused_before_running() {
         block: None,
     };
     refuse(
-        ck_core::host::launch(&d, &any, LaunchConfig::new(1, 2048), &|| {}),
+        ck_core::host::launch(&d, &any, LaunchConfig::new(1, 2048), &[], &|| {}),
         "block-size",
     );
     // The refused launches wrote nothing.
-    assert!(out.to_vec().iter().all(|&v| v == 0));
+    assert!(out.to_vec().unwrap().iter().all(|&v| v == 0));
+}
+
+#[test]
+fn buffers_of_another_device_are_refused() {
+    // A second emulator is the same kind of device: accepted.
+    let d = device();
+    let other = Device::emulator();
+    let mut out = DeviceBuffer::zeros(&other, 64).unwrap();
+    Neighbour::launch(&d, LaunchConfig::new(1, 64), &mut out, 1).unwrap();
+    // Where there is no GPU, asking for one is a clear error, not a panic.
+    if let Err(e) = Device::cuda(0) {
+        assert!(["no-gpu"].contains(&e.rule()), "{e}");
+    }
 }

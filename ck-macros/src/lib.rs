@@ -99,10 +99,10 @@ pub fn static_for(input: TokenStream) -> TokenStream {
 ///
 /// let device = Device::emulator();
 /// let x: Vec<f32> = (0..128).map(|i| i as f32).collect();
-/// let input = DeviceBuffer::from_slice(&device, &x);
-/// let mut output = DeviceBuffer::zeros(&device, 128);
+/// let input = DeviceBuffer::from_slice(&device, &x).unwrap();
+/// let mut output = DeviceBuffer::zeros(&device, 128).unwrap();
 /// Reverse::launch(&device, LaunchConfig::new(2, 64), &input, &mut output).unwrap();
-/// assert_eq!(output.to_vec()[0], 63.0);
+/// assert_eq!(output.to_vec().unwrap()[0], 63.0);
 /// assert_eq!(Reverse::SPEC.shared_bytes, 256);
 /// ```
 #[proc_macro_attribute]

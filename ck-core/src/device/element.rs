@@ -68,8 +68,21 @@ impl Element32 for f32 {}
 impl Element32 for u32 {}
 impl Element32 for i32 {}
 
+/// Which hardware atomic an [`Atomic`] type uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AtomicKind {
+    /// `f32`: native add, max through compare-and-swap.
+    F32,
+    /// `u32`.
+    U32,
+    /// `i32`.
+    I32,
+}
+
 /// Elements with a device atomic add / max (f32, i32, u32).
 pub trait Atomic: Element32 {
+    /// The hardware atomic family.
+    const KIND: AtomicKind;
     /// `a + b` as the device computes it.
     fn add(a: Self, b: Self) -> Self;
     /// `max(a, b)` as the device computes it.
@@ -77,6 +90,7 @@ pub trait Atomic: Element32 {
 }
 
 impl Atomic for f32 {
+    const KIND: AtomicKind = AtomicKind::F32;
     fn add(a: f32, b: f32) -> f32 {
         a + b
     }
@@ -85,6 +99,7 @@ impl Atomic for f32 {
     }
 }
 impl Atomic for u32 {
+    const KIND: AtomicKind = AtomicKind::U32;
     fn add(a: u32, b: u32) -> u32 {
         a.wrapping_add(b)
     }
@@ -93,6 +108,7 @@ impl Atomic for u32 {
     }
 }
 impl Atomic for i32 {
+    const KIND: AtomicKind = AtomicKind::I32;
     fn add(a: i32, b: i32) -> i32 {
         a.wrapping_add(b)
     }

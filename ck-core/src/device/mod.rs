@@ -16,12 +16,20 @@
 pub mod buffer_view;
 mod element;
 
-pub use element::{Atomic, Bf16, Element, Element32};
+pub use element::{Atomic, AtomicKind, Bf16, Element, Element32};
 
 #[cfg(all(feature = "std", not(target_arch = "nvptx64")))]
 pub(crate) mod emu;
 #[cfg(all(feature = "std", not(target_arch = "nvptx64")))]
 pub use emu::{
+    ballot, block_dim, block_idx, block_sync, grid_dim, lane_id, shfl_down, shfl_idx, shfl_up,
+    shfl_xor, thread_idx, warp_id, warp_sync, Global, GlobalMut, SharedArray,
+};
+
+#[cfg(target_arch = "nvptx64")]
+mod ptx;
+#[cfg(target_arch = "nvptx64")]
+pub use ptx::{
     ballot, block_dim, block_idx, block_sync, grid_dim, lane_id, shfl_down, shfl_idx, shfl_up,
     shfl_xor, thread_idx, warp_id, warp_sync, Global, GlobalMut, SharedArray,
 };

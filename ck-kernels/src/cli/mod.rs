@@ -15,8 +15,11 @@ usage: ck <command> [options]
 commands:
   encoding FILE|- [--json] [--map] [--svg OUT.svg]
       check a tile_distribution! body (either spelling) and print its tables
-  run bank-probe --stride S --width W [--backend emu] [--json]
-      the shared-memory bank probe and its launch statistics
+  run reverse|block-sum|histogram [--n N] [--seed S] [--backend emu|cuda] [--json]
+  run bank-probe --stride S --width W [--backend emu|cuda] [--json]
+      run a kernel, check it against its CPU reference, print the launch statistics
+  cross-check [--json]
+      every exercise kernel on the emulator and on CUDA device 0, compared bit for bit
   sfc --lengths L0,L1,.. [--order O0,O1,..] [--scalars S0,S1,..] [--snake] [--json]
       the access sequence of a space-filling curve (order defaults to 0,1,..; scalars to 1,..)
 ";
@@ -27,6 +30,7 @@ pub fn main_with_args(argv: &[String]) -> i32 {
         Some("sfc") => sfc::run(&argv[1..]),
         Some("encoding") => encoding::run(&argv[1..]),
         Some("run") => run::run(&argv[1..]),
+        Some("cross-check") => run::cross_check(&argv[1..]),
         Some("-h" | "--help" | "help") | None => {
             print!("{USAGE}");
             Ok(())

@@ -1,42 +1,34 @@
-//! `ck run KERNEL [--backend emu] …`: runs a kernel and prints its launch statistics.
+//! `ck run KERNEL [--backend emu|cuda] …` runs a kernel, checks its output against the CPU
+//! reference and prints the launch statistics; `ck cross-check` runs every exercise kernel on
+//! the emulator and the GPU and compares the outputs bit for bit.
 
 use super::{Args, CliError};
-use crate::bank_probe;
-use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats};
+use crate::checks::{self, Outcome, EXERCISES};
+use ck_core::host::{Device, LaunchError, LaunchStats};
 use serde_json::json;
 
-pub fn run(argv: &[String]) -> Result<(), CliError> {
-    let Some(kernel) = argv.first() else {
-        return Err(CliError::usage("ck run needs a kernel: bank-probe"));
-    };
-    match kernel.as_str() {
-        "bank-probe" => bank_probe_cmd(&argv[1..]),
-        other => Err(CliError::usage(format!(
-            "unknown kernel `{other}`; available: bank-probe"
-        ))),
-    }
-}
-
-fn device(args: &Args) -> Result<Device, CliError> {
-    match args.value("backend").unwrap_or("emu") {
-        "emu" => Ok(Device::emulator()),
-        other => Err(CliError::new(
-            "backend",
-            format!("unknown backend `{other}`; available: emu"),
-        )),
-    }
-}
-
-fn launch_error(e: LaunchError) -> CliError {
+pub(crate) fn launch_error(e: LaunchError) -> CliError {
+    let rule = e.rule();
+    let text = e.to_string();
     CliError::new(
-        e.rule(),
-        e.to_string()
-            .trim_start_matches(&format!("error[{}]: ", e.rule()))
+        rule,
+        text.trim_start_matches(&format!("error[{rule}]: "))
             .to_string(),
     )
 }
 
-/// The counters every `ck run` prints.
+pub(crate) fn device(args: &Args) -> Result<Device, CliError> {
+    match args.value("backend").unwrap_or("emu") {
+        "emu" => Ok(Device::emulator()),
+        "cuda" => Device::cuda(0).map_err(launch_error),
+        other => Err(CliError::new(
+            "backend",
+            format!("unknown backend `{other}`; available: emu, cuda"),
+        )),
+    }
+}
+
+/// The counters every `ck run` prints (zero on the GPU, which has no profiler here: use ncu).
 pub fn stats_json(st: &LaunchStats) -> serde_json::Value {
     json!({
         "shared_load_wavefronts": st.shared_load_wavefronts,
@@ -45,6 +37,7 @@ pub fn stats_json(st: &LaunchStats) -> serde_json::Value {
         "shared_store_conflicts": st.shared_store_conflicts,
         "global_load_sectors": st.global_load_sectors,
         "global_store_sectors": st.global_store_sectors,
+        "elapsed_ms": st.elapsed.as_secs_f64() * 1e3,
     })
 }
 
@@ -65,44 +58,168 @@ fn print_stats(st: &LaunchStats) {
         "global stores: {:>6} sectors ({} requests)",
         st.global_store_sectors, st.global_store_requests
     );
+    println!("time:          {:.3} ms", st.elapsed.as_secs_f64() * 1e3);
 }
 
-fn bank_probe_cmd(argv: &[String]) -> Result<(), CliError> {
-    let args = Args::parse(argv, &["stride", "width", "backend"], &["json"])?;
-    let int = |name: &str| -> Result<u32, CliError> {
-        let v = args
-            .value(name)
-            .ok_or_else(|| CliError::usage(format!("--{name} is required")))?;
-        v.parse()
-            .map_err(|_| CliError::usage(format!("--{name}: `{v}` is not a non-negative integer")))
+fn uint(args: &Args, name: &str, default: Option<u32>) -> Result<u32, CliError> {
+    match args.value(name) {
+        Some(v) => v
+            .parse()
+            .map_err(|_| CliError::usage(format!("--{name}: `{v}` is not a non-negative integer"))),
+        None => default.ok_or_else(|| CliError::usage(format!("--{name} is required"))),
+    }
+}
+
+pub fn run(argv: &[String]) -> Result<(), CliError> {
+    let Some(kernel) = argv.first() else {
+        return Err(CliError::usage(format!(
+            "ck run needs a kernel: {}, bank-probe",
+            EXERCISES.join(", ")
+        )));
     };
-    let (stride, width) = (int("stride")?, int("width")?);
-    bank_probe::check_parameters(stride, width)
-        .map_err(|m| CliError::new("probe-parameters", m))?;
-    let device = device(&args)?;
-    let mut out = DeviceBuffer::<u32>::zeros(&device, (bank_probe::THREADS * width / 4) as usize);
-    let st = bank_probe::BankProbe::launch(
-        &device,
-        LaunchConfig::new(1, bank_probe::THREADS),
-        &mut out,
-        stride,
-        width,
-    )
-    .map_err(launch_error)?;
-    if out.to_vec() != bank_probe::reference(stride, width) {
+    let (outcome, what, device) = if kernel == "bank-probe" {
+        let args = Args::parse(
+            &argv[1..],
+            &["stride", "width", "backend"],
+            &["json", "sweep"],
+        )?;
+        if args.switch("sweep") {
+            return bank_probe_sweep(&args);
+        }
+        let (stride, width) = (uint(&args, "stride", None)?, uint(&args, "width", None)?);
+        crate::bank_probe::check_parameters(stride, width)
+            .map_err(|m| CliError::new("probe-parameters", m))?;
+        let device = device(&args)?;
+        let o = checks::run_bank_probe(&device, stride, width).map_err(launch_error)?;
+        (
+            o,
+            (
+                args,
+                format!("128 threads, {width}-byte accesses, stride {stride}"),
+            ),
+            device,
+        )
+    } else if EXERCISES.contains(&kernel.as_str()) {
+        let args = Args::parse(&argv[1..], &["n", "seed", "backend"], &["json"])?;
+        let (n, seed) = (uint(&args, "n", Some(4096))?, uint(&args, "seed", Some(1))?);
+        let device = device(&args)?;
+        let o = checks::run_exercise(&device, kernel, n, seed as u64).map_err(launch_error)?;
+        (o, (args, format!("n = {n}, seed {seed}")), device)
+    } else {
+        return Err(CliError::usage(format!(
+            "unknown kernel `{kernel}`; available: {}, bank-probe",
+            EXERCISES.join(", ")
+        )));
+    };
+    let Outcome {
+        stats, mismatch, ..
+    } = outcome;
+    if let Some(m) = mismatch {
         return Err(CliError::new(
             "wrong-result",
-            "the probe's output differs from its reference",
+            format!("{kernel} on {}: {m}", device.name()),
         ));
     }
+    let (args, desc) = what;
     if args.switch("json") {
-        println!("{}", stats_json(&st));
+        println!("{}", stats_json(&stats));
     } else {
         println!(
-            "bank-probe on {}: 128 threads, {width}-byte accesses, stride {stride}",
+            "{kernel} on {}: {desc}; output matches the CPU reference",
             device.name()
         );
-        print_stats(&st);
+        print_stats(&stats);
+    }
+    Ok(())
+}
+
+/// Widths and strides of the bank-probe sweep (the 21 cases).
+pub const SWEEP_WIDTHS: [u32; 3] = [4, 8, 16];
+/// Strides of the sweep.
+pub const SWEEP_STRIDES: [u32; 7] = [1, 2, 4, 8, 16, 32, 33];
+
+/// `ck run bank-probe --sweep`: all 21 cases in one process (one ncu session profiles them in
+/// this order: width outer, stride inner).
+fn bank_probe_sweep(args: &Args) -> Result<(), CliError> {
+    let device = device(args)?;
+    let mut rows = Vec::new();
+    for width in SWEEP_WIDTHS {
+        for stride in SWEEP_STRIDES {
+            let o = checks::run_bank_probe(&device, stride, width).map_err(launch_error)?;
+            if let Some(m) = o.mismatch {
+                return Err(CliError::new(
+                    "wrong-result",
+                    format!("bank-probe W={width} S={stride}: {m}"),
+                ));
+            }
+            let mut row = stats_json(&o.stats);
+            row["width"] = json!(width);
+            row["stride"] = json!(stride);
+            rows.push(row);
+        }
+    }
+    if args.switch("json") {
+        println!("{}", serde_json::Value::Array(rows));
+    } else {
+        println!(
+            "{:>5} {:>6} {:>10} {:>10} {:>10} {:>10}",
+            "width", "stride", "ld wavefr", "ld confl", "st wavefr", "st confl"
+        );
+        for r in &rows {
+            let n = |k: &str| r[k].as_u64().unwrap_or(0);
+            println!(
+                "{:>5} {:>6} {:>10} {:>10} {:>10} {:>10}",
+                n("width"),
+                n("stride"),
+                n("shared_load_wavefronts"),
+                n("shared_load_conflicts"),
+                n("shared_store_wavefronts"),
+                n("shared_store_conflicts")
+            );
+        }
+    }
+    Ok(())
+}
+
+pub fn cross_check(argv: &[String]) -> Result<(), CliError> {
+    let args = Args::parse(argv, &[], &["json"])?;
+    let gpu = Device::cuda(0).map_err(launch_error)?;
+    let emu = Device::emulator();
+    let results = checks::cross_check(&emu, &gpu).map_err(launch_error)?;
+    let bad = results
+        .iter()
+        .filter(|r| !r.identical || !r.problems.is_empty())
+        .count();
+    if args.switch("json") {
+        let rows: Vec<_> = results
+            .iter()
+            .map(|r| json!({"case": r.case, "identical": r.identical, "problems": r.problems, "emulator": stats_json(&r.first), "gpu_ms": r.second.elapsed.as_secs_f64() * 1e3}))
+            .collect();
+        println!("{}", json!({"gpu": gpu.name(), "results": rows}));
+    } else {
+        println!("{:<28} {:>10} {:>10}  notes", "case", "identical", "gpu ms");
+        for r in &results {
+            println!(
+                "{:<28} {:>10} {:>10.4}  {}",
+                r.case,
+                r.identical,
+                r.second.elapsed.as_secs_f64() * 1e3,
+                r.problems.join("; ")
+            );
+        }
+        println!(
+            "{} of {} cases identical on {} and {}",
+            results.len() - bad,
+            results.len(),
+            emu.name(),
+            gpu.name()
+        );
+    }
+    if bad > 0 {
+        return Err(CliError::new(
+            "cross-backend-mismatch",
+            format!("{bad} case(s) differ between the emulator and the GPU"),
+        ));
     }
     Ok(())
 }

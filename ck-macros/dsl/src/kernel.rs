@@ -269,6 +269,7 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
     let mut host_params = Vec::new();
     let mut host_checks = Vec::new();
     let mut host_handles = Vec::new();
+    let mut host_args = Vec::new();
     let mut call_args = Vec::new();
     let mut ptx_params = Vec::new();
     let mut ptx_handles = Vec::new();
@@ -284,11 +285,13 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
                 if *mutable {
                     host_params.push(quote!(#name: &mut ::ck_core::host::DeviceBuffer<#elem>));
                     host_handles.push(quote!(let #name = #name.global_mut();));
+                    host_args.push(quote!(#name.arg()));
                     ptx_params.push(quote!(#ptr: *mut #elem, #len: u32));
                     ptx_handles.push(quote!(let #name = ::ck_core::device::GlobalMut::<#elem>::from_raw(#ptr, #len);));
                 } else {
                     host_params.push(quote!(#name: &::ck_core::host::DeviceBuffer<#elem>));
                     host_handles.push(quote!(let #name = #name.global();));
+                    host_args.push(quote!(#name.arg()));
                     ptx_params.push(quote!(#ptr: *const #elem, #len: u32));
                     ptx_handles.push(quote!(let #name = ::ck_core::device::Global::<#elem>::from_raw(#ptr, #len);));
                 }
@@ -297,6 +300,7 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
             }
             Param::Scalar { name, ty } => {
                 host_params.push(quote!(#name: #ty));
+                host_args.push(quote!(::ck_core::host::KernelArg::from(#name)));
                 ptx_params.push(quote!(#name: #ty));
                 call_args.push(quote!(#name));
             }
@@ -339,8 +343,11 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
                 #(#host_params),*
             ) -> ::core::result::Result<::ck_core::host::LaunchStats, ::ck_core::host::LaunchError> {
                 #(#host_checks)*
-                #(#host_handles)*
-                ::ck_core::host::launch(device, &Self::SPEC, cfg, &move || #body_name(#(#call_args),*))
+                let args = [#(#host_args),*];
+                ::ck_core::host::launch(device, &Self::SPEC, cfg, &args, &|| {
+                    #(#host_handles)*
+                    #body_name(#(#call_args),*)
+                })
             }
         }
 

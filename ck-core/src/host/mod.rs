@@ -3,6 +3,10 @@
 
 use std::prelude::rust_2021::*;
 
+mod cuda;
+
+pub use cuda::CudaDevice;
+
 use crate::device::emu;
 use crate::device::emu::memory::EmuMemory;
 use crate::device::Element;
@@ -21,6 +25,8 @@ pub enum Device {
         /// OS threads running blocks in parallel.
         workers: usize,
     },
+    /// An NVIDIA GPU through the CUDA driver (kernels from the PTX module).
+    Cuda(Arc<CudaDevice>),
 }
 
 impl Device {
@@ -33,11 +39,22 @@ impl Device {
         }
     }
 
+    /// CUDA device `ordinal`; an error (rule `no-gpu`) where there is no driver or device.
+    pub fn cuda(ordinal: usize) -> Result<Device, LaunchError> {
+        Ok(Device::Cuda(Arc::new(CudaDevice::open(ordinal)?)))
+    }
+
     /// A short description.
     pub fn name(&self) -> String {
         match self {
             Device::Emulator { workers } => format!("emulator ({workers} workers)"),
+            Device::Cuda(d) => format!("CUDA device {} ({})", d.ordinal, d.name),
         }
+    }
+
+    /// True for the emulator.
+    pub fn is_emulator(&self) -> bool {
+        matches!(self, Device::Emulator { .. })
     }
 
     /// Shared memory one block may use, in bytes (the H100's 227 KiB, so that what runs on the
@@ -47,33 +64,68 @@ impl Device {
     }
 }
 
+enum Storage {
+    Emu(Arc<EmuMemory>),
+    Cuda {
+        slice: cudarc::driver::CudaSlice<u8>,
+        device: Arc<CudaDevice>,
+    },
+}
+
 /// A buffer in device memory.
 pub struct DeviceBuffer<T> {
-    memory: Arc<EmuMemory>,
+    storage: Storage,
     len: usize,
     _t: std::marker::PhantomData<T>,
 }
 
+fn to_bytes<T: Element>(data: &[T]) -> Vec<u8> {
+    data.iter()
+        .flat_map(|v| {
+            v.to_bits()
+                .to_le_bytes()
+                .into_iter()
+                .take(T::BYTES as usize)
+        })
+        .collect()
+}
+
 impl<T: Element> DeviceBuffer<T> {
     /// A copy of `data` on `device`.
-    pub fn from_slice(device: &Device, data: &[T]) -> DeviceBuffer<T> {
-        let b = DeviceBuffer::zeros(device, data.len());
-        for (i, v) in data.iter().enumerate() {
-            let bits = v.to_bits();
-            b.memory.store(i * T::BYTES as usize, T::BYTES, bits);
-        }
-        b
+    pub fn from_slice(device: &Device, data: &[T]) -> Result<DeviceBuffer<T>, LaunchError> {
+        let storage = match device {
+            Device::Emulator { .. } => {
+                let m = EmuMemory::new(data.len() * T::BYTES as usize);
+                m.write_bytes(0, &to_bytes(data));
+                Storage::Emu(Arc::new(m))
+            }
+            Device::Cuda(d) => Storage::Cuda {
+                slice: d.upload(&to_bytes(data))?,
+                device: d.clone(),
+            },
+        };
+        Ok(DeviceBuffer {
+            storage,
+            len: data.len(),
+            _t: std::marker::PhantomData,
+        })
     }
 
     /// `len` zeroed elements on `device`.
-    pub fn zeros(device: &Device, len: usize) -> DeviceBuffer<T> {
-        match device {
-            Device::Emulator { .. } => DeviceBuffer {
-                memory: Arc::new(EmuMemory::new(len * T::BYTES as usize)),
-                len,
-                _t: std::marker::PhantomData,
+    pub fn zeros(device: &Device, len: usize) -> Result<DeviceBuffer<T>, LaunchError> {
+        let bytes = len * T::BYTES as usize;
+        let storage = match device {
+            Device::Emulator { .. } => Storage::Emu(Arc::new(EmuMemory::new(bytes))),
+            Device::Cuda(d) => Storage::Cuda {
+                slice: d.alloc(bytes)?,
+                device: d.clone(),
             },
-        }
+        };
+        Ok(DeviceBuffer {
+            storage,
+            len,
+            _t: std::marker::PhantomData,
+        })
     }
 
     /// Number of elements.
@@ -87,10 +139,25 @@ impl<T: Element> DeviceBuffer<T> {
     }
 
     /// Copies the buffer back to the host.
-    pub fn to_vec(&self) -> Vec<T> {
-        (0..self.len)
-            .map(|i| T::from_bits(self.memory.load(i * T::BYTES as usize, T::BYTES)))
-            .collect()
+    pub fn to_vec(&self) -> Result<Vec<T>, LaunchError> {
+        let bytes = match &self.storage {
+            Storage::Emu(m) => {
+                let mut b = vec![0u8; self.len * T::BYTES as usize];
+                m.read_bytes(0, &mut b);
+                b
+            }
+            Storage::Cuda { slice, device } => {
+                device.download(slice, self.len * T::BYTES as usize)?
+            }
+        };
+        Ok(bytes
+            .chunks(T::BYTES as usize)
+            .map(|c| {
+                let mut w = [0u8; 4];
+                w[..c.len()].copy_from_slice(c);
+                T::from_bits(u32::from_le_bytes(w))
+            })
+            .collect())
     }
 
     /// Checks the buffer can be a kernel argument (element indices are 32-bit).
@@ -109,16 +176,87 @@ impl<T: Element> DeviceBuffer<T> {
         Ok(())
     }
 
-    /// The device-side handle (used by generated launchers).
+    /// The emulator's device-side handle (used by generated launchers, only for emulator
+    /// launches, whose buffers are all emulated: [`launch`] checks that first).
     #[doc(hidden)]
     pub fn global(&self) -> crate::device::Global<T> {
-        crate::device::Global::from_emulated(&self.memory, self.len as u32)
+        crate::device::Global::from_emulated(self.emulated(), self.len as u32)
     }
 
-    /// The writable device-side handle (used by generated launchers).
+    /// The writable emulator handle (see [`DeviceBuffer::global`]).
     #[doc(hidden)]
-    pub fn global_mut(&mut self) -> crate::device::GlobalMut<T> {
-        crate::device::GlobalMut::from_emulated(&self.memory, self.len as u32)
+    pub fn global_mut(&self) -> crate::device::GlobalMut<T> {
+        crate::device::GlobalMut::from_emulated(self.emulated(), self.len as u32)
+    }
+
+    fn emulated(&self) -> &EmuMemory {
+        match &self.storage {
+            Storage::Emu(m) => m,
+            Storage::Cuda { .. } => unreachable!("launch() refuses CUDA buffers on the emulator"),
+        }
+    }
+
+    /// This buffer as a kernel argument (a pointer and a length).
+    #[doc(hidden)]
+    pub fn arg(&self) -> KernelArg<'_> {
+        KernelArg::Buffer {
+            buffer: self.raw(),
+            len: self.len as u32,
+        }
+    }
+
+    fn raw(&self) -> RawBuffer<'_> {
+        match &self.storage {
+            Storage::Emu(_) => RawBuffer::Emu,
+            Storage::Cuda { slice, .. } => RawBuffer::Cuda(slice),
+        }
+    }
+}
+
+/// Which memory a buffer argument lives in.
+#[doc(hidden)]
+#[derive(Clone, Copy)]
+pub enum RawBuffer<'a> {
+    Emu,
+    Cuda(&'a cudarc::driver::CudaSlice<u8>),
+}
+
+impl<'a> RawBuffer<'a> {
+    fn cuda_slice(&self) -> Option<&'a cudarc::driver::CudaSlice<u8>> {
+        match self {
+            RawBuffer::Cuda(s) => Some(s),
+            RawBuffer::Emu => None,
+        }
+    }
+}
+
+/// One kernel argument as the GPU receives it (generated launchers build the list).
+#[doc(hidden)]
+#[derive(Clone, Copy)]
+pub enum KernelArg<'a> {
+    Buffer { buffer: RawBuffer<'a>, len: u32 },
+    U32(u32),
+    I32(i32),
+    F32(f32),
+    U64(u64),
+    I64(i64),
+    F64(f64),
+}
+
+macro_rules! scalar_arg {
+    ($($t:ty => $v:ident),*) => {$(
+        impl From<$t> for KernelArg<'_> {
+            fn from(x: $t) -> Self {
+                KernelArg::$v(x.into())
+            }
+        }
+    )*};
+}
+scalar_arg!(u32 => U32, i32 => I32, f32 => F32, u64 => U64, i64 => I64, f64 => F64, u16 => U32, i16 => I32, u8 => U32, i8 => I32);
+
+impl From<bool> for KernelArg<'_> {
+    fn from(x: bool) -> Self {
+        KernelArg::U32(x as u32)
     }
 }
 
@@ -258,9 +396,11 @@ impl std::error::Error for KernelError {}
 /// Why a launch failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LaunchError {
-    /// Refused before running (bad configuration or arguments).
+    /// Refused or failed outside the kernel (bad configuration or arguments, no GPU, a driver
+    /// error).
     Invalid {
-        /// Stable rule name (`block-size`, `shared-memory`, `argument-size`, `grid-size`).
+        /// Stable rule name (`block-size`, `shared-memory`, `argument-size`, `argument-device`,
+        /// `grid-size`, `no-gpu`, `ptx-module`, `cuda`).
         rule: &'static str,
         /// What is wrong and what to change.
         message: String,
@@ -335,17 +475,40 @@ pub fn validate(device: &Device, spec: &KernelSpec, cfg: LaunchConfig) -> Result
     Ok(())
 }
 
-/// Validates and runs a kernel: `body` is what every thread executes.
+/// Validates and runs a kernel. `args` are its arguments as the GPU receives them; `body` is
+/// what every emulated thread executes.
 pub fn launch(
     device: &Device,
     spec: &KernelSpec,
     cfg: LaunchConfig,
+    args: &[KernelArg<'_>],
     body: &(dyn Fn() + Sync),
 ) -> Result<LaunchStats, LaunchError> {
     validate(device, spec, cfg)?;
-    let start = Instant::now();
+    let foreign = args.iter().any(|a| match a {
+        KernelArg::Buffer {
+            buffer: RawBuffer::Emu,
+            ..
+        } => !device.is_emulator(),
+        KernelArg::Buffer {
+            buffer: RawBuffer::Cuda(_),
+            ..
+        } => device.is_emulator(),
+        _ => false,
+    });
+    if foreign {
+        return Err(LaunchError::invalid(
+            "argument-device",
+            format!(
+                "kernel `{}`: a buffer was allocated on another device than {}",
+                spec.name,
+                device.name()
+            ),
+        ));
+    }
     match device {
         Device::Emulator { workers } => {
+            let start = Instant::now();
             let mut st = emu::launch(
                 spec.name,
                 cfg.grid,
@@ -358,5 +521,6 @@ pub fn launch(
             st.elapsed = start.elapsed();
             Ok(st)
         }
+        Device::Cuda(d) => d.launch(spec, cfg, args),
     }
 }

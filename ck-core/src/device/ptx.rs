@@ -1,0 +1,457 @@
+//! The device API on NVIDIA GPUs (`nvptx64`): the same names and signatures as the emulator,
+//! lowered to PTX special registers, `bar.sync`, `shfl.sync`, `ld/st.global` (vectorised through
+//! alignment), `ld/st.shared` on one dynamic `.shared` region, and `atom`.
+
+use super::element::{Atomic, AtomicKind, Element, Element32};
+use core::arch::nvptx;
+use core::arch::{asm, global_asm};
+use core::marker::PhantomData;
+
+// One dynamic shared-memory region per kernel, sized at launch (the sum of its `shared!` arrays).
+global_asm!(".extern .shared .align 16 .b8 ck_smem[];");
+
+/// Index of this thread in its (1-D) block.
+#[inline(always)]
+pub fn thread_idx() -> u32 {
+    unsafe { nvptx::_thread_idx_x() as u32 }
+}
+
+/// Index of this block in the (1-D) grid.
+#[inline(always)]
+pub fn block_idx() -> u32 {
+    unsafe { nvptx::_block_idx_x() as u32 }
+}
+
+/// Threads per block.
+#[inline(always)]
+pub fn block_dim() -> u32 {
+    unsafe { nvptx::_block_dim_x() as u32 }
+}
+
+/// Blocks in the grid.
+#[inline(always)]
+pub fn grid_dim() -> u32 {
+    unsafe { nvptx::_grid_dim_x() as u32 }
+}
+
+/// Lane of this thread in its warp.
+#[inline(always)]
+pub fn lane_id() -> u32 {
+    thread_idx() % super::WARP_SIZE
+}
+
+/// Warp of this thread in its block.
+#[inline(always)]
+pub fn warp_id() -> u32 {
+    thread_idx() / super::WARP_SIZE
+}
+
+/// `bar.sync 0`.
+#[inline(always)]
+pub fn block_sync() {
+    unsafe { nvptx::_syncthreads() }
+}
+
+/// `bar.warp.sync` over the full warp.
+#[inline(always)]
+pub fn warp_sync() {
+    unsafe { asm!("bar.warp.sync 0xffffffff;", options(nostack)) }
+}
+
+macro_rules! shfl {
+    ($name:ident, $mode:literal, $clamp:literal, $doc:literal) => {
+        #[doc = $doc]
+        #[inline(always)]
+        pub fn $name<T: Element32>(v: T, lane_arg: u32) -> T {
+            let out: u32;
+            unsafe {
+                asm!(
+                    concat!("shfl.sync.", $mode, ".b32 {o}, {v}, {l}, ", $clamp, ", 0xffffffff;"),
+                    o = out(reg32) out,
+                    v = in(reg32) v.to_bits(),
+                    l = in(reg32) lane_arg,
+                    options(nostack, nomem)
+                )
+            };
+            T::from_bits(out)
+        }
+    };
+}
+
+shfl!(shfl_xor, "bfly", "0x1f", "The value of lane `lane ^ mask`.");
+shfl!(
+    shfl_down,
+    "down",
+    "0x1f",
+    "The value of lane `lane + delta` (own value past the last lane)."
+);
+shfl!(
+    shfl_up,
+    "up",
+    "0x0",
+    "The value of lane `lane − delta` (own value before lane 0)."
+);
+shfl!(shfl_idx, "idx", "0x1f", "The value of lane `src % 32`.");
+
+/// Bit `i` set iff lane `i`'s `pred` is true.
+#[inline(always)]
+pub fn ballot(pred: bool) -> u32 {
+    let out: u32;
+    unsafe {
+        asm!(
+            "{{ .reg .pred p; setp.ne.u32 p, {v}, 0; vote.sync.ballot.b32 {o}, p, 0xffffffff; }}",
+            o = out(reg32) out,
+            v = in(reg32) pred as u32,
+            options(nostack, nomem)
+        )
+    };
+    out
+}
+
+#[repr(C, align(4))]
+#[derive(Clone, Copy)]
+struct A4<X>(X);
+#[repr(C, align(8))]
+#[derive(Clone, Copy)]
+struct A8<X>(X);
+#[repr(C, align(16))]
+#[derive(Clone, Copy)]
+struct A16<X>(X);
+
+/// Reads `N` elements at `p` as one naturally aligned access (so LLVM emits `ld.v2`/`ld.v4`).
+#[inline(always)]
+unsafe fn read_vec<T: Element, const N: usize>(p: *const T) -> [T; N] {
+    match T::BYTES as usize * N {
+        16 => (p as *const A16<[T; N]>).read().0,
+        8 => (p as *const A8<[T; N]>).read().0,
+        4 => (p as *const A4<[T; N]>).read().0,
+        _ => (p as *const [T; N]).read(),
+    }
+}
+
+#[inline(always)]
+unsafe fn write_vec<T: Element, const N: usize>(p: *mut T, v: [T; N]) {
+    match T::BYTES as usize * N {
+        16 => (p as *mut A16<[T; N]>).write(A16(v)),
+        8 => (p as *mut A8<[T; N]>).write(A8(v)),
+        4 => (p as *mut A4<[T; N]>).write(A4(v)),
+        _ => (p as *mut [T; N]).write(v),
+    }
+}
+
+/// A read-only global buffer of `T` (a kernel argument).
+pub struct Global<T> {
+    ptr: *const T,
+    len: u32,
+    _t: PhantomData<T>,
+}
+
+/// A writable global buffer of `T` (a kernel argument).
+pub struct GlobalMut<T> {
+    ptr: *mut T,
+    len: u32,
+    _t: PhantomData<T>,
+}
+
+macro_rules! handle_common {
+    ($h:ident, $ptr:ty) => {
+        impl<T> Clone for $h<T> {
+            fn clone(&self) -> Self {
+                *self
+            }
+        }
+        impl<T> Copy for $h<T> {}
+
+        impl<T: Element> $h<T> {
+            /// The handle of a kernel's pointer and length arguments.
+            #[doc(hidden)]
+            #[inline(always)]
+            pub fn from_raw(ptr: $ptr, len: u32) -> Self {
+                $h {
+                    ptr,
+                    len,
+                    _t: PhantomData,
+                }
+            }
+
+            /// Number of elements.
+            #[inline(always)]
+            pub fn len(&self) -> u32 {
+                self.len
+            }
+
+            /// True if the buffer has no elements.
+            #[inline(always)]
+            pub fn is_empty(&self) -> bool {
+                self.len == 0
+            }
+
+            /// Element `i`.
+            #[inline(always)]
+            pub fn load(&self, i: u32) -> T {
+                unsafe { self.ptr.add(i as usize).read() }
+            }
+
+            /// `N` consecutive elements from `i` in one access.
+            #[inline(always)]
+            pub fn load_vec<const N: usize>(&self, i: u32) -> [T; N] {
+                unsafe { read_vec(self.ptr.add(i as usize)) }
+            }
+        }
+    };
+}
+
+handle_common!(Global, *const T);
+handle_common!(GlobalMut, *mut T);
+
+impl<T: Element> GlobalMut<T> {
+    /// Stores element `i`.
+    #[inline(always)]
+    pub fn store(&self, i: u32, v: T) {
+        unsafe { self.ptr.add(i as usize).write(v) }
+    }
+
+    /// Stores `N` consecutive elements from `i` in one access.
+    #[inline(always)]
+    pub fn store_vec<const N: usize>(&self, i: u32, v: [T; N]) {
+        unsafe { write_vec(self.ptr.add(i as usize), v) }
+    }
+
+    /// Read-only view of the same buffer.
+    #[inline(always)]
+    pub fn as_const(&self) -> Global<T> {
+        Global {
+            ptr: self.ptr,
+            len: self.len,
+            _t: PhantomData,
+        }
+    }
+}
+
+macro_rules! atom {
+    ($space:literal, $reg:ident, $op:literal, $addr:expr, $v:expr) => {{
+        let old: u32;
+        asm!(
+            concat!("atom.", $space, ".", $op, " {o}, [{a}], {v};"),
+            o = out(reg32) old,
+            a = in($reg) $addr,
+            v = in(reg32) $v,
+            options(nostack)
+        );
+        old
+    }};
+}
+
+macro_rules! atomics {
+    ($space:literal, $reg:ident, $addr_ty:ty) => {
+        #[inline(always)]
+        pub(super) unsafe fn atomic_add_at<T: Atomic>(addr: $addr_ty, v: T) -> T {
+            T::from_bits(match T::KIND {
+                AtomicKind::F32 => atom!($space, $reg, "add.f32", addr, v.to_bits()),
+                AtomicKind::U32 | AtomicKind::I32 => atom!($space, $reg, "add.u32", addr, v.to_bits()),
+            })
+        }
+
+        #[inline(always)]
+        pub(super) unsafe fn atomic_max_at<T: Atomic>(addr: $addr_ty, v: T) -> T {
+            T::from_bits(match T::KIND {
+                AtomicKind::U32 => atom!($space, $reg, "max.u32", addr, v.to_bits()),
+                AtomicKind::I32 => atom!($space, $reg, "max.s32", addr, v.to_bits()),
+                AtomicKind::F32 => {
+                    // No native float max: compare-and-swap until the max is in place.
+                    let mut old: u32 = 0;
+                    loop {
+                        let new = T::max(T::from_bits(old), v).to_bits();
+                        let seen: u32;
+                        asm!(
+                            concat!("atom.", $space, ".cas.b32 {o}, [{a}], {c}, {n};"),
+                            o = out(reg32) seen,
+                            a = in($reg) addr,
+                            c = in(reg32) old,
+                            n = in(reg32) new,
+                            options(nostack)
+                        );
+                        if seen == old {
+                            break old;
+                        }
+                        old = seen;
+                    }
+                }
+            })
+        }
+    };
+}
+
+mod global_atomics {
+    use super::*;
+    atomics!("global", reg64, u64);
+}
+
+mod shared_atomics {
+    use super::*;
+    atomics!("shared", reg32, u32);
+}
+
+impl<T: Atomic> GlobalMut<T> {
+    /// Atomically adds `v` to element `i`; returns the old value.
+    #[inline(always)]
+    pub fn atomic_add(&self, i: u32, v: T) -> T {
+        unsafe { global_atomics::atomic_add_at(self.ptr.add(i as usize) as u64, v) }
+    }
+
+    /// Atomically replaces element `i` by `max(old, v)`; returns the old value.
+    #[inline(always)]
+    pub fn atomic_max(&self, i: u32, v: T) -> T {
+        unsafe { global_atomics::atomic_max_at(self.ptr.add(i as usize) as u64, v) }
+    }
+}
+
+/// 32-bit shared-window address of the block's dynamic shared memory.
+#[inline(always)]
+fn smem_base() -> u32 {
+    let a: u32;
+    unsafe { asm!("mov.u32 {0}, ck_smem;", out(reg32) a, options(pure, nomem, nostack)) };
+    a
+}
+
+/// A block's shared-memory array of `N` elements of `T` at a fixed byte offset.
+#[derive(Clone, Copy)]
+pub struct SharedArray<T, const N: usize> {
+    offset: u32,
+    _t: PhantomData<T>,
+}
+
+/// Little-endian bytes of up to 16 bytes of elements, as words.
+#[inline(always)]
+fn to_words<T: Element, const N: usize>(v: [T; N]) -> [u32; 4] {
+    let mut w = [0u32; 4];
+    let mut k = 0;
+    while k < N {
+        let bit = k * T::BYTES as usize * 8;
+        w[bit / 32] |= v[k].to_bits() << (bit % 32);
+        k += 1;
+    }
+    w
+}
+
+#[inline(always)]
+fn from_words<T: Element, const N: usize>(w: [u32; 4]) -> [T; N] {
+    let mut out = [T::default(); N];
+    let mut k = 0;
+    while k < N {
+        let bit = k * T::BYTES as usize * 8;
+        let mask = if T::BYTES == 4 {
+            u32::MAX
+        } else {
+            (1u32 << (T::BYTES * 8)) - 1
+        };
+        out[k] = T::from_bits((w[bit / 32] >> (bit % 32)) & mask);
+        k += 1;
+    }
+    out
+}
+
+impl<T: Element, const N: usize> SharedArray<T, N> {
+    /// The array at byte `offset` of the block's shared memory (emitted by `#[tile_kernel]`).
+    #[doc(hidden)]
+    pub const fn at_offset(offset: usize) -> Self {
+        SharedArray {
+            offset: offset as u32,
+            _t: PhantomData,
+        }
+    }
+
+    /// Number of elements.
+    pub const fn len(&self) -> u32 {
+        N as u32
+    }
+
+    /// True if `N == 0`.
+    pub const fn is_empty(&self) -> bool {
+        N == 0
+    }
+
+    #[inline(always)]
+    fn addr(&self, i: u32) -> u32 {
+        smem_base() + self.offset + i * T::BYTES
+    }
+
+    /// Element `i`.
+    #[inline(always)]
+    pub fn load(&self, i: u32) -> T {
+        self.load_vec::<1>(i)[0]
+    }
+
+    /// `V` consecutive elements from `i` in one `ld.shared`.
+    #[inline(always)]
+    pub fn load_vec<const V: usize>(&self, i: u32) -> [T; V] {
+        let a = self.addr(i);
+        let mut w = [0u32; 4];
+        unsafe {
+            match T::BYTES as usize * V {
+                16 => {
+                    asm!("ld.shared.v4.b32 {{{0}, {1}, {2}, {3}}}, [{4}];", out(reg32) w[0], out(reg32) w[1], out(reg32) w[2], out(reg32) w[3], in(reg32) a, options(nostack, readonly))
+                }
+                8 => {
+                    asm!("ld.shared.v2.b32 {{{0}, {1}}}, [{2}];", out(reg32) w[0], out(reg32) w[1], in(reg32) a, options(nostack, readonly))
+                }
+                4 => {
+                    asm!("ld.shared.b32 {0}, [{1}];", out(reg32) w[0], in(reg32) a, options(nostack, readonly))
+                }
+                2 => {
+                    asm!("ld.shared.u16 {0}, [{1}];", out(reg32) w[0], in(reg32) a, options(nostack, readonly))
+                }
+                _ => {
+                    asm!("ld.shared.u8 {0}, [{1}];", out(reg32) w[0], in(reg32) a, options(nostack, readonly))
+                }
+            }
+        }
+        from_words(w)
+    }
+
+    /// Stores element `i`.
+    #[inline(always)]
+    pub fn store(&self, i: u32, v: T) {
+        self.store_vec::<1>(i, [v]);
+    }
+
+    /// Stores `V` consecutive elements from `i` in one `st.shared`.
+    #[inline(always)]
+    pub fn store_vec<const V: usize>(&self, i: u32, v: [T; V]) {
+        let a = self.addr(i);
+        let w = to_words(v);
+        unsafe {
+            match T::BYTES as usize * V {
+                16 => {
+                    asm!("st.shared.v4.b32 [{0}], {{{1}, {2}, {3}, {4}}};", in(reg32) a, in(reg32) w[0], in(reg32) w[1], in(reg32) w[2], in(reg32) w[3], options(nostack))
+                }
+                8 => {
+                    asm!("st.shared.v2.b32 [{0}], {{{1}, {2}}};", in(reg32) a, in(reg32) w[0], in(reg32) w[1], options(nostack))
+                }
+                4 => {
+                    asm!("st.shared.b32 [{0}], {1};", in(reg32) a, in(reg32) w[0], options(nostack))
+                }
+                2 => {
+                    asm!("st.shared.u16 [{0}], {1};", in(reg32) a, in(reg32) w[0], options(nostack))
+                }
+                _ => {
+                    asm!("st.shared.u8 [{0}], {1};", in(reg32) a, in(reg32) w[0], options(nostack))
+                }
+            }
+        }
+    }
+}
+
+impl<T: Atomic, const N: usize> SharedArray<T, N> {
+    /// Atomically adds `v` to element `i`; returns the old value.
+    #[inline(always)]
+    pub fn atomic_add(&self, i: u32, v: T) -> T {
+        unsafe { shared_atomics::atomic_add_at(self.addr(i), v) }
+    }
+
+    /// Atomically replaces element `i` by `max(old, v)`; returns the old value.
+    #[inline(always)]
+    pub fn atomic_max(&self, i: u32, v: T) -> T {
+        unsafe { shared_atomics::atomic_max_at(self.addr(i), v) }
+    }
+}

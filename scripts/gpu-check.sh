@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine, from the repository root, with the host binary and the PTX module
+# built elsewhere (cargo build --release -p ck-kernels; scripts/build-ptx.sh):
+#   1. every exercise kernel on the emulator and the GPU, compared bit for bit (ck cross-check);
+#   2. bank-probe for W in {4,8,16} and S in {1,2,4,8,16,32,33}: the emulator's shared-memory
+#      wavefronts and conflicts next to ncu's l1tex counters for the same launches;
+#   3. compute-sanitizer memcheck and racecheck on the exercise kernels.
+# Usage: scripts/gpu-check.sh [OUTDIR]   (env: CK = the ck binary, CK_PTX = the PTX module)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+CK=${CK:-target/release/ck}
+export CK_PTX=${CK_PTX:-$PWD/target/ptx/ck-kernels.ptx}
+OUT=${1:-${OUT:-/tmp/ck-gpu-check}}
+mkdir -p "$OUT"
+status=0
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
+
+echo "### 1. cross-backend: emulator vs GPU"
+"$CK" cross-check | tee "$OUT/cross-check.txt" || status=1
+
+echo "### 2. bank conflicts: emulator vs ncu"
+"$CK" run bank-probe --sweep --json --backend emu > "$OUT/bank-emu.json" || status=1
+M=l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum
+M=$M,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum
+timeout 300 ncu --csv --log-file "$OUT/bank-ncu.csv" --metrics "$M" "$CK" run bank-probe --sweep --json --backend cuda > "$OUT/bank-gpu.json" || status=1
+python3 scripts/compare_banks.py "$OUT/bank-emu.json" "$OUT/bank-ncu.csv" | tee "$OUT/bank-table.txt" || status=1
+
+echo "### 3. compute-sanitizer"
+for k in reverse block-sum histogram; do
+  for tool in memcheck racecheck; do
+    if timeout 120 compute-sanitizer --tool $tool --error-exitcode 3 "$CK" run $k --n 5000 --backend cuda > "$OUT/sanitizer-$k-$tool.txt" 2>&1; then
+      echo "$k $tool: clean ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$k-$tool.txt" | head -1))"
+    else
+      echo "$k $tool: FAILED"; tail -20 "$OUT/sanitizer-$k-$tool.txt"; status=1
+    fi
+  done
+done
+exit $status
