@@ -27,6 +27,23 @@ impl<const N: usize> IndexArray for [Index; N] {
     }
 }
 
+/// Register capacity of a distribution whose lengths are const-generic (its `Buffer` type
+/// cannot be sized exactly on stable Rust); its `THREAD_BUFFER_SIZE` must not exceed this.
+pub const PARAMETRIC_BUFFER_CAPACITY: usize = 256;
+
+/// A fixed-size register buffer (`[T; N]`).
+pub trait BufferArray<T>: Copy + AsRef<[T]> + AsMut<[T]> {
+    /// Every element `v`.
+    fn splat(v: T) -> Self;
+}
+
+impl<T: Copy, const N: usize> BufferArray<T> for [T; N] {
+    #[inline(always)]
+    fn splat(v: T) -> Self {
+        [v; N]
+    }
+}
+
 /// The first `N` entries of `d` as an array (`N` must equal `d.len()`).
 pub const fn array<const N: usize>(d: &Dims) -> [Index; N] {
     assert!(d.len() == N, "array length does not match");
@@ -49,6 +66,8 @@ pub trait TileDistribution {
     type X: IndexArray;
     /// The replication index.
     type R: IndexArray;
+    /// A thread's registers: `THREAD_BUFFER_SIZE` elements of `T`.
+    type Buffer<T: Copy>: BufferArray<T>;
     /// The checked encoding.
     const ENCODING: Encoding;
     /// Tile lengths.
@@ -149,4 +168,122 @@ pub fn sweep(enc: &Encoding, mut f: impl FnMut(&Dims, usize)) {
         let y = enc.y_from_span_index(s);
         f(&y, enc.d_index(&y) as usize);
     });
+}
+
+/// CK's `load_store_traits` (spec §10.2): which Y dim a window access vectorises along and how
+/// many scalars one access moves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VectorPlan {
+    /// The Y dim whose consecutive elements one access moves (`VectorDimY`).
+    pub vector_dim_y: usize,
+    /// Scalars per access (`ScalarPerVector`).
+    pub scalar_per_vector: Index,
+    /// Accesses per thread (`Π Y lengths / ScalarPerVector`).
+    pub num_access: Index,
+    /// Place value of the vector dim in D (consecutive vector elements are this far apart in
+    /// the register buffer).
+    pub d_stride: Index,
+}
+
+impl Encoding {
+    /// The vector plan of a window over a view that guarantees, along each X, vectors of
+    /// `x_vector_lengths[x]` elements with stride `x_vector_strides[x]` (−1 = no guarantee):
+    /// the guarantees propagate through the ps_ys_to_xs adaptor (only the last H component of
+    /// an X inherits `gcd(guarantee, length)`); the Y with stride 1 and the largest length wins
+    /// (ties: the lower Y).
+    ///
+    /// ```
+    /// use ck_core::{Dims, Encoding};
+    /// // Spec TV7: TV1's encoding over an fp16 16x512 view guaranteeing 8-wide rows.
+    /// let e = Encoding::new(&[], &[&[2, 2, 4, 1], &[2, 2, 16, 8]], &[&[1, 2], &[1, 2]],
+    ///                       &[&[1, 1], &[2, 2]], &[1, 1, 2, 2], &[0, 3, 0, 3]).unwrap();
+    /// let p = e.vector_plan(&Dims::from_slice(&[-1, 8]), &Dims::from_slice(&[-1, 1]));
+    /// assert_eq!((p.vector_dim_y, p.scalar_per_vector, p.num_access), (3, 8, 4));
+    /// let p = e.vector_plan(&Dims::from_slice(&[-1, 4]), &Dims::from_slice(&[-1, 1]));
+    /// assert_eq!(p.scalar_per_vector, 4); // gcd(4, 8)
+    /// let p = e.vector_plan(&Dims::from_slice(&[-1, -1]), &Dims::from_slice(&[-1, -1]));
+    /// assert_eq!((p.scalar_per_vector, p.num_access), (1, 32));
+    /// ```
+    pub const fn vector_plan(
+        &self,
+        x_vector_lengths: &Dims,
+        x_vector_strides: &Dims,
+    ) -> VectorPlan {
+        let a = match self.adaptor() {
+            Ok(a) => a,
+            Err(_) => panic!("invalid encoding"),
+        };
+        let mut gl = [-1 as Index; crate::adaptor::MAX_HIDDEN];
+        let mut gs = [-1 as Index; crate::adaptor::MAX_HIDDEN];
+        let mut x = 0;
+        while x < self.nx() {
+            gl[x] = x_vector_lengths.get(x);
+            gs[x] = x_vector_strides.get(x);
+            x += 1;
+        }
+        let (vl, vs) = a.propagate_safe_vector(&gl, &gs);
+        let top = a.top_ids();
+        let mut vdim = 0;
+        let mut spv = 1;
+        let mut y = 0;
+        while y < self.ny() {
+            let id = top.get(self.np() + y) as usize;
+            if vs[id] == 1 && vl[id] > spv {
+                spv = vl[id];
+                vdim = y;
+            }
+            y += 1;
+        }
+        VectorPlan {
+            vector_dim_y: vdim,
+            scalar_per_vector: spv,
+            num_access: self.thread_buffer_size() / spv,
+            d_stride: self.y_lengths().reverse_exclusive_scan().get(vdim),
+        }
+    }
+
+    /// The lane bits and warp bits whose threads hold different positions of X dim `x` (for a
+    /// reduction over `x`): each P component of `x` must have a power-of-two length and place.
+    /// Returns `(lane_mask, warp_mask)`; with one P dim every thread digit is a lane digit.
+    pub const fn thread_bits_of_x(&self, x: usize) -> (u32, u32) {
+        let mut masks = [0u32; 2];
+        let mut p = 0;
+        while p < self.np() {
+            let (ma, mi) = (self.p_major(p), self.p_minor(p));
+            let mut k = 0;
+            while k < ma.len() {
+                if ma.get(k) == x as Index + 1 {
+                    let place = self.p_place(p, k);
+                    let len = match self.component_length(ma.get(k), mi.get(k)) {
+                        Some(l) => l,
+                        None => panic!("invalid encoding"),
+                    };
+                    assert!(
+                        place & (place - 1) == 0 && len & (len - 1) == 0,
+                        "reductions need power-of-two thread digits along the reduced X"
+                    );
+                    let bits = ((len - 1) as u32) << place.trailing_zeros();
+                    let which = if self.np() == 2 && p == 0 { 1 } else { 0 };
+                    masks[which] |= bits;
+                }
+                k += 1;
+            }
+            p += 1;
+        }
+        (masks[0], masks[1])
+    }
+
+    /// The D index of `y` with the Y digits of X dim `x` set to 0: the slot where a reduction
+    /// over `x` collects one row.
+    pub const fn canonical_d(&self, y: &Dims, x: usize) -> Index {
+        let mut z = *y;
+        let mut i = 0;
+        while i < self.ny() {
+            if self.y_major().get(i) == x as Index + 1 {
+                z.set(i, 0);
+            }
+            i += 1;
+        }
+        self.d_index(&z)
+    }
 }

@@ -1466,6 +1466,30 @@ impl Encoding {
         Ok(out)
     }
 
+    /// True if `other` has the same R, H and P lists (it may order its Y's differently).
+    pub const fn same_rhp(&self, other: &Encoding) -> bool {
+        if !dims_eq(&self.r, &other.r) || self.nx != other.nx || self.np_major != other.np_major {
+            return false;
+        }
+        let mut x = 0;
+        while x < self.nx {
+            if !dims_eq(&self.h[x], &other.h[x]) {
+                return false;
+            }
+            x += 1;
+        }
+        let mut p = 0;
+        while p < self.np_major {
+            if !dims_eq(&self.p_major[p], &other.p_major[p])
+                || !dims_eq(&self.p_minor[p], &other.p_minor[p])
+            {
+                return false;
+            }
+            p += 1;
+        }
+        true
+    }
+
     /// Restricts X dim `x` to `len` elements by shrinking its digits from the most significant
     /// side (CK's `reverse_slice_sequence`): the least significant digits that fit are kept,
     /// the digit where `len` ends is cut to the remaining factor, more significant digits become
@@ -1543,6 +1567,20 @@ impl Encoding {
         }
         Ok(out)
     }
+}
+
+const fn dims_eq(a: &Dims, b: &Dims) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a.get(i) != b.get(i) {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 const fn loc_eq(a: Loc, b: Loc) -> bool {

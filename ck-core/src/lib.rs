@@ -47,6 +47,8 @@ pub mod kernel;
 pub mod magic;
 pub mod msg;
 pub mod sfc;
+#[cfg(any(feature = "std", target_arch = "nvptx64"))]
+pub mod tile;
 pub mod transform;
 
 pub use adaptor::TensorAdaptor;

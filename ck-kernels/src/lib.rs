@@ -12,4 +12,6 @@ pub mod bank_probe;
 pub mod checks;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod cli;
+pub mod elementwise;
 pub mod exercise;
+pub mod rmsnorm;

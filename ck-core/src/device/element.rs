@@ -116,3 +116,33 @@ impl Atomic for i32 {
         a.max(b)
     }
 }
+
+/// Floating-point elements computed in f32 (f32 itself, bf16 storage).
+pub trait Real: Element {
+    /// The value as f32 (exact).
+    fn to_f32(self) -> f32;
+    /// Rounds an f32 to this type (nearest even).
+    fn from_f32(v: f32) -> Self;
+}
+
+impl Real for f32 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self
+    }
+    #[inline(always)]
+    fn from_f32(v: f32) -> Self {
+        v
+    }
+}
+
+impl Real for Bf16 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        Bf16::to_f32(self)
+    }
+    #[inline(always)]
+    fn from_f32(v: f32) -> Self {
+        Bf16::from_f32(v)
+    }
+}

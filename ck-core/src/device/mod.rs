@@ -15,8 +15,9 @@
 
 pub mod buffer_view;
 mod element;
+pub mod math;
 
-pub use element::{Atomic, AtomicKind, Bf16, Element, Element32};
+pub use element::{Atomic, AtomicKind, Bf16, Element, Element32, Real};
 
 #[cfg(all(feature = "std", not(target_arch = "nvptx64")))]
 pub(crate) mod emu;

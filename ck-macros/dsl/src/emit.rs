@@ -29,6 +29,8 @@ struct Bodies {
     for_each_y: TokenStream,
     sweep: TokenStream,
     extra: TokenStream,
+    /// The register buffer type (`[T; THREAD_BUFFER_SIZE]`).
+    buffer: TokenStream,
 }
 
 fn int(v: impl Into<i64>) -> Literal {
@@ -65,6 +67,7 @@ fn frame(def: &DistributionDef, counts: [usize; 4], b: Bodies) -> TokenStream {
         for_each_y,
         sweep,
         extra,
+        buffer,
     } = b;
     quote! {
         #(#attrs)*
@@ -131,6 +134,7 @@ fn frame(def: &DistributionDef, counts: [usize; 4], b: Bodies) -> TokenStream {
             type Y = [::ck_core::Index; #ny];
             type X = [::ck_core::Index; #nx];
             type R = [::ck_core::Index; #nr];
+            type Buffer<T: Copy> = #buffer;
             const ENCODING: ::ck_core::Encoding = Self::ENCODING;
             const X_LENGTHS: Self::X = Self::X_LENGTHS;
             const Y_LENGTHS: Self::Y = Self::Y_LENGTHS;
@@ -367,6 +371,10 @@ fn literal_bodies(def: &DistributionDef, l: &Lowered) -> Bodies {
         for_each_y: quote!(#(#for_each_y)*),
         sweep: quote!(#(#sweep)*),
         extra: TokenStream::new(),
+        buffer: {
+            let n = Literal::usize_unsuffixed(l.thread_buffer_size);
+            quote!([T; #n])
+        },
     }
 }
 
@@ -412,7 +420,14 @@ fn parametric_bodies(def: &DistributionDef) -> Bodies {
         x_lengths: checked(arr(quote!(Self::ENCODING.x_lengths()))),
         y_lengths: checked(arr(quote!(Self::ENCODING.y_lengths()))),
         r_lengths: checked(arr(quote!(Self::ENCODING.r_lengths()))),
-        thread_buffer_size: checked(quote!(Self::ENCODING.thread_buffer_size() as usize)),
+        thread_buffer_size: checked(quote! {{
+            let n = Self::ENCODING.thread_buffer_size() as usize;
+            ::core::assert!(
+                n <= ::ck_core::distribution::PARAMETRIC_BUFFER_CAPACITY,
+                "error[capacity-exceeded]: a distribution with const-generic lengths holds at most 256 registers per thread"
+            );
+            n
+        }}),
         warp_size: warp,
         block_size: checked(quote!(Self::ENCODING.block_size() as u32)),
         partition_index: checked(arr(quote!(
@@ -430,6 +445,8 @@ fn parametric_bodies(def: &DistributionDef) -> Bodies {
             |y, d| f(::ck_core::distribution::array(y), d)
         ))),
         extra,
+        // Generic lengths cannot size an array on stable Rust: a fixed capacity, checked.
+        buffer: quote!([T; ::ck_core::distribution::PARAMETRIC_BUFFER_CAPACITY]),
     }
 }
 
@@ -473,6 +490,7 @@ pub fn stub(def: &DistributionDef) -> TokenStream {
         for_each_y: never.clone(),
         sweep: never,
         extra: TokenStream::new(),
+        buffer: quote!([T; 0]),
     };
     frame(def, counts(def), bodies)
 }

@@ -93,14 +93,6 @@ pub fn ballot(pred: bool) -> u32 {
     warp_op(WarpOp::Ballot, pred as u32)
 }
 
-const fn vector_ok<T: Element, const N: usize>() {
-    let bytes = T::BYTES as usize * N;
-    assert!(
-        N >= 1 && bytes <= 16 && bytes.is_power_of_two(),
-        "vector accesses are 1, 2, 4, 8 or 16 bytes"
-    );
-}
-
 /// One vector access of `N` elements of `T` at element `i` of `mem` (which holds `len`
 /// elements starting at byte `base`): bounds, alignment, races (shared), profile, data.
 #[allow(clippy::too_many_arguments)]
@@ -128,6 +120,15 @@ fn access<T: Element, const N: usize>(
         abort();
     }
     let bytes = T::BYTES * N as u32;
+    if bytes > 16 || !bytes.is_power_of_two() {
+        st.fault(
+            Fault::Misaligned,
+            vec![c.tid],
+            Some(i as u64),
+            format!("thread {}: a vector access of {N} × {} = {bytes} bytes (at {site}); vectors are 1, 2, 4, 8 or 16 bytes", c.tid, T::NAME),
+        );
+        abort();
+    }
     let offset = base + i as usize * T::BYTES as usize;
     if !offset.is_multiple_of(bytes as usize) {
         st.fault(
@@ -253,7 +254,6 @@ macro_rules! handle_common {
             /// bytes, naturally aligned).
             #[track_caller]
             pub fn load_vec<const N: usize>(&self, i: u32) -> [T; N] {
-                const { vector_ok::<T, N>() };
                 access::<T, N>(
                     self.mem(),
                     0,
@@ -282,7 +282,6 @@ impl<T: Element> GlobalMut<T> {
     /// Stores `N` consecutive elements from `i` in one access.
     #[track_caller]
     pub fn store_vec<const N: usize>(&self, i: u32, v: [T; N]) {
-        const { vector_ok::<T, N>() };
         access::<T, N>(
             self.mem(),
             0,
@@ -376,7 +375,6 @@ impl<T: Element, const N: usize> SharedArray<T, N> {
     /// `V` consecutive elements from `i` in one access.
     #[track_caller]
     pub fn load_vec<const V: usize>(&self, i: u32) -> [T; V] {
-        const { vector_ok::<T, V>() };
         access::<T, V>(
             self.mem(),
             self.offset as usize,
@@ -398,7 +396,6 @@ impl<T: Element, const N: usize> SharedArray<T, N> {
     /// Stores `V` consecutive elements from `i` in one access.
     #[track_caller]
     pub fn store_vec<const V: usize>(&self, i: u32, v: [T; V]) {
-        const { vector_ok::<T, V>() };
         access::<T, V>(
             self.mem(),
             self.offset as usize,

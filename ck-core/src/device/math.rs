@@ -1,0 +1,36 @@
+//! Float functions kernels need that `core` does not provide on every target. Both backends
+//! compute the IEEE correctly rounded result, so the emulator and the GPU agree bit for bit.
+
+/// Correctly rounded square root.
+#[inline(always)]
+pub fn sqrt(x: f32) -> f32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let r: f32;
+        unsafe {
+            core::arch::asm!("sqrt.rn.f32 {0}, {1};", out(reg32) r, in(reg32) x, options(pure, nomem, nostack))
+        };
+        r
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        x.sqrt()
+    }
+}
+
+/// `1 / sqrt(x)`, both steps correctly rounded.
+#[inline(always)]
+pub fn rsqrt(x: f32) -> f32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let r: f32;
+        unsafe {
+            core::arch::asm!("div.rn.f32 {0}, 0f3F800000, {1};", out(reg32) r, in(reg32) sqrt(x), options(pure, nomem, nostack))
+        };
+        r
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        1.0 / x.sqrt()
+    }
+}

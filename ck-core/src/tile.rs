@@ -1,0 +1,764 @@
+//! Tile windows and distributed tensors (spec §8–§10, §12): CK Tile's data-movement layer.
+//!
+//! A [`DistributedTensor<D, T>`] is one thread's registers of a tile spread by distribution `D`
+//! (`THREAD_BUFFER_SIZE` elements, indexed by D). A [`TileWindow<D, V>`] is a tile-sized window
+//! at an origin of a [`View`]; [`TileWindow::load`] visits the thread's Y box, one vector access
+//! per `ScalarPerVector` elements along the vector Y dim chosen by
+//! [`Encoding::vector_plan`](crate::Encoding::vector_plan) (spec §10.2, no snake: the access
+//! order is D order), with the validity of each vector decided at its first element (spec §3.2).
+//!
+//! A view whose real length along the vector dim (or its row stride) is not a multiple of the
+//! vector width is accessed element by element instead — never a vector that starts in bounds
+//! and runs into the next row (the padded-row hazard of spec TV7).
+//!
+//! Distributions are types, so tensors of different distributions cannot be mixed in an
+//! elementwise operation: that is a type error, not CK's silent misbehaviour.
+
+use crate::device::buffer_view::{BufferView, Memory, MemoryOp};
+use crate::device::{Atomic, Element};
+use crate::distribution::{BufferArray, IndexArray, TileDistribution, VectorPlan};
+use crate::{Dims, Index};
+use core::marker::PhantomData;
+
+/// One thread's registers of a tile distributed by `D`.
+pub struct DistributedTensor<D: TileDistribution, T: Copy> {
+    /// The registers, in D order.
+    pub data: D::Buffer<T>,
+}
+
+impl<D: TileDistribution, T: Copy> Clone for DistributedTensor<D, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<D: TileDistribution, T: Copy> Copy for DistributedTensor<D, T> {}
+
+impl<D: TileDistribution, T: Copy> DistributedTensor<D, T> {
+    /// Every element `v` (CK's `make_static_distributed_tensor` + `set_tile`).
+    #[inline(always)]
+    pub fn splat(v: T) -> Self {
+        DistributedTensor {
+            data: D::Buffer::<T>::splat(v),
+        }
+    }
+
+    /// Register `d`.
+    #[inline(always)]
+    pub fn get(&self, d: usize) -> T {
+        self.data.as_ref()[d]
+    }
+
+    /// Sets register `d`.
+    #[inline(always)]
+    pub fn set(&mut self, d: usize, v: T) {
+        self.data.as_mut()[d] = v;
+    }
+
+    /// The element at Y index `y`.
+    #[inline(always)]
+    pub fn at(&self, y: D::Y) -> T {
+        self.get(D::d_index(y))
+    }
+
+    /// `set_tile`: every element `v`.
+    #[inline(always)]
+    pub fn fill(&mut self, v: T) {
+        D::for_each_y(|_, d| self.set(d, v));
+    }
+
+    /// `tile_elementwise_in`: a new tensor of the same distribution, `f` of every element.
+    #[inline(always)]
+    pub fn map<U: Copy + Default>(&self, mut f: impl FnMut(T) -> U) -> DistributedTensor<D, U> {
+        let mut out = DistributedTensor::<D, U>::splat(U::default());
+        D::for_each_y(|_, d| out.set(d, f(self.get(d))));
+        out
+    }
+
+    /// `tile_elementwise_in` over two tensors of the same distribution.
+    #[inline(always)]
+    pub fn zip_map<U: Copy, R: Copy + Default>(
+        &self,
+        other: &DistributedTensor<D, U>,
+        mut f: impl FnMut(T, U) -> R,
+    ) -> DistributedTensor<D, R> {
+        let mut out = DistributedTensor::<D, R>::splat(R::default());
+        D::for_each_y(|_, d| out.set(d, f(self.get(d), other.get(d))));
+        out
+    }
+
+    /// `tile_elementwise_inout`: `f` on every element in place.
+    #[inline(always)]
+    pub fn update(&mut self, mut f: impl FnMut(&mut T)) {
+        D::for_each_y(|_, d| f(&mut self.data.as_mut()[d]));
+    }
+
+    /// `sweep_tile`: `f(y, value)` in span order (X0 outermost, spec §9).
+    #[inline(always)]
+    pub fn sweep(&self, mut f: impl FnMut(D::Y, T)) {
+        D::sweep(|y, d| f(y, self.get(d)));
+    }
+}
+
+impl<D: TileDistribution, T: Copy + Default> DistributedTensor<D, T> {
+    /// All zeros (`clear_tile`).
+    #[inline(always)]
+    pub fn zeros() -> Self {
+        Self::splat(T::default())
+    }
+}
+
+/// `cast_tile`: every element converted.
+#[inline(always)]
+pub fn cast_tile<D: TileDistribution, T: Copy, U: Copy + Default>(
+    t: &DistributedTensor<D, T>,
+    f: impl FnMut(T) -> U,
+) -> DistributedTensor<D, U> {
+    t.map(f)
+}
+
+/// `shuffle_tile`: the same tile under a distribution that differs only in the order of its Y
+/// dims (CK silently does nothing otherwise; here any other difference fails to compile).
+#[inline(always)]
+pub fn shuffle_tile<A: TileDistribution, B: TileDistribution, T: Copy + Default>(
+    t: &DistributedTensor<A, T>,
+) -> DistributedTensor<B, T> {
+    let () = ShuffleCheck::<A, B>::OK;
+    let mut out = DistributedTensor::<B, T>::zeros();
+    // For each Y of B, the Y of A that claims the same component.
+    B::for_each_y(|yb, db| {
+        let mut ya = A::Y::zero();
+        for (i, &v) in yb.as_ref().iter().enumerate() {
+            ya.as_mut()[ShuffleCheck::<A, B>::MAP[i]] = v;
+        }
+        out.set(db, t.at(ya));
+    });
+    out
+}
+
+struct ShuffleCheck<A, B>(PhantomData<(A, B)>);
+
+impl<A: TileDistribution, B: TileDistribution> ShuffleCheck<A, B> {
+    /// `MAP[i]` = the Y of `A` claiming the component `B`'s Y `i` claims.
+    const MAP: [usize; crate::dims::MAX_DIMS] = {
+        let (a, b) = (A::ENCODING, B::ENCODING);
+        let mut map = [0usize; crate::dims::MAX_DIMS];
+        assert!(
+            a.ny() == b.ny(),
+            "error[shuffle-mismatch]: shuffle_tile needs the same number of Y dims"
+        );
+        let mut i = 0;
+        while i < b.ny() {
+            let mut j = 0;
+            let mut found = false;
+            while j < a.ny() {
+                if a.y_major().get(j) == b.y_major().get(i)
+                    && a.y_minor().get(j) == b.y_minor().get(i)
+                {
+                    map[i] = j;
+                    found = true;
+                }
+                j += 1;
+            }
+            assert!(
+                found,
+                "error[shuffle-mismatch]: the distributions claim different Y components"
+            );
+            i += 1;
+        }
+        map
+    };
+    /// The encodings must agree on R, H and P (only the Y order may differ).
+    const OK: () = {
+        let (a, b) = (A::ENCODING, B::ENCODING);
+        assert!(a.same_rhp(&b), "error[shuffle-mismatch]: shuffle_tile needs distributions with identical R, H and P (only the Y order may differ)");
+        let _ = Self::MAP;
+    };
+}
+
+/// A tensor in memory as tile windows see it: element offsets, validity (padding) and the vector
+/// guarantee of the last dim.
+pub trait View<T: Element> {
+    /// Number of dims.
+    const RANK: usize;
+    /// Guaranteed contiguous vector length along the last dim (−1: none).
+    const VECTOR: Index;
+    /// The memory.
+    type Memory: Memory<T>;
+    /// The buffer view (validity fill, `get`/`set`).
+    fn buffer(&self) -> &BufferView<Self::Memory, T>;
+    /// Element offset of `x`, valid or not (`x` has `RANK` entries).
+    fn offset(&self, x: &[Index]) -> Index;
+    /// Whether `x` is inside the real tensor (outside is padding: reads give the invalid value,
+    /// writes are dropped).
+    fn valid(&self, x: &[Index]) -> bool;
+    /// Whether vectors of `n` elements along the last dim never straddle a row end or run out of
+    /// alignment (so the vector plan may be used as is).
+    fn vector_ok(&self, n: Index) -> bool;
+}
+
+/// A row-major 2-D view `[rows, cols]` with row stride `row_stride` (elements), padded to any
+/// tile size: elements outside `rows × cols` read as the invalid value and are never written.
+/// `VEC` is the guaranteed vector length of a row (CK's `make_naive_tensor_view(.., number<VEC>,
+/// number<1>)`); `1` disables vector accesses.
+pub struct View2<M, T, const VEC: usize> {
+    buffer: BufferView<M, T>,
+    rows: Index,
+    cols: Index,
+    row_stride: Index,
+}
+
+impl<M: Memory<T>, T: Element, const VEC: usize> View2<M, T, VEC> {
+    /// A view of `rows × cols` elements, rows `row_stride` apart, invalid elements reading 0.
+    #[inline(always)]
+    pub fn new(memory: M, rows: u32, cols: u32, row_stride: u32) -> Self {
+        View2 {
+            buffer: BufferView::new(memory),
+            rows: rows as Index,
+            cols: cols as Index,
+            row_stride: row_stride as Index,
+        }
+    }
+
+    /// The same with invalid elements reading `value`.
+    #[inline(always)]
+    pub fn with_invalid_value(memory: M, rows: u32, cols: u32, row_stride: u32, value: T) -> Self {
+        View2 {
+            buffer: BufferView::with_invalid_value(memory, value),
+            rows: rows as Index,
+            cols: cols as Index,
+            row_stride: row_stride as Index,
+        }
+    }
+}
+
+impl<M: Memory<T>, T: Element, const VEC: usize> View<T> for View2<M, T, VEC> {
+    const RANK: usize = 2;
+    const VECTOR: Index = VEC as Index;
+    type Memory = M;
+    #[inline(always)]
+    fn buffer(&self) -> &BufferView<M, T> {
+        &self.buffer
+    }
+    #[inline(always)]
+    fn offset(&self, x: &[Index]) -> Index {
+        x[0] * self.row_stride + x[1]
+    }
+    #[inline(always)]
+    fn valid(&self, x: &[Index]) -> bool {
+        (x[0] as u32) < self.rows as u32 && (x[1] as u32) < self.cols as u32
+    }
+    #[inline(always)]
+    fn vector_ok(&self, n: Index) -> bool {
+        self.cols % n == 0 && self.row_stride % n == 0
+    }
+}
+
+/// A 1-D view of `len` elements (e.g. RMSNorm's gamma), padded like [`View2`].
+pub struct View1<M, T, const VEC: usize> {
+    buffer: BufferView<M, T>,
+    len: Index,
+}
+
+impl<M: Memory<T>, T: Element, const VEC: usize> View1<M, T, VEC> {
+    /// A view of `len` elements, invalid elements reading 0.
+    #[inline(always)]
+    pub fn new(memory: M, len: u32) -> Self {
+        View1 {
+            buffer: BufferView::new(memory),
+            len: len as Index,
+        }
+    }
+}
+
+impl<M: Memory<T>, T: Element, const VEC: usize> View<T> for View1<M, T, VEC> {
+    const RANK: usize = 1;
+    const VECTOR: Index = VEC as Index;
+    type Memory = M;
+    #[inline(always)]
+    fn buffer(&self) -> &BufferView<M, T> {
+        &self.buffer
+    }
+    #[inline(always)]
+    fn offset(&self, x: &[Index]) -> Index {
+        x[0]
+    }
+    #[inline(always)]
+    fn valid(&self, x: &[Index]) -> bool {
+        (x[0] as u32) < self.len as u32
+    }
+    #[inline(always)]
+    fn vector_ok(&self, n: Index) -> bool {
+        self.len % n == 0
+    }
+}
+
+/// The vector plan of distribution `D` over view `V` of `T` (spec §10.2).
+pub struct Plan<D, V, T>(PhantomData<(D, V, T)>);
+
+impl<D: TileDistribution, T: Element, V: View<T>> Plan<D, V, T> {
+    /// Vector dim, scalars per vector, accesses: computed at compile time.
+    pub const PLAN: VectorPlan = {
+        let nx = D::ENCODING.nx();
+        assert!(
+            nx == V::RANK,
+            "error[window-rank]: the distribution and the view have different numbers of dims"
+        );
+        let mut len = Dims::splat(nx, -1);
+        let mut stride = Dims::splat(nx, -1);
+        if V::VECTOR > 1 {
+            len.set(nx - 1, V::VECTOR);
+            stride.set(nx - 1, 1);
+        }
+        D::ENCODING.vector_plan(&len, &stride)
+    };
+}
+
+/// A window of `D`'s tile at `origin` of a view, for this thread (CK's `tile_window` with a
+/// distribution; the window lengths are `D::X_LENGTHS`).
+pub struct TileWindow<D: TileDistribution, V> {
+    /// The view.
+    pub view: V,
+    /// Top-left corner in the view.
+    pub origin: D::X,
+    p: D::P,
+}
+
+/// `make_tile_window(view, origin, dstr)` for the calling thread.
+#[inline(always)]
+pub fn make_tile_window<D: TileDistribution, V>(view: V, origin: D::X) -> TileWindow<D, V> {
+    TileWindow {
+        view,
+        origin,
+        p: D::partition_index(crate::device::thread_idx()),
+    }
+}
+
+/// One vector access of a window (for traces and tests).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Access<Y, X> {
+    /// Y of the first element.
+    pub y: Y,
+    /// Tile index of the first element (origin included).
+    pub x: X,
+    /// Element offset in the view.
+    pub offset: Index,
+    /// Register slot of the first element.
+    pub d: usize,
+    /// Whether the access reads/writes memory (the first element's validity).
+    pub valid: bool,
+    /// Elements moved.
+    pub len: Index,
+}
+
+impl<D: TileDistribution, V> TileWindow<D, V> {
+    /// A window for thread partition `p` (tests and host-side traces).
+    pub fn for_partition(view: V, origin: D::X, p: D::P) -> Self {
+        TileWindow { view, origin, p }
+    }
+
+    /// `move_tile_window`: shifts the origin by `step`.
+    #[inline(always)]
+    pub fn move_by(&mut self, step: D::X) {
+        for (o, s) in self.origin.as_mut().iter_mut().zip(step.as_ref()) {
+            *o += s;
+        }
+    }
+
+    /// `set_window_origin`.
+    #[inline(always)]
+    pub fn set_origin(&mut self, origin: D::X) {
+        self.origin = origin;
+    }
+
+    /// Visits this thread's accesses in order (D order = the non-snake identity curve over the
+    /// Y box): one per `spv` elements along the vector Y dim, or one per element when the view
+    /// refuses vectors of that width.
+    #[inline(always)]
+    fn for_each_access<T: Element>(&self, mut f: impl FnMut(Access<D::Y, D::X>))
+    where
+        V: View<T>,
+    {
+        let plan = Plan::<D, V, T>::PLAN;
+        // Two inlined copies of the walk, each with a constant vector width, so that every
+        // register index folds to a constant.
+        if plan.scalar_per_vector > 1 && self.view.vector_ok(plan.scalar_per_vector) {
+            self.walk(plan.vector_dim_y, plan.scalar_per_vector, &mut f);
+        } else {
+            self.walk(plan.vector_dim_y, 1, &mut f);
+        }
+    }
+
+    #[inline(always)]
+    fn walk<T: Element, F: FnMut(Access<D::Y, D::X>)>(&self, vdim: usize, spv: Index, f: &mut F)
+    where
+        V: View<T>,
+    {
+        D::for_each_y(|y, d| {
+            if y.as_ref()[vdim] % spv != 0 {
+                return;
+            }
+            let mut x = D::x_index(self.p, y);
+            for (xi, o) in x.as_mut().iter_mut().zip(self.origin.as_ref()) {
+                *xi += o;
+            }
+            let (offset, valid) = (self.view.offset(x.as_ref()), self.view.valid(x.as_ref()));
+            f(Access {
+                y,
+                x,
+                offset,
+                d,
+                valid,
+                len: spv,
+            });
+        })
+    }
+
+    /// Calls `f` with each of this thread's accesses, in order (the TV7 trace).
+    pub fn trace<T: Element>(&self, f: impl FnMut(Access<D::Y, D::X>))
+    where
+        V: View<T>,
+    {
+        self.for_each_access::<T>(f)
+    }
+
+    /// `load_tile`: this thread's elements of the window (padding reads the invalid value).
+    #[inline(always)]
+    pub fn load<T: Element>(&self) -> DistributedTensor<D, T>
+    where
+        V: View<T>,
+    {
+        let mut out = DistributedTensor::<D, T>::zeros();
+        let stride = Plan::<D, V, T>::PLAN.d_stride as usize;
+        let buf = self.view.buffer();
+        self.for_each_access::<T>(|a| match a.len {
+            16 => load_run::<T, _, _, 16>(buf, a.offset, a.valid, &mut out.data, a.d, stride),
+            8 => load_run::<T, _, _, 8>(buf, a.offset, a.valid, &mut out.data, a.d, stride),
+            4 => load_run::<T, _, _, 4>(buf, a.offset, a.valid, &mut out.data, a.d, stride),
+            2 => load_run::<T, _, _, 2>(buf, a.offset, a.valid, &mut out.data, a.d, stride),
+            _ => load_run::<T, _, _, 1>(buf, a.offset, a.valid, &mut out.data, a.d, stride),
+        });
+        out
+    }
+
+    /// `store_tile`: writes this thread's elements (padding is dropped; replicated threads write
+    /// identical values).
+    #[inline(always)]
+    pub fn store<T: Element>(&self, t: &DistributedTensor<D, T>)
+    where
+        V: View<T>,
+    {
+        let stride = Plan::<D, V, T>::PLAN.d_stride as usize;
+        let buf = self.view.buffer();
+        let regs = t.data.as_ref();
+        self.for_each_access::<T>(|a| match a.len {
+            16 => store_run::<T, _, 16>(buf, a.offset, a.valid, regs, a.d, stride),
+            8 => store_run::<T, _, 8>(buf, a.offset, a.valid, regs, a.d, stride),
+            4 => store_run::<T, _, 4>(buf, a.offset, a.valid, regs, a.d, stride),
+            2 => store_run::<T, _, 2>(buf, a.offset, a.valid, regs, a.d, stride),
+            _ => store_run::<T, _, 1>(buf, a.offset, a.valid, regs, a.d, stride),
+        });
+    }
+}
+
+impl<D: TileDistribution, V> TileWindow<D, V> {
+    /// `update_tile`: combines this thread's elements into memory with `op` (set, add, atomic
+    /// add, atomic max), element by element.
+    #[inline(always)]
+    pub fn update<T: Atomic>(&self, t: &DistributedTensor<D, T>, op: MemoryOp)
+    where
+        V: View<T, Memory = crate::device::GlobalMut<T>>,
+    {
+        let stride = Plan::<D, V, T>::PLAN.d_stride as usize;
+        let buf = self.view.buffer();
+        self.for_each_access::<T>(|a| {
+            unroll::<16>(|j| {
+                if (j as Index) < a.len {
+                    buf.update::<1>(
+                        op,
+                        a.offset as u32 + j as u32,
+                        0,
+                        a.valid,
+                        [t.get(a.d + j * stride)],
+                    );
+                }
+            })
+        });
+    }
+}
+
+/// Calls `f(0), f(1), .., f(N − 1)` as straight-line code (every index a constant after
+/// inlining, so register arrays stay in registers). `N ≤ 32`.
+#[inline(always)]
+pub fn unroll<const N: usize>(mut f: impl FnMut(usize)) {
+    const { assert!(N <= 32, "unroll supports at most 32 copies") };
+    macro_rules! step {
+        ($($i:literal)*) => {$(
+            if $i < N {
+                f($i);
+            }
+        )*};
+    }
+    step!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31);
+}
+
+/// Elements of `T` in one 16-byte access.
+const fn chunk_elems<T: Element>() -> usize {
+    16 / T::BYTES as usize
+}
+
+/// Loads `N` elements at `offset` (in accesses of at most 16 bytes, all with the first
+/// element's validity) into registers `d, d + stride, ..`.
+#[inline(always)]
+fn load_run<T: Element, M: Memory<T>, B: AsMut<[T]>, const N: usize>(
+    buf: &BufferView<M, T>,
+    offset: Index,
+    valid: bool,
+    regs: &mut B,
+    d: usize,
+    stride: usize,
+) {
+    if N <= chunk_elems::<T>() {
+        let v: [T; N] = buf.get(offset as u32, 0, valid);
+        unroll::<N>(|j| regs.as_mut()[d + j * stride] = v[j]);
+    } else {
+        // N f32 > 16 bytes: 16-byte pieces (chunk_elems elements each).
+        unroll::<N>(|j| {
+            if j % chunk_elems::<T>() == 0 {
+                load_piece::<T, M, B>(
+                    buf,
+                    offset + j as Index,
+                    valid,
+                    regs,
+                    d + j * stride,
+                    stride,
+                );
+            }
+        });
+    }
+}
+
+/// One 16-byte piece of a longer vector.
+#[inline(always)]
+fn load_piece<T: Element, M: Memory<T>, B: AsMut<[T]>>(
+    buf: &BufferView<M, T>,
+    offset: Index,
+    valid: bool,
+    regs: &mut B,
+    d: usize,
+    stride: usize,
+) {
+    match T::BYTES {
+        4 => {
+            let v: [T; 4] = buf.get(offset as u32, 0, valid);
+            unroll::<4>(|j| regs.as_mut()[d + j * stride] = v[j]);
+        }
+        2 => {
+            let v: [T; 8] = buf.get(offset as u32, 0, valid);
+            unroll::<8>(|j| regs.as_mut()[d + j * stride] = v[j]);
+        }
+        _ => {
+            let v: [T; 16] = buf.get(offset as u32, 0, valid);
+            unroll::<16>(|j| regs.as_mut()[d + j * stride] = v[j]);
+        }
+    }
+}
+
+#[inline(always)]
+fn store_run<T: Element, M: Memory<T>, const N: usize>(
+    buf: &BufferView<M, T>,
+    offset: Index,
+    valid: bool,
+    regs: &[T],
+    d: usize,
+    stride: usize,
+) {
+    if N <= chunk_elems::<T>() {
+        let v: [T; N] = core::array::from_fn(|j| regs[d + j * stride]);
+        buf.set(offset as u32, 0, valid, v);
+    } else {
+        unroll::<N>(|j| {
+            if j % chunk_elems::<T>() == 0 {
+                store_piece::<T, M>(
+                    buf,
+                    offset + j as Index,
+                    valid,
+                    regs,
+                    d + j * stride,
+                    stride,
+                );
+            }
+        });
+    }
+}
+
+#[inline(always)]
+fn store_piece<T: Element, M: Memory<T>>(
+    buf: &BufferView<M, T>,
+    offset: Index,
+    valid: bool,
+    regs: &[T],
+    d: usize,
+    stride: usize,
+) {
+    match T::BYTES {
+        4 => buf.set::<4>(
+            offset as u32,
+            0,
+            valid,
+            core::array::from_fn(|j| regs[d + j * stride]),
+        ),
+        2 => buf.set::<8>(
+            offset as u32,
+            0,
+            valid,
+            core::array::from_fn(|j| regs[d + j * stride]),
+        ),
+        _ => buf.set::<16>(
+            offset as u32,
+            0,
+            valid,
+            core::array::from_fn(|j| regs[d + j * stride]),
+        ),
+    }
+}
+
+/// Per-register tables of a reduction over X dim `XR` of distribution `D`, computed at compile
+/// time: `CANON[d]` = the register that collects `d`'s row, `RANK[d]` = the index of that
+/// collecting register among all collecting registers, `SLOTS` = how many there are.
+pub struct Reduction<D, const XR: usize>(PhantomData<D>);
+
+/// Most registers a reduction table covers.
+const TABLE: usize = crate::distribution::PARAMETRIC_BUFFER_CAPACITY;
+
+impl<D: TileDistribution, const XR: usize> Reduction<D, XR> {
+    const TABLES: ([u16; TABLE], [u16; TABLE], usize) = {
+        let e = D::ENCODING;
+        assert!(
+            XR < e.nx(),
+            "error[reduce-x]: the reduced X dim does not exist"
+        );
+        let lens = e.y_lengths();
+        let n = lens.product() as usize;
+        assert!(
+            n <= TABLE,
+            "error[capacity-exceeded]: reductions support at most 256 registers per thread"
+        );
+        let mut canon = [0u16; TABLE];
+        let mut rank = [0u16; TABLE];
+        let mut slots = 0usize;
+        let mut y = Dims::splat(lens.len(), 0);
+        let mut d = 0;
+        while d < n {
+            let c = e.canonical_d(&y, XR) as usize;
+            canon[d] = c as u16;
+            if c == d {
+                rank[d] = slots as u16;
+                slots += 1;
+            } else {
+                rank[d] = rank[c];
+            }
+            // Next Y point in D order.
+            let mut k = lens.len();
+            while k > 0 {
+                k -= 1;
+                let v = y.get(k) + 1;
+                if v < lens.get(k) {
+                    y.set(k, v);
+                    break;
+                }
+                y.set(k, 0);
+            }
+            d += 1;
+        }
+        (canon, rank, slots)
+    };
+    /// Collecting register of each register.
+    pub const CANON: [u16; TABLE] = Self::TABLES.0;
+    /// Rank of each register's collecting register.
+    pub const RANK: [u16; TABLE] = Self::TABLES.1;
+    /// Number of collecting registers (rows a thread holds).
+    pub const SLOTS: usize = Self::TABLES.2;
+    /// `(lane bits, warp bits)` of thread digits along `XR`.
+    pub const THREAD_BITS: (u32, u32) = D::ENCODING.thread_bits_of_x(XR);
+}
+
+/// Reduces `t` over X dim `XR` across the whole block with `op` (e.g. a row sum of a 2-D tile
+/// for `XR = 1`): every element of the result holds the combination of all the tile's elements
+/// that share its other coordinates. Thread digits along `XR` are combined with `shfl_xor`
+/// within a warp and through `scratch` across warps (it needs `BLOCK_SIZE · SLOTS` elements; no
+/// shared memory is touched when `XR` has no warp digits). All threads must call it.
+#[inline(always)]
+pub fn block_reduce_x<
+    D: TileDistribution,
+    T: crate::device::Element32,
+    const XR: usize,
+    const S: usize,
+>(
+    t: &DistributedTensor<D, T>,
+    op: impl Fn(T, T) -> T + Copy,
+    scratch: &crate::device::SharedArray<T, S>,
+) -> DistributedTensor<D, T> {
+    use crate::device::{block_sync, lane_id, shfl_xor, thread_idx, warp_id, WARP_SIZE};
+    let canon = Reduction::<D, XR>::CANON;
+    let rank = Reduction::<D, XR>::RANK;
+    let (lane_bits, warp_bits) = Reduction::<D, XR>::THREAD_BITS;
+    let slots = Reduction::<D, XR>::SLOTS;
+    // 1. Within the thread: fold every register into its row's collecting register.
+    let mut out = *t;
+    D::for_each_y(|_, d| {
+        let c = canon[d] as usize;
+        if c != d {
+            out.set(c, op(out.get(c), t.get(d)));
+        }
+    });
+    // 2. Across lanes: butterfly over the lane bits of XR.
+    unroll::<5>(|k| {
+        let bit = 16 >> k;
+        if lane_bits & bit != 0 {
+            D::for_each_y(|_, d| {
+                if canon[d] as usize == d {
+                    out.set(d, op(out.get(d), shfl_xor(out.get(d), bit)));
+                }
+            });
+        }
+    });
+    // 3. Across warps: through shared memory, combining the warps that differ only in XR bits.
+    if warp_bits != 0 {
+        assert!(
+            S >= D::BLOCK_SIZE as usize * slots,
+            "block_reduce_x: scratch needs BLOCK_SIZE · SLOTS elements"
+        );
+        let tid = thread_idx();
+        D::for_each_y(|_, d| {
+            if canon[d] as usize == d {
+                scratch.store(tid * slots as u32 + rank[d] as u32, out.get(d));
+            }
+        });
+        block_sync();
+        let (warp, lane) = (warp_id(), lane_id());
+        let warps = D::BLOCK_SIZE / WARP_SIZE;
+        D::for_each_y(|_, d| {
+            if canon[d] as usize == d {
+                let mut acc = out.get(d);
+                for w in 0..warps {
+                    if w != warp && (w & !warp_bits) == (warp & !warp_bits) {
+                        acc = op(
+                            acc,
+                            scratch.load((w * WARP_SIZE + lane) * slots as u32 + rank[d] as u32),
+                        );
+                    }
+                }
+                out.set(d, acc);
+            }
+        });
+        block_sync();
+    }
+    // 4. Every register gets its row's result.
+    D::for_each_y(|_, d| {
+        let c = canon[d] as usize;
+        if c != d {
+            out.set(d, out.get(c));
+        }
+    });
+    out
+}

@@ -1,0 +1,303 @@
+//! Tile windows, distributed tensors and the RMSNorm / elementwise kernels on the emulator:
+//! spec TV7 (vector width and access trace), the padded-row hazard, load/store round trips,
+//! block reductions, shuffle_tile, and the kernels against fp64 CPU references on odd shapes.
+
+use ck_core::device::*;
+use ck_core::host::{Device, DeviceBuffer, LaunchConfig};
+use ck_core::tile::{block_reduce_x, make_tile_window, shuffle_tile, Plan, TileWindow, View2};
+use ck_kernels::elementwise::{AddBf16, AddF32, CopyBf16, CopyF32, TILE_BF16, TILE_F32};
+use ck_kernels::rmsnorm::host::{reference, rmsnorm, Dtype};
+use ck_macros::{tile_distribution, tile_kernel};
+
+tile_distribution! {
+    /// Spec TV1 (wave64).
+    struct Tv1 {
+        warp_size: 64, block_size: 256, r: [],
+        h: [[2, 2, 4, 1], [2, 2, 16, 8]],
+        p_major: [[1, 2], [1, 2]], p_minor: [[1, 1], [2, 2]],
+        y_major: [1, 1, 2, 2], y_minor: [0, 3, 0, 3],
+    }
+}
+
+fn view<const VEC: usize>(
+    buf: &DeviceBuffer<u16>,
+    rows: u32,
+    cols: u32,
+    stride: u32,
+) -> View2<GlobalMut<u16>, u16, VEC> {
+    View2::new(buf.global_mut(), rows, cols, stride)
+}
+
+type Trace = Vec<([i32; 4], [i32; 2], i32, usize, bool, i32)>;
+
+fn trace<const VEC: usize>(buf: &DeviceBuffer<u16>, cols: u32, warp: i32, lane: i32) -> Trace {
+    let w =
+        TileWindow::<Tv1, _>::for_partition(view::<VEC>(buf, 16, cols, cols), [0, 0], [warp, lane]);
+    let mut out = Vec::new();
+    w.trace::<u16>(|a| out.push((a.y, a.x, a.offset, a.d, a.valid, a.len)));
+    out
+}
+
+#[test]
+fn tv7_vector_width_and_access_trace() {
+    let device = Device::emulator();
+    let buf = DeviceBuffer::<u16>::zeros(&device, 16 * 512).unwrap();
+    let plan = Plan::<Tv1, View2<GlobalMut<u16>, u16, 8>, u16>::PLAN;
+    assert_eq!(
+        (plan.vector_dim_y, plan.scalar_per_vector, plan.num_access),
+        (3, 8, 4)
+    );
+    let t = trace::<8>(&buf, 512, 1, 17);
+    let expect: Trace = vec![
+        ([0, 0, 0, 0], [1, 136], 648, 0, true, 8),
+        ([0, 0, 1, 0], [1, 392], 904, 8, true, 8),
+        ([1, 0, 0, 0], [9, 136], 4744, 16, true, 8),
+        ([1, 0, 1, 0], [9, 392], 5000, 24, true, 8),
+    ];
+    assert_eq!(t, expect);
+    // No guarantee: one element per access, 32 accesses. Guarantee 4: gcd(4, 8) = 4.
+    assert_eq!(trace::<1>(&buf, 512, 1, 17).len(), 32);
+    assert_eq!(
+        Plan::<Tv1, View2<GlobalMut<u16>, u16, 4>, u16>::PLAN.scalar_per_vector,
+        4
+    );
+    assert!(trace::<4>(&buf, 512, 1, 17).iter().all(|a| a.5 == 4));
+}
+
+#[test]
+fn tv7_padding_and_the_next_row_hazard() {
+    let device = Device::emulator();
+    // N = 500 padded to 512: the spec's vector starts of thread (warp 3, lane 63).
+    let buf = DeviceBuffer::<u16>::zeros(&device, 16 * 500).unwrap();
+    let v = view::<8>(&buf, 16, 500, 500);
+    use ck_core::tile::View as _;
+    for (x, valid) in [
+        ([7, 248], true),
+        ([7, 504], false),
+        ([15, 248], true),
+        ([15, 504], false),
+    ] {
+        assert_eq!(v.valid(&x), valid, "{x:?}");
+    }
+    // 500 % 8 != 0: the thread owning n = 496..503 (warp 3, lane 62: tn = 14) would start a
+    // valid vector at 496 and read n = 500..503 from the next row; the window falls back to one
+    // element per access instead, so 500..503 are padding.
+    let t = trace::<8>(&buf, 500, 3, 62);
+    assert!(t.iter().all(|a| a.5 == 1));
+    assert!(t.iter().any(|a| a.1 == [7, 499] && a.4));
+    for n in 500..504 {
+        assert!(
+            t.iter().any(|a| a.1 == [7, n] && !a.4),
+            "n = {n} must be padding"
+        );
+    }
+}
+
+tile_distribution! {
+    /// TV1c: 4 warps × 32 lanes over 8 × 512, two warps per row group.
+    struct Tv1c {
+        warp_size: 32, block_size: 128,
+        h: { m: [repeat: 2, warp: 2, lane: 2, vec: 1], n: [repeat: 2, warp: 2, lane: 16, vec: 8] },
+        p: [[m.warp, n.warp], [m.lane, n.lane]],
+        y: [m.repeat, m.vec, n.repeat, n.vec],
+    }
+}
+
+tile_distribution! {
+    /// TV1c with its Y dims in another order (same R, H, P).
+    struct Tv1cShuffled {
+        warp_size: 32, block_size: 128,
+        h: { m: [repeat: 2, warp: 2, lane: 2, vec: 1], n: [repeat: 2, warp: 2, lane: 16, vec: 8] },
+        p: [[m.warp, n.warp], [m.lane, n.lane]],
+        y: [n.vec, n.repeat, m.vec, m.repeat],
+    }
+}
+
+/// Copies an `rows × cols` matrix through registers, tile by tile, and writes each row's sum
+/// (a block reduction over X1) to `sums`, and the tile again through a shuffled distribution.
+#[tile_kernel(block = 128, distributions(Tv1c, Tv1cShuffled))]
+fn tile_roundtrip(
+    x: Global<f32>,
+    y: GlobalMut<f32>,
+    y2: GlobalMut<f32>,
+    sums: GlobalMut<f32>,
+    rows: u32,
+    cols: u32,
+) {
+    let scratch = shared!(f32; 512);
+    let origin = [(block_idx() * 8) as i32, 0];
+    let t = make_tile_window::<Tv1c, _>(View2::<_, f32, 8>::new(x, rows, cols, cols), origin)
+        .load::<f32>();
+    make_tile_window::<Tv1c, _>(View2::<_, f32, 8>::new(y, rows, cols, cols), origin).store(&t);
+    let s = shuffle_tile::<Tv1c, Tv1cShuffled, f32>(&t);
+    make_tile_window::<Tv1cShuffled, _>(View2::<_, f32, 8>::new(y2, rows, cols, cols), origin)
+        .store(&s);
+    let r = block_reduce_x::<Tv1c, f32, 1, 512>(&t, |a, b| a + b, &scratch);
+    // Every register holds its row's sum; lane 0 of warp 0 (n = 0) writes rows of its tile.
+    let one_col = View2::<_, f32, 1>::new(sums, rows, 1, 1);
+    let mut w = make_tile_window::<Tv1c, _>(one_col, origin);
+    w.set_origin(origin);
+    w.store(&r);
+}
+
+struct Rng(u64);
+impl Rng {
+    fn f32(&mut self) -> f32 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % 2_000_001) as f32 / 1e6 - 1.0
+    }
+}
+
+#[test]
+fn windows_round_trip_reduce_and_shuffle_with_padding() {
+    let device = Device::emulator();
+    let mut rng = Rng(3);
+    for (rows, cols) in [(8u32, 512u32), (13, 500), (3, 37)] {
+        let x: Vec<f32> = (0..rows * cols).map(|_| rng.f32()).collect();
+        let xd = DeviceBuffer::from_slice(&device, &x).unwrap();
+        let mut y = DeviceBuffer::from_slice(&device, &vec![f32::NAN; x.len()]).unwrap();
+        let mut y2 = DeviceBuffer::from_slice(&device, &vec![f32::NAN; x.len()]).unwrap();
+        let mut sums = DeviceBuffer::from_slice(&device, &vec![f32::NAN; rows as usize]).unwrap();
+        TileRoundtrip::launch(
+            &device,
+            LaunchConfig::new(rows.div_ceil(8), 128),
+            &xd,
+            &mut y,
+            &mut y2,
+            &mut sums,
+            rows,
+            cols,
+        )
+        .unwrap();
+        assert_eq!(y.to_vec().unwrap(), x, "{rows}x{cols}");
+        assert_eq!(y2.to_vec().unwrap(), x, "{rows}x{cols} shuffled");
+        let got = sums.to_vec().unwrap();
+        for r in 0..rows as usize {
+            let want: f64 = x[r * cols as usize..(r + 1) * cols as usize]
+                .iter()
+                .map(|&v| v as f64)
+                .sum();
+            assert!(
+                (got[r] as f64 - want).abs() < 1e-4,
+                "row {r}: {} vs {want}",
+                got[r]
+            );
+        }
+    }
+}
+
+fn max_rel_err(got: &[f32], want: &[f64]) -> f64 {
+    let scale = want.iter().fold(0f64, |m, v| m.max(v.abs())).max(1e-30);
+    got.iter()
+        .zip(want)
+        .map(|(&g, &w)| (g as f64 - w).abs() / w.abs().max(scale * 1e-3))
+        .fold(0.0, f64::max)
+}
+
+#[test]
+fn rmsnorm_matches_fp64_on_odd_shapes() {
+    let device = Device::emulator();
+    let mut rng = Rng(5);
+    for (m, n) in [(1u32, 1u32), (3, 1000), (2, 9000), (257, 4099)] {
+        let x: Vec<f32> = (0..m * n).map(|_| rng.f32()).collect();
+        let g: Vec<f32> = (0..n).map(|_| rng.f32() + 1.5).collect();
+        let (y, _) = rmsnorm(&device, &x, &g, (m, n), 1e-6, Dtype::F32).unwrap();
+        let want = reference(&x, &g, (m, n), 1e-6);
+        let err = max_rel_err(&y, &want);
+        assert!(err <= 1e-5, "f32 {m}x{n}: relative error {err}");
+        // bf16: the reference sees the same rounded inputs the kernel does.
+        let rb = |v: &[f32]| {
+            v.iter()
+                .map(|&a| Bf16::from_f32(a).to_f32())
+                .collect::<Vec<_>>()
+        };
+        let (y, _) = rmsnorm(&device, &x, &g, (m, n), 1e-6, Dtype::Bf16).unwrap();
+        let want = reference(&rb(&x), &rb(&g), (m, n), 1e-6);
+        let err = max_rel_err(&y, &want);
+        assert!(err <= 1e-2, "bf16 {m}x{n}: relative error {err}");
+    }
+}
+
+#[test]
+fn elementwise_kernels_match_references() {
+    let device = Device::emulator();
+    let mut rng = Rng(9);
+    for n in [1u32, 1000, 4097 + 3] {
+        let a: Vec<f32> = (0..n).map(|_| rng.f32()).collect();
+        let b: Vec<f32> = (0..n).map(|_| rng.f32()).collect();
+        let (ad, bd) = (
+            DeviceBuffer::from_slice(&device, &a).unwrap(),
+            DeviceBuffer::from_slice(&device, &b).unwrap(),
+        );
+        let mut out = DeviceBuffer::from_slice(&device, &vec![f32::NAN; n as usize]).unwrap();
+        CopyF32::launch(
+            &device,
+            LaunchConfig::new(n.div_ceil(TILE_F32), 256),
+            &ad,
+            &mut out,
+            n,
+        )
+        .unwrap();
+        assert_eq!(out.to_vec().unwrap(), a);
+        AddF32::launch(
+            &device,
+            LaunchConfig::new(n.div_ceil(TILE_F32), 256),
+            &ad,
+            &bd,
+            &mut out,
+            n,
+        )
+        .unwrap();
+        let want: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
+        assert_eq!(out.to_vec().unwrap(), want);
+        let (ah, bh): (Vec<Bf16>, Vec<Bf16>) = (
+            a.iter().map(|&v| Bf16::from_f32(v)).collect(),
+            b.iter().map(|&v| Bf16::from_f32(v)).collect(),
+        );
+        let (ad, bd) = (
+            DeviceBuffer::from_slice(&device, &ah).unwrap(),
+            DeviceBuffer::from_slice(&device, &bh).unwrap(),
+        );
+        let mut out = DeviceBuffer::from_slice(&device, &vec![Bf16(0x7fc0); n as usize]).unwrap();
+        CopyBf16::launch(
+            &device,
+            LaunchConfig::new(n.div_ceil(TILE_BF16), 256),
+            &ad,
+            &mut out,
+            n,
+        )
+        .unwrap();
+        assert_eq!(out.to_vec().unwrap(), ah);
+        AddBf16::launch(
+            &device,
+            LaunchConfig::new(n.div_ceil(TILE_BF16), 256),
+            &ad,
+            &bd,
+            &mut out,
+            n,
+        )
+        .unwrap();
+        let want: Vec<Bf16> = ah
+            .iter()
+            .zip(&bh)
+            .map(|(x, y)| Bf16::from_f32(x.to_f32() + y.to_f32()))
+            .collect();
+        assert_eq!(out.to_vec().unwrap(), want);
+    }
+}
+
+#[test]
+fn copy_moves_16_byte_vectors() {
+    let device = Device::emulator();
+    let a = DeviceBuffer::from_slice(&device, &vec![1f32; 4096]).unwrap();
+    let mut out = DeviceBuffer::zeros(&device, 4096).unwrap();
+    let st = CopyF32::launch(&device, LaunchConfig::new(1, 256), &a, &mut out, 4096).unwrap();
+    // 4096 floats = 16 KiB = 512 sectors each way, in 8 warps × 4 repeats = 32 warp requests.
+    assert_eq!((st.global_load_sectors, st.global_load_requests), (512, 32));
+    assert_eq!(
+        (st.global_store_sectors, st.global_store_requests),
+        (512, 32)
+    );
+}
