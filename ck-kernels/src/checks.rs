@@ -2,11 +2,32 @@
 //! CPU references, and compares two devices bit for bit (`ck run`, `ck cross-check`, the tests).
 
 use crate::bank_probe::{self, BankProbe};
+use crate::elementwise::{AddF32, CopyF32, TILE_F32};
 use crate::exercise::*;
+use crate::rmsnorm::host::{reference, rmsnorm, Dtype};
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats};
 
-/// Kernels `ck run` and `ck cross-check` know (bank-probe takes its own parameters).
-pub const EXERCISES: &[&str] = &["reverse", "block-sum", "histogram"];
+/// Kernels `ck run` and `ck cross-check` know (bank-probe takes its own parameters). The
+/// RMSNorm ones run a 257 × n matrix.
+pub const EXERCISES: &[&str] = &[
+    "reverse",
+    "block-sum",
+    "histogram",
+    "copy",
+    "add",
+    "rmsnorm-f32",
+    "rmsnorm-bf16",
+];
+
+/// Largest relative error of `got` against an fp64 reference (relative to each element, with a
+/// floor of 1e-3 of the largest magnitude).
+pub fn max_relative_error(got: &[f32], want: &[f64]) -> f64 {
+    let scale = want.iter().fold(0f64, |m, v| m.max(v.abs())).max(1e-30);
+    got.iter()
+        .zip(want)
+        .map(|(&g, &w)| (g as f64 - w).abs() / w.abs().max(scale * 1e-3))
+        .fold(0.0, f64::max)
+}
 
 /// One run: the raw output bits, the launch statistics, and whether the output matched the CPU
 /// reference.
@@ -116,6 +137,42 @@ pub fn run_exercise(
                 mismatch,
             })
         }
+        "copy" | "add" => {
+            let a: Vec<f32> = (0..n.max(1)).map(|_| rng.f32()).collect();
+            let b: Vec<f32> = (0..n.max(1)).map(|_| rng.f32()).collect();
+            let (ad, bd) = (
+                DeviceBuffer::from_slice(device, &a)?,
+                DeviceBuffer::from_slice(device, &b)?,
+            );
+            let mut out = DeviceBuffer::from_slice(device, &vec![f32::NAN; a.len()])?;
+            let cfg = LaunchConfig::new((a.len() as u32).div_ceil(TILE_F32), 256);
+            let (stats, want) = if kernel == "copy" {
+                (
+                    CopyF32::launch(device, cfg, &ad, &mut out, a.len() as u32)?,
+                    a.clone(),
+                )
+            } else {
+                (
+                    AddF32::launch(device, cfg, &ad, &bd, &mut out, a.len() as u32)?,
+                    a.iter().zip(&b).map(|(x, y)| x + y).collect(),
+                )
+            };
+            let got = out.to_vec()?;
+            let mismatch = first_difference(&got, &want);
+            Ok(Outcome {
+                output: got.iter().map(|v| v.to_bits()).collect(),
+                stats,
+                mismatch,
+            })
+        }
+        "rmsnorm-f32" | "rmsnorm-bf16" => {
+            let dtype = if kernel == "rmsnorm-f32" {
+                Dtype::F32
+            } else {
+                Dtype::Bf16
+            };
+            rmsnorm_case(device, dtype, (257, n.max(1)), seed)
+        }
         other => Err(LaunchError::invalid(
             "unknown-kernel",
             format!(
@@ -124,6 +181,39 @@ pub fn run_exercise(
             ),
         )),
     }
+}
+
+/// RMSNorm of a seeded random `m × n` matrix, checked against fp64 (1e-5 relative for f32,
+/// 1e-2 for bf16, whose reference sees the same rounded inputs).
+pub fn rmsnorm_case(
+    device: &Device,
+    dtype: Dtype,
+    (m, n): (u32, u32),
+    seed: u64,
+) -> Result<Outcome, LaunchError> {
+    let mut rng = Rng(seed.max(1));
+    let x: Vec<f32> = (0..m * n).map(|_| rng.f32()).collect();
+    let g: Vec<f32> = (0..n).map(|_| rng.f32() + 1.5).collect();
+    let (y, stats) = rmsnorm(device, &x, &g, (m, n), 1e-6, dtype)?;
+    let (want, tol) = match dtype {
+        Dtype::F32 => (reference(&x, &g, (m, n), 1e-6), 1e-5),
+        Dtype::Bf16 => {
+            let r = |v: &[f32]| {
+                v.iter()
+                    .map(|&a| ck_core::device::Bf16::from_f32(a).to_f32())
+                    .collect::<Vec<_>>()
+            };
+            (reference(&r(&x), &r(&g), (m, n), 1e-6), 1e-2)
+        }
+    };
+    let err = max_relative_error(&y, &want);
+    let mismatch = (err > tol || err.is_nan())
+        .then(|| format!("relative error {err:.3e} > {tol:e} against fp64"));
+    Ok(Outcome {
+        output: y.iter().map(|v| v.to_bits()).collect(),
+        stats,
+        mismatch,
+    })
 }
 
 /// Runs bank-probe with stride `stride` and width `width`.
@@ -154,7 +244,8 @@ pub struct CrossCheck {
     pub case: String,
     /// Both outputs have the same bits.
     pub identical: bool,
-    /// Reference mismatches on either device.
+    /// Reference mismatches on either device, or a difference between them beyond the case's
+    /// tolerance (bitwise for integer and copy kernels).
     pub problems: Vec<String>,
     /// Statistics on the first device (the emulator's counters).
     pub first: LaunchStats,
@@ -162,10 +253,12 @@ pub struct CrossCheck {
     pub second: LaunchStats,
 }
 
-/// Runs every exercise (several sizes) and every bank-probe case on both devices.
+/// Runs every exercise (several sizes), RMSNorm on odd shapes and every bank-probe case on both
+/// devices. Integer and copy kernels must agree bit for bit; float kernels within their
+/// tolerance (and both must match the reference).
 pub fn cross_check(a: &Device, b: &Device) -> Result<Vec<CrossCheck>, LaunchError> {
     let mut out = Vec::new();
-    let mut record = |case: String, ra: Outcome, rb: Outcome| {
+    let mut record = |case: String, ra: Outcome, rb: Outcome, tolerance: f64| {
         let mut problems = Vec::new();
         if let Some(m) = &ra.mismatch {
             problems.push(format!("{}: {m}", a.name()));
@@ -173,30 +266,61 @@ pub fn cross_check(a: &Device, b: &Device) -> Result<Vec<CrossCheck>, LaunchErro
         if let Some(m) = &rb.mismatch {
             problems.push(format!("{}: {m}", b.name()));
         }
+        let identical = ra.output == rb.output;
+        if !identical && tolerance > 0.0 {
+            let fa: Vec<f32> = ra.output.iter().map(|&v| f32::from_bits(v)).collect();
+            let fb: Vec<f64> = rb
+                .output
+                .iter()
+                .map(|&v| f32::from_bits(v) as f64)
+                .collect();
+            let d = max_relative_error(&fa, &fb);
+            if d > tolerance {
+                problems.push(format!(
+                    "devices differ by {d:.3e} (tolerance {tolerance:e})"
+                ));
+            }
+        } else if !identical {
+            problems.push("outputs differ".into());
+        }
         out.push(CrossCheck {
             case,
-            identical: ra.output == rb.output,
+            identical,
             problems,
             first: ra.stats,
             second: rb.stats,
         });
     };
-    for kernel in EXERCISES {
+    for kernel in ["reverse", "block-sum", "histogram", "copy", "add"] {
         for n in [1u32, 1000, 4096] {
             let seed = 0x5eed + n as u64;
             record(
                 format!("{kernel} n={n}"),
                 run_exercise(a, kernel, n, seed)?,
                 run_exercise(b, kernel, n, seed)?,
+                0.0,
+            );
+        }
+    }
+    for (dtype, name, tol) in [(Dtype::F32, "f32", 1e-5), (Dtype::Bf16, "bf16", 1e-2)] {
+        for (m, n) in [(1u32, 1u32), (3, 1000), (257, 4099), (2, 9000)] {
+            let case = format!("rmsnorm {name} {m}x{n}");
+            record(
+                case,
+                rmsnorm_case(a, dtype, (m, n), 7)?,
+                rmsnorm_case(b, dtype, (m, n), 7)?,
+                tol,
             );
         }
     }
     for width in [4u32, 8, 16] {
         for stride in [1u32, 2, 4, 8, 16, 32, 33] {
+            let case = format!("bank-probe W={width} S={stride}");
             record(
-                format!("bank-probe W={width} S={stride}"),
+                case,
                 run_bank_probe(a, stride, width)?,
                 run_bank_probe(b, stride, width)?,
+                0.0,
             );
         }
     }

@@ -14,4 +14,6 @@ pub mod checks;
 pub mod cli;
 pub mod elementwise;
 pub mod exercise;
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod npy;
 pub mod rmsnorm;

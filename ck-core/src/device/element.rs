@@ -45,13 +45,26 @@ pub struct Bf16(pub u16);
 
 impl Bf16 {
     /// Rounds an `f32` to the nearest bf16 (ties to even; NaN stays NaN).
+    #[inline(always)]
     pub fn from_f32(v: f32) -> Bf16 {
-        let b = v.to_bits();
-        if v.is_nan() {
-            return Bf16(((b >> 16) as u16) | 0x40);
+        #[cfg(target_arch = "nvptx64")]
+        {
+            // The hardware conversion (round to nearest even), one instruction.
+            let r: u16;
+            unsafe {
+                core::arch::asm!("cvt.rn.bf16.f32 {0}, {1};", out(reg16) r, in(reg32) v, options(pure, nomem, nostack))
+            };
+            Bf16(r)
         }
-        let round = 0x7fff + ((b >> 16) & 1);
-        Bf16((b.wrapping_add(round) >> 16) as u16)
+        #[cfg(not(target_arch = "nvptx64"))]
+        {
+            let b = v.to_bits();
+            if v.is_nan() {
+                return Bf16(((b >> 16) as u16) | 0x40);
+            }
+            let round = 0x7fff + ((b >> 16) & 1);
+            Bf16((b.wrapping_add(round) >> 16) as u16)
+        }
     }
 
     /// The exact `f32` value.

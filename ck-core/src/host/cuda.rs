@@ -134,6 +134,21 @@ impl CudaDevice {
         Ok(v)
     }
 
+    /// Device-to-device copy, timed with CUDA events.
+    pub(crate) fn copy(
+        &self,
+        from: &CudaSlice<u8>,
+        to: &mut CudaSlice<u8>,
+    ) -> Result<Duration, LaunchError> {
+        let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let start = self.stream.record_event(flags).map_err(backend)?;
+        self.stream.memcpy_dtod(from, to).map_err(backend)?;
+        let end = self.stream.record_event(flags).map_err(backend)?;
+        end.synchronize().map_err(backend)?;
+        let ms = start.elapsed_ms(&end).map_err(backend)?;
+        Ok(Duration::from_secs_f64(ms as f64 / 1e3))
+    }
+
     /// Launches and waits; the elapsed time is measured with CUDA events.
     pub(crate) fn launch(
         &self,

@@ -160,6 +160,33 @@ impl<T: Element> DeviceBuffer<T> {
             .collect())
     }
 
+    /// Copies `src` (same length, same device) into this buffer on the device; returns the time
+    /// the copy took (CUDA events on a GPU: the driver's device-to-device copy).
+    pub fn copy_from(&mut self, src: &DeviceBuffer<T>) -> Result<Duration, LaunchError> {
+        if src.len != self.len {
+            return Err(LaunchError::invalid(
+                "argument-size",
+                format!("copy of {} elements into {}", src.len, self.len),
+            ));
+        }
+        match (&mut self.storage, &src.storage) {
+            (Storage::Emu(dst), Storage::Emu(from)) => {
+                let start = Instant::now();
+                let mut bytes = vec![0u8; self.len * T::BYTES as usize];
+                from.read_bytes(0, &mut bytes);
+                dst.write_bytes(0, &bytes);
+                Ok(start.elapsed())
+            }
+            (Storage::Cuda { slice: dst, device }, Storage::Cuda { slice: from, .. }) => {
+                device.copy(from, dst)
+            }
+            _ => Err(LaunchError::invalid(
+                "argument-device",
+                "buffers of different devices".into(),
+            )),
+        }
+    }
+
     /// Checks the buffer can be a kernel argument (element indices are 32-bit).
     #[doc(hidden)]
     pub fn check_argument(&self, name: &str) -> Result<(), LaunchError> {

@@ -3,6 +3,7 @@
 //! exit status is 1.
 
 mod args;
+mod bench;
 mod encoding;
 mod run;
 mod sfc;
@@ -18,6 +19,10 @@ commands:
   run reverse|block-sum|histogram [--n N] [--seed S] [--backend emu|cuda] [--json]
   run bank-probe --stride S --width W [--backend emu|cuda] [--json]
       run a kernel, check it against its CPU reference, print the launch statistics
+  run rmsnorm --input X.npy --gamma G.npy --output Y.npy [--eps E] [--dtype f32|bf16] [--backend emu|cuda] [--json]
+      RMSNorm of a 2-D f32 .npy (with bf16, inputs are rounded before the kernel)
+  bench rmsnorm|copy [--backend emu|cuda] [--shapes MxN,..] [--dtypes f32,bf16] [--iters N] [--peers PEERS.json] [--json]
+      achieved GB/s, next to the peers measured by scripts/bench_peers.py in the same job
   cross-check [--json]
       every exercise kernel on the emulator and on CUDA device 0, compared bit for bit
   sfc --lengths L0,L1,.. [--order O0,O1,..] [--scalars S0,S1,..] [--snake] [--json]
@@ -31,6 +36,7 @@ pub fn main_with_args(argv: &[String]) -> i32 {
         Some("encoding") => encoding::run(&argv[1..]),
         Some("run") => run::run(&argv[1..]),
         Some("cross-check") => run::cross_check(&argv[1..]),
+        Some("bench") => bench::run(&argv[1..]),
         Some("-h" | "--help" | "help") | None => {
             print!("{USAGE}");
             Ok(())

@@ -77,6 +77,9 @@ pub fn run(argv: &[String]) -> Result<(), CliError> {
             EXERCISES.join(", ")
         )));
     };
+    if kernel == "rmsnorm" {
+        return rmsnorm_cmd(&argv[1..]);
+    }
     let (outcome, what, device) = if kernel == "bank-probe" {
         let args = Args::parse(
             &argv[1..],
@@ -220,6 +223,84 @@ pub fn cross_check(argv: &[String]) -> Result<(), CliError> {
             "cross-backend-mismatch",
             format!("{bad} case(s) differ between the emulator and the GPU"),
         ));
+    }
+    Ok(())
+}
+
+/// `ck run rmsnorm --input X.npy --gamma G.npy --output Y.npy`.
+fn rmsnorm_cmd(argv: &[String]) -> Result<(), CliError> {
+    use crate::npy;
+    use crate::rmsnorm::host::{rmsnorm, Dtype};
+    let args = Args::parse(
+        argv,
+        &["input", "gamma", "output", "eps", "dtype", "backend"],
+        &["json"],
+    )?;
+    let need = |k: &str| {
+        args.value(k)
+            .ok_or_else(|| CliError::usage(format!("--{k} is required")))
+    };
+    let (input, gamma, output) = (need("input")?, need("gamma")?, need("output")?);
+    let eps: f32 = match args.value("eps") {
+        Some(v) => v
+            .parse()
+            .ok()
+            .filter(|e: &f32| e.is_finite() && *e >= 0.0)
+            .ok_or_else(|| CliError::usage(format!("--eps: `{v}` is not a non-negative number")))?,
+        None => 1e-6,
+    };
+    let dtype_name = args.value("dtype").unwrap_or("f32");
+    let dtype = Dtype::parse(dtype_name).ok_or_else(|| {
+        CliError::new(
+            "dtype",
+            format!("unsupported dtype `{dtype_name}`; use f32 or bf16"),
+        )
+    })?;
+    let x = npy::read(input).map_err(|m| CliError::new("npy", m))?;
+    let g = npy::read(gamma).map_err(|m| CliError::new("npy", m))?;
+    let [m, n] = x.shape[..] else {
+        return Err(CliError::new(
+            "shape-mismatch",
+            format!(
+                "{input} has shape {:?}; RMSNorm needs a 2-D array (M, N)",
+                x.shape
+            ),
+        ));
+    };
+    if g.shape != [n] {
+        return Err(CliError::new(
+            "shape-mismatch",
+            format!(
+                "{gamma} has shape {:?}; it must be ({n},) for an input of shape ({m}, {n})",
+                g.shape
+            ),
+        ));
+    }
+    if m == 0 || n == 0 || m > u32::MAX as usize || m * n > i32::MAX as usize {
+        return Err(CliError::new(
+            "shape-mismatch",
+            format!("shape ({m}, {n}) is empty or too large (at most 2^31 − 1 elements)"),
+        ));
+    }
+    let device = device(&args)?;
+    let (y, stats) = rmsnorm(&device, &x.data, &g.data, (m as u32, n as u32), eps, dtype)
+        .map_err(launch_error)?;
+    npy::write(
+        output,
+        &npy::Array {
+            shape: vec![m, n],
+            data: y,
+        },
+    )
+    .map_err(|msg| CliError::new("io", msg))?;
+    if args.switch("json") {
+        println!("{}", stats_json(&stats));
+    } else {
+        println!(
+            "rmsnorm ({m} × {n}, {dtype_name}, eps {eps}) on {} → {output}",
+            device.name()
+        );
+        print_stats(&stats);
     }
     Ok(())
 }

@@ -1,0 +1,305 @@
+//! `ck bench rmsnorm|copy`: achieved bandwidth of our kernels, next to the peers measured in the
+//! same job on the same GPU (`--peers` = the JSON of `scripts/bench_peers.py`), and their ratios.
+//! Times are CUDA events around each launch (the emulator: wall time), median of `--iters` runs
+//! after `--warmup` runs, on random data.
+
+use super::run::{device, launch_error};
+use super::{Args, CliError};
+use crate::elementwise::{CopyBf16, CopyF32, TILE_BF16, TILE_F32};
+use crate::rmsnorm::host::{launch_bf16, launch_f32, Dtype};
+use ck_core::device::Bf16;
+use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+struct Rng(u64);
+impl Rng {
+    fn f32(&mut self) -> f32 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+    }
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn timed(
+    warmup: usize,
+    iters: usize,
+    mut f: impl FnMut() -> Result<Duration, LaunchError>,
+) -> Result<Duration, LaunchError> {
+    for _ in 0..warmup {
+        f()?;
+    }
+    let mut v = Vec::with_capacity(iters);
+    for _ in 0..iters {
+        v.push(f()?);
+    }
+    Ok(median(v))
+}
+
+fn gbps(bytes: f64, t: Duration) -> f64 {
+    bytes / t.as_secs_f64() / 1e9
+}
+
+fn peers(args: &Args) -> Result<Value, CliError> {
+    match args.value("peers") {
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| CliError::new("io", format!("cannot read {p}: {e}")))?;
+            serde_json::from_str(&text)
+                .map_err(|e| CliError::new("peers", format!("{p} is not JSON: {e}")))
+        }
+        None => Ok(json!({})),
+    }
+}
+
+fn parse_shapes(s: &str) -> Result<Vec<(u32, u32)>, CliError> {
+    s.split(',')
+        .map(|t| {
+            let (m, n) = t
+                .split_once('x')
+                .ok_or_else(|| CliError::usage(format!("--shapes: `{t}` is not MxN")))?;
+            let p = |v: &str| {
+                v.parse::<u32>()
+                    .ok()
+                    .filter(|&x| x > 0)
+                    .ok_or_else(|| CliError::usage(format!("--shapes: `{t}` is not MxN")))
+            };
+            Ok((p(m)?, p(n)?))
+        })
+        .collect()
+}
+
+pub fn run(argv: &[String]) -> Result<(), CliError> {
+    let Some(what) = argv.first() else {
+        return Err(CliError::usage(
+            "ck bench needs a benchmark: rmsnorm or copy",
+        ));
+    };
+    let args = Args::parse(
+        &argv[1..],
+        &[
+            "backend", "shapes", "dtypes", "iters", "warmup", "peers", "bytes",
+        ],
+        &["json"],
+    )?;
+    let device = device(&args)?;
+    let iters: usize = args
+        .value("iters")
+        .map(|v| {
+            v.parse()
+                .map_err(|_| CliError::usage("--iters: not a number"))
+        })
+        .transpose()?
+        .unwrap_or(25);
+    let warmup: usize = args
+        .value("warmup")
+        .map(|v| {
+            v.parse()
+                .map_err(|_| CliError::usage("--warmup: not a number"))
+        })
+        .transpose()?
+        .unwrap_or(5);
+    let peers = peers(&args)?;
+    let rows = match what.as_str() {
+        "rmsnorm" => bench_rmsnorm(&device, &args, &peers, (warmup, iters))?,
+        "copy" => bench_copy(&device, &args, &peers, (warmup, iters))?,
+        other => {
+            return Err(CliError::usage(format!(
+                "unknown benchmark `{other}`; available: rmsnorm, copy"
+            )))
+        }
+    };
+    if args.switch("json") {
+        println!(
+            "{}",
+            json!({"device": device.name(), "benchmark": what, "rows": rows})
+        );
+    } else {
+        println!(
+            "{what} on {} (median of {iters} after {warmup} warm-up runs)",
+            device.name()
+        );
+        let keys: Vec<String> = rows
+            .first()
+            .and_then(|r| r.as_object())
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default();
+        println!(
+            "{}",
+            keys.iter().map(|k| format!("{k:>14}")).collect::<String>()
+        );
+        for r in &rows {
+            let cells: String = keys
+                .iter()
+                .map(|k| match &r[k] {
+                    Value::Number(n) if n.is_f64() => {
+                        format!("{:>14.3}", n.as_f64().unwrap_or(0.0))
+                    }
+                    Value::String(s) => format!("{s:>14}"),
+                    v => format!("{v:>14}"),
+                })
+                .collect();
+            println!("{cells}");
+        }
+    }
+    Ok(())
+}
+
+fn bench_rmsnorm(
+    device: &Device,
+    args: &Args,
+    peers: &Value,
+    (warmup, iters): (usize, usize),
+) -> Result<Vec<Value>, CliError> {
+    let default = if device.is_emulator() {
+        "64x1024,8x4096"
+    } else {
+        "4096x4096,16384x8192,65536x1024"
+    };
+    let shapes = parse_shapes(args.value("shapes").unwrap_or(default))?;
+    let dtypes: Vec<Dtype> = args
+        .value("dtypes")
+        .unwrap_or("f32,bf16")
+        .split(',')
+        .map(|d| {
+            Dtype::parse(d).ok_or_else(|| {
+                CliError::new("dtype", format!("unsupported dtype `{d}`; use f32 or bf16"))
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    let copy_gbps = peers["copy"]["torch_gbps"].as_f64();
+    let mut rows = Vec::new();
+    for &(m, n) in &shapes {
+        let mut rng = Rng(0x9e3779b97f4a7c15 ^ (m as u64) << 20 ^ n as u64);
+        let x: Vec<f32> = (0..m as usize * n as usize).map(|_| rng.f32()).collect();
+        let g: Vec<f32> = (0..n).map(|_| rng.f32() + 1.0).collect();
+        for &dt in &dtypes {
+            let t = match dt {
+                Dtype::F32 => {
+                    let (xd, gd) = (
+                        DeviceBuffer::from_slice(device, &x).map_err(launch_error)?,
+                        DeviceBuffer::from_slice(device, &g).map_err(launch_error)?,
+                    );
+                    let mut yd =
+                        DeviceBuffer::<f32>::zeros(device, x.len()).map_err(launch_error)?;
+                    timed(warmup, iters, || {
+                        launch_f32(device, &xd, &gd, &mut yd, (m, n, 1e-6)).map(|s| s.elapsed)
+                    })
+                }
+                Dtype::Bf16 => {
+                    let xb: Vec<Bf16> = x.iter().map(|&v| Bf16::from_f32(v)).collect();
+                    let gb: Vec<Bf16> = g.iter().map(|&v| Bf16::from_f32(v)).collect();
+                    let (xd, gd) = (
+                        DeviceBuffer::from_slice(device, &xb).map_err(launch_error)?,
+                        DeviceBuffer::from_slice(device, &gb).map_err(launch_error)?,
+                    );
+                    let mut yd =
+                        DeviceBuffer::<Bf16>::zeros(device, x.len()).map_err(launch_error)?;
+                    timed(warmup, iters, || {
+                        launch_bf16(device, &xd, &gd, &mut yd, (m, n, 1e-6)).map(|s| s.elapsed)
+                    })
+                }
+            }
+            .map_err(launch_error)?;
+            let bytes = (2.0 * m as f64 * n as f64 + n as f64) * dt.bytes() as f64;
+            let ours = gbps(bytes, t);
+            let dname = if dt == Dtype::F32 { "f32" } else { "bf16" };
+            let key = format!("{dname} {m}x{n}");
+            let torch = peers["rmsnorm"][&key]["torch_gbps"].as_f64();
+            let triton = peers["rmsnorm"][&key]["triton_gbps"].as_f64();
+            let best = torch
+                .into_iter()
+                .chain(triton)
+                .fold(None, |b: Option<f64>, v| Some(b.map_or(v, |b| b.max(v))));
+            let mut row = json!({"case": key, "ms": t.as_secs_f64() * 1e3, "ours_gbps": ours});
+            if let Some(v) = torch {
+                row["torch_gbps"] = json!(v);
+            }
+            if let Some(v) = triton {
+                row["triton_gbps"] = json!(v);
+            }
+            if let Some(b) = best {
+                row["vs_best_peer"] = json!(ours / b);
+            }
+            if let Some(c) = copy_gbps {
+                row["vs_copy"] = json!(ours / c);
+            }
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}
+
+fn bench_copy(
+    device: &Device,
+    args: &Args,
+    peers: &Value,
+    (warmup, iters): (usize, usize),
+) -> Result<Vec<Value>, CliError> {
+    let default_bytes: usize = if device.is_emulator() {
+        1 << 20
+    } else {
+        1 << 30
+    };
+    let bytes: usize = args
+        .value("bytes")
+        .map(|v| {
+            v.parse()
+                .map_err(|_| CliError::usage("--bytes: not a number"))
+        })
+        .transpose()?
+        .unwrap_or(default_bytes);
+    let moved = 2.0 * bytes as f64;
+    let mut rows = Vec::new();
+    // f32 kernel, bf16 kernel, and the driver's device-to-device copy of the same bytes.
+    let n = (bytes / 4) as u32;
+    let src = DeviceBuffer::<f32>::zeros(device, n as usize).map_err(launch_error)?;
+    let mut dst = DeviceBuffer::<f32>::zeros(device, n as usize).map_err(launch_error)?;
+    let driver = timed(warmup, iters, || dst.copy_from(&src)).map_err(launch_error)?;
+    let k32 = timed(warmup, iters, || {
+        CopyF32::launch(
+            device,
+            LaunchConfig::new(n.div_ceil(TILE_F32), 256),
+            &src,
+            &mut dst,
+            n,
+        )
+        .map(|s| s.elapsed)
+    })
+    .map_err(launch_error)?;
+    drop((src, dst));
+    let nb = (bytes / 2) as u32;
+    let src = DeviceBuffer::<Bf16>::zeros(device, nb as usize).map_err(launch_error)?;
+    let mut dst = DeviceBuffer::<Bf16>::zeros(device, nb as usize).map_err(launch_error)?;
+    let k16 = timed(warmup, iters, || {
+        CopyBf16::launch(
+            device,
+            LaunchConfig::new(nb.div_ceil(TILE_BF16), 256),
+            &src,
+            &mut dst,
+            nb,
+        )
+        .map(|s| s.elapsed)
+    })
+    .map_err(launch_error)?;
+    let d = gbps(moved, driver);
+    let torch = peers["copy"]["torch_gbps"].as_f64();
+    for (name, t) in [
+        ("driver dtod", driver),
+        ("copy_f32", k32),
+        ("copy_bf16", k16),
+    ] {
+        let mut row = json!({"case": name, "ms": t.as_secs_f64() * 1e3, "gbps": gbps(moved, t), "vs_driver": gbps(moved, t) / d});
+        if let Some(tc) = torch {
+            row["vs_torch_copy"] = json!(gbps(moved, t) / tc);
+        }
+        rows.push(row);
+    }
+    Ok(rows)
+}

@@ -1,0 +1,164 @@
+//! `ck run rmsnorm` with `.npy` files: results against an fp64 reference, and every bad input a
+//! clear `error[rule]` with exit status 1. The `.npy` bytes are built here from the format's
+//! definition (magic, version, little-endian header length, a Python-dict header padded to 64).
+
+use ck_kernels::npy;
+use std::process::Command;
+
+fn npy_bytes(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(data);
+    out
+}
+
+fn f32_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn ck(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_ck"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn rmsnorm_through_npy_files() {
+    let dir = std::env::temp_dir().join(format!("ck-rmsnorm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = |f: &str| dir.join(f).to_str().unwrap().to_string();
+    let (m, n) = (3usize, 1000usize);
+    let x: Vec<f32> = (0..m * n)
+        .map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0)
+        .collect();
+    let g: Vec<f32> = (0..n).map(|j| 0.5 + (j % 13) as f32 / 10.0).collect();
+    std::fs::write(
+        p("x.npy"),
+        npy_bytes("<f4", &format!("({m}, {n})"), &f32_bytes(&x)),
+    )
+    .unwrap();
+    std::fs::write(
+        p("g.npy"),
+        npy_bytes("<f4", &format!("({n},)"), &f32_bytes(&g)),
+    )
+    .unwrap();
+    for dtype in ["f32", "bf16"] {
+        let (code, err) = ck(&[
+            "run",
+            "rmsnorm",
+            "--input",
+            &p("x.npy"),
+            "--gamma",
+            &p("g.npy"),
+            "--output",
+            &p("y.npy"),
+            "--dtype",
+            dtype,
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let y = npy::read(&p("y.npy")).unwrap();
+        assert_eq!(y.shape, [m, n]);
+        let round = |v: f32| {
+            if dtype == "bf16" {
+                ck_core::device::Bf16::from_f32(v).to_f32()
+            } else {
+                v
+            }
+        };
+        for i in 0..m {
+            let row: Vec<f64> = x[i * n..(i + 1) * n]
+                .iter()
+                .map(|&v| round(v) as f64)
+                .collect();
+            let r = 1.0 / (row.iter().map(|v| v * v).sum::<f64>() / n as f64 + 1e-6).sqrt();
+            for j in 0..n {
+                let want = row[j] * r * round(g[j]) as f64;
+                let tol = if dtype == "bf16" { 1e-2 } else { 1e-5 };
+                assert!(
+                    (y.data[i * n + j] as f64 - want).abs() <= tol * want.abs().max(1e-3),
+                    "{dtype} ({i},{j})"
+                );
+            }
+        }
+    }
+    // Bad inputs.
+    std::fs::write(p("d.npy"), npy_bytes("<f8", "(2, 2)", &[0u8; 32])).unwrap();
+    std::fs::write(p("short.npy"), npy_bytes("<f4", "(2, 2)", &[0u8; 12])).unwrap();
+    std::fs::write(p("junk.npy"), b"hello").unwrap();
+    let cases: [(&[&str], &str); 7] = [
+        (
+            &["--input", &p("d.npy"), "--gamma", &p("g.npy")],
+            "error[npy]: ",
+        ),
+        (
+            &["--input", &p("short.npy"), "--gamma", &p("g.npy")],
+            "error[npy]: ",
+        ),
+        (
+            &["--input", &p("junk.npy"), "--gamma", &p("g.npy")],
+            "error[npy]: ",
+        ),
+        (
+            &["--input", &p("g.npy"), "--gamma", &p("g.npy")],
+            "error[shape-mismatch]: ",
+        ),
+        (
+            &["--input", &p("x.npy"), "--gamma", &p("x.npy")],
+            "error[shape-mismatch]: ",
+        ),
+        (
+            &[
+                "--input",
+                &p("x.npy"),
+                "--gamma",
+                &p("g.npy"),
+                "--dtype",
+                "f16",
+            ],
+            "error[dtype]: ",
+        ),
+        (
+            &["--input", &p("missing.npy"), "--gamma", &p("g.npy")],
+            "error[npy]: ",
+        ),
+    ];
+    let out = p("o.npy");
+    for (extra, prefix) in cases {
+        let mut args = vec!["run", "rmsnorm", "--output", out.as_str()];
+        args.extend_from_slice(extra);
+        let (code, err) = ck(&args);
+        assert_eq!(code, 1, "{extra:?}");
+        assert!(err.starts_with(prefix), "{extra:?}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn npy_round_trip() {
+    let a = npy::Array {
+        shape: vec![2, 3],
+        data: vec![1.0, -2.5, 3.25, 0.0, 1e-8, f32::MAX],
+    };
+    let path = std::env::temp_dir().join(format!("ck-npy-{}.npy", std::process::id()));
+    npy::write(path.to_str().unwrap(), &a).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(&bytes[..8], b"\x93NUMPY\x01\x00");
+    assert_eq!(
+        (10 + u16::from_le_bytes([bytes[8], bytes[9]]) as usize) % 64,
+        0,
+        "header padded to 64 bytes"
+    );
+    assert_eq!(npy::parse(&bytes).unwrap(), a);
+    std::fs::remove_file(&path).unwrap();
+}

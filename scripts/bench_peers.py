@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Peers for `ck bench`, measured on the same GPU in the same job: torch.nn.functional.rms_norm,
+a Triton RMSNorm (one program per row), and torch's device-to-device copy.
+
+Usage: bench_peers.py OUT.json
+Times: CUDA events around each call, 10 warm-up calls, median of 30; random normal inputs.
+GB/s counts x read + gamma read + y write (RMSNorm) or read + write (copy).
+"""
+import json
+import sys
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+SHAPES = [(4096, 4096), (16384, 8192), (65536, 1024)]
+EPS = 1e-6
+
+
+@triton.jit
+def _rmsnorm(x_ptr, g_ptr, y_ptr, n, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n
+    x = tl.load(x_ptr + row * n + cols, mask=mask, other=0.0).to(tl.float32)
+    g = tl.load(g_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    r = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n + eps)
+    tl.store(y_ptr + row * n + cols, (x * r * g).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def triton_rmsnorm(x, g):
+    m, n = x.shape
+    y = torch.empty_like(x)
+    block = triton.next_power_of_2(n)
+    _rmsnorm[(m,)](x, g, y, n, EPS, BLOCK=block, num_warps=min(16, max(4, block // 1024)))
+    return y
+
+
+def median_ms(fn, warmup=10, iters=30):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    times.sort()
+    return times[len(times) // 2]
+
+
+def main(out):
+    torch.manual_seed(0)
+    result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+              "rmsnorm": {}, "copy": {}}
+    x = torch.randn(1 << 28, device="cuda")  # 1 GiB of f32
+    y = torch.empty_like(x)
+    ms = median_ms(lambda: y.copy_(x))
+    result["copy"] = {"bytes": 2 * x.numel() * 4, "ms": ms, "torch_gbps": 2 * x.numel() * 4 / ms / 1e6}
+    del x, y
+    for m, n in SHAPES:
+        for name, dt in [("f32", torch.float32), ("bf16", torch.bfloat16)]:
+            x = torch.randn(m, n, device="cuda").to(dt)
+            g = (torch.rand(n, device="cuda") + 1.0).to(dt)
+            ref = F.rms_norm(x.double(), (n,), g.double(), EPS)
+            err = (triton_rmsnorm(x, g).double() - ref).abs().max().item()
+            bytes_ = (2 * m * n + n) * x.element_size()
+            t_torch = median_ms(lambda: F.rms_norm(x, (n,), g, EPS))
+            t_triton = median_ms(lambda: triton_rmsnorm(x, g))
+            result["rmsnorm"][f"{name} {m}x{n}"] = {
+                "torch_ms": t_torch, "torch_gbps": bytes_ / t_torch / 1e6,
+                "triton_ms": t_triton, "triton_gbps": bytes_ / t_triton / 1e6, "triton_maxerr": err,
+            }
+            print(f"{name} {m}x{n}: torch {bytes_ / t_torch / 1e6:.0f} GB/s, triton {bytes_ / t_triton / 1e6:.0f} GB/s", flush=True)
+            del x, g, ref
+    print(f"copy: torch {result['copy']['torch_gbps']:.0f} GB/s", flush=True)
+    json.dump(result, open(out, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

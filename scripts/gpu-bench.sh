@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (like gpu-check.sh): peers first (torch, triton, copy), then ck's
+# benchmarks against them in the same job; then the RMSNorm/elementwise correctness and
+# compute-sanitizer checks on the GPU.
+# Usage: scripts/gpu-bench.sh [OUTDIR]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+CK=${CK:-target/release/ck}
+export CK_PTX=${CK_PTX:-$PWD/target/ptx/ck-kernels.ptx}
+OUT=${1:-${OUT:-/tmp/ck-gpu-bench}}
+mkdir -p "$OUT"
+status=0
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
+echo "### peers (torch, triton)"
+PYTHONUNBUFFERED=1 timeout 300 python3 scripts/bench_peers.py "$OUT/peers.json" || status=1
+echo "### ck bench copy"
+"$CK" bench copy --backend cuda --peers "$OUT/peers.json" | tee "$OUT/bench-copy.txt" || status=1
+echo "### ck bench rmsnorm"
+"$CK" bench rmsnorm --backend cuda --peers "$OUT/peers.json" | tee "$OUT/bench-rmsnorm.txt" || status=1
+"$CK" bench rmsnorm --backend cuda --peers "$OUT/peers.json" --json > "$OUT/bench-rmsnorm.json" || status=1
+echo "### correctness on the GPU (odd shapes vs fp64, emulator vs GPU)"
+"$CK" cross-check | tail -25 | tee "$OUT/cross-check.txt" || status=1
+echo "### compute-sanitizer"
+for k in rmsnorm-f32 rmsnorm-bf16 copy add; do
+  for tool in memcheck racecheck; do
+    if timeout 120 compute-sanitizer --tool $tool --error-exitcode 3 "$CK" run $k --backend cuda > "$OUT/san-$k-$tool.txt" 2>&1; then
+      echo "$k $tool: clean ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san-$k-$tool.txt" | head -1))"
+    else
+      echo "$k $tool: FAILED"; tail -15 "$OUT/san-$k-$tool.txt"; status=1
+    fi
+  done
+done
+exit $status
