@@ -32,7 +32,7 @@ def main(emu_path, ncu_path):
         return 1
     keys = [("ld_wavefronts", "shared_load_wavefronts"), ("ld_conflicts", "shared_load_conflicts"),
             ("st_wavefronts", "shared_store_wavefronts"), ("st_conflicts", "shared_store_conflicts")]
-    print(f"{'W':>3} {'S':>3} | {'ld wavefronts':>15} | {'ld conflicts':>15} | {'st wavefronts':>15} | {'st conflicts':>15} | (emulator / ncu)")
+    print(f"{'case':>9} | {'ld wavefronts':>15} | {'ld conflicts':>15} | {'st wavefronts':>15} | {'st conflicts':>15} | (emulator / ncu)")
     bad = 0
     for e, h in zip(emu, hw):
         cells = []
@@ -40,7 +40,8 @@ def main(emu_path, ncu_path):
             mark = "" if e[ek] == h.get(hk) else " !"
             bad += mark != ""
             cells.append(f"{e[ek]:>6} / {h.get(hk, '?'):>5}{mark:2}")
-        print(f"{e['width']:>3} {e['stride']:>3} | " + " | ".join(cells))
+        label = e.get("case") or f"W{e['width']} S{e['stride']}"
+        print(f"{label:>9} | " + " | ".join(cells))
     print(f"{len(emu) * 4 - bad} of {len(emu) * 4} counters equal" + (f"; {bad} differ (marked !)" if bad else ""))
     return 1 if bad else 0
 

@@ -25,6 +25,11 @@ M=$M,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_w
 timeout 300 ncu --csv --log-file "$OUT/bank-ncu.csv" --metrics "$M" "$CK" run bank-probe --sweep --json --backend cuda > "$OUT/bank-gpu.json" || status=1
 python3 scripts/compare_banks.py "$OUT/bank-emu.json" "$OUT/bank-ncu.csv" | tee "$OUT/bank-table.txt" || status=1
 
+echo "### 2b. LDS layouts (spec TV8): emulator vs ncu, XOR then plain"
+"$CK" run lds-probe --layout both --json --backend emu > "$OUT/lds-emu.json" || status=1
+timeout 120 ncu --csv --log-file "$OUT/lds-ncu.csv" --metrics "$M" "$CK" run lds-probe --layout both --backend cuda > /dev/null || status=1
+python3 scripts/compare_banks.py "$OUT/lds-emu.json" "$OUT/lds-ncu.csv" | tee "$OUT/lds-table.txt" || status=1
+
 echo "### 3. compute-sanitizer"
 for k in reverse block-sum histogram; do
   for tool in memcheck racecheck; do

@@ -60,39 +60,75 @@ const fn lanes_per_phase(bytes: u32) -> u32 {
 }
 
 /// The cost of one warp-level shared-memory access (see the module docs). Accesses of lanes
-/// outside 0..32 are ignored.
-pub fn shared_wavefronts(accesses: &[LaneAccess]) -> SharedCost {
-    let width = accesses.iter().map(|a| a.bytes).max().unwrap_or(4);
+/// outside 0..32 are ignored. A `const fn`, so layouts can be checked at compile time.
+pub const fn shared_wavefronts(accesses: &[LaneAccess]) -> SharedCost {
+    let mut width = 0;
+    let mut i = 0;
+    while i < accesses.len() {
+        if accesses[i].bytes > width {
+            width = accesses[i].bytes;
+        }
+        i += 1;
+    }
     let per_phase = lanes_per_phase(width);
-    let mut cost = SharedCost::default();
-    for phase in 0..32 / per_phase {
-        // Distinct words of this phase (at most 32 lanes × 4 words).
-        let mut words = [0u64; 128];
-        let mut n = 0;
-        for a in accesses
-            .iter()
-            .filter(|a| a.lane < 32 && a.lane / per_phase == phase)
-        {
-            let first = a.byte_address / 4;
-            let last = (a.byte_address + a.bytes.max(1) as u64 - 1) / 4;
-            for w in first..=last {
-                if !words[..n].contains(&w) && n < words.len() {
+    let mut cost = SharedCost {
+        wavefronts: 0,
+        phases: 0,
+    };
+    let mut phase = 0;
+    while phase < 32 / per_phase {
+        let (worst, any) = phase_cost(accesses, phase, per_phase);
+        if any {
+            cost.wavefronts += worst;
+            cost.phases += 1;
+        }
+        phase += 1;
+    }
+    cost
+}
+
+/// `(largest number of distinct words in one bank, whether any lane is active)` for one phase.
+const fn phase_cost(accesses: &[LaneAccess], phase: u32, per_phase: u32) -> (u32, bool) {
+    // Distinct words of this phase (at most 32 lanes × 4 words).
+    let mut words = [0u64; 128];
+    let mut n = 0;
+    let mut i = 0;
+    while i < accesses.len() {
+        let a = accesses[i];
+        if a.lane < 32 && a.lane / per_phase == phase {
+            let bytes = if a.bytes == 0 { 1 } else { a.bytes };
+            let mut w = a.byte_address / 4;
+            let last = (a.byte_address + bytes as u64 - 1) / 4;
+            while w <= last {
+                let mut seen = false;
+                let mut j = 0;
+                while j < n {
+                    if words[j] == w {
+                        seen = true;
+                    }
+                    j += 1;
+                }
+                if !seen && n < words.len() {
                     words[n] = w;
                     n += 1;
                 }
+                w += 1;
             }
         }
-        if n == 0 {
-            continue;
-        }
-        let mut per_bank = [0u32; 32];
-        for &w in &words[..n] {
-            per_bank[(w % 32) as usize] += 1;
-        }
-        cost.wavefronts += per_bank.iter().copied().max().unwrap_or(0);
-        cost.phases += 1;
+        i += 1;
     }
-    cost
+    let mut per_bank = [0u32; 32];
+    let mut worst = 0;
+    let mut j = 0;
+    while j < n {
+        let b = (words[j] % 32) as usize;
+        per_bank[b] += 1;
+        if per_bank[b] > worst {
+            worst = per_bank[b];
+        }
+        j += 1;
+    }
+    (worst, n > 0)
 }
 
 /// Distinct 32-byte sectors touched by one warp-level global access.

@@ -52,6 +52,10 @@ pub enum Rule {
     ChainMismatch,
     /// A descriptor must have exactly one bottom dimension.
     DescriptorBottom,
+    /// An LDS layout's K per block is not a multiple of its K pack.
+    LdsKPack,
+    /// An LDS layout's M per block is not a multiple of its MLdsLayer.
+    LdsLayer,
 }
 
 impl Rule {
@@ -77,6 +81,8 @@ impl Rule {
             Rule::AdaptorIdsNotPermutation => "adaptor-ids-not-permutation",
             Rule::ChainMismatch => "chain-mismatch",
             Rule::DescriptorBottom => "descriptor-bottom",
+            Rule::LdsKPack => "lds-k-pack",
+            Rule::LdsLayer => "lds-mlds-layer",
         }
     }
 }
@@ -212,6 +218,14 @@ impl fmt::Display for Error {
             Rule::ChainMismatch => write!(
                 f,
                 "{w}: the first adaptor has {a} top dims but the second has {b} bottom dims"
+            ),
+            Rule::LdsKPack => write!(
+                f,
+                "{w}: K per block {a} is not a multiple of the K pack {b}; choose a K pack that divides it"
+            ),
+            Rule::LdsLayer => write!(
+                f,
+                "{w}: M per block {a} is not a multiple of MLdsLayer {b}; choose an MLdsLayer that divides it"
             ),
             Rule::DescriptorBottom => write!(
                 f,

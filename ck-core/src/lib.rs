@@ -9,6 +9,7 @@
 //! |---|---|---|
 //! | [`bank`] | the shared-memory bank model and global sector count | — |
 //! | [`dims`] | fixed-capacity multi-indices | §0 |
+//! | [`lds`] | LDS tile layouts (XOR swizzle, plain) and their bank behaviour | §11 |
 //! | [`magic`] | magic-number division used by merges | §1 |
 //! | [`transform`] | the coordinate transforms (upper → lower) | §1 |
 //! | [`adaptor`] | DAGs of transforms over hidden dimensions | §2.1 |
@@ -44,6 +45,7 @@ pub mod error;
 #[cfg(all(feature = "std", not(target_arch = "nvptx64")))]
 pub mod host;
 pub mod kernel;
+pub mod lds;
 pub mod magic;
 pub mod msg;
 pub mod sfc;

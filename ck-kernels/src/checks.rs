@@ -216,6 +216,25 @@ pub fn rmsnorm_case(
     })
 }
 
+/// Runs the LDS probe over the XOR (`swizzled`) or the plain layout.
+pub fn run_lds_probe(device: &Device, swizzled: bool) -> Result<Outcome, LaunchError> {
+    use crate::lds_probe::{reference, LdsProbePlain, LdsProbeXor};
+    let mut out = DeviceBuffer::<u16>::zeros(device, 128 * 8)?;
+    let cfg = LaunchConfig::new(1, 32);
+    let stats = if swizzled {
+        LdsProbeXor::launch(device, cfg, &mut out)?
+    } else {
+        LdsProbePlain::launch(device, cfg, &mut out)?
+    };
+    let got = out.to_vec()?;
+    let mismatch = first_difference(&got, &reference());
+    Ok(Outcome {
+        output: got.iter().map(|&v| v as u32).collect(),
+        stats,
+        mismatch,
+    })
+}
+
 /// Runs bank-probe with stride `stride` and width `width`.
 pub fn run_bank_probe(device: &Device, stride: u32, width: u32) -> Result<Outcome, LaunchError> {
     bank_probe::check_parameters(stride, width)
@@ -312,6 +331,15 @@ pub fn cross_check(a: &Device, b: &Device) -> Result<Vec<CrossCheck>, LaunchErro
                 tol,
             );
         }
+    }
+    for swizzled in [true, false] {
+        let case = format!("lds-probe {}", if swizzled { "xor" } else { "plain" });
+        record(
+            case,
+            run_lds_probe(a, swizzled)?,
+            run_lds_probe(b, swizzled)?,
+            0.0,
+        );
     }
     for width in [4u32, 8, 16] {
         for stride in [1u32, 2, 4, 8, 16, 32, 33] {

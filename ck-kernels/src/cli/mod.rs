@@ -5,6 +5,7 @@
 mod args;
 mod bench;
 mod encoding;
+mod lds;
 mod run;
 mod sfc;
 
@@ -16,6 +17,8 @@ usage: ck <command> [options]
 commands:
   encoding FILE|- [--json] [--map] [--svg OUT.svg]
       check a tile_distribution! body (either spelling) and print its tables
+  lds --m-per-block M --k-per-block K --k-pack P --elem-bytes B [--mlds-layer L] [--plain] [--json] [--svg FILE]
+      an LDS tile layout (XOR-swizzled or plain), its offsets and bank conflicts of k-read/k-write
   run reverse|block-sum|histogram [--n N] [--seed S] [--backend emu|cuda] [--json]
   run bank-probe --stride S --width W [--backend emu|cuda] [--json]
       run a kernel, check it against its CPU reference, print the launch statistics
@@ -37,6 +40,7 @@ pub fn main_with_args(argv: &[String]) -> i32 {
         Some("run") => run::run(&argv[1..]),
         Some("cross-check") => run::cross_check(&argv[1..]),
         Some("bench") => bench::run(&argv[1..]),
+        Some("lds") => lds::run(&argv[1..]),
         Some("-h" | "--help" | "help") | None => {
             print!("{USAGE}");
             Ok(())

@@ -80,6 +80,9 @@ pub fn run(argv: &[String]) -> Result<(), CliError> {
     if kernel == "rmsnorm" {
         return rmsnorm_cmd(&argv[1..]);
     }
+    if kernel == "lds-probe" {
+        return lds_probe_cmd(&argv[1..]);
+    }
     let (outcome, what, device) = if kernel == "bank-probe" {
         let args = Args::parse(
             &argv[1..],
@@ -301,6 +304,51 @@ fn rmsnorm_cmd(argv: &[String]) -> Result<(), CliError> {
             device.name()
         );
         print_stats(&stats);
+    }
+    Ok(())
+}
+
+/// `ck run lds-probe [--layout xor|plain|both]`: the LDS probe's counters (`both`: XOR then
+/// plain, one ncu session profiles them in that order).
+fn lds_probe_cmd(argv: &[String]) -> Result<(), CliError> {
+    let args = Args::parse(argv, &["layout", "backend"], &["json"])?;
+    let layouts: &[(&str, bool)] = match args.value("layout").unwrap_or("both") {
+        "xor" => &[("xor", true)],
+        "plain" => &[("plain", false)],
+        "both" => &[("xor", true), ("plain", false)],
+        other => {
+            return Err(CliError::usage(format!(
+                "--layout `{other}`: use xor, plain or both"
+            )))
+        }
+    };
+    let device = device(&args)?;
+    let mut rows = Vec::new();
+    for &(name, swizzled) in layouts {
+        let o = checks::run_lds_probe(&device, swizzled).map_err(launch_error)?;
+        if let Some(m) = o.mismatch {
+            return Err(CliError::new(
+                "wrong-result",
+                format!("lds-probe {name}: {m}"),
+            ));
+        }
+        let mut row = stats_json(&o.stats);
+        row["case"] = json!(format!("lds {name}"));
+        rows.push(row);
+    }
+    if args.switch("json") {
+        println!("{}", serde_json::Value::Array(rows));
+    } else {
+        for r in &rows {
+            println!(
+                "{}: shared loads {} wavefronts ({} conflicts), stores {} wavefronts ({} conflicts)",
+                r["case"].as_str().unwrap_or(""),
+                r["shared_load_wavefronts"],
+                r["shared_load_conflicts"],
+                r["shared_store_wavefronts"],
+                r["shared_store_conflicts"]
+            );
+        }
     }
     Ok(())
 }
