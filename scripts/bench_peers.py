@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Peers for `ck bench`, measured on the same GPU in the same job: torch.nn.functional.rms_norm,
-a Triton RMSNorm (one program per row), and torch's device-to-device copy.
+a Triton RMSNorm (one program per row), torch's device-to-device copy, and torch.matmul
+(cuBLAS; f32 with TF32 off, and bf16).
 
 Usage: bench_peers.py OUT.json
 Times: CUDA events around each call, 10 warm-up calls, median of 30; random normal inputs.
@@ -15,6 +16,7 @@ import triton
 import triton.language as tl
 
 SHAPES = [(4096, 4096), (16384, 8192), (65536, 1024)]
+GEMM_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024)]
 EPS = 1e-6
 
 
@@ -78,6 +80,19 @@ def main(out):
             print(f"{name} {m}x{n}: torch {bytes_ / t_torch / 1e6:.0f} GB/s, triton {bytes_ / t_triton / 1e6:.0f} GB/s", flush=True)
             del x, g, ref
     print(f"copy: torch {result['copy']['torch_gbps']:.0f} GB/s", flush=True)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    result["gemm"] = {}
+    for m, n, k in GEMM_SHAPES:
+        row = {}
+        for name, dt in [("f32", torch.float32), ("bf16", torch.bfloat16)]:
+            a = torch.randn(m, k, device="cuda").to(dt)
+            b = torch.randn(k, n, device="cuda").to(dt)
+            t = median_ms(lambda: a @ b, warmup=5, iters=20)
+            row[f"{name}_ms"] = t
+            row[f"{name}_tflops"] = 2 * m * n * k / t / 1e9
+            del a, b
+        result["gemm"][f"{m}x{n}x{k}"] = row
+        print(f"gemm {m}x{n}x{k}: cuBLAS f32 {row['f32_tflops']:.1f}, bf16 {row['bf16_tflops']:.0f} TFLOP/s", flush=True)
     json.dump(result, open(out, "w"), indent=1)
 
 

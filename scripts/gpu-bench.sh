@@ -18,10 +18,12 @@ echo "### ck bench copy"
 echo "### ck bench rmsnorm"
 "$CK" bench rmsnorm --backend cuda --peers "$OUT/peers.json" | tee "$OUT/bench-rmsnorm.txt" || status=1
 "$CK" bench rmsnorm --backend cuda --peers "$OUT/peers.json" --json > "$OUT/bench-rmsnorm.json" || status=1
+echo "### ck bench gemm"
+"$CK" bench gemm --backend cuda --peers "$OUT/peers.json" --iters 20 | tee "$OUT/bench-gemm.txt" || status=1
 echo "### correctness on the GPU (odd shapes vs fp64, emulator vs GPU)"
 "$CK" cross-check | tail -25 | tee "$OUT/cross-check.txt" || status=1
 echo "### compute-sanitizer"
-for k in rmsnorm-f32 rmsnorm-bf16 copy add; do
+for k in rmsnorm-f32 rmsnorm-bf16 copy add gemm-f32; do
   for tool in memcheck racecheck; do
     if timeout 120 compute-sanitizer --tool $tool --error-exitcode 3 "$CK" run $k --backend cuda > "$OUT/san-$k-$tool.txt" 2>&1; then
       echo "$k $tool: clean ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san-$k-$tool.txt" | head -1))"

@@ -8,7 +8,7 @@ use crate::rmsnorm::host::{reference, rmsnorm, Dtype};
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats};
 
 /// Kernels `ck run` and `ck cross-check` know (bank-probe takes its own parameters). The
-/// RMSNorm ones run a 257 × n matrix.
+/// RMSNorm ones run a 257 × n matrix, gemm-f32 a 257 × 129 × n product.
 pub const EXERCISES: &[&str] = &[
     "reverse",
     "block-sum",
@@ -17,7 +17,22 @@ pub const EXERCISES: &[&str] = &[
     "add",
     "rmsnorm-f32",
     "rmsnorm-bf16",
+    "gemm-f32",
 ];
+
+/// `‖got − want‖ / ‖want‖` (Frobenius): the error measure for reductions over long sums, where
+/// single elements can cancel to near zero.
+pub fn norm_relative_error(got: &[f32], want: &[f64]) -> f64 {
+    let (mut num, mut den) = (0.0f64, 0.0f64);
+    for (&g, &w) in got.iter().zip(want) {
+        num += (g as f64 - w) * (g as f64 - w);
+        den += w * w;
+    }
+    if got.iter().any(|g| g.is_nan()) {
+        return f64::NAN;
+    }
+    (num / den.max(1e-300)).sqrt()
+}
 
 /// Largest relative error of `got` against an fp64 reference (relative to each element, with a
 /// floor of 1e-3 of the largest magnitude).
@@ -165,6 +180,7 @@ pub fn run_exercise(
                 mismatch,
             })
         }
+        "gemm-f32" => gemm_case(device, (257, 129, n.clamp(1, 4096)), seed),
         "rmsnorm-f32" | "rmsnorm-bf16" => {
             let dtype = if kernel == "rmsnorm-f32" {
                 Dtype::F32
@@ -211,6 +227,27 @@ pub fn rmsnorm_case(
         .then(|| format!("relative error {err:.3e} > {tol:e} against fp64"));
     Ok(Outcome {
         output: y.iter().map(|v| v.to_bits()).collect(),
+        stats,
+        mismatch,
+    })
+}
+
+/// GEMM of seeded random matrices, checked against fp64 (norm-wise relative error ≤ 1e-5).
+pub fn gemm_case(
+    device: &Device,
+    (m, n, k): (u32, u32, u32),
+    seed: u64,
+) -> Result<Outcome, LaunchError> {
+    use crate::gemm::host::{gemm, reference};
+    let mut rng = Rng(seed.max(1));
+    let a: Vec<f32> = (0..m * k).map(|_| rng.f32()).collect();
+    let b: Vec<f32> = (0..k * n).map(|_| rng.f32()).collect();
+    let (c, stats) = gemm(device, &a, &b, (m, n, k))?;
+    let err = norm_relative_error(&c, &reference(&a, &b, (m, n, k)));
+    let mismatch = (err > 1e-5 || err.is_nan())
+        .then(|| format!("relative error {err:.3e} > 1e-5 against fp64"));
+    Ok(Outcome {
+        output: c.iter().map(|v| v.to_bits()).collect(),
         stats,
         mismatch,
     })
@@ -331,6 +368,14 @@ pub fn cross_check(a: &Device, b: &Device) -> Result<Vec<CrossCheck>, LaunchErro
                 tol,
             );
         }
+    }
+    for (m, n, k) in [(1u32, 1u32, 1u32), (17, 33, 65), (257, 129, 73)] {
+        record(
+            format!("gemm f32 {m}x{n}x{k}"),
+            gemm_case(a, (m, n, k), 11)?,
+            gemm_case(b, (m, n, k), 11)?,
+            1e-5,
+        );
     }
     for swizzled in [true, false] {
         let case = format!("lds-probe {}", if swizzled { "xor" } else { "plain" });

@@ -14,6 +14,7 @@ pub mod checks;
 pub mod cli;
 pub mod elementwise;
 pub mod exercise;
+pub mod gemm;
 pub mod lds_probe;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod npy;

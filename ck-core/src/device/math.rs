@@ -34,3 +34,20 @@ pub fn rsqrt(x: f32) -> f32 {
         1.0 / x.sqrt()
     }
 }
+
+/// `a·b + c` with one rounding (FFMA on the GPU; the same correctly rounded value on the host).
+#[inline(always)]
+pub fn fma(a: f32, b: f32, c: f32) -> f32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let r: f32;
+        unsafe {
+            core::arch::asm!("fma.rn.f32 {0}, {1}, {2}, {3};", out(reg32) r, in(reg32) a, in(reg32) b, in(reg32) c, options(pure, nomem, nostack))
+        };
+        r
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        a.mul_add(b, c)
+    }
+}

@@ -109,9 +109,10 @@ pub fn run(argv: &[String]) -> Result<(), CliError> {
     let rows = match what.as_str() {
         "rmsnorm" => bench_rmsnorm(&device, &args, &peers, (warmup, iters))?,
         "copy" => bench_copy(&device, &args, &peers, (warmup, iters))?,
+        "gemm" => bench_gemm(&device, &args, &peers, (warmup, iters))?,
         other => {
             return Err(CliError::usage(format!(
-                "unknown benchmark `{other}`; available: rmsnorm, copy"
+                "unknown benchmark `{other}`; available: rmsnorm, copy, gemm"
             )))
         }
     };
@@ -298,6 +299,66 @@ fn bench_copy(
         let mut row = json!({"case": name, "ms": t.as_secs_f64() * 1e3, "gbps": gbps(moved, t), "vs_driver": gbps(moved, t) / d});
         if let Some(tc) = torch {
             row["vs_torch_copy"] = json!(gbps(moved, t) / tc);
+        }
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+fn bench_gemm(
+    device: &Device,
+    args: &Args,
+    peers: &Value,
+    (warmup, iters): (usize, usize),
+) -> Result<Vec<Value>, CliError> {
+    use crate::gemm::host::launch_f32;
+    let default = if device.is_emulator() {
+        "128x128x64"
+    } else {
+        "4096x4096x4096,8192x8192x8192,8192x8192x1024"
+    };
+    let shapes: Vec<(u32, u32, u32)> = args
+        .value("shapes")
+        .unwrap_or(default)
+        .split(',')
+        .map(|t| {
+            let v: Vec<u32> = t
+                .split('x')
+                .filter_map(|d| d.parse().ok())
+                .filter(|&d| d > 0)
+                .collect();
+            match v[..] {
+                [m, n, k] => Ok((m, n, k)),
+                _ => Err(CliError::usage(format!("--shapes: `{t}` is not MxNxK"))),
+            }
+        })
+        .collect::<Result<_, _>>()?;
+    let mut rows = Vec::new();
+    for (m, n, k) in shapes {
+        let mut rng = Rng(0x51ed ^ (m as u64) << 32 ^ (n as u64) << 16 ^ k as u64);
+        let a: Vec<f32> = (0..m as usize * k as usize).map(|_| rng.f32()).collect();
+        let b: Vec<f32> = (0..k as usize * n as usize).map(|_| rng.f32()).collect();
+        let (ad, bd) = (
+            DeviceBuffer::from_slice(device, &a).map_err(launch_error)?,
+            DeviceBuffer::from_slice(device, &b).map_err(launch_error)?,
+        );
+        let mut cd =
+            DeviceBuffer::<f32>::zeros(device, m as usize * n as usize).map_err(launch_error)?;
+        let t = timed(warmup, iters, || {
+            launch_f32(device, &ad, &bd, &mut cd, (m, n, k)).map(|s| s.elapsed)
+        })
+        .map_err(launch_error)?;
+        let flops = 2.0 * m as f64 * n as f64 * k as f64;
+        let ours = flops / t.as_secs_f64() / 1e12;
+        let key = format!("{m}x{n}x{k}");
+        let mut row =
+            json!({"case": format!("f32 {key}"), "ms": t.as_secs_f64() * 1e3, "ours_tflops": ours});
+        if let Some(c) = peers["gemm"][&key]["f32_tflops"].as_f64() {
+            row["cublas_f32_tflops"] = json!(c);
+            row["vs_cublas_f32"] = json!(ours / c);
+        }
+        if let Some(c) = peers["gemm"][&key]["bf16_tflops"].as_f64() {
+            row["cublas_bf16_tflops"] = json!(c);
         }
         rows.push(row);
     }

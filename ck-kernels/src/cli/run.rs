@@ -83,6 +83,9 @@ pub fn run(argv: &[String]) -> Result<(), CliError> {
     if kernel == "lds-probe" {
         return lds_probe_cmd(&argv[1..]);
     }
+    if kernel == "gemm" {
+        return gemm_cmd(&argv[1..]);
+    }
     let (outcome, what, device) = if kernel == "bank-probe" {
         let args = Args::parse(
             &argv[1..],
@@ -349,6 +352,82 @@ fn lds_probe_cmd(argv: &[String]) -> Result<(), CliError> {
                 r["shared_store_conflicts"]
             );
         }
+    }
+    Ok(())
+}
+
+/// `ck run gemm --input-a A.npy --input-b B.npy --output C.npy [--dtype f32|bf16]`.
+fn gemm_cmd(argv: &[String]) -> Result<(), CliError> {
+    use crate::gemm::host::gemm;
+    use crate::npy;
+    let args = Args::parse(
+        argv,
+        &["input-a", "input-b", "output", "dtype", "backend"],
+        &["json"],
+    )?;
+    let need = |k: &str| {
+        args.value(k)
+            .ok_or_else(|| CliError::usage(format!("--{k} is required")))
+    };
+    let (pa, pb, out) = (need("input-a")?, need("input-b")?, need("output")?);
+    let dtype = args.value("dtype").unwrap_or("f32");
+    if dtype != "f32" && dtype != "bf16" {
+        return Err(CliError::new(
+            "dtype",
+            format!("unsupported dtype `{dtype}`; use f32 or bf16"),
+        ));
+    }
+    let (mut a, mut b) = (
+        npy::read(pa).map_err(|m| CliError::new("npy", m))?,
+        npy::read(pb).map_err(|m| CliError::new("npy", m))?,
+    );
+    let (&[m, k], &[k2, n]) = (&a.shape[..], &b.shape[..]) else {
+        return Err(CliError::new(
+            "shape-mismatch",
+            format!("A {:?} and B {:?} must both be 2-D", a.shape, b.shape),
+        ));
+    };
+    if k != k2 {
+        return Err(CliError::new(
+            "shape-mismatch",
+            format!("A is {m}×{k} but B is {k2}×{n}; the inner dimensions must agree"),
+        ));
+    }
+    if [m, n, k].iter().any(|&d| d == 0 || d > i32::MAX as usize)
+        || m * k > i32::MAX as usize
+        || k * n > i32::MAX as usize
+        || m * n > i32::MAX as usize
+    {
+        return Err(CliError::new(
+            "shape-mismatch",
+            format!("shapes {m}×{k} · {k}×{n} are empty or too large"),
+        ));
+    }
+    if dtype == "bf16" {
+        // bf16 operands, f32 accumulation: the inputs are rounded before the kernel.
+        for v in a.data.iter_mut().chain(b.data.iter_mut()) {
+            *v = ck_core::device::Bf16::from_f32(*v).to_f32();
+        }
+    }
+    let device = device(&args)?;
+    let (c, stats) =
+        gemm(&device, &a.data, &b.data, (m as u32, n as u32, k as u32)).map_err(launch_error)?;
+    npy::write(
+        out,
+        &npy::Array {
+            shape: vec![m, n],
+            data: c,
+        },
+    )
+    .map_err(|msg| CliError::new("io", msg))?;
+    if args.switch("json") {
+        println!("{}", stats_json(&stats));
+    } else {
+        println!(
+            "gemm {m}×{k} · {k}×{n} ({dtype} operands, f32 accumulation) on {} → {out}",
+            device.name()
+        );
+        print_stats(&stats);
     }
     Ok(())
 }

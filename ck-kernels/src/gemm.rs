@@ -1,0 +1,182 @@
+//! GEMM `C[M,N] = A[M,K] · B[K,N]` (row-major, f32 accumulation), any M, N, K.
+//!
+//! `gemm_f32`: the SIMT kernel. A 256-thread block computes a 128 × 128 tile of C; each thread
+//! holds 8 × 8 accumulators (distribution [`CTile`]: two 4-row and two 4-column strips 64 apart,
+//! so its shared-memory reads are 16-byte vectors of consecutive lanes: conflict-free). K is
+//! walked in steps of 8: A's 128 × 8 and B's 8 × 128 slices are loaded with tile windows
+//! (distributions [`ASlice`], [`BSlice`]; edges read as zero), stored to shared memory (A
+//! transposed, so both are read along M or N), double-buffered: the next slice is loaded into
+//! registers while the current one is multiplied, so one barrier per step suffices.
+
+use ck_core::device::*;
+use ck_core::tile::{make_tile_window, unroll, DistributedTensor, View2};
+use ck_macros::{tile_distribution, tile_kernel};
+
+tile_distribution! {
+    /// C's 128 × 128 tile: thread (warp w, lane l) owns rows {8w + 4(l/16) + 0..4} + {0, 64} and
+    /// columns {4(l%16) + 0..4} + {0, 64}.
+    pub struct CTile {
+        warp_size: 32, block_size: 256,
+        h: { m: [rep: 2, warp: 8, lane: 2, vec: 4], n: [rep: 2, lane: 16, vec: 4] },
+        p: [[m.warp], [m.lane, n.lane]],
+        y: [m.rep, m.vec, n.rep, n.vec],
+    }
+}
+
+tile_distribution! {
+    /// A's 128 × 8 slice: two threads per row, 4 consecutive k each.
+    pub struct ASlice {
+        warp_size: 32, block_size: 256,
+        h: { m: [warp: 8, lane: 16], k: [lane: 2, vec: 4] },
+        p: [[m.warp], [m.lane, k.lane]],
+        y: [k.vec],
+    }
+}
+
+tile_distribution! {
+    /// B's 8 × 128 slice: 32 threads per row, 4 consecutive n each.
+    pub struct BSlice {
+        warp_size: 32, block_size: 256,
+        h: { k: [warp: 8], n: [lane: 32, vec: 4] },
+        p: [[k.warp], [n.lane]],
+        y: [n.vec],
+    }
+}
+
+const BM: i32 = 128;
+const BN: i32 = 128;
+const BK: i32 = 8;
+/// One buffer of A (k-major, 8 × 128) or B (8 × 128).
+const SLICE: u32 = (BK * BM) as u32;
+
+/// Stores A's slice transposed (`As[k][m]`) and B's as is (`Bs[k][n]`) into buffer `buf`.
+#[inline(always)]
+fn stage(
+    a: &DistributedTensor<ASlice, f32>,
+    b: &DistributedTensor<BSlice, f32>,
+    (a_s, b_s): (&SharedArray<f32, 2048>, &SharedArray<f32, 2048>),
+    buf: u32,
+) {
+    let pa = ASlice::partition_index(thread_idx());
+    ASlice::for_each_y(|y, d| {
+        let [m, k] = ASlice::x_index(pa, y);
+        a_s.store(buf * SLICE + k as u32 * BM as u32 + m as u32, a.get(d));
+    });
+    let [k, n] = BSlice::x_index(BSlice::partition_index(thread_idx()), [0]);
+    b_s.store_vec::<4>(
+        buf * SLICE + k as u32 * BN as u32 + n as u32,
+        [b.get(0), b.get(1), b.get(2), b.get(3)],
+    );
+}
+
+/// `C = A · B` for f32, 128 × 128 tiles (grid: ⌈N/128⌉ · ⌈M/128⌉ blocks, block-row-major).
+#[tile_kernel(block = 256, distributions(CTile, ASlice, BSlice))]
+pub fn gemm_f32(a: Global<f32>, b: Global<f32>, c: GlobalMut<f32>, m: u32, n: u32, k: u32) {
+    let a_s = shared!(f32; 2048);
+    let b_s = shared!(f32; 2048);
+    let tiles_n = n.div_ceil(BN as u32);
+    let (bm, bn) = (
+        (block_idx() / tiles_n) as i32 * BM,
+        (block_idx() % tiles_n) as i32 * BN,
+    );
+    let mut wa = make_tile_window::<ASlice, _>(View2::<_, f32, 4>::new(a, m, k, k), [bm, 0]);
+    let mut wb = make_tile_window::<BSlice, _>(View2::<_, f32, 4>::new(b, k, n, n), [0, bn]);
+    let mut acc = DistributedTensor::<CTile, f32>::zeros();
+    let [m0, n0] = CTile::x_index(CTile::partition_index(thread_idx()), [0, 0, 0, 0]);
+    let steps = k.div_ceil(BK as u32);
+    stage(&wa.load::<f32>(), &wb.load::<f32>(), (&a_s, &b_s), 0);
+    block_sync();
+    for s in 0..steps {
+        let buf = s % 2;
+        // Prefetch the next slices into registers while this one is multiplied.
+        wa.move_by([0, BK]);
+        wb.move_by([BK, 0]);
+        let (na, nb) = (wa.load::<f32>(), wb.load::<f32>());
+        unroll::<8>(|kk| {
+            let row = buf * SLICE + kk as u32 * BM as u32;
+            let a_lo = a_s.load_vec::<4>(row + m0 as u32);
+            let a_hi = a_s.load_vec::<4>(row + m0 as u32 + 64);
+            let b_lo = b_s.load_vec::<4>(row + n0 as u32);
+            let b_hi = b_s.load_vec::<4>(row + n0 as u32 + 64);
+            CTile::for_each_y(|y, d| {
+                let av = if y[0] == 0 {
+                    a_lo[y[1] as usize]
+                } else {
+                    a_hi[y[1] as usize]
+                };
+                let bv = if y[2] == 0 {
+                    b_lo[y[3] as usize]
+                } else {
+                    b_hi[y[3] as usize]
+                };
+                acc.set(d, math::fma(av, bv, acc.get(d)));
+            });
+        });
+        if s + 1 < steps {
+            stage(&na, &nb, (&a_s, &b_s), 1 - buf);
+        }
+        block_sync();
+    }
+    make_tile_window::<CTile, _>(View2::<_, f32, 4>::new(c, m, n, n), [bm, bn]).store(&acc);
+}
+
+/// Host side: launch and the fp64 reference.
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod host {
+    use super::*;
+    use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats};
+
+    /// Launches `gemm_f32` on device buffers.
+    pub fn launch_f32(
+        device: &Device,
+        a: &DeviceBuffer<f32>,
+        b: &DeviceBuffer<f32>,
+        c: &mut DeviceBuffer<f32>,
+        (m, n, k): (u32, u32, u32),
+    ) -> Result<LaunchStats, LaunchError> {
+        let grid = m.div_ceil(BM as u32) * n.div_ceil(BN as u32);
+        GemmF32::launch(device, LaunchConfig::new(grid, 256), a, b, c, m, n, k)
+    }
+
+    /// `A · B` on `device` (f32 in and out).
+    pub fn gemm(
+        device: &Device,
+        a: &[f32],
+        b: &[f32],
+        (m, n, k): (u32, u32, u32),
+    ) -> Result<(Vec<f32>, LaunchStats), LaunchError> {
+        let (mu, nu, ku) = (m as usize, n as usize, k as usize);
+        if a.len() != mu * ku || b.len() != ku * nu {
+            return Err(LaunchError::invalid(
+                "shape-mismatch",
+                format!(
+                    "A has {} elements and B {}, but the shapes are {m}×{k} and {k}×{n}",
+                    a.len(),
+                    b.len()
+                ),
+            ));
+        }
+        let (ad, bd) = (
+            DeviceBuffer::from_slice(device, a)?,
+            DeviceBuffer::from_slice(device, b)?,
+        );
+        let mut cd = DeviceBuffer::from_slice(device, &vec![f32::NAN; mu * nu])?;
+        let st = launch_f32(device, &ad, &bd, &mut cd, (m, n, k))?;
+        Ok((cd.to_vec()?, st))
+    }
+
+    /// The fp64 reference.
+    pub fn reference(a: &[f32], b: &[f32], (m, n, k): (u32, u32, u32)) -> Vec<f64> {
+        let (m, n, k) = (m as usize, n as usize, k as usize);
+        let mut c = vec![0.0; m * n];
+        for i in 0..m {
+            for p in 0..k {
+                let av = a[i * k + p] as f64;
+                for j in 0..n {
+                    c[i * n + j] += av * b[p * n + j] as f64;
+                }
+            }
+        }
+        c
+    }
+}
