@@ -24,29 +24,29 @@ tile_distribution! {
 }
 
 tile_distribution! {
-    /// A's 128 × 8 slice: two threads per row, 4 consecutive k each.
+    /// A's 128 × 16 slice: two threads per row, 8 consecutive k each (two 16-byte loads).
     pub struct ASlice {
         warp_size: 32, block_size: 256,
-        h: { m: [warp: 8, lane: 16], k: [lane: 2, vec: 4] },
+        h: { m: [warp: 8, lane: 16], k: [lane: 2, rep: 2, vec: 4] },
         p: [[m.warp], [m.lane, k.lane]],
-        y: [k.vec],
+        y: [k.rep, k.vec],
     }
 }
 
 tile_distribution! {
-    /// B's 8 × 128 slice: 32 threads per row, 4 consecutive n each.
+    /// B's 16 × 128 slice: 32 threads per row, 4 consecutive n each, two rows 8 apart.
     pub struct BSlice {
         warp_size: 32, block_size: 256,
-        h: { k: [warp: 8], n: [lane: 32, vec: 4] },
+        h: { k: [rep: 2, warp: 8], n: [lane: 32, vec: 4] },
         p: [[k.warp], [n.lane]],
-        y: [n.vec],
+        y: [k.rep, n.vec],
     }
 }
 
 const BM: i32 = 128;
 const BN: i32 = 128;
-const BK: i32 = 8;
-/// One buffer of A (k-major, 8 × 128) or B (8 × 128).
+const BK: i32 = 16;
+/// One buffer of A (k-major, 16 × 128) or B (16 × 128).
 const SLICE: u32 = (BK * BM) as u32;
 
 /// Stores A's slice transposed (`As[k][m]`) and B's as is (`Bs[k][n]`) into buffer `buf`.
@@ -54,7 +54,7 @@ const SLICE: u32 = (BK * BM) as u32;
 fn stage(
     a: &DistributedTensor<ASlice, f32>,
     b: &DistributedTensor<BSlice, f32>,
-    (a_s, b_s): (&SharedArray<f32, 2048>, &SharedArray<f32, 2048>),
+    (a_s, b_s): (&SharedArray<f32, 4096>, &SharedArray<f32, 4096>),
     buf: u32,
 ) {
     let pa = ASlice::partition_index(thread_idx());
@@ -62,18 +62,20 @@ fn stage(
         let [m, k] = ASlice::x_index(pa, y);
         a_s.store(buf * SLICE + k as u32 * BM as u32 + m as u32, a.get(d));
     });
-    let [k, n] = BSlice::x_index(BSlice::partition_index(thread_idx()), [0]);
-    b_s.store_vec::<4>(
-        buf * SLICE + k as u32 * BN as u32 + n as u32,
-        [b.get(0), b.get(1), b.get(2), b.get(3)],
-    );
+    let pb = BSlice::partition_index(thread_idx());
+    unroll::<2>(|r| {
+        let [k, n] = BSlice::x_index(pb, [r as i32, 0]);
+        let d = BSlice::d_index([r as i32, 0]);
+        let v = [b.get(d), b.get(d + 1), b.get(d + 2), b.get(d + 3)];
+        b_s.store_vec::<4>(buf * SLICE + k as u32 * BN as u32 + n as u32, v);
+    });
 }
 
 /// `C = A · B` for f32, 128 × 128 tiles (grid: ⌈N/128⌉ · ⌈M/128⌉ blocks, block-row-major).
 #[tile_kernel(block = 256, distributions(CTile, ASlice, BSlice))]
 pub fn gemm_f32(a: Global<f32>, b: Global<f32>, c: GlobalMut<f32>, m: u32, n: u32, k: u32) {
-    let a_s = shared!(f32; 2048);
-    let b_s = shared!(f32; 2048);
+    let a_s = shared!(f32; 4096);
+    let b_s = shared!(f32; 4096);
     let tiles_n = n.div_ceil(BN as u32);
     let (bm, bn) = (
         (block_idx() / tiles_n) as i32 * BM,
@@ -92,7 +94,7 @@ pub fn gemm_f32(a: Global<f32>, b: Global<f32>, c: GlobalMut<f32>, m: u32, n: u3
         wa.move_by([0, BK]);
         wb.move_by([BK, 0]);
         let (na, nb) = (wa.load::<f32>(), wb.load::<f32>());
-        unroll::<8>(|kk| {
+        unroll::<16>(|kk| {
             let row = buf * SLICE + kk as u32 * BM as u32;
             let a_lo = a_s.load_vec::<4>(row + m0 as u32);
             let a_hi = a_s.load_vec::<4>(row + m0 as u32 + 64);
