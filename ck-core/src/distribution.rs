@@ -242,37 +242,6 @@ impl Encoding {
         }
     }
 
-    /// The lane bits and warp bits whose threads hold different positions of X dim `x` (for a
-    /// reduction over `x`): each P component of `x` must have a power-of-two length and place.
-    /// Returns `(lane_mask, warp_mask)`; with one P dim every thread digit is a lane digit.
-    pub const fn thread_bits_of_x(&self, x: usize) -> (u32, u32) {
-        let mut masks = [0u32; 2];
-        let mut p = 0;
-        while p < self.np() {
-            let (ma, mi) = (self.p_major(p), self.p_minor(p));
-            let mut k = 0;
-            while k < ma.len() {
-                if ma.get(k) == x as Index + 1 {
-                    let place = self.p_place(p, k);
-                    let len = match self.component_length(ma.get(k), mi.get(k)) {
-                        Some(l) => l,
-                        None => panic!("invalid encoding"),
-                    };
-                    assert!(
-                        place & (place - 1) == 0 && len & (len - 1) == 0,
-                        "reductions need power-of-two thread digits along the reduced X"
-                    );
-                    let bits = ((len - 1) as u32) << place.trailing_zeros();
-                    let which = if self.np() == 2 && p == 0 { 1 } else { 0 };
-                    masks[which] |= bits;
-                }
-                k += 1;
-            }
-            p += 1;
-        }
-        (masks[0], masks[1])
-    }
-
     /// The D index of `y` with the Y digits of X dim `x` set to 0: the slot where a reduction
     /// over `x` collects one row.
     pub const fn canonical_d(&self, y: &Dims, x: usize) -> Index {

@@ -135,7 +135,11 @@ pub fn shuffle_tile<A: TileDistribution, B: TileDistribution, T: Copy + Default>
     out
 }
 
-struct ShuffleCheck<A, B>(PhantomData<(A, B)>);
+/// The compile-time check behind [`shuffle_tile`]: evaluating `ShuffleCheck::<A, B>::OK` fails
+/// the build unless `A` and `B` differ only in the order of their Y dims. `shuffle_tile` evaluates
+/// it when instantiated (`cargo build`); a `const _: () = ShuffleCheck::<A, B>::OK;` item also
+/// fails `cargo check`.
+pub struct ShuffleCheck<A, B>(PhantomData<(A, B)>);
 
 impl<A: TileDistribution, B: TileDistribution> ShuffleCheck<A, B> {
     /// `MAP[i]` = the Y of `A` claiming the component `B`'s Y `i` claims.
@@ -168,7 +172,7 @@ impl<A: TileDistribution, B: TileDistribution> ShuffleCheck<A, B> {
         map
     };
     /// The encodings must agree on R, H and P (only the Y order may differ).
-    const OK: () = {
+    pub const OK: () = {
         let (a, b) = (A::ENCODING, B::ENCODING);
         assert!(a.same_rhp(&b), "error[shuffle-mismatch]: shuffle_tile needs distributions with identical R, H and P (only the Y order may differ)");
         let _ = Self::MAP;
@@ -289,6 +293,56 @@ impl<M: Memory<T>, T: Element, const VEC: usize> View<T> for View1<M, T, VEC> {
     #[inline(always)]
     fn vector_ok(&self, n: Index) -> bool {
         self.len % n == 0
+    }
+}
+
+/// A view of a block's shared-memory tile laid out by an [`LdsLayout`](crate::lds::LdsLayout)
+/// (XOR-swizzled or plain): windows over it read and write the layout's offsets. `VEC` is the
+/// vector guarantee along K (at most the layout's KPack, which must be a multiple of it).
+pub struct LdsView<T, const N: usize, const VEC: usize> {
+    buffer: BufferView<crate::device::SharedArray<T, N>, T>,
+    layout: crate::lds::LdsLayout,
+}
+
+impl<T: Element, const N: usize, const VEC: usize> LdsView<T, N, VEC> {
+    /// The tile of `smem` laid out by `layout`.
+    #[inline(always)]
+    pub fn new(smem: crate::device::SharedArray<T, N>, layout: crate::lds::LdsLayout) -> Self {
+        assert!(
+            layout.element_space_size() as usize <= N,
+            "the shared array is smaller than the layout"
+        );
+        assert!(
+            layout.k_pack % VEC as Index == 0,
+            "VEC must divide the layout's KPack"
+        );
+        LdsView {
+            buffer: BufferView::new(smem),
+            layout,
+        }
+    }
+}
+
+impl<T: Element, const N: usize, const VEC: usize> View<T> for LdsView<T, N, VEC> {
+    const RANK: usize = 2;
+    const VECTOR: Index = VEC as Index;
+    type Memory = crate::device::SharedArray<T, N>;
+    #[inline(always)]
+    fn buffer(&self) -> &BufferView<Self::Memory, T> {
+        &self.buffer
+    }
+    #[inline(always)]
+    fn offset(&self, x: &[Index]) -> Index {
+        self.layout.offset(x[0], x[1])
+    }
+    #[inline(always)]
+    fn valid(&self, x: &[Index]) -> bool {
+        (x[0] as u32) < self.layout.m_per_block as u32
+            && (x[1] as u32) < self.layout.k_per_block as u32
+    }
+    #[inline(always)]
+    fn vector_ok(&self, n: Index) -> bool {
+        self.layout.k_pack % n == 0
     }
 }
 
@@ -623,20 +677,24 @@ fn store_piece<T: Element, M: Memory<T>>(
 }
 
 /// Per-register tables of a reduction over X dim `XR` of distribution `D`, computed at compile
-/// time: `CANON[d]` = the register that collects `d`'s row, `RANK[d]` = the index of that
-/// collecting register among all collecting registers, `SLOTS` = how many there are.
+/// time from the *reduce encoding* of spec §4.4 ([`Encoding::reduce`](crate::Encoding::reduce)):
+/// its Y dims are the registers that remain (one per row), and the P digits of `XR` become its
+/// R components — the thread digits a reduction must combine across.
 pub struct Reduction<D, const XR: usize>(PhantomData<D>);
 
 /// Most registers a reduction table covers.
 const TABLE: usize = crate::distribution::PARAMETRIC_BUFFER_CAPACITY;
 
 impl<D: TileDistribution, const XR: usize> Reduction<D, XR> {
+    /// `D`'s encoding reduced over `XR`.
+    pub const REDUCED: crate::Encoding = match D::ENCODING.reduce(&[XR as Index]) {
+        Ok(e) => e,
+        Err(_) => panic!("error[reduce-x]: the reduced X dim does not exist"),
+    };
+
     const TABLES: ([u16; TABLE], [u16; TABLE], usize) = {
         let e = D::ENCODING;
-        assert!(
-            XR < e.nx(),
-            "error[reduce-x]: the reduced X dim does not exist"
-        );
+        let r = Self::REDUCED;
         let lens = e.y_lengths();
         let n = lens.product() as usize;
         assert!(
@@ -645,19 +703,20 @@ impl<D: TileDistribution, const XR: usize> Reduction<D, XR> {
         );
         let mut canon = [0u16; TABLE];
         let mut rank = [0u16; TABLE];
-        let mut slots = 0usize;
         let mut y = Dims::splat(lens.len(), 0);
         let mut d = 0;
         while d < n {
-            let c = e.canonical_d(&y, XR) as usize;
-            canon[d] = c as u16;
-            if c == d {
-                rank[d] = slots as u16;
-                slots += 1;
-            } else {
-                rank[d] = rank[c];
+            canon[d] = e.canonical_d(&y, XR) as u16;
+            // The register's row in the reduced encoding: its Y digits outside XR, in order.
+            let mut kept = Dims::EMPTY;
+            let mut i = 0;
+            while i < lens.len() {
+                if e.y_major().get(i) != XR as Index + 1 {
+                    kept = kept.push(y.get(i));
+                }
+                i += 1;
             }
-            // Next Y point in D order.
+            rank[d] = r.d_index(&kept) as u16;
             let mut k = lens.len();
             while k > 0 {
                 k -= 1;
@@ -670,16 +729,39 @@ impl<D: TileDistribution, const XR: usize> Reduction<D, XR> {
             }
             d += 1;
         }
-        (canon, rank, slots)
+        (canon, rank, r.thread_buffer_size() as usize)
     };
     /// Collecting register of each register.
     pub const CANON: [u16; TABLE] = Self::TABLES.0;
-    /// Rank of each register's collecting register.
+    /// Each register's row: its D index in the reduced encoding.
     pub const RANK: [u16; TABLE] = Self::TABLES.1;
-    /// Number of collecting registers (rows a thread holds).
+    /// Registers of the reduced encoding (rows a thread holds).
     pub const SLOTS: usize = Self::TABLES.2;
-    /// `(lane bits, warp bits)` of thread digits along `XR`.
-    pub const THREAD_BITS: (u32, u32) = D::ENCODING.thread_bits_of_x(XR);
+    /// `(lane bits, warp bits)` to combine across: the P digits of the R components the reduce
+    /// encoding added (their place values must be powers of two).
+    pub const THREAD_BITS: (u32, u32) = {
+        let (e, r) = (D::ENCODING, Self::REDUCED);
+        let mut masks = [0u32; 2];
+        let mut j = e.nr();
+        while j < r.nr() {
+            let len = r.r_lengths().get(j);
+            let mut p = 0;
+            while p < r.np() {
+                let place = r.ps_over_rs_derivative(p, j);
+                if place != 0 && len > 1 {
+                    assert!(
+                        place & (place - 1) == 0 && len & (len - 1) == 0,
+                        "error[reduce-x]: reductions need power-of-two thread digits along the reduced X"
+                    );
+                    let which = if r.np() == 2 && p == 0 { 1 } else { 0 };
+                    masks[which] |= ((len - 1) as u32) << place.trailing_zeros();
+                }
+                p += 1;
+            }
+            j += 1;
+        }
+        (masks[0], masks[1])
+    };
 }
 
 /// Reduces `t` over X dim `XR` across the whole block with `op` (e.g. a row sum of a 2-D tile

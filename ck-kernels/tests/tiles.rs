@@ -301,3 +301,76 @@ fn copy_moves_16_byte_vectors() {
         (512, 32)
     );
 }
+
+#[test]
+fn the_reduce_encoding_drives_block_reductions() {
+    use ck_core::tile::Reduction;
+    // Spec TV2b is TV1 reduced over X1.
+    let tv2b = ck_core::Encoding::new(
+        &[2, 16],
+        &[&[2, 2, 4, 1]],
+        &[&[1, 0], &[1, 0]],
+        &[&[1, 0], &[2, 1]],
+        &[1, 1],
+        &[0, 3],
+    )
+    .unwrap();
+    assert_eq!(Reduction::<Tv1, 1>::REDUCED, tv2b);
+    // TV1: lane = tm·16 + tn, warp = wm·2 + wn; X1's thread digits are tn (lane bits 0-3) and wn
+    // (warp bit 0).
+    assert_eq!(Reduction::<Tv1, 1>::THREAD_BITS, (0b1111, 0b1));
+    // X0's are tm (lane bits 4-5) and wm (warp bit 1); two rows per thread remain for X1.
+    assert_eq!(Reduction::<Tv1, 0>::THREAD_BITS, (0b11_0000, 0b10));
+    assert_eq!(Reduction::<Tv1, 1>::SLOTS, 2);
+}
+
+tile_distribution! {
+    /// A 128 × 32 u16 tile in the `k-write` pattern: lane → (m = lane / 4, k = (lane % 4)·8).
+    struct Tile128x32 {
+        warp_size: 32, block_size: 256,
+        h: { m: [rep: 2, warp: 8, lane: 8], k: [lane: 4, vec: 8] },
+        p: [[m.warp], [m.lane, k.lane]],
+        y: [m.rep, k.vec],
+    }
+}
+
+tile_distribution! {
+    /// The same tile read column-chunk-wise: lane i takes row i of a 32-row group, 8 k each.
+    struct Tile128x32Cols {
+        warp_size: 32, block_size: 256,
+        h: { m: [rep: 1, lane: 32, warp: 4], k: [warp: 2, rep: 2, vec: 8] },
+        p: [[m.warp, k.warp], [m.lane]],
+        y: [m.rep, k.rep, k.vec],
+    }
+}
+
+/// Global → LDS (spec TV8 XOR layout, through a window over an LdsView) → global.
+#[tile_kernel(block = 256, distributions(Tile128x32, Tile128x32Cols))]
+fn lds_round_trip(x: Global<u16>, y: GlobalMut<u16>) {
+    use ck_core::lds::LdsLayout;
+    use ck_core::tile::LdsView;
+    let smem = shared!(u16; 4096);
+    let layout = LdsLayout::xor_or_panic(128, 32, 8, 2, None);
+    let t = make_tile_window::<Tile128x32, _>(View2::<_, u16, 8>::new(x, 128, 32, 32), [0, 0])
+        .load::<u16>();
+    make_tile_window::<Tile128x32, _>(LdsView::<u16, 4096, 8>::new(smem, layout), [0, 0]).store(&t);
+    block_sync();
+    let u =
+        make_tile_window::<Tile128x32Cols, _>(LdsView::<u16, 4096, 8>::new(smem, layout), [0, 0])
+            .load::<u16>();
+    make_tile_window::<Tile128x32Cols, _>(View2::<_, u16, 8>::new(y, 128, 32, 32), [0, 0])
+        .store(&u);
+}
+
+#[test]
+fn windows_over_the_swizzled_lds_layout() {
+    let device = Device::emulator();
+    let x: Vec<u16> = (0..4096).map(|i| (i * 7 + 3) as u16).collect();
+    let xd = DeviceBuffer::from_slice(&device, &x).unwrap();
+    let mut y = DeviceBuffer::<u16>::zeros(&device, 4096).unwrap();
+    let st = LdsRoundTrip::launch(&device, LaunchConfig::new(1, 256), &xd, &mut y).unwrap();
+    assert_eq!(y.to_vec().unwrap(), x);
+    // The k-write pattern is conflict-free in the XOR layout (spec TV8).
+    assert_eq!(st.shared_store_conflicts, 0, "{st:?}");
+    assert!(st.shared_load_requests > 0);
+}
