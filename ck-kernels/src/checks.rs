@@ -18,6 +18,7 @@ pub const EXERCISES: &[&str] = &[
     "rmsnorm-f32",
     "rmsnorm-bf16",
     "gemm-f32",
+    "gemm-bf16",
 ];
 
 /// `‖got − want‖ / ‖want‖` (Frobenius): the error measure for reductions over long sums, where
@@ -181,6 +182,7 @@ pub fn run_exercise(
             })
         }
         "gemm-f32" => gemm_case(device, (257, 129, n.clamp(1, 4096)), seed),
+        "gemm-bf16" => gemm_bf16_case(device, (257, 129, n.clamp(1, 4096)), seed),
         "rmsnorm-f32" | "rmsnorm-bf16" => {
             let dtype = if kernel == "rmsnorm-f32" {
                 Dtype::F32
@@ -243,6 +245,29 @@ pub fn gemm_case(
     let a: Vec<f32> = (0..m * k).map(|_| rng.f32()).collect();
     let b: Vec<f32> = (0..k * n).map(|_| rng.f32()).collect();
     let (c, stats) = gemm(device, &a, &b, (m, n, k))?;
+    let err = norm_relative_error(&c, &reference(&a, &b, (m, n, k)));
+    let mismatch = (err > 1e-5 || err.is_nan())
+        .then(|| format!("relative error {err:.3e} > 1e-5 against fp64"));
+    Ok(Outcome {
+        output: c.iter().map(|v| v.to_bits()).collect(),
+        stats,
+        mismatch,
+    })
+}
+
+/// The tensor-core GEMM of seeded random matrices (rounded to bf16), checked against fp64 on the
+/// same rounded operands (norm-wise relative error ≤ 1e-5: only the f32 accumulation differs).
+pub fn gemm_bf16_case(
+    device: &Device,
+    (m, n, k): (u32, u32, u32),
+    seed: u64,
+) -> Result<Outcome, LaunchError> {
+    use crate::gemm::host::{gemm_bf16, reference};
+    let mut rng = Rng(seed.max(1));
+    let round = |v: f32| ck_core::device::Bf16::from_f32(v).to_f32();
+    let a: Vec<f32> = (0..m * k).map(|_| round(rng.f32())).collect();
+    let b: Vec<f32> = (0..k * n).map(|_| round(rng.f32())).collect();
+    let (c, stats) = gemm_bf16(device, &a, &b, (m, n, k))?;
     let err = norm_relative_error(&c, &reference(&a, &b, (m, n, k)));
     let mismatch = (err > 1e-5 || err.is_nan())
         .then(|| format!("relative error {err:.3e} > 1e-5 against fp64"));

@@ -122,6 +122,119 @@ pub fn gemm_f32(a: Global<f32>, b: Global<f32>, c: GlobalMut<f32>, m: u32, n: u3
     make_tile_window::<CTile, _>(View2::<_, f32, 4>::new(c, m, n, n), [bm, bn]).store(&acc);
 }
 
+tile_distribution! {
+    /// A's 128 × 32 bf16 slice in the `k-write` pattern (lane → row lane / 4, chunk lane % 4):
+    /// conflict-free stores into the XOR layout (spec TV8).
+    pub struct AStage {
+        warp_size: 32, block_size: 256,
+        h: { m: [rep: 2, warp: 8, lane: 8], k: [lane: 4, vec: 8] },
+        p: [[m.warp], [m.lane, k.lane]],
+        y: [m.rep, k.vec],
+    }
+}
+
+tile_distribution! {
+    /// B's 32 × 128 bf16 slice: 16 lanes × 8 n per row.
+    pub struct BStage {
+        warp_size: 32, block_size: 256,
+        h: { k: [rep: 2, warp: 8, lane: 2], n: [lane: 16, vec: 8] },
+        p: [[k.warp], [k.lane, n.lane]],
+        y: [k.rep, n.vec],
+    }
+}
+
+tile_distribution! {
+    /// C's 128 × 128 tile in the mma accumulator layout: warp (wm, wn) owns 64 × 32 = 4 × 4
+    /// m16n8 tiles; in each, lane (g, t) holds rows {g, g + 8} × cols {2t, 2t + 1} (PTX ISA).
+    pub struct CMma {
+        warp_size: 32, block_size: 256,
+        h: { m: [wm: 2, mt: 4, h: 2, g: 8], n: [wn: 4, nt: 4, t: 4, e: 2] },
+        p: [[m.wm, n.wn], [m.g, n.t]],
+        y: [m.mt, n.nt, m.h, n.e],
+    }
+}
+
+/// A's shared layout: spec TV8 (M 128, K 32, KPack 8, MLdsLayer 2).
+pub const A_LDS: ck_core::lds::LdsLayout =
+    ck_core::lds::LdsLayout::xor_or_panic(128, 32, 8, 2, None);
+/// B's shared layout, k-major rows of 128 n, XOR-swizzled by k so `ldmatrix.trans` rows differ.
+pub const B_LDS: ck_core::lds::LdsLayout =
+    ck_core::lds::LdsLayout::xor_or_panic(32, 128, 8, 2, None);
+const _: () = A_LDS.assert_max_ways(ck_core::lds::Pattern::KWrite, 1);
+
+/// One block's slices, staged into shared buffers.
+#[inline(always)]
+fn stage_bf16(
+    a: &DistributedTensor<AStage, Bf16>,
+    b: &DistributedTensor<BStage, Bf16>,
+    a_s: SharedArray<Bf16, 4096>,
+    b_s: SharedArray<Bf16, 4096>,
+) {
+    use ck_core::tile::LdsView;
+    make_tile_window::<AStage, _>(LdsView::<Bf16, 4096, 8>::new(a_s, A_LDS), [0, 0]).store(a);
+    make_tile_window::<BStage, _>(LdsView::<Bf16, 4096, 8>::new(b_s, B_LDS), [0, 0]).store(b);
+}
+
+/// `C = A · B` with bf16 A and B and f32 C on the tensor cores: 128 × 128 × 32 block tiles,
+/// 8 warps of 64 × 32 (16 `mma.m16n8k16` per k16 step), fragments by `ldmatrix` from the
+/// swizzled shared layouts, double-buffered with a register prefetch.
+#[tile_kernel(block = 256, distributions(CMma, AStage, BStage))]
+pub fn gemm_bf16(a: Global<Bf16>, b: Global<Bf16>, c: GlobalMut<f32>, m: u32, n: u32, k: u32) {
+    let a0 = shared!(Bf16; 4096);
+    let a1 = shared!(Bf16; 4096);
+    let b0 = shared!(Bf16; 4096);
+    let b1 = shared!(Bf16; 4096);
+    let tiles_n = n.div_ceil(BN as u32);
+    let (bm, bn) = (
+        (block_idx() / tiles_n) as i32 * BM,
+        (block_idx() % tiles_n) as i32 * BN,
+    );
+    let mut wa = make_tile_window::<AStage, _>(View2::<_, Bf16, 8>::new(a, m, k, k), [bm, 0]);
+    let mut wb = make_tile_window::<BStage, _>(View2::<_, Bf16, 8>::new(b, k, n, n), [0, bn]);
+    let mut acc = DistributedTensor::<CMma, f32>::zeros();
+    let (warp, lane) = (warp_id() as i32, lane_id() as i32);
+    let (m_base, n_base) = ((warp / 4) * 64, (warp % 4) * 32);
+    // This lane's ldmatrix row: matrix j = lane / 8, row lane % 8.
+    let (j, r) = (lane / 8, lane % 8);
+    let steps = k.div_ceil(32);
+    stage_bf16(&wa.load::<Bf16>(), &wb.load::<Bf16>(), a0, b0);
+    block_sync();
+    for s in 0..steps {
+        let (a_s, b_s) = if s % 2 == 0 { (a0, b0) } else { (a1, b1) };
+        wa.move_by([0, 32]);
+        wb.move_by([32, 0]);
+        let (na, nb) = (wa.load::<Bf16>(), wb.load::<Bf16>());
+        unroll::<2>(|kk| {
+            let k0 = kk as i32 * 16;
+            let mut af = [[0u32; 4]; 4];
+            unroll::<4>(|mt| {
+                let row = m_base + mt as i32 * 16 + r + 8 * (j % 2);
+                af[mt] = ldmatrix_x4(&a_s, A_LDS.offset(row, k0 + 8 * (j / 2)) as u32);
+            });
+            let mut bfr = [[0u32; 2]; 4];
+            unroll::<2>(|pair| {
+                let col = n_base + (2 * pair as i32 + j / 2) * 8;
+                let q = ldmatrix_x4_trans(&b_s, B_LDS.offset(k0 + r + 8 * (j % 2), col) as u32);
+                bfr[2 * pair] = [q[0], q[1]];
+                bfr[2 * pair + 1] = [q[2], q[3]];
+            });
+            unroll::<16>(|tile| {
+                let (mt, nt) = (tile / 4, tile % 4);
+                let d = CMma::d_index([mt as i32, nt as i32, 0, 0]);
+                let cfr = [acc.get(d), acc.get(d + 1), acc.get(d + 2), acc.get(d + 3)];
+                let out = mma_m16n8k16_bf16(af[mt], bfr[nt], cfr);
+                unroll::<4>(|i| acc.set(d + i, out[i]));
+            });
+        });
+        if s + 1 < steps {
+            let (a_n, b_n) = if s % 2 == 0 { (a1, b1) } else { (a0, b0) };
+            stage_bf16(&na, &nb, a_n, b_n);
+        }
+        block_sync();
+    }
+    make_tile_window::<CMma, _>(View2::<_, f32, 4>::new(c, m, n, n), [bm, bn]).store(&acc);
+}
+
 /// Host side: launch and the fp64 reference.
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod host {
@@ -138,6 +251,46 @@ pub mod host {
     ) -> Result<LaunchStats, LaunchError> {
         let grid = m.div_ceil(BM as u32) * n.div_ceil(BN as u32);
         GemmF32::launch(device, LaunchConfig::new(grid, 256), a, b, c, m, n, k)
+    }
+
+    /// Launches the tensor-core `gemm_bf16` on device buffers.
+    pub fn launch_bf16(
+        device: &Device,
+        a: &DeviceBuffer<Bf16>,
+        b: &DeviceBuffer<Bf16>,
+        c: &mut DeviceBuffer<f32>,
+        (m, n, k): (u32, u32, u32),
+    ) -> Result<LaunchStats, LaunchError> {
+        let grid = m.div_ceil(BM as u32) * n.div_ceil(BN as u32);
+        GemmBf16::launch(device, LaunchConfig::new(grid, 256), a, b, c, m, n, k)
+    }
+
+    /// `A · B` with A and B rounded to bf16, on the tensor-core kernel (f32 accumulation).
+    pub fn gemm_bf16(
+        device: &Device,
+        a: &[f32],
+        b: &[f32],
+        (m, n, k): (u32, u32, u32),
+    ) -> Result<(Vec<f32>, LaunchStats), LaunchError> {
+        let (mu, nu, ku) = (m as usize, n as usize, k as usize);
+        if a.len() != mu * ku || b.len() != ku * nu {
+            return Err(LaunchError::invalid(
+                "shape-mismatch",
+                format!(
+                    "A has {} elements and B {}, but the shapes are {m}×{k} and {k}×{n}",
+                    a.len(),
+                    b.len()
+                ),
+            ));
+        }
+        let round = |v: &[f32]| v.iter().map(|&x| Bf16::from_f32(x)).collect::<Vec<_>>();
+        let (ad, bd) = (
+            DeviceBuffer::from_slice(device, &round(a))?,
+            DeviceBuffer::from_slice(device, &round(b))?,
+        );
+        let mut cd = DeviceBuffer::from_slice(device, &vec![f32::NAN; mu * nu])?;
+        let st = launch_bf16(device, &ad, &bd, &mut cd, (m, n, k))?;
+        Ok((cd.to_vec()?, st))
     }
 
     /// `A · B` on `device` (f32 in and out).

@@ -23,16 +23,18 @@ pub use element::{Atomic, AtomicKind, Bf16, Element, Element32, Real};
 pub(crate) mod emu;
 #[cfg(all(feature = "std", not(target_arch = "nvptx64")))]
 pub use emu::{
-    ballot, block_dim, block_idx, block_sync, grid_dim, lane_id, shfl_down, shfl_idx, shfl_up,
-    shfl_xor, thread_idx, warp_id, warp_sync, Global, GlobalMut, SharedArray,
+    ballot, block_dim, block_idx, block_sync, grid_dim, lane_id, ldmatrix_x4, ldmatrix_x4_trans,
+    mma_m16n8k16_bf16, shfl_down, shfl_idx, shfl_up, shfl_xor, thread_idx, warp_id, warp_sync,
+    Global, GlobalMut, SharedArray,
 };
 
 #[cfg(target_arch = "nvptx64")]
 mod ptx;
 #[cfg(target_arch = "nvptx64")]
 pub use ptx::{
-    ballot, block_dim, block_idx, block_sync, grid_dim, lane_id, shfl_down, shfl_idx, shfl_up,
-    shfl_xor, thread_idx, warp_id, warp_sync, Global, GlobalMut, SharedArray,
+    ballot, block_dim, block_idx, block_sync, grid_dim, lane_id, ldmatrix_x4, ldmatrix_x4_trans,
+    mma_m16n8k16_bf16, shfl_down, shfl_idx, shfl_up, shfl_xor, thread_idx, warp_id, warp_sync,
+    Global, GlobalMut, SharedArray,
 };
 
 /// Threads per warp on NVIDIA GPUs (and in the emulator).

@@ -455,3 +455,61 @@ impl<T: Atomic, const N: usize> SharedArray<T, N> {
         unsafe { shared_atomics::atomic_max_at(self.addr(i), v) }
     }
 }
+
+/// `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32` (see the emulator's documentation for
+/// the fragment layouts).
+#[inline(always)]
+pub fn mma_m16n8k16_bf16(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
+    let mut d = [0f32; 4];
+    unsafe {
+        asm!(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{{0}, {1}, {2}, {3}}}, {{{4}, {5}, {6}, {7}}}, {{{8}, {9}}}, {{{10}, {11}, {12}, {13}}};",
+            out(reg32) d[0], out(reg32) d[1], out(reg32) d[2], out(reg32) d[3],
+            in(reg32) a[0], in(reg32) a[1], in(reg32) a[2], in(reg32) a[3],
+            in(reg32) b[0], in(reg32) b[1],
+            in(reg32) c[0], in(reg32) c[1], in(reg32) c[2], in(reg32) c[3],
+            options(pure, nomem, nostack)
+        );
+    }
+    d
+}
+
+impl<T: Element, const N: usize> SharedArray<T, N> {
+    #[inline(always)]
+    fn byte_addr(&self, elem: u32) -> u32 {
+        smem_base() + self.offset + elem * T::BYTES
+    }
+}
+
+/// `ldmatrix.sync.aligned.m8n8.x4.shared.b16` at element `elem` of `smem` (this lane's row).
+#[inline(always)]
+pub fn ldmatrix_x4<T: Element, const N: usize>(smem: &SharedArray<T, N>, elem: u32) -> [u32; 4] {
+    let mut r = [0u32; 4];
+    unsafe {
+        asm!(
+            "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{0}, {1}, {2}, {3}}}, [{4}];",
+            out(reg32) r[0], out(reg32) r[1], out(reg32) r[2], out(reg32) r[3],
+            in(reg32) smem.byte_addr(elem),
+            options(nostack, readonly)
+        );
+    }
+    r
+}
+
+/// `ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16`.
+#[inline(always)]
+pub fn ldmatrix_x4_trans<T: Element, const N: usize>(
+    smem: &SharedArray<T, N>,
+    elem: u32,
+) -> [u32; 4] {
+    let mut r = [0u32; 4];
+    unsafe {
+        asm!(
+            "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {{{0}, {1}, {2}, {3}}}, [{4}];",
+            out(reg32) r[0], out(reg32) r[1], out(reg32) r[2], out(reg32) r[3],
+            in(reg32) smem.byte_addr(elem),
+            options(nostack, readonly)
+        );
+    }
+    r
+}

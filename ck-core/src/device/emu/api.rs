@@ -50,11 +50,65 @@ pub fn block_sync() {
 
 #[track_caller]
 fn warp_op(op: WarpOp, value: u32) -> u32 {
+    let mut payload = [0u32; 10];
+    payload[0] = value;
     ctx().suspend(Event::Warp {
         op,
-        value,
+        value: payload,
+        site: Location::caller(),
+    })[0]
+}
+
+/// `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32`: D = A·B + C over the warp's
+/// fragments (each a pair of bf16 per u32, PTX ISA layouts; see `ldmatrix_x4`).
+#[track_caller]
+pub fn mma_m16n8k16_bf16(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
+    let mut p = [0u32; 10];
+    p[..4].copy_from_slice(&a);
+    p[4..6].copy_from_slice(&b);
+    for (i, v) in c.iter().enumerate() {
+        p[6 + i] = v.to_bits();
+    }
+    let r = ctx().suspend(Event::Warp {
+        op: WarpOp::MmaBf16,
+        value: p,
+        site: Location::caller(),
+    });
+    r.map(f32::from_bits)
+}
+
+#[track_caller]
+fn ldmatrix<T: Element, const N: usize>(
+    smem: &SharedArray<T, N>,
+    elem: u32,
+    trans: bool,
+) -> [u32; 4] {
+    let mut p = [0u32; 10];
+    p[0] = smem.byte_offset() + elem * T::BYTES;
+    ctx().suspend(Event::Warp {
+        op: WarpOp::LdMatrix { trans },
+        value: p,
         site: Location::caller(),
     })
+}
+
+/// `ldmatrix.sync.aligned.m8n8.x4.shared.b16`: lanes 8j..8j+8 point (by element index into
+/// `smem`) at the 8 rows of 8 b16 of matrix j; lane l receives in reg j elements
+/// `(l / 4, 2(l % 4) + {0, 1})` of matrix j — exactly an mma A fragment.
+#[track_caller]
+pub fn ldmatrix_x4<T: Element, const N: usize>(smem: &SharedArray<T, N>, elem: u32) -> [u32; 4] {
+    ldmatrix(smem, elem, false)
+}
+
+/// `ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16`: as [`ldmatrix_x4`], transposed: lane l
+/// receives elements `(2(l % 4) + {0, 1}, l / 4)` of matrix j — an mma B fragment from a
+/// k-major tile.
+#[track_caller]
+pub fn ldmatrix_x4_trans<T: Element, const N: usize>(
+    smem: &SharedArray<T, N>,
+    elem: u32,
+) -> [u32; 4] {
+    ldmatrix(smem, elem, true)
 }
 
 /// Waits for every lane of the warp (`__syncwarp`).
@@ -364,6 +418,11 @@ impl<T: Element, const N: usize> SharedArray<T, N> {
 
     fn mem(&self) -> &'static EmuMemory {
         &ctx().state().shared
+    }
+
+    /// Byte offset of the array in the block's shared memory.
+    pub(crate) fn byte_offset(&self) -> u32 {
+        self.offset
     }
 
     /// Element `i`.

@@ -41,6 +41,12 @@ pub(crate) enum WarpOp {
     ShflIdx(u32),
     Ballot,
     Sync,
+    /// `mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32`.
+    MmaBf16,
+    /// `ldmatrix.sync.aligned.m8n8.x4(.trans).shared.b16`; each lane's shared byte address.
+    LdMatrix {
+        trans: bool,
+    },
 }
 
 impl WarpOp {
@@ -52,6 +58,9 @@ impl WarpOp {
             WarpOp::ShflIdx(_) => "shfl_idx",
             WarpOp::Ballot => "ballot",
             WarpOp::Sync => "warp_sync",
+            WarpOp::MmaBf16 => "mma_m16n8k16_bf16",
+            WarpOp::LdMatrix { trans: false } => "ldmatrix_x4",
+            WarpOp::LdMatrix { trans: true } => "ldmatrix_x4_trans",
         }
     }
 
@@ -60,10 +69,19 @@ impl WarpOp {
     }
 }
 
+/// What a lane brings to a warp operation (shuffles use word 0; mma: A 0..4, B 4..6, C 6..10).
+pub(crate) type Payload = [u32; 10];
+/// What a lane gets back (shuffles: word 0).
+pub(crate) type Reply = [u32; 4];
+
 /// Why a thread suspended.
 pub(crate) enum Event {
     Barrier(Site),
-    Warp { op: WarpOp, value: u32, site: Site },
+    Warp {
+        op: WarpOp,
+        value: Payload,
+        site: Site,
+    },
 }
 
 /// Identity and context of the emulated thread running on this OS thread.
@@ -72,7 +90,7 @@ pub(crate) struct ThreadCtx {
     pub block: u32,
     pub block_dim: u32,
     pub grid_dim: u32,
-    yielder: Cell<*const Yielder<u32, Event>>,
+    yielder: Cell<*const Yielder<Reply, Event>>,
     pub state: *const BlockState,
 }
 
@@ -82,7 +100,7 @@ impl ThreadCtx {
         unsafe { &*self.state }
     }
 
-    pub fn suspend(&self, e: Event) -> u32 {
+    pub fn suspend(&self, e: Event) -> Reply {
         // SAFETY: set by the coroutine itself before any user code runs; valid while it runs.
         unsafe { (*self.yielder.get()).suspend(e) }
     }
@@ -129,9 +147,13 @@ fn install_panic_hook() {
 
 #[derive(Clone, Copy)]
 enum TState {
-    Runnable(u32),
+    Runnable(Reply),
     AtBarrier(Site),
-    AtWarp { op: WarpOp, value: u32, site: Site },
+    AtWarp {
+        op: WarpOp,
+        value: Payload,
+        site: Site,
+    },
     Done,
 }
 
@@ -239,14 +261,14 @@ fn run_block(
         // SAFETY: every coroutine is driven to completion or dropped before `ctxs`, `state`
         // and `body` go out of scope (all live until the end of this function).
         let co = unsafe {
-            Coroutine::with_stack_unchecked(stack, move |y: &Yielder<u32, Event>, _: u32| {
+            Coroutine::with_stack_unchecked(stack, move |y: &Yielder<Reply, Event>, _: Reply| {
                 (*cp).yielder.set(y);
                 body();
             })
         };
         coros.push(co);
     }
-    let mut ts = vec![TState::Runnable(0); n as usize];
+    let mut ts = vec![TState::Runnable([0; 4]); n as usize];
     let result = schedule(&state, &ctxs, &mut coros, &mut ts);
     // Reclaim stacks of finished coroutines; unfinished ones (after a fault) are unwound on drop.
     for co in coros {
@@ -260,7 +282,7 @@ fn run_block(
 fn schedule(
     state: &BlockState,
     ctxs: &[ThreadCtx],
-    coros: &mut [Coroutine<u32, Event, (), DefaultStack>],
+    coros: &mut [Coroutine<Reply, Event, (), DefaultStack>],
     ts: &mut [TState],
 ) -> Result<(), KernelError> {
     let n = ts.len();
@@ -364,41 +386,90 @@ fn schedule(
                     ),
                 );
             }
-            let values: Vec<u32> = lanes
+            let payloads: Vec<Payload> = lanes
                 .clone()
                 .map(|t| {
                     if let TState::AtWarp { value, .. } = ts[t] {
                         value
                     } else {
-                        0
+                        [0; 10]
                     }
                 })
                 .collect();
-            let count = values.len() as u32;
-            for t in lanes.clone() {
-                let lane = (t - w * 32) as u32;
-                let TState::AtWarp { op, value, .. } = ts[t] else {
-                    continue;
-                };
-                let from = |src: u32| {
-                    if src < count {
-                        values[src as usize]
-                    } else {
-                        value
+            let replies = match op0 {
+                WarpOp::MmaBf16 => {
+                    if payloads.len() < 32 {
+                        return fail(
+                            Fault::WarpDivergence,
+                            vec![first as u32],
+                            format!("{} at {site0} needs a full warp of 32 lanes", op0.name()),
+                        );
                     }
-                };
-                let result = match op {
-                    WarpOp::ShflXor(m) => from(lane ^ (m & 31)),
-                    WarpOp::ShflDown(d) => from(if lane + d < 32 { lane + d } else { lane }),
-                    WarpOp::ShflUp(d) => from(if lane >= d { lane - d } else { lane }),
-                    WarpOp::ShflIdx(s) => from(s % 32),
-                    WarpOp::Ballot => values
-                        .iter()
-                        .enumerate()
-                        .fold(0, |acc, (i, &v)| acc | (((v != 0) as u32) << i)),
-                    WarpOp::Sync => 0,
-                };
-                ts[t] = TState::Runnable(result);
+                    mma_bf16(&payloads)
+                }
+                WarpOp::LdMatrix { trans } => {
+                    if payloads.len() < 32 {
+                        return fail(
+                            Fault::WarpDivergence,
+                            vec![first as u32],
+                            format!("{} at {site0} needs a full warp of 32 lanes", op0.name()),
+                        );
+                    }
+                    match ldmatrix(state, w as u32, site0, &payloads, trans) {
+                        Ok(r) => r,
+                        Err(()) => {
+                            return Err(state.error.borrow_mut().take().expect("fault recorded"))
+                        }
+                    }
+                }
+                _ => {
+                    let values: Vec<u32> = payloads.iter().map(|p| p[0]).collect();
+                    let count = values.len() as u32;
+                    (0..values.len())
+                        .map(|lane| {
+                            let lane = lane as u32;
+                            let from = |src: u32| {
+                                if src < count {
+                                    values[src as usize]
+                                } else {
+                                    values[lane as usize]
+                                }
+                            };
+                            let r = match op0 {
+                                WarpOp::ShflXor(_)
+                                | WarpOp::ShflDown(_)
+                                | WarpOp::ShflUp(_)
+                                | WarpOp::ShflIdx(_) => {
+                                    // Each lane's own operand (masks and deltas may differ per lane).
+                                    let TState::AtWarp { op, .. } = ts[w * 32 + lane as usize]
+                                    else {
+                                        unreachable!()
+                                    };
+                                    match op {
+                                        WarpOp::ShflXor(m) => from(lane ^ (m & 31)),
+                                        WarpOp::ShflDown(d) => {
+                                            from(if lane + d < 32 { lane + d } else { lane })
+                                        }
+                                        WarpOp::ShflUp(d) => {
+                                            from(if lane >= d { lane - d } else { lane })
+                                        }
+                                        WarpOp::ShflIdx(s) => from(s % 32),
+                                        _ => unreachable!(),
+                                    }
+                                }
+                                WarpOp::Ballot => values
+                                    .iter()
+                                    .enumerate()
+                                    .fold(0, |acc, (i, &v)| acc | (((v != 0) as u32) << i)),
+                                _ => 0,
+                            };
+                            [r, 0, 0, 0]
+                        })
+                        .collect()
+                }
+            };
+            for (i, t) in lanes.clone().enumerate() {
+                ts[t] = TState::Runnable(replies[i]);
             }
             state.warp_epoch.borrow_mut()[w] += 1;
             progressed = true;
@@ -445,7 +516,7 @@ fn schedule(
                 );
             }
             for &t in &waiting {
-                ts[t] = TState::Runnable(0);
+                ts[t] = TState::Runnable([0; 4]);
             }
             state.epoch.set(state.epoch.get() + 1);
             for e in state.warp_epoch.borrow_mut().iter_mut() {
@@ -457,6 +528,118 @@ fn schedule(
             return fail(Fault::Deadlock, (0..n as u32).collect(), describe_waits(ts));
         }
     }
+}
+
+/// `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32` over a warp's fragments (PTX ISA
+/// layouts; g = lane / 4, t = lane % 4): A regs hold rows {g, g + 8} × cols {2t, 2t + 1} and
+/// {2t + 8, 2t + 9}; B regs k {2t, 2t + 1} and {2t + 8, 2t + 9} × col g; C/D rows {g, g + 8} ×
+/// cols {2t, 2t + 1}. Products of bf16 are exact in f32; the sum is formed in f64 and rounded
+/// once (the tensor core's own order differs by a few ulps).
+fn mma_bf16(p: &[Payload]) -> Vec<Reply> {
+    let bf = |bits: u32, hi: bool| {
+        f32::from_bits(if hi { bits & 0xffff_0000 } else { bits << 16 }) as f64
+    };
+    let (mut a, mut b, mut c) = ([[0f64; 16]; 16], [[0f64; 8]; 16], [[0f64; 8]; 16]);
+    for (lane, v) in p.iter().enumerate().take(32) {
+        let (g, t) = (lane / 4, lane % 4);
+        for (r, (row, col)) in [
+            (g, 2 * t),
+            (g + 8, 2 * t),
+            (g, 2 * t + 8),
+            (g + 8, 2 * t + 8),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            a[row][col] = bf(v[r], false);
+            a[row][col + 1] = bf(v[r], true);
+        }
+        for (r, k) in [2 * t, 2 * t + 8].into_iter().enumerate() {
+            b[k][g] = bf(v[4 + r], false);
+            b[k + 1][g] = bf(v[4 + r], true);
+        }
+        for (r, (row, col)) in [
+            (g, 2 * t),
+            (g, 2 * t + 1),
+            (g + 8, 2 * t),
+            (g + 8, 2 * t + 1),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            c[row][col] = f32::from_bits(v[6 + r]) as f64;
+        }
+    }
+    (0..32)
+        .map(|lane| {
+            let (g, t) = (lane / 4, lane % 4);
+            let d = |row: usize, col: usize| {
+                let s: f64 = (0..16).map(|k| a[row][k] * b[k][col]).sum::<f64>() + c[row][col];
+                (s as f32).to_bits()
+            };
+            [
+                d(g, 2 * t),
+                d(g, 2 * t + 1),
+                d(g + 8, 2 * t),
+                d(g + 8, 2 * t + 1),
+            ]
+        })
+        .collect()
+}
+
+/// `ldmatrix.x4` (`trans`: `.trans`): lanes 8j..8j+8 give the shared byte addresses of the 8
+/// rows (16 bytes each) of matrix j; lane l gets, in reg j, elements (l / 4, 2(l % 4) + {0, 1})
+/// of matrix j, or with `.trans` elements (2(l % 4) + {0, 1}, l / 4).
+fn ldmatrix(
+    st: &BlockState,
+    warp: u32,
+    site: Site,
+    p: &[Payload],
+    trans: bool,
+) -> Result<Vec<Reply>, ()> {
+    let size = st.shared.bytes();
+    for (lane, v) in p.iter().enumerate().take(32) {
+        let tid = warp * 32 + lane as u32;
+        let addr = v[0] as usize;
+        if addr % 16 != 0 || addr + 16 > size {
+            st.fault(
+                Fault::OutOfBounds,
+                vec![tid],
+                Some(addr as u64),
+                format!("thread {tid}: ldmatrix row at shared byte {addr} (at {site}) is not a 16-byte aligned row inside the {size} bytes of shared memory"),
+            );
+            return Err(());
+        }
+        st.check_race(tid, site, state::Kind::Load, addr, 16, false);
+        if st.error.borrow().is_some() {
+            return Err(());
+        }
+        st.profile(
+            tid,
+            site,
+            state::Kind::Load,
+            false,
+            st.shared.address(addr),
+            16,
+        );
+    }
+    let elem = |matrix: usize, row: usize, col: usize| {
+        st.shared.load(p[8 * matrix + row][0] as usize + 2 * col, 2)
+    };
+    Ok((0..32)
+        .map(|lane| {
+            let (g, t) = (lane / 4, lane % 4);
+            let mut r = [0u32; 4];
+            for (j, reg) in r.iter_mut().enumerate() {
+                *reg = if trans {
+                    elem(j, 2 * t, g) | (elem(j, 2 * t + 1, g) << 16)
+                } else {
+                    elem(j, g, 2 * t) | (elem(j, g, 2 * t + 1) << 16)
+                };
+            }
+            r
+        })
+        .collect())
 }
 
 /// "threads 0..=31 wait in shfl_xor at a.rs:3:5; threads 32..=63 wait at block_sync at a.rs:9:5".
