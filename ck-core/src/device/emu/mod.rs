@@ -601,7 +601,7 @@ fn ldmatrix(
     for (lane, v) in p.iter().enumerate().take(32) {
         let tid = warp * 32 + lane as u32;
         let addr = v[0] as usize;
-        if addr % 16 != 0 || addr + 16 > size {
+        if !addr.is_multiple_of(16) || addr + 16 > size {
             st.fault(
                 Fault::OutOfBounds,
                 vec![tid],
