@@ -32,16 +32,16 @@ def main(emu_path, ncu_path):
         return 1
     keys = [("ld_wavefronts", "shared_load_wavefronts"), ("ld_conflicts", "shared_load_conflicts"),
             ("st_wavefronts", "shared_store_wavefronts"), ("st_conflicts", "shared_store_conflicts")]
-    print(f"{'case':>9} | {'ld wavefronts':>15} | {'ld conflicts':>15} | {'st wavefronts':>15} | {'st conflicts':>15} | (emulator / ncu)")
+    print(f"{'case':>10} | {'ld wavefronts':>15} | {'ld conflicts':>15} | {'st wavefronts':>15} | {'st conflicts':>15} | (emulator / ncu)")
     bad = 0
     for e, h in zip(emu, hw):
         cells = []
         for hk, ek in keys:
             mark = "" if e[ek] == h.get(hk) else " !"
             bad += mark != ""
-            cells.append(f"{e[ek]:>6} / {h.get(hk, '?'):>5}{mark:2}")
+            cells.append(f"{e[ek]:>7} / {h.get(hk, '?'):>6}{mark:2}")
         label = e.get("case") or f"W{e['width']} S{e['stride']}"
-        print(f"{label:>9} | " + " | ".join(cells))
+        print(f"{label:>10} | " + " | ".join(cells))
     print(f"{len(emu) * 4 - bad} of {len(emu) * 4} counters equal" + (f"; {bad} differ (marked !)" if bad else ""))
     return 1 if bad else 0
 

@@ -30,8 +30,13 @@ echo "### 2b. LDS layouts (spec TV8): emulator vs ncu, XOR then plain"
 timeout 120 ncu --csv --log-file "$OUT/lds-ncu.csv" --metrics "$M" "$CK" run lds-probe --layout both --backend cuda > /dev/null || status=1
 python3 scripts/compare_banks.py "$OUT/lds-emu.json" "$OUT/lds-ncu.csv" | tee "$OUT/lds-table.txt" || status=1
 
+echo "### 2c. bf16 GEMM (256^3): swizzled vs plain shared layouts, emulator vs ncu"
+"$CK" run gemm-lds --layout both --json --backend emu > "$OUT/gemm-lds-emu.json" || status=1
+timeout 120 ncu --csv --log-file "$OUT/gemm-lds-ncu.csv" --metrics "$M" "$CK" run gemm-lds --layout both --backend cuda > /dev/null || status=1
+python3 scripts/compare_banks.py "$OUT/gemm-lds-emu.json" "$OUT/gemm-lds-ncu.csv" | tee "$OUT/gemm-lds-table.txt" || status=1
+
 echo "### 3. compute-sanitizer"
-for k in reverse block-sum histogram; do
+for k in reverse block-sum histogram gemm-bf16; do
   for tool in memcheck racecheck; do
     if timeout 120 compute-sanitizer --tool $tool --error-exitcode 3 "$CK" run $k --n 5000 --backend cuda > "$OUT/sanitizer-$k-$tool.txt" 2>&1; then
       echo "$k $tool: clean ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$k-$tool.txt" | head -1))"

@@ -162,17 +162,25 @@ pub const B_LDS: ck_core::lds::LdsLayout =
     ck_core::lds::LdsLayout::xor_or_panic(32, 128, 8, 2, None);
 const _: () = A_LDS.assert_max_ways(ck_core::lds::Pattern::KWrite, 1);
 
+/// The plain layouts of the same tiles (for measuring what the swizzle buys).
+pub const A_PLAIN: ck_core::lds::LdsLayout = ck_core::lds::LdsLayout::plain_or_panic(128, 32, 8, 2);
+/// B's plain layout.
+pub const B_PLAIN: ck_core::lds::LdsLayout = ck_core::lds::LdsLayout::plain_or_panic(32, 128, 8, 2);
+
+/// Shared buffers of one block: A and B, double-buffered.
+type Buffers = [SharedArray<Bf16, 4096>; 4];
+
 /// One block's slices, staged into shared buffers.
 #[inline(always)]
 fn stage_bf16(
     a: &DistributedTensor<AStage, Bf16>,
     b: &DistributedTensor<BStage, Bf16>,
-    a_s: SharedArray<Bf16, 4096>,
-    b_s: SharedArray<Bf16, 4096>,
+    (a_s, b_s): (SharedArray<Bf16, 4096>, SharedArray<Bf16, 4096>),
+    (a_lds, b_lds): (ck_core::lds::LdsLayout, ck_core::lds::LdsLayout),
 ) {
     use ck_core::tile::LdsView;
-    make_tile_window::<AStage, _>(LdsView::<Bf16, 4096, 8>::new(a_s, A_LDS), [0, 0]).store(a);
-    make_tile_window::<BStage, _>(LdsView::<Bf16, 4096, 8>::new(b_s, B_LDS), [0, 0]).store(b);
+    make_tile_window::<AStage, _>(LdsView::<Bf16, 4096, 8>::new(a_s, a_lds), [0, 0]).store(a);
+    make_tile_window::<BStage, _>(LdsView::<Bf16, 4096, 8>::new(b_s, b_lds), [0, 0]).store(b);
 }
 
 /// `C = A · B` with bf16 A and B and f32 C on the tensor cores: 128 × 128 × 32 block tiles,
@@ -180,10 +188,43 @@ fn stage_bf16(
 /// swizzled shared layouts, double-buffered with a register prefetch.
 #[tile_kernel(block = 256, distributions(CMma, AStage, BStage))]
 pub fn gemm_bf16(a: Global<Bf16>, b: Global<Bf16>, c: GlobalMut<f32>, m: u32, n: u32, k: u32) {
-    let a0 = shared!(Bf16; 4096);
-    let a1 = shared!(Bf16; 4096);
-    let b0 = shared!(Bf16; 4096);
-    let b1 = shared!(Bf16; 4096);
+    let bufs = [
+        shared!(Bf16; 4096),
+        shared!(Bf16; 4096),
+        shared!(Bf16; 4096),
+        shared!(Bf16; 4096),
+    ];
+    gemm_bf16_body(a, b, c, (m, n, k), bufs, (A_LDS, B_LDS));
+}
+
+/// [`gemm_bf16`] with plain shared layouts (bank conflicts for comparison; same results).
+#[tile_kernel(block = 256, distributions(CMma, AStage, BStage))]
+pub fn gemm_bf16_plain(
+    a: Global<Bf16>,
+    b: Global<Bf16>,
+    c: GlobalMut<f32>,
+    m: u32,
+    n: u32,
+    k: u32,
+) {
+    let bufs = [
+        shared!(Bf16; 4096),
+        shared!(Bf16; 4096),
+        shared!(Bf16; 4096),
+        shared!(Bf16; 4096),
+    ];
+    gemm_bf16_body(a, b, c, (m, n, k), bufs, (A_PLAIN, B_PLAIN));
+}
+
+#[inline(always)]
+fn gemm_bf16_body(
+    a: Global<Bf16>,
+    b: Global<Bf16>,
+    c: GlobalMut<f32>,
+    (m, n, k): (u32, u32, u32),
+    [a0, a1, b0, b1]: Buffers,
+    (a_lds, b_lds): (ck_core::lds::LdsLayout, ck_core::lds::LdsLayout),
+) {
     let tiles_n = n.div_ceil(BN as u32);
     let (bm, bn) = (
         (block_idx() / tiles_n) as i32 * BM,
@@ -197,7 +238,12 @@ pub fn gemm_bf16(a: Global<Bf16>, b: Global<Bf16>, c: GlobalMut<f32>, m: u32, n:
     // This lane's ldmatrix row: matrix j = lane / 8, row lane % 8.
     let (j, r) = (lane / 8, lane % 8);
     let steps = k.div_ceil(32);
-    stage_bf16(&wa.load::<Bf16>(), &wb.load::<Bf16>(), a0, b0);
+    stage_bf16(
+        &wa.load::<Bf16>(),
+        &wb.load::<Bf16>(),
+        (a0, b0),
+        (a_lds, b_lds),
+    );
     block_sync();
     for s in 0..steps {
         let (a_s, b_s) = if s % 2 == 0 { (a0, b0) } else { (a1, b1) };
@@ -209,12 +255,12 @@ pub fn gemm_bf16(a: Global<Bf16>, b: Global<Bf16>, c: GlobalMut<f32>, m: u32, n:
             let mut af = [[0u32; 4]; 4];
             unroll::<4>(|mt| {
                 let row = m_base + mt as i32 * 16 + r + 8 * (j % 2);
-                af[mt] = ldmatrix_x4(&a_s, A_LDS.offset(row, k0 + 8 * (j / 2)) as u32);
+                af[mt] = ldmatrix_x4(&a_s, a_lds.offset(row, k0 + 8 * (j / 2)) as u32);
             });
             let mut bfr = [[0u32; 2]; 4];
             unroll::<2>(|pair| {
                 let col = n_base + (2 * pair as i32 + j / 2) * 8;
-                let q = ldmatrix_x4_trans(&b_s, B_LDS.offset(k0 + r + 8 * (j % 2), col) as u32);
+                let q = ldmatrix_x4_trans(&b_s, b_lds.offset(k0 + r + 8 * (j % 2), col) as u32);
                 bfr[2 * pair] = [q[0], q[1]];
                 bfr[2 * pair + 1] = [q[2], q[3]];
             });
@@ -228,7 +274,7 @@ pub fn gemm_bf16(a: Global<Bf16>, b: Global<Bf16>, c: GlobalMut<f32>, m: u32, n:
         });
         if s + 1 < steps {
             let (a_n, b_n) = if s % 2 == 0 { (a1, b1) } else { (a0, b0) };
-            stage_bf16(&na, &nb, a_n, b_n);
+            stage_bf16(&na, &nb, (a_n, b_n), (a_lds, b_lds));
         }
         block_sync();
     }
@@ -263,6 +309,18 @@ pub mod host {
     ) -> Result<LaunchStats, LaunchError> {
         let grid = m.div_ceil(BM as u32) * n.div_ceil(BN as u32);
         GemmBf16::launch(device, LaunchConfig::new(grid, 256), a, b, c, m, n, k)
+    }
+
+    /// Launches `gemm_bf16_plain` (plain shared layouts) on device buffers.
+    pub fn launch_bf16_plain(
+        device: &Device,
+        a: &DeviceBuffer<Bf16>,
+        b: &DeviceBuffer<Bf16>,
+        c: &mut DeviceBuffer<f32>,
+        (m, n, k): (u32, u32, u32),
+    ) -> Result<LaunchStats, LaunchError> {
+        let grid = m.div_ceil(BM as u32) * n.div_ceil(BN as u32);
+        GemmBf16Plain::launch(device, LaunchConfig::new(grid, 256), a, b, c, m, n, k)
     }
 
     /// `A · B` with A and B rounded to bf16, on the tensor-core kernel (f32 accumulation).

@@ -86,6 +86,9 @@ pub fn run(argv: &[String]) -> Result<(), CliError> {
     if kernel == "gemm" {
         return gemm_cmd(&argv[1..]);
     }
+    if kernel == "gemm-lds" {
+        return gemm_lds_cmd(&argv[1..]);
+    }
     let (outcome, what, device) = if kernel == "bank-probe" {
         let args = Args::parse(
             &argv[1..],
@@ -428,6 +431,74 @@ fn gemm_cmd(argv: &[String]) -> Result<(), CliError> {
             device.name()
         );
         print_stats(&stats);
+    }
+    Ok(())
+}
+
+/// `ck run gemm-lds [--layout xor|plain|both]`: one 256 × 256 × 256 bf16 tensor-core GEMM with
+/// the swizzled and with the plain shared layouts (the same result; `both`: XOR then plain, one
+/// ncu session profiles them in that order), and their shared-memory counters.
+fn gemm_lds_cmd(argv: &[String]) -> Result<(), CliError> {
+    use crate::gemm::host::{launch_bf16, launch_bf16_plain};
+    use ck_core::device::Bf16;
+    use ck_core::host::DeviceBuffer;
+    let args = Args::parse(argv, &["layout", "backend"], &["json"])?;
+    let layouts: &[&str] = match args.value("layout").unwrap_or("both") {
+        "xor" => &["xor"],
+        "plain" => &["plain"],
+        "both" => &["xor", "plain"],
+        other => {
+            return Err(CliError::usage(format!(
+                "--layout `{other}`: use xor, plain or both"
+            )))
+        }
+    };
+    let device = device(&args)?;
+    let (m, n, k) = (256u32, 256u32, 256u32);
+    let vals = |seed: u32, len: u32| {
+        (0..len)
+            .map(|i| Bf16::from_f32(((i * 7919 + seed) % 1000) as f32 / 500.0 - 1.0))
+            .collect::<Vec<_>>()
+    };
+    let (a, b) = (vals(1, m * k), vals(2, k * n));
+    let ad = DeviceBuffer::from_slice(&device, &a).map_err(launch_error)?;
+    let bd = DeviceBuffer::from_slice(&device, &b).map_err(launch_error)?;
+    let af: Vec<f32> = a.iter().map(|v| v.to_f32()).collect();
+    let bf: Vec<f32> = b.iter().map(|v| v.to_f32()).collect();
+    let want = crate::gemm::host::reference(&af, &bf, (m, n, k));
+    let mut rows = Vec::new();
+    for &name in layouts {
+        let mut cd = DeviceBuffer::<f32>::zeros(&device, (m * n) as usize).map_err(launch_error)?;
+        let st = if name == "xor" {
+            launch_bf16(&device, &ad, &bd, &mut cd, (m, n, k))
+        } else {
+            launch_bf16_plain(&device, &ad, &bd, &mut cd, (m, n, k))
+        }
+        .map_err(launch_error)?;
+        let err = checks::norm_relative_error(&cd.to_vec().map_err(launch_error)?, &want);
+        if !(err <= 1e-5) {
+            return Err(CliError::new(
+                "wrong-result",
+                format!("gemm-lds {name}: relative error {err:e} against fp64"),
+            ));
+        }
+        let mut row = stats_json(&st);
+        row["case"] = json!(format!("gemm {name}"));
+        rows.push(row);
+    }
+    if args.switch("json") {
+        println!("{}", serde_json::Value::Array(rows));
+    } else {
+        for r in &rows {
+            println!(
+                "{}: shared loads {} wavefronts ({} conflicts), stores {} wavefronts ({} conflicts)",
+                r["case"].as_str().unwrap_or(""),
+                r["shared_load_wavefronts"],
+                r["shared_load_conflicts"],
+                r["shared_store_wavefronts"],
+                r["shared_store_conflicts"]
+            );
+        }
     }
     Ok(())
 }
