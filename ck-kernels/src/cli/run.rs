@@ -476,7 +476,7 @@ fn gemm_lds_cmd(argv: &[String]) -> Result<(), CliError> {
         }
         .map_err(launch_error)?;
         let err = checks::norm_relative_error(&cd.to_vec().map_err(launch_error)?, &want);
-        if !(err <= 1e-5) {
+        if err.is_nan() || err > 1e-5 {
             return Err(CliError::new(
                 "wrong-result",
                 format!("gemm-lds {name}: relative error {err:e} against fp64"),
