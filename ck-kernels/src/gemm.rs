@@ -287,6 +287,11 @@ pub mod host {
     use super::*;
     use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats};
 
+    /// The launch configuration of every GEMM kernel: one 256-thread block per 128 × 128 tile.
+    pub fn config(m: u32, n: u32) -> LaunchConfig {
+        LaunchConfig::new(m.div_ceil(BM as u32) * n.div_ceil(BN as u32), 256)
+    }
+
     /// Launches `gemm_f32` on device buffers.
     pub fn launch_f32(
         device: &Device,
@@ -295,8 +300,7 @@ pub mod host {
         c: &mut DeviceBuffer<f32>,
         (m, n, k): (u32, u32, u32),
     ) -> Result<LaunchStats, LaunchError> {
-        let grid = m.div_ceil(BM as u32) * n.div_ceil(BN as u32);
-        GemmF32::launch(device, LaunchConfig::new(grid, 256), a, b, c, m, n, k)
+        GemmF32::launch(device, config(m, n), a, b, c, m, n, k)
     }
 
     /// Launches the tensor-core `gemm_bf16` on device buffers.
@@ -307,8 +311,7 @@ pub mod host {
         c: &mut DeviceBuffer<f32>,
         (m, n, k): (u32, u32, u32),
     ) -> Result<LaunchStats, LaunchError> {
-        let grid = m.div_ceil(BM as u32) * n.div_ceil(BN as u32);
-        GemmBf16::launch(device, LaunchConfig::new(grid, 256), a, b, c, m, n, k)
+        GemmBf16::launch(device, config(m, n), a, b, c, m, n, k)
     }
 
     /// Launches `gemm_bf16_plain` (plain shared layouts) on device buffers.
@@ -319,19 +322,11 @@ pub mod host {
         c: &mut DeviceBuffer<f32>,
         (m, n, k): (u32, u32, u32),
     ) -> Result<LaunchStats, LaunchError> {
-        let grid = m.div_ceil(BM as u32) * n.div_ceil(BN as u32);
-        GemmBf16Plain::launch(device, LaunchConfig::new(grid, 256), a, b, c, m, n, k)
+        GemmBf16Plain::launch(device, config(m, n), a, b, c, m, n, k)
     }
 
-    /// `A · B` with A and B rounded to bf16, on the tensor-core kernel (f32 accumulation).
-    pub fn gemm_bf16(
-        device: &Device,
-        a: &[f32],
-        b: &[f32],
-        (m, n, k): (u32, u32, u32),
-    ) -> Result<(Vec<f32>, LaunchStats), LaunchError> {
-        let (mu, nu, ku) = (m as usize, n as usize, k as usize);
-        if a.len() != mu * ku || b.len() != ku * nu {
+    fn check_shapes(a: &[f32], b: &[f32], (m, n, k): (u32, u32, u32)) -> Result<(), LaunchError> {
+        if a.len() != m as usize * k as usize || b.len() != k as usize * n as usize {
             return Err(LaunchError::invalid(
                 "shape-mismatch",
                 format!(
@@ -341,14 +336,7 @@ pub mod host {
                 ),
             ));
         }
-        let round = |v: &[f32]| v.iter().map(|&x| Bf16::from_f32(x)).collect::<Vec<_>>();
-        let (ad, bd) = (
-            DeviceBuffer::from_slice(device, &round(a))?,
-            DeviceBuffer::from_slice(device, &round(b))?,
-        );
-        let mut cd = DeviceBuffer::from_slice(device, &vec![f32::NAN; mu * nu])?;
-        let st = launch_bf16(device, &ad, &bd, &mut cd, (m, n, k))?;
-        Ok((cd.to_vec()?, st))
+        Ok(())
     }
 
     /// `A · B` on `device` (f32 in and out).
@@ -356,25 +344,35 @@ pub mod host {
         device: &Device,
         a: &[f32],
         b: &[f32],
-        (m, n, k): (u32, u32, u32),
+        shape: (u32, u32, u32),
     ) -> Result<(Vec<f32>, LaunchStats), LaunchError> {
-        let (mu, nu, ku) = (m as usize, n as usize, k as usize);
-        if a.len() != mu * ku || b.len() != ku * nu {
-            return Err(LaunchError::invalid(
-                "shape-mismatch",
-                format!(
-                    "A has {} elements and B {}, but the shapes are {m}×{k} and {k}×{n}",
-                    a.len(),
-                    b.len()
-                ),
-            ));
-        }
+        check_shapes(a, b, shape)?;
         let (ad, bd) = (
             DeviceBuffer::from_slice(device, a)?,
             DeviceBuffer::from_slice(device, b)?,
         );
-        let mut cd = DeviceBuffer::from_slice(device, &vec![f32::NAN; mu * nu])?;
-        let st = launch_f32(device, &ad, &bd, &mut cd, (m, n, k))?;
+        let mut cd =
+            DeviceBuffer::from_slice(device, &vec![f32::NAN; (shape.0 * shape.1) as usize])?;
+        let st = launch_f32(device, &ad, &bd, &mut cd, shape)?;
+        Ok((cd.to_vec()?, st))
+    }
+
+    /// `A · B` with A and B rounded to bf16, on the tensor-core kernel (f32 accumulation).
+    pub fn gemm_bf16(
+        device: &Device,
+        a: &[f32],
+        b: &[f32],
+        shape: (u32, u32, u32),
+    ) -> Result<(Vec<f32>, LaunchStats), LaunchError> {
+        check_shapes(a, b, shape)?;
+        let round = |v: &[f32]| v.iter().map(|&x| Bf16::from_f32(x)).collect::<Vec<_>>();
+        let (ad, bd) = (
+            DeviceBuffer::from_slice(device, &round(a))?,
+            DeviceBuffer::from_slice(device, &round(b))?,
+        );
+        let mut cd =
+            DeviceBuffer::from_slice(device, &vec![f32::NAN; (shape.0 * shape.1) as usize])?;
+        let st = launch_bf16(device, &ad, &bd, &mut cd, shape)?;
         Ok((cd.to_vec()?, st))
     }
 

@@ -342,20 +342,7 @@ fn lds_probe_cmd(argv: &[String]) -> Result<(), CliError> {
         row["case"] = json!(format!("lds {name}"));
         rows.push(row);
     }
-    if args.switch("json") {
-        println!("{}", serde_json::Value::Array(rows));
-    } else {
-        for r in &rows {
-            println!(
-                "{}: shared loads {} wavefronts ({} conflicts), stores {} wavefronts ({} conflicts)",
-                r["case"].as_str().unwrap_or(""),
-                r["shared_load_wavefronts"],
-                r["shared_load_conflicts"],
-                r["shared_store_wavefronts"],
-                r["shared_store_conflicts"]
-            );
-        }
-    }
+    print_counter_rows(&rows, args.switch("json"));
     Ok(())
 }
 
@@ -486,19 +473,24 @@ fn gemm_lds_cmd(argv: &[String]) -> Result<(), CliError> {
         row["case"] = json!(format!("gemm {name}"));
         rows.push(row);
     }
-    if args.switch("json") {
-        println!("{}", serde_json::Value::Array(rows));
-    } else {
-        for r in &rows {
-            println!(
-                "{}: shared loads {} wavefronts ({} conflicts), stores {} wavefronts ({} conflicts)",
-                r["case"].as_str().unwrap_or(""),
-                r["shared_load_wavefronts"],
-                r["shared_load_conflicts"],
-                r["shared_store_wavefronts"],
-                r["shared_store_conflicts"]
-            );
-        }
-    }
+    print_counter_rows(&rows, args.switch("json"));
     Ok(())
+}
+
+/// Rows of `{case, shared_*}` counters: a JSON array, or one line each.
+fn print_counter_rows(rows: &[serde_json::Value], as_json: bool) {
+    if as_json {
+        println!("{}", serde_json::Value::Array(rows.to_vec()));
+        return;
+    }
+    for r in rows {
+        println!(
+            "{}: shared loads {} wavefronts ({} conflicts), stores {} wavefronts ({} conflicts)",
+            r["case"].as_str().unwrap_or(""),
+            r["shared_load_wavefronts"],
+            r["shared_load_conflicts"],
+            r["shared_store_wavefronts"],
+            r["shared_store_conflicts"]
+        );
+    }
 }
