@@ -250,8 +250,10 @@ fn gemm_bf16_body(
         wa.move_by([0, 32]);
         wb.move_by([32, 0]);
         let (na, nb) = (wa.load::<Bf16>(), wb.load::<Bf16>());
-        unroll::<2>(|kk| {
-            let k0 = kk as i32 * 16;
+        // A loop, not `unroll`: the body is too large for LLVM to inline a closure twice,
+        // and an outlined closure would pass the accumulators through local memory.
+        for kk in 0..2 {
+            let k0 = kk * 16;
             let mut af = [[0u32; 4]; 4];
             unroll::<4>(|mt| {
                 let row = m_base + mt as i32 * 16 + r + 8 * (j % 2);
@@ -271,7 +273,7 @@ fn gemm_bf16_body(
                 let out = mma_m16n8k16_bf16(af[mt], bfr[nt], cfr);
                 unroll::<4>(|i| acc.set(d + i, out[i]));
             });
-        });
+        }
         if s + 1 < steps {
             let (a_n, b_n) = if s % 2 == 0 { (a1, b1) } else { (a0, b0) };
             stage_bf16(&na, &nb, (a_n, b_n), (a_lds, b_lds));
