@@ -58,27 +58,39 @@ fn peers(args: &Args) -> Result<Value, CliError> {
     }
 }
 
-fn parse_shapes(s: &str) -> Result<Vec<(u32, u32)>, CliError> {
+/// Parses `--shapes`: comma-separated shapes of `N` positive extents joined by `x`
+/// (`4096x4096` for N = 2, `4096x4096x1024` for N = 3); `form` names them for the error.
+fn parse_shapes<const N: usize>(s: &str, form: &str) -> Result<Vec<[u32; N]>, CliError> {
     s.split(',')
         .map(|t| {
-            let (m, n) = t
-                .split_once('x')
-                .ok_or_else(|| CliError::usage(format!("--shapes: `{t}` is not MxN")))?;
-            let p = |v: &str| {
-                v.parse::<u32>()
-                    .ok()
-                    .filter(|&x| x > 0)
-                    .ok_or_else(|| CliError::usage(format!("--shapes: `{t}` is not MxN")))
+            let bad = || {
+                CliError::usage(format!(
+                    "--shapes: `{t}` is not {form} (positive integers joined by `x`)"
+                ))
             };
-            Ok((p(m)?, p(n)?))
+            let dims: Vec<u32> = t
+                .split('x')
+                .map(|d| d.parse::<u32>().ok().filter(|&x| x > 0).ok_or_else(bad))
+                .collect::<Result<_, _>>()?;
+            dims.try_into().map_err(|_| bad())
         })
         .collect()
+}
+
+/// A count option (`--iters`, `--warmup`): a whole number ≥ `min`, `default` when absent.
+fn count_option(args: &Args, name: &str, default: usize, min: usize) -> Result<usize, CliError> {
+    match args.value(name) {
+        None => Ok(default),
+        Some(v) => v.parse().ok().filter(|&n| n >= min).ok_or_else(|| {
+            CliError::usage(format!("--{name}: `{v}` is not a whole number ≥ {min}"))
+        }),
+    }
 }
 
 pub fn run(argv: &[String]) -> Result<(), CliError> {
     let Some(what) = argv.first() else {
         return Err(CliError::usage(
-            "ck bench needs a benchmark: rmsnorm or copy",
+            "ck bench needs a benchmark: rmsnorm, copy or gemm",
         ));
     };
     let args = Args::parse(
@@ -89,22 +101,9 @@ pub fn run(argv: &[String]) -> Result<(), CliError> {
         &["json"],
     )?;
     let device = device(&args)?;
-    let iters: usize = args
-        .value("iters")
-        .map(|v| {
-            v.parse()
-                .map_err(|_| CliError::usage("--iters: not a number"))
-        })
-        .transpose()?
-        .unwrap_or(25);
-    let warmup: usize = args
-        .value("warmup")
-        .map(|v| {
-            v.parse()
-                .map_err(|_| CliError::usage("--warmup: not a number"))
-        })
-        .transpose()?
-        .unwrap_or(5);
+    // The median needs at least one timed run; warm-up may be skipped.
+    let iters = count_option(&args, "iters", 25, 1)?;
+    let warmup = count_option(&args, "warmup", 5, 0)?;
     let peers = peers(&args)?;
     let rows = match what.as_str() {
         "rmsnorm" => bench_rmsnorm(&device, &args, &peers, (warmup, iters))?,
@@ -163,7 +162,7 @@ fn bench_rmsnorm(
     } else {
         "4096x4096,16384x8192,65536x1024"
     };
-    let shapes = parse_shapes(args.value("shapes").unwrap_or(default))?;
+    let shapes = parse_shapes::<2>(args.value("shapes").unwrap_or(default), "MxN")?;
     let dtypes: Vec<Dtype> = args
         .value("dtypes")
         .unwrap_or("f32,bf16")
@@ -176,7 +175,7 @@ fn bench_rmsnorm(
         .collect::<Result<_, _>>()?;
     let copy_gbps = peers["copy"]["torch_gbps"].as_f64();
     let mut rows = Vec::new();
-    for &(m, n) in &shapes {
+    for &[m, n] in &shapes {
         let mut rng = Rng(0x9e3779b97f4a7c15 ^ (m as u64) << 20 ^ n as u64);
         let x: Vec<f32> = (0..m as usize * n as usize).map(|_| rng.f32()).collect();
         let g: Vec<f32> = (0..n).map(|_| rng.f32() + 1.0).collect();
@@ -317,24 +316,9 @@ fn bench_gemm(
     } else {
         "4096x4096x4096,8192x8192x8192,8192x8192x1024"
     };
-    let shapes: Vec<(u32, u32, u32)> = args
-        .value("shapes")
-        .unwrap_or(default)
-        .split(',')
-        .map(|t| {
-            let v: Vec<u32> = t
-                .split('x')
-                .filter_map(|d| d.parse().ok())
-                .filter(|&d| d > 0)
-                .collect();
-            match v[..] {
-                [m, n, k] => Ok((m, n, k)),
-                _ => Err(CliError::usage(format!("--shapes: `{t}` is not MxNxK"))),
-            }
-        })
-        .collect::<Result<_, _>>()?;
+    let shapes = parse_shapes::<3>(args.value("shapes").unwrap_or(default), "MxNxK")?;
     let mut rows = Vec::new();
-    for (m, n, k) in shapes {
+    for [m, n, k] in shapes {
         let mut rng = Rng(0x51ed ^ (m as u64) << 32 ^ (n as u64) << 16 ^ k as u64);
         let a: Vec<f32> = (0..m as usize * k as usize).map(|_| rng.f32()).collect();
         let b: Vec<f32> = (0..k as usize * n as usize).map(|_| rng.f32()).collect();
@@ -348,16 +332,18 @@ fn bench_gemm(
             launch_f32(device, &ad, &bd, &mut cd, (m, n, k)).map(|s| s.elapsed)
         })
         .map_err(launch_error)?;
-        let flops = 2.0 * m as f64 * n as f64 * k as f64;
-        let ours = flops / t.as_secs_f64() / 1e12;
-        let key = format!("{m}x{n}x{k}");
-        let mut row =
-            json!({"case": format!("f32 {key}"), "ms": t.as_secs_f64() * 1e3, "ours_tflops": ours});
-        if let Some(c) = peers["gemm"][&key]["f32_tflops"].as_f64() {
-            row["cublas_tflops"] = json!(c);
-            row["vs_cublas"] = json!(ours / c);
-        }
-        rows.push(row);
+        // One row per kernel: our TFLOP/s and, when the peers ran, cuBLAS's and the ratio.
+        let row = |dtype: &str, t: Duration| {
+            let key = format!("{m}x{n}x{k}");
+            let ours = 2.0 * m as f64 * n as f64 * k as f64 / t.as_secs_f64() / 1e12;
+            let mut row = json!({"case": format!("{dtype} {key}"), "ms": t.as_secs_f64() * 1e3, "ours_tflops": ours});
+            if let Some(c) = peers["gemm"][&key][format!("{dtype}_tflops")].as_f64() {
+                row["cublas_tflops"] = json!(c);
+                row["vs_cublas"] = json!(ours / c);
+            }
+            row
+        };
+        rows.push(row("f32", t));
         // The tensor-core kernel on the same values rounded to bf16.
         let ab: Vec<Bf16> = a.iter().map(|&v| Bf16::from_f32(v)).collect();
         let bb: Vec<Bf16> = b.iter().map(|&v| Bf16::from_f32(v)).collect();
@@ -369,13 +355,7 @@ fn bench_gemm(
             launch_bf16(device, &ad, &bd, &mut cd, (m, n, k)).map(|s| s.elapsed)
         })
         .map_err(launch_error)?;
-        let ours = flops / t.as_secs_f64() / 1e12;
-        let mut row = json!({"case": format!("bf16 {key}"), "ms": t.as_secs_f64() * 1e3, "ours_tflops": ours});
-        if let Some(c) = peers["gemm"][&key]["bf16_tflops"].as_f64() {
-            row["cublas_tflops"] = json!(c);
-            row["vs_cublas"] = json!(ours / c);
-        }
-        rows.push(row);
+        rows.push(row("bf16", t));
     }
     Ok(rows)
 }

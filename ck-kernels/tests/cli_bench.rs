@@ -1,0 +1,70 @@
+//! `ck bench` option checking: every malformed `--shapes`, `--iters` or `--warmup` is an
+//! `error[usage]` naming the option and the accepted form (exit status 1), never a panic or a
+//! silently shortened shape. No timing is asserted.
+
+use std::process::Command;
+
+fn ck_bench(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_ck"))
+        .arg("bench")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn malformed_options_are_usage_errors() {
+    for (args, expected) in [
+        (
+            &["gemm", "--shapes", "8xax8x8"][..],
+            "`8xax8x8` is not MxNxK",
+        ),
+        (&["gemm", "--shapes", "8x0x8"], "`8x0x8` is not MxNxK"),
+        (&["gemm", "--shapes", "8x8"], "`8x8` is not MxNxK"),
+        (&["rmsnorm", "--shapes", "8x8x8"], "`8x8x8` is not MxN"),
+        (&["rmsnorm", "--shapes", "8x"], "`8x` is not MxN"),
+        (
+            &["copy", "--iters", "0"],
+            "--iters: `0` is not a whole number ≥ 1",
+        ),
+        (
+            &["copy", "--warmup", "-1"],
+            "--warmup: `-1` is not a whole number ≥ 0",
+        ),
+        (
+            &["matmul"],
+            "unknown benchmark `matmul`; available: rmsnorm, copy, gemm",
+        ),
+    ] {
+        let (code, stderr) = ck_bench(args);
+        assert_eq!(code, 1, "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("error[usage]") && stderr.contains(expected),
+            "{args:?}: expected `{expected}` in {stderr}"
+        );
+    }
+}
+
+#[test]
+fn a_small_gemm_benchmark_runs_on_the_emulator() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ck"))
+        .args([
+            "bench", "gemm", "--shapes", "16x24x8", "--iters", "1", "--warmup", "0", "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("\"case\":\"f32 16x24x8\"") && text.contains("\"case\":\"bf16 16x24x8\""),
+        "{text}"
+    );
+}
