@@ -57,6 +57,19 @@ pub struct Outcome {
     pub mismatch: Option<String>,
 }
 
+impl Outcome {
+    /// A float result judged by its relative error `err` against fp64 (NaN fails).
+    fn within(output: &[f32], stats: LaunchStats, err: f64, tol: f64) -> Outcome {
+        let mismatch = (err > tol || err.is_nan())
+            .then(|| format!("relative error {err:.3e} > {tol:e} against fp64"));
+        Outcome {
+            output: output.iter().map(|v| v.to_bits()).collect(),
+            stats,
+            mismatch,
+        }
+    }
+}
+
 /// A reproducible input generator.
 struct Rng(u64);
 impl Rng {
@@ -224,14 +237,12 @@ pub fn rmsnorm_case(
             (reference(&r(&x), &r(&g), (m, n), 1e-6), 1e-2)
         }
     };
-    let err = max_relative_error(&y, &want);
-    let mismatch = (err > tol || err.is_nan())
-        .then(|| format!("relative error {err:.3e} > {tol:e} against fp64"));
-    Ok(Outcome {
-        output: y.iter().map(|v| v.to_bits()).collect(),
+    Ok(Outcome::within(
+        &y,
         stats,
-        mismatch,
-    })
+        max_relative_error(&y, &want),
+        tol,
+    ))
 }
 
 /// GEMM of seeded random matrices, checked against fp64 (norm-wise relative error ≤ 1e-5).
@@ -246,13 +257,7 @@ pub fn gemm_case(
     let b: Vec<f32> = (0..k * n).map(|_| rng.f32()).collect();
     let (c, stats) = gemm(device, &a, &b, (m, n, k))?;
     let err = norm_relative_error(&c, &reference(&a, &b, (m, n, k)));
-    let mismatch = (err > 1e-5 || err.is_nan())
-        .then(|| format!("relative error {err:.3e} > 1e-5 against fp64"));
-    Ok(Outcome {
-        output: c.iter().map(|v| v.to_bits()).collect(),
-        stats,
-        mismatch,
-    })
+    Ok(Outcome::within(&c, stats, err, 1e-5))
 }
 
 /// The tensor-core GEMM of seeded random matrices (rounded to bf16), checked against fp64 on the
@@ -269,13 +274,7 @@ pub fn gemm_bf16_case(
     let b: Vec<f32> = (0..k * n).map(|_| round(rng.f32())).collect();
     let (c, stats) = gemm_bf16(device, &a, &b, (m, n, k))?;
     let err = norm_relative_error(&c, &reference(&a, &b, (m, n, k)));
-    let mismatch = (err > 1e-5 || err.is_nan())
-        .then(|| format!("relative error {err:.3e} > 1e-5 against fp64"));
-    Ok(Outcome {
-        output: c.iter().map(|v| v.to_bits()).collect(),
-        stats,
-        mismatch,
-    })
+    Ok(Outcome::within(&c, stats, err, 1e-5))
 }
 
 /// Runs the LDS probe over the XOR (`swizzled`) or the plain layout.

@@ -503,18 +503,21 @@ fn assemble(
                     .collect(),
             };
             check_unique_names(&r_names, &xnames, &cnames, diags);
-            let resolve = |r: &Ref, diags: &mut Vec<Diagnostic>| -> (Int, Int) {
-                let (major, minor) = resolve_ref(r, &names, diags);
-                (
-                    Int {
-                        value: major,
+            // Named references become the raw (major, minor) pairs, as two parallel lists.
+            let split = |refs: &[Ref], span, diags: &mut Vec<Diagnostic>| {
+                let (mut major, mut minor) = (List::empty(span), List::empty(span));
+                for r in refs {
+                    let (a, b) = resolve_ref(r, &names, diags);
+                    major.items.push(Int {
+                        value: a,
                         span: r.span,
-                    },
-                    Int {
-                        value: minor,
+                    });
+                    minor.items.push(Int {
+                        value: b,
                         span: r.span,
-                    },
-                )
+                    });
+                }
+                (major, minor)
             };
             let mut p_major = List::empty(at);
             let mut p_minor = List::empty(at);
@@ -522,29 +525,15 @@ fn assemble(
                 p_major.span = p.span;
                 p_minor.span = p.span;
                 for l in &p.items {
-                    let pairs: Vec<(Int, Int)> =
-                        l.items.iter().map(|r| resolve(r, diags)).collect();
-                    p_major.items.push(List {
-                        items: pairs.iter().map(|x| x.0).collect(),
-                        span: l.span,
-                    });
-                    p_minor.items.push(List {
-                        items: pairs.iter().map(|x| x.1).collect(),
-                        span: l.span,
-                    });
+                    let (major, minor) = split(&l.items, l.span, diags);
+                    p_major.items.push(major);
+                    p_minor.items.push(minor);
                 }
             }
-            let mut y_major = List::empty(at);
-            let mut y_minor = List::empty(at);
-            if let Some(y) = &f.y {
-                y_major.span = y.span;
-                y_minor.span = y.span;
-                for r in &y.items {
-                    let (a, b) = resolve(r, diags);
-                    y_major.items.push(a);
-                    y_minor.items.push(b);
-                }
-            }
+            let (y_major, y_minor) = match &f.y {
+                Some(y) => split(&y.items, y.span, diags),
+                None => (List::empty(at), List::empty(at)),
+            };
             names.r.truncate(r.items.len());
             Ok(DistributionDef {
                 attrs,
