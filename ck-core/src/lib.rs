@@ -20,6 +20,7 @@
 //! | `device` | kernels' primitives (ids, barriers, shuffles, memory, buffer views) | §3, §15 |
 //! | `host` | devices, buffers, launches, the emulator's errors and statistics | — |
 //! | [`encoding`] | tile-distribution encodings, their checks, derived tables and algebra | §4, §5 |
+//! | [`wgmma`] | Hopper wgmma shared-memory descriptors and the 128-byte swizzle | — |
 //!
 //! Bad parameters never panic in the host API: constructors return [`Error`], whose
 //! [`Rule`] has a stable kebab-case name (`length-not-positive`, `sfc-not-divisible`, …).
@@ -52,6 +53,7 @@ pub mod sfc;
 #[cfg(any(feature = "std", target_arch = "nvptx64"))]
 pub mod tile;
 pub mod transform;
+pub mod wgmma;
 
 pub use adaptor::TensorAdaptor;
 pub use coordinate::Coordinate;
