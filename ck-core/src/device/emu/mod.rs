@@ -16,9 +16,11 @@ use std::prelude::rust_2021::*;
 
 mod api;
 pub(crate) mod memory;
+mod sm90;
 mod state;
 
 pub use api::*;
+pub use sm90::*;
 
 use crate::host::{Fault, KernelError, LaunchStats};
 use corosensei::stack::DefaultStack;

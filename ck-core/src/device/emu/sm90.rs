@@ -1,0 +1,165 @@
+//! Hopper (sm_90a) primitives in the emulator: `cp.async` and the warpgroup MMA.
+//!
+//! Both run synchronously when issued: a `cp.async` copies its 16 bytes at once (a store to
+//! shared memory, race-checked and profiled like `store_vec`), a `wgmma` reads its operands and
+//! updates the accumulators at once (each thread reads, race-checked, exactly the A rows and
+//! B columns of its own accumulators). So reusing a buffer without the barrier that separates
+//! it from another thread's MMA or copy is a `shared-race`, as on the GPU; the commit, wait and
+//! fence instructions have nothing to wait for and are no-ops. Not modelled: a kernel that reads
+//! a `cp.async` destination before its `cp_async_wait`, or a warpgroup whose threads do not all
+//! execute the same `wgmma` (both undefined on the GPU).
+
+use std::prelude::rust_2021::*;
+
+use super::state::Kind;
+use super::{abort, ctx, Global, SharedArray};
+use crate::device::Element;
+use crate::host::Fault;
+use crate::wgmma::{Major, SmemMatrix};
+use std::panic::Location;
+
+impl<T: Element, const N: usize> SharedArray<T, N> {
+    /// Shared byte address of element `elem` (for wgmma descriptors): in the emulator, the
+    /// byte offset in the block's shared memory, whose base is 1024-byte aligned.
+    pub fn shared_address(&self, elem: u32) -> u32 {
+        self.byte_offset() + elem * T::BYTES
+    }
+}
+
+#[track_caller]
+fn copy16<T: Element, const V: usize, const N: usize>(
+    dst: &SharedArray<T, N>,
+    dst_elem: u32,
+    src: &Global<T>,
+    src_elem: u32,
+    valid: bool,
+) {
+    let v = if valid {
+        src.load_vec::<V>(src_elem)
+    } else {
+        [T::default(); V]
+    };
+    dst.store_vec::<V>(dst_elem, v);
+}
+
+/// `cp.async.cg.shared.global` of 16 bytes from element `src_elem` of `src` to element
+/// `dst_elem` of `dst`; with `valid` false it reads nothing and writes 16 zero bytes.
+#[track_caller]
+pub fn cp_async_16<T: Element, const N: usize>(
+    dst: &SharedArray<T, N>,
+    dst_elem: u32,
+    src: &Global<T>,
+    src_elem: u32,
+    valid: bool,
+) {
+    match T::BYTES {
+        1 => copy16::<T, 16, N>(dst, dst_elem, src, src_elem, valid),
+        2 => copy16::<T, 8, N>(dst, dst_elem, src, src_elem, valid),
+        _ => copy16::<T, 4, N>(dst, dst_elem, src, src_elem, valid),
+    }
+}
+
+/// `cp.async.commit_group` (the emulator's copies are already complete).
+pub fn cp_async_commit() {}
+
+/// `cp.async.wait_group PENDING` (the emulator's copies are already complete).
+pub fn cp_async_wait<const PENDING: u32>() {}
+
+/// `fence.proxy.async.shared::cta` (the emulator has one proxy).
+pub fn fence_proxy_async() {}
+
+/// `wgmma.fence.sync.aligned` (the emulator's MMAs complete when issued).
+pub fn wgmma_fence() {}
+
+/// `wgmma.commit_group.sync.aligned`.
+pub fn wgmma_commit() {}
+
+/// `wgmma.wait_group.sync.aligned PENDING`: `acc` is up to date already.
+pub fn wgmma_wait<const PENDING: u32>(acc: &mut [f32; 128]) {
+    let _ = acc;
+}
+
+/// `wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16` with A (64 × 16) K-major and B
+/// (16 × 256) N-major (`imm-trans-b = 1`), both in shared memory as `a` and `b` describe them
+/// ([`SmemMatrix`]). `acc += A · B`, or `acc = A · B` without `accumulate`.
+///
+/// Thread `t` of the warpgroup (threads `128·g .. 128·g + 128` of the block) holds, with
+/// `w = t / 32`, `r = t % 32 / 4`, `c = 2·(t % 4)`, registers `4j + 2h + e` = element
+/// (16w + 8h + r, 8j + c + e) of the 64 × 256 tile (PTX ISA, wgmma D fragments). Each register
+/// is the exact sum of its 16 products and its old value, rounded once to f32.
+#[track_caller]
+pub fn wgmma_m64n256k16_bf16(acc: &mut [f32; 128], a: u64, b: u64, accumulate: bool) {
+    let c = ctx();
+    let st = c.state();
+    let site = Location::caller();
+    if !c.block_dim.is_multiple_of(128) {
+        st.fault(
+            Fault::WarpDivergence,
+            vec![c.tid],
+            None,
+            format!(
+                "wgmma at {site} needs whole warpgroups of 128 threads; the block has {}",
+                c.block_dim
+            ),
+        );
+        abort();
+    }
+    for d in [a, b] {
+        if !SmemMatrix::mode_is_modelled(d) {
+            st.fault(
+                Fault::Misaligned,
+                vec![c.tid],
+                None,
+                format!("wgmma at {site}: descriptor {d:#018x} uses a 32- or 64-byte swizzle, which the emulator does not model (use none or 128 bytes)"),
+            );
+            abort();
+        }
+    }
+    let (ma, mb) = (
+        SmemMatrix::from_descriptor(a),
+        SmemMatrix::from_descriptor(b),
+    );
+    let element = |addr: u32| -> f64 {
+        let addr = addr as usize;
+        if addr + 2 > st.shared.bytes() {
+            st.fault(
+                Fault::OutOfBounds,
+                vec![c.tid],
+                Some(addr as u64),
+                format!(
+                    "thread {}: wgmma at {site} reads shared byte {addr}, past the {} bytes of shared memory",
+                    c.tid,
+                    st.shared.bytes()
+                ),
+            );
+            abort();
+        }
+        st.check_race(c.tid, site, Kind::Load, addr, 2, false);
+        if st.error.borrow().is_some() {
+            abort();
+        }
+        f32::from_bits(st.shared.load(addr, 2) << 16) as f64
+    };
+    let t = c.tid % 128;
+    let (w, r, col0) = (t / 32, t % 32 / 4, 2 * (t % 4));
+    let mut rows = [[0f64; 16]; 2];
+    for (h, row) in rows.iter_mut().enumerate() {
+        for (k, v) in row.iter_mut().enumerate() {
+            *v = element(ma.byte_address(Major::K, 16 * w + 8 * h as u32 + r, k as u32));
+        }
+    }
+    for j in 0..32u32 {
+        for e in 0..2u32 {
+            let n = 8 * j + col0 + e;
+            let column: Vec<f64> = (0..16)
+                .map(|k| element(mb.byte_address(Major::MN, n, k)))
+                .collect();
+            for (h, row) in rows.iter().enumerate() {
+                let d = (4 * j + 2 * h as u32 + e) as usize;
+                let old = if accumulate { acc[d] as f64 } else { 0.0 };
+                let dot: f64 = row.iter().zip(&column).map(|(x, y)| x * y).sum();
+                acc[d] = (dot + old) as f32;
+            }
+        }
+    }
+}

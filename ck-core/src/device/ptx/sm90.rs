@@ -1,0 +1,132 @@
+//! Hopper (sm_90a) primitives on the GPU: `cp.async` copies into shared memory and the
+//! warpgroup MMA. The emulator's versions (`device::emu::sm90`) document the semantics.
+
+use super::{Global, SharedArray};
+use crate::device::Element;
+use core::arch::asm;
+
+impl<T: Element, const N: usize> SharedArray<T, N> {
+    /// 32-bit shared-window byte address of element `elem` (for wgmma descriptors).
+    #[inline(always)]
+    pub fn shared_address(&self, elem: u32) -> u32 {
+        self.byte_addr(elem)
+    }
+}
+
+/// `cp.async.cg.shared.global` of 16 bytes from element `src_elem` of `src` to element
+/// `dst_elem` of `dst`; with `valid` false it reads nothing and writes 16 zero bytes.
+#[inline(always)]
+pub fn cp_async_16<T: Element, const N: usize>(
+    dst: &SharedArray<T, N>,
+    dst_elem: u32,
+    src: &Global<T>,
+    src_elem: u32,
+    valid: bool,
+) {
+    let at = if valid { src_elem } else { 0 };
+    unsafe {
+        asm!(
+            "cp.async.cg.shared.global [{0}], [{1}], 16, {2};",
+            in(reg32) dst.byte_addr(dst_elem),
+            in(reg64) src.ptr.add(at as usize),
+            in(reg32) if valid { 16u32 } else { 0 },
+            options(nostack)
+        );
+    }
+}
+
+/// `cp.async.commit_group`: the copies issued since the last commit form one group.
+#[inline(always)]
+pub fn cp_async_commit() {
+    unsafe { asm!("cp.async.commit_group;", options(nostack)) };
+}
+
+/// `cp.async.wait_group PENDING`: waits until at most `PENDING` of this thread's groups are in
+/// flight.
+#[inline(always)]
+pub fn cp_async_wait<const PENDING: u32>() {
+    unsafe { asm!("cp.async.wait_group {n};", n = const PENDING, options(nostack)) };
+}
+
+/// `fence.proxy.async.shared::cta`: this thread's shared-memory writes become visible to the
+/// async proxy (wgmma operand reads) — before the barrier that publishes them.
+#[inline(always)]
+pub fn fence_proxy_async() {
+    unsafe { asm!("fence.proxy.async.shared::cta;", options(nostack)) };
+}
+
+/// `wgmma.fence.sync.aligned`: orders earlier register and shared accesses before the next
+/// `wgmma.mma_async`.
+#[inline(always)]
+pub fn wgmma_fence() {
+    unsafe { asm!("wgmma.fence.sync.aligned;", options(nostack)) };
+}
+
+/// `wgmma.commit_group.sync.aligned`: the MMAs issued since the last commit form one group.
+#[inline(always)]
+pub fn wgmma_commit() {
+    unsafe { asm!("wgmma.commit_group.sync.aligned;", options(nostack)) };
+}
+
+/// The 128 accumulator registers as asm operands, in order, and their `{i}` placeholders.
+macro_rules! with_acc128 {
+    ($m:ident!($($args:tt)*)) => {
+        $m!($($args)*; 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29
+            30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58
+            59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87
+            88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112
+            113 114 115 116 117 118 119 120 121 122 123 124 125 126 127)
+    };
+}
+
+macro_rules! wgmma_asm {
+    ($acc:ident, $a:expr, $b:expr, $scale_d:expr; $($i:literal)*) => {
+        asm!(
+            "{{",
+            ".reg .pred p;",
+            "setp.ne.b32 p, {sd}, 0;",
+            concat!(
+                "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {{{0}",
+                $(", {", stringify!($i), "}",)*
+                "}}, {da}, {db}, p, 1, 1, 0, 1;"
+            ),
+            "}}",
+            inout(reg32) $acc[0],
+            $(inout(reg32) $acc[$i],)*
+            da = in(reg64) $a,
+            db = in(reg64) $b,
+            sd = in(reg32) $scale_d,
+            options(nostack)
+        )
+    };
+}
+
+macro_rules! wait_asm {
+    ($acc:ident, $n:expr; $($i:literal)*) => {
+        asm!(
+            "wgmma.wait_group.sync.aligned {n};",
+            // The accumulators are operands so no read of them moves above the wait.
+            concat!("// {0}", $(" {", stringify!($i), "}",)*),
+            inout(reg32) $acc[0],
+            $(inout(reg32) $acc[$i],)*
+            n = const $n,
+            options(nostack)
+        )
+    };
+}
+
+/// `wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16` with A K-major and B N-major
+/// (`imm-trans-b = 1`): `acc += A · B` (or `acc = A · B` without `accumulate`) for the
+/// warpgroup's 64 × 256 tile, asynchronously until [`wgmma_wait`]. `a` and `b` are
+/// descriptors ([`crate::wgmma::SmemMatrix::descriptor`]).
+#[inline(always)]
+pub fn wgmma_m64n256k16_bf16(acc: &mut [f32; 128], a: u64, b: u64, accumulate: bool) {
+    unsafe { with_acc128!(wgmma_asm!(acc, a, b, accumulate as u32)) };
+}
+
+/// `wgmma.wait_group.sync.aligned PENDING`: waits until at most `PENDING` of the warpgroup's
+/// MMA groups are in flight; `acc` (the registers they write) is readable after it.
+#[inline(always)]
+pub fn wgmma_wait<const PENDING: u32>(acc: &mut [f32; 128]) {
+    unsafe { with_acc128!(wait_asm!(acc, PENDING)) };
+}
