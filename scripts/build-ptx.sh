@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds every ck-kernels kernel into one PTX module, target/ptx/ck-kernels.ptx, and assembles
-# it with `ptxas -arch=sm_90 -v` (no GPU needed). Fails on any ptxas error, register spill or
+# it with `ptxas -arch=sm_90a -v` (no GPU needed). Fails on any ptxas error, register spill or
 # stack frame (an outlined closure or a dynamically indexed register array lands in local memory).
 # Installs what is missing first (scripts/ptx-toolchain.sh).
 set -euo pipefail
@@ -10,8 +10,8 @@ OUT="$ROOT/target/ptx"
 mkdir -p "$OUT"
 export CARGO_TARGET_DIR="$ROOT/target/ptx-build"
 export CARGO_TARGET_NVPTX64_NVIDIA_CUDA_LINKER="$CK_LLVM_BITCODE_LINKER"
-export CARGO_TARGET_NVPTX64_NVIDIA_CUDA_RUSTFLAGS="-C target-cpu=sm_90 -C target-feature=+ptx80"
-echo "[build-ptx] cargo build (nvptx64-nvidia-cuda, sm_90)"
+export CARGO_TARGET_NVPTX64_NVIDIA_CUDA_RUSTFLAGS="-C target-cpu=sm_90a -C target-feature=+ptx80"
+echo "[build-ptx] cargo build (nvptx64-nvidia-cuda, sm_90a)"
 ( cd "$ROOT/ck-kernels/ptx" && cargo build --release --target nvptx64-nvidia-cuda -Z build-std=core )
 cp "$CARGO_TARGET_DIR/nvptx64-nvidia-cuda/release/ck_kernels_ptx.ptx" "$OUT/ck-kernels.ptx"
 # Launch bounds (`kernel:threads:min_blocks_per_sm`), which Rust cannot spell: without them the
@@ -23,8 +23,8 @@ for bound in $LAUNCH_BOUNDS; do
   IFS=: read -r kernel threads blocks <<< "$bound"
   perl -0pi -e "s/(\.visible \.entry $kernel\((?:[^)]*)\)[^\n]*\n)\{/\1.maxntid $threads, 1, 1\n.minnctapersm $blocks\n{/ or die 'no entry $kernel'" "$OUT/ck-kernels.ptx"
 done
-echo "[build-ptx] ptxas -arch=sm_90 -v"
-"$PTXAS" -arch=sm_90 -v "$OUT/ck-kernels.ptx" -o "$OUT/ck-kernels.cubin" 2> "$OUT/ptxas.log" || { cat "$OUT/ptxas.log"; exit 1; }
+echo "[build-ptx] ptxas -arch=sm_90a -v"
+"$PTXAS" -arch=sm_90a -v "$OUT/ck-kernels.ptx" -o "$OUT/ck-kernels.cubin" 2> "$OUT/ptxas.log" || { cat "$OUT/ptxas.log"; exit 1; }
 grep -E "Compiling entry|Used|spill" "$OUT/ptxas.log" | sed 's/^ptxas info    : //'
 bounded=" $(for b in $LAUNCH_BOUNDS; do printf '%s ' "${b%%:*}"; done)"
 if awk -v bounded="$bounded" '

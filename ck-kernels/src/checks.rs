@@ -19,6 +19,7 @@ pub const EXERCISES: &[&str] = &[
     "rmsnorm-bf16",
     "gemm-f32",
     "gemm-bf16",
+    "gemm-wgmma",
 ];
 
 /// `‖got − want‖ / ‖want‖` (Frobenius): the error measure for reductions over long sums, where
@@ -196,6 +197,12 @@ pub fn run_exercise(
         }
         "gemm-f32" => gemm_case(device, (257, 129, n.clamp(1, 4096)), seed),
         "gemm-bf16" => gemm_bf16_case(device, (257, 129, n.clamp(1, 4096)), seed),
+        // N and K multiples of 8: gemm_bf16_wgmma.
+        "gemm-wgmma" => gemm_bf16_case(
+            device,
+            (257, 264, n.clamp(1, 4096).next_multiple_of(8)),
+            seed,
+        ),
         "rmsnorm-f32" | "rmsnorm-bf16" => {
             let dtype = if kernel == "rmsnorm-f32" {
                 Dtype::F32
@@ -400,6 +407,15 @@ pub fn cross_check(a: &Device, b: &Device) -> Result<Vec<CrossCheck>, LaunchErro
             gemm_case(b, (m, n, k), 11)?,
             1e-5,
         );
+    }
+    // bf16: the mma.sync kernel (N or K not a multiple of 8), then gemm_bf16_wgmma.
+    for (m, n, k) in [
+        (1u32, 1u32, 1u32),
+        (17, 33, 65),
+        (257, 129, 73),
+        (1, 8, 8),
+        (136, 264, 328),
+    ] {
         // The tensor cores' internal accumulation order and precision are not specified (the
         // emulator rounds each mma's exact sum once): the devices may differ by a few f32 ulps per
         // k16 step, while both stay within 1e-5 of fp64.

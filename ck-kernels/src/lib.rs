@@ -5,6 +5,11 @@
 //! |---|---|
 //! | [`exercise`] | `reverse` (shared memory), `block_sum` (shuffles + shared), `histogram` (atomics) |
 //! | [`bank_probe`] | `bank_probe`: a shared-memory access pattern whose bank conflicts are known |
+//! | [`elementwise`] | `copy_f32`, `copy_bf16`, `add_f32`, `add_bf16` |
+//! | [`rmsnorm`] | `rmsnorm_{f32,bf16}_*`: one kernel per row-length class |
+//! | [`gemm`] | `gemm_f32` (SIMT), `gemm_bf16` (`mma.sync` + `ldmatrix` from XOR-swizzled LDS) |
+//! | [`gemm_sm90`] | `gemm_bf16_wgmma` (sm_90a: `cp.async` pipeline, 128-byte swizzle, `wgmma`) |
+//! | [`lds_probe`] | `lds_probe_xor`, `lds_probe_plain`: the spec's TV8 LDS tile |
 #![cfg_attr(target_arch = "nvptx64", no_std, feature(abi_ptx))]
 
 pub mod bank_probe;
@@ -15,6 +20,7 @@ pub mod cli;
 pub mod elementwise;
 pub mod exercise;
 pub mod gemm;
+pub mod gemm_sm90;
 pub mod lds_probe;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod npy;

@@ -54,6 +54,10 @@ fn gemm_bf16_tensor_core_matches_fp64_on_odd_shapes() {
         (17, 33, 65),
         (257, 129, 73),
         (128, 128, 64),
+        // gemm_bf16_wgmma (N, K multiples of 8): one row, one tile, and edges in M and N with
+        // six K stages, so the four shared buffers wrap.
+        (1, 8, 8),
+        (136, 264, 328),
     ] {
         let a: Vec<f32> = (0..m * k).map(|_| rng.f32()).collect();
         let b: Vec<f32> = (0..k * n).map(|_| rng.f32()).collect();

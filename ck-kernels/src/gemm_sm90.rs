@@ -1,0 +1,181 @@
+//! `gemm_bf16_wgmma`: `C[M,N] = A[M,K] · B[K,N]` (bf16 in, f32 out, row-major) on Hopper's
+//! warpgroup MMA (`wgmma`, sm_90a), for any M and any N, K that are multiples of 8 (rows of A
+//! and B must be 16-byte aligned for `cp.async`; [`crate::gemm::host`] sends other shapes to
+//! the `mma.sync` kernel).
+//!
+//! A 256-thread block (two warpgroups) computes a 128 × 256 tile of C. K is walked in stages
+//! of 64: each thread issues 16-byte `cp.async` copies of A's 128 × 64 and B's 64 × 256 slices
+//! straight into shared memory (no registers in between; edges zero-filled), `STAGES − 1`
+//! stages ahead of the one being multiplied. Both tiles are stored in the 128-byte swizzle
+//! that the MMA's descriptors read ([`ck_core::wgmma`]): A K-major, rows of 128 bytes; B
+//! N-major, in four 64-column panels of 64 rows × 128 bytes. Per stage, each warpgroup
+//! issues four `m64n256k16` MMAs over its 64 rows of A and all of B; one barrier per stage
+//! publishes the copies and retires the buffer the previous stage read.
+//!
+//! The tile sizes are the floor's: per stage the block moves 48 KiB and does 4.2 MFLOP, 87
+//! FLOP per byte of shared memory traffic, and holds 128 f32 accumulators per thread.
+
+use ck_core::device::*;
+use ck_core::tile::{make_tile_window, unroll, DistributedTensor, View2};
+use ck_core::wgmma::{swizzle_128b, SmemMatrix, Swizzle};
+use ck_macros::{tile_distribution, tile_kernel};
+
+/// Block tile rows.
+pub const BM: u32 = 128;
+/// Block tile columns.
+pub const BN: u32 = 256;
+/// K per stage.
+const BK: u32 = 64;
+/// Shared-memory stages.
+const STAGES: u32 = 4;
+/// MMA groups left in flight when a warpgroup moves on to the next stage.
+const MMA_IN_FLIGHT: u32 = 1;
+/// How far ahead the copies run: a buffer is refilled once no MMA can still be reading it.
+const COPY_AHEAD: u32 = STAGES - 1 - MMA_IN_FLIGHT;
+/// Block tile rows per group of the launch order (consecutive blocks share A and B panels in L2).
+const GROUP_M: u32 = 16;
+const A_BYTES: u32 = BM * BK * 2;
+const B_BYTES: u32 = BK * BN * 2;
+const STAGE_BYTES: u32 = A_BYTES + B_BYTES;
+/// The stages plus up to 1 KiB to start them on a 1024-byte boundary (the swizzle XORs
+/// absolute address bits).
+const SMEM_ELEMS: usize = ((STAGES * STAGE_BYTES + 1024) / 2) as usize;
+
+tile_distribution! {
+    /// A's 128 × 64 stage as 16-byte copies: each warp copies 4 rows of 128 bytes, 4 times.
+    pub struct ACopy {
+        warp_size: 32, block_size: 256,
+        h: { m: [rep: 4, warp: 8, lane: 4], k: [lane: 8, vec: 8] },
+        p: [[m.warp], [m.lane, k.lane]],
+        y: [m.rep, k.vec],
+    }
+}
+
+tile_distribution! {
+    /// B's 64 × 256 stage as 16-byte copies: each warp copies one row of 512 bytes, 8 times.
+    pub struct BCopy {
+        warp_size: 32, block_size: 256,
+        h: { k: [rep: 8, warp: 8], n: [lane: 32, vec: 8] },
+        p: [[k.warp], [n.lane]],
+        y: [k.rep, n.vec],
+    }
+}
+
+tile_distribution! {
+    /// C's 128 × 256 tile in the wgmma accumulator layout: warpgroup `wg` owns rows
+    /// 64·wg..64·wg + 64; in it, warp `w` and lane (g, t) hold rows 16w + {g, g + 8} and columns
+    /// 8j + 2t + {0, 1} for j < 32 — register 4j + 2h + e (PTX ISA, wgmma D fragments).
+    pub struct CWgmma {
+        warp_size: 32, block_size: 256,
+        h: { m: [wg: 2, w: 4, h: 2, g: 8], n: [j: 32, t: 4, e: 2] },
+        p: [[m.wg, m.w], [m.g, n.t]],
+        y: [n.j, m.h, n.e],
+    }
+}
+
+/// Issues the copies of stage `stage` (A rows `bm..`, B columns `bn..`, K from `k0`) into the
+/// stage buffers that start at element `tile` of `smem`.
+#[inline(always)]
+fn copy_stage(
+    (a, b): (&Global<Bf16>, &Global<Bf16>),
+    smem: &SharedArray<Bf16, SMEM_ELEMS>,
+    tile: u32,
+    (bm, bn, k0): (u32, u32, u32),
+    (m, n, k): (u32, u32, u32),
+) {
+    let pa = ACopy::partition_index(thread_idx());
+    unroll::<4>(|rep| {
+        let [r, c] = ACopy::x_index(pa, [rep as i32, 0]).map(|x| x as u32);
+        let at = tile + swizzle_128b(r * 128 + c * 2) / 2;
+        let (gm, gk) = (bm + r, k0 + c);
+        cp_async_16(smem, at, a, gm * k + gk, gm < m && gk < k);
+    });
+    let pb = BCopy::partition_index(thread_idx());
+    unroll::<8>(|rep| {
+        let [r, c] = BCopy::x_index(pb, [rep as i32, 0]).map(|x| x as u32);
+        let panel = (c / 64) * 8192;
+        let at = tile + (A_BYTES + panel + swizzle_128b(r * 128 + (c % 64) * 2)) / 2;
+        let (gk, gn) = (k0 + r, bn + c);
+        cp_async_16(smem, at, b, gk * n + gn, gk < k && gn < n);
+    });
+}
+
+/// The origin (row, column) in C of block `block`'s tile: blocks run through groups of
+/// `GROUP_M` tile rows column by column, so the blocks resident at once share few A and B
+/// panels (Triton's grouped order).
+#[inline(always)]
+fn block_tile(block: u32, tiles_m: u32, tiles_n: u32) -> (u32, u32) {
+    let per_group = GROUP_M * tiles_n;
+    let first_row = block / per_group * GROUP_M;
+    let rows = (tiles_m - first_row).min(GROUP_M);
+    let at = block % per_group;
+    ((first_row + at % rows) * BM, at / rows * BN)
+}
+
+/// `C = A · B` (bf16 A and B, f32 C) with wgmma: 128 × 256 block tiles, grid
+/// ⌈M/128⌉ · ⌈N/256⌉ blocks, block-row-major.
+#[tile_kernel(block = 256, distributions(ACopy, BCopy, CWgmma))]
+pub fn gemm_bf16_wgmma(
+    a: Global<Bf16>,
+    b: Global<Bf16>,
+    c: GlobalMut<f32>,
+    m: u32,
+    n: u32,
+    k: u32,
+) {
+    let smem = shared!(Bf16; SMEM_ELEMS);
+    let first = (1024 - smem.shared_address(0) % 1024) % 1024 / 2;
+    let (bm, bn) = block_tile(block_idx(), m.div_ceil(BM), n.div_ceil(BN));
+    let stage_at = |s: u32| first + s * STAGE_BYTES / 2;
+    let k_tiles = k.div_ceil(BK);
+    for s in 0..COPY_AHEAD {
+        if s < k_tiles {
+            copy_stage((&a, &b), &smem, stage_at(s), (bm, bn, s * BK), (m, n, k));
+        }
+        cp_async_commit();
+    }
+    let wg = warp_id() / 4;
+    let mut acc = DistributedTensor::<CWgmma, f32>::zeros();
+    for kt in 0..k_tiles {
+        // This thread's copies of stage kt have landed; the barrier publishes everyone's
+        // (to the MMA's async proxy, hence the fence) and says every warpgroup is done with
+        // stage kt − 1 − MMA_IN_FLIGHT, whose buffer the next copies overwrite.
+        cp_async_wait::<{ COPY_AHEAD - 1 }>();
+        fence_proxy_async();
+        block_sync();
+        let ahead = kt + COPY_AHEAD;
+        if ahead < k_tiles {
+            let at = stage_at(ahead % STAGES);
+            copy_stage((&a, &b), &smem, at, (bm, bn, ahead * BK), (m, n, k));
+        }
+        cp_async_commit();
+        let stage = smem.shared_address(stage_at(kt % STAGES));
+        wgmma_fence();
+        unroll::<4>(|kk| {
+            let kk = kk as u32;
+            let a_desc = SmemMatrix {
+                start: stage + wg * 64 * 128 + kk * 32,
+                lbo: 16,
+                sbo: 1024,
+                swizzle: Swizzle::B128,
+            };
+            let b_desc = SmemMatrix {
+                start: stage + A_BYTES + kk * 16 * 128,
+                lbo: 8192,
+                sbo: 1024,
+                swizzle: Swizzle::B128,
+            };
+            wgmma_m64n256k16_bf16(
+                &mut acc.data,
+                a_desc.descriptor(),
+                b_desc.descriptor(),
+                true,
+            );
+        });
+        wgmma_commit();
+        wgmma_wait::<MMA_IN_FLIGHT>(&mut acc.data);
+    }
+    wgmma_wait::<0>(&mut acc.data);
+    let origin = [bm as i32, bn as i32];
+    make_tile_window::<CWgmma, _>(View2::<_, f32, 2>::new(c, m, n, n), origin).store(&acc);
+}
