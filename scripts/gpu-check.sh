@@ -36,7 +36,7 @@ timeout 120 ncu --csv --log-file "$OUT/gemm-lds-ncu.csv" --metrics "$M" "$CK" ru
 python3 scripts/compare_banks.py "$OUT/gemm-lds-emu.json" "$OUT/gemm-lds-ncu.csv" | tee "$OUT/gemm-lds-table.txt" || status=1
 
 echo "### 3. compute-sanitizer"
-for k in reverse block-sum histogram gemm-bf16; do
+for k in reverse block-sum histogram gemm-bf16 gemm-wgmma; do
   for tool in memcheck racecheck; do
     if timeout 120 compute-sanitizer --tool $tool --error-exitcode 3 "$CK" run $k --n 5000 --backend cuda > "$OUT/sanitizer-$k-$tool.txt" 2>&1; then
       echo "$k $tool: clean ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$k-$tool.txt" | head -1))"

@@ -130,22 +130,32 @@ pub fn run(argv: &[String]) -> Result<(), CliError> {
             .and_then(|r| r.as_object())
             .map(|o| o.keys().cloned().collect())
             .unwrap_or_default();
-        println!(
-            "{}",
-            keys.iter().map(|k| format!("{k:>14}")).collect::<String>()
-        );
-        for r in &rows {
-            let cells: String = keys
+        let cell = |v: &Value| match v {
+            Value::Number(n) if n.is_f64() => format!("{:.3}", n.as_f64().unwrap_or(0.0)),
+            Value::String(s) => s.clone(),
+            v => v.to_string(),
+        };
+        // Right-aligned columns, each as wide as its widest cell (at least 14).
+        let widths: Vec<usize> = keys
+            .iter()
+            .map(|k| {
+                rows.iter()
+                    .map(|r| cell(&r[k]).chars().count() + 1)
+                    .chain([k.len() + 1, 14])
+                    .max()
+                    .unwrap_or(14)
+            })
+            .collect();
+        let line = |cells: Vec<String>| {
+            cells
                 .iter()
-                .map(|k| match &r[k] {
-                    Value::Number(n) if n.is_f64() => {
-                        format!("{:>14.3}", n.as_f64().unwrap_or(0.0))
-                    }
-                    Value::String(s) => format!("{s:>14}"),
-                    v => format!("{v:>14}"),
-                })
-                .collect();
-            println!("{cells}");
+                .zip(&widths)
+                .map(|(c, &w)| format!("{c:>w$}"))
+                .collect::<String>()
+        };
+        println!("{}", line(keys.clone()));
+        for r in &rows {
+            println!("{}", line(keys.iter().map(|k| cell(&r[k])).collect()));
         }
     }
     Ok(())
@@ -310,7 +320,7 @@ fn bench_gemm(
     peers: &Value,
     (warmup, iters): (usize, usize),
 ) -> Result<Vec<Value>, CliError> {
-    use crate::gemm::host::{launch_bf16, launch_f32};
+    use crate::gemm::host::{launch_bf16, launch_bf16_mma, launch_f32};
     let default = if device.is_emulator() {
         "128x128x64"
     } else {
@@ -333,10 +343,11 @@ fn bench_gemm(
         })
         .map_err(launch_error)?;
         // One row per kernel: our TFLOP/s and, when the peers ran, cuBLAS's and the ratio.
-        let row = |dtype: &str, t: Duration| {
+        let row = |kernel: &str, t: Duration| {
             let key = format!("{m}x{n}x{k}");
             let ours = 2.0 * m as f64 * n as f64 * k as f64 / t.as_secs_f64() / 1e12;
-            let mut row = json!({"case": format!("{dtype} {key}"), "ms": t.as_secs_f64() * 1e3, "ours_tflops": ours});
+            let mut row = json!({"case": format!("{kernel} {key}"), "ms": t.as_secs_f64() * 1e3, "ours_tflops": ours});
+            let dtype = kernel.split('-').next().unwrap_or(kernel);
             if let Some(c) = peers["gemm"][&key][format!("{dtype}_tflops")].as_f64() {
                 row["cublas_tflops"] = json!(c);
                 row["vs_cublas"] = json!(ours / c);
@@ -356,6 +367,15 @@ fn bench_gemm(
         })
         .map_err(launch_error)?;
         rows.push(row("bf16", t));
+        // The mma.sync kernel on the same shape, for what wgmma buys (the GPU only: on the
+        // emulator both rows would time the emulator).
+        if !device.is_emulator() {
+            let t = timed(warmup, iters, || {
+                launch_bf16_mma(device, &ad, &bd, &mut cd, (m, n, k)).map(|s| s.elapsed)
+            })
+            .map_err(launch_error)?;
+            rows.push(row("bf16-mma.sync", t));
+        }
     }
     Ok(rows)
 }

@@ -422,11 +422,12 @@ fn gemm_cmd(argv: &[String]) -> Result<(), CliError> {
     Ok(())
 }
 
-/// `ck run gemm-lds [--layout xor|plain|both]`: one 256 × 256 × 256 bf16 tensor-core GEMM with
-/// the swizzled and with the plain shared layouts (the same result; `both`: XOR then plain, one
+/// `ck run gemm-lds [--layout xor|plain|both]`: one 256 × 256 × 256 bf16 `mma.sync` GEMM
+/// (`gemm_bf16`, whose `ldmatrix` reads go through the LDS pipe) with the swizzled and with the
+/// plain shared layouts (the same result; `both`: XOR then plain, one
 /// ncu session profiles them in that order), and their shared-memory counters.
 fn gemm_lds_cmd(argv: &[String]) -> Result<(), CliError> {
-    use crate::gemm::host::{launch_bf16, launch_bf16_plain};
+    use crate::gemm::host::{launch_bf16_mma, launch_bf16_plain};
     use ck_core::device::Bf16;
     use ck_core::host::DeviceBuffer;
     let args = Args::parse(argv, &["layout", "backend"], &["json"])?;
@@ -457,7 +458,7 @@ fn gemm_lds_cmd(argv: &[String]) -> Result<(), CliError> {
     for &name in layouts {
         let mut cd = DeviceBuffer::<f32>::zeros(&device, (m * n) as usize).map_err(launch_error)?;
         let st = if name == "xor" {
-            launch_bf16(&device, &ad, &bd, &mut cd, (m, n, k))
+            launch_bf16_mma(&device, &ad, &bd, &mut cd, (m, n, k))
         } else {
             launch_bf16_plain(&device, &ad, &bd, &mut cd, (m, n, k))
         }
