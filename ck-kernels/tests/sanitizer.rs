@@ -51,6 +51,40 @@ fn shuffle_vs_barrier(output: GlobalMut<u32>, bug: u32) {
     output.store(t, v);
 }
 
+/// Each thread copies its 16 bytes into shared memory with `cp.async` and reads its
+/// neighbour's; `wait = 0` drops the `cp_async_wait` (the neighbour's bytes may not have landed).
+#[tile_kernel(block = 64)]
+fn async_neighbour(input: Global<u32>, output: GlobalMut<u32>, wait: u32) {
+    let s = shared!(u32; 256);
+    let t = thread_idx();
+    cp_async_16(&s, 4 * t, &input, 4 * t, true);
+    cp_async_commit();
+    if wait != 0 {
+        cp_async_wait::<0>();
+    }
+    block_sync();
+    output.store(t, s.load((4 * t + 4) % 256));
+}
+
+/// Two groups in flight (the newer one zero-fills for threads 16..32). Mode 0: wait for all but
+/// one group, read the older; mode 1: the same wait, read the newer — not landed, even for the
+/// issuing thread; mode 2: wait for all, read the newer.
+#[tile_kernel(block = 32)]
+fn async_groups(input: Global<u32>, output: GlobalMut<u32>, mode: u32) {
+    let s = shared!(u32; 256);
+    let t = thread_idx();
+    cp_async_16(&s, 4 * t, &input, 4 * t, true);
+    cp_async_commit();
+    cp_async_16(&s, 128 + 4 * t, &input, 128 + 4 * t, t < 16);
+    cp_async_commit();
+    if mode == 2 {
+        cp_async_wait::<0>();
+    } else {
+        cp_async_wait::<1>();
+    }
+    output.store(t, s.load(4 * t + if mode == 0 { 0 } else { 128 }));
+}
+
 fn device() -> Device {
     Device::emulator()
 }
@@ -235,4 +269,47 @@ fn buffers_of_another_device_are_refused() {
     if let Err(e) = Device::cuda(0) {
         assert!(["no-gpu"].contains(&e.rule()), "{e}");
     }
+}
+
+#[test]
+fn a_missing_cp_async_wait_is_caught_and_the_waiting_kernel_passes() {
+    let d = device();
+    let values: Vec<u32> = (0..256).map(|i| i * 3 + 1).collect();
+    let input = DeviceBuffer::from_slice(&d, &values).unwrap();
+    let mut out = DeviceBuffer::zeros(&d, 64).unwrap();
+    let cfg = LaunchConfig::new(1, 64);
+    let e = kernel_error(AsyncNeighbour::launch(&d, cfg, &input, &mut out, 0));
+    assert_eq!(e.fault, Fault::SharedRace);
+    // Thread 0 reads the first element of thread 1's copy.
+    assert_eq!(e.threads, [1, 0]);
+    assert_eq!(e.address, Some(16));
+    assert!(
+        e.message.contains("cp_async_16") && e.message.contains("cp_async_wait"),
+        "{}",
+        e.message
+    );
+    AsyncNeighbour::launch(&d, cfg, &input, &mut out, 1).unwrap();
+    let expect: Vec<u32> = (0..64).map(|t| values[(4 * t + 4) % 256]).collect();
+    assert_eq!(out.to_vec().unwrap(), expect);
+}
+
+#[test]
+fn cp_async_wait_lands_the_oldest_groups_only() {
+    let d = device();
+    let values: Vec<u32> = (0..256).map(|i| i + 1000).collect();
+    let input = DeviceBuffer::from_slice(&d, &values).unwrap();
+    let mut out = DeviceBuffer::zeros(&d, 32).unwrap();
+    let cfg = LaunchConfig::new(1, 32);
+    AsyncGroups::launch(&d, cfg, &input, &mut out, 0).unwrap();
+    let expect: Vec<u32> = (0..32).map(|t| values[4 * t]).collect();
+    assert_eq!(out.to_vec().unwrap(), expect);
+    let e = kernel_error(AsyncGroups::launch(&d, cfg, &input, &mut out, 1));
+    assert_eq!(e.fault, Fault::SharedRace);
+    assert_eq!(e.threads, [0, 0]);
+    assert_eq!(e.address, Some(512));
+    AsyncGroups::launch(&d, cfg, &input, &mut out, 2).unwrap();
+    let expect: Vec<u32> = (0..32)
+        .map(|t| if t < 16 { values[128 + 4 * t] } else { 0 })
+        .collect();
+    assert_eq!(out.to_vec().unwrap(), expect);
 }

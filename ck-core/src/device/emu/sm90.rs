@@ -1,17 +1,18 @@
 //! Hopper (sm_90a) primitives in the emulator: `cp.async` and the warpgroup MMA.
 //!
-//! Both run synchronously when issued: a `cp.async` copies its 16 bytes at once (a store to
-//! shared memory, race-checked and profiled like `store_vec`), a `wgmma` reads its operands and
-//! updates the accumulators at once (each thread reads, race-checked, exactly the A rows and
-//! B columns of its own accumulators). So reusing a buffer without the barrier that separates
-//! it from another thread's MMA or copy is a `shared-race`, as on the GPU; the commit, wait and
-//! fence instructions have nothing to wait for and are no-ops. Not modelled: a kernel that reads
-//! a `cp.async` destination before its `cp_async_wait`, or a warpgroup whose threads do not all
-//! execute the same `wgmma` (both undefined on the GPU).
+//! A `cp.async` reads its source when issued and is race-checked then as a store of its 16
+//! bytes (the GPU may write them any time after issue); the bytes land in shared memory at the
+//! `cp_async_wait` that retires the copy's group. Until then any access to them, by any
+//! thread, is a `shared-race` naming the copy — the emulator's diagnosis of a missing wait.
+//! A `wgmma` reads its operands and updates the accumulators when issued (each thread reads,
+//! race-checked, exactly the A rows and B columns of its own accumulators), so reusing a buffer
+//! without the barrier that separates it from another warpgroup's MMA is a `shared-race` as
+//! well; the MMA's commit, wait and fence have nothing to wait for. Not modelled: a warpgroup
+//! whose threads do not all execute the same `wgmma` (undefined on the GPU).
 
 use std::prelude::rust_2021::*;
 
-use super::state::Kind;
+use super::state::{Kind, PendingCopy};
 use super::{abort, ctx, Global, SharedArray};
 use crate::device::Element;
 use crate::host::Fault;
@@ -26,24 +27,10 @@ impl<T: Element, const N: usize> SharedArray<T, N> {
     }
 }
 
-#[track_caller]
-fn copy16<T: Element, const V: usize, const N: usize>(
-    dst: &SharedArray<T, N>,
-    dst_elem: u32,
-    src: &Global<T>,
-    src_elem: u32,
-    valid: bool,
-) {
-    let v = if valid {
-        src.load_vec::<V>(src_elem)
-    } else {
-        [T::default(); V]
-    };
-    dst.store_vec::<V>(dst_elem, v);
-}
-
 /// `cp.async.cg.shared.global` of 16 bytes from element `src_elem` of `src` to element
-/// `dst_elem` of `dst`; with `valid` false it reads nothing and writes 16 zero bytes.
+/// `dst_elem` of `dst`; with `valid` false it reads nothing and writes 16 zero bytes. The bytes
+/// land at the [`cp_async_wait`] that retires this copy's group; touching them earlier (any
+/// thread) is a `shared-race`.
 #[track_caller]
 pub fn cp_async_16<T: Element, const N: usize>(
     dst: &SharedArray<T, N>,
@@ -52,18 +39,97 @@ pub fn cp_async_16<T: Element, const N: usize>(
     src_elem: u32,
     valid: bool,
 ) {
-    match T::BYTES {
-        1 => copy16::<T, 16, N>(dst, dst_elem, src, src_elem, valid),
-        2 => copy16::<T, 8, N>(dst, dst_elem, src, src_elem, valid),
-        _ => copy16::<T, 4, N>(dst, dst_elem, src, src_elem, valid),
+    let words = match T::BYTES {
+        1 => source_words::<T, 16>(src, src_elem, valid),
+        2 => source_words::<T, 8>(src, src_elem, valid),
+        _ => source_words::<T, 4>(src, src_elem, valid),
+    };
+    let (c, site) = (ctx(), Location::caller());
+    let st = c.state();
+    let elems = 16 / T::BYTES;
+    if dst_elem as u64 + elems as u64 > N as u64 {
+        let what = ("shared", Kind::Store);
+        st.out_of_bounds(
+            c.tid,
+            site,
+            what,
+            (dst_elem as u64, elems, T::NAME),
+            N as u64,
+        );
+        abort();
     }
+    let offset = (dst.byte_offset() + dst_elem * T::BYTES) as usize;
+    if !offset.is_multiple_of(16) {
+        st.fault(
+            Fault::Misaligned,
+            vec![c.tid],
+            Some(dst_elem as u64),
+            format!(
+                "thread {}: cp_async_16 into shared byte {offset} (at {site}), which is not 16-byte aligned",
+                c.tid
+            ),
+        );
+        abort();
+    }
+    // The copy may write any time after it is issued: it races with unordered accesses now.
+    st.check_race(c.tid, site, Kind::Store, offset, 16, false);
+    if st.error.borrow().is_some() {
+        abort();
+    }
+    st.profile(
+        c.tid,
+        site,
+        Kind::Store,
+        false,
+        st.shared.address(offset),
+        16,
+    );
+    st.async_copies.borrow_mut()[c.tid as usize]
+        .open
+        .push(PendingCopy { offset, words });
+    st.async_pending
+        .borrow_mut()
+        .insert(offset / 16, (c.tid, site));
 }
 
-/// `cp.async.commit_group` (the emulator's copies are already complete).
-pub fn cp_async_commit() {}
+/// The 16 source bytes of a copy as little-endian words (zeros where `valid` is false).
+#[track_caller]
+fn source_words<T: Element, const V: usize>(src: &Global<T>, elem: u32, valid: bool) -> [u32; 4] {
+    let mut words = [0u32; 4];
+    if valid {
+        for (k, v) in src.load_vec::<V>(elem).iter().enumerate() {
+            let bit = k * T::BYTES as usize * 8;
+            words[bit / 32] |= v.to_bits() << (bit % 32);
+        }
+    }
+    words
+}
 
-/// `cp.async.wait_group PENDING` (the emulator's copies are already complete).
-pub fn cp_async_wait<const PENDING: u32>() {}
+/// `cp.async.commit_group`: this thread's copies since its last commit form one group.
+pub fn cp_async_commit() {
+    let c = ctx();
+    let mut copies = c.state().async_copies.borrow_mut();
+    let mine = &mut copies[c.tid as usize];
+    let group = std::mem::take(&mut mine.open);
+    mine.committed.push_back(group);
+}
+
+/// `cp.async.wait_group PENDING`: lands this thread's oldest committed groups until at most
+/// `PENDING` remain in flight.
+pub fn cp_async_wait<const PENDING: u32>() {
+    let c = ctx();
+    let st = c.state();
+    let mut copies = st.async_copies.borrow_mut();
+    let mine = &mut copies[c.tid as usize];
+    while mine.committed.len() > PENDING as usize {
+        for copy in mine.committed.pop_front().unwrap_or_default() {
+            for (i, w) in copy.words.iter().enumerate() {
+                st.shared.store(copy.offset + 4 * i, 4, *w);
+            }
+            st.async_pending.borrow_mut().remove(&(copy.offset / 16));
+        }
+    }
+}
 
 /// `fence.proxy.async.shared::cta` (the emulator has one proxy).
 pub fn fence_proxy_async() {}

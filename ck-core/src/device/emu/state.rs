@@ -7,7 +7,7 @@ use super::memory::EmuMemory;
 use crate::bank::{global_sectors, shared_wavefronts, LaneAccess};
 use crate::host::{Fault, KernelError, LaunchStats};
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::panic::Location;
 
 pub(crate) type Site = &'static Location<'static>;
@@ -65,6 +65,20 @@ struct GroupKey {
     ordinal: u32,
 }
 
+/// A `cp.async` issued but not landed: 16 bytes for shared byte `offset`.
+pub(crate) struct PendingCopy {
+    pub offset: usize,
+    pub words: [u32; 4],
+}
+
+/// One thread's `cp.async` copies: those since its last commit, and its committed groups, oldest
+/// first, until a wait retires them.
+#[derive(Default)]
+pub(crate) struct AsyncCopies {
+    pub open: Vec<PendingCopy>,
+    pub committed: VecDeque<Vec<PendingCopy>>,
+}
+
 /// State of one block while it runs (touched by one OS thread only).
 pub(crate) struct BlockState {
     pub kernel: String,
@@ -76,6 +90,10 @@ pub(crate) struct BlockState {
     groups: RefCell<HashMap<GroupKey, Vec<LaneAccess>>>,
     ordinals: RefCell<HashMap<OrdinalKey, u32>>,
     pub error: RefCell<Option<KernelError>>,
+    /// Per thread: its `cp.async` copies not yet retired by a wait.
+    pub async_copies: RefCell<Vec<AsyncCopies>>,
+    /// 16-byte shared chunks (offset / 16) with a copy in flight: issuing thread and site.
+    pub async_pending: RefCell<HashMap<usize, (u32, Site)>>,
 }
 
 impl BlockState {
@@ -90,6 +108,8 @@ impl BlockState {
             groups: RefCell::new(HashMap::new()),
             ordinals: RefCell::new(HashMap::new()),
             error: RefCell::new(None),
+            async_copies: RefCell::new((0..block_dim).map(|_| AsyncCopies::default()).collect()),
+            async_pending: RefCell::new(HashMap::new()),
         }
     }
 
@@ -145,6 +165,44 @@ impl BlockState {
             });
     }
 
+    /// Records a `shared-race` if the access touches bytes a `cp.async` has not landed in yet
+    /// (its thread has not waited for it): on the GPU they may hold the old or the new bytes.
+    fn touches_pending_copy(
+        &self,
+        tid: u32,
+        site: Site,
+        kind: Kind,
+        offset: usize,
+        bytes: u32,
+    ) -> bool {
+        let pending = self.async_pending.borrow();
+        if pending.is_empty() {
+            return false;
+        }
+        let hit = (offset / 16..(offset + bytes as usize).div_ceil(16))
+            .find_map(|chunk| pending.get(&chunk).map(|&w| (chunk, w)));
+        let Some((chunk, (writer, copy_site))) = hit else {
+            return false;
+        };
+        drop(pending);
+        let byte = offset.max(chunk * 16);
+        self.fault(
+            Fault::SharedRace,
+            vec![writer, tid],
+            Some(byte as u64),
+            format!(
+                "thread {tid} {}s shared byte {byte} (at {site}) before thread {writer}'s cp_async_16 into it \
+                 (at {copy_site}) has landed: thread {writer} must cp_async_wait for that copy's group \
+                 (and a block_sync must follow) before any thread touches those bytes",
+                match kind {
+                    Kind::Load => "read",
+                    _ => "write",
+                }
+            ),
+        );
+        true
+    }
+
     /// Checks a shared access of `bytes` bytes at `offset` against earlier accesses of the same
     /// barrier interval; a write-write pair that stores the value already there is benign.
     pub fn check_race(
@@ -156,6 +214,9 @@ impl BlockState {
         bytes: u32,
         same_value: bool,
     ) {
+        if self.touches_pending_copy(tid, site, kind, offset, bytes) {
+            return;
+        }
         let epoch = self.epoch.get();
         let warp_epoch = self.warp_epoch.borrow()[(tid / 32) as usize];
         let me = Stamp {
