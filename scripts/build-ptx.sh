@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds every ck-kernels kernel into one PTX module, target/ptx/ck-kernels.ptx, and assembles
 # it with `ptxas -arch=sm_90a -v` (no GPU needed). Fails on any ptxas error, register spill or
-# stack frame (an outlined closure or a dynamically indexed register array lands in local memory).
+# stack frame (an outlined closure or a dynamically indexed register array lands in local memory),
+# or wgmma serialisation.
 # Installs what is missing first (scripts/ptx-toolchain.sh).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,6 +36,12 @@ if awk -v bounded="$bounded" '
   }
   END { exit !bad }' "$OUT/ptxas.log"; then
   echo "[build-ptx] error: register spills or local-memory stack frames (above)" >&2
+  exit 1
+fi
+# ptxas keeps wgmma correct when accumulators are touched between an MMA and its wait by
+# serialising the MMAs (advisories C7510/C7517): correct but several times slower, so an error.
+if grep -E "wgmma.mma_async instructions are serialized|warpgroup.wait is injected" "$OUT/ptxas.log"; then
+  echo "[build-ptx] error: ptxas serialised wgmma (above): accumulators are read or copied before their wgmma_wait" >&2
   exit 1
 fi
 echo "[build-ptx] OK: $OUT/ck-kernels.ptx ($(wc -c < "$OUT/ck-kernels.ptx") bytes), $(grep -c '^.visible .entry' "$OUT/ck-kernels.ptx") kernels"
