@@ -4,6 +4,7 @@
 #   1. every exercise kernel on the emulator and the GPU, compared bit for bit (ck cross-check);
 #   2. bank-probe for W in {4,8,16} and S in {1,2,4,8,16,32,33}: the emulator's shared-memory
 #      wavefronts and conflicts next to ncu's l1tex counters for the same launches;
+#   2b-2d. the same for the TV8 LDS tile, the mma.sync GEMM and the wgmma GEMM;
 #   3. compute-sanitizer memcheck and racecheck on the exercise kernels.
 # Usage: scripts/gpu-check.sh [OUTDIR]   (env: CK = the ck binary, CK_PTX = the PTX module)
 set -uo pipefail
@@ -34,6 +35,13 @@ echo "### 2c. bf16 GEMM (256^3): swizzled vs plain shared layouts, emulator vs n
 "$CK" run gemm-lds --layout both --json --backend emu > "$OUT/gemm-lds-emu.json" || status=1
 timeout 120 ncu --csv --log-file "$OUT/gemm-lds-ncu.csv" --metrics "$M" "$CK" run gemm-lds --layout both --backend cuda > /dev/null || status=1
 python3 scripts/compare_banks.py "$OUT/gemm-lds-emu.json" "$OUT/gemm-lds-ncu.csv" | tee "$OUT/gemm-lds-table.txt" || status=1
+
+echo "### 2d. wgmma GEMM (257x264x64): cp.async stores, emulator vs ncu; wgmma reads (ncu)"
+"$CK" run gemm-wgmma --n 64 --json --backend emu > "$OUT/wgmma-lds-emu.json" || status=1
+W=smsp__inst_executed_op_ldgsts.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ldgsts.sum
+W=$W,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_gmma.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_gmma.sum
+timeout 120 ncu --csv --log-file "$OUT/wgmma-lds-ncu.csv" --metrics "$W" "$CK" run gemm-wgmma --n 64 --backend cuda > /dev/null || status=1
+python3 scripts/compare_wgmma_lds.py "$OUT/wgmma-lds-emu.json" "$OUT/wgmma-lds-ncu.csv" | tee "$OUT/wgmma-lds-table.txt" || status=1
 
 echo "### 3. compute-sanitizer"
 for k in reverse block-sum histogram gemm-bf16 gemm-wgmma; do

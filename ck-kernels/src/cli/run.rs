@@ -35,6 +35,8 @@ pub fn stats_json(st: &LaunchStats) -> serde_json::Value {
         "shared_load_conflicts": st.shared_load_conflicts,
         "shared_store_wavefronts": st.shared_store_wavefronts,
         "shared_store_conflicts": st.shared_store_conflicts,
+        "shared_load_requests": st.shared_load_requests,
+        "shared_store_requests": st.shared_store_requests,
         "global_load_sectors": st.global_load_sectors,
         "global_store_sectors": st.global_store_sectors,
         "elapsed_ms": st.elapsed.as_secs_f64() * 1e3,
