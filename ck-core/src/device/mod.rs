@@ -7,7 +7,7 @@
 //! | barriers | [`block_sync`], [`warp_sync`] |
 //! | warp exchange | [`shfl_xor`], [`shfl_down`], [`shfl_up`], [`shfl_idx`], [`ballot`], [`warp_reduce`] |
 //! | memory | [`Global`], [`GlobalMut`] (kernel arguments), [`SharedArray`] (from `shared!`) with `load`, `store`, `load_vec`, `store_vec`, `atomic_add`, `atomic_max` |
-//! | Hopper (sm_90a) | [`cp_async_16`], [`cp_async_commit`], [`cp_async_wait`], [`fence_proxy_async`], [`wgmma_fence`], [`wgmma_m64n256k16_bf16`], [`wgmma_commit`], [`wgmma_wait`], `SharedArray::shared_address` |
+//! | Hopper (sm_90a) | [`cp_async_16`], [`cp_async_commit`], [`cp_async_wait`], [`fence_proxy_async`], [`wgmma_fence`], [`wgmma_bf16`], [`wgmma_commit`], [`wgmma_wait`], `SharedArray::shared_address` |
 //! | buffer views | [`buffer_view::BufferView`]: CK's `get`/`set`/`update` with validity and invalid-value fill |
 //!
 //! Shared memory is declared inside a `#[tile_kernel]` function with `shared!(T; N)`: the macro
@@ -27,7 +27,7 @@ pub use emu::{
     ballot, block_dim, block_idx, block_sync, cp_async_16, cp_async_commit, cp_async_wait,
     fence_proxy_async, grid_dim, lane_id, ldmatrix_x4, ldmatrix_x4_trans, mma_m16n8k16_bf16,
     shfl_down, shfl_idx, shfl_up, shfl_xor, thread_idx, warp_id, warp_sync, wgmma_commit,
-    wgmma_fence, wgmma_m64n256k16_bf16, wgmma_wait, Global, GlobalMut, SharedArray,
+    wgmma_fence, Global, GlobalMut, SharedArray,
 };
 
 #[cfg(target_arch = "nvptx64")]
@@ -37,8 +37,44 @@ pub use ptx::{
     ballot, block_dim, block_idx, block_sync, cp_async_16, cp_async_commit, cp_async_wait,
     fence_proxy_async, grid_dim, lane_id, ldmatrix_x4, ldmatrix_x4_trans, mma_m16n8k16_bf16,
     shfl_down, shfl_idx, shfl_up, shfl_xor, thread_idx, warp_id, warp_sync, wgmma_commit,
-    wgmma_fence, wgmma_m64n256k16_bf16, wgmma_wait, Global, GlobalMut, SharedArray,
+    wgmma_fence, Global, GlobalMut, SharedArray,
 };
+
+/// One thread's f32 accumulators of a warpgroup MMA `m64nNk16`: `N / 2` registers. Implemented
+/// for `[f32; 64]` (N = 128) and `[f32; 128]` (N = 256); see [`wgmma_bf16`].
+pub trait WgmmaAccumulators {
+    /// The MMA's N.
+    const N: u32;
+    /// [`wgmma_bf16`] on these registers.
+    #[track_caller]
+    fn mma_bf16(&mut self, a: u64, b: u64, accumulate: bool);
+    /// [`wgmma_wait`] on these registers.
+    fn wait<const PENDING: u32>(&mut self);
+}
+
+/// `wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16` (sm_90a), N = `acc`'s [`N`]
+/// (`WgmmaAccumulators::N`), A (64 × 16) K-major and B (16 × N) N-major (`imm-trans-b = 1`),
+/// both in shared memory as the descriptors `a` and `b` describe them
+/// ([`crate::wgmma::SmemMatrix::descriptor`]): `acc += A · B`, or `acc = A · B` without
+/// `accumulate`, asynchronously until [`wgmma_wait`].
+///
+/// Thread `t` of the warpgroup (threads `128·g .. 128·g + 128` of the block) holds, with
+/// `w = t / 32`, `r = t % 32 / 4`, `c = 2·(t % 4)`, register `4j + 2h + e` = element
+/// (16w + 8h + r, 8j + c + e) of the 64 × N tile (PTX ISA, wgmma D fragments).
+///
+/// [`N`]: WgmmaAccumulators::N
+#[track_caller]
+#[inline(always)]
+pub fn wgmma_bf16(acc: &mut impl WgmmaAccumulators, a: u64, b: u64, accumulate: bool) {
+    acc.mma_bf16(a, b, accumulate);
+}
+
+/// `wgmma.wait_group.sync.aligned PENDING`: waits until at most `PENDING` of the warpgroup's
+/// MMA groups are in flight; `acc` (the registers they write) is readable after it.
+#[inline(always)]
+pub fn wgmma_wait<const PENDING: u32>(acc: &mut impl WgmmaAccumulators) {
+    acc.wait::<PENDING>();
+}
 
 /// Threads per warp on NVIDIA GPUs (and in the emulator).
 pub const WARP_SIZE: u32 = 32;

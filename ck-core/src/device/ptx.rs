@@ -10,7 +10,6 @@ use core::marker::PhantomData;
 mod sm90;
 pub use sm90::{
     cp_async_16, cp_async_commit, cp_async_wait, fence_proxy_async, wgmma_commit, wgmma_fence,
-    wgmma_m64n256k16_bf16, wgmma_wait,
 };
 
 // One dynamic shared-memory region per kernel, sized at launch (the sum of its `shared!` arrays).

@@ -19,6 +19,7 @@ use std::prelude::rust_2021::*;
 pub struct CudaDevice {
     pub(crate) ordinal: usize,
     pub(crate) name: String,
+    pub(crate) multiprocessors: u32,
     pub(crate) ctx: Arc<CudaContext>,
     pub(crate) stream: Arc<CudaStream>,
     module: OnceLock<Result<Arc<CudaModule>, String>>,
@@ -48,10 +49,17 @@ impl CudaDevice {
             LaunchError::invalid("no-gpu", format!("cannot open CUDA device {ordinal}: {e}"))
         })?;
         let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
+        let multiprocessors = ctx
+            .attribute(
+                cudarc::driver::sys::CUdevice_attribute_enum::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+            )
+            .map_err(backend)?
+            .max(1) as u32;
         let stream = ctx.default_stream();
         Ok(CudaDevice {
             ordinal,
             name,
+            multiprocessors,
             ctx,
             stream,
             module: OnceLock::new(),

@@ -57,6 +57,14 @@ impl Device {
         matches!(self, Device::Emulator { .. })
     }
 
+    /// Multiprocessors: the GPU's SM count; the emulator's workers (blocks it runs at once).
+    pub fn multiprocessors(&self) -> u32 {
+        match self {
+            Device::Emulator { workers } => *workers as u32,
+            Device::Cuda(d) => d.multiprocessors,
+        }
+    }
+
     /// Shared memory one block may use, in bytes (the H100's 227 KiB, so that what runs on the
     /// emulator fits the GPU).
     pub fn shared_memory_limit(&self) -> usize {

@@ -12,9 +12,9 @@
 
 use std::prelude::rust_2021::*;
 
-use super::state::{Kind, PendingCopy};
+use super::state::{Kind, PendingCopy, Site};
 use super::{abort, ctx, Global, SharedArray};
-use crate::device::Element;
+use crate::device::{Element, WgmmaAccumulators};
 use crate::host::Fault;
 use crate::wgmma::{Major, SmemMatrix};
 use std::panic::Location;
@@ -140,24 +140,31 @@ pub fn wgmma_fence() {}
 /// `wgmma.commit_group.sync.aligned`.
 pub fn wgmma_commit() {}
 
-/// `wgmma.wait_group.sync.aligned PENDING`: `acc` is up to date already.
-pub fn wgmma_wait<const PENDING: u32>(acc: &mut [f32; 128]) {
-    let _ = acc;
+macro_rules! accumulators {
+    ($regs:literal, $n:literal) => {
+        impl WgmmaAccumulators for [f32; $regs] {
+            const N: u32 = $n;
+
+            #[track_caller]
+            fn mma_bf16(&mut self, a: u64, b: u64, accumulate: bool) {
+                mma_bf16(self, $n, (a, b), accumulate, Location::caller());
+            }
+
+            /// The emulator's MMAs complete when issued.
+            fn wait<const PENDING: u32>(&mut self) {}
+        }
+    };
 }
 
-/// `wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16` with A (64 × 16) K-major and B
-/// (16 × 256) N-major (`imm-trans-b = 1`), both in shared memory as `a` and `b` describe them
-/// ([`SmemMatrix`]). `acc += A · B`, or `acc = A · B` without `accumulate`.
-///
-/// Thread `t` of the warpgroup (threads `128·g .. 128·g + 128` of the block) holds, with
-/// `w = t / 32`, `r = t % 32 / 4`, `c = 2·(t % 4)`, registers `4j + 2h + e` = element
-/// (16w + 8h + r, 8j + c + e) of the 64 × 256 tile (PTX ISA, wgmma D fragments). Each register
-/// is the exact sum of its 16 products and its old value, rounded once to f32.
-#[track_caller]
-pub fn wgmma_m64n256k16_bf16(acc: &mut [f32; 128], a: u64, b: u64, accumulate: bool) {
+accumulators!(64, 128);
+accumulators!(128, 256);
+
+/// `wgmma.mma_async m64nNk16.f32.bf16.bf16` (see `device::wgmma_bf16`) for this thread's
+/// registers `acc` (N / 2 of them): each is the exact sum of its 16 products and its old
+/// value, rounded once to f32.
+fn mma_bf16(acc: &mut [f32], n: u32, (a, b): (u64, u64), accumulate: bool, site: Site) {
     let c = ctx();
     let st = c.state();
-    let site = Location::caller();
     if !c.block_dim.is_multiple_of(128) {
         st.fault(
             Fault::WarpDivergence,
@@ -214,11 +221,11 @@ pub fn wgmma_m64n256k16_bf16(acc: &mut [f32; 128], a: u64, b: u64, accumulate: b
             *v = element(ma.byte_address(Major::K, 16 * w + 8 * h as u32 + r, k as u32));
         }
     }
-    for j in 0..32u32 {
+    for j in 0..n / 8 {
         for e in 0..2u32 {
-            let n = 8 * j + col0 + e;
+            let col = 8 * j + col0 + e;
             let column: Vec<f64> = (0..16)
-                .map(|k| element(mb.byte_address(Major::MN, n, k)))
+                .map(|k| element(mb.byte_address(Major::MN, col, k)))
                 .collect();
             for (h, row) in rows.iter().enumerate() {
                 let d = (4 * j + 2 * h as u32 + e) as usize;

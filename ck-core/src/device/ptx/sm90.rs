@@ -2,7 +2,7 @@
 //! warpgroup MMA. The emulator's versions (`device::emu::sm90`) document the semantics.
 
 use super::{Global, SharedArray};
-use crate::device::Element;
+use crate::device::{Element, WgmmaAccumulators};
 use core::arch::asm;
 
 impl<T: Element, const N: usize> SharedArray<T, N> {
@@ -68,9 +68,14 @@ pub fn wgmma_commit() {
     unsafe { asm!("wgmma.commit_group.sync.aligned;", options(nostack)) };
 }
 
-/// The 128 accumulator registers as asm operands, in order, and their `{i}` placeholders.
-macro_rules! with_acc128 {
-    ($m:ident!($($args:tt)*)) => {
+/// Expands `$m!($args; 1 2 … N−1)`: the accumulator indices after 0 of an N-register array.
+macro_rules! acc_indices {
+    (64, $m:ident!($($args:tt)*)) => {
+        $m!($($args)*; 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29
+            30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58
+            59 60 61 62 63)
+    };
+    (128, $m:ident!($($args:tt)*)) => {
         $m!($($args)*; 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29
             30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58
             59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87
@@ -80,13 +85,13 @@ macro_rules! with_acc128 {
 }
 
 macro_rules! wgmma_asm {
-    ($acc:ident, $a:expr, $b:expr, $scale_d:expr; $($i:literal)*) => {
+    ($shape:literal, $acc:ident, $a:expr, $b:expr, $scale_d:expr; $($i:literal)*) => {
         asm!(
             "{{",
             ".reg .pred p;",
             "setp.ne.b32 p, {sd}, 0;",
             concat!(
-                "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {{{0}",
+                "wgmma.mma_async.sync.aligned.", $shape, ".f32.bf16.bf16 {{{0}",
                 $(", {", stringify!($i), "}",)*
                 "}}, {da}, {db}, p, 1, 1, 0, 1;"
             ),
@@ -115,18 +120,25 @@ macro_rules! wait_asm {
     };
 }
 
-/// `wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16` with A K-major and B N-major
-/// (`imm-trans-b = 1`): `acc += A · B` (or `acc = A · B` without `accumulate`) for the
-/// warpgroup's 64 × 256 tile, asynchronously until [`wgmma_wait`]. `a` and `b` are
-/// descriptors ([`crate::wgmma::SmemMatrix::descriptor`]).
-#[inline(always)]
-pub fn wgmma_m64n256k16_bf16(acc: &mut [f32; 128], a: u64, b: u64, accumulate: bool) {
-    unsafe { with_acc128!(wgmma_asm!(acc, a, b, accumulate as u32)) };
+macro_rules! accumulators {
+    ($regs:tt, $n:literal, $shape:literal) => {
+        impl WgmmaAccumulators for [f32; $regs] {
+            const N: u32 = $n;
+
+            #[inline(always)]
+            fn mma_bf16(&mut self, a: u64, b: u64, accumulate: bool) {
+                let acc = self;
+                unsafe { acc_indices!($regs, wgmma_asm!($shape, acc, a, b, accumulate as u32)) };
+            }
+
+            #[inline(always)]
+            fn wait<const PENDING: u32>(&mut self) {
+                let acc = self;
+                unsafe { acc_indices!($regs, wait_asm!(acc, PENDING)) };
+            }
+        }
+    };
 }
 
-/// `wgmma.wait_group.sync.aligned PENDING`: waits until at most `PENDING` of the warpgroup's
-/// MMA groups are in flight; `acc` (the registers they write) is readable after it.
-#[inline(always)]
-pub fn wgmma_wait<const PENDING: u32>(acc: &mut [f32; 128]) {
-    unsafe { with_acc128!(wait_asm!(acc, PENDING)) };
-}
+accumulators!(64, 128, "m64n128k16");
+accumulators!(128, 256, "m64n256k16");
