@@ -4,6 +4,7 @@
 use crate::bank_probe::{self, BankProbe};
 use crate::elementwise::{AddF32, CopyF32, TILE_F32};
 use crate::exercise::*;
+use crate::gemm::host::Bf16Kernel;
 use crate::rmsnorm::host::{reference, rmsnorm, Dtype};
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats};
 
@@ -20,6 +21,7 @@ pub const EXERCISES: &[&str] = &[
     "gemm-f32",
     "gemm-bf16",
     "gemm-wgmma",
+    "gemm-wgmma-n128",
 ];
 
 /// `‖got − want‖ / ‖want‖` (Frobenius): the error measure for reductions over long sums, where
@@ -196,13 +198,22 @@ pub fn run_exercise(
             })
         }
         "gemm-f32" => gemm_case(device, (257, 129, n.clamp(1, 4096)), seed),
-        "gemm-bf16" => gemm_bf16_case(device, (257, 129, n.clamp(1, 4096)), seed),
-        // N and K multiples of 8: gemm_bf16_wgmma.
-        "gemm-wgmma" => gemm_bf16_case(
+        "gemm-bf16" => gemm_bf16_case(
             device,
-            (257, 264, n.clamp(1, 4096).next_multiple_of(8)),
+            Bf16Kernel::MmaSync,
+            (257, 129, n.clamp(1, 4096)),
             seed,
         ),
+        // N and K multiples of 8, for the wgmma kernels.
+        "gemm-wgmma" | "gemm-wgmma-n128" => {
+            let kernel = if kernel == "gemm-wgmma" {
+                Bf16Kernel::Wgmma128x256
+            } else {
+                Bf16Kernel::Wgmma128x128
+            };
+            let k = n.clamp(1, 4096).next_multiple_of(8);
+            gemm_bf16_case(device, kernel, (257, 264, k), seed)
+        }
         "rmsnorm-f32" | "rmsnorm-bf16" => {
             let dtype = if kernel == "rmsnorm-f32" {
                 Dtype::F32
@@ -267,19 +278,21 @@ pub fn gemm_case(
     Ok(Outcome::within(&c, stats, err, 1e-5))
 }
 
-/// The tensor-core GEMM of seeded random matrices (rounded to bf16), checked against fp64 on the
-/// same rounded operands (norm-wise relative error ≤ 1e-5: only the f32 accumulation differs).
+/// The tensor-core GEMM `kernel` on seeded random matrices (rounded to bf16), checked against
+/// fp64 on the same rounded operands (norm-wise relative error ≤ 1e-5: only the f32 accumulation
+/// differs).
 pub fn gemm_bf16_case(
     device: &Device,
+    kernel: Bf16Kernel,
     (m, n, k): (u32, u32, u32),
     seed: u64,
 ) -> Result<Outcome, LaunchError> {
-    use crate::gemm::host::{gemm_bf16, reference};
+    use crate::gemm::host::{gemm_bf16_with, reference};
     let mut rng = Rng(seed.max(1));
     let round = |v: f32| ck_core::device::Bf16::from_f32(v).to_f32();
     let a: Vec<f32> = (0..m * k).map(|_| round(rng.f32())).collect();
     let b: Vec<f32> = (0..k * n).map(|_| round(rng.f32())).collect();
-    let (c, stats) = gemm_bf16(device, &a, &b, (m, n, k))?;
+    let (c, stats) = gemm_bf16_with(device, kernel, &a, &b, (m, n, k))?;
     let err = norm_relative_error(&c, &reference(&a, &b, (m, n, k)));
     Ok(Outcome::within(&c, stats, err, 1e-5))
 }
@@ -408,7 +421,8 @@ pub fn cross_check(a: &Device, b: &Device) -> Result<Vec<CrossCheck>, LaunchErro
             1e-5,
         );
     }
-    // bf16: the mma.sync kernel (N or K not a multiple of 8), then gemm_bf16_wgmma.
+    // bf16: the mma.sync kernel on any shape, the wgmma kernels where N and K are multiples of 8.
+    let wgmma = [Bf16Kernel::Wgmma128x256, Bf16Kernel::Wgmma128x128];
     for (m, n, k) in [
         (1u32, 1u32, 1u32),
         (17, 33, 65),
@@ -416,16 +430,21 @@ pub fn cross_check(a: &Device, b: &Device) -> Result<Vec<CrossCheck>, LaunchErro
         (1, 8, 8),
         (136, 264, 328),
     ] {
-        // The tensor cores' internal accumulation order and precision are not specified (the
-        // emulator rounds each mma's exact sum once): the devices may differ by a few f32 ulps per
-        // k16 step, while both stay within 1e-5 of fp64.
-        let case = format!("gemm bf16 {m}x{n}x{k}");
-        record(
-            case,
-            gemm_bf16_case(a, (m, n, k), 13)?,
-            gemm_bf16_case(b, (m, n, k), 13)?,
-            1e-4,
-        );
+        let aligned = n.is_multiple_of(8) && k.is_multiple_of(8);
+        for kernel in [Bf16Kernel::MmaSync]
+            .into_iter()
+            .chain(wgmma.into_iter().filter(|_| aligned))
+        {
+            // The tensor cores' internal accumulation order and precision are not specified
+            // (the emulator rounds each MMA's exact sum once): the devices may differ by a few
+            // f32 ulps per k16 step, while both stay within 1e-5 of fp64.
+            record(
+                format!("gemm bf16 {m}x{n}x{k} {}", kernel.name()),
+                gemm_bf16_case(a, kernel, (m, n, k), 13)?,
+                gemm_bf16_case(b, kernel, (m, n, k), 13)?,
+                1e-4,
+            );
+        }
     }
     for swizzled in [true, false] {
         let case = format!("lds-probe {}", if swizzled { "xor" } else { "plain" });

@@ -9,8 +9,8 @@
 //! registers while the current one is multiplied, so one barrier per step suffices.
 //!
 //! `gemm_bf16`: the `mma.sync` tensor-core kernel (any shape; see its documentation). Where N
-//! and K are multiples of 8, [`host::launch_bf16`] runs the Hopper kernel
-//! `gemm_bf16_wgmma` ([`crate::gemm_sm90`]) instead (5–6× faster on an H100).
+//! and K are multiples of 8, [`host::launch_bf16`] runs a Hopper kernel ([`crate::gemm_sm90`],
+//! 5–6× faster on an H100) instead; [`host::Bf16Kernel::for_shape`] says which.
 
 use ck_core::device::*;
 use ck_core::tile::{make_tile_window, unroll, DistributedTensor, View2};
@@ -310,57 +310,81 @@ pub mod host {
         GemmF32::launch(device, config(m, n), a, b, c, m, n, k)
     }
 
-    /// True if `gemm_bf16_wgmma` takes the shape: its 16-byte copies need rows of A (K
-    /// elements) and of B (N elements) that are multiples of 8.
-    pub fn wgmma_takes(n: u32, k: u32) -> bool {
-        n.is_multiple_of(8) && k.is_multiple_of(8)
+    /// The bf16 GEMM kernels.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Bf16Kernel {
+        /// `gemm_bf16`: `mma.sync` + `ldmatrix`, any shape.
+        MmaSync,
+        /// `gemm_bf16_wgmma`: wgmma on 128 × 256 tiles (N, K multiples of 8).
+        Wgmma128x256,
+        /// `gemm_bf16_wgmma_n128`: wgmma on 128 × 128 tiles (N, K multiples of 8).
+        Wgmma128x128,
     }
 
-    /// The bf16 GEMM on device buffers: `gemm_bf16_wgmma` where [`wgmma_takes`] the shape,
-    /// the `mma.sync` kernel `gemm_bf16` otherwise.
+    impl Bf16Kernel {
+        /// The kernel for an M × N × K product on `device`: wgmma where N and K are multiples
+        /// of 8 (its 16-byte copies need 16-byte rows of A and B), `mma.sync` otherwise. The
+        /// wgmma tiles are 128 × 128 when they all run at once (one wave: a 128 × 128 tile takes
+        /// 0.7 of a 128 × 256 one's time on an H100, so halving the tiles of a partial wave
+        /// pays), else 128 × 256 (at 1024 × 1024 × 8192: 282 against 204 TFLOP/s; at
+        /// 2048 × 2048 × 4096, 256 tiles of 128 × 128 on 132 SMs: 486 against 628).
+        pub fn for_shape(device: &Device, (m, n, k): (u32, u32, u32)) -> Bf16Kernel {
+            use crate::gemm_sm90::BM;
+            if !n.is_multiple_of(8) || !k.is_multiple_of(8) {
+                Bf16Kernel::MmaSync
+            } else if m.div_ceil(BM) * n.div_ceil(128) <= device.multiprocessors() {
+                Bf16Kernel::Wgmma128x128
+            } else {
+                Bf16Kernel::Wgmma128x256
+            }
+        }
+
+        /// The kernel's name.
+        pub fn name(self) -> &'static str {
+            match self {
+                Bf16Kernel::MmaSync => "gemm_bf16",
+                Bf16Kernel::Wgmma128x256 => "gemm_bf16_wgmma",
+                Bf16Kernel::Wgmma128x128 => "gemm_bf16_wgmma_n128",
+            }
+        }
+    }
+
+    /// The bf16 GEMM on device buffers, with the kernel [`Bf16Kernel::for_shape`] picks.
     pub fn launch_bf16(
         device: &Device,
         a: &DeviceBuffer<Bf16>,
         b: &DeviceBuffer<Bf16>,
         c: &mut DeviceBuffer<f32>,
-        (m, n, k): (u32, u32, u32),
+        shape: (u32, u32, u32),
     ) -> Result<LaunchStats, LaunchError> {
-        if wgmma_takes(n, k) {
-            launch_bf16_wgmma(device, a, b, c, (m, n, k))
-        } else {
-            launch_bf16_mma(device, a, b, c, (m, n, k))
-        }
+        launch_bf16_with(device, Bf16Kernel::for_shape(device, shape), a, b, c, shape)
     }
 
-    /// Launches the `mma.sync` kernel `gemm_bf16` on device buffers (any shape).
-    pub fn launch_bf16_mma(
+    /// The bf16 GEMM on device buffers with `kernel`; `shape-unsupported` for a wgmma kernel
+    /// where N or K is not a multiple of 8.
+    pub fn launch_bf16_with(
         device: &Device,
+        kernel: Bf16Kernel,
         a: &DeviceBuffer<Bf16>,
         b: &DeviceBuffer<Bf16>,
         c: &mut DeviceBuffer<f32>,
         (m, n, k): (u32, u32, u32),
     ) -> Result<LaunchStats, LaunchError> {
-        GemmBf16::launch(device, config(m, n), a, b, c, m, n, k)
-    }
-
-    /// Launches `gemm_bf16_wgmma` (one 256-thread block per 128 × 256 tile of C) on device
-    /// buffers; `shape-unsupported` unless [`wgmma_takes`] the shape.
-    pub fn launch_bf16_wgmma(
-        device: &Device,
-        a: &DeviceBuffer<Bf16>,
-        b: &DeviceBuffer<Bf16>,
-        c: &mut DeviceBuffer<f32>,
-        (m, n, k): (u32, u32, u32),
-    ) -> Result<LaunchStats, LaunchError> {
-        use crate::gemm_sm90::{GemmBf16Wgmma, BM, BN};
-        if !wgmma_takes(n, k) {
+        use crate::gemm_sm90::{GemmBf16Wgmma, GemmBf16WgmmaN128, BM};
+        if kernel != Bf16Kernel::MmaSync && (!n.is_multiple_of(8) || !k.is_multiple_of(8)) {
             return Err(LaunchError::invalid(
                 "shape-unsupported",
-                format!("gemm_bf16_wgmma needs N and K to be multiples of 8 (16-byte rows); got N = {n}, K = {k} (launch_bf16 sends such shapes to gemm_bf16)"),
+                format!("{} needs N and K to be multiples of 8 (16-byte rows); got N = {n}, K = {k} (launch_bf16 sends such shapes to gemm_bf16)", kernel.name()),
             ));
         }
-        let cfg = LaunchConfig::new(m.div_ceil(BM) * n.div_ceil(BN), 256);
-        GemmBf16Wgmma::launch(device, cfg, a, b, c, m, n, k)
+        let tiles = |bn: u32| LaunchConfig::new(m.div_ceil(BM) * n.div_ceil(bn), 256);
+        match kernel {
+            Bf16Kernel::MmaSync => GemmBf16::launch(device, config(m, n), a, b, c, m, n, k),
+            Bf16Kernel::Wgmma128x256 => GemmBf16Wgmma::launch(device, tiles(256), a, b, c, m, n, k),
+            Bf16Kernel::Wgmma128x128 => {
+                GemmBf16WgmmaN128::launch(device, tiles(128), a, b, c, m, n, k)
+            }
+        }
     }
 
     /// Launches `gemm_bf16_plain` (plain shared layouts) on device buffers.
@@ -406,9 +430,21 @@ pub mod host {
         Ok((cd.to_vec()?, st))
     }
 
-    /// `A · B` with A and B rounded to bf16, on the tensor-core kernel (f32 accumulation).
+    /// `A · B` with A and B rounded to bf16, on the tensor-core kernel
+    /// [`Bf16Kernel::for_shape`] picks (f32 accumulation).
     pub fn gemm_bf16(
         device: &Device,
+        a: &[f32],
+        b: &[f32],
+        shape: (u32, u32, u32),
+    ) -> Result<(Vec<f32>, LaunchStats), LaunchError> {
+        gemm_bf16_with(device, Bf16Kernel::for_shape(device, shape), a, b, shape)
+    }
+
+    /// `A · B` with A and B rounded to bf16, on `kernel`.
+    pub fn gemm_bf16_with(
+        device: &Device,
+        kernel: Bf16Kernel,
         a: &[f32],
         b: &[f32],
         shape: (u32, u32, u32),
@@ -421,7 +457,7 @@ pub mod host {
         );
         let mut cd =
             DeviceBuffer::from_slice(device, &vec![f32::NAN; (shape.0 * shape.1) as usize])?;
-        let st = launch_bf16(device, &ad, &bd, &mut cd, shape)?;
+        let st = launch_bf16_with(device, kernel, &ad, &bd, &mut cd, shape)?;
         Ok((cd.to_vec()?, st))
     }
 

@@ -16,14 +16,13 @@
 //! FLOP per byte of shared memory traffic, and holds 128 f32 accumulators per thread.
 
 use ck_core::device::*;
+use ck_core::distribution::TileDistribution;
 use ck_core::tile::{make_tile_window, unroll, DistributedTensor, View2};
 use ck_core::wgmma::{swizzle_128b, SmemMatrix, Swizzle};
 use ck_macros::{tile_distribution, tile_kernel};
 
 /// Block tile rows.
 pub const BM: u32 = 128;
-/// Block tile columns.
-pub const BN: u32 = 256;
 /// K per stage.
 const BK: u32 = 64;
 /// Shared-memory stages.
@@ -35,11 +34,14 @@ const COPY_AHEAD: u32 = STAGES - 1 - MMA_IN_FLIGHT;
 /// Block tile rows per group of the launch order (consecutive blocks share A and B panels in L2).
 const GROUP_M: u32 = 16;
 const A_BYTES: u32 = BM * BK * 2;
-const B_BYTES: u32 = BK * BN * 2;
-const STAGE_BYTES: u32 = A_BYTES + B_BYTES;
-/// The stages plus up to 1 KiB to start them on a 1024-byte boundary (the swizzle XORs
-/// absolute address bits).
-const SMEM_ELEMS: usize = ((STAGES * STAGE_BYTES + 1024) / 2) as usize;
+/// B is stored in 64-column panels of `BK` rows × 128 bytes.
+const PANEL_BYTES: u32 = BK * 128;
+
+/// Shared elements of the kernel with block tiles `BM × bn`: the stages plus up to 1 KiB to
+/// start them on a 1024-byte boundary (the swizzle XORs absolute address bits).
+const fn smem_elems(bn: u32) -> usize {
+    ((STAGES * (A_BYTES + BK * bn * 2) + 1024) / 2) as usize
+}
 
 tile_distribution! {
     /// A's 128 × 64 stage as 16-byte copies: each warp copies 4 rows of 128 bytes, 4 times.
@@ -53,7 +55,7 @@ tile_distribution! {
 
 tile_distribution! {
     /// B's 64 × 256 stage as 16-byte copies: each warp copies one row of 512 bytes, 8 times.
-    pub struct BCopy {
+    pub struct BCopy256 {
         warp_size: 32, block_size: 256,
         h: { k: [rep: 8, warp: 8], n: [lane: 32, vec: 8] },
         p: [[k.warp], [n.lane]],
@@ -62,10 +64,20 @@ tile_distribution! {
 }
 
 tile_distribution! {
+    /// B's 64 × 128 stage as 16-byte copies: each warp copies two rows of 256 bytes, 4 times.
+    pub struct BCopy128 {
+        warp_size: 32, block_size: 256,
+        h: { k: [rep: 4, warp: 8, lane: 2], n: [lane: 16, vec: 8] },
+        p: [[k.warp], [k.lane, n.lane]],
+        y: [k.rep, n.vec],
+    }
+}
+
+tile_distribution! {
     /// C's 128 × 256 tile in the wgmma accumulator layout: warpgroup `wg` owns rows
     /// 64·wg..64·wg + 64; in it, warp `w` and lane (g, t) hold rows 16w + {g, g + 8} and columns
     /// 8j + 2t + {0, 1} for j < 32 — register 4j + 2h + e (PTX ISA, wgmma D fragments).
-    pub struct CWgmma {
+    pub struct CWgmma256 {
         warp_size: 32, block_size: 256,
         h: { m: [wg: 2, w: 4, h: 2, g: 8], n: [j: 32, t: 4, e: 2] },
         p: [[m.wg, m.w], [m.g, n.t]],
@@ -73,12 +85,53 @@ tile_distribution! {
     }
 }
 
-/// Issues the copies of stage `stage` (A rows `bm..`, B columns `bn..`, K from `k0`) into the
-/// stage buffers that start at element `tile` of `smem`.
+tile_distribution! {
+    /// C's 128 × 128 tile in the wgmma accumulator layout ([`CWgmma256`] with j < 16).
+    pub struct CWgmma128 {
+        warp_size: 32, block_size: 256,
+        h: { m: [wg: 2, w: 4, h: 2, g: 8], n: [j: 16, t: 4, e: 2] },
+        p: [[m.wg, m.w], [m.g, n.t]],
+        y: [n.j, m.h, n.e],
+    }
+}
+
+/// A block tile of the wgmma GEMM, `BM × BN`: what depends on its width.
+pub trait WgmmaTile {
+    /// Block tile columns (a multiple of 64: B is stored in 64-column panels).
+    const BN: u32;
+    /// B's `BK × BN` stage as 16-byte copies.
+    type BCopy: TileDistribution<Y = [i32; 2], X = [i32; 2]>;
+    /// A thread's accumulators: one `m64nBNk16` MMA's.
+    type Acc: WgmmaAccumulators;
+    /// C's tile in the accumulator layout.
+    type C: TileDistribution<X = [i32; 2], Buffer<f32> = Self::Acc>;
+}
+
+/// 128 × 256 tiles (`gemm_bf16_wgmma`): 85 FLOP per byte copied, 128 accumulators per thread.
+pub struct Tile128x256;
+/// 128 × 128 tiles (`gemm_bf16_wgmma_n128`): twice the blocks, for shapes with too few tiles.
+pub struct Tile128x128;
+
+impl WgmmaTile for Tile128x256 {
+    const BN: u32 = 256;
+    type BCopy = BCopy256;
+    type Acc = [f32; 128];
+    type C = CWgmma256;
+}
+
+impl WgmmaTile for Tile128x128 {
+    const BN: u32 = 128;
+    type BCopy = BCopy128;
+    type Acc = [f32; 64];
+    type C = CWgmma128;
+}
+
+/// Issues the copies of one stage (A rows `bm..`, B columns `bn..`, K from `k0`) into the stage
+/// buffers that start at element `tile` of `smem`.
 #[inline(always)]
-fn copy_stage(
+fn copy_stage<T: WgmmaTile, const SMEM: usize>(
     (a, b): (&Global<Bf16>, &Global<Bf16>),
-    smem: &SharedArray<Bf16, SMEM_ELEMS>,
+    smem: &SharedArray<Bf16, SMEM>,
     tile: u32,
     (bm, bn, k0): (u32, u32, u32),
     (m, n, k): (u32, u32, u32),
@@ -90,13 +143,16 @@ fn copy_stage(
         let (gm, gk) = (bm + r, k0 + c);
         cp_async_16(smem, at, a, gm * k + gk, gm < m && gk < k);
     });
-    let pb = BCopy::partition_index(thread_idx());
-    unroll::<8>(|rep| {
-        let [r, c] = BCopy::x_index(pb, [rep as i32, 0]).map(|x| x as u32);
-        let panel = (c / 64) * 8192;
-        let at = tile + (A_BYTES + panel + swizzle_128b(r * 128 + (c % 64) * 2)) / 2;
-        let (gk, gn) = (k0 + r, bn + c);
-        cp_async_16(smem, at, b, gk * n + gn, gk < k && gn < n);
+    let pb = T::BCopy::partition_index(thread_idx());
+    // BK · BN / 8 chunks over 256 threads.
+    unroll::<32>(|rep| {
+        if (rep as u32) < BK * T::BN / 8 / 256 {
+            let [r, c] = T::BCopy::x_index(pb, [rep as i32, 0]).map(|x| x as u32);
+            let panel = (c / 64) * PANEL_BYTES;
+            let at = tile + (A_BYTES + panel + swizzle_128b(r * 128 + (c % 64) * 2)) / 2;
+            let (gk, gn) = (k0 + r, bn + c);
+            cp_async_16(smem, at, b, gk * n + gn, gk < k && gn < n);
+        }
     });
 }
 
@@ -104,38 +160,35 @@ fn copy_stage(
 /// `GROUP_M` tile rows column by column, so the blocks resident at once share few A and B
 /// panels (Triton's grouped order).
 #[inline(always)]
-fn block_tile(block: u32, tiles_m: u32, tiles_n: u32) -> (u32, u32) {
+fn block_tile(block: u32, (tiles_m, tiles_n): (u32, u32), bn: u32) -> (u32, u32) {
     let per_group = GROUP_M * tiles_n;
     let first_row = block / per_group * GROUP_M;
     let rows = (tiles_m - first_row).min(GROUP_M);
     let at = block % per_group;
-    ((first_row + at % rows) * BM, at / rows * BN)
+    ((first_row + at % rows) * BM, at / rows * bn)
 }
 
-/// `C = A · B` (bf16 A and B, f32 C) with wgmma: 128 × 256 block tiles, grid
-/// ⌈M/128⌉ · ⌈N/256⌉ blocks, block-row-major.
-#[tile_kernel(block = 256, distributions(ACopy, BCopy, CWgmma))]
-pub fn gemm_bf16_wgmma(
-    a: Global<Bf16>,
-    b: Global<Bf16>,
-    c: GlobalMut<f32>,
-    m: u32,
-    n: u32,
-    k: u32,
+/// The kernel body for block tiles `T`, with the shared memory of its kernel.
+#[inline(always)]
+fn gemm_wgmma<T: WgmmaTile, const SMEM: usize>(
+    (a, b, c): (Global<Bf16>, Global<Bf16>, GlobalMut<f32>),
+    (m, n, k): (u32, u32, u32),
+    smem: SharedArray<Bf16, SMEM>,
 ) {
-    let smem = shared!(Bf16; SMEM_ELEMS);
+    let stage_bytes = A_BYTES + BK * T::BN * 2;
     let first = (1024 - smem.shared_address(0) % 1024) % 1024 / 2;
-    let (bm, bn) = block_tile(block_idx(), m.div_ceil(BM), n.div_ceil(BN));
-    let stage_at = |s: u32| first + s * STAGE_BYTES / 2;
+    let tiles = (m.div_ceil(BM), n.div_ceil(T::BN));
+    let (bm, bn) = block_tile(block_idx(), tiles, T::BN);
+    let stage_at = |s: u32| first + s * stage_bytes / 2;
     let k_tiles = k.div_ceil(BK);
     for s in 0..COPY_AHEAD {
         if s < k_tiles {
-            copy_stage((&a, &b), &smem, stage_at(s), (bm, bn, s * BK), (m, n, k));
+            copy_stage::<T, SMEM>((&a, &b), &smem, stage_at(s), (bm, bn, s * BK), (m, n, k));
         }
         cp_async_commit();
     }
     let wg = warp_id() / 4;
-    let mut acc = DistributedTensor::<CWgmma, f32>::zeros();
+    let mut acc = DistributedTensor::<T::C, f32>::splat(0.0);
     for kt in 0..k_tiles {
         // This thread's copies of stage kt have landed; the barrier publishes everyone's
         // (to the MMA's async proxy, hence the fence) and says every warpgroup is done with
@@ -146,7 +199,7 @@ pub fn gemm_bf16_wgmma(
         let ahead = kt + COPY_AHEAD;
         if ahead < k_tiles {
             let at = stage_at(ahead % STAGES);
-            copy_stage((&a, &b), &smem, at, (bm, bn, ahead * BK), (m, n, k));
+            copy_stage::<T, SMEM>((&a, &b), &smem, at, (bm, bn, ahead * BK), (m, n, k));
         }
         cp_async_commit();
         let stage = smem.shared_address(stage_at(kt % STAGES));
@@ -159,13 +212,14 @@ pub fn gemm_bf16_wgmma(
                 sbo: 1024,
                 swizzle: Swizzle::B128,
             };
+            // B: 64-column panels of BK rows × 128 bytes; a k-slice is 16 rows further.
             let b_desc = SmemMatrix {
                 start: stage + A_BYTES + kk * 16 * 128,
-                lbo: 8192,
+                lbo: PANEL_BYTES,
                 sbo: 1024,
                 swizzle: Swizzle::B128,
             };
-            wgmma_m64n256k16_bf16(
+            wgmma_bf16(
                 &mut acc.data,
                 a_desc.descriptor(),
                 b_desc.descriptor(),
@@ -177,5 +231,34 @@ pub fn gemm_bf16_wgmma(
     }
     wgmma_wait::<0>(&mut acc.data);
     let origin = [bm as i32, bn as i32];
-    make_tile_window::<CWgmma, _>(View2::<_, f32, 2>::new(c, m, n, n), origin).store(&acc);
+    make_tile_window::<T::C, _>(View2::<_, f32, 2>::new(c, m, n, n), origin).store(&acc);
+}
+
+/// `C = A · B` (bf16 A and B, f32 C) with wgmma on 128 × 256 tiles: grid
+/// ⌈M/128⌉ · ⌈N/256⌉ blocks.
+#[tile_kernel(block = 256, distributions(ACopy, BCopy256, CWgmma256))]
+pub fn gemm_bf16_wgmma(
+    a: Global<Bf16>,
+    b: Global<Bf16>,
+    c: GlobalMut<f32>,
+    m: u32,
+    n: u32,
+    k: u32,
+) {
+    let smem = shared!(Bf16; smem_elems(256));
+    gemm_wgmma::<Tile128x256, { smem_elems(256) }>((a, b, c), (m, n, k), smem);
+}
+
+/// `C = A · B` with wgmma on 128 × 128 tiles: grid ⌈M/128⌉ · ⌈N/128⌉ blocks.
+#[tile_kernel(block = 256, distributions(ACopy, BCopy128, CWgmma128))]
+pub fn gemm_bf16_wgmma_n128(
+    a: Global<Bf16>,
+    b: Global<Bf16>,
+    c: GlobalMut<f32>,
+    m: u32,
+    n: u32,
+    k: u32,
+) {
+    let smem = shared!(Bf16; smem_elems(128));
+    gemm_wgmma::<Tile128x128, { smem_elems(128) }>((a, b, c), (m, n, k), smem);
 }

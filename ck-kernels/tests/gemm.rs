@@ -39,48 +39,83 @@ fn gemm_f32_matches_fp64_on_odd_shapes() {
     }
 }
 
+fn bf16_operands(rng: &mut Rng, (m, n, k): (u32, u32, u32)) -> (Vec<f32>, Vec<f32>) {
+    let round = |v: f32| ck_core::device::Bf16::from_f32(v).to_f32();
+    let a = (0..m * k).map(|_| round(rng.f32())).collect();
+    let b = (0..k * n).map(|_| round(rng.f32())).collect();
+    (a, b)
+}
+
 #[test]
 fn gemm_bf16_tensor_core_matches_fp64_on_odd_shapes() {
     use ck_kernels::gemm::host::gemm_bf16;
     let device = Device::emulator();
     let mut rng = Rng(23);
-    let round = |v: &[f32]| {
-        v.iter()
-            .map(|&x| ck_core::device::Bf16::from_f32(x).to_f32())
-            .collect::<Vec<_>>()
-    };
-    for (m, n, k) in [
+    // The kernel launch_bf16 picks: mma.sync for N or K not a multiple of 8, wgmma otherwise.
+    for shape in [
         (1u32, 1u32, 1u32),
         (17, 33, 65),
         (257, 129, 73),
         (128, 128, 64),
-        // gemm_bf16_wgmma (N, K multiples of 8): one row, one tile, and edges in M and N with
-        // six K stages, so the four shared buffers wrap.
         (1, 8, 8),
-        (136, 264, 328),
     ] {
-        let a: Vec<f32> = (0..m * k).map(|_| rng.f32()).collect();
-        let b: Vec<f32> = (0..k * n).map(|_| rng.f32()).collect();
-        let (c, st) = gemm_bf16(&device, &a, &b, (m, n, k)).unwrap();
+        let (a, b) = bf16_operands(&mut rng, shape);
+        let (c, st) = gemm_bf16(&device, &a, &b, shape).unwrap();
         // The reference sees the same bf16-rounded operands; accumulation is f32.
-        let want = reference(&round(&a), &round(&b), (m, n, k));
-        let err = norm_relative_error(&c, &want);
-        assert!(err <= 1e-5, "{m}x{n}x{k}: relative error {err}");
+        let err = norm_relative_error(&c, &reference(&a, &b, shape));
+        assert!(err <= 1e-5, "{shape:?}: relative error {err}");
         assert!(c.iter().all(|v| v.is_finite()));
-        if (m, n, k) == (136, 264, 328) {
-            // gemm_bf16_wgmma: 2 × 2 blocks × 6 K stages × 8 warps × 12 cp.async (4 of A's
-            // 128 × 64 slice, 8 of B's 64 × 256) per warp; each 8-lane phase writes the 8
-            // chunks of one 128-byte row, permuted by the swizzle: conflict-free. The MMAs
-            // read shared memory outside the load instructions.
-            assert_eq!(st.shared_store_requests, 2 * 2 * 6 * 8 * 12, "{st:?}");
-            assert_eq!(st.shared_store_conflicts, 0, "{st:?}");
-            assert_eq!(st.shared_load_requests, 0, "{st:?}");
-        }
-        if (m, n, k) == (128, 128, 64) {
-            // The k-write staging of A into the XOR layout is conflict-free.
+        if shape == (128, 128, 64) {
             assert!(st.shared_store_requests > 0, "{st:?}");
         }
     }
+}
+
+#[test]
+fn every_bf16_kernel_matches_fp64_across_tile_edges_and_wrapping_buffers() {
+    use ck_kernels::gemm::host::{gemm_bf16_with, Bf16Kernel};
+    let device = Device::emulator();
+    let mut rng = Rng(29);
+    // Edges in M and N, six K stages so the four shared buffers wrap.
+    let shape = (136u32, 264u32, 328u32);
+    let (a, b) = bf16_operands(&mut rng, shape);
+    let want = reference(&a, &b, shape);
+    for kernel in [
+        Bf16Kernel::MmaSync,
+        Bf16Kernel::Wgmma128x256,
+        Bf16Kernel::Wgmma128x128,
+    ] {
+        let (c, st) = gemm_bf16_with(&device, kernel, &a, &b, shape).unwrap();
+        let err = norm_relative_error(&c, &want);
+        assert!(err <= 1e-5, "{}: relative error {err}", kernel.name());
+        if kernel == Bf16Kernel::MmaSync {
+            continue;
+        }
+        // Per block and K stage, each of the 8 warps copies A's 128 × 64 slice in 4 cp.async
+        // and B's 64 × BN slice in BN / 32 (16 bytes per lane). Each 8-lane phase writes the 8
+        // chunks of one 128-byte row, permuted by the swizzle: conflict-free. The MMAs read
+        // shared memory outside the load instructions.
+        let bn = if kernel == Bf16Kernel::Wgmma128x256 {
+            256
+        } else {
+            128
+        };
+        let blocks = shape.0.div_ceil(128) * shape.1.div_ceil(bn);
+        let copies = blocks * shape.2.div_ceil(64) * 8 * (4 + bn / 32);
+        let name = kernel.name();
+        assert_eq!(st.shared_store_requests, copies as u64, "{name}: {st:?}");
+        assert_eq!(st.shared_store_conflicts, 0, "{}: {st:?}", kernel.name());
+        assert_eq!(st.shared_load_requests, 0, "{}: {st:?}", kernel.name());
+    }
+    // A wgmma kernel refuses a shape its copies cannot take.
+    let err = gemm_bf16_with(
+        &device,
+        Bf16Kernel::Wgmma128x128,
+        &a[..17 * 9],
+        &b[..9 * 8],
+        (17, 8, 9),
+    );
+    assert_eq!(err.unwrap_err().rule(), "shape-unsupported");
 }
 
 #[test]

@@ -320,7 +320,7 @@ fn bench_gemm(
     peers: &Value,
     (warmup, iters): (usize, usize),
 ) -> Result<Vec<Value>, CliError> {
-    use crate::gemm::host::{launch_bf16, launch_bf16_mma, launch_f32};
+    use crate::gemm::host::{launch_bf16_with, launch_f32, Bf16Kernel};
     let default = if device.is_emulator() {
         "128x128x64"
     } else {
@@ -343,18 +343,17 @@ fn bench_gemm(
         })
         .map_err(launch_error)?;
         // One row per kernel: our TFLOP/s and, when the peers ran, cuBLAS's and the ratio.
-        let row = |kernel: &str, t: Duration| {
+        let row = |dtype: &str, kernel: &str, t: Duration| {
             let key = format!("{m}x{n}x{k}");
             let ours = 2.0 * m as f64 * n as f64 * k as f64 / t.as_secs_f64() / 1e12;
-            let mut row = json!({"case": format!("{kernel} {key}"), "ms": t.as_secs_f64() * 1e3, "ours_tflops": ours});
-            let dtype = kernel.split('-').next().unwrap_or(kernel);
+            let mut row = json!({"case": format!("{dtype} {key}"), "kernel": kernel, "ms": t.as_secs_f64() * 1e3, "ours_tflops": ours});
             if let Some(c) = peers["gemm"][&key][format!("{dtype}_tflops")].as_f64() {
                 row["cublas_tflops"] = json!(c);
                 row["vs_cublas"] = json!(ours / c);
             }
             row
         };
-        rows.push(row("f32", t));
+        rows.push(row("f32", "gemm_f32", t));
         // The tensor-core kernel on the same values rounded to bf16.
         let ab: Vec<Bf16> = a.iter().map(|&v| Bf16::from_f32(v)).collect();
         let bb: Vec<Bf16> = b.iter().map(|&v| Bf16::from_f32(v)).collect();
@@ -362,19 +361,33 @@ fn bench_gemm(
             DeviceBuffer::from_slice(device, &ab).map_err(launch_error)?,
             DeviceBuffer::from_slice(device, &bb).map_err(launch_error)?,
         );
-        let t = timed(warmup, iters, || {
-            launch_bf16(device, &ad, &bd, &mut cd, (m, n, k)).map(|s| s.elapsed)
-        })
-        .map_err(launch_error)?;
-        rows.push(row("bf16", t));
-        // The mma.sync kernel on the same shape, for what wgmma buys (the GPU only: on the
-        // emulator both rows would time the emulator).
+        // The kernel launch_bf16 picks ("(auto)"); on the GPU also every other kernel that takes
+        // the shape, for what the choice buys (on the emulator they would time the emulator).
+        let picked = Bf16Kernel::for_shape(device, (m, n, k));
+        let mut kernels = vec![picked];
         if !device.is_emulator() {
+            let wgmma_takes = picked != Bf16Kernel::MmaSync;
+            kernels.extend(
+                [
+                    Bf16Kernel::Wgmma128x256,
+                    Bf16Kernel::Wgmma128x128,
+                    Bf16Kernel::MmaSync,
+                ]
+                .into_iter()
+                .filter(|&o| o != picked && (wgmma_takes || o == Bf16Kernel::MmaSync)),
+            );
+        }
+        for kernel in kernels {
             let t = timed(warmup, iters, || {
-                launch_bf16_mma(device, &ad, &bd, &mut cd, (m, n, k)).map(|s| s.elapsed)
+                launch_bf16_with(device, kernel, &ad, &bd, &mut cd, (m, n, k)).map(|s| s.elapsed)
             })
             .map_err(launch_error)?;
-            rows.push(row("bf16-mma.sync", t));
+            let name = if kernel == picked {
+                format!("{} (auto)", kernel.name())
+            } else {
+                kernel.name().to_string()
+            };
+            rows.push(row("bf16", &name, t));
         }
     }
     Ok(rows)

@@ -429,7 +429,7 @@ fn gemm_cmd(argv: &[String]) -> Result<(), CliError> {
 /// plain shared layouts (the same result; `both`: XOR then plain, one
 /// ncu session profiles them in that order), and their shared-memory counters.
 fn gemm_lds_cmd(argv: &[String]) -> Result<(), CliError> {
-    use crate::gemm::host::{launch_bf16_mma, launch_bf16_plain};
+    use crate::gemm::host::{launch_bf16_plain, launch_bf16_with, Bf16Kernel};
     use ck_core::device::Bf16;
     use ck_core::host::DeviceBuffer;
     let args = Args::parse(argv, &["layout", "backend"], &["json"])?;
@@ -460,7 +460,7 @@ fn gemm_lds_cmd(argv: &[String]) -> Result<(), CliError> {
     for &name in layouts {
         let mut cd = DeviceBuffer::<f32>::zeros(&device, (m * n) as usize).map_err(launch_error)?;
         let st = if name == "xor" {
-            launch_bf16_mma(&device, &ad, &bd, &mut cd, (m, n, k))
+            launch_bf16_with(&device, Bf16Kernel::MmaSync, &ad, &bd, &mut cd, (m, n, k))
         } else {
             launch_bf16_plain(&device, &ad, &bd, &mut cd, (m, n, k))
         }
