@@ -1,19 +1,21 @@
-//! `gemm_bf16_wgmma`: `C[M,N] = A[M,K] · B[K,N]` (bf16 in, f32 out, row-major) on Hopper's
-//! warpgroup MMA (`wgmma`, sm_90a), for any M and any N, K that are multiples of 8 (rows of A
-//! and B must be 16-byte aligned for `cp.async`; [`crate::gemm::host`] sends other shapes to
-//! the `mma.sync` kernel).
+//! `gemm_bf16_wgmma` and `gemm_bf16_wgmma_n128`: `C[M,N] = A[M,K] · B[K,N]` (bf16 in, f32 out,
+//! row-major) on Hopper's warpgroup MMA (`wgmma`, sm_90a), for any M and any N, K that are
+//! multiples of 8 (rows of A and B must be 16-byte aligned for `cp.async`;
+//! [`crate::gemm::host::Bf16Kernel::for_shape`] sends other shapes to the `mma.sync` kernel).
 //!
-//! A 256-thread block (two warpgroups) computes a 128 × 256 tile of C. K is walked in stages
-//! of 64: each thread issues 16-byte `cp.async` copies of A's 128 × 64 and B's 64 × 256 slices
-//! straight into shared memory (no registers in between; edges zero-filled), `STAGES − 1`
-//! stages ahead of the one being multiplied. Both tiles are stored in the 128-byte swizzle
-//! that the MMA's descriptors read ([`ck_core::wgmma`]): A K-major, rows of 128 bytes; B
-//! N-major, in four 64-column panels of 64 rows × 128 bytes. Per stage, each warpgroup
-//! issues four `m64n256k16` MMAs over its 64 rows of A and all of B; one barrier per stage
-//! publishes the copies and retires the buffer the previous stage read.
+//! A 256-thread block (two warpgroups) computes a `128 × BN` tile of C, `BN` = 256 or 128
+//! ([`WgmmaTile`]). K is walked in stages of 64: each thread issues 16-byte `cp.async` copies
+//! of A's 128 × 64 and B's 64 × BN slices straight into shared memory (no registers in between;
+//! edges zero-filled), two stages ahead of the one being multiplied, into four buffers. Both
+//! tiles are stored in the 128-byte swizzle that the MMA's descriptors read ([`ck_core::wgmma`]):
+//! A K-major, rows of 128 bytes; B N-major, in 64-column panels of 64 rows × 128 bytes. Per
+//! stage, each warpgroup issues four `m64nBNk16` MMAs over its 64 rows of A and all of B, and
+//! moves on with them in flight; the one barrier per stage publishes the copies and says every
+//! MMA two stages back is done, so its buffer can be refilled.
 //!
-//! The tile sizes are the floor's: per stage the block moves 48 KiB and does 4.2 MFLOP, 87
-//! FLOP per byte of shared memory traffic, and holds 128 f32 accumulators per thread.
+//! Per stage a 128 × 256 block copies 48 KiB and does 4.2 MFLOP (85 FLOP per byte) with 128
+//! f32 accumulators per thread; 128 × 128 copies 32 KiB for 2.1 MFLOP (64 FLOP per byte) but
+//! makes twice the blocks, which pays when the larger tiles leave SMs idle.
 
 use ck_core::device::*;
 use ck_core::distribution::TileDistribution;
