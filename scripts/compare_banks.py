@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """Prints the emulator's bank-probe counters next to ncu's, one row per (width, stride).
 
-Usage: compare_banks.py EMU.json NCU.csv
+Usage: compare_banks.py EMU.json NCU.csv [--excess PERCENT]
 EMU.json: `ck run bank-probe --sweep --json --backend emu`; NCU.csv: `ncu --csv --log-file` of
 `ck run bank-probe --sweep --backend cuda` (launches in the same order). Exit status 1 if any
-count differs.
+count differs. With --excess, ncu counts above the emulator's by at most PERCENT of the
+emulator's wavefronts of the same kind (extra wavefronts count as conflicts too) are marked `~`
+and pass: in kernels with many warps in flight ncu counts a few extra wavefronts that vary from
+run to run (a timing effect, not a property of one instruction's addresses, which is what the
+emulator models).
 """
 import csv
 import json
@@ -18,7 +22,7 @@ METRICS = {
 }
 
 
-def main(emu_path, ncu_path):
+def main(emu_path, ncu_path, excess=0.0):
     emu = json.load(open(emu_path))
     lines = [l for l in open(ncu_path) if l.startswith('"')]
     launches = {}
@@ -33,18 +37,36 @@ def main(emu_path, ncu_path):
     keys = [("ld_wavefronts", "shared_load_wavefronts"), ("ld_conflicts", "shared_load_conflicts"),
             ("st_wavefronts", "shared_store_wavefronts"), ("st_conflicts", "shared_store_conflicts")]
     print(f"{'case':>10} | {'ld wavefronts':>15} | {'ld conflicts':>15} | {'st wavefronts':>15} | {'st conflicts':>15} | (emulator / ncu)")
-    bad = 0
+    bad = near = 0
     for e, h in zip(emu, hw):
         cells = []
         for hk, ek in keys:
-            mark = "" if e[ek] == h.get(hk) else " !"
-            bad += mark != ""
-            cells.append(f"{e[ek]:>7} / {h.get(hk, '?'):>6}{mark:2}")
+            mine, theirs = e[ek], h.get(hk)
+            wavefronts = e[ek.replace("conflicts", "wavefronts")]
+            if mine == theirs:
+                mark = ""
+            elif theirs is not None and mine < theirs <= mine + wavefronts * excess / 100:
+                mark, near = " ~", near + 1
+            else:
+                mark, bad = " !", bad + 1
+            cells.append(f"{mine:>7} / {theirs if theirs is not None else '?':>6}{mark:2}")
         label = e.get("case") or f"W{e['width']} S{e['stride']}"
         print(f"{label:>10} | " + " | ".join(cells))
-    print(f"{len(emu) * 4 - bad} of {len(emu) * 4} counters equal" + (f"; {bad} differ (marked !)" if bad else ""))
+    total = len(emu) * 4
+    summary = f"{total - bad - near} of {total} counters equal"
+    if near:
+        summary += f"; {near} within +{excess:g} % (marked ~)"
+    if bad:
+        summary += f"; {bad} differ (marked !)"
+    print(summary)
     return 1 if bad else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:3]))
+    args = sys.argv[1:]
+    excess = 0.0
+    if "--excess" in args:
+        i = args.index("--excess")
+        excess = float(args[i + 1])
+        del args[i : i + 2]
+    sys.exit(main(*args[:2], excess=excess))
