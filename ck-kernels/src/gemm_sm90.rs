@@ -143,7 +143,9 @@ fn copy_stage<T: WgmmaTile, const SMEM: usize>(
         let [r, c] = ACopy::x_index(pa, [rep as i32, 0]).map(|x| x as u32);
         let at = tile + swizzle_128b(r * 128 + c * 2) / 2;
         let (gm, gk) = (bm + r, k0 + c);
-        cp_async_16(smem, at, a, gm * k + gk, gm < m && gk < k);
+        // Outside the matrix the copy zero-fills, and the index (which could overflow) is unused.
+        let valid = gm < m && gk < k;
+        cp_async_16(smem, at, a, if valid { gm * k + gk } else { 0 }, valid);
     });
     let pb = T::BCopy::partition_index(thread_idx());
     // BK · BN / 8 chunks over 256 threads.
@@ -153,7 +155,8 @@ fn copy_stage<T: WgmmaTile, const SMEM: usize>(
             let panel = (c / 64) * PANEL_BYTES;
             let at = tile + (A_BYTES + panel + swizzle_128b(r * 128 + (c % 64) * 2)) / 2;
             let (gk, gn) = (k0 + r, bn + c);
-            cp_async_16(smem, at, b, gk * n + gn, gk < k && gn < n);
+            let valid = gk < k && gn < n;
+            cp_async_16(smem, at, b, if valid { gk * n + gn } else { 0 }, valid);
         }
     });
 }
