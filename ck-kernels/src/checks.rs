@@ -73,17 +73,22 @@ impl Outcome {
     }
 }
 
-/// A reproducible input generator.
-struct Rng(u64);
+/// The reproducible input generator of the checks, benchmarks and tests (xorshift64; the
+/// seed must not be 0).
+pub struct Rng(pub u64);
+
 impl Rng {
-    fn next(&mut self) -> u64 {
+    /// The next 64 random bits.
+    pub fn bits(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
         self.0
     }
-    fn f32(&mut self) -> f32 {
-        (self.next() % 2_000_001) as f32 / 1e6 - 1.0
+
+    /// A value in [−1, 1] on a grid of 10⁻⁶.
+    pub fn f32(&mut self) -> f32 {
+        (self.bits() % 2_000_001) as f32 / 1e6 - 1.0
     }
 }
 
@@ -154,7 +159,7 @@ pub fn run_exercise(
         }
         "histogram" => {
             let v: Vec<u32> = (0..n.max(1))
-                .map(|_| (rng.next() % 100_000) as u32)
+                .map(|_| (rng.bits() % 100_000) as u32)
                 .collect();
             let values = DeviceBuffer::from_slice(device, &v)?;
             let mut bins = DeviceBuffer::zeros(device, BINS as usize)?;

@@ -6,18 +6,7 @@ use ck_kernels::bank_probe::{self, BankProbe};
 use ck_kernels::exercise::*;
 use std::collections::{HashMap, HashSet};
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn f32(&mut self) -> f32 {
-        (self.next() % 2000) as f32 / 1000.0 - 1.0
-    }
-}
+use ck_kernels::checks::Rng;
 
 #[test]
 fn reverse_matches_its_reference() {
@@ -73,7 +62,7 @@ fn histogram_matches_its_reference() {
     let device = Device::emulator();
     let mut rng = Rng(13);
     for n in [1usize, 300, 5000] {
-        let v: Vec<u32> = (0..n).map(|_| (rng.next() % 1000) as u32).collect();
+        let v: Vec<u32> = (0..n).map(|_| (rng.bits() % 1000) as u32).collect();
         let values = DeviceBuffer::from_slice(&device, &v).unwrap();
         let mut bins = DeviceBuffer::zeros(&device, BINS as usize).unwrap();
         let st =

@@ -4,15 +4,7 @@ use ck_core::host::Device;
 use ck_kernels::checks::norm_relative_error;
 use ck_kernels::gemm::host::{gemm, reference};
 
-struct Rng(u64);
-impl Rng {
-    fn f32(&mut self) -> f32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % 2_000_001) as f32 / 1e6 - 1.0
-    }
-}
+use ck_kernels::checks::Rng;
 
 #[test]
 fn gemm_f32_matches_fp64_on_odd_shapes() {

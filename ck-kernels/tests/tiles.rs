@@ -140,15 +140,7 @@ fn tile_roundtrip(
     w.store(&r);
 }
 
-struct Rng(u64);
-impl Rng {
-    fn f32(&mut self) -> f32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % 2_000_001) as f32 / 1e6 - 1.0
-    }
-}
+use ck_kernels::checks::Rng;
 
 #[test]
 fn windows_round_trip_reduce_and_shuffle_with_padding() {

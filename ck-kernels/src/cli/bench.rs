@@ -5,22 +5,13 @@
 
 use super::run::{device, launch_error};
 use super::{Args, CliError};
+use crate::checks::Rng;
 use crate::elementwise::{CopyBf16, CopyF32, TILE_BF16, TILE_F32};
 use crate::rmsnorm::host::{launch_bf16, launch_f32, Dtype};
 use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError};
 use serde_json::{json, Value};
 use std::time::Duration;
-
-struct Rng(u64);
-impl Rng {
-    fn f32(&mut self) -> f32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
-    }
-}
 
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
