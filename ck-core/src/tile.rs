@@ -14,7 +14,7 @@
 //! Distributions are types, so tensors of different distributions cannot be mixed in an
 //! elementwise operation: that is a type error, not CK's silent misbehaviour.
 
-use crate::device::buffer_view::{BufferView, Memory, MemoryOp};
+use crate::device::buffer_view::{BufferView, Memory, MemoryMut, MemoryOp};
 use crate::device::{Atomic, Element};
 use crate::distribution::{BufferArray, IndexArray, TileDistribution, VectorPlan};
 use crate::{Dims, Index};
@@ -500,6 +500,7 @@ impl<D: TileDistribution, V> TileWindow<D, V> {
     pub fn store<T: Element>(&self, t: &DistributedTensor<D, T>)
     where
         V: View<T>,
+        V::Memory: MemoryMut<T>,
     {
         let stride = Plan::<D, V, T>::PLAN.d_stride as usize;
         let buf = self.view.buffer();
@@ -618,7 +619,7 @@ fn load_piece<T: Element, M: Memory<T>, B: AsMut<[T]>>(
 }
 
 #[inline(always)]
-fn store_run<T: Element, M: Memory<T>, const N: usize>(
+fn store_run<T: Element, M: MemoryMut<T>, const N: usize>(
     buf: &BufferView<M, T>,
     offset: Index,
     valid: bool,
@@ -646,7 +647,7 @@ fn store_run<T: Element, M: Memory<T>, const N: usize>(
 }
 
 #[inline(always)]
-fn store_piece<T: Element, M: Memory<T>>(
+fn store_piece<T: Element, M: MemoryMut<T>>(
     buf: &BufferView<M, T>,
     offset: Index,
     valid: bool,

@@ -5,12 +5,22 @@
 
 use super::{Element, Global, GlobalMut, SharedArray};
 
-/// Where a view's elements live and how a vector of `N` of them is moved.
+/// Where a view's elements live and how a vector of `N` of them is read.
 pub trait Memory<T: Element> {
     /// Number of elements.
     fn size(&self) -> u32;
     /// `N` elements from `i`.
     fn read<const N: usize>(&self, i: u32) -> [T; N];
+}
+
+/// Memory a view may also write (everything but a read-only [`Global`]): storing through a
+/// view of a `Global` is a compile error, not a fault at run time.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is read-only: a view or tile window over it cannot be stored to",
+    label = "read-only memory",
+    note = "pass the buffer as a `GlobalMut<T>` kernel argument to write it"
+)]
+pub trait MemoryMut<T: Element>: Memory<T> {
     /// Writes `N` elements from `i`.
     fn write<const N: usize>(&self, i: u32, v: [T; N]);
 }
@@ -23,9 +33,6 @@ impl<T: Element> Memory<T> for Global<T> {
     fn read<const N: usize>(&self, i: u32) -> [T; N] {
         self.load_vec(i)
     }
-    fn write<const N: usize>(&self, _i: u32, _v: [T; N]) {
-        panic!("a view over a read-only Global cannot be written; pass a GlobalMut")
-    }
 }
 
 impl<T: Element> Memory<T> for GlobalMut<T> {
@@ -36,6 +43,9 @@ impl<T: Element> Memory<T> for GlobalMut<T> {
     fn read<const N: usize>(&self, i: u32) -> [T; N] {
         self.load_vec(i)
     }
+}
+
+impl<T: Element> MemoryMut<T> for GlobalMut<T> {
     #[track_caller]
     fn write<const N: usize>(&self, i: u32, v: [T; N]) {
         self.store_vec(i, v)
@@ -50,6 +60,9 @@ impl<T: Element, const L: usize> Memory<T> for SharedArray<T, L> {
     fn read<const N: usize>(&self, i: u32) -> [T; N] {
         self.load_vec(i)
     }
+}
+
+impl<T: Element, const L: usize> MemoryMut<T> for SharedArray<T, L> {
     #[track_caller]
     fn write<const N: usize>(&self, i: u32, v: [T; N]) {
         self.store_vec(i, v)
@@ -65,6 +78,9 @@ impl<T: Element> Memory<T> for &[core::cell::Cell<T>] {
     fn read<const N: usize>(&self, i: u32) -> [T; N] {
         core::array::from_fn(|k| self[i as usize + k].get())
     }
+}
+
+impl<T: Element> MemoryMut<T> for &[core::cell::Cell<T>] {
     #[track_caller]
     fn write<const N: usize>(&self, i: u32, v: [T; N]) {
         for (k, x) in v.into_iter().enumerate() {
@@ -120,7 +136,10 @@ impl<T: Element, M: Memory<T>> BufferView<M, T> {
     /// `set<N>(i, linear_offset, is_valid, v)`.
     #[track_caller]
     #[inline(always)]
-    pub fn set<const N: usize>(&self, i: u32, linear_offset: u32, is_valid: bool, v: [T; N]) {
+    pub fn set<const N: usize>(&self, i: u32, linear_offset: u32, is_valid: bool, v: [T; N])
+    where
+        M: MemoryMut<T>,
+    {
         if is_valid {
             self.memory.write(i + linear_offset, v)
         }
