@@ -85,6 +85,24 @@ fn async_groups(input: Global<u32>, output: GlobalMut<u32>, mode: u32) {
     output.store(t, s.load(4 * t + if mode == 0 { 0 } else { 128 }));
 }
 
+/// A wgmma whose A descriptor asks for the 64-byte swizzle (`mode` 2), or a block that is not
+/// whole warpgroups (`block = 64` below).
+#[tile_kernel(block = 128)]
+fn wgmma_swizzle64(output: GlobalMut<f32>, mode: u32) {
+    // Zeroed operands for descriptors with start 0 and strides 0.
+    let _operands = shared!(u32; 64);
+    let mut acc = [0f32; 64];
+    wgmma_bf16(&mut acc, (mode as u64) << 62, 0, false);
+    output.store(thread_idx(), acc[0]);
+}
+
+#[tile_kernel(block = 64)]
+fn wgmma_half_warpgroup(output: GlobalMut<f32>) {
+    let mut acc = [0f32; 64];
+    wgmma_bf16(&mut acc, 0, 0, false);
+    output.store(thread_idx(), acc[0]);
+}
+
 fn device() -> Device {
     Device::emulator()
 }
@@ -312,4 +330,37 @@ fn cp_async_wait_lands_the_oldest_groups_only() {
         .map(|t| if t < 16 { values[128 + 4 * t] } else { 0 })
         .collect();
     assert_eq!(out.to_vec().unwrap(), expect);
+}
+
+#[test]
+fn wgmma_outside_the_model_is_refused_by_name() {
+    let d = device();
+    let mut out = DeviceBuffer::zeros(&d, 128).unwrap();
+    let e = kernel_error(WgmmaSwizzle64::launch(
+        &d,
+        LaunchConfig::new(1, 128),
+        &mut out,
+        2,
+    ));
+    assert_eq!(e.fault, Fault::Unmodelled);
+    assert!(
+        e.to_string()
+            .starts_with("emulator-unmodelled in kernel `wgmma_swizzle64`"),
+        "{e}"
+    );
+    assert!(e.message.contains("Swizzle::B128"), "{}", e.message);
+    // Without the swizzle the MMA runs: zero operands, A · B = 0.
+    WgmmaSwizzle64::launch(&d, LaunchConfig::new(1, 128), &mut out, 0).unwrap();
+    assert_eq!(out.to_vec().unwrap(), vec![0.0; 128]);
+    let e = kernel_error(WgmmaHalfWarpgroup::launch(
+        &d,
+        LaunchConfig::new(1, 64),
+        &mut out,
+    ));
+    assert_eq!(e.fault, Fault::WarpDivergence);
+    assert!(
+        e.message.contains("warpgroups of 128 threads"),
+        "{}",
+        e.message
+    );
 }

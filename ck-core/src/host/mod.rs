@@ -379,6 +379,9 @@ pub enum Fault {
     Deadlock,
     /// The kernel panicked.
     Panic,
+    /// The kernel uses a hardware mode the emulator does not model (it would compute something
+    /// the GPU does not): e.g. a 32- or 64-byte wgmma swizzle.
+    Unmodelled,
 }
 
 impl Fault {
@@ -392,6 +395,7 @@ impl Fault {
             Fault::WarpDivergence => "warp-divergence",
             Fault::Deadlock => "deadlock",
             Fault::Panic => "kernel-panic",
+            Fault::Unmodelled => "emulator-unmodelled",
         }
     }
 }

@@ -180,10 +180,10 @@ fn mma_bf16(acc: &mut [f32], n: u32, (a, b): (u64, u64), accumulate: bool, site:
     for d in [a, b] {
         if !SmemMatrix::mode_is_modelled(d) {
             st.fault(
-                Fault::Misaligned,
+                Fault::Unmodelled,
                 vec![c.tid],
                 None,
-                format!("wgmma at {site}: descriptor {d:#018x} uses a 32- or 64-byte swizzle, which the emulator does not model (use none or 128 bytes)"),
+                format!("wgmma at {site}: descriptor {d:#018x} uses a 32- or 64-byte swizzle (bits 62..64), which the emulator does not model; lay the operand out with Swizzle::None or Swizzle::B128"),
             );
             abort();
         }
