@@ -235,5 +235,5 @@ impl fmt::Display for Error {
     }
 }
 
-#[cfg(feature = "std")]
+#[cfg(all(feature = "std", not(target_arch = "nvptx64")))]
 impl std::error::Error for Error {}

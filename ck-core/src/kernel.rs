@@ -3,15 +3,66 @@
 /// Shared memory one block may use on an H100 (227 KiB), in bytes.
 pub const MAX_SHARED_BYTES: usize = 227 * 1024;
 
-/// A kernel's name, static shared memory and declared block size.
+/// A kernel's name, module, static shared memory and declared launch bounds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelSpec {
     /// The kernel's name (its PTX entry point).
     pub name: &'static str,
+    /// The PTX module it is compiled into: its crate's.
+    pub module: Module,
     /// The sum of its `shared!` arrays, each 16-byte aligned.
     pub shared_bytes: usize,
     /// The block size it is written for (`#[tile_kernel(block = N)]`), if declared.
     pub block: Option<u32>,
+    /// Blocks per SM the compiler must make room for (`#[tile_kernel(min_blocks_per_sm = N)]`):
+    /// PTX `.maxntid block` and `.minnctapersm N`, which cap the registers per thread.
+    pub min_blocks_per_sm: Option<u32>,
+}
+
+/// The PTX module of one kernel crate: every `#[tile_kernel]` of a crate is compiled into one
+/// module, `<crate_name>.ptx`, by `ck build-ptx`. On the GPU, each module is loaded once, when the
+/// first of its kernels is launched, so kernels of several crates run in one process.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Module {
+    /// The crate's name as rustc spells it (`my_kernels`, not `my-kernels`).
+    pub crate_name: &'static str,
+    /// The crate's directory when it was compiled: where the fix for a missing module points.
+    pub manifest_dir: &'static str,
+    /// The module's PTX, embedded at build time by `ck_build::embed_ptx()` in the crate's
+    /// `build.rs` (release builds whose module had been built), else `None`.
+    pub embedded: Option<&'static str>,
+}
+
+impl core::fmt::Debug for Module {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Module")
+            .field("crate_name", &self.crate_name)
+            .field("manifest_dir", &self.manifest_dir)
+            .field("embedded_bytes", &self.embedded.map(str::len))
+            .finish()
+    }
+}
+
+/// The version of [`kernel_info`]'s layout, its first word.
+pub const KERNEL_INFO_VERSION: u32 = 1;
+
+/// What a kernel crate's PTX module records about each `#[tile_kernel]` for `ck build-ptx`, as
+/// the exported static `__ck_kernel_info_<name>`: `[KERNEL_INFO_VERSION, block (0: undeclared),
+/// min_blocks_per_sm (0: none), shared_bytes]`. The builder turns these into launch bounds on the
+/// entry, reports them, and removes the statics from the module.
+pub const fn kernel_info(spec: &KernelSpec) -> [u32; 4] {
+    const fn or_zero(v: Option<u32>) -> u32 {
+        match v {
+            Some(v) => v,
+            None => 0,
+        }
+    }
+    [
+        KERNEL_INFO_VERSION,
+        or_zero(spec.block),
+        or_zero(spec.min_blocks_per_sm),
+        spec.shared_bytes as u32,
+    ]
 }
 
 /// Byte offsets of a kernel's `shared!` arrays of `sizes` bytes, in declaration order, each

@@ -28,7 +28,7 @@
 #![cfg_attr(target_arch = "nvptx64", feature(asm_experimental_arch, stdarch_nvptx))]
 #![deny(missing_docs)]
 
-#[cfg(feature = "std")]
+#[cfg(all(feature = "std", not(target_arch = "nvptx64")))]
 #[macro_use]
 extern crate std;
 

@@ -255,18 +255,17 @@ fn bad_launches_are_refused_before_running() {
         "grid-size",
     );
     let big = KernelSpec {
-        name: "big",
         shared_bytes: 300 * 1024,
         block: None,
+        ..Neighbour::SPEC
     };
     refuse(
         ck_core::host::launch(&d, &big, LaunchConfig::new(1, 32), &[], &|| {}),
         "shared-memory",
     );
     let any = KernelSpec {
-        name: "any",
-        shared_bytes: 0,
         block: None,
+        ..Neighbour::SPEC
     };
     refuse(
         ck_core::host::launch(&d, &any, LaunchConfig::new(1, 2048), &[], &|| {}),

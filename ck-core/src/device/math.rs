@@ -1,5 +1,6 @@
 //! Float functions kernels need that `core` does not provide on every target. Both backends
-//! compute the IEEE correctly rounded result, so the emulator and the GPU agree bit for bit.
+//! compute the IEEE correctly rounded result, so the emulator and the GPU agree bit for bit —
+//! except [`exp2`], which uses the GPU's approximate instruction (within 2 ulp).
 
 /// Correctly rounded square root.
 #[inline(always)]
@@ -49,5 +50,26 @@ pub fn fma(a: f32, b: f32, c: f32) -> f32 {
     #[cfg(not(target_arch = "nvptx64"))]
     {
         a.mul_add(b, c)
+    }
+}
+
+/// `2^x`. On the GPU this is `ex2.approx.ftz.f32` (the SFU instruction softmax and attention
+/// kernels use: at most 2 ulp from the exact value; subnormal results flush to 0), on the
+/// emulator the correctly rounded value — so the two backends agree within 2 ulp, not bit for
+/// bit. `exp(x)` is `exp2(x · LOG2_E)`, with the multiplication folded into the caller's scale.
+#[inline(always)]
+pub fn exp2(x: f32) -> f32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let r: f32;
+        // SAFETY: a pure register-to-register instruction.
+        unsafe {
+            core::arch::asm!("ex2.approx.ftz.f32 {0}, {1};", out(reg32) r, in(reg32) x, options(pure, nomem, nostack))
+        };
+        r
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        x.exp2()
     }
 }

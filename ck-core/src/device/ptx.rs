@@ -12,6 +12,15 @@ pub use sm90::{
     cp_async_16, cp_async_commit, cp_async_wait, fence_proxy_async, wgmma_commit, wgmma_fence,
 };
 
+/// A panicking kernel (a failed bounds check or assertion) traps: the launch fails with an error
+/// the host reports. Every kernel crate gets this handler through ck-core, so a crate needs no
+/// `#[panic_handler]` of its own to be built for nvptx64.
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    // SAFETY: `trap` aborts the kernel; nothing runs after it.
+    unsafe { nvptx::trap() }
+}
+
 // One dynamic shared-memory region per kernel, sized at launch (the sum of its `shared!` arrays).
 global_asm!(".extern .shared .align 16 .b8 ck_smem[];");
 

@@ -1,16 +1,15 @@
-//! The NVIDIA backend of the host API: one CUDA context and stream per [`Device::Cuda`], the
-//! kernels' PTX module loaded once (from `CK_PTX`, beside the executable, or
-//! `target/ptx/ck-kernels.ptx`), launches timed with CUDA events.
+//! The NVIDIA backend of the host API: one CUDA context and stream per [`Device::Cuda`], each
+//! kernel crate's PTX module loaded once, when its first kernel is launched (where modules are
+//! found: [`super::module`]), launches timed with CUDA events.
 
-use super::{KernelArg, KernelSpec, LaunchConfig, LaunchError, LaunchStats};
+use super::{KernelArg, KernelSpec, LaunchConfig, LaunchError, LaunchStats, Module};
 use cudarc::driver::sys::CUfunction_attribute_enum;
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig as CuConfig,
     PushKernelArg,
 };
 use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use std::prelude::rust_2021::*;
@@ -22,8 +21,10 @@ pub struct CudaDevice {
     pub(crate) multiprocessors: u32,
     pub(crate) ctx: Arc<CudaContext>,
     pub(crate) stream: Arc<CudaStream>,
-    module: OnceLock<Result<Arc<CudaModule>, String>>,
-    functions: Mutex<HashMap<&'static str, CudaFunction>>,
+    /// Loaded modules by crate name (an error is kept too, so it is reported once per launch
+    /// without searching again).
+    modules: Mutex<HashMap<&'static str, Result<Arc<CudaModule>, LaunchError>>>,
+    functions: Mutex<HashMap<(&'static str, &'static str), CudaFunction>>,
 }
 
 impl std::fmt::Debug for CudaDevice {
@@ -62,53 +63,40 @@ impl CudaDevice {
             multiprocessors,
             ctx,
             stream,
-            module: OnceLock::new(),
+            modules: Mutex::new(HashMap::new()),
             functions: Mutex::new(HashMap::new()),
         })
     }
 
-    /// Where the PTX module is looked for.
-    pub fn ptx_candidates() -> Vec<PathBuf> {
-        let mut v = Vec::new();
-        if let Ok(p) = std::env::var("CK_PTX") {
-            v.push(PathBuf::from(p));
-        }
-        if let Some(dir) = std::env::current_exe()
-            .ok()
-            .and_then(|e| e.parent().map(|d| d.to_path_buf()))
-        {
-            v.push(dir.join("ck-kernels.ptx"));
-        }
-        v.push(PathBuf::from("target/ptx/ck-kernels.ptx"));
-        v
-    }
-
-    fn module(&self) -> Result<&Arc<CudaModule>, LaunchError> {
-        self.module
-            .get_or_init(|| {
-                let candidates = Self::ptx_candidates();
-                let path = candidates.iter().find(|p| p.is_file()).ok_or_else(|| {
-                    format!(
-                        "no PTX module found (looked at {}); build it with scripts/build-ptx.sh or set CK_PTX",
-                        candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+    /// The loaded module of `m`'s crate, loading it on first use.
+    fn module(&self, m: &Module) -> Result<Arc<CudaModule>, LaunchError> {
+        let mut modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = modules.entry(m.crate_name).or_insert_with(|| {
+            let (source, ptx) = super::module::find_ptx(m)?;
+            self.ctx
+                .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
+                .map_err(|e| {
+                    LaunchError::invalid(
+                        "ptx-module",
+                        format!("the driver rejected the module of `{}` ({source}): {e}; rebuild it with `ck build-ptx --manifest-path {}/Cargo.toml`", m.crate_name, m.manifest_dir),
                     )
-                })?;
-                let src = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-                self.ctx
-                    .load_module(cudarc::nvrtc::Ptx::from_src(src))
-                    .map_err(|e| format!("the driver rejected {}: {e}", path.display()))
-            })
-            .as_ref()
-            .map_err(|m| LaunchError::invalid("ptx-module", m.clone()))
+                })
+        });
+        entry.clone()
     }
 
     fn function(&self, spec: &KernelSpec) -> Result<CudaFunction, LaunchError> {
-        let mut fns = self.functions.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(f) = fns.get(spec.name) {
+        let key = (spec.module.crate_name, spec.name);
+        if let Some(f) = self
+            .functions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+        {
             return Ok(f.clone());
         }
-        let f = self.module()?.load_function(spec.name).map_err(|e| {
-            LaunchError::invalid("ptx-module", format!("kernel `{}` is not in the PTX module ({e}); rebuild it with scripts/build-ptx.sh", spec.name))
+        let f = self.module(&spec.module)?.load_function(spec.name).map_err(|e| {
+            LaunchError::invalid("ptx-module", format!("kernel `{}` is not in the PTX module of `{}` ({e}); rebuild it with `ck build-ptx --manifest-path {}/Cargo.toml`", spec.name, spec.module.crate_name, spec.module.manifest_dir))
         })?;
         if spec.shared_bytes > 48 * 1024 {
             f.set_attribute(
@@ -117,7 +105,10 @@ impl CudaDevice {
             )
             .map_err(backend)?;
         }
-        fns.insert(spec.name, f.clone());
+        self.functions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, f.clone());
         Ok(f)
     }
 

@@ -4,7 +4,9 @@
 use std::prelude::rust_2021::*;
 
 mod cuda;
+pub mod module;
 
+pub use crate::kernel::{KernelSpec, Module};
 pub use cuda::CudaDevice;
 
 use crate::device::emu;
@@ -310,8 +312,6 @@ impl LaunchConfig {
         LaunchConfig { grid, block }
     }
 }
-
-pub use crate::kernel::KernelSpec;
 
 /// Counters of one launch, by the models of [`crate::bank`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -14,8 +14,14 @@
 //! * on `nvptx64`, the `#[no_mangle] extern "ptx-kernel" fn reverse(ptr, len, ptr, len)` entry.
 //!
 //! Options (parsed with darling): `block = N` (the block size the kernel is written for; launches
-//! with another size are refused) and `distributions(A, B, ..)` (tile distributions whose
-//! `BLOCK_SIZE` must equal `block`, checked at compile time).
+//! with another size are refused), `min_blocks_per_sm = N` (launch bounds: `ck build-ptx` gives
+//! the entry `.maxntid block` and `.minnctapersm N`, capping its registers so that N blocks fit
+//! on an SM) and `distributions(A, B, ..)` (tile distributions whose `BLOCK_SIZE` must equal
+//! `block`, checked at compile time).
+//!
+//! The kernel's module is its crate's (`CARGO_CRATE_NAME`). Where the crate's `build.rs` ran
+//! `ck_build::embed_ptx()` and the module exists, `CK_EMBED_PTX` names it and the module text is
+//! embedded in the launcher's spec.
 
 use darling::ast::NestedMeta;
 use darling::util::PathList;
@@ -32,6 +38,9 @@ struct Options {
     /// Threads per block the kernel is written for.
     #[darling(default)]
     block: Option<u32>,
+    /// Blocks per SM the register allocation must allow (launch bounds).
+    #[darling(default)]
+    min_blocks_per_sm: Option<u32>,
     /// Distributions whose BLOCK_SIZE must equal `block`.
     #[darling(default)]
     distributions: PathList,
@@ -169,6 +178,18 @@ fn classify(arg: &FnArg) -> syn::Result<Param> {
     }
 }
 
+/// The module file to embed: `CK_EMBED_PTX` as `ck_build::embed_ptx()` sets it for the crate
+/// being compiled (rustc's environment, which the macro shares), if it names this crate's module.
+fn embedded_ptx() -> Option<String> {
+    let path = std::env::var("CK_EMBED_PTX").ok()?;
+    let krate = std::env::var("CARGO_CRATE_NAME").ok()?;
+    let stem = std::path::Path::new(&path)
+        .file_stem()?
+        .to_str()?
+        .to_string();
+    (stem == krate).then_some(path)
+}
+
 /// Expands `#[tile_kernel(args)] item`.
 pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     match expand_inner(args, item) {
@@ -188,6 +209,21 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
             errors.push(syn::Error::new(
                 Span::call_site(),
                 format!("error[block-size]: block = {b}; a block has 1 to 1024 threads"),
+            ));
+        }
+    }
+    if let Some(n) = opts.min_blocks_per_sm {
+        if opts.block.is_none() {
+            errors.push(syn::Error::new(
+                Span::call_site(),
+                "error[kernel-options]: min_blocks_per_sm needs `block = N` (launch bounds are a block size and a block count)",
+            ));
+        } else if n == 0 || n > 32 {
+            errors.push(syn::Error::new(
+                Span::call_site(),
+                format!(
+                    "error[kernel-options]: min_blocks_per_sm = {n}; an SM holds 1 to 32 blocks"
+                ),
             ));
         }
     }
@@ -242,7 +278,7 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
         .iter()
         .map(|d| {
             let (t, n) = (&d.elem, &d.len);
-            quote!(::core::mem::size_of::<#t>() * (#n))
+            quote!(::core::mem::size_of::<[#t; #n]>())
         })
         .collect();
     let offsets = quote!(::ck_core::kernel::shared_offsets::<#nshared>([#(#sizes),*]));
@@ -253,10 +289,17 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
     let block = &f.block;
     let inputs = &f.sig.inputs;
     let name_str = name.to_string();
-    let block_opt = match opts.block {
+    let some_or_none = |v: Option<u32>| match v {
         Some(b) => quote!(::core::option::Option::Some(#b)),
         None => quote!(::core::option::Option::None),
     };
+    let block_opt = some_or_none(opts.block);
+    let min_blocks_opt = some_or_none(opts.min_blocks_per_sm);
+    let embedded = match embedded_ptx() {
+        Some(path) => quote!(::core::option::Option::Some(::core::include_str!(#path))),
+        None => quote!(::core::option::Option::None),
+    };
+    let info_name = format_ident!("__ck_kernel_info_{}", name);
     let dist_checks = opts.distributions.iter().map(|d| {
         let msg = format!("error[block-size-mismatch]: kernel `{name_str}` is declared with block = {} but distribution `{}` needs a different block size", opts.block.unwrap_or(0), quote!(#d));
         match opts.block {
@@ -322,8 +365,14 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
             /// Name, shared memory and block size of the kernel.
             pub const SPEC: ::ck_core::kernel::KernelSpec = ::ck_core::kernel::KernelSpec {
                 name: #name_str,
+                module: ::ck_core::kernel::Module {
+                    crate_name: ::core::env!("CARGO_CRATE_NAME"),
+                    manifest_dir: ::core::env!("CARGO_MANIFEST_DIR"),
+                    embedded: #embedded,
+                },
                 shared_bytes: #shared_bytes,
                 block: #block_opt,
+                min_blocks_per_sm: #min_blocks_opt,
             };
         }
 
@@ -356,8 +405,14 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
         #[inline(always)]
         #vis fn #body_name(#inputs) #block
 
+        /// What `ck build-ptx` reads from the module (`ck_core::kernel::kernel_info`).
         #[cfg(target_arch = "nvptx64")]
-        #[no_mangle]
+        #[unsafe(no_mangle)]
+        #[doc(hidden)]
+        pub static #info_name: [u32; 4] = ::ck_core::kernel::kernel_info(&#launcher::SPEC);
+
+        #[cfg(target_arch = "nvptx64")]
+        #[unsafe(no_mangle)]
         #[allow(clippy::too_many_arguments)]
         pub unsafe extern "ptx-kernel" fn #name(#(#ptx_params),*) {
             #(#ptx_handles)*
