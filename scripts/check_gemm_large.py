@@ -4,7 +4,7 @@ reference is an fp64 matmul on the GPU of the same bf16-rounded operands; the no
 error must be <= 1e-5 (only the f32 accumulation differs). The fp64 CPU reference of the tests
 is too slow at these sizes.
 
-Usage: check_gemm_large.py CK MxNxK [MxNxK ...]   (run from the repository root, CK_PTX set)
+Usage: check_gemm_large.py CK MxNxK [MxNxK ...]   (run from the repository root)
 """
 import os
 import subprocess

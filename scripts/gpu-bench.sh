@@ -6,7 +6,6 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 CK=${CK:-target/release/ck}
-export CK_PTX=${CK_PTX:-$PWD/target/ptx/ck-kernels.ptx}
 OUT=${1:-${OUT:-/tmp/ck-gpu-bench}}
 mkdir -p "$OUT"
 status=0

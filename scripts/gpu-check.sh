@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from the repository root, with the host binary and the PTX module
-# built elsewhere (cargo build --release -p ck-kernels; scripts/build-ptx.sh):
+# built elsewhere (scripts/build-ptx.sh, then cargo build --release -p ck-kernels):
 #   1. every exercise kernel on the emulator and the GPU, compared bit for bit (ck cross-check);
 #   2. bank-probe for W in {4,8,16} and S in {1,2,4,8,16,32,33}: the emulator's shared-memory
 #      wavefronts and conflicts next to ncu's l1tex counters for the same launches;
 #   2b-2d. the same for the TV8 LDS tile, the mma.sync GEMM and the wgmma GEMM;
 #   3. compute-sanitizer memcheck and racecheck on the exercise kernels.
-# Usage: scripts/gpu-check.sh [OUTDIR]   (env: CK = the ck binary, CK_PTX = the PTX module)
+# Usage: scripts/gpu-check.sh [OUTDIR]   (env: CK = the ck binary; a release build embeds the
+# PTX module that scripts/build-ptx.sh built before it)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 CK=${CK:-target/release/ck}
-export CK_PTX=${CK_PTX:-$PWD/target/ptx/ck-kernels.ptx}
 OUT=${1:-${OUT:-/tmp/ck-gpu-check}}
 mkdir -p "$OUT"
 status=0

@@ -4,8 +4,10 @@
 
 mod args;
 mod bench;
+mod build_ptx;
 mod encoding;
 mod lds;
+mod new;
 mod run;
 mod sfc;
 
@@ -26,6 +28,11 @@ commands:
       RMSNorm of a 2-D f32 .npy (with bf16, inputs are rounded before the kernel)
   bench rmsnorm|copy [--backend emu|cuda] [--shapes MxN,..] [--dtypes f32,bf16] [--iters N] [--peers PEERS.json] [--json]
       achieved GB/s, next to the peers measured by scripts/bench_peers.py in the same job
+  new PATH [--name NAME] [--ck-path CHECKOUT]
+      scaffold a kernel crate: a tile_kernel on a tile window, its emulator test, its build script
+  build-ptx [--manifest-path Cargo.toml] [--arch sm_90a] [--install-toolchain] [--allow-spills] [--json]
+      build a kernel crate's PTX module (target/ptx/<crate>.ptx), assemble it with ptxas, report
+      registers, spills and shared memory per kernel
   cross-check [--json]
       every exercise kernel on the emulator and on CUDA device 0, compared bit for bit
   sfc --lengths L0,L1,.. [--order O0,O1,..] [--scalars S0,S1,..] [--snake] [--json]
@@ -41,6 +48,8 @@ pub fn main_with_args(argv: &[String]) -> i32 {
         Some("cross-check") => run::cross_check(&argv[1..]),
         Some("bench") => bench::run(&argv[1..]),
         Some("lds") => lds::run(&argv[1..]),
+        Some("build-ptx") => build_ptx::run(&argv[1..]),
+        Some("new") => new::run(&argv[1..]),
         Some("-h" | "--help" | "help") | None => {
             print!("{USAGE}");
             Ok(())

@@ -1,0 +1,3 @@
+fn main() {
+    ck_build::embed_ptx();
+}
