@@ -3,8 +3,8 @@
 //! Times are CUDA events around each launch (the emulator: wall time), median of `--iters` runs
 //! after `--warmup` runs, on random data.
 
-use super::run::{device, launch_error};
-use super::{Args, CliError};
+use super::run::{device, launch_error, BackendArg};
+use super::CliError;
 use crate::checks::Rng;
 use crate::elementwise::{CopyBf16, CopyF32, TILE_BF16, TILE_F32};
 use crate::rmsnorm::host::{launch_bf16, launch_f32, Dtype};
@@ -37,8 +37,39 @@ fn gbps(bytes: f64, t: Duration) -> f64 {
     bytes / t.as_secs_f64() / 1e9
 }
 
-fn peers(args: &Args) -> Result<Value, CliError> {
-    match args.value("peers") {
+/// `ck bench`.
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// rmsnorm, copy or gemm
+    #[arg(value_name = "rmsnorm|copy|gemm")]
+    what: String,
+    #[command(flatten)]
+    backend: BackendArg,
+    /// Shapes, MxN (rmsnorm) or MxNxK (gemm), comma-separated [default: the benchmark's]
+    #[arg(long, value_name = "SHAPE,..")]
+    shapes: Option<String>,
+    /// Element types, comma-separated (rmsnorm) [default: f32,bf16]
+    #[arg(long, value_name = "f32,bf16")]
+    dtypes: Option<String>,
+    /// Timed runs; the median is reported [default: 25]
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    iters: Option<String>,
+    /// Untimed runs first [default: 5]
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    warmup: Option<String>,
+    /// The JSON of scripts/bench_peers.py from the same job: their rows and our ratios
+    #[arg(long, value_name = "PEERS.json")]
+    peers: Option<String>,
+    /// Bytes to copy (copy) [default: 1 GiB on the GPU, 1 MiB on the emulator]
+    #[arg(long, value_name = "B")]
+    bytes: Option<String>,
+    /// Print the rows as JSON
+    #[arg(long)]
+    json: bool,
+}
+
+fn peers(args: &BenchArgs) -> Result<Value, CliError> {
+    match args.peers.as_deref() {
         Some(p) => {
             let text = std::fs::read_to_string(p)
                 .map_err(|e| CliError::new("io", format!("cannot read {p}: {e}")))?;
@@ -69,8 +100,13 @@ fn parse_shapes<const N: usize>(s: &str, form: &str) -> Result<Vec<[u32; N]>, Cl
 }
 
 /// A count option (`--iters`, `--warmup`): a whole number ≥ `min`, `default` when absent.
-fn count_option(args: &Args, name: &str, default: usize, min: usize) -> Result<usize, CliError> {
-    match args.value(name) {
+fn count_option(
+    name: &str,
+    value: Option<&str>,
+    default: usize,
+    min: usize,
+) -> Result<usize, CliError> {
+    match value {
         None => Ok(default),
         Some(v) => v.parse().ok().filter(|&n| n >= min).ok_or_else(|| {
             CliError::usage(format!("--{name}: `{v}` is not a whole number ≥ {min}"))
@@ -78,35 +114,29 @@ fn count_option(args: &Args, name: &str, default: usize, min: usize) -> Result<u
     }
 }
 
-pub fn run(argv: &[String]) -> Result<(), CliError> {
-    let Some(what) = argv.first() else {
-        return Err(CliError::usage(
-            "ck bench needs a benchmark: rmsnorm, copy or gemm",
-        ));
-    };
-    let args = Args::parse(
-        &argv[1..],
-        &[
-            "backend", "shapes", "dtypes", "iters", "warmup", "peers", "bytes",
-        ],
-        &["json"],
-    )?;
-    let device = device(&args)?;
+pub fn run(args: &BenchArgs) -> Result<(), CliError> {
+    let what = &args.what;
+    if !["rmsnorm", "copy", "gemm"].contains(&what.as_str()) {
+        return Err(CliError::usage(format!(
+            "unknown benchmark `{what}`; available: rmsnorm, copy, gemm"
+        )));
+    }
+    let device = device(&args.backend)?;
     // The median needs at least one timed run; warm-up may be skipped.
-    let iters = count_option(&args, "iters", 25, 1)?;
-    let warmup = count_option(&args, "warmup", 5, 0)?;
-    let peers = peers(&args)?;
+    let iters = count_option("iters", args.iters.as_deref(), 25, 1)?;
+    let warmup = count_option("warmup", args.warmup.as_deref(), 5, 0)?;
+    let peers = peers(args)?;
     let rows = match what.as_str() {
-        "rmsnorm" => bench_rmsnorm(&device, &args, &peers, (warmup, iters))?,
-        "copy" => bench_copy(&device, &args, &peers, (warmup, iters))?,
-        "gemm" => bench_gemm(&device, &args, &peers, (warmup, iters))?,
+        "rmsnorm" => bench_rmsnorm(&device, args, &peers, (warmup, iters))?,
+        "copy" => bench_copy(&device, args, &peers, (warmup, iters))?,
+        "gemm" => bench_gemm(&device, args, &peers, (warmup, iters))?,
         other => {
             return Err(CliError::usage(format!(
                 "unknown benchmark `{other}`; available: rmsnorm, copy, gemm"
             )))
         }
     };
-    if args.switch("json") {
+    if args.json {
         println!(
             "{}",
             json!({"device": device.name(), "benchmark": what, "rows": rows})
@@ -154,7 +184,7 @@ pub fn run(argv: &[String]) -> Result<(), CliError> {
 
 fn bench_rmsnorm(
     device: &Device,
-    args: &Args,
+    args: &BenchArgs,
     peers: &Value,
     (warmup, iters): (usize, usize),
 ) -> Result<Vec<Value>, CliError> {
@@ -163,9 +193,10 @@ fn bench_rmsnorm(
     } else {
         "4096x4096,16384x8192,65536x1024"
     };
-    let shapes = parse_shapes::<2>(args.value("shapes").unwrap_or(default), "MxN")?;
+    let shapes = parse_shapes::<2>(args.shapes.as_deref().unwrap_or(default), "MxN")?;
     let dtypes: Vec<Dtype> = args
-        .value("dtypes")
+        .dtypes
+        .as_deref()
         .unwrap_or("f32,bf16")
         .split(',')
         .map(|d| {
@@ -239,7 +270,7 @@ fn bench_rmsnorm(
 
 fn bench_copy(
     device: &Device,
-    args: &Args,
+    args: &BenchArgs,
     peers: &Value,
     (warmup, iters): (usize, usize),
 ) -> Result<Vec<Value>, CliError> {
@@ -249,7 +280,8 @@ fn bench_copy(
         1 << 30
     };
     let bytes: usize = args
-        .value("bytes")
+        .bytes
+        .as_deref()
         .map(|v| {
             v.parse()
                 .map_err(|_| CliError::usage("--bytes: not a number"))
@@ -307,7 +339,7 @@ fn bench_copy(
 
 fn bench_gemm(
     device: &Device,
-    args: &Args,
+    args: &BenchArgs,
     peers: &Value,
     (warmup, iters): (usize, usize),
 ) -> Result<Vec<Value>, CliError> {
@@ -317,7 +349,7 @@ fn bench_gemm(
     } else {
         "4096x4096x4096,8192x8192x8192,8192x8192x1024"
     };
-    let shapes = parse_shapes::<3>(args.value("shapes").unwrap_or(default), "MxNxK")?;
+    let shapes = parse_shapes::<3>(args.shapes.as_deref().unwrap_or(default), "MxNxK")?;
     let mut rows = Vec::new();
     for [m, n, k] in shapes {
         let mut rng = Rng(0x51ed ^ (m as u64) << 32 ^ (n as u64) << 16 ^ k as u64);

@@ -1,6 +1,6 @@
 //! `ck build-ptx`: a kernel crate → its checked PTX module (see `ck_build::builder`).
 
-use super::{Args, CliError};
+use super::CliError;
 use ck_build::builder::{self, BuildError, Options, Report};
 use serde_json::json;
 use std::path::PathBuf;
@@ -11,30 +11,41 @@ impl From<BuildError> for CliError {
     }
 }
 
-pub fn run(argv: &[String]) -> Result<(), CliError> {
-    let args = Args::parse(
-        argv,
-        &["manifest-path", "arch"],
-        &["install-toolchain", "allow-spills", "json"],
-    )?;
-    if let Some(extra) = args.positional().first() {
-        return Err(CliError::usage(format!(
-            "unexpected argument `{extra}`; give the crate with --manifest-path PATH"
-        )));
-    }
-    let arch = args.value("arch").unwrap_or("sm_90a").to_string();
+/// `ck build-ptx`.
+#[derive(Debug, clap::Args)]
+pub struct BuildPtxArgs {
+    /// The kernel crate's Cargo.toml
+    #[arg(long, value_name = "PATH", default_value = "Cargo.toml")]
+    manifest_path: PathBuf,
+    /// GPU architecture: sm_90a (H100/H200, needed for wgmma), sm_80, …
+    #[arg(long, value_name = "sm_XX", default_value = "sm_90a")]
+    arch: String,
+    /// Install the PTX toolchain (Debian rustc-web 1.96, llvm-22, ptxas; about 1.5 GB) into
+    /// $CK_PTX_TOOLS or ~/.cache/ck-rs/ptx-tools when none is found
+    #[arg(long)]
+    install_toolchain: bool,
+    /// Report register spills and stack frames as warnings, not errors
+    #[arg(long)]
+    allow_spills: bool,
+    /// Print {crate, ptx, toolchain, warnings, kernels} as JSON
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: &BuildPtxArgs) -> Result<(), CliError> {
+    let arch = args.arch.clone();
     if !arch.starts_with("sm_") || arch.len() < 5 {
         return Err(CliError::usage(format!(
             "--arch {arch}: give a GPU architecture like sm_90a (H100, wgmma) or sm_80"
         )));
     }
     let opts = Options {
-        manifest_path: PathBuf::from(args.value("manifest-path").unwrap_or("Cargo.toml")),
+        manifest_path: args.manifest_path.clone(),
         arch,
-        install_toolchain: args.switch("install-toolchain"),
-        allow_spills: args.switch("allow-spills"),
+        install_toolchain: args.install_toolchain,
+        allow_spills: args.allow_spills,
     };
-    let json = args.switch("json");
+    let json = args.json;
     let report = builder::build(&opts, &mut |step| eprintln!("[build-ptx] {step}"))?;
     for w in &report.warnings {
         eprintln!("warning: {w}");

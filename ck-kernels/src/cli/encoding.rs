@@ -2,20 +2,33 @@
 //! and prints its tables: lengths, spans, the closed form of each X, a thread × element table,
 //! and optionally the full map (`--map`) and a picture of the tile (`--svg`).
 
-use super::{Args, CliError};
+use super::CliError;
 use ck_core::encoding::{DigitSource, Encoding};
 use ck_core::{Dims, Index};
 use ck_dsl::{Diagnostic, Severity};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 
-pub fn run(argv: &[String]) -> Result<(), CliError> {
-    let args = Args::parse(argv, &["svg"], &["json", "map"])?;
-    let [path] = args.positional() else {
-        return Err(CliError::usage(
-            "give one input: a file with a tile_distribution! body, or - for stdin",
-        ));
-    };
+#[derive(Debug, clap::Args)]
+pub struct EncodingArgs {
+    /// A file with a tile_distribution! body (with or without the macro around it), or - for
+    /// stdin
+    #[arg(value_name = "FILE|-")]
+    input: String,
+    /// Print {x_lengths, y_lengths, r_lengths, thread_buffer_size, warp_size, block_size, spans}
+    /// as JSON
+    #[arg(long)]
+    json: bool,
+    /// Add every thread's elements: one {thread, p, y, x, d, rs} entry per thread and Y point
+    #[arg(long)]
+    map: bool,
+    /// Draw the tile, coloured by thread and labelled with each element's Y index, to this file
+    #[arg(long, value_name = "OUT.svg")]
+    svg: Option<String>,
+}
+
+pub fn run(args: &EncodingArgs) -> Result<(), CliError> {
+    let path = &args.input;
     let src = if path == "-" {
         std::io::read_to_string(std::io::stdin())
             .map_err(|e| CliError::usage(format!("cannot read stdin: {e}")))?
@@ -38,21 +51,18 @@ pub fn run(argv: &[String]) -> Result<(), CliError> {
         &analysis.checked.encoding,
         analysis.checked.warp_size.unwrap_or(32),
     );
-    if let Some(svg) = args.value("svg") {
+    if let Some(svg) = &args.svg {
         std::fs::write(svg, t.svg(&analysis.def.ident.to_string()))
             .map_err(|e| CliError::new("io", format!("cannot write {svg}: {e}")))?;
     }
-    if args.switch("json") {
+    if args.json {
         let mut doc = t.summary_json();
-        if args.switch("map") {
+        if args.map {
             doc["map"] = t.map_json();
         }
         println!("{doc}");
     } else {
-        print!(
-            "{}",
-            t.report(&analysis.def.ident.to_string(), args.switch("map"))
-        );
+        print!("{}", t.report(&analysis.def.ident.to_string(), args.map));
     }
     Ok(())
 }

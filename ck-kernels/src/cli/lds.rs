@@ -1,50 +1,66 @@
 //! `ck lds`: an LDS tile layout (XOR-swizzled per spec §11, or `--plain`), its offsets and the
 //! bank behaviour of the `k-read` and `k-write` warp patterns (NVIDIA model).
 
-use super::{Args, CliError};
+use super::CliError;
 use ck_core::lds::{LdsLayout, Pattern};
 use serde_json::json;
 use std::fmt::Write as _;
 
-pub fn run(argv: &[String]) -> Result<(), CliError> {
-    let args = Args::parse(
-        argv,
-        &[
-            "m-per-block",
-            "k-per-block",
-            "k-pack",
-            "elem-bytes",
-            "mlds-layer",
-            "svg",
-        ],
-        &["plain", "json"],
-    )?;
-    let int = |name: &str| -> Result<Option<i32>, CliError> {
-        args.value(name)
+#[derive(Debug, clap::Args)]
+pub struct LdsArgs {
+    /// Rows of the tile (M or N per block)
+    #[arg(long, value_name = "M", allow_hyphen_values = true)]
+    m_per_block: Option<String>,
+    /// Columns of the tile (K per block)
+    #[arg(long, value_name = "K", allow_hyphen_values = true)]
+    k_per_block: Option<String>,
+    /// Elements per 16-byte chunk along K (KPack)
+    #[arg(long, value_name = "P", allow_hyphen_values = true)]
+    k_pack: Option<String>,
+    /// Bytes per element
+    #[arg(long, value_name = "B", allow_hyphen_values = true)]
+    elem_bytes: Option<String>,
+    /// MLdsLayer of the XOR layout (default: as CK derives it)
+    #[arg(long, value_name = "L", allow_hyphen_values = true)]
+    mlds_layer: Option<String>,
+    /// The plain (unswizzled) layout instead of the XOR one
+    #[arg(long)]
+    plain: bool,
+    /// Print {mlds_layer, element_space_size, offsets, patterns} as JSON
+    #[arg(long)]
+    json: bool,
+    /// Draw the tile coloured by bank to this file
+    #[arg(long, value_name = "FILE")]
+    svg: Option<String>,
+}
+
+pub fn run(args: &LdsArgs) -> Result<(), CliError> {
+    let int = |name: &str, v: &Option<String>| -> Result<Option<i32>, CliError> {
+        v.as_deref()
             .map(|v| {
                 v.parse::<i32>()
                     .map_err(|_| CliError::usage(format!("--{name}: `{v}` is not an integer")))
             })
             .transpose()
     };
-    let need = |name: &str| -> Result<i32, CliError> {
-        int(name)?.ok_or_else(|| CliError::usage(format!("--{name} is required")))
+    let need = |name: &str, v: &Option<String>| -> Result<i32, CliError> {
+        int(name, v)?.ok_or_else(|| CliError::usage(format!("--{name} is required")))
     };
     let (m, k, kp, b) = (
-        need("m-per-block")?,
-        need("k-per-block")?,
-        need("k-pack")?,
-        need("elem-bytes")?,
+        need("m-per-block", &args.m_per_block)?,
+        need("k-per-block", &args.k_per_block)?,
+        need("k-pack", &args.k_pack)?,
+        need("elem-bytes", &args.elem_bytes)?,
     );
-    let layout = if args.switch("plain") {
-        if args.value("mlds-layer").is_some() {
+    let layout = if args.plain {
+        if args.mlds_layer.is_some() {
             return Err(CliError::usage(
                 "--mlds-layer applies to the XOR layout, not --plain",
             ));
         }
         LdsLayout::plain(m, k, kp, b)?
     } else {
-        LdsLayout::xor(m, k, kp, b, int("mlds-layer")?)?
+        LdsLayout::xor(m, k, kp, b, int("mlds-layer", &args.mlds_layer)?)?
     };
     let patterns: Vec<_> = [Pattern::KRead, Pattern::KWrite]
         .iter()
@@ -53,11 +69,11 @@ pub fn run(argv: &[String]) -> Result<(), CliError> {
             (p, c)
         })
         .collect();
-    if let Some(path) = args.value("svg") {
+    if let Some(path) = &args.svg {
         std::fs::write(path, svg(&layout))
             .map_err(|e| CliError::new("io", format!("cannot write {path}: {e}")))?;
     }
-    if args.switch("json") {
+    if args.json {
         let offsets: Vec<Vec<i32>> = (0..m)
             .map(|mi| (0..k).map(|ki| layout.offset(mi, ki)).collect())
             .collect();

@@ -1,8 +1,8 @@
 //! The `ck` command: one binary for people and scripts. Every subcommand prints a readable report
 //! or, with `--json`, a JSON document; errors go to stderr as `error[rule-name]: message` and the
-//! exit status is 1.
+//! exit status is 1. The command line is declared with clap ([`Cli`]): `ck --help`,
+//! `ck <command> --help` and `ck completions bash|zsh|fish` come from the same declarations.
 
-mod args;
 mod bench;
 mod build_ptx;
 mod encoding;
@@ -11,52 +11,134 @@ mod new;
 mod run;
 mod sfc;
 
-pub use args::{Args, CliError};
+use clap::{CommandFactory, Parser, Subcommand};
 
-const USAGE: &str = "\
-usage: ck <command> [options]
+/// An error for the user: the rule name printed as `error[rule]` and a message saying what to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CliError {
+    /// Stable rule name (`usage`, or a ck-core rule such as `sfc-not-divisible`).
+    pub rule: String,
+    /// What went wrong and how to fix it.
+    pub message: String,
+    /// Further complete `error[..]: ..` lines (a front end reports every violation at once).
+    pub more: Vec<String>,
+}
 
-commands:
-  encoding FILE|- [--json] [--map] [--svg OUT.svg]
-      check a tile_distribution! body (either spelling) and print its tables
-  lds --m-per-block M --k-per-block K --k-pack P --elem-bytes B [--mlds-layer L] [--plain] [--json] [--svg FILE]
-      an LDS tile layout (XOR-swizzled or plain), its offsets and bank conflicts of k-read/k-write
-  run reverse|block-sum|histogram [--n N] [--seed S] [--backend emu|cuda] [--json]
-  run bank-probe --stride S --width W [--backend emu|cuda] [--json]
-      run a kernel, check it against its CPU reference, print the launch statistics
-  run rmsnorm --input X.npy --gamma G.npy --output Y.npy [--eps E] [--dtype f32|bf16] [--backend emu|cuda] [--json]
-      RMSNorm of a 2-D f32 .npy (with bf16, inputs are rounded before the kernel)
-  bench rmsnorm|copy [--backend emu|cuda] [--shapes MxN,..] [--dtypes f32,bf16] [--iters N] [--peers PEERS.json] [--json]
-      achieved GB/s, next to the peers measured by scripts/bench_peers.py in the same job
-  new PATH [--name NAME] [--ck-path CHECKOUT]
-      scaffold a kernel crate: a tile_kernel on a tile window, its emulator test, its build script
-  build-ptx [--manifest-path Cargo.toml] [--arch sm_90a] [--install-toolchain] [--allow-spills] [--json]
-      build a kernel crate's PTX module (target/ptx/<crate>.ptx), assemble it with ptxas, report
-      registers, spills and shared memory per kernel
-  cross-check [--json]
-      every exercise kernel on the emulator and on CUDA device 0, compared bit for bit
-  sfc --lengths L0,L1,.. [--order O0,O1,..] [--scalars S0,S1,..] [--snake] [--json]
-      the access sequence of a space-filling curve (order defaults to 0,1,..; scalars to 1,..)
-";
+impl CliError {
+    /// An error under rule `rule`.
+    pub fn new(rule: impl Into<String>, message: impl Into<String>) -> CliError {
+        CliError {
+            rule: rule.into(),
+            message: message.into(),
+            more: Vec::new(),
+        }
+    }
+
+    /// A malformed command line.
+    pub fn usage(message: impl Into<String>) -> CliError {
+        CliError::new("usage", message)
+    }
+}
+
+impl From<ck_core::Error> for CliError {
+    fn from(e: ck_core::Error) -> CliError {
+        CliError::new(e.rule.name(), e.to_string())
+    }
+}
+
+/// `--name a,b,c` as integers (`None` when the option is absent).
+fn int_list(name: &str, value: Option<&str>) -> Result<Option<Vec<i32>>, CliError> {
+    let Some(v) = value else {
+        return Ok(None);
+    };
+    v.split(',')
+        .map(|s| {
+            s.trim().parse::<i32>().map_err(|_| {
+                CliError::usage(format!(
+                    "--{name}: `{s}` is not an integer; give a comma-separated list like 4,6"
+                ))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
+/// ck-rs: CK Tile's tile-programming model in Rust — check tile distributions, run and time
+/// kernels on the CPU emulator or an NVIDIA GPU, build kernel crates for the GPU.
+#[derive(Debug, Parser)]
+#[command(name = "ck", version, max_term_width = 100)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check a tile_distribution! body (either spelling) and print its tables
+    Encoding(encoding::EncodingArgs),
+    /// An LDS tile layout (XOR-swizzled or plain): offsets and bank conflicts of k-read/k-write
+    Lds(lds::LdsArgs),
+    /// Run a kernel on random or .npy input, check it against its CPU reference, print the
+    /// launch statistics
+    Run {
+        #[command(subcommand)]
+        kernel: run::RunCommand,
+    },
+    /// Achieved bandwidth or TFLOP/s, next to the peers measured in the same job
+    Bench(bench::BenchArgs),
+    /// Every exercise kernel on the emulator and on CUDA device 0, compared
+    CrossCheck(run::CrossCheckArgs),
+    /// The access sequence of a space-filling curve
+    Sfc(sfc::SfcArgs),
+    /// Scaffold a kernel crate: a #[tile_kernel] on a tile window, its emulator test and build
+    /// script
+    New(new::NewArgs),
+    /// Build a kernel crate's PTX module (target/ptx/<crate>.ptx), assemble it with ptxas, and
+    /// report registers, spills and shared memory per kernel
+    BuildPtx(build_ptx::BuildPtxArgs),
+    /// Print a shell completion script (e.g. `ck completions bash > /etc/bash_completion.d/ck`)
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+}
 
 /// Runs the command line `argv` (without the program name); returns the process exit status.
 pub fn main_with_args(argv: &[String]) -> i32 {
-    let result = match argv.first().map(String::as_str) {
-        Some("sfc") => sfc::run(&argv[1..]),
-        Some("encoding") => encoding::run(&argv[1..]),
-        Some("run") => run::run(&argv[1..]),
-        Some("cross-check") => run::cross_check(&argv[1..]),
-        Some("bench") => bench::run(&argv[1..]),
-        Some("lds") => lds::run(&argv[1..]),
-        Some("build-ptx") => build_ptx::run(&argv[1..]),
-        Some("new") => new::run(&argv[1..]),
-        Some("-h" | "--help" | "help") | None => {
-            print!("{USAGE}");
+    let cli =
+        match Cli::try_parse_from(std::iter::once("ck".to_string()).chain(argv.iter().cloned())) {
+            Ok(cli) => cli,
+            Err(e) if !e.use_stderr() => {
+                // --help and --version.
+                print!("{e}");
+                return 0;
+            }
+            Err(e) => {
+                // clap's first line, as one `error[usage]` line like every other error.
+                let text = e.to_string();
+                let first = text
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .trim_start_matches("error: ");
+                let command = ["ck".to_string(), subcommand_of(argv)].join(" ");
+                eprintln!("error[usage]: {first}; see `{} --help`", command.trim());
+                return 1;
+            }
+        };
+    let result = match cli.command {
+        Command::Encoding(a) => encoding::run(&a),
+        Command::Lds(a) => lds::run(&a),
+        Command::Run { kernel } => run::run(&kernel),
+        Command::Bench(a) => bench::run(&a),
+        Command::CrossCheck(a) => run::cross_check(&a),
+        Command::Sfc(a) => sfc::run(&a),
+        Command::New(a) => new::run(&a),
+        Command::BuildPtx(a) => build_ptx::run(&a),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "ck", &mut std::io::stdout());
             Ok(())
         }
-        Some(other) => Err(CliError::usage(format!(
-            "unknown command `{other}`; run `ck --help` for the list"
-        ))),
     };
     match result {
         Ok(()) => 0,
@@ -67,5 +149,34 @@ pub fn main_with_args(argv: &[String]) -> i32 {
             }
             1
         }
+    }
+}
+
+/// The command words of `argv` before its first option (`run bank-probe`), for the help hint.
+fn subcommand_of(argv: &[String]) -> String {
+    let words: Vec<&str> = argv
+        .iter()
+        .take_while(|a| !a.starts_with('-'))
+        .take(2)
+        .map(String::as_str)
+        .collect();
+    let known = Cli::command();
+    match words.first().and_then(|w| known.find_subcommand(w)) {
+        Some(sub) => match words.get(1).filter(|w| sub.find_subcommand(w).is_some()) {
+            Some(kernel) => format!("{} {kernel}", sub.get_name()),
+            None => sub.get_name().to_string(),
+        },
+        None => String::new(),
+    }
+    .trim()
+    .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_command_line_declaration_is_consistent() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
     }
 }

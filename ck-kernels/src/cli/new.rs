@@ -2,7 +2,7 @@
 //! `tile_distribution!`, a `#[tile_kernel]` on a tile window, a host launcher, an emulator test
 //! against a CPU reference, and the build script that embeds its PTX module.
 
-use super::{Args, CliError};
+use super::CliError;
 use std::path::{Path, PathBuf};
 
 const CARGO_TOML: &str = include_str!("../../templates/new/Cargo.toml.in");
@@ -41,15 +41,23 @@ fn deps(crates: &[&str], ck: Option<&Path>) -> String {
         .join("\n")
 }
 
-pub fn run(argv: &[String]) -> Result<(), CliError> {
-    let args = Args::parse(argv, &["name", "ck-path"], &[])?;
-    let [path] = args.positional() else {
-        return Err(CliError::usage(
-            "give the new crate's folder: ck new PATH [--name NAME] [--ck-path CHECKOUT]",
-        ));
-    };
-    let path = PathBuf::from(path);
-    let name = match args.value("name") {
+/// `ck new`.
+#[derive(Debug, clap::Args)]
+pub struct NewArgs {
+    /// The new crate's folder (new, or empty)
+    path: PathBuf,
+    /// The package name [default: the folder's name]
+    #[arg(long)]
+    name: Option<String>,
+    /// The ck-rs checkout to depend on by path [default: the one this ck was built from, if it
+    /// is still there; else crates.io versions]
+    #[arg(long, value_name = "CHECKOUT")]
+    ck_path: Option<PathBuf>,
+}
+
+pub fn run(args: &NewArgs) -> Result<(), CliError> {
+    let path = &args.path;
+    let name = match args.name.as_deref() {
         Some(n) => n.to_string(),
         None => path
             .file_name()
@@ -71,16 +79,15 @@ pub fn run(argv: &[String]) -> Result<(), CliError> {
             ),
         ));
     }
-    let ck = match args.value("ck-path") {
+    let ck = match &args.ck_path {
         Some(p) => {
-            let p = PathBuf::from(p);
             if !p.join("ck-core/Cargo.toml").is_file() {
                 return Err(CliError::usage(format!(
                     "--ck-path {}: no ck-rs checkout there (no ck-core/Cargo.toml)",
                     p.display()
                 )));
             }
-            Some(p.canonicalize().unwrap_or(p))
+            Some(p.canonicalize().unwrap_or(p.clone()))
         }
         None => checkout(),
     };
@@ -99,7 +106,7 @@ pub fn run(argv: &[String]) -> Result<(), CliError> {
     ];
     for (file, text) in &files {
         let at = path.join(file);
-        std::fs::create_dir_all(at.parent().unwrap_or(&path))
+        std::fs::create_dir_all(at.parent().unwrap_or(path))
             .and_then(|()| std::fs::write(&at, text))
             .map_err(|e| CliError::new("io", format!("cannot write {}: {e}", at.display())))?;
     }

@@ -2,8 +2,8 @@
 //! reference and prints the launch statistics; `ck cross-check` runs every exercise kernel on
 //! the emulator and the GPU and compares the outputs bit for bit.
 
-use super::{Args, CliError};
-use crate::checks::{self, Outcome, EXERCISES};
+use super::CliError;
+use crate::checks::{self, Outcome};
 use ck_core::host::{Device, LaunchError, LaunchStats};
 use serde_json::json;
 
@@ -17,8 +17,153 @@ pub(crate) fn launch_error(e: LaunchError) -> CliError {
     )
 }
 
-pub(crate) fn device(args: &Args) -> Result<Device, CliError> {
-    match args.value("backend").unwrap_or("emu") {
+/// Where a kernel runs.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BackendArg {
+    /// emu (the CPU emulator: sanitizer and profiler) or cuda (GPU 0)
+    #[arg(long, value_name = "emu|cuda", default_value = "emu")]
+    backend: String,
+}
+
+/// Output format.
+#[derive(Debug, Clone, clap::Args)]
+pub struct JsonArg {
+    /// Print the launch counters as JSON
+    #[arg(long)]
+    json: bool,
+}
+
+/// A seeded run of an exercise kernel.
+#[derive(Debug, clap::Args)]
+pub struct ExerciseArgs {
+    /// Problem size: elements; columns of the 257-row RMSNorm; K of the 257 × 129 (wgmma: 257 × 264)
+    /// GEMMs [default: 4096]
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    n: Option<String>,
+    /// Seed of the random input [default: 1]
+    #[arg(long, value_name = "S", allow_hyphen_values = true)]
+    seed: Option<String>,
+    #[command(flatten)]
+    backend: BackendArg,
+    #[command(flatten)]
+    json: JsonArg,
+}
+
+/// `ck run bank-probe`.
+#[derive(Debug, clap::Args)]
+pub struct BankProbeArgs {
+    /// Element stride between lanes
+    #[arg(long, value_name = "S", allow_hyphen_values = true)]
+    stride: Option<String>,
+    /// Bytes per access: 4, 8 or 16
+    #[arg(long, value_name = "W", allow_hyphen_values = true)]
+    width: Option<String>,
+    /// All 21 cases W ∈ {4, 8, 16}, S ∈ {1, 2, 4, 8, 16, 32, 33}
+    #[arg(long)]
+    sweep: bool,
+    #[command(flatten)]
+    backend: BackendArg,
+    #[command(flatten)]
+    json: JsonArg,
+}
+
+/// `ck run rmsnorm`.
+#[derive(Debug, clap::Args)]
+pub struct RmsnormArgs {
+    /// x, a 2-D float32 .npy (M, N)
+    #[arg(long, value_name = "X.npy")]
+    input: Option<String>,
+    /// gamma, a 1-D float32 .npy (N,)
+    #[arg(long, value_name = "G.npy")]
+    gamma: Option<String>,
+    /// Where to write y (float32 .npy)
+    #[arg(long, value_name = "Y.npy")]
+    output: Option<String>,
+    /// Added to the mean square [default: 1e-6]
+    #[arg(long, value_name = "E", allow_hyphen_values = true)]
+    eps: Option<String>,
+    /// f32, or bf16 (inputs rounded to bf16 before the kernel, f32 arithmetic) [default: f32]
+    #[arg(long, value_name = "f32|bf16")]
+    dtype: Option<String>,
+    #[command(flatten)]
+    backend: BackendArg,
+    #[command(flatten)]
+    json: JsonArg,
+}
+
+/// `ck run gemm`.
+#[derive(Debug, clap::Args)]
+pub struct GemmArgs {
+    /// A, a 2-D float32 .npy (M, K)
+    #[arg(long, value_name = "A.npy")]
+    input_a: Option<String>,
+    /// B, a 2-D float32 .npy (K, N)
+    #[arg(long, value_name = "B.npy")]
+    input_b: Option<String>,
+    /// Where to write C (float32 .npy)
+    #[arg(long, value_name = "C.npy")]
+    output: Option<String>,
+    /// f32, or bf16 operands (rounded before the kernel; f32 accumulation) [default: f32]
+    #[arg(long, value_name = "f32|bf16")]
+    dtype: Option<String>,
+    #[command(flatten)]
+    backend: BackendArg,
+    #[command(flatten)]
+    json: JsonArg,
+}
+
+/// Probes run with the swizzled shared layout, the plain one, or both.
+#[derive(Debug, clap::Args)]
+pub struct LayoutArgs {
+    /// xor, plain or both (XOR first: one ncu session profiles them in that order)
+    #[arg(long, value_name = "xor|plain|both", default_value = "both")]
+    layout: String,
+    #[command(flatten)]
+    backend: BackendArg,
+    #[command(flatten)]
+    json: JsonArg,
+}
+
+/// `ck run KERNEL`.
+#[derive(Debug, clap::Subcommand)]
+pub enum RunCommand {
+    /// Reverses blocks of 256 through shared memory
+    Reverse(ExerciseArgs),
+    /// Block sums with shuffles and shared memory
+    BlockSum(ExerciseArgs),
+    /// A 64-bin histogram with shared-memory atomics
+    Histogram(ExerciseArgs),
+    /// f32 copy with 16-byte accesses
+    Copy(ExerciseArgs),
+    /// f32 add with 16-byte accesses
+    Add(ExerciseArgs),
+    /// RMSNorm, f32, 257 random rows of N columns
+    RmsnormF32(ExerciseArgs),
+    /// RMSNorm, bf16, 257 random rows of N columns
+    RmsnormBf16(ExerciseArgs),
+    /// The SIMT f32 GEMM
+    GemmF32(ExerciseArgs),
+    /// The mma.sync bf16 GEMM
+    GemmBf16(ExerciseArgs),
+    /// The wgmma bf16 GEMM, 128 × 256 tiles (sm_90a)
+    GemmWgmma(ExerciseArgs),
+    /// The wgmma bf16 GEMM, 128 × 128 tiles (sm_90a)
+    GemmWgmmaN128(ExerciseArgs),
+    /// A shared-memory access pattern whose bank conflicts are known: thread (warp w, lane l)
+    /// stores W bytes at w·8192 + l·S·W, loads them back
+    BankProbe(BankProbeArgs),
+    /// RMSNorm of a 2-D .npy: y = x · rsqrt(mean(x²) + eps) · gamma
+    Rmsnorm(RmsnormArgs),
+    /// The spec's TV8 LDS tile written with k-write and read with k-read
+    LdsProbe(LayoutArgs),
+    /// C = A · B from .npy files
+    Gemm(GemmArgs),
+    /// One 256³ bf16 mma.sync GEMM with swizzled and plain shared layouts, and their counters
+    GemmLds(LayoutArgs),
+}
+
+pub(crate) fn device(args: &BackendArg) -> Result<Device, CliError> {
+    match args.backend.as_str() {
         "emu" => Ok(Device::emulator()),
         "cuda" => Device::cuda(0).map_err(launch_error),
         other => Err(CliError::new(
@@ -63,8 +208,8 @@ fn print_stats(st: &LaunchStats) {
     println!("time:          {:.3} ms", st.elapsed.as_secs_f64() * 1e3);
 }
 
-fn uint(args: &Args, name: &str, default: Option<u32>) -> Result<u32, CliError> {
-    match args.value(name) {
+fn uint(name: &str, value: &Option<String>, default: Option<u32>) -> Result<u32, CliError> {
+    match value {
         Some(v) => v
             .parse()
             .map_err(|_| CliError::usage(format!("--{name}: `{v}` is not a non-negative integer"))),
@@ -72,59 +217,66 @@ fn uint(args: &Args, name: &str, default: Option<u32>) -> Result<u32, CliError> 
     }
 }
 
-pub fn run(argv: &[String]) -> Result<(), CliError> {
-    let Some(kernel) = argv.first() else {
-        return Err(CliError::usage(format!(
-            "ck run needs a kernel: {}, bank-probe",
-            EXERCISES.join(", ")
-        )));
-    };
-    if kernel == "rmsnorm" {
-        return rmsnorm_cmd(&argv[1..]);
-    }
-    if kernel == "lds-probe" {
-        return lds_probe_cmd(&argv[1..]);
-    }
-    if kernel == "gemm" {
-        return gemm_cmd(&argv[1..]);
-    }
-    if kernel == "gemm-lds" {
-        return gemm_lds_cmd(&argv[1..]);
-    }
-    let (outcome, what, device) = if kernel == "bank-probe" {
-        let args = Args::parse(
-            &argv[1..],
-            &["stride", "width", "backend"],
-            &["json", "sweep"],
-        )?;
-        if args.switch("sweep") {
-            return bank_probe_sweep(&args);
+pub fn run(command: &RunCommand) -> Result<(), CliError> {
+    use RunCommand::*;
+    match command {
+        Reverse(a) => exercise("reverse", a),
+        BlockSum(a) => exercise("block-sum", a),
+        Histogram(a) => exercise("histogram", a),
+        Copy(a) => exercise("copy", a),
+        Add(a) => exercise("add", a),
+        RmsnormF32(a) => exercise("rmsnorm-f32", a),
+        RmsnormBf16(a) => exercise("rmsnorm-bf16", a),
+        GemmF32(a) => exercise("gemm-f32", a),
+        GemmBf16(a) => exercise("gemm-bf16", a),
+        GemmWgmma(a) => exercise("gemm-wgmma", a),
+        GemmWgmmaN128(a) => exercise("gemm-wgmma-n128", a),
+        BankProbe(a) if a.sweep => bank_probe_sweep(a),
+        BankProbe(a) => {
+            let (stride, width) = (
+                uint("stride", &a.stride, None)?,
+                uint("width", &a.width, None)?,
+            );
+            crate::bank_probe::check_parameters(stride, width)
+                .map_err(|m| CliError::new("probe-parameters", m))?;
+            let device = device(&a.backend)?;
+            let o = checks::run_bank_probe(&device, stride, width).map_err(launch_error)?;
+            let desc = format!("128 threads, {width}-byte accesses, stride {stride}");
+            report("bank-probe", o, &desc, &device, a.json.json)
         }
-        let (stride, width) = (uint(&args, "stride", None)?, uint(&args, "width", None)?);
-        crate::bank_probe::check_parameters(stride, width)
-            .map_err(|m| CliError::new("probe-parameters", m))?;
-        let device = device(&args)?;
-        let o = checks::run_bank_probe(&device, stride, width).map_err(launch_error)?;
-        (
-            o,
-            (
-                args,
-                format!("128 threads, {width}-byte accesses, stride {stride}"),
-            ),
-            device,
-        )
-    } else if EXERCISES.contains(&kernel.as_str()) {
-        let args = Args::parse(&argv[1..], &["n", "seed", "backend"], &["json"])?;
-        let (n, seed) = (uint(&args, "n", Some(4096))?, uint(&args, "seed", Some(1))?);
-        let device = device(&args)?;
-        let o = checks::run_exercise(&device, kernel, n, seed as u64).map_err(launch_error)?;
-        (o, (args, format!("n = {n}, seed {seed}")), device)
-    } else {
-        return Err(CliError::usage(format!(
-            "unknown kernel `{kernel}`; available: {}, bank-probe",
-            EXERCISES.join(", ")
-        )));
-    };
+        Rmsnorm(a) => rmsnorm_cmd(a),
+        LdsProbe(a) => lds_probe_cmd(a),
+        Gemm(a) => gemm_cmd(a),
+        GemmLds(a) => gemm_lds_cmd(a),
+    }
+}
+
+/// An exercise kernel (`checks::EXERCISES`) on seeded random input.
+fn exercise(kernel: &str, a: &ExerciseArgs) -> Result<(), CliError> {
+    let (n, seed) = (
+        uint("n", &a.n, Some(4096))?,
+        uint("seed", &a.seed, Some(1))?,
+    );
+    let device = device(&a.backend)?;
+    let o = checks::run_exercise(&device, kernel, n, seed as u64).map_err(launch_error)?;
+    report(
+        kernel,
+        o,
+        &format!("n = {n}, seed {seed}"),
+        &device,
+        a.json.json,
+    )
+}
+
+/// The outcome of a checked run: an error if the output differs from the reference, else the
+/// counters.
+fn report(
+    kernel: &str,
+    outcome: Outcome,
+    desc: &str,
+    device: &Device,
+    json: bool,
+) -> Result<(), CliError> {
     let Outcome {
         stats, mismatch, ..
     } = outcome;
@@ -134,8 +286,7 @@ pub fn run(argv: &[String]) -> Result<(), CliError> {
             format!("{kernel} on {}: {m}", device.name()),
         ));
     }
-    let (args, desc) = what;
-    if args.switch("json") {
+    if json {
         println!("{}", stats_json(&stats));
     } else {
         println!(
@@ -154,8 +305,8 @@ pub const SWEEP_STRIDES: [u32; 7] = [1, 2, 4, 8, 16, 32, 33];
 
 /// `ck run bank-probe --sweep`: all 21 cases in one process (one ncu session profiles them in
 /// this order: width outer, stride inner).
-fn bank_probe_sweep(args: &Args) -> Result<(), CliError> {
-    let device = device(args)?;
+fn bank_probe_sweep(args: &BankProbeArgs) -> Result<(), CliError> {
+    let device = device(&args.backend)?;
     let mut rows = Vec::new();
     for width in SWEEP_WIDTHS {
         for stride in SWEEP_STRIDES {
@@ -172,7 +323,7 @@ fn bank_probe_sweep(args: &Args) -> Result<(), CliError> {
             rows.push(row);
         }
     }
-    if args.switch("json") {
+    if args.json.json {
         println!("{}", serde_json::Value::Array(rows));
     } else {
         println!(
@@ -195,15 +346,21 @@ fn bank_probe_sweep(args: &Args) -> Result<(), CliError> {
     Ok(())
 }
 
-pub fn cross_check(argv: &[String]) -> Result<(), CliError> {
-    let args = Args::parse(argv, &[], &["json"])?;
+/// `ck cross-check`.
+#[derive(Debug, clap::Args)]
+pub struct CrossCheckArgs {
+    #[command(flatten)]
+    json: JsonArg,
+}
+
+pub fn cross_check(args: &CrossCheckArgs) -> Result<(), CliError> {
     let gpu = Device::cuda(0).map_err(launch_error)?;
     let emu = Device::emulator();
     let results = checks::cross_check(&emu, &gpu).map_err(launch_error)?;
     // Bitwise for integer and copy kernels, within the case's tolerance for float kernels
     // (`CrossCheck::problems` says which).
     let bad = results.iter().filter(|r| !r.problems.is_empty()).count();
-    if args.switch("json") {
+    if args.json.json {
         let rows: Vec<_> = results
             .iter()
             .map(|r| json!({"case": r.case, "identical": r.identical, "problems": r.problems, "emulator": stats_json(&r.first), "gpu_ms": r.second.elapsed.as_secs_f64() * 1e3}))
@@ -239,20 +396,20 @@ pub fn cross_check(argv: &[String]) -> Result<(), CliError> {
 }
 
 /// `ck run rmsnorm --input X.npy --gamma G.npy --output Y.npy`.
-fn rmsnorm_cmd(argv: &[String]) -> Result<(), CliError> {
+fn rmsnorm_cmd(args: &RmsnormArgs) -> Result<(), CliError> {
     use crate::npy;
     use crate::rmsnorm::host::{rmsnorm, Dtype};
-    let args = Args::parse(
-        argv,
-        &["input", "gamma", "output", "eps", "dtype", "backend"],
-        &["json"],
-    )?;
-    let need = |k: &str| {
-        args.value(k)
+    let need = |k: &str, v: &Option<String>| {
+        v.clone()
             .ok_or_else(|| CliError::usage(format!("--{k} is required")))
     };
-    let (input, gamma, output) = (need("input")?, need("gamma")?, need("output")?);
-    let eps: f32 = match args.value("eps") {
+    let (input, gamma, output) = (
+        need("input", &args.input)?,
+        need("gamma", &args.gamma)?,
+        need("output", &args.output)?,
+    );
+    let (input, gamma, output) = (input.as_str(), gamma.as_str(), output.as_str());
+    let eps: f32 = match args.eps.as_deref() {
         Some(v) => v
             .parse()
             .ok()
@@ -260,7 +417,7 @@ fn rmsnorm_cmd(argv: &[String]) -> Result<(), CliError> {
             .ok_or_else(|| CliError::usage(format!("--eps: `{v}` is not a non-negative number")))?,
         None => 1e-6,
     };
-    let dtype_name = args.value("dtype").unwrap_or("f32");
+    let dtype_name = args.dtype.as_deref().unwrap_or("f32");
     let dtype = Dtype::parse(dtype_name).ok_or_else(|| {
         CliError::new(
             "dtype",
@@ -293,7 +450,7 @@ fn rmsnorm_cmd(argv: &[String]) -> Result<(), CliError> {
             format!("shape ({m}, {n}) is empty or too large (at most 2^31 − 1 elements)"),
         ));
     }
-    let device = device(&args)?;
+    let device = device(&args.backend)?;
     let (y, stats) = rmsnorm(&device, &x.data, &g.data, (m as u32, n as u32), eps, dtype)
         .map_err(launch_error)?;
     npy::write(
@@ -304,7 +461,7 @@ fn rmsnorm_cmd(argv: &[String]) -> Result<(), CliError> {
         },
     )
     .map_err(|msg| CliError::new("io", msg))?;
-    if args.switch("json") {
+    if args.json.json {
         println!("{}", stats_json(&stats));
     } else {
         println!(
@@ -318,9 +475,8 @@ fn rmsnorm_cmd(argv: &[String]) -> Result<(), CliError> {
 
 /// `ck run lds-probe [--layout xor|plain|both]`: the LDS probe's counters (`both`: XOR then
 /// plain, one ncu session profiles them in that order).
-fn lds_probe_cmd(argv: &[String]) -> Result<(), CliError> {
-    let args = Args::parse(argv, &["layout", "backend"], &["json"])?;
-    let layouts: &[(&str, bool)] = match args.value("layout").unwrap_or("both") {
+fn lds_probe_cmd(args: &LayoutArgs) -> Result<(), CliError> {
+    let layouts: &[(&str, bool)] = match args.layout.as_str() {
         "xor" => &[("xor", true)],
         "plain" => &[("plain", false)],
         "both" => &[("xor", true), ("plain", false)],
@@ -330,7 +486,7 @@ fn lds_probe_cmd(argv: &[String]) -> Result<(), CliError> {
             )))
         }
     };
-    let device = device(&args)?;
+    let device = device(&args.backend)?;
     let mut rows = Vec::new();
     for &(name, swizzled) in layouts {
         let o = checks::run_lds_probe(&device, swizzled).map_err(launch_error)?;
@@ -344,25 +500,25 @@ fn lds_probe_cmd(argv: &[String]) -> Result<(), CliError> {
         row["case"] = json!(format!("lds {name}"));
         rows.push(row);
     }
-    print_counter_rows(&rows, args.switch("json"));
+    print_counter_rows(&rows, args.json.json);
     Ok(())
 }
 
 /// `ck run gemm --input-a A.npy --input-b B.npy --output C.npy [--dtype f32|bf16]`.
-fn gemm_cmd(argv: &[String]) -> Result<(), CliError> {
+fn gemm_cmd(args: &GemmArgs) -> Result<(), CliError> {
     use crate::gemm::host::gemm;
     use crate::npy;
-    let args = Args::parse(
-        argv,
-        &["input-a", "input-b", "output", "dtype", "backend"],
-        &["json"],
-    )?;
-    let need = |k: &str| {
-        args.value(k)
+    let need = |k: &str, v: &Option<String>| {
+        v.clone()
             .ok_or_else(|| CliError::usage(format!("--{k} is required")))
     };
-    let (pa, pb, out) = (need("input-a")?, need("input-b")?, need("output")?);
-    let dtype = args.value("dtype").unwrap_or("f32");
+    let (pa, pb, out) = (
+        need("input-a", &args.input_a)?,
+        need("input-b", &args.input_b)?,
+        need("output", &args.output)?,
+    );
+    let (pa, pb, out) = (pa.as_str(), pb.as_str(), out.as_str());
+    let dtype = args.dtype.as_deref().unwrap_or("f32");
     if dtype != "f32" && dtype != "bf16" {
         return Err(CliError::new(
             "dtype",
@@ -401,7 +557,7 @@ fn gemm_cmd(argv: &[String]) -> Result<(), CliError> {
             *v = ck_core::device::Bf16::from_f32(*v).to_f32();
         }
     }
-    let device = device(&args)?;
+    let device = device(&args.backend)?;
     let (c, stats) =
         gemm(&device, &a.data, &b.data, (m as u32, n as u32, k as u32)).map_err(launch_error)?;
     npy::write(
@@ -412,7 +568,7 @@ fn gemm_cmd(argv: &[String]) -> Result<(), CliError> {
         },
     )
     .map_err(|msg| CliError::new("io", msg))?;
-    if args.switch("json") {
+    if args.json.json {
         println!("{}", stats_json(&stats));
     } else {
         println!(
@@ -428,12 +584,11 @@ fn gemm_cmd(argv: &[String]) -> Result<(), CliError> {
 /// (`gemm_bf16`, whose `ldmatrix` reads go through the LDS pipe) with the swizzled and with the
 /// plain shared layouts (the same result; `both`: XOR then plain, one
 /// ncu session profiles them in that order), and their shared-memory counters.
-fn gemm_lds_cmd(argv: &[String]) -> Result<(), CliError> {
+fn gemm_lds_cmd(args: &LayoutArgs) -> Result<(), CliError> {
     use crate::gemm::host::{launch_bf16_plain, launch_bf16_with, Bf16Kernel};
     use ck_core::device::Bf16;
     use ck_core::host::DeviceBuffer;
-    let args = Args::parse(argv, &["layout", "backend"], &["json"])?;
-    let layouts: &[&str] = match args.value("layout").unwrap_or("both") {
+    let layouts: &[&str] = match args.layout.as_str() {
         "xor" => &["xor"],
         "plain" => &["plain"],
         "both" => &["xor", "plain"],
@@ -443,7 +598,7 @@ fn gemm_lds_cmd(argv: &[String]) -> Result<(), CliError> {
             )))
         }
     };
-    let device = device(&args)?;
+    let device = device(&args.backend)?;
     let (m, n, k) = (256u32, 256u32, 256u32);
     let vals = |seed: u32, len: u32| {
         (0..len)
@@ -476,7 +631,7 @@ fn gemm_lds_cmd(argv: &[String]) -> Result<(), CliError> {
         row["case"] = json!(format!("gemm {name}"));
         rows.push(row);
     }
-    print_counter_rows(&rows, args.switch("json"));
+    print_counter_rows(&rows, args.json.json);
     Ok(())
 }
 

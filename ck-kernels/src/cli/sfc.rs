@@ -1,23 +1,36 @@
 //! `ck sfc`: a space-filling curve's access sequence.
 
-use super::{Args, CliError};
+use super::{int_list, CliError};
 use ck_core::SpaceFillingCurve;
 use serde_json::json;
 
-pub fn run(argv: &[String]) -> Result<(), CliError> {
-    let args = Args::parse(argv, &["lengths", "order", "scalars"], &["snake", "json"])?;
-    if let Some(p) = args.positional().first() {
-        return Err(CliError::usage(format!("unexpected argument `{p}`")));
-    }
-    let lengths = args
-        .int_list("lengths")?
+#[derive(Debug, clap::Args)]
+pub struct SfcArgs {
+    /// The tensor's lengths, e.g. 4,6
+    #[arg(long, value_name = "L0,L1,..", allow_hyphen_values = true)]
+    lengths: Option<String>,
+    /// Dims in visiting order, slowest first (default 0,1,..)
+    #[arg(long, value_name = "O0,O1,..", allow_hyphen_values = true)]
+    order: Option<String>,
+    /// Elements per access along each dim (default 1,1,..)
+    #[arg(long, value_name = "S0,S1,..", allow_hyphen_values = true)]
+    scalars: Option<String>,
+    /// Reverse every other run of a dim (boustrophedon)
+    #[arg(long)]
+    snake: bool,
+    /// Print {access_lengths, num_access, indices, forward_steps} as JSON
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: &SfcArgs) -> Result<(), CliError> {
+    let lengths = int_list("lengths", args.lengths.as_deref())?
         .ok_or_else(|| CliError::usage("--lengths is required, e.g. --lengths 4,6"))?;
     let n = lengths.len() as i32;
-    let order = args.int_list("order")?.unwrap_or_else(|| (0..n).collect());
-    let scalars = args
-        .int_list("scalars")?
-        .unwrap_or_else(|| vec![1; lengths.len()]);
-    let snake = args.switch("snake");
+    let order = int_list("order", args.order.as_deref())?.unwrap_or_else(|| (0..n).collect());
+    let scalars =
+        int_list("scalars", args.scalars.as_deref())?.unwrap_or_else(|| vec![1; lengths.len()]);
+    let snake = args.snake;
     let curve = SpaceFillingCurve::new(&lengths, &order, &scalars, snake)?;
 
     let indices: Vec<Vec<i32>> = (0..curve.num_access())
@@ -27,7 +40,7 @@ pub fn run(argv: &[String]) -> Result<(), CliError> {
         .map(|t| curve.forward_step(t).as_slice().to_vec())
         .collect();
 
-    if args.switch("json") {
+    if args.json {
         let doc = json!({
             "access_lengths": curve.access_lengths().as_slice(),
             "num_access": curve.num_access(),
