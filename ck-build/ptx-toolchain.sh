@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Installs, idempotently, the verified Rust -> PTX toolchain (see shared/design/gpu-toolchain.md)
-# into $CK_PTX_TOOLS (default: target/ptx-tools), without touching the system's compilers:
+# Installs, idempotently, the Rust -> PTX toolchain of `ck build-ptx` (which embeds and runs this
+# script; see ck-build/src/builder/toolchain.rs) into $CK_PTX_TOOLS, without touching the
+# system's compilers:
 #   - Debian bookworm-security rustc-web 1.96 (LLVM 22) with its matching core sources, unpacked;
 #   - Debian llvm-22 (llvm-link, opt, llc), unpacked;
 #   - llvm-bitcode-linker, built from the packaged Rust sources;
 #   - ptxas from the nvidia-cuda-nvcc wheel (offline PTX assembly, no GPU needed).
 # Prints the environment to `source` (RUSTC, RUSTC_BOOTSTRAP, PATH, LD_LIBRARY_PATH, PTXAS, ...).
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-TOOLS=${CK_PTX_TOOLS:-$ROOT/target/ptx-tools}
+TOOLS=${CK_PTX_TOOLS:?set CK_PTX_TOOLS to the folder to install into}
 RUST_VERSION=1.96
 LLVM=22
 NVCC_WHEEL="nvidia-cuda-nvcc==13.0.88"

@@ -3,7 +3,7 @@
 //! Everything here is plain data and `const fn`: no allocation, no trait objects, so the same code
 //! runs in the `tile_distribution!` macro at expansion time, in const evaluation, on the host and
 //! (built for `nvptx64-nvidia-cuda`) on the GPU. The semantics are those of AMD's Composable Kernel
-//! `ck_tile/core` as pinned down in the project's spec (`shared/spec/ck-tile-semantics.md`).
+//! `ck_tile/core` (where its documentation and its code disagree, the code).
 //!
 //! | module | what | spec |
 //! |---|---|---|
