@@ -82,6 +82,10 @@ fn bad_command_lines_are_one_usage_line() {
         ),
         (&["lds", "--m-per-block"][..], "see `ck lds --help`"),
         (&["completions", "tcsh"][..], "see `ck completions --help`"),
+        (
+            &["encoding"][..],
+            "required arguments were not provided: <FILE|->; see `ck encoding --help`",
+        ),
     ] {
         let (code, out, err) = ck(args);
         assert_eq!(code, 1, "{args:?}");

@@ -61,9 +61,13 @@ pub fn explain(krate: &str, dir: &Path, errors: &[CompilerError]) -> BuildError 
         let Some((file, line)) = &e.at else {
             return String::new();
         };
-        let path = dir.join(file);
-        let kernel = std::fs::read_to_string(&path)
-            .ok()
+        // rustc names files relative to the directory cargo ran it in: the package's, or its
+        // workspace's for a member.
+        let kernel = dir
+            .ancestors()
+            .map(|a| a.join(file))
+            .find(|p| p.is_file())
+            .and_then(|p| std::fs::read_to_string(p).ok())
             .and_then(|s| enclosing_kernel(&s, *line));
         match kernel {
             Some(k) => format!(" in kernel `{k}` ({file}:{line})"),

@@ -175,8 +175,8 @@ fn compile(
     dir: &Path,
     progress: &mut dyn FnMut(&str),
 ) -> Result<PathBuf, BuildError> {
-    let mut cmd = Command::new(cargo());
-    cmd.args(&tc.cargo_args)
+    let mut cmd = Command::new(&tc.cargo[0]);
+    cmd.args(&tc.cargo[1..])
         .args([
             "rustc",
             "--lib",
@@ -322,7 +322,9 @@ pub fn build(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Report, B
     if infos.is_empty() {
         return Err(BuildError::new(
             "ptx-no-kernels",
-            format!("crate `{krate}` has no #[tile_kernel] functions reachable from its library (kernels must be `pub` or used by a `pub` item)"),
+            format!(
+                "crate `{krate}` has no #[tile_kernel] functions, so its module would be empty"
+            ),
         ));
     }
     let text = launch_bounds::apply(&text, &infos)?;

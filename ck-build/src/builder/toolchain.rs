@@ -20,8 +20,8 @@ const INSTALLER: &str = include_str!("../../ptx-toolchain.sh");
 /// A toolchain that builds a crate for `nvptx64-nvidia-cuda`.
 #[derive(Clone, Debug)]
 pub struct Toolchain {
-    /// Leading `cargo` arguments (`+nightly`).
-    pub cargo_args: Vec<String>,
+    /// The command that runs cargo (`cargo`, or `rustup run nightly cargo`).
+    pub cargo: Vec<String>,
     /// Environment of the cargo run (`RUSTC`, `PATH`, the linker, …).
     pub env: Vec<(String, String)>,
     /// Whether `core` must be built from source (`-Z build-std=core`).
@@ -100,7 +100,7 @@ fn from_installer(tools: &Path, progress: &mut dyn FnMut(&str)) -> Result<Toolch
         linker,
     ));
     Ok(Toolchain {
-        cargo_args: Vec::new(),
+        cargo: vec![super::cargo()],
         env,
         build_std: true,
         ptxas: PathBuf::from(ptxas),
@@ -123,8 +123,8 @@ fn system_ptxas() -> Option<PathBuf> {
 
 /// A rustup nightly that has the nvptx64 target, if there is one.
 fn rustup_nightly() -> Option<PathBuf> {
-    let out = Command::new("rustc")
-        .args(["+nightly", "--print", "sysroot"])
+    let out = Command::new("rustup")
+        .args(["run", "nightly", "rustc", "--print", "sysroot"])
         .output()
         .ok()?;
     let sysroot = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
@@ -146,7 +146,9 @@ pub fn find(install: bool, progress: &mut dyn FnMut(&str)) -> Result<Toolchain, 
             )
         })?;
         return Ok(Toolchain {
-            cargo_args: vec!["+nightly".to_string()],
+            cargo: ["rustup", "run", "nightly", "cargo"]
+                .map(String::from)
+                .to_vec(),
             env: Vec::new(),
             build_std: false,
             ptxas,

@@ -10,16 +10,16 @@ use std::fmt::Write as _;
 pub struct LdsArgs {
     /// Rows of the tile (M or N per block)
     #[arg(long, value_name = "M", allow_hyphen_values = true)]
-    m_per_block: Option<String>,
+    m_per_block: String,
     /// Columns of the tile (K per block)
     #[arg(long, value_name = "K", allow_hyphen_values = true)]
-    k_per_block: Option<String>,
+    k_per_block: String,
     /// Elements per 16-byte chunk along K (KPack)
     #[arg(long, value_name = "P", allow_hyphen_values = true)]
-    k_pack: Option<String>,
+    k_pack: String,
     /// Bytes per element
     #[arg(long, value_name = "B", allow_hyphen_values = true)]
-    elem_bytes: Option<String>,
+    elem_bytes: String,
     /// MLdsLayer of the XOR layout (default: as CK derives it)
     #[arg(long, value_name = "L", allow_hyphen_values = true)]
     mlds_layer: Option<String>,
@@ -35,22 +35,15 @@ pub struct LdsArgs {
 }
 
 pub fn run(args: &LdsArgs) -> Result<(), CliError> {
-    let int = |name: &str, v: &Option<String>| -> Result<Option<i32>, CliError> {
-        v.as_deref()
-            .map(|v| {
-                v.parse::<i32>()
-                    .map_err(|_| CliError::usage(format!("--{name}: `{v}` is not an integer")))
-            })
-            .transpose()
-    };
-    let need = |name: &str, v: &Option<String>| -> Result<i32, CliError> {
-        int(name, v)?.ok_or_else(|| CliError::usage(format!("--{name} is required")))
+    let int = |name: &str, v: &str| -> Result<i32, CliError> {
+        v.parse::<i32>()
+            .map_err(|_| CliError::usage(format!("--{name}: `{v}` is not an integer")))
     };
     let (m, k, kp, b) = (
-        need("m-per-block", &args.m_per_block)?,
-        need("k-per-block", &args.k_per_block)?,
-        need("k-pack", &args.k_pack)?,
-        need("elem-bytes", &args.elem_bytes)?,
+        int("m-per-block", &args.m_per_block)?,
+        int("k-per-block", &args.k_per_block)?,
+        int("k-pack", &args.k_pack)?,
+        int("elem-bytes", &args.elem_bytes)?,
     );
     let layout = if args.plain {
         if args.mlds_layer.is_some() {
@@ -60,7 +53,14 @@ pub fn run(args: &LdsArgs) -> Result<(), CliError> {
         }
         LdsLayout::plain(m, k, kp, b)?
     } else {
-        LdsLayout::xor(m, k, kp, b, int("mlds-layer", &args.mlds_layer)?)?
+        let layer = args.mlds_layer.as_deref();
+        LdsLayout::xor(
+            m,
+            k,
+            kp,
+            b,
+            layer.map(|l| int("mlds-layer", l)).transpose()?,
+        )?
     };
     let patterns: Vec<_> = [Pattern::KRead, Pattern::KWrite]
         .iter()

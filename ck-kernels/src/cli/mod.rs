@@ -105,27 +105,19 @@ enum Command {
 
 /// Runs the command line `argv` (without the program name); returns the process exit status.
 pub fn main_with_args(argv: &[String]) -> i32 {
-    let cli =
-        match Cli::try_parse_from(std::iter::once("ck".to_string()).chain(argv.iter().cloned())) {
-            Ok(cli) => cli,
-            Err(e) if !e.use_stderr() => {
-                // --help and --version.
-                print!("{e}");
-                return 0;
-            }
-            Err(e) => {
-                // clap's first line, as one `error[usage]` line like every other error.
-                let text = e.to_string();
-                let first = text
-                    .lines()
-                    .next()
-                    .unwrap_or("")
-                    .trim_start_matches("error: ");
-                let command = ["ck".to_string(), subcommand_of(argv)].join(" ");
-                eprintln!("error[usage]: {first}; see `{} --help`", command.trim());
-                return 1;
-            }
-        };
+    let args = std::iter::once("ck".to_string()).chain(argv.iter().cloned());
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => {
+            // --help and --version.
+            print!("{e}");
+            return 0;
+        }
+        Err(e) => {
+            eprintln!("{}", usage_line(&e, argv));
+            return 1;
+        }
+    };
     let result = match cli.command {
         Command::Encoding(a) => encoding::run(&a),
         Command::Lds(a) => lds::run(&a),
@@ -150,6 +142,23 @@ pub fn main_with_args(argv: &[String]) -> i32 {
             1
         }
     }
+}
+
+/// clap's first paragraph as one `error[usage]` line, like every other error, naming the help
+/// to read.
+fn usage_line(e: &clap::Error, argv: &[String]) -> String {
+    let text = e.to_string();
+    let first: Vec<&str> = text
+        .lines()
+        .take_while(|l| !l.trim().is_empty())
+        .map(|l| l.trim().trim_start_matches("error: "))
+        .collect();
+    let command = ["ck".to_string(), subcommand_of(argv)].join(" ");
+    format!(
+        "error[usage]: {}; see `{} --help`",
+        first.join(" "),
+        command.trim()
+    )
 }
 
 /// The command words of `argv` before its first option (`run bank-probe`), for the help hint.

@@ -53,10 +53,20 @@ pub struct ExerciseArgs {
 #[derive(Debug, clap::Args)]
 pub struct BankProbeArgs {
     /// Element stride between lanes
-    #[arg(long, value_name = "S", allow_hyphen_values = true)]
+    #[arg(
+        long,
+        value_name = "S",
+        allow_hyphen_values = true,
+        required_unless_present = "sweep"
+    )]
     stride: Option<String>,
     /// Bytes per access: 4, 8 or 16
-    #[arg(long, value_name = "W", allow_hyphen_values = true)]
+    #[arg(
+        long,
+        value_name = "W",
+        allow_hyphen_values = true,
+        required_unless_present = "sweep"
+    )]
     width: Option<String>,
     /// All 21 cases W ∈ {4, 8, 16}, S ∈ {1, 2, 4, 8, 16, 32, 33}
     #[arg(long)]
@@ -72,13 +82,13 @@ pub struct BankProbeArgs {
 pub struct RmsnormArgs {
     /// x, a 2-D float32 .npy (M, N)
     #[arg(long, value_name = "X.npy")]
-    input: Option<String>,
+    input: String,
     /// gamma, a 1-D float32 .npy (N,)
     #[arg(long, value_name = "G.npy")]
-    gamma: Option<String>,
+    gamma: String,
     /// Where to write y (float32 .npy)
     #[arg(long, value_name = "Y.npy")]
-    output: Option<String>,
+    output: String,
     /// Added to the mean square [default: 1e-6]
     #[arg(long, value_name = "E", allow_hyphen_values = true)]
     eps: Option<String>,
@@ -96,13 +106,13 @@ pub struct RmsnormArgs {
 pub struct GemmArgs {
     /// A, a 2-D float32 .npy (M, K)
     #[arg(long, value_name = "A.npy")]
-    input_a: Option<String>,
+    input_a: String,
     /// B, a 2-D float32 .npy (K, N)
     #[arg(long, value_name = "B.npy")]
-    input_b: Option<String>,
+    input_b: String,
     /// Where to write C (float32 .npy)
     #[arg(long, value_name = "C.npy")]
-    output: Option<String>,
+    output: String,
     /// f32, or bf16 operands (rounded before the kernel; f32 accumulation) [default: f32]
     #[arg(long, value_name = "f32|bf16")]
     dtype: Option<String>,
@@ -399,16 +409,7 @@ pub fn cross_check(args: &CrossCheckArgs) -> Result<(), CliError> {
 fn rmsnorm_cmd(args: &RmsnormArgs) -> Result<(), CliError> {
     use crate::npy;
     use crate::rmsnorm::host::{rmsnorm, Dtype};
-    let need = |k: &str, v: &Option<String>| {
-        v.clone()
-            .ok_or_else(|| CliError::usage(format!("--{k} is required")))
-    };
-    let (input, gamma, output) = (
-        need("input", &args.input)?,
-        need("gamma", &args.gamma)?,
-        need("output", &args.output)?,
-    );
-    let (input, gamma, output) = (input.as_str(), gamma.as_str(), output.as_str());
+    let (input, gamma, output) = (&*args.input, &*args.gamma, &*args.output);
     let eps: f32 = match args.eps.as_deref() {
         Some(v) => v
             .parse()
@@ -508,16 +509,7 @@ fn lds_probe_cmd(args: &LayoutArgs) -> Result<(), CliError> {
 fn gemm_cmd(args: &GemmArgs) -> Result<(), CliError> {
     use crate::gemm::host::gemm;
     use crate::npy;
-    let need = |k: &str, v: &Option<String>| {
-        v.clone()
-            .ok_or_else(|| CliError::usage(format!("--{k} is required")))
-    };
-    let (pa, pb, out) = (
-        need("input-a", &args.input_a)?,
-        need("input-b", &args.input_b)?,
-        need("output", &args.output)?,
-    );
-    let (pa, pb, out) = (pa.as_str(), pb.as_str(), out.as_str());
+    let (pa, pb, out) = (&*args.input_a, &*args.input_b, &*args.output);
     let dtype = args.dtype.as_deref().unwrap_or("f32");
     if dtype != "f32" && dtype != "bf16" {
         return Err(CliError::new(

@@ -8,7 +8,7 @@ use serde_json::json;
 pub struct SfcArgs {
     /// The tensor's lengths, e.g. 4,6
     #[arg(long, value_name = "L0,L1,..", allow_hyphen_values = true)]
-    lengths: Option<String>,
+    lengths: String,
     /// Dims in visiting order, slowest first (default 0,1,..)
     #[arg(long, value_name = "O0,O1,..", allow_hyphen_values = true)]
     order: Option<String>,
@@ -24,8 +24,7 @@ pub struct SfcArgs {
 }
 
 pub fn run(args: &SfcArgs) -> Result<(), CliError> {
-    let lengths = int_list("lengths", args.lengths.as_deref())?
-        .ok_or_else(|| CliError::usage("--lengths is required, e.g. --lengths 4,6"))?;
+    let lengths = int_list("lengths", Some(&args.lengths))?.unwrap_or_default();
     let n = lengths.len() as i32;
     let order = int_list("order", args.order.as_deref())?.unwrap_or_else(|| (0..n).collect());
     let scalars =
