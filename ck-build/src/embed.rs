@@ -4,57 +4,128 @@ use std::path::{Path, PathBuf};
 
 /// Call from a kernel crate's `build.rs`. In a release build for the host, where
 /// `ck build-ptx` has written `<target dir>/ptx/<crate>.ptx`, it sets `CK_EMBED_PTX` for the
-/// crate so that `#[tile_kernel]` embeds the module in every launcher (one copy per binary), and
-/// rebuilds the crate when the module changes. Otherwise it does nothing: the nvptx build of the
-/// crate itself, debug builds (which find the module in `target/ptx` at run time, see
-/// `ck_core::host::module`) and crates whose module has not been built. It never fails.
+/// crate so that `#[tile_kernel]` embeds the module in its launchers, and rebuilds the crate when
+/// the module changes. Otherwise it does nothing: the nvptx build of the crate itself, debug
+/// builds (which find the module in `target/ptx` at run time, see `ck_core::host::module`) and
+/// crates whose module has not been built. It never fails. The module is named after the
+/// package (`my-kernels` → `my_kernels.ptx`), as `ck build-ptx` names it.
 pub fn embed_ptx() {
     println!("cargo:rerun-if-changed=build.rs");
     let var = |k: &str| std::env::var(k).unwrap_or_default();
-    if var("TARGET").starts_with("nvptx") || var("PROFILE") != "release" {
-        return;
-    }
-    let Some(target_dir) = target_dir(Path::new(&var("OUT_DIR"))) else {
-        println!("cargo:warning=ck-build: cannot tell the target directory from OUT_DIR; the PTX module is not embedded");
-        return;
-    };
-    let ptx_dir = target_dir.join("ptx");
-    // Watching the folder (created if missing, so the watch is stable) catches a module that
-    // appears later; watching the file catches a rebuilt one.
-    let _ = std::fs::create_dir_all(&ptx_dir);
-    println!("cargo:rerun-if-changed={}", ptx_dir.display());
-    let module = ptx_dir.join(format!("{}.ptx", var("CARGO_PKG_NAME").replace('-', "_")));
-    if module.is_file() {
-        println!("cargo:rerun-if-changed={}", module.display());
-        println!("cargo:rustc-env=CK_EMBED_PTX={}", module.display());
+    let plan = plan(
+        &var("TARGET"),
+        &var("PROFILE"),
+        Path::new(&var("OUT_DIR")),
+        &var("CARGO_PKG_NAME"),
+    );
+    match plan {
+        Plan::Skip => {}
+        Plan::NoTargetDir => println!(
+            "cargo:warning=ck-build: cannot tell the target directory from OUT_DIR; the PTX module is not embedded"
+        ),
+        Plan::Watch { ptx_dir, module } => {
+            // Watching the folder (created if missing, so the watch is stable) catches a module
+            // that appears later; watching the file catches a rebuilt one.
+            let _ = std::fs::create_dir_all(&ptx_dir);
+            println!("cargo:rerun-if-changed={}", ptx_dir.display());
+            if let Some(m) = module {
+                println!("cargo:rerun-if-changed={}", m.display());
+                println!("cargo:rustc-env=CK_EMBED_PTX={}", m.display());
+            }
+        }
     }
 }
 
-/// The cargo target directory that holds `out_dir` (the first ancestor with cargo's
-/// `CACHEDIR.TAG`), else `CARGO_TARGET_DIR`.
-fn target_dir(out_dir: &Path) -> Option<PathBuf> {
-    out_dir
-        .ancestors()
-        .find(|a| a.join("CACHEDIR.TAG").is_file())
-        .map(Path::to_path_buf)
-        .or_else(|| std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from))
+/// What [`embed_ptx`] does for one build.
+#[derive(Debug, PartialEq, Eq)]
+enum Plan {
+    /// Not a release build for the host.
+    Skip,
+    /// OUT_DIR is not laid out as cargo lays it out.
+    NoTargetDir,
+    /// Watch `ptx_dir`; embed `module` if it exists.
+    Watch {
+        ptx_dir: PathBuf,
+        module: Option<PathBuf>,
+    },
+}
+
+fn plan(target: &str, profile: &str, out_dir: &Path, package: &str) -> Plan {
+    if target.starts_with("nvptx") || profile != "release" {
+        return Plan::Skip;
+    }
+    let Some(target_dir) = target_dir(out_dir, target) else {
+        return Plan::NoTargetDir;
+    };
+    let ptx_dir = target_dir.join("ptx");
+    let module = ptx_dir.join(format!("{}.ptx", package.replace('-', "_")));
+    Plan::Watch {
+        module: module.is_file().then_some(module),
+        ptx_dir,
+    }
+}
+
+/// The cargo target directory that holds `out_dir`, which cargo lays out as
+/// `<target>/[<triple>/]<profile>/build/<package>-<hash>/out` (the triple only when `--target`
+/// is given, `triple` being that target).
+fn target_dir(out_dir: &Path, triple: &str) -> Option<PathBuf> {
+    let dir = out_dir.ancestors().nth(3)?.parent()?;
+    if dir.file_name().is_some_and(|n| n == triple) {
+        dir.parent().map(Path::to_path_buf)
+    } else {
+        Some(dir.to_path_buf())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const HOST: &str = "x86_64-unknown-linux-gnu";
+
     #[test]
-    fn the_target_dir_is_the_folder_with_cargos_tag() {
+    fn the_target_dir_is_found_with_and_without_an_explicit_target() {
+        for (out, want) in [
+            ("/w/target/release/build/k-0123/out", "/w/target"),
+            (
+                "/w/target/x86_64-unknown-linux-gnu/release/build/k-0123/out",
+                "/w/target",
+            ),
+            (
+                "/w/out-of-tree/profiling/build/k-0123/out",
+                "/w/out-of-tree",
+            ),
+        ] {
+            assert_eq!(
+                target_dir(Path::new(out), HOST),
+                Some(PathBuf::from(want)),
+                "{out}"
+            );
+        }
+        assert_eq!(target_dir(Path::new("out"), HOST), None);
+    }
+
+    #[test]
+    fn only_release_host_builds_embed_and_only_an_existing_module() {
         let root = std::env::temp_dir().join(format!("ck-build-embed-{}", std::process::id()));
-        let out = root.join("x86_64-unknown-linux-gnu/release/build/k-0123/out");
-        std::fs::create_dir_all(&out).unwrap();
-        std::fs::write(
-            root.join("CACHEDIR.TAG"),
-            "Signature: 8a477f597d28d172789f06886806bc55",
-        )
-        .unwrap();
-        assert_eq!(target_dir(&out), Some(root.clone()));
+        let out = root.join("release/build/my-kernels-0123/out");
+        let module = root.join("ptx/my_kernels.ptx");
+        assert_eq!(
+            plan("nvptx64-nvidia-cuda", "release", &out, "my-kernels"),
+            Plan::Skip
+        );
+        assert_eq!(plan(HOST, "debug", &out, "my-kernels"), Plan::Skip);
+        let watch = |module| Plan::Watch {
+            ptx_dir: root.join("ptx"),
+            module,
+        };
+        assert_eq!(plan(HOST, "release", &out, "my-kernels"), watch(None));
+        std::fs::create_dir_all(root.join("ptx")).unwrap();
+        std::fs::write(&module, ".version 8.0").unwrap();
+        assert_eq!(
+            plan(HOST, "release", &out, "my-kernels"),
+            watch(Some(module.clone()))
+        );
         std::fs::remove_dir_all(&root).unwrap();
     }
 }

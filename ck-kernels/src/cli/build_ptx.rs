@@ -65,7 +65,7 @@ fn opt(v: Option<u32>) -> String {
 /// One row per kernel: what it declared and what ptxas gave it.
 fn table(r: &Report) -> String {
     let mut s = format!(
-        "{} ({} kernels, {} bytes; {})\n{:<28} {:>6} {:>10} {:>6} {:>6} {:>6} {:>8}\n",
+        "{} ({} kernel(s), {} bytes; {})\n{:<28} {:>6} {:>10} {:>6} {:>6} {:>6} {:>8}\n",
         r.ptx.display(),
         r.kernels.len(),
         std::fs::metadata(&r.ptx).map(|m| m.len()).unwrap_or(0),
