@@ -77,7 +77,7 @@ tile_distribution! {
     }
 }
 
-/// Scratch for the cross-warp reduction: `BLOCK_SIZE · rows per thread` floats.
+/// Scratch for the cross-warp reduction: `BLOCK_SIZE · rows per thread` words.
 const SCRATCH: usize = 256;
 
 /// The shared body of every configuration.
@@ -87,7 +87,7 @@ fn rmsnorm_tile<D, T, const VEC: usize>(
     gamma: Global<T>,
     y: GlobalMut<T>,
     (m, n, eps): (u32, u32, f32),
-    scratch: &SharedArray<f32, SCRATCH>,
+    scratch: &SharedArray<u32, SCRATCH>,
 ) where
     D: TileDistribution<X = [i32; 2]>,
     T: Real,
@@ -148,7 +148,7 @@ macro_rules! rmsnorm_kernel {
         #[doc = concat!("RMSNorm with `", stringify!($dist), "` tiles, `", stringify!($t), "` in and out.")]
         #[tile_kernel(block = $block, distributions($dist))]
         pub fn $name(x: Global<$t>, gamma: Global<$t>, y: GlobalMut<$t>, m: u32, n: u32, eps: f32) {
-            let scratch = shared!(f32; SCRATCH);
+            let scratch = shared!(u32; SCRATCH);
             rmsnorm_tile::<$dist, $t, $vec>(x, gamma, y, (m, n, eps), &scratch);
         }
     };

@@ -124,7 +124,7 @@ fn tile_roundtrip(
     rows: u32,
     cols: u32,
 ) {
-    let scratch = shared!(f32; 512);
+    let scratch = shared!(u32; 512);
     let origin = [(block_idx() * 8) as i32, 0];
     let t = make_tile_window::<Tv1c, _>(View2::<_, f32, 8>::new(x, rows, cols, cols), origin)
         .load::<f32>();

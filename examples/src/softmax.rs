@@ -26,13 +26,13 @@ tile_distribution! {
 pub const ROWS_PER_BLOCK: u32 = Rows::X_LENGTHS[0] as u32;
 /// The longest row the kernel takes.
 pub const MAX_COLS: u32 = Rows::X_LENGTHS[1] as u32;
-/// `block_reduce_x` scratch: `BLOCK_SIZE` floats (needed only where warps split a row).
+/// `block_reduce_x` scratch: `BLOCK_SIZE` words (needed only where warps split a row).
 const SCRATCH: usize = Rows::BLOCK_SIZE as usize;
 
 /// Softmax of rows `8·block_idx ..` of the `m × n` row-major `x` into `y`.
 #[tile_kernel(block = 256, distributions(Rows))]
 pub fn softmax_rows(x: Global<f32>, y: GlobalMut<f32>, m: u32, n: u32) {
-    let scratch = shared!(f32; SCRATCH);
+    let scratch = shared!(u32; SCRATCH);
     let row0 = (block_idx() * ROWS_PER_BLOCK) as i32;
     let xv = View2::<_, f32, 4>::with_invalid_value(x, m, n, n, f32::NEG_INFINITY);
     let t = make_tile_window::<Rows, _>(xv, [row0, 0]).load::<f32>();

@@ -1,0 +1,354 @@
+//! Block-wide reductions of distributed tensors along one X dim ([`block_reduce_x`]), over any
+//! [`Reducible`] value: a 32-bit element, a tuple of them, or a [`Welford`] accumulator.
+//!
+//! Which registers and which threads hold the same row is derived at compile time from the
+//! *reduce encoding* of spec §4.4. For `Rows` (warp `w` holds row `w`, lane `l` holds columns
+//! `4l + 128r + v`), reducing X1 folds each thread's 32 registers into one, then combines lanes
+//! with `shfl_xor` over the 5 lane bits — no shared memory. Where warps split the row as well,
+//! each warp's partial result goes through shared memory once.
+
+use super::{unroll, DistributedTensor};
+use crate::device::Element32;
+use crate::distribution::TileDistribution;
+use crate::{Dims, Index};
+use core::marker::PhantomData;
+
+/// A value [`block_reduce_x`] can combine across threads: it crosses lanes and shared memory as
+/// `WORDS` 32-bit words. Implemented for every 32-bit [`Element32`], for pairs and triples of
+/// reducible values (e.g. `(max, sum)` of an online softmax) and for [`Welford`].
+pub trait Reducible: Copy {
+    /// 32-bit words of one value.
+    const WORDS: usize;
+    /// Word `i` (`i < WORDS`).
+    fn word(&self, i: usize) -> u32;
+    /// The value whose words are `word(0), word(1), ..`.
+    fn from_words(word: impl Fn(usize) -> u32) -> Self;
+}
+
+impl<T: Element32> Reducible for T {
+    const WORDS: usize = 1;
+    #[inline(always)]
+    fn word(&self, _: usize) -> u32 {
+        self.to_bits()
+    }
+    #[inline(always)]
+    fn from_words(word: impl Fn(usize) -> u32) -> Self {
+        T::from_bits(word(0))
+    }
+}
+
+impl<A: Reducible, B: Reducible> Reducible for (A, B) {
+    const WORDS: usize = A::WORDS + B::WORDS;
+    #[inline(always)]
+    fn word(&self, i: usize) -> u32 {
+        if i < A::WORDS {
+            self.0.word(i)
+        } else {
+            self.1.word(i - A::WORDS)
+        }
+    }
+    #[inline(always)]
+    fn from_words(word: impl Fn(usize) -> u32) -> Self {
+        (A::from_words(&word), B::from_words(|i| word(A::WORDS + i)))
+    }
+}
+
+impl<A: Reducible, B: Reducible, C: Reducible> Reducible for (A, B, C) {
+    const WORDS: usize = A::WORDS + B::WORDS + C::WORDS;
+    #[inline(always)]
+    fn word(&self, i: usize) -> u32 {
+        if i < A::WORDS {
+            self.0.word(i)
+        } else if i < A::WORDS + B::WORDS {
+            self.1.word(i - A::WORDS)
+        } else {
+            self.2.word(i - A::WORDS - B::WORDS)
+        }
+    }
+    #[inline(always)]
+    fn from_words(word: impl Fn(usize) -> u32) -> Self {
+        let ab = A::WORDS + B::WORDS;
+        (
+            A::from_words(&word),
+            B::from_words(|i| word(A::WORDS + i)),
+            C::from_words(|i| word(ab + i)),
+        )
+    }
+}
+
+/// Welford's running mean and variance: `count` values with mean `mean` and sum of squared
+/// deviations `m2` (variance = `m2 / count`). Pushing a value and merging two accumulators
+/// (Chan et al.) never subtract two large sums, so rows like `1e4 + N(0, 1)` keep their
+/// variance to f32 precision, where `E[x²] − E[x]²` loses it all.
+///
+/// ```
+/// use ck_core::tile::Welford;
+/// let (a, b) = ([1e4f32 + 1.0, 1e4 - 1.0], [1e4f32 + 2.0, 1e4 - 2.0]);
+/// let acc = |xs: &[f32]| xs.iter().fold(Welford::EMPTY, |w, &x| w.push(x));
+/// let all = Welford::merge(acc(&a), acc(&b));
+/// assert_eq!((all.count, all.mean, all.variance()), (4.0, 1e4, 2.5)); // (1 + 1 + 4 + 4) / 4
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Welford {
+    /// Mean of the values so far.
+    pub mean: f32,
+    /// Sum of their squared deviations from `mean`.
+    pub m2: f32,
+    /// How many (a float: merged counts stay exact up to 2²⁴).
+    pub count: f32,
+}
+
+impl Welford {
+    /// No values.
+    pub const EMPTY: Welford = Welford {
+        mean: 0.0,
+        m2: 0.0,
+        count: 0.0,
+    };
+
+    /// With one more value `x`.
+    #[inline(always)]
+    pub fn push(self, x: f32) -> Welford {
+        let count = self.count + 1.0;
+        let delta = x - self.mean;
+        let mean = self.mean + delta / count;
+        Welford {
+            mean,
+            m2: self.m2 + delta * (x - mean),
+            count,
+        }
+    }
+
+    /// The accumulator of both sets of values.
+    #[inline(always)]
+    pub fn merge(a: Welford, b: Welford) -> Welford {
+        let count = a.count + b.count;
+        if count == 0.0 {
+            return Welford::EMPTY;
+        }
+        let delta = b.mean - a.mean;
+        let wb = b.count / count;
+        Welford {
+            mean: a.mean + delta * wb,
+            m2: a.m2 + b.m2 + delta * delta * a.count * wb,
+            count,
+        }
+    }
+
+    /// The population variance, `m2 / count`.
+    #[inline(always)]
+    pub fn variance(self) -> f32 {
+        self.m2 / self.count
+    }
+}
+
+impl Reducible for Welford {
+    const WORDS: usize = 3;
+    #[inline(always)]
+    fn word(&self, i: usize) -> u32 {
+        [self.mean, self.m2, self.count][i].to_bits()
+    }
+    #[inline(always)]
+    fn from_words(word: impl Fn(usize) -> u32) -> Self {
+        Welford {
+            mean: f32::from_bits(word(0)),
+            m2: f32::from_bits(word(1)),
+            count: f32::from_bits(word(2)),
+        }
+    }
+}
+
+/// Per-register tables of a reduction over X dim `XR` of distribution `D`, computed at compile
+/// time from the *reduce encoding* of spec §4.4 ([`Encoding::reduce`](crate::Encoding::reduce)):
+/// its Y dims are the registers that remain (one per row), and the P digits of `XR` become its
+/// R components — the thread digits a reduction must combine across.
+pub struct Reduction<D, const XR: usize>(PhantomData<D>);
+
+/// Lanes of a warp on NVIDIA GPUs, which `block_reduce_x` shuffles across.
+const LANES: u32 = crate::device::WARP_SIZE;
+
+/// Most registers a reduction table covers.
+const TABLE: usize = crate::distribution::PARAMETRIC_BUFFER_CAPACITY;
+
+impl<D: TileDistribution, const XR: usize> Reduction<D, XR> {
+    /// `D`'s encoding reduced over `XR`.
+    pub const REDUCED: crate::Encoding = match D::ENCODING.reduce(&[XR as Index]) {
+        Ok(e) => e,
+        Err(_) => panic!("error[reduce-x]: the reduced X dim does not exist"),
+    };
+
+    const TABLES: ([u16; TABLE], [u16; TABLE], usize) = {
+        let e = D::ENCODING;
+        let r = Self::REDUCED;
+        let lens = e.y_lengths();
+        let n = lens.product() as usize;
+        assert!(
+            n <= TABLE,
+            "error[capacity-exceeded]: reductions support at most 256 registers per thread"
+        );
+        let mut canon = [0u16; TABLE];
+        let mut rank = [0u16; TABLE];
+        let mut y = Dims::splat(lens.len(), 0);
+        let mut d = 0;
+        while d < n {
+            canon[d] = e.canonical_d(&y, XR) as u16;
+            // The register's row in the reduced encoding: its Y digits outside XR, in order.
+            let mut kept = Dims::EMPTY;
+            let mut i = 0;
+            while i < lens.len() {
+                if e.y_major().get(i) != XR as Index + 1 {
+                    kept = kept.push(y.get(i));
+                }
+                i += 1;
+            }
+            rank[d] = r.d_index(&kept) as u16;
+            let mut k = lens.len();
+            while k > 0 {
+                k -= 1;
+                let v = y.get(k) + 1;
+                if v < lens.get(k) {
+                    y.set(k, v);
+                    break;
+                }
+                y.set(k, 0);
+            }
+            d += 1;
+        }
+        (canon, rank, r.thread_buffer_size() as usize)
+    };
+    /// Collecting register of each register.
+    pub const CANON: [u16; TABLE] = Self::TABLES.0;
+    /// Each register's row: its D index in the reduced encoding.
+    pub const RANK: [u16; TABLE] = Self::TABLES.1;
+    /// Registers of the reduced encoding (rows a thread holds).
+    pub const SLOTS: usize = Self::TABLES.2;
+    /// `(lane bits, warp bits)` to combine across: the P digits of the R components the reduce
+    /// encoding added (their place values must be powers of two).
+    pub const THREAD_BITS: (u32, u32) = {
+        let (e, r) = (D::ENCODING, Self::REDUCED);
+        let mut masks = [0u32; 2];
+        let mut j = e.nr();
+        while j < r.nr() {
+            let len = r.r_lengths().get(j);
+            let mut p = 0;
+            while p < r.np() {
+                let place = r.ps_over_rs_derivative(p, j);
+                if place != 0 && len > 1 {
+                    assert!(
+                        place & (place - 1) == 0 && len & (len - 1) == 0,
+                        "error[reduce-x]: reductions need power-of-two thread digits along the reduced X"
+                    );
+                    let which = if r.np() == 2 && p == 0 { 1 } else { 0 };
+                    masks[which] |= ((len - 1) as u32) << place.trailing_zeros();
+                }
+                p += 1;
+            }
+            j += 1;
+        }
+        // With one P it is the lane (warps replicate the tile); with two, P0 is the warp.
+        (masks[0], masks[1])
+    };
+
+    /// The distribution's warps are the hardware's: the lane shuffles and warp ids that
+    /// [`block_reduce_x`] combines by would otherwise mix the wrong threads.
+    pub const WARPS_MATCH: () = assert!(
+        D::WARP_SIZE == LANES,
+        "error[warp-size]: block_reduce_x combines threads through 32-lane warps (NVIDIA), but the distribution's warp_size is not 32; write it for warp_size: 32"
+    );
+}
+
+/// Reduces `t` over X dim `XR` across the whole block with `op` (e.g. a row sum of a 2-D tile
+/// for `XR = 1`): every element of the result holds the combination of all the tile's elements
+/// that share its other coordinates. `op` must be associative and commutative (sum, max,
+/// [`Welford::merge`], …). Thread digits along `XR` are combined with `shfl_xor` within a warp
+/// and through `scratch` across warps (`BLOCK_SIZE · SLOTS · T::WORDS` words, checked at compile
+/// time; no shared memory is touched when `XR` has no warp digits). All threads must call it.
+///
+/// A row max and a row sum, or an online softmax's `(max, sum)` in one pass:
+///
+/// ```ignore
+/// let max = block_reduce_x::<Rows, f32, 1, 256>(&t, f32::max, &scratch);
+/// let stats = block_reduce_x::<Rows, (f32, f32), 1, 512>(&pairs, merge_max_sum, &scratch);
+/// ```
+#[inline(always)]
+pub fn block_reduce_x<D: TileDistribution, T: Reducible, const XR: usize, const S: usize>(
+    t: &DistributedTensor<D, T>,
+    op: impl Fn(T, T) -> T + Copy,
+    scratch: &crate::device::SharedArray<u32, S>,
+) -> DistributedTensor<D, T> {
+    use crate::device::{block_sync, lane_id, shfl_xor, thread_idx, warp_id};
+    const {
+        let () = Reduction::<D, XR>::WARPS_MATCH;
+        assert!(T::WORDS <= 8, "block_reduce_x: values of at most 8 words");
+        assert!(
+            Reduction::<D, XR>::THREAD_BITS.1 == 0
+                || S >= D::BLOCK_SIZE as usize * Reduction::<D, XR>::SLOTS * T::WORDS,
+            "error[reduce-scratch]: block_reduce_x's scratch needs BLOCK_SIZE · SLOTS · WORDS words when warps split the reduced dim"
+        );
+    }
+    let canon = Reduction::<D, XR>::CANON;
+    let rank = Reduction::<D, XR>::RANK;
+    let (lane_bits, warp_bits) = Reduction::<D, XR>::THREAD_BITS;
+    let slots = Reduction::<D, XR>::SLOTS as u32;
+    let words = T::WORDS as u32;
+    // 1. Within the thread: fold every register into its row's collecting register.
+    let mut out = *t;
+    D::for_each_y(|_, d| {
+        let c = canon[d] as usize;
+        if c != d {
+            out.set(c, op(out.get(c), t.get(d)));
+        }
+    });
+    // 2. Across lanes: butterfly over the lane bits of XR, word by word.
+    unroll::<5>(|k| {
+        let bit = (LANES / 2) >> k;
+        if lane_bits & bit != 0 {
+            D::for_each_y(|_, d| {
+                if canon[d] as usize == d {
+                    let v = out.get(d);
+                    let other = T::from_words(|i| shfl_xor(v.word(i), bit));
+                    out.set(d, op(v, other));
+                }
+            });
+        }
+    });
+    // 3. Across warps: through shared memory, combining the warps that differ only in XR bits.
+    if warp_bits != 0 {
+        let tid = thread_idx();
+        D::for_each_y(|_, d| {
+            if canon[d] as usize == d {
+                let v = out.get(d);
+                let at = (tid * slots + rank[d] as u32) * words;
+                unroll::<8>(|i| {
+                    if i < T::WORDS {
+                        scratch.store(at + i as u32, v.word(i));
+                    }
+                });
+            }
+        });
+        block_sync();
+        let (warp, lane) = (warp_id(), lane_id());
+        let warps = D::BLOCK_SIZE / LANES;
+        D::for_each_y(|_, d| {
+            if canon[d] as usize == d {
+                let mut acc = out.get(d);
+                for w in 0..warps {
+                    if w != warp && (w & !warp_bits) == (warp & !warp_bits) {
+                        let at = ((w * LANES + lane) * slots + rank[d] as u32) * words;
+                        acc = op(acc, T::from_words(|i| scratch.load(at + i as u32)));
+                    }
+                }
+                out.set(d, acc);
+            }
+        });
+        block_sync();
+    }
+    // 4. Every register gets its row's result.
+    D::for_each_y(|_, d| {
+        let c = canon[d] as usize;
+        if c != d {
+            out.set(d, out.get(c));
+        }
+    });
+    out
+}
