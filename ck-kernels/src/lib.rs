@@ -6,6 +6,8 @@
 //! | [`exercise`] | `reverse` (shared memory), `block_sum` (shuffles + shared), `histogram` (atomics) |
 //! | [`bank_probe`] | `bank_probe`: a shared-memory access pattern whose bank conflicts are known |
 //! | [`elementwise`] | `copy_f32`, `copy_bf16`, `add_f32`, `add_bf16` |
+//! | [`rows`] | the row-wise operators' tiles and the rule that picks one per row length |
+//! | [`layernorm`] | `layernorm_{f32,bf16}_*`: LayerNorm on shifted data, optional mean/rstd |
 //! | [`rmsnorm`] | `rmsnorm_{f32,bf16}_*`: one kernel per row-length class |
 //! | [`gemm`] | `gemm_f32` (SIMT), `gemm_bf16` (`mma.sync` + `ldmatrix` from XOR-swizzled LDS) |
 //! | [`gemm_sm90`] | `gemm_bf16_wgmma` (sm_90a: `cp.async` pipeline, 128-byte swizzle, `wgmma`) |
@@ -21,7 +23,9 @@ pub mod elementwise;
 pub mod exercise;
 pub mod gemm;
 pub mod gemm_sm90;
+pub mod layernorm;
 pub mod lds_probe;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod npy;
 pub mod rmsnorm;
+pub mod rows;

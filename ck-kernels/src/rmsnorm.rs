@@ -8,74 +8,13 @@
 //! column tiles: a first pass accumulates the sum of squares, a second re-reads and scales.
 //! Columns past N and rows past M are padding (read as 0, never written).
 //!
-//! Configurations ([`host::config`]): N ≤ 1024 → 8 rows per block, one warp per row; N ≤ 4096 →
-//! one row of 4096 per block of 128 threads; larger → one row of 8192 per block (looping when
-//! N > 8192). Each thread keeps 4–8 independent 16-byte loads in flight.
+//! The tile per row length follows [`RowTile::for_columns`](crate::rows::RowTile::for_columns).
 
+use crate::rows::*;
 use ck_core::device::*;
 use ck_core::tile::{block_reduce_x, make_tile_window, DistributedTensor, View2};
 use ck_core::TileDistribution;
-use ck_macros::{tile_distribution, tile_kernel};
-
-tile_distribution! {
-    /// f32, 8 rows × 1024: one warp per row, 32 floats per lane.
-    pub struct RowsF32 {
-        warp_size: 32, block_size: 256,
-        h: { m: [warp: 8], n: [repeat: 8, lane: 32, vec: 4] },
-        p: [[m.warp], [n.lane]],
-        y: [n.repeat, n.vec],
-    }
-}
-
-tile_distribution! {
-    /// f32, one row of 4096: 4 warps × 32 lanes × 4 × 8 repeats (8 loads in flight per thread).
-    pub struct RowF32x4096 {
-        warp_size: 32, block_size: 128,
-        h: { m: [one: 1], n: [repeat: 8, warp: 4, lane: 32, vec: 4] },
-        p: [[n.warp], [n.lane]],
-        y: [m.one, n.repeat, n.vec],
-    }
-}
-
-tile_distribution! {
-    /// f32, one row of 8192: 8 warps × 32 lanes × 4 × 8 repeats.
-    pub struct RowF32x8192 {
-        warp_size: 32, block_size: 256,
-        h: { m: [one: 1], n: [repeat: 8, warp: 8, lane: 32, vec: 4] },
-        p: [[n.warp], [n.lane]],
-        y: [m.one, n.repeat, n.vec],
-    }
-}
-
-tile_distribution! {
-    /// bf16, 8 rows × 1024: one warp per row, 4 × 8 per lane.
-    pub struct RowsBf16 {
-        warp_size: 32, block_size: 256,
-        h: { m: [warp: 8], n: [repeat: 4, lane: 32, vec: 8] },
-        p: [[m.warp], [n.lane]],
-        y: [n.repeat, n.vec],
-    }
-}
-
-tile_distribution! {
-    /// bf16, one row of 4096: 4 warps × 32 lanes × 8 × 4 repeats.
-    pub struct RowBf16x4096 {
-        warp_size: 32, block_size: 128,
-        h: { m: [one: 1], n: [repeat: 4, warp: 4, lane: 32, vec: 8] },
-        p: [[n.warp], [n.lane]],
-        y: [m.one, n.repeat, n.vec],
-    }
-}
-
-tile_distribution! {
-    /// bf16, one row of 8192: 4 warps × 32 lanes × 8 × 8 repeats.
-    pub struct RowBf16x8192 {
-        warp_size: 32, block_size: 128,
-        h: { m: [one: 1], n: [repeat: 8, warp: 4, lane: 32, vec: 8] },
-        p: [[n.warp], [n.lane]],
-        y: [m.one, n.repeat, n.vec],
-    }
-}
+use ck_macros::tile_kernel;
 
 /// Scratch for the cross-warp reduction: `BLOCK_SIZE · rows per thread` words.
 const SCRATCH: usize = 256;
@@ -159,56 +98,15 @@ rmsnorm_kernel!(rmsnorm_f32_c4096, RowF32x4096, f32, 4, 128);
 rmsnorm_kernel!(rmsnorm_f32_c8192, RowF32x8192, f32, 4, 256);
 rmsnorm_kernel!(rmsnorm_bf16_rows, RowsBf16, Bf16, 8, 256);
 rmsnorm_kernel!(rmsnorm_bf16_c4096, RowBf16x4096, Bf16, 8, 128);
-rmsnorm_kernel!(rmsnorm_bf16_c8192, RowBf16x8192, Bf16, 8, 128);
+rmsnorm_kernel!(rmsnorm_bf16_c8192, RowBf16x8192, Bf16, 8, 256);
 
 /// Host side: configuration choice, launch, CPU reference.
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod host {
     use super::*;
-    use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats};
+    use ck_core::host::{Device, DeviceBuffer, LaunchError, LaunchStats};
 
-    /// Element type of x, gamma and y.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub enum Dtype {
-        /// f32.
-        F32,
-        /// bf16 (f32 arithmetic).
-        Bf16,
-    }
-
-    impl Dtype {
-        /// Parses `f32` / `bf16`.
-        pub fn parse(s: &str) -> Option<Dtype> {
-            match s {
-                "f32" => Some(Dtype::F32),
-                "bf16" => Some(Dtype::Bf16),
-                _ => None,
-            }
-        }
-
-        /// Bytes per element.
-        pub fn bytes(self) -> usize {
-            match self {
-                Dtype::F32 => 4,
-                Dtype::Bf16 => 2,
-            }
-        }
-    }
-
-    /// The kernel for `n` columns, the rows one block normalises, and its block size.
-    pub fn config(dtype: Dtype, n: u32) -> (&'static str, u32, u32) {
-        fn of<D: TileDistribution<X = [i32; 2]>>(name: &'static str) -> (&'static str, u32, u32) {
-            (name, D::X_LENGTHS[0] as u32, D::BLOCK_SIZE)
-        }
-        match (dtype, n) {
-            (Dtype::F32, 0..=1024) => of::<RowsF32>("rmsnorm_f32_rows"),
-            (Dtype::F32, 1025..=4096) => of::<RowF32x4096>("rmsnorm_f32_c4096"),
-            (Dtype::F32, _) => of::<RowF32x8192>("rmsnorm_f32_c8192"),
-            (Dtype::Bf16, 0..=1024) => of::<RowsBf16>("rmsnorm_bf16_rows"),
-            (Dtype::Bf16, 1025..=4096) => of::<RowBf16x4096>("rmsnorm_bf16_c4096"),
-            (Dtype::Bf16, _) => of::<RowBf16x8192>("rmsnorm_bf16_c8192"),
-        }
-    }
+    pub use crate::rows::Dtype;
 
     /// Launches the configured f32 kernel on device buffers.
     pub fn launch_f32(
@@ -218,12 +116,12 @@ pub mod host {
         y: &mut DeviceBuffer<f32>,
         (m, n, eps): (u32, u32, f32),
     ) -> Result<LaunchStats, LaunchError> {
-        let (kernel, rows, block) = config(Dtype::F32, n);
-        let cfg = LaunchConfig::new(m.div_ceil(rows), block);
-        match kernel {
-            "rmsnorm_f32_rows" => RmsnormF32Rows::launch(device, cfg, x, gamma, y, m, n, eps),
-            "rmsnorm_f32_c4096" => RmsnormF32C4096::launch(device, cfg, x, gamma, y, m, n, eps),
-            _ => RmsnormF32C8192::launch(device, cfg, x, gamma, y, m, n, eps),
+        let tile = RowTile::for_columns(n);
+        let cfg = tile.launch_config(Dtype::F32, m);
+        match tile {
+            RowTile::Rows => RmsnormF32Rows::launch(device, cfg, x, gamma, y, m, n, eps),
+            RowTile::Row4096 => RmsnormF32C4096::launch(device, cfg, x, gamma, y, m, n, eps),
+            RowTile::Row8192 => RmsnormF32C8192::launch(device, cfg, x, gamma, y, m, n, eps),
         }
     }
 
@@ -235,12 +133,12 @@ pub mod host {
         y: &mut DeviceBuffer<Bf16>,
         (m, n, eps): (u32, u32, f32),
     ) -> Result<LaunchStats, LaunchError> {
-        let (kernel, rows, block) = config(Dtype::Bf16, n);
-        let cfg = LaunchConfig::new(m.div_ceil(rows), block);
-        match kernel {
-            "rmsnorm_bf16_rows" => RmsnormBf16Rows::launch(device, cfg, x, gamma, y, m, n, eps),
-            "rmsnorm_bf16_c4096" => RmsnormBf16C4096::launch(device, cfg, x, gamma, y, m, n, eps),
-            _ => RmsnormBf16C8192::launch(device, cfg, x, gamma, y, m, n, eps),
+        let tile = RowTile::for_columns(n);
+        let cfg = tile.launch_config(Dtype::Bf16, m);
+        match tile {
+            RowTile::Rows => RmsnormBf16Rows::launch(device, cfg, x, gamma, y, m, n, eps),
+            RowTile::Row4096 => RmsnormBf16C4096::launch(device, cfg, x, gamma, y, m, n, eps),
+            RowTile::Row8192 => RmsnormBf16C8192::launch(device, cfg, x, gamma, y, m, n, eps),
         }
     }
 

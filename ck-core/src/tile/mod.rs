@@ -470,6 +470,24 @@ impl<D: TileDistribution, V> TileWindow<D, V> {
         })
     }
 
+    /// Which of this thread's elements lie inside the view (padding: `false`), by register: for
+    /// reductions that must leave the padding out (a mean, a variance).
+    #[inline(always)]
+    pub fn valid_mask<T: Element>(&self) -> DistributedTensor<D, bool>
+    where
+        V: View<T>,
+    {
+        let mut mask = DistributedTensor::<D, bool>::splat(false);
+        D::for_each_y(|y, d| {
+            let mut x = D::x_index(self.p, y);
+            for (xi, o) in x.as_mut().iter_mut().zip(self.origin.as_ref()) {
+                *xi += o;
+            }
+            mask.set(d, self.view.valid(x.as_ref()));
+        });
+        mask
+    }
+
     /// Calls `f` with each of this thread's accesses, in order (the TV7 trace).
     pub fn trace<T: Element>(&self, f: impl FnMut(Access<D::Y, D::X>))
     where

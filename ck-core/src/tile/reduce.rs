@@ -259,8 +259,9 @@ impl<D: TileDistribution, const XR: usize> Reduction<D, XR> {
 
 /// Reduces `t` over X dim `XR` across the whole block with `op` (e.g. a row sum of a 2-D tile
 /// for `XR = 1`): every element of the result holds the combination of all the tile's elements
-/// that share its other coordinates. `op` must be associative and commutative (sum, max,
-/// [`Welford::merge`], …). Thread digits along `XR` are combined with `shfl_xor` within a warp
+/// that share its other coordinates, bitwise the same in every thread when `op` is commutative
+/// bit for bit (sum, max, pairs of them; [`Welford::merge`] is commutative only up to rounding).
+/// `op` must be associative and commutative. Thread digits along `XR` are combined with `shfl_xor` within a warp
 /// and through `scratch` across warps (`BLOCK_SIZE · SLOTS · T::WORDS` words, checked at compile
 /// time; no shared memory is touched when `XR` has no warp digits). All threads must call it.
 ///
@@ -329,13 +330,23 @@ pub fn block_reduce_x<D: TileDistribution, T: Reducible, const XR: usize, const 
         block_sync();
         let (warp, lane) = (warp_id(), lane_id());
         let warps = D::BLOCK_SIZE / LANES;
+        // Every warp of a group combines the group's values in the same order (lowest warp
+        // first), so all threads end with bitwise the same result — a kernel that subtracts a
+        // reduced value (a shift, a max) must see one value per row, not one per warp.
+        let first = warp & !warp_bits;
         D::for_each_y(|_, d| {
             if canon[d] as usize == d {
-                let mut acc = out.get(d);
-                for w in 0..warps {
-                    if w != warp && (w & !warp_bits) == (warp & !warp_bits) {
+                let mine = out.get(d);
+                let mut acc = mine;
+                for w in first..warps {
+                    if (w & !warp_bits) == first {
                         let at = ((w * LANES + lane) * slots + rank[d] as u32) * words;
-                        acc = op(acc, T::from_words(|i| scratch.load(at + i as u32)));
+                        let v = if w == warp {
+                            mine
+                        } else {
+                            T::from_words(|i| scratch.load(at + i as u32))
+                        };
+                        acc = if w == first { v } else { op(acc, v) };
                     }
                 }
                 out.set(d, acc);

@@ -1,0 +1,364 @@
+//! LayerNorm forward: `y = (x − mean) · rsqrt(var + eps) · gamma + beta` over each row, f32 or
+//! bf16 in and out with f32 arithmetic, any M × N, optionally writing each row's mean and rstd
+//! (what a backward pass needs).
+//!
+//! Mean and variance are computed on shifted data, the stable two-pass method in one pass over
+//! memory: the mean of the row's first tile (one `block_reduce_x`) is the shift `s`; then the
+//! sums of `d = x − s` and `d²` over the row (one `block_reduce_x` of a pair) give
+//! `mean = s + Σd/N` and `var = Σd²/N − (Σd/N)²`. `x − s` is exact for values near the shift,
+//! and `Σd/N` is small, so nothing cancels: rows like `1e4 + N(0, 1)` keep their variance, and
+//! `y = (d − Σd/N) · rstd` never subtracts two numbers of size 1e4 rounded apart. Padding is left
+//! out with the window's validity mask. Rows that fit one tile are read once; longer rows are
+//! read twice (statistics, then output).
+
+use crate::rows::*;
+use ck_core::device::*;
+use ck_core::tile::{block_reduce_x, make_tile_window, DistributedTensor, View2};
+use ck_core::TileDistribution;
+use ck_macros::tile_kernel;
+
+/// Scratch for the cross-warp reductions: `BLOCK_SIZE` (≤ 256) × 2 words (a pair).
+const SCRATCH: usize = 512;
+
+/// `(d, d²)` of the valid elements of `x − shift` (padding contributes nothing).
+#[inline(always)]
+fn deviations<D: TileDistribution>(
+    x: &DistributedTensor<D, f32>,
+    shift: &DistributedTensor<D, f32>,
+    valid: &DistributedTensor<D, bool>,
+) -> DistributedTensor<D, (f32, f32)> {
+    x.zip_map(shift, |v, s| v - s)
+        .zip_map(valid, |d, ok| if ok { (d, d * d) } else { (0.0, 0.0) })
+}
+
+/// A row's statistics from the sums of its deviations: per register, `(mean(d), rstd)`.
+#[inline(always)]
+fn row_stats<D: TileDistribution>(
+    acc: &DistributedTensor<D, (f32, f32)>,
+    (n, eps): (u32, f32),
+    scratch: &SharedArray<u32, SCRATCH>,
+) -> DistributedTensor<D, (f32, f32)> {
+    let sums =
+        block_reduce_x::<D, (f32, f32), 1, SCRATCH>(acc, |a, b| (a.0 + b.0, a.1 + b.1), scratch);
+    let inv_n = 1.0 / n as f32;
+    sums.map(|(s, q)| {
+        let md = s * inv_n;
+        let var = (q * inv_n - md * md).max(0.0);
+        (md, math::rsqrt(var + eps))
+    })
+}
+
+/// `(x − shift − mean(d)) · rstd · gamma + beta`, computed in place as gamma and beta arrive
+/// (fewer registers live than loading all three first).
+#[inline(always)]
+fn normalize<D: TileDistribution, T: Real>(
+    x: &DistributedTensor<D, f32>,
+    shift: &DistributedTensor<D, f32>,
+    stats: &DistributedTensor<D, (f32, f32)>,
+    (gamma, beta): (&DistributedTensor<D, T>, &DistributedTensor<D, T>),
+) -> DistributedTensor<D, T> {
+    x.zip_map(shift, |v, s| v - s)
+        .zip_map(stats, |d, (md, r)| (d - md) * r)
+        .zip_map(gamma, |v, g| v * g.to_f32())
+        .zip_map(beta, |v, b| T::from_f32(v + b.to_f32()))
+}
+
+/// The shared body of every configuration.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn layernorm_tile<D, T, const VEC: usize, const LONG: bool>(
+    (x, gamma, beta): (Global<T>, Global<T>, Global<T>),
+    y: GlobalMut<T>,
+    (mean_out, rstd_out, stats_rows): (GlobalMut<f32>, GlobalMut<f32>, u32),
+    (m, n, eps): (u32, u32, f32),
+    scratch: &SharedArray<u32, SCRATCH>,
+) where
+    D: TileDistribution<X = [i32; 2]>,
+    T: Real,
+{
+    let [rows, cols] = D::X_LENGTHS;
+    let row0 = (block_idx() * rows as u32) as i32;
+    let add = |a: f32, b: f32| a + b;
+    let xv = View2::<_, T, VEC>::new(x, m, n, n);
+    let gv = View2::<_, T, VEC>::new(gamma, rows as u32, n, 0);
+    let bv = View2::<_, T, VEC>::new(beta, rows as u32, n, 0);
+    let yv = View2::<_, T, VEC>::new(y, m, n, n);
+    let mut wx = make_tile_window::<D, _>(xv, [row0, 0]);
+    let mut wg = make_tile_window::<D, _>(gv, [0, 0]);
+    let mut wb = make_tile_window::<D, _>(bv, [0, 0]);
+    let mut wy = make_tile_window::<D, _>(yv, [row0, 0]);
+    // 1. The shift: the mean of the first tile (its padding reads 0).
+    let first = wx.load::<T>().map(T::to_f32);
+    let first_n = n.min(cols as u32) as f32;
+    let shift = block_reduce_x::<D, f32, 1, SCRATCH>(&first, add, scratch).map(|s| s / first_n);
+    // 2. Σd and Σd² over the row, then y.
+    let mut acc = deviations(&first, &shift, &wx.valid_mask::<T>());
+    let stats = if !LONG {
+        // The row is in registers: one read of x. (Kernels without the long-row path are only
+        // launched for rows that fit: a separate kernel keeps its registers out of this one.)
+        assert!(
+            n <= cols as u32,
+            "layernorm: row longer than the tile; use the _long kernel"
+        );
+        let stats = row_stats(&acc, (n, eps), scratch);
+        let (g, b) = (wg.load::<T>(), wb.load::<T>());
+        wy.store(&normalize(&first, &shift, &stats, (&g, &b)));
+        stats
+    } else {
+        // Longer rows: the other tiles for the sums, then every tile again for y.
+        for _ in 1..n.div_ceil(cols as u32) {
+            wx.move_by([0, cols]);
+            let t = wx.load::<T>().map(T::to_f32);
+            let d = deviations(&t, &shift, &wx.valid_mask::<T>());
+            acc = acc.zip_map(&d, |a, b| (a.0 + b.0, a.1 + b.1));
+        }
+        let stats = row_stats(&acc, (n, eps), scratch);
+        wx.set_origin([row0, 0]);
+        for _ in 0..n.div_ceil(cols as u32) {
+            let t = wx.load::<T>().map(T::to_f32);
+            let (g, b) = (wg.load::<T>(), wb.load::<T>());
+            wy.store(&normalize(&t, &shift, &stats, (&g, &b)));
+            wx.move_by([0, cols]);
+            wg.move_by([0, cols]);
+            wb.move_by([0, cols]);
+            wy.move_by([0, cols]);
+        }
+        stats
+    };
+    // 3. Each row's mean and rstd (where asked: `stats_rows` = m, else 0), from column 0.
+    let column = |g: GlobalMut<f32>| View2::<_, f32, 1>::new(g, stats_rows, 1, 1);
+    make_tile_window::<D, _>(column(mean_out), [row0, 0])
+        .store(&shift.zip_map(&stats, |s, (md, _)| s + md));
+    make_tile_window::<D, _>(column(rstd_out), [row0, 0]).store(&stats.map(|(_, r)| r));
+}
+
+macro_rules! layernorm_kernel {
+    ($name:ident, $dist:ident, $t:ty, $vec:literal, $block:literal, $long:literal) => {
+        #[doc = concat!("LayerNorm with `", stringify!($dist), "` tiles, `", stringify!($t), "` in and out.")]
+        #[tile_kernel(block = $block, distributions($dist))]
+        #[allow(clippy::too_many_arguments)]
+        pub fn $name(
+            x: Global<$t>,
+            gamma: Global<$t>,
+            beta: Global<$t>,
+            y: GlobalMut<$t>,
+            mean: GlobalMut<f32>,
+            rstd: GlobalMut<f32>,
+            stats_rows: u32,
+            m: u32,
+            n: u32,
+            eps: f32,
+        ) {
+            let scratch = shared!(u32; SCRATCH);
+            layernorm_tile::<$dist, $t, $vec, $long>(
+                (x, gamma, beta),
+                y,
+                (mean, rstd, stats_rows),
+                (m, n, eps),
+                &scratch,
+            );
+        }
+    };
+}
+
+layernorm_kernel!(layernorm_f32_rows, RowsF32, f32, 4, 256, false);
+layernorm_kernel!(layernorm_f32_c4096, RowF32x4096, f32, 4, 128, false);
+layernorm_kernel!(layernorm_f32_c8192, RowF32x8192, f32, 4, 256, false);
+layernorm_kernel!(layernorm_f32_long, RowF32x8192, f32, 4, 256, true);
+layernorm_kernel!(layernorm_bf16_rows, RowsBf16, Bf16, 8, 256, false);
+layernorm_kernel!(layernorm_bf16_c4096, RowBf16x4096, Bf16, 8, 128, false);
+layernorm_kernel!(layernorm_bf16_c8192, RowBf16x8192, Bf16, 8, 256, false);
+layernorm_kernel!(layernorm_bf16_long, RowBf16x8192, Bf16, 8, 256, true);
+
+/// Host side: configuration, launch, CPU reference.
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod host {
+    use super::*;
+    use ck_core::host::{Device, DeviceBuffer, LaunchError, LaunchStats};
+
+    /// One LayerNorm's device buffers. `mean` and `rstd` receive each row's statistics when they
+    /// hold `m` elements; pass empty buffers to skip them.
+    pub struct Buffers<'a, T> {
+        /// x, `m × n` row-major.
+        pub x: &'a DeviceBuffer<T>,
+        /// gamma, `n`.
+        pub gamma: &'a DeviceBuffer<T>,
+        /// beta, `n`.
+        pub beta: &'a DeviceBuffer<T>,
+        /// y, `m × n`.
+        pub y: &'a mut DeviceBuffer<T>,
+        /// Row means, `m` (or empty).
+        pub mean: &'a mut DeviceBuffer<f32>,
+        /// Row `rsqrt(var + eps)`, `m` (or empty).
+        pub rstd: &'a mut DeviceBuffer<f32>,
+    }
+
+    /// Rows longer than this go to the `_long` kernels (two reads of x).
+    const LONG_ROWS: u32 = 8192;
+
+    fn stats_rows<T>(b: &Buffers<'_, T>, m: u32) -> u32 {
+        if b.mean.len() >= m as usize && b.rstd.len() >= m as usize {
+            m
+        } else {
+            0
+        }
+    }
+
+    /// Launches the f32 kernel for rows of `n` on device buffers.
+    pub fn launch_f32(
+        device: &Device,
+        b: Buffers<'_, f32>,
+        (m, n, eps): (u32, u32, f32),
+    ) -> Result<LaunchStats, LaunchError> {
+        let tile = RowTile::for_columns(n);
+        let cfg = tile.launch_config(Dtype::F32, m);
+        let s = stats_rows(&b, m);
+        let (x, g, be, y, mu, r) = (b.x, b.gamma, b.beta, b.y, b.mean, b.rstd);
+        match tile {
+            RowTile::Rows => {
+                LayernormF32Rows::launch(device, cfg, x, g, be, y, mu, r, s, m, n, eps)
+            }
+            RowTile::Row4096 => {
+                LayernormF32C4096::launch(device, cfg, x, g, be, y, mu, r, s, m, n, eps)
+            }
+            RowTile::Row8192 if n <= LONG_ROWS => {
+                LayernormF32C8192::launch(device, cfg, x, g, be, y, mu, r, s, m, n, eps)
+            }
+            RowTile::Row8192 => {
+                LayernormF32Long::launch(device, cfg, x, g, be, y, mu, r, s, m, n, eps)
+            }
+        }
+    }
+
+    /// Launches the bf16 kernel for rows of `n` on device buffers.
+    pub fn launch_bf16(
+        device: &Device,
+        b: Buffers<'_, Bf16>,
+        (m, n, eps): (u32, u32, f32),
+    ) -> Result<LaunchStats, LaunchError> {
+        let tile = RowTile::for_columns(n);
+        let cfg = tile.launch_config(Dtype::Bf16, m);
+        let s = stats_rows(&b, m);
+        let (x, g, be, y, mu, r) = (b.x, b.gamma, b.beta, b.y, b.mean, b.rstd);
+        match tile {
+            RowTile::Rows => {
+                LayernormBf16Rows::launch(device, cfg, x, g, be, y, mu, r, s, m, n, eps)
+            }
+            RowTile::Row4096 => {
+                LayernormBf16C4096::launch(device, cfg, x, g, be, y, mu, r, s, m, n, eps)
+            }
+            RowTile::Row8192 if n <= LONG_ROWS => {
+                LayernormBf16C8192::launch(device, cfg, x, g, be, y, mu, r, s, m, n, eps)
+            }
+            RowTile::Row8192 => {
+                LayernormBf16Long::launch(device, cfg, x, g, be, y, mu, r, s, m, n, eps)
+            }
+        }
+    }
+
+    /// What [`layernorm`] returns: y (bf16 results widened to f32) and each row's mean and rstd.
+    #[derive(Clone, Debug, Default)]
+    pub struct Output {
+        /// `m × n`.
+        pub y: Vec<f32>,
+        /// `m`.
+        pub mean: Vec<f32>,
+        /// `m`.
+        pub rstd: Vec<f32>,
+    }
+
+    /// LayerNorm of the `m × n` row-major `x` (f32 values; with `Bf16` the inputs are rounded
+    /// to bf16 before the kernel).
+    pub fn layernorm(
+        device: &Device,
+        (x, gamma, beta): (&[f32], &[f32], &[f32]),
+        (m, n): (u32, u32),
+        eps: f32,
+        dtype: Dtype,
+    ) -> Result<(Output, LaunchStats), LaunchError> {
+        let size = m as usize * n as usize;
+        if x.len() != size || gamma.len() != n as usize || beta.len() != n as usize {
+            return Err(LaunchError::invalid(
+                "shape-mismatch",
+                format!(
+                    "x has {} elements, gamma {} and beta {}, but the shape is {m} × {n}",
+                    x.len(),
+                    gamma.len(),
+                    beta.len()
+                ),
+            ));
+        }
+        if size == 0 {
+            return Ok((Output::default(), LaunchStats::default()));
+        }
+        let mut mean = DeviceBuffer::from_slice(device, &vec![f32::NAN; m as usize])?;
+        let mut rstd = DeviceBuffer::from_slice(device, &vec![f32::NAN; m as usize])?;
+        let (y, stats) = match dtype {
+            Dtype::F32 => {
+                let (xd, gd, bd) = (
+                    DeviceBuffer::from_slice(device, x)?,
+                    DeviceBuffer::from_slice(device, gamma)?,
+                    DeviceBuffer::from_slice(device, beta)?,
+                );
+                let mut yd = DeviceBuffer::from_slice(device, &vec![f32::NAN; size])?;
+                let b = Buffers {
+                    x: &xd,
+                    gamma: &gd,
+                    beta: &bd,
+                    y: &mut yd,
+                    mean: &mut mean,
+                    rstd: &mut rstd,
+                };
+                let st = launch_f32(device, b, (m, n, eps))?;
+                (yd.to_vec()?, st)
+            }
+            Dtype::Bf16 => {
+                let round = |v: &[f32]| v.iter().map(|&a| Bf16::from_f32(a)).collect::<Vec<_>>();
+                let (xd, gd, bd) = (
+                    DeviceBuffer::from_slice(device, &round(x))?,
+                    DeviceBuffer::from_slice(device, &round(gamma))?,
+                    DeviceBuffer::from_slice(device, &round(beta))?,
+                );
+                let mut yd = DeviceBuffer::from_slice(device, &vec![Bf16(0x7fc0); size])?;
+                let b = Buffers {
+                    x: &xd,
+                    gamma: &gd,
+                    beta: &bd,
+                    y: &mut yd,
+                    mean: &mut mean,
+                    rstd: &mut rstd,
+                };
+                let st = launch_bf16(device, b, (m, n, eps))?;
+                (yd.to_vec()?.iter().map(|v| v.to_f32()).collect(), st)
+            }
+        };
+        let out = Output {
+            y,
+            mean: mean.to_vec()?,
+            rstd: rstd.to_vec()?,
+        };
+        Ok((out, stats))
+    }
+
+    /// The fp64 reference, textbook two-pass: `(y, mean, rstd)`.
+    pub fn reference(
+        (x, gamma, beta): (&[f32], &[f32], &[f32]),
+        (m, n): (u32, u32),
+        eps: f32,
+    ) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+        let n = n as usize;
+        let (mut y, mut means, mut rstds) = (vec![0.0; x.len()], Vec::new(), Vec::new());
+        for i in 0..m as usize {
+            let row: Vec<f64> = x[i * n..(i + 1) * n].iter().map(|&v| v as f64).collect();
+            let mean = row.iter().sum::<f64>() / n as f64;
+            let var = row.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n as f64;
+            let rstd = 1.0 / (var + eps as f64).sqrt();
+            for j in 0..n {
+                y[i * n + j] = (row[j] - mean) * rstd * gamma[j] as f64 + beta[j] as f64;
+            }
+            means.push(mean);
+            rstds.push(rstd);
+        }
+        (y, means, rstds)
+    }
+}
