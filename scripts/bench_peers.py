@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Peers for `ck bench`, measured on the same GPU in the same job: torch.nn.functional.rms_norm,
-a Triton RMSNorm (one program per row), torch's device-to-device copy, and torch.matmul
-(cuBLAS; f32 with TF32 off, and bf16).
+"""Peers for `ck bench`, measured on the same GPU in the same job: torch.nn.functional.rms_norm
+and layer_norm, Triton RMSNorm and LayerNorm kernels (one program per row, the row in
+registers, as in Triton's tutorial), torch's device-to-device copy, and torch.matmul (cuBLAS;
+f32 with TF32 off, and bf16).
 
 Usage: bench_peers.py OUT.json
 Times: CUDA events around each call, 10 warm-up calls, median of 30; random normal inputs.
-GB/s counts x read + gamma read + y write (RMSNorm) or read + write (copy).
+GB/s counts x read + gamma (and beta) read + y write (RMSNorm, LayerNorm) or read + write (copy).
 """
 import json
 import sys
@@ -29,6 +30,28 @@ def _rmsnorm(x_ptr, g_ptr, y_ptr, n, eps, BLOCK: tl.constexpr):
     g = tl.load(g_ptr + cols, mask=mask, other=0.0).to(tl.float32)
     r = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n + eps)
     tl.store(y_ptr + row * n + cols, (x * r * g).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, n, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n
+    x = tl.load(x_ptr + row * n + cols, mask=mask, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=0) / n
+    d = tl.where(mask, x - mean, 0.0)
+    r = 1.0 / tl.sqrt(tl.sum(d * d, axis=0) / n + eps)
+    g = tl.load(g_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    b = tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + row * n + cols, (d * r * g + b).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def triton_layernorm(x, g, b):
+    m, n = x.shape
+    y = torch.empty_like(x)
+    block = triton.next_power_of_2(n)
+    _layernorm[(m,)](x, g, b, y, n, EPS, BLOCK=block, num_warps=min(16, max(4, block // 1024)))
+    return y
 
 
 def triton_rmsnorm(x, g):
@@ -58,7 +81,7 @@ def median_ms(fn, warmup=10, iters=30):
 def main(out):
     torch.manual_seed(0)
     result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-              "rmsnorm": {}, "copy": {}}
+              "rmsnorm": {}, "layernorm": {}, "copy": {}}
     x = torch.randn(1 << 28, device="cuda")  # 1 GiB of f32
     y = torch.empty_like(x)
     ms = median_ms(lambda: y.copy_(x))
@@ -77,8 +100,19 @@ def main(out):
                 "torch_ms": t_torch, "torch_gbps": bytes_ / t_torch / 1e6,
                 "triton_ms": t_triton, "triton_gbps": bytes_ / t_triton / 1e6, "triton_maxerr": err,
             }
-            print(f"{name} {m}x{n}: torch {bytes_ / t_torch / 1e6:.0f} GB/s, triton {bytes_ / t_triton / 1e6:.0f} GB/s", flush=True)
-            del x, g, ref
+            print(f"rmsnorm {name} {m}x{n}: torch {bytes_ / t_torch / 1e6:.0f} GB/s, triton {bytes_ / t_triton / 1e6:.0f} GB/s", flush=True)
+            b = torch.randn(n, device="cuda").to(dt)
+            ref = F.layer_norm(x.double(), (n,), g.double(), b.double(), EPS)
+            err = (triton_layernorm(x, g, b).double() - ref).abs().max().item()
+            bytes_ = (2 * m * n + 2 * n) * x.element_size()
+            t_torch = median_ms(lambda: F.layer_norm(x, (n,), g, b, EPS))
+            t_triton = median_ms(lambda: triton_layernorm(x, g, b))
+            result["layernorm"][f"{name} {m}x{n}"] = {
+                "torch_ms": t_torch, "torch_gbps": bytes_ / t_torch / 1e6,
+                "triton_ms": t_triton, "triton_gbps": bytes_ / t_triton / 1e6, "triton_maxerr": err,
+            }
+            print(f"layernorm {name} {m}x{n}: torch {bytes_ / t_torch / 1e6:.0f} GB/s, triton {bytes_ / t_triton / 1e6:.0f} GB/s (triton max err {err:.1e})", flush=True)
+            del x, g, b, ref
     print(f"copy: torch {result['copy']['torch_gbps']:.0f} GB/s", flush=True)
     torch.backends.cuda.matmul.allow_tf32 = False
     result["gemm"] = {}

@@ -18,6 +18,8 @@ pub const EXERCISES: &[&str] = &[
     "add",
     "rmsnorm-f32",
     "rmsnorm-bf16",
+    "layernorm-f32",
+    "layernorm-bf16",
     "gemm-f32",
     "gemm-bf16",
     "gemm-wgmma",
@@ -219,6 +221,8 @@ pub fn run_exercise(
             let k = n.clamp(1, 4096).next_multiple_of(8);
             gemm_bf16_case(device, kernel, (257, 264, k), seed)
         }
+        "layernorm-f32" => layernorm_case(device, Dtype::F32, (257, n.max(1)), seed),
+        "layernorm-bf16" => layernorm_case(device, Dtype::Bf16, (257, n.max(1)), seed),
         "rmsnorm-f32" | "rmsnorm-bf16" => {
             let dtype = if kernel == "rmsnorm-f32" {
                 Dtype::F32
@@ -266,6 +270,37 @@ pub fn rmsnorm_case(
         max_relative_error(&y, &want),
         tol,
     ))
+}
+
+/// LayerNorm of a seeded random `m × n` matrix with an offset of 10 (so the mean matters),
+/// checked against fp64 (y relative to its terms' size: 1e-5 for f32, 1e-2 for bf16, whose
+/// reference sees the same rounded inputs).
+pub fn layernorm_case(
+    device: &Device,
+    dtype: Dtype,
+    (m, n): (u32, u32),
+    seed: u64,
+) -> Result<Outcome, LaunchError> {
+    use crate::layernorm::host as ln;
+    let mut rng = Rng(seed.max(1));
+    let round = |v: f32| match dtype {
+        Dtype::F32 => v,
+        Dtype::Bf16 => ck_core::device::Bf16::from_f32(v).to_f32(),
+    };
+    let x: Vec<f32> = (0..m * n).map(|_| round(10.0 + rng.f32())).collect();
+    let g: Vec<f32> = (0..n).map(|_| round(rng.f32() + 1.5)).collect();
+    let b: Vec<f32> = (0..n).map(|_| round(rng.f32())).collect();
+    let (out, stats) = ln::layernorm(device, (&x, &g, &b), (m, n), 1e-5, dtype)?;
+    let (want, _, _) = ln::reference((&x, &g, &b), (m, n), 1e-5);
+    let nn = n as usize;
+    let err = (0..want.len())
+        .map(|i| {
+            let terms = (want[i] - b[i % nn] as f64).abs() + (b[i % nn] as f64).abs();
+            (out.y[i] as f64 - want[i]).abs() / terms.max(1e-30)
+        })
+        .fold(0.0, f64::max);
+    let tol = if dtype == Dtype::F32 { 1e-5 } else { 1e-2 };
+    Ok(Outcome::within(&out.y, stats, err, tol))
 }
 
 /// GEMM of seeded random matrices, checked against fp64 (norm-wise relative error ≤ 1e-5).
@@ -414,6 +449,12 @@ pub fn cross_check(a: &Device, b: &Device) -> Result<Vec<CrossCheck>, LaunchErro
                 case,
                 rmsnorm_case(a, dtype, (m, n), 7)?,
                 rmsnorm_case(b, dtype, (m, n), 7)?,
+                tol,
+            );
+            record(
+                format!("layernorm {name} {m}x{n}"),
+                layernorm_case(a, dtype, (m, n), 7)?,
+                layernorm_case(b, dtype, (m, n), 7)?,
                 tol,
             );
         }

@@ -42,6 +42,7 @@ fn help_lists_every_command_and_every_kernel() {
     let kernels = ck_kernels::checks::EXERCISES.iter().chain(&[
         "bank-probe",
         "rmsnorm",
+        "layernorm",
         "lds-probe",
         "gemm",
         "gemm-lds",

@@ -162,3 +162,78 @@ fn npy_round_trip() {
     assert_eq!(npy::parse(&bytes).unwrap(), a);
     std::fs::remove_file(&path).unwrap();
 }
+
+#[test]
+fn layernorm_through_npy_files_with_statistics() {
+    let dir = std::env::temp_dir().join(format!("ck-layernorm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = |f: &str| dir.join(f).to_str().unwrap().to_string();
+    let (m, n) = (5usize, 300usize);
+    let x: Vec<f32> = (0..m * n)
+        .map(|i| 3.0 + ((i * 7919) % 1000) as f32 / 250.0)
+        .collect();
+    let g: Vec<f32> = (0..n).map(|j| 0.5 + (j % 13) as f32 / 10.0).collect();
+    let b: Vec<f32> = (0..n).map(|j| (j % 7) as f32 / 7.0 - 0.5).collect();
+    let write = |f: &str, shape: String, v: &[f32]| {
+        std::fs::write(p(f), npy_bytes("<f4", &shape, &f32_bytes(v))).unwrap()
+    };
+    write("x.npy", format!("({m}, {n})"), &x);
+    write("g.npy", format!("({n},)"), &g);
+    write("b.npy", format!("({n},)"), &b);
+    let (code, err) = ck(&[
+        "run",
+        "layernorm",
+        "--input",
+        &p("x.npy"),
+        "--gamma",
+        &p("g.npy"),
+        "--beta",
+        &p("b.npy"),
+        "--output",
+        &p("y.npy"),
+        "--mean-out",
+        &p("mean.npy"),
+        "--rstd-out",
+        &p("rstd.npy"),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (y, mean, rstd) = (
+        npy::read(&p("y.npy")).unwrap(),
+        npy::read(&p("mean.npy")).unwrap(),
+        npy::read(&p("rstd.npy")).unwrap(),
+    );
+    assert_eq!(
+        (y.shape.clone(), mean.shape.clone(), rstd.shape.clone()),
+        (vec![m, n], vec![m], vec![m])
+    );
+    for i in 0..m {
+        let row: Vec<f64> = x[i * n..(i + 1) * n].iter().map(|&v| v as f64).collect();
+        let mu = row.iter().sum::<f64>() / n as f64;
+        let r = 1.0 / (row.iter().map(|v| (v - mu).powi(2)).sum::<f64>() / n as f64 + 1e-5).sqrt();
+        assert!((mean.data[i] as f64 - mu).abs() <= 1e-6 * mu, "mean {i}");
+        assert!((rstd.data[i] as f64 - r).abs() <= 1e-5 * r, "rstd {i}");
+        for j in 0..n {
+            let t = (row[j] - mu) * r * g[j] as f64;
+            let want = t + b[j] as f64;
+            let tol = 1e-5 * (t.abs() + (b[j] as f64).abs());
+            assert!((y.data[i * n + j] as f64 - want).abs() <= tol, "({i},{j})");
+        }
+    }
+    // A beta of the wrong length.
+    write("b.npy", format!("({},)", n + 1), &vec![0.0; n + 1]);
+    let (code, err) = ck(&[
+        "run",
+        "layernorm",
+        "--input",
+        &p("x.npy"),
+        "--gamma",
+        &p("g.npy"),
+        "--beta",
+        &p("b.npy"),
+        "--output",
+        &p("y.npy"),
+    ]);
+    assert_eq!(code, 1);
+    assert!(err.starts_with("error[shape-mismatch]: "), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -291,7 +291,9 @@ pub fn block_reduce_x<D: TileDistribution, T: Reducible, const XR: usize, const 
     let rank = Reduction::<D, XR>::RANK;
     let (lane_bits, warp_bits) = Reduction::<D, XR>::THREAD_BITS;
     let slots = Reduction::<D, XR>::SLOTS as u32;
-    let words = T::WORDS as u32;
+    // Word-major scratch (word i of every thread's rows, then word i + 1): consecutive lanes
+    // touch consecutive words, so multi-word values move without bank conflicts.
+    let plane = D::BLOCK_SIZE * slots;
     // 1. Within the thread: fold every register into its row's collecting register.
     let mut out = *t;
     D::for_each_y(|_, d| {
@@ -319,10 +321,10 @@ pub fn block_reduce_x<D: TileDistribution, T: Reducible, const XR: usize, const 
         D::for_each_y(|_, d| {
             if canon[d] as usize == d {
                 let v = out.get(d);
-                let at = (tid * slots + rank[d] as u32) * words;
+                let at = tid * slots + rank[d] as u32;
                 unroll::<8>(|i| {
                     if i < T::WORDS {
-                        scratch.store(at + i as u32, v.word(i));
+                        scratch.store(i as u32 * plane + at, v.word(i));
                     }
                 });
             }
@@ -340,11 +342,11 @@ pub fn block_reduce_x<D: TileDistribution, T: Reducible, const XR: usize, const 
                 let mut acc = mine;
                 for w in first..warps {
                     if (w & !warp_bits) == first {
-                        let at = ((w * LANES + lane) * slots + rank[d] as u32) * words;
+                        let at = (w * LANES + lane) * slots + rank[d] as u32;
                         let v = if w == warp {
                             mine
                         } else {
-                            T::from_words(|i| scratch.load(at + i as u32))
+                            T::from_words(|i| scratch.load(i as u32 * plane + at))
                         };
                         acc = if w == first { v } else { op(acc, v) };
                     }

@@ -7,7 +7,9 @@ use super::run::{device, launch_error, BackendArg};
 use super::CliError;
 use crate::checks::Rng;
 use crate::elementwise::{CopyBf16, CopyF32, TILE_BF16, TILE_F32};
-use crate::rmsnorm::host::{launch_bf16, launch_f32, Dtype};
+use crate::layernorm::host::{launch_bf16 as ln_bf16, launch_f32 as ln_f32, Buffers as LnBuffers};
+use crate::rmsnorm::host::{launch_bf16 as rms_bf16, launch_f32 as rms_f32};
+use crate::rows::Dtype;
 use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError};
 use serde_json::{json, Value};
@@ -40,8 +42,8 @@ fn gbps(bytes: f64, t: Duration) -> f64 {
 /// `ck bench`.
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
-    /// rmsnorm, copy or gemm
-    #[arg(value_name = "rmsnorm|copy|gemm")]
+    /// rmsnorm, layernorm, copy or gemm
+    #[arg(value_name = "rmsnorm|layernorm|copy|gemm")]
     what: String,
     #[command(flatten)]
     backend: BackendArg,
@@ -116,9 +118,9 @@ fn count_option(
 
 pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     let what = &args.what;
-    if !["rmsnorm", "copy", "gemm"].contains(&what.as_str()) {
+    if !["rmsnorm", "layernorm", "copy", "gemm"].contains(&what.as_str()) {
         return Err(CliError::usage(format!(
-            "unknown benchmark `{what}`; available: rmsnorm, copy, gemm"
+            "unknown benchmark `{what}`; available: rmsnorm, layernorm, copy, gemm"
         )));
     }
     let device = device(&args.backend)?;
@@ -127,12 +129,13 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     let warmup = count_option("warmup", args.warmup.as_deref(), 5, 0)?;
     let peers = peers(args)?;
     let rows = match what.as_str() {
-        "rmsnorm" => bench_rmsnorm(&device, args, &peers, (warmup, iters))?,
+        "rmsnorm" => bench_rows(RowOp::RmsNorm, &device, args, &peers, (warmup, iters))?,
+        "layernorm" => bench_rows(RowOp::LayerNorm, &device, args, &peers, (warmup, iters))?,
         "copy" => bench_copy(&device, args, &peers, (warmup, iters))?,
         "gemm" => bench_gemm(&device, args, &peers, (warmup, iters))?,
         other => {
             return Err(CliError::usage(format!(
-                "unknown benchmark `{other}`; available: rmsnorm, copy, gemm"
+                "unknown benchmark `{other}`; available: rmsnorm, layernorm, copy, gemm"
             )))
         }
     };
@@ -182,7 +185,69 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-fn bench_rmsnorm(
+/// A row-wise operator of `ck bench`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum RowOp {
+    RmsNorm,
+    LayerNorm,
+}
+
+impl RowOp {
+    fn name(self) -> &'static str {
+        match self {
+            RowOp::RmsNorm => "rmsnorm",
+            RowOp::LayerNorm => "layernorm",
+        }
+    }
+
+    /// Row vectors read besides x (gamma; gamma and beta).
+    fn vectors(self) -> usize {
+        match self {
+            RowOp::RmsNorm => 1,
+            RowOp::LayerNorm => 2,
+        }
+    }
+}
+
+/// One launch of `op` on buffers already on the device.
+struct RowRun<T> {
+    x: DeviceBuffer<T>,
+    g: DeviceBuffer<T>,
+    b: DeviceBuffer<T>,
+    y: DeviceBuffer<T>,
+    /// Empty mean and rstd buffers: the statistics are not written (as in the peers).
+    no_stats: [DeviceBuffer<f32>; 2],
+}
+
+impl<T: ck_core::device::Element> RowRun<T> {
+    fn new(device: &Device, x: Vec<T>, g: Vec<T>, b: Vec<T>) -> Result<Self, LaunchError> {
+        Ok(RowRun {
+            y: DeviceBuffer::zeros(device, x.len())?,
+            x: DeviceBuffer::from_slice(device, &x)?,
+            g: DeviceBuffer::from_slice(device, &g)?,
+            b: DeviceBuffer::from_slice(device, &b)?,
+            no_stats: [
+                DeviceBuffer::zeros(device, 0)?,
+                DeviceBuffer::zeros(device, 0)?,
+            ],
+        })
+    }
+
+    fn layernorm_buffers(&mut self) -> LnBuffers<'_, T> {
+        let [mean, rstd] = &mut self.no_stats;
+        LnBuffers {
+            x: &self.x,
+            gamma: &self.g,
+            beta: &self.b,
+            y: &mut self.y,
+            mean,
+            rstd,
+        }
+    }
+}
+
+fn bench_rows(
+    op: RowOp,
     device: &Device,
     args: &BenchArgs,
     peers: &Value,
@@ -211,40 +276,41 @@ fn bench_rmsnorm(
         let mut rng = Rng(0x9e3779b97f4a7c15 ^ (m as u64) << 20 ^ n as u64);
         let x: Vec<f32> = (0..m as usize * n as usize).map(|_| rng.f32()).collect();
         let g: Vec<f32> = (0..n).map(|_| rng.f32() + 1.0).collect();
+        let b: Vec<f32> = (0..n).map(|_| rng.f32()).collect();
+        let shape = (m, n, 1e-6);
         for &dt in &dtypes {
             let t = match dt {
                 Dtype::F32 => {
-                    let (xd, gd) = (
-                        DeviceBuffer::from_slice(device, &x).map_err(launch_error)?,
-                        DeviceBuffer::from_slice(device, &g).map_err(launch_error)?,
-                    );
-                    let mut yd =
-                        DeviceBuffer::<f32>::zeros(device, x.len()).map_err(launch_error)?;
+                    let mut r = RowRun::new(device, x.clone(), g.clone(), b.clone())
+                        .map_err(launch_error)?;
                     timed(warmup, iters, || {
-                        launch_f32(device, &xd, &gd, &mut yd, (m, n, 1e-6)).map(|s| s.elapsed)
+                        match op {
+                            RowOp::RmsNorm => rms_f32(device, &r.x, &r.g, &mut r.y, shape),
+                            RowOp::LayerNorm => ln_f32(device, r.layernorm_buffers(), shape),
+                        }
+                        .map(|s| s.elapsed)
                     })
                 }
                 Dtype::Bf16 => {
-                    let xb: Vec<Bf16> = x.iter().map(|&v| Bf16::from_f32(v)).collect();
-                    let gb: Vec<Bf16> = g.iter().map(|&v| Bf16::from_f32(v)).collect();
-                    let (xd, gd) = (
-                        DeviceBuffer::from_slice(device, &xb).map_err(launch_error)?,
-                        DeviceBuffer::from_slice(device, &gb).map_err(launch_error)?,
-                    );
-                    let mut yd =
-                        DeviceBuffer::<Bf16>::zeros(device, x.len()).map_err(launch_error)?;
+                    let round = |v: &[f32]| v.iter().map(|&a| Bf16::from_f32(a)).collect();
+                    let mut r = RowRun::new(device, round(&x), round(&g), round(&b))
+                        .map_err(launch_error)?;
                     timed(warmup, iters, || {
-                        launch_bf16(device, &xd, &gd, &mut yd, (m, n, 1e-6)).map(|s| s.elapsed)
+                        match op {
+                            RowOp::RmsNorm => rms_bf16(device, &r.x, &r.g, &mut r.y, shape),
+                            RowOp::LayerNorm => ln_bf16(device, r.layernorm_buffers(), shape),
+                        }
+                        .map(|s| s.elapsed)
                     })
                 }
             }
             .map_err(launch_error)?;
-            let bytes = (2.0 * m as f64 * n as f64 + n as f64) * dt.bytes() as f64;
+            let bytes = (2.0 * m as f64 * n as f64 + (op.vectors() * n as usize) as f64)
+                * dt.bytes() as f64;
             let ours = gbps(bytes, t);
-            let dname = if dt == Dtype::F32 { "f32" } else { "bf16" };
-            let key = format!("{dname} {m}x{n}");
-            let torch = peers["rmsnorm"][&key]["torch_gbps"].as_f64();
-            let triton = peers["rmsnorm"][&key]["triton_gbps"].as_f64();
+            let key = format!("{} {m}x{n}", dt.name());
+            let torch = peers[op.name()][&key]["torch_gbps"].as_f64();
+            let triton = peers[op.name()][&key]["triton_gbps"].as_f64();
             let best = torch
                 .into_iter()
                 .chain(triton)

@@ -101,6 +101,39 @@ pub struct RmsnormArgs {
     json: JsonArg,
 }
 
+/// `ck run layernorm`.
+#[derive(Debug, clap::Args)]
+pub struct LayernormArgs {
+    /// x, a 2-D float32 .npy (M, N)
+    #[arg(long, value_name = "X.npy")]
+    input: String,
+    /// gamma, a 1-D float32 .npy (N,)
+    #[arg(long, value_name = "G.npy")]
+    gamma: String,
+    /// beta, a 1-D float32 .npy (N,)
+    #[arg(long, value_name = "B.npy")]
+    beta: String,
+    /// Where to write y (float32 .npy)
+    #[arg(long, value_name = "Y.npy")]
+    output: String,
+    /// Where to write each row's mean (float32 .npy, (M,))
+    #[arg(long, value_name = "MEAN.npy")]
+    mean_out: Option<String>,
+    /// Where to write each row's rsqrt(var + eps) (float32 .npy, (M,))
+    #[arg(long, value_name = "RSTD.npy")]
+    rstd_out: Option<String>,
+    /// Added to the variance [default: 1e-5]
+    #[arg(long, value_name = "E", allow_hyphen_values = true)]
+    eps: Option<String>,
+    /// f32, or bf16 (inputs rounded to bf16 before the kernel, f32 arithmetic) [default: f32]
+    #[arg(long, value_name = "f32|bf16")]
+    dtype: Option<String>,
+    #[command(flatten)]
+    backend: BackendArg,
+    #[command(flatten)]
+    json: JsonArg,
+}
+
 /// `ck run gemm`.
 #[derive(Debug, clap::Args)]
 pub struct GemmArgs {
@@ -151,6 +184,10 @@ pub enum RunCommand {
     RmsnormF32(ExerciseArgs),
     /// RMSNorm, bf16, 257 random rows of N columns
     RmsnormBf16(ExerciseArgs),
+    /// LayerNorm, f32, 257 random rows of N columns around 10
+    LayernormF32(ExerciseArgs),
+    /// LayerNorm, bf16, 257 random rows of N columns around 10
+    LayernormBf16(ExerciseArgs),
     /// The SIMT f32 GEMM
     GemmF32(ExerciseArgs),
     /// The mma.sync bf16 GEMM
@@ -164,6 +201,8 @@ pub enum RunCommand {
     BankProbe(BankProbeArgs),
     /// RMSNorm of a 2-D .npy: y = x · rsqrt(mean(x²) + eps) · gamma
     Rmsnorm(RmsnormArgs),
+    /// LayerNorm of a 2-D .npy: y = (x − mean) · rsqrt(var + eps) · gamma + beta
+    Layernorm(LayernormArgs),
     /// The spec's TV8 LDS tile written with k-write and read with k-read
     LdsProbe(LayoutArgs),
     /// C = A · B from .npy files
@@ -237,6 +276,8 @@ pub fn run(command: &RunCommand) -> Result<(), CliError> {
         Add(a) => exercise("add", a),
         RmsnormF32(a) => exercise("rmsnorm-f32", a),
         RmsnormBf16(a) => exercise("rmsnorm-bf16", a),
+        LayernormF32(a) => exercise("layernorm-f32", a),
+        LayernormBf16(a) => exercise("layernorm-bf16", a),
         GemmF32(a) => exercise("gemm-f32", a),
         GemmBf16(a) => exercise("gemm-bf16", a),
         GemmWgmma(a) => exercise("gemm-wgmma", a),
@@ -255,6 +296,7 @@ pub fn run(command: &RunCommand) -> Result<(), CliError> {
             report("bank-probe", o, &desc, &device, a.json.json)
         }
         Rmsnorm(a) => rmsnorm_cmd(a),
+        Layernorm(a) => layernorm_cmd(a),
         LdsProbe(a) => lds_probe_cmd(a),
         Gemm(a) => gemm_cmd(a),
         GemmLds(a) => gemm_lds_cmd(a),
@@ -408,54 +450,23 @@ pub fn cross_check(args: &CrossCheckArgs) -> Result<(), CliError> {
 /// `ck run rmsnorm --input X.npy --gamma G.npy --output Y.npy`.
 fn rmsnorm_cmd(args: &RmsnormArgs) -> Result<(), CliError> {
     use crate::npy;
-    use crate::rmsnorm::host::{rmsnorm, Dtype};
-    let (input, gamma, output) = (&*args.input, &*args.gamma, &*args.output);
-    let eps: f32 = match args.eps.as_deref() {
-        Some(v) => v
-            .parse()
-            .ok()
-            .filter(|e: &f32| e.is_finite() && *e >= 0.0)
-            .ok_or_else(|| CliError::usage(format!("--eps: `{v}` is not a non-negative number")))?,
-        None => 1e-6,
-    };
-    let dtype_name = args.dtype.as_deref().unwrap_or("f32");
-    let dtype = Dtype::parse(dtype_name).ok_or_else(|| {
-        CliError::new(
-            "dtype",
-            format!("unsupported dtype `{dtype_name}`; use f32 or bf16"),
-        )
-    })?;
-    let x = npy::read(input).map_err(|m| CliError::new("npy", m))?;
-    let g = npy::read(gamma).map_err(|m| CliError::new("npy", m))?;
-    let [m, n] = x.shape[..] else {
-        return Err(CliError::new(
-            "shape-mismatch",
-            format!(
-                "{input} has shape {:?}; RMSNorm needs a 2-D array (M, N)",
-                x.shape
-            ),
-        ));
-    };
-    if g.shape != [n] {
-        return Err(CliError::new(
-            "shape-mismatch",
-            format!(
-                "{gamma} has shape {:?}; it must be ({n},) for an input of shape ({m}, {n})",
-                g.shape
-            ),
-        ));
-    }
-    if m == 0 || n == 0 || m > u32::MAX as usize || m * n > i32::MAX as usize {
-        return Err(CliError::new(
-            "shape-mismatch",
-            format!("shape ({m}, {n}) is empty or too large (at most 2^31 − 1 elements)"),
-        ));
-    }
+    use crate::rmsnorm::host::rmsnorm;
+    let eps = eps_option(args.eps.as_deref(), 1e-6)?;
+    let dtype = dtype_option(args.dtype.as_deref())?;
+    let (x, v) = read_rows(&args.input, &[&args.gamma])?;
+    let (m, n) = (x.shape[0], x.shape[1]);
     let device = device(&args.backend)?;
-    let (y, stats) = rmsnorm(&device, &x.data, &g.data, (m as u32, n as u32), eps, dtype)
-        .map_err(launch_error)?;
+    let (y, stats) = rmsnorm(
+        &device,
+        &x.data,
+        &v[0].data,
+        (m as u32, n as u32),
+        eps,
+        dtype,
+    )
+    .map_err(launch_error)?;
     npy::write(
-        output,
+        &args.output,
         &npy::Array {
             shape: vec![m, n],
             data: y,
@@ -466,8 +477,113 @@ fn rmsnorm_cmd(args: &RmsnormArgs) -> Result<(), CliError> {
         println!("{}", stats_json(&stats));
     } else {
         println!(
-            "rmsnorm ({m} × {n}, {dtype_name}, eps {eps}) on {} → {output}",
-            device.name()
+            "rmsnorm ({m} × {n}, {}, eps {eps}) on {} → {}",
+            dtype.name(),
+            device.name(),
+            args.output
+        );
+        print_stats(&stats);
+    }
+    Ok(())
+}
+
+/// `--eps`: a finite, non-negative number (`default` when absent).
+fn eps_option(value: Option<&str>, default: f32) -> Result<f32, CliError> {
+    match value {
+        Some(v) => v
+            .parse()
+            .ok()
+            .filter(|e: &f32| e.is_finite() && *e >= 0.0)
+            .ok_or_else(|| CliError::usage(format!("--eps: `{v}` is not a non-negative number"))),
+        None => Ok(default),
+    }
+}
+
+/// `--dtype`: f32 (the default) or bf16.
+fn dtype_option(value: Option<&str>) -> Result<crate::rows::Dtype, CliError> {
+    let name = value.unwrap_or("f32");
+    crate::rows::Dtype::parse(name).ok_or_else(|| {
+        CliError::new(
+            "dtype",
+            format!("unsupported dtype `{name}`; use f32 or bf16"),
+        )
+    })
+}
+
+/// A row-wise operator's input: a 2-D .npy `x` and 1-D row vectors of its length.
+fn read_rows(
+    input: &str,
+    vectors: &[&str],
+) -> Result<(crate::npy::Array, Vec<crate::npy::Array>), CliError> {
+    use crate::npy;
+    let x = npy::read(input).map_err(|m| CliError::new("npy", m))?;
+    let [m, n] = x.shape[..] else {
+        return Err(CliError::new(
+            "shape-mismatch",
+            format!(
+                "{input} has shape {:?}; it must be a 2-D array (M, N)",
+                x.shape
+            ),
+        ));
+    };
+    if m == 0 || n == 0 || m > u32::MAX as usize || m * n > i32::MAX as usize {
+        return Err(CliError::new(
+            "shape-mismatch",
+            format!("shape ({m}, {n}) is empty or too large (at most 2^31 − 1 elements)"),
+        ));
+    }
+    let mut vs = Vec::new();
+    for &path in vectors {
+        let v = npy::read(path).map_err(|m| CliError::new("npy", m))?;
+        if v.shape != [n] {
+            return Err(CliError::new(
+                "shape-mismatch",
+                format!(
+                    "{path} has shape {:?}; it must be ({n},) for an input of shape ({m}, {n})",
+                    v.shape
+                ),
+            ));
+        }
+        vs.push(v);
+    }
+    Ok((x, vs))
+}
+
+/// `ck run layernorm --input X.npy --gamma G.npy --beta B.npy --output Y.npy`.
+fn layernorm_cmd(args: &LayernormArgs) -> Result<(), CliError> {
+    use crate::layernorm::host::layernorm;
+    use crate::npy;
+    let eps = eps_option(args.eps.as_deref(), 1e-5)?;
+    let dtype = dtype_option(args.dtype.as_deref())?;
+    let (x, v) = read_rows(&args.input, &[&args.gamma, &args.beta])?;
+    let (m, n) = (x.shape[0], x.shape[1]);
+    let device = device(&args.backend)?;
+    let (out, stats) = layernorm(
+        &device,
+        (&x.data, &v[0].data, &v[1].data),
+        (m as u32, n as u32),
+        eps,
+        dtype,
+    )
+    .map_err(launch_error)?;
+    let write = |path: &str, shape: Vec<usize>, data: Vec<f32>| {
+        npy::write(path, &npy::Array { shape, data }).map_err(|msg| CliError::new("io", msg))
+    };
+    write(&args.output, vec![m, n], out.y)?;
+    if let Some(p) = &args.mean_out {
+        write(p, vec![m], out.mean)?;
+    }
+    if let Some(p) = &args.rstd_out {
+        write(p, vec![m], out.rstd)?;
+    }
+    if args.json.json {
+        println!("{}", stats_json(&stats));
+    } else {
+        println!(
+            "layernorm ({m} × {n}, {}, eps {eps}) on {} → {}",
+            dtype.name(),
+            device.name(),
+            args.output
         );
         print_stats(&stats);
     }
