@@ -54,6 +54,34 @@ def triton_layernorm(x, g, b):
     return y
 
 
+@triton.jit
+def _add_rmsnorm(x_ptr, res_ptr, g_ptr, r_ptr, y_ptr, n, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n
+    x = tl.load(x_ptr + row * n + cols, mask=mask, other=0.0)
+    res = tl.load(res_ptr + row * n + cols, mask=mask, other=0.0)
+    r = (x.to(tl.float32) + res.to(tl.float32)).to(r_ptr.dtype.element_ty)
+    tl.store(r_ptr + row * n + cols, r, mask=mask)
+    rf = r.to(tl.float32)
+    s = 1.0 / tl.sqrt(tl.sum(rf * rf, axis=0) / n + eps)
+    g = tl.load(g_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + row * n + cols, (rf * s * g).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def triton_add_rmsnorm(x, res, g):
+    m, n = x.shape
+    r, y = torch.empty_like(x), torch.empty_like(x)
+    block = triton.next_power_of_2(n)
+    _add_rmsnorm[(m,)](x, res, g, r, y, n, EPS, BLOCK=block, num_warps=min(16, max(4, block // 1024)))
+    return r, y
+
+
+def torch_add_rmsnorm(x, res, g):
+    r = x + res
+    return r, F.rms_norm(r, (x.shape[1],), g, EPS)
+
+
 def triton_rmsnorm(x, g):
     m, n = x.shape
     y = torch.empty_like(x)
@@ -81,7 +109,7 @@ def median_ms(fn, warmup=10, iters=30):
 def main(out):
     torch.manual_seed(0)
     result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-              "rmsnorm": {}, "layernorm": {}, "copy": {}}
+              "rmsnorm": {}, "layernorm": {}, "add-rmsnorm": {}, "copy": {}}
     x = torch.randn(1 << 28, device="cuda")  # 1 GiB of f32
     y = torch.empty_like(x)
     ms = median_ms(lambda: y.copy_(x))
@@ -112,7 +140,18 @@ def main(out):
                 "triton_ms": t_triton, "triton_gbps": bytes_ / t_triton / 1e6, "triton_maxerr": err,
             }
             print(f"layernorm {name} {m}x{n}: torch {bytes_ / t_torch / 1e6:.0f} GB/s, triton {bytes_ / t_triton / 1e6:.0f} GB/s (triton max err {err:.1e})", flush=True)
-            del x, g, b, ref
+            res = torch.randn(m, n, device="cuda").to(dt)
+            _, ref = torch_add_rmsnorm(x.double(), res.double(), g.double())
+            err = (triton_add_rmsnorm(x, res, g)[1].double() - ref).abs().max().item()
+            bytes_ = (4 * m * n + n) * x.element_size()
+            t_torch = median_ms(lambda: torch_add_rmsnorm(x, res, g))
+            t_triton = median_ms(lambda: triton_add_rmsnorm(x, res, g))
+            result["add-rmsnorm"][f"{name} {m}x{n}"] = {
+                "torch_ms": t_torch, "torch_gbps": bytes_ / t_torch / 1e6,
+                "triton_ms": t_triton, "triton_gbps": bytes_ / t_triton / 1e6, "triton_maxerr": err,
+            }
+            print(f"add-rmsnorm {name} {m}x{n}: torch {bytes_ / t_torch / 1e6:.0f} GB/s, triton {bytes_ / t_triton / 1e6:.0f} GB/s (triton max err {err:.1e})", flush=True)
+            del x, g, b, res, ref
     print(f"copy: torch {result['copy']['torch_gbps']:.0f} GB/s", flush=True)
     torch.backends.cuda.matmul.allow_tf32 = False
     result["gemm"] = {}

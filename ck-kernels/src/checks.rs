@@ -20,6 +20,8 @@ pub const EXERCISES: &[&str] = &[
     "rmsnorm-bf16",
     "layernorm-f32",
     "layernorm-bf16",
+    "add-rmsnorm-f32",
+    "add-rmsnorm-bf16",
     "gemm-f32",
     "gemm-bf16",
     "gemm-wgmma",
@@ -223,6 +225,8 @@ pub fn run_exercise(
         }
         "layernorm-f32" => layernorm_case(device, Dtype::F32, (257, n.max(1)), seed),
         "layernorm-bf16" => layernorm_case(device, Dtype::Bf16, (257, n.max(1)), seed),
+        "add-rmsnorm-f32" => add_rmsnorm_case(device, Dtype::F32, (257, n.max(1)), seed),
+        "add-rmsnorm-bf16" => add_rmsnorm_case(device, Dtype::Bf16, (257, n.max(1)), seed),
         "rmsnorm-f32" | "rmsnorm-bf16" => {
             let dtype = if kernel == "rmsnorm-f32" {
                 Dtype::F32
@@ -301,6 +305,39 @@ pub fn layernorm_case(
         .fold(0.0, f64::max);
     let tol = if dtype == Dtype::F32 { 1e-5 } else { 1e-2 };
     Ok(Outcome::within(&out.y, stats, err, tol))
+}
+
+/// Residual add + RMSNorm of seeded random `m × n` matrices: `y` checked against the fp64
+/// RMSNorm of the `r` the kernel wrote (1e-5 relative for f32, 1e-2 for bf16), `r` against the
+/// sum rounded once (within one bf16 ulp).
+pub fn add_rmsnorm_case(
+    device: &Device,
+    dtype: Dtype,
+    (m, n): (u32, u32),
+    seed: u64,
+) -> Result<Outcome, LaunchError> {
+    let mut rng = Rng(seed.max(1));
+    let round = |v: f32| match dtype {
+        Dtype::F32 => v,
+        Dtype::Bf16 => ck_core::device::Bf16::from_f32(v).to_f32(),
+    };
+    let x: Vec<f32> = (0..m * n).map(|_| round(rng.f32())).collect();
+    let res: Vec<f32> = (0..m * n).map(|_| round(rng.f32())).collect();
+    let g: Vec<f32> = (0..n).map(|_| round(rng.f32() + 1.5)).collect();
+    let ((r, y), stats) =
+        crate::add_rmsnorm::host::add_rmsnorm(device, (&x, &res, &g), (m, n), 1e-6, dtype)?;
+    let want_r: Vec<f64> = x
+        .iter()
+        .zip(&res)
+        .map(|(&a, &b)| round((a as f64 + b as f64) as f32) as f64)
+        .collect();
+    let r_err = max_relative_error(&r, &want_r);
+    let want_y = reference(&r, &g, (m, n), 1e-6);
+    let y_err = max_relative_error(&y, &want_y);
+    let tol = if dtype == Dtype::F32 { 1e-5 } else { 1e-2 };
+    let mut out = r;
+    out.extend_from_slice(&y);
+    Ok(Outcome::within(&out, stats, r_err.max(y_err), tol))
 }
 
 /// GEMM of seeded random matrices, checked against fp64 (norm-wise relative error ≤ 1e-5).
@@ -455,6 +492,12 @@ pub fn cross_check(a: &Device, b: &Device) -> Result<Vec<CrossCheck>, LaunchErro
                 format!("layernorm {name} {m}x{n}"),
                 layernorm_case(a, dtype, (m, n), 7)?,
                 layernorm_case(b, dtype, (m, n), 7)?,
+                tol,
+            );
+            record(
+                format!("add-rmsnorm {name} {m}x{n}"),
+                add_rmsnorm_case(a, dtype, (m, n), 7)?,
+                add_rmsnorm_case(b, dtype, (m, n), 7)?,
                 tol,
             );
         }

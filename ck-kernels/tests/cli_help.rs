@@ -43,6 +43,7 @@ fn help_lists_every_command_and_every_kernel() {
         "bank-probe",
         "rmsnorm",
         "layernorm",
+        "add-rmsnorm",
         "lds-probe",
         "gemm",
         "gemm-lds",

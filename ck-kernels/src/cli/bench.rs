@@ -5,6 +5,7 @@
 
 use super::run::{device, launch_error, BackendArg};
 use super::CliError;
+use crate::add_rmsnorm::host::{launch_bf16 as add_bf16, launch_f32 as add_f32};
 use crate::checks::Rng;
 use crate::elementwise::{CopyBf16, CopyF32, TILE_BF16, TILE_F32};
 use crate::layernorm::host::{launch_bf16 as ln_bf16, launch_f32 as ln_f32, Buffers as LnBuffers};
@@ -42,8 +43,8 @@ fn gbps(bytes: f64, t: Duration) -> f64 {
 /// `ck bench`.
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
-    /// rmsnorm, layernorm, copy or gemm
-    #[arg(value_name = "rmsnorm|layernorm|copy|gemm")]
+    /// rmsnorm, layernorm, add-rmsnorm, copy or gemm
+    #[arg(value_name = "rmsnorm|layernorm|add-rmsnorm|copy|gemm")]
     what: String,
     #[command(flatten)]
     backend: BackendArg,
@@ -118,9 +119,11 @@ fn count_option(
 
 pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     let what = &args.what;
-    if !["rmsnorm", "layernorm", "copy", "gemm"].contains(&what.as_str()) {
+    let available = ["rmsnorm", "layernorm", "add-rmsnorm", "copy", "gemm"];
+    if !available.contains(&what.as_str()) {
         return Err(CliError::usage(format!(
-            "unknown benchmark `{what}`; available: rmsnorm, layernorm, copy, gemm"
+            "unknown benchmark `{what}`; available: {}",
+            available.join(", ")
         )));
     }
     let device = device(&args.backend)?;
@@ -129,13 +132,15 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     let warmup = count_option("warmup", args.warmup.as_deref(), 5, 0)?;
     let peers = peers(args)?;
     let rows = match what.as_str() {
-        "rmsnorm" => bench_rows(RowOp::RmsNorm, &device, args, &peers, (warmup, iters))?,
-        "layernorm" => bench_rows(RowOp::LayerNorm, &device, args, &peers, (warmup, iters))?,
+        "rmsnorm" => bench_rows(RowOp::Rmsnorm, &device, args, &peers, (warmup, iters))?,
+        "layernorm" => bench_rows(RowOp::Layernorm, &device, args, &peers, (warmup, iters))?,
+        "add-rmsnorm" => bench_rows(RowOp::AddRmsnorm, &device, args, &peers, (warmup, iters))?,
         "copy" => bench_copy(&device, args, &peers, (warmup, iters))?,
         "gemm" => bench_gemm(&device, args, &peers, (warmup, iters))?,
         other => {
             return Err(CliError::usage(format!(
-                "unknown benchmark `{other}`; available: rmsnorm, layernorm, copy, gemm"
+                "unknown benchmark `{other}`; available: {}",
+                available.join(", ")
             )))
         }
     };
@@ -188,24 +193,29 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
 /// A row-wise operator of `ck bench`.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum RowOp {
-    RmsNorm,
-    LayerNorm,
+    Rmsnorm,
+    Layernorm,
+    AddRmsnorm,
 }
 
 impl RowOp {
     fn name(self) -> &'static str {
         match self {
-            RowOp::RmsNorm => "rmsnorm",
-            RowOp::LayerNorm => "layernorm",
+            RowOp::Rmsnorm => "rmsnorm",
+            RowOp::Layernorm => "layernorm",
+            RowOp::AddRmsnorm => "add-rmsnorm",
         }
     }
 
-    /// Row vectors read besides x (gamma; gamma and beta).
-    fn vectors(self) -> usize {
-        match self {
-            RowOp::RmsNorm => 1,
-            RowOp::LayerNorm => 2,
-        }
+    /// Bytes moved for an `m × n` problem of `elem`-byte elements: matrices read and written
+    /// once (x and y; add-rmsnorm also the residual and r) and row vectors once.
+    fn bytes(self, m: u32, n: u32, elem: usize) -> f64 {
+        let (matrices, vectors) = match self {
+            RowOp::Rmsnorm => (2.0, 1.0),
+            RowOp::Layernorm => (2.0, 2.0),
+            RowOp::AddRmsnorm => (4.0, 1.0),
+        };
+        (matrices * m as f64 * n as f64 + vectors * n as f64) * elem as f64
     }
 }
 
@@ -213,8 +223,11 @@ impl RowOp {
 struct RowRun<T> {
     x: DeviceBuffer<T>,
     g: DeviceBuffer<T>,
+    /// beta (LayerNorm) or the residual (add-rmsnorm).
     b: DeviceBuffer<T>,
     y: DeviceBuffer<T>,
+    /// x + residual (add-rmsnorm).
+    r: DeviceBuffer<T>,
     /// Empty mean and rstd buffers: the statistics are not written (as in the peers).
     no_stats: [DeviceBuffer<f32>; 2],
 }
@@ -223,6 +236,7 @@ impl<T: ck_core::device::Element> RowRun<T> {
     fn new(device: &Device, x: Vec<T>, g: Vec<T>, b: Vec<T>) -> Result<Self, LaunchError> {
         Ok(RowRun {
             y: DeviceBuffer::zeros(device, x.len())?,
+            r: DeviceBuffer::zeros(device, x.len())?,
             x: DeviceBuffer::from_slice(device, &x)?,
             g: DeviceBuffer::from_slice(device, &g)?,
             b: DeviceBuffer::from_slice(device, &b)?,
@@ -276,7 +290,11 @@ fn bench_rows(
         let mut rng = Rng(0x9e3779b97f4a7c15 ^ (m as u64) << 20 ^ n as u64);
         let x: Vec<f32> = (0..m as usize * n as usize).map(|_| rng.f32()).collect();
         let g: Vec<f32> = (0..n).map(|_| rng.f32() + 1.0).collect();
-        let b: Vec<f32> = (0..n).map(|_| rng.f32()).collect();
+        // beta for LayerNorm, the residual for add-rmsnorm.
+        let b: Vec<f32> = match op {
+            RowOp::AddRmsnorm => (0..x.len()).map(|_| rng.f32()).collect(),
+            _ => (0..n).map(|_| rng.f32()).collect(),
+        };
         let shape = (m, n, 1e-6);
         for &dt in &dtypes {
             let t = match dt {
@@ -285,8 +303,11 @@ fn bench_rows(
                         .map_err(launch_error)?;
                     timed(warmup, iters, || {
                         match op {
-                            RowOp::RmsNorm => rms_f32(device, &r.x, &r.g, &mut r.y, shape),
-                            RowOp::LayerNorm => ln_f32(device, r.layernorm_buffers(), shape),
+                            RowOp::Rmsnorm => rms_f32(device, &r.x, &r.g, &mut r.y, shape),
+                            RowOp::Layernorm => ln_f32(device, r.layernorm_buffers(), shape),
+                            RowOp::AddRmsnorm => {
+                                add_f32(device, (&r.x, &r.b, &r.g), (&mut r.r, &mut r.y), shape)
+                            }
                         }
                         .map(|s| s.elapsed)
                     })
@@ -297,16 +318,18 @@ fn bench_rows(
                         .map_err(launch_error)?;
                     timed(warmup, iters, || {
                         match op {
-                            RowOp::RmsNorm => rms_bf16(device, &r.x, &r.g, &mut r.y, shape),
-                            RowOp::LayerNorm => ln_bf16(device, r.layernorm_buffers(), shape),
+                            RowOp::Rmsnorm => rms_bf16(device, &r.x, &r.g, &mut r.y, shape),
+                            RowOp::Layernorm => ln_bf16(device, r.layernorm_buffers(), shape),
+                            RowOp::AddRmsnorm => {
+                                add_bf16(device, (&r.x, &r.b, &r.g), (&mut r.r, &mut r.y), shape)
+                            }
                         }
                         .map(|s| s.elapsed)
                     })
                 }
             }
             .map_err(launch_error)?;
-            let bytes = (2.0 * m as f64 * n as f64 + (op.vectors() * n as usize) as f64)
-                * dt.bytes() as f64;
+            let bytes = op.bytes(m, n, dt.bytes());
             let ours = gbps(bytes, t);
             let key = format!("{} {m}x{n}", dt.name());
             let torch = peers[op.name()][&key]["torch_gbps"].as_f64();

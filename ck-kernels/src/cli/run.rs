@@ -134,6 +134,36 @@ pub struct LayernormArgs {
     json: JsonArg,
 }
 
+/// `ck run add-rmsnorm`.
+#[derive(Debug, clap::Args)]
+pub struct AddRmsnormArgs {
+    /// x, a 2-D float32 .npy (M, N)
+    #[arg(long, value_name = "X.npy")]
+    input: String,
+    /// The residual, a 2-D float32 .npy (M, N)
+    #[arg(long, value_name = "R.npy")]
+    residual: String,
+    /// gamma, a 1-D float32 .npy (N,)
+    #[arg(long, value_name = "G.npy")]
+    gamma: String,
+    /// Where to write y = rmsnorm(x + residual) · gamma (float32 .npy)
+    #[arg(long, value_name = "Y.npy")]
+    output: String,
+    /// Where to write x + residual (float32 .npy)
+    #[arg(long, value_name = "R2.npy")]
+    residual_out: String,
+    /// Added to the mean square [default: 1e-6]
+    #[arg(long, value_name = "E", allow_hyphen_values = true)]
+    eps: Option<String>,
+    /// f32, or bf16 (inputs rounded to bf16 before the kernel, f32 arithmetic) [default: f32]
+    #[arg(long, value_name = "f32|bf16")]
+    dtype: Option<String>,
+    #[command(flatten)]
+    backend: BackendArg,
+    #[command(flatten)]
+    json: JsonArg,
+}
+
 /// `ck run gemm`.
 #[derive(Debug, clap::Args)]
 pub struct GemmArgs {
@@ -188,6 +218,10 @@ pub enum RunCommand {
     LayernormF32(ExerciseArgs),
     /// LayerNorm, bf16, 257 random rows of N columns around 10
     LayernormBf16(ExerciseArgs),
+    /// Residual add + RMSNorm, f32, 257 random rows of N columns
+    AddRmsnormF32(ExerciseArgs),
+    /// Residual add + RMSNorm, bf16, 257 random rows of N columns
+    AddRmsnormBf16(ExerciseArgs),
     /// The SIMT f32 GEMM
     GemmF32(ExerciseArgs),
     /// The mma.sync bf16 GEMM
@@ -203,6 +237,8 @@ pub enum RunCommand {
     Rmsnorm(RmsnormArgs),
     /// LayerNorm of a 2-D .npy: y = (x − mean) · rsqrt(var + eps) · gamma + beta
     Layernorm(LayernormArgs),
+    /// Residual add + RMSNorm of 2-D .npy files: r = x + residual, y = rmsnorm(r) · gamma
+    AddRmsnorm(AddRmsnormArgs),
     /// The spec's TV8 LDS tile written with k-write and read with k-read
     LdsProbe(LayoutArgs),
     /// C = A · B from .npy files
@@ -278,6 +314,8 @@ pub fn run(command: &RunCommand) -> Result<(), CliError> {
         RmsnormBf16(a) => exercise("rmsnorm-bf16", a),
         LayernormF32(a) => exercise("layernorm-f32", a),
         LayernormBf16(a) => exercise("layernorm-bf16", a),
+        AddRmsnormF32(a) => exercise("add-rmsnorm-f32", a),
+        AddRmsnormBf16(a) => exercise("add-rmsnorm-bf16", a),
         GemmF32(a) => exercise("gemm-f32", a),
         GemmBf16(a) => exercise("gemm-bf16", a),
         GemmWgmma(a) => exercise("gemm-wgmma", a),
@@ -297,6 +335,7 @@ pub fn run(command: &RunCommand) -> Result<(), CliError> {
         }
         Rmsnorm(a) => rmsnorm_cmd(a),
         Layernorm(a) => layernorm_cmd(a),
+        AddRmsnorm(a) => add_rmsnorm_cmd(a),
         LdsProbe(a) => lds_probe_cmd(a),
         Gemm(a) => gemm_cmd(a),
         GemmLds(a) => gemm_lds_cmd(a),
@@ -583,6 +622,59 @@ fn layernorm_cmd(args: &LayernormArgs) -> Result<(), CliError> {
             "layernorm ({m} × {n}, {}, eps {eps}) on {} → {}",
             dtype.name(),
             device.name(),
+            args.output
+        );
+        print_stats(&stats);
+    }
+    Ok(())
+}
+
+/// `ck run add-rmsnorm --input X.npy --residual R.npy --gamma G.npy --output Y.npy
+/// --residual-out R2.npy`.
+fn add_rmsnorm_cmd(args: &AddRmsnormArgs) -> Result<(), CliError> {
+    use crate::add_rmsnorm::host::add_rmsnorm;
+    use crate::npy;
+    let eps = eps_option(args.eps.as_deref(), 1e-6)?;
+    let dtype = dtype_option(args.dtype.as_deref())?;
+    let (x, v) = read_rows(&args.input, &[&args.gamma])?;
+    let (m, n) = (x.shape[0], x.shape[1]);
+    let res = npy::read(&args.residual).map_err(|e| CliError::new("npy", e))?;
+    if res.shape != x.shape {
+        return Err(CliError::new(
+            "shape-mismatch",
+            format!(
+                "{} has shape {:?}; it must be ({m}, {n}) like the input",
+                args.residual, res.shape
+            ),
+        ));
+    }
+    let device = device(&args.backend)?;
+    let ((r, y), stats) = add_rmsnorm(
+        &device,
+        (&x.data, &res.data, &v[0].data),
+        (m as u32, n as u32),
+        eps,
+        dtype,
+    )
+    .map_err(launch_error)?;
+    for (path, data) in [(&args.residual_out, r), (&args.output, y)] {
+        npy::write(
+            path,
+            &npy::Array {
+                shape: vec![m, n],
+                data,
+            },
+        )
+        .map_err(|msg| CliError::new("io", msg))?;
+    }
+    if args.json.json {
+        println!("{}", stats_json(&stats));
+    } else {
+        println!(
+            "add-rmsnorm ({m} × {n}, {}, eps {eps}) on {} → {}, {}",
+            dtype.name(),
+            device.name(),
+            args.residual_out,
             args.output
         );
         print_stats(&stats);

@@ -1,0 +1,199 @@
+//! Fused residual add + RMSNorm: `r = x + residual`, written out in the input type, and
+//! `y = r · rsqrt(mean(r²) + eps) · gamma` computed from that written `r` — what the two
+//! operations give one after the other, with one read of x and of the residual and one write of
+//! r and of y. Rows longer than one tile read their `r` back for the second pass.
+
+use crate::rows::*;
+use ck_core::device::*;
+use ck_core::tile::{block_reduce_x, make_tile_window, DistributedTensor, View2};
+use ck_core::TileDistribution;
+use ck_macros::tile_kernel;
+
+/// Scratch for the cross-warp reduction: `BLOCK_SIZE` (≤ 256) words.
+const SCRATCH: usize = 256;
+
+/// The shared body of every configuration.
+#[inline(always)]
+fn add_rmsnorm_tile<D, T, const VEC: usize>(
+    (x, residual, gamma): (Global<T>, Global<T>, Global<T>),
+    (r_out, y): (GlobalMut<T>, GlobalMut<T>),
+    (m, n, eps): (u32, u32, f32),
+    scratch: &SharedArray<u32, SCRATCH>,
+) where
+    D: TileDistribution<X = [i32; 2]>,
+    T: Real,
+{
+    let [rows, cols] = D::X_LENGTHS;
+    let row0 = (block_idx() * rows as u32) as i32;
+    let tiles = n.div_ceil(cols as u32) as i32;
+    let mut wx = make_tile_window::<D, _>(View2::<_, T, VEC>::new(x, m, n, n), [row0, 0]);
+    let mut wres = make_tile_window::<D, _>(View2::<_, T, VEC>::new(residual, m, n, n), [row0, 0]);
+    let mut wr = make_tile_window::<D, _>(View2::<_, T, VEC>::new(r_out, m, n, n), [row0, 0]);
+    let mut wg =
+        make_tile_window::<D, _>(View2::<_, T, VEC>::new(gamma, rows as u32, n, 0), [0, 0]);
+    let mut wy = make_tile_window::<D, _>(View2::<_, T, VEC>::new(y, m, n, n), [row0, 0]);
+    let add = |a: f32, b: f32| a + b;
+    let sum = |a: T, b: T| T::from_f32(a.to_f32() + b.to_f32());
+    let inv_n = 1.0 / n as f32;
+    let normalize = |r: &DistributedTensor<D, f32>,
+                     ss: &DistributedTensor<D, f32>,
+                     g: &DistributedTensor<D, T>| {
+        r.zip_map(ss, |v, s| v * math::rsqrt(s * inv_n + eps))
+            .zip_map(g, |v, g| T::from_f32(v * g.to_f32()))
+    };
+    if tiles == 1 {
+        let r = wx.load::<T>().zip_map(&wres.load::<T>(), sum);
+        wr.store(&r);
+        let rf = r.map(T::to_f32);
+        let ss = block_reduce_x::<D, f32, 1, SCRATCH>(&rf.map(|v| v * v), add, scratch);
+        let g = wg.load::<T>();
+        wy.store(&normalize(&rf, &ss, &g));
+        return;
+    }
+    let mut sq = DistributedTensor::<D, f32>::zeros();
+    for _ in 0..tiles {
+        let r = wx.load::<T>().zip_map(&wres.load::<T>(), sum);
+        wr.store(&r);
+        sq = sq.zip_map(&r, |s, v| s + v.to_f32() * v.to_f32());
+        wx.move_by([0, cols]);
+        wres.move_by([0, cols]);
+        wr.move_by([0, cols]);
+    }
+    let ss = block_reduce_x::<D, f32, 1, SCRATCH>(&sq, add, scratch);
+    // Each thread reads back the elements of r it wrote itself.
+    wr.set_origin([row0, 0]);
+    for _ in 0..tiles {
+        let (rf, g) = (wr.load::<T>().map(T::to_f32), wg.load::<T>());
+        wy.store(&normalize(&rf, &ss, &g));
+        wr.move_by([0, cols]);
+        wg.move_by([0, cols]);
+        wy.move_by([0, cols]);
+    }
+}
+
+macro_rules! add_rmsnorm_kernel {
+    ($name:ident, $dist:ident, $t:ty, $vec:literal, $block:literal) => {
+        #[doc = concat!("Residual add + RMSNorm with `", stringify!($dist), "` tiles, `", stringify!($t), "` in and out.")]
+        #[tile_kernel(block = $block, distributions($dist))]
+        #[allow(clippy::too_many_arguments)]
+        pub fn $name(
+            x: Global<$t>,
+            residual: Global<$t>,
+            gamma: Global<$t>,
+            r: GlobalMut<$t>,
+            y: GlobalMut<$t>,
+            m: u32,
+            n: u32,
+            eps: f32,
+        ) {
+            let scratch = shared!(u32; SCRATCH);
+            add_rmsnorm_tile::<$dist, $t, $vec>((x, residual, gamma), (r, y), (m, n, eps), &scratch);
+        }
+    };
+}
+
+add_rmsnorm_kernel!(add_rmsnorm_f32_rows, RowsF32, f32, 4, 256);
+add_rmsnorm_kernel!(add_rmsnorm_f32_c4096, RowF32x4096, f32, 4, 128);
+add_rmsnorm_kernel!(add_rmsnorm_f32_c8192, RowF32x8192, f32, 4, 256);
+add_rmsnorm_kernel!(add_rmsnorm_bf16_rows, RowsBf16, Bf16, 8, 256);
+add_rmsnorm_kernel!(add_rmsnorm_bf16_c4096, RowBf16x4096, Bf16, 8, 128);
+add_rmsnorm_kernel!(add_rmsnorm_bf16_c8192, RowBf16x8192, Bf16, 8, 256);
+
+/// Host side: launch and CPU reference.
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod host {
+    use super::*;
+    use ck_core::host::{Device, DeviceBuffer, LaunchError, LaunchStats};
+
+    /// Launches the f32 kernel for rows of `n`: `r = x + residual`, `y = rmsnorm(r) · gamma`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn launch_f32(
+        device: &Device,
+        (x, residual, gamma): (&DeviceBuffer<f32>, &DeviceBuffer<f32>, &DeviceBuffer<f32>),
+        (r, y): (&mut DeviceBuffer<f32>, &mut DeviceBuffer<f32>),
+        (m, n, eps): (u32, u32, f32),
+    ) -> Result<LaunchStats, LaunchError> {
+        let tile = RowTile::for_columns(n);
+        let cfg = tile.launch_config(Dtype::F32, m);
+        let (a, b, g) = (x, residual, gamma);
+        match tile {
+            RowTile::Rows => AddRmsnormF32Rows::launch(device, cfg, a, b, g, r, y, m, n, eps),
+            RowTile::Row4096 => AddRmsnormF32C4096::launch(device, cfg, a, b, g, r, y, m, n, eps),
+            RowTile::Row8192 => AddRmsnormF32C8192::launch(device, cfg, a, b, g, r, y, m, n, eps),
+        }
+    }
+
+    /// Launches the bf16 kernel for rows of `n`.
+    pub fn launch_bf16(
+        device: &Device,
+        (x, residual, gamma): (
+            &DeviceBuffer<Bf16>,
+            &DeviceBuffer<Bf16>,
+            &DeviceBuffer<Bf16>,
+        ),
+        (r, y): (&mut DeviceBuffer<Bf16>, &mut DeviceBuffer<Bf16>),
+        (m, n, eps): (u32, u32, f32),
+    ) -> Result<LaunchStats, LaunchError> {
+        let tile = RowTile::for_columns(n);
+        let cfg = tile.launch_config(Dtype::Bf16, m);
+        let (a, b, g) = (x, residual, gamma);
+        match tile {
+            RowTile::Rows => AddRmsnormBf16Rows::launch(device, cfg, a, b, g, r, y, m, n, eps),
+            RowTile::Row4096 => AddRmsnormBf16C4096::launch(device, cfg, a, b, g, r, y, m, n, eps),
+            RowTile::Row8192 => AddRmsnormBf16C8192::launch(device, cfg, a, b, g, r, y, m, n, eps),
+        }
+    }
+
+    /// `r = x + residual` and `y = rmsnorm(r) · gamma`, both `m × n`.
+    pub type Output = (Vec<f32>, Vec<f32>);
+
+    /// `(r, y)` for the `m × n` row-major `x` and `residual` (f32 values; with `Bf16` they are
+    /// rounded to bf16 before the kernel and the bf16 results widened to f32).
+    pub fn add_rmsnorm(
+        device: &Device,
+        (x, residual, gamma): (&[f32], &[f32], &[f32]),
+        (m, n): (u32, u32),
+        eps: f32,
+        dtype: Dtype,
+    ) -> Result<(Output, LaunchStats), LaunchError> {
+        let size = m as usize * n as usize;
+        if x.len() != size || residual.len() != size || gamma.len() != n as usize {
+            return Err(LaunchError::invalid(
+                "shape-mismatch",
+                format!(
+                    "x has {} elements, residual {} and gamma {}, but the shape is {m} × {n}",
+                    x.len(),
+                    residual.len(),
+                    gamma.len()
+                ),
+            ));
+        }
+        if size == 0 {
+            return Ok(((Vec::new(), Vec::new()), LaunchStats::default()));
+        }
+        match dtype {
+            Dtype::F32 => {
+                let up = |v: &[f32]| DeviceBuffer::from_slice(device, v);
+                let (xd, rd, gd) = (up(x)?, up(residual)?, up(gamma)?);
+                let mut r = DeviceBuffer::from_slice(device, &vec![f32::NAN; size])?;
+                let mut y = DeviceBuffer::from_slice(device, &vec![f32::NAN; size])?;
+                let st = launch_f32(device, (&xd, &rd, &gd), (&mut r, &mut y), (m, n, eps))?;
+                Ok(((r.to_vec()?, y.to_vec()?), st))
+            }
+            Dtype::Bf16 => {
+                let up = |v: &[f32]| {
+                    let b: Vec<Bf16> = v.iter().map(|&a| Bf16::from_f32(a)).collect();
+                    DeviceBuffer::from_slice(device, &b)
+                };
+                let (xd, rd, gd) = (up(x)?, up(residual)?, up(gamma)?);
+                let mut r = DeviceBuffer::from_slice(device, &vec![Bf16(0x7fc0); size])?;
+                let mut y = DeviceBuffer::from_slice(device, &vec![Bf16(0x7fc0); size])?;
+                let st = launch_bf16(device, (&xd, &rd, &gd), (&mut r, &mut y), (m, n, eps))?;
+                let wide = |b: DeviceBuffer<Bf16>| -> Result<Vec<f32>, LaunchError> {
+                    Ok(b.to_vec()?.iter().map(|v| v.to_f32()).collect())
+                };
+                Ok(((wide(r)?, wide(y)?), st))
+            }
+        }
+    }
+}
