@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Peers for `ck bench`, measured on the same GPU in the same job: torch.nn.functional.rms_norm
-and layer_norm, Triton RMSNorm and LayerNorm kernels (one program per row, the row in
-registers, as in Triton's tutorial), torch's device-to-device copy, and torch.matmul (cuBLAS;
-f32 with TF32 off, and bf16).
+"""Peers for `ck bench`, measured on the same GPU in the same job: torch's rms_norm, layer_norm,
+add then rms_norm, and softmax; Triton RMSNorm, LayerNorm, fused add + RMSNorm and softmax
+kernels (one program per row, the row in registers, as in Triton's tutorials); torch's
+device-to-device copy; and torch.matmul (cuBLAS; f32 with TF32 off, and bf16).
 
 Usage: bench_peers.py OUT.json
 Times: CUDA events around each call, 10 warm-up calls, median of 30; random normal inputs.
@@ -77,6 +77,24 @@ def triton_add_rmsnorm(x, res, g):
     return r, y
 
 
+@triton.jit
+def _softmax(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n
+    x = tl.load(x_ptr + row * n + cols, mask=mask, other=-float("inf")).to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(y_ptr + row * n + cols, (e / tl.sum(e, axis=0)).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def triton_softmax(x):
+    m, n = x.shape
+    y = torch.empty_like(x)
+    block = triton.next_power_of_2(n)
+    _softmax[(m,)](x, y, n, BLOCK=block, num_warps=min(16, max(4, block // 1024)))
+    return y
+
+
 def torch_add_rmsnorm(x, res, g):
     r = x + res
     return r, F.rms_norm(r, (x.shape[1],), g, EPS)
@@ -109,7 +127,7 @@ def median_ms(fn, warmup=10, iters=30):
 def main(out):
     torch.manual_seed(0)
     result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-              "rmsnorm": {}, "layernorm": {}, "add-rmsnorm": {}, "copy": {}}
+              "rmsnorm": {}, "layernorm": {}, "add-rmsnorm": {}, "softmax": {}, "copy": {}}
     x = torch.randn(1 << 28, device="cuda")  # 1 GiB of f32
     y = torch.empty_like(x)
     ms = median_ms(lambda: y.copy_(x))
@@ -151,6 +169,16 @@ def main(out):
                 "triton_ms": t_triton, "triton_gbps": bytes_ / t_triton / 1e6, "triton_maxerr": err,
             }
             print(f"add-rmsnorm {name} {m}x{n}: torch {bytes_ / t_torch / 1e6:.0f} GB/s, triton {bytes_ / t_triton / 1e6:.0f} GB/s (triton max err {err:.1e})", flush=True)
+            ref = torch.softmax(x.double(), dim=1)
+            err = (triton_softmax(x).double() - ref).abs().max().item()
+            bytes_ = 2 * m * n * x.element_size()
+            t_torch = median_ms(lambda: torch.softmax(x, dim=1))
+            t_triton = median_ms(lambda: triton_softmax(x))
+            result["softmax"][f"{name} {m}x{n}"] = {
+                "torch_ms": t_torch, "torch_gbps": bytes_ / t_torch / 1e6,
+                "triton_ms": t_triton, "triton_gbps": bytes_ / t_triton / 1e6, "triton_maxerr": err,
+            }
+            print(f"softmax {name} {m}x{n}: torch {bytes_ / t_torch / 1e6:.0f} GB/s, triton {bytes_ / t_triton / 1e6:.0f} GB/s (triton max err {err:.1e})", flush=True)
             del x, g, b, res, ref
     print(f"copy: torch {result['copy']['torch_gbps']:.0f} GB/s", flush=True)
     torch.backends.cuda.matmul.allow_tf32 = False

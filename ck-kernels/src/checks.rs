@@ -22,6 +22,8 @@ pub const EXERCISES: &[&str] = &[
     "layernorm-bf16",
     "add-rmsnorm-f32",
     "add-rmsnorm-bf16",
+    "softmax-f32",
+    "softmax-bf16",
     "gemm-f32",
     "gemm-bf16",
     "gemm-wgmma",
@@ -227,6 +229,8 @@ pub fn run_exercise(
         "layernorm-bf16" => layernorm_case(device, Dtype::Bf16, (257, n.max(1)), seed),
         "add-rmsnorm-f32" => add_rmsnorm_case(device, Dtype::F32, (257, n.max(1)), seed),
         "add-rmsnorm-bf16" => add_rmsnorm_case(device, Dtype::Bf16, (257, n.max(1)), seed),
+        "softmax-f32" => softmax_case(device, Dtype::F32, (257, n.max(1)), seed),
+        "softmax-bf16" => softmax_case(device, Dtype::Bf16, (257, n.max(1)), seed),
         "rmsnorm-f32" | "rmsnorm-bf16" => {
             let dtype = if kernel == "rmsnorm-f32" {
                 Dtype::F32
@@ -338,6 +342,31 @@ pub fn add_rmsnorm_case(
     let mut out = r;
     out.extend_from_slice(&y);
     Ok(Outcome::within(&out, stats, r_err.max(y_err), tol))
+}
+
+/// Softmax of a seeded random `m × n` matrix of logits in [−8, 8], checked against fp64
+/// (1e-5 relative for f32, 1e-2 for bf16, whose reference sees the same rounded inputs).
+pub fn softmax_case(
+    device: &Device,
+    dtype: Dtype,
+    (m, n): (u32, u32),
+    seed: u64,
+) -> Result<Outcome, LaunchError> {
+    let mut rng = Rng(seed.max(1));
+    let round = |v: f32| match dtype {
+        Dtype::F32 => v,
+        Dtype::Bf16 => ck_core::device::Bf16::from_f32(v).to_f32(),
+    };
+    let x: Vec<f32> = (0..m * n).map(|_| round(8.0 * rng.f32())).collect();
+    let (y, stats) = crate::softmax::host::softmax(device, &x, (m, n), dtype)?;
+    let want = crate::softmax::host::reference(&x, (m, n));
+    let tol = if dtype == Dtype::F32 { 1e-5 } else { 1e-2 };
+    Ok(Outcome::within(
+        &y,
+        stats,
+        max_relative_error(&y, &want),
+        tol,
+    ))
 }
 
 /// GEMM of seeded random matrices, checked against fp64 (norm-wise relative error ≤ 1e-5).
@@ -492,6 +521,12 @@ pub fn cross_check(a: &Device, b: &Device) -> Result<Vec<CrossCheck>, LaunchErro
                 format!("layernorm {name} {m}x{n}"),
                 layernorm_case(a, dtype, (m, n), 7)?,
                 layernorm_case(b, dtype, (m, n), 7)?,
+                tol,
+            );
+            record(
+                format!("softmax {name} {m}x{n}"),
+                softmax_case(a, dtype, (m, n), 7)?,
+                softmax_case(b, dtype, (m, n), 7)?,
                 tol,
             );
             record(

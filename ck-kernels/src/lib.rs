@@ -12,6 +12,7 @@
 //! | [`rmsnorm`] | `rmsnorm_{f32,bf16}_*`: one kernel per row-length class |
 //! | [`gemm`] | `gemm_f32` (SIMT), `gemm_bf16` (`mma.sync` + `ldmatrix` from XOR-swizzled LDS) |
 //! | [`gemm_sm90`] | `gemm_bf16_wgmma` (sm_90a: `cp.async` pipeline, 128-byte swizzle, `wgmma`) |
+//! | [`softmax`] | `softmax_{f32,bf16}_*`: row softmax, online (max, sum) for long rows |
 //! | [`lds_probe`] | `lds_probe_xor`, `lds_probe_plain`: the spec's TV8 LDS tile |
 #![cfg_attr(target_arch = "nvptx64", no_std, feature(abi_ptx))]
 
@@ -31,3 +32,4 @@ pub mod lds_probe;
 pub mod npy;
 pub mod rmsnorm;
 pub mod rows;
+pub mod softmax;

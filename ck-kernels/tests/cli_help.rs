@@ -44,6 +44,7 @@ fn help_lists_every_command_and_every_kernel() {
         "rmsnorm",
         "layernorm",
         "add-rmsnorm",
+        "softmax",
         "lds-probe",
         "gemm",
         "gemm-lds",

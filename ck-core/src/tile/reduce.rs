@@ -287,8 +287,10 @@ pub fn block_reduce_x<D: TileDistribution, T: Reducible, const XR: usize, const 
             "error[reduce-scratch]: block_reduce_x's scratch needs BLOCK_SIZE · SLOTS · WORDS words when warps split the reduced dim"
         );
     }
-    let canon = Reduction::<D, XR>::CANON;
-    let rank = Reduction::<D, XR>::RANK;
+    // The tables are indexed in place (not copied into locals: a copied 512-byte table can end
+    // up in local memory when the surrounding code is large).
+    let canon = |d: usize| Reduction::<D, XR>::CANON[d] as usize;
+    let rank = |d: usize| Reduction::<D, XR>::RANK[d] as u32;
     let (lane_bits, warp_bits) = Reduction::<D, XR>::THREAD_BITS;
     let slots = Reduction::<D, XR>::SLOTS as u32;
     // Word-major scratch (word i of every thread's rows, then word i + 1): consecutive lanes
@@ -297,7 +299,7 @@ pub fn block_reduce_x<D: TileDistribution, T: Reducible, const XR: usize, const 
     // 1. Within the thread: fold every register into its row's collecting register.
     let mut out = *t;
     D::for_each_y(|_, d| {
-        let c = canon[d] as usize;
+        let c = canon(d);
         if c != d {
             out.set(c, op(out.get(c), t.get(d)));
         }
@@ -307,7 +309,7 @@ pub fn block_reduce_x<D: TileDistribution, T: Reducible, const XR: usize, const 
         let bit = (LANES / 2) >> k;
         if lane_bits & bit != 0 {
             D::for_each_y(|_, d| {
-                if canon[d] as usize == d {
+                if canon(d) == d {
                     let v = out.get(d);
                     let other = T::from_words(|i| shfl_xor(v.word(i), bit));
                     out.set(d, op(v, other));
@@ -319,9 +321,9 @@ pub fn block_reduce_x<D: TileDistribution, T: Reducible, const XR: usize, const 
     if warp_bits != 0 {
         let tid = thread_idx();
         D::for_each_y(|_, d| {
-            if canon[d] as usize == d {
+            if canon(d) == d {
                 let v = out.get(d);
-                let at = tid * slots + rank[d] as u32;
+                let at = tid * slots + rank(d);
                 unroll::<8>(|i| {
                     if i < T::WORDS {
                         scratch.store(i as u32 * plane + at, v.word(i));
@@ -337,12 +339,12 @@ pub fn block_reduce_x<D: TileDistribution, T: Reducible, const XR: usize, const 
         // reduced value (a shift, a max) must see one value per row, not one per warp.
         let first = warp & !warp_bits;
         D::for_each_y(|_, d| {
-            if canon[d] as usize == d {
+            if canon(d) == d {
                 let mine = out.get(d);
                 let mut acc = mine;
                 for w in first..warps {
                     if (w & !warp_bits) == first {
-                        let at = (w * LANES + lane) * slots + rank[d] as u32;
+                        let at = (w * LANES + lane) * slots + rank(d);
                         let v = if w == warp {
                             mine
                         } else {
@@ -358,7 +360,7 @@ pub fn block_reduce_x<D: TileDistribution, T: Reducible, const XR: usize, const 
     }
     // 4. Every register gets its row's result.
     D::for_each_y(|_, d| {
-        let c = canon[d] as usize;
+        let c = canon(d);
         if c != d {
             out.set(d, out.get(c));
         }

@@ -11,6 +11,7 @@ use crate::elementwise::{CopyBf16, CopyF32, TILE_BF16, TILE_F32};
 use crate::layernorm::host::{launch_bf16 as ln_bf16, launch_f32 as ln_f32, Buffers as LnBuffers};
 use crate::rmsnorm::host::{launch_bf16 as rms_bf16, launch_f32 as rms_f32};
 use crate::rows::Dtype;
+use crate::softmax::host::{launch_bf16 as sm_bf16, launch_f32 as sm_f32};
 use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError};
 use serde_json::{json, Value};
@@ -43,8 +44,8 @@ fn gbps(bytes: f64, t: Duration) -> f64 {
 /// `ck bench`.
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
-    /// rmsnorm, layernorm, add-rmsnorm, copy or gemm
-    #[arg(value_name = "rmsnorm|layernorm|add-rmsnorm|copy|gemm")]
+    /// rmsnorm, layernorm, add-rmsnorm, softmax, copy or gemm
+    #[arg(value_name = "rmsnorm|layernorm|add-rmsnorm|softmax|copy|gemm")]
     what: String,
     #[command(flatten)]
     backend: BackendArg,
@@ -119,7 +120,14 @@ fn count_option(
 
 pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     let what = &args.what;
-    let available = ["rmsnorm", "layernorm", "add-rmsnorm", "copy", "gemm"];
+    let available = [
+        "rmsnorm",
+        "layernorm",
+        "add-rmsnorm",
+        "softmax",
+        "copy",
+        "gemm",
+    ];
     if !available.contains(&what.as_str()) {
         return Err(CliError::usage(format!(
             "unknown benchmark `{what}`; available: {}",
@@ -135,6 +143,7 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
         "rmsnorm" => bench_rows(RowOp::Rmsnorm, &device, args, &peers, (warmup, iters))?,
         "layernorm" => bench_rows(RowOp::Layernorm, &device, args, &peers, (warmup, iters))?,
         "add-rmsnorm" => bench_rows(RowOp::AddRmsnorm, &device, args, &peers, (warmup, iters))?,
+        "softmax" => bench_rows(RowOp::Softmax, &device, args, &peers, (warmup, iters))?,
         "copy" => bench_copy(&device, args, &peers, (warmup, iters))?,
         "gemm" => bench_gemm(&device, args, &peers, (warmup, iters))?,
         other => {
@@ -196,6 +205,7 @@ enum RowOp {
     Rmsnorm,
     Layernorm,
     AddRmsnorm,
+    Softmax,
 }
 
 impl RowOp {
@@ -204,6 +214,7 @@ impl RowOp {
             RowOp::Rmsnorm => "rmsnorm",
             RowOp::Layernorm => "layernorm",
             RowOp::AddRmsnorm => "add-rmsnorm",
+            RowOp::Softmax => "softmax",
         }
     }
 
@@ -214,6 +225,7 @@ impl RowOp {
             RowOp::Rmsnorm => (2.0, 1.0),
             RowOp::Layernorm => (2.0, 2.0),
             RowOp::AddRmsnorm => (4.0, 1.0),
+            RowOp::Softmax => (2.0, 0.0),
         };
         (matrices * m as f64 * n as f64 + vectors * n as f64) * elem as f64
     }
@@ -308,6 +320,7 @@ fn bench_rows(
                             RowOp::AddRmsnorm => {
                                 add_f32(device, (&r.x, &r.b, &r.g), (&mut r.r, &mut r.y), shape)
                             }
+                            RowOp::Softmax => sm_f32(device, &r.x, &mut r.y, (m, n)),
                         }
                         .map(|s| s.elapsed)
                     })
@@ -323,6 +336,7 @@ fn bench_rows(
                             RowOp::AddRmsnorm => {
                                 add_bf16(device, (&r.x, &r.b, &r.g), (&mut r.r, &mut r.y), shape)
                             }
+                            RowOp::Softmax => sm_bf16(device, &r.x, &mut r.y, (m, n)),
                         }
                         .map(|s| s.elapsed)
                     })

@@ -164,6 +164,24 @@ pub struct AddRmsnormArgs {
     json: JsonArg,
 }
 
+/// `ck run softmax`.
+#[derive(Debug, clap::Args)]
+pub struct SoftmaxArgs {
+    /// x, a 2-D float32 .npy (M, N); softmax over each row
+    #[arg(long, value_name = "X.npy")]
+    input: String,
+    /// Where to write y (float32 .npy)
+    #[arg(long, value_name = "Y.npy")]
+    output: String,
+    /// f32, or bf16 (inputs rounded to bf16 before the kernel, f32 arithmetic) [default: f32]
+    #[arg(long, value_name = "f32|bf16")]
+    dtype: Option<String>,
+    #[command(flatten)]
+    backend: BackendArg,
+    #[command(flatten)]
+    json: JsonArg,
+}
+
 /// `ck run gemm`.
 #[derive(Debug, clap::Args)]
 pub struct GemmArgs {
@@ -222,6 +240,10 @@ pub enum RunCommand {
     AddRmsnormF32(ExerciseArgs),
     /// Residual add + RMSNorm, bf16, 257 random rows of N columns
     AddRmsnormBf16(ExerciseArgs),
+    /// Softmax, f32, 257 random rows of N columns
+    SoftmaxF32(ExerciseArgs),
+    /// Softmax, bf16, 257 random rows of N columns
+    SoftmaxBf16(ExerciseArgs),
     /// The SIMT f32 GEMM
     GemmF32(ExerciseArgs),
     /// The mma.sync bf16 GEMM
@@ -239,6 +261,8 @@ pub enum RunCommand {
     Layernorm(LayernormArgs),
     /// Residual add + RMSNorm of 2-D .npy files: r = x + residual, y = rmsnorm(r) · gamma
     AddRmsnorm(AddRmsnormArgs),
+    /// Softmax over each row of a 2-D .npy
+    Softmax(SoftmaxArgs),
     /// The spec's TV8 LDS tile written with k-write and read with k-read
     LdsProbe(LayoutArgs),
     /// C = A · B from .npy files
@@ -316,6 +340,8 @@ pub fn run(command: &RunCommand) -> Result<(), CliError> {
         LayernormBf16(a) => exercise("layernorm-bf16", a),
         AddRmsnormF32(a) => exercise("add-rmsnorm-f32", a),
         AddRmsnormBf16(a) => exercise("add-rmsnorm-bf16", a),
+        SoftmaxF32(a) => exercise("softmax-f32", a),
+        SoftmaxBf16(a) => exercise("softmax-bf16", a),
         GemmF32(a) => exercise("gemm-f32", a),
         GemmBf16(a) => exercise("gemm-bf16", a),
         GemmWgmma(a) => exercise("gemm-wgmma", a),
@@ -336,6 +362,7 @@ pub fn run(command: &RunCommand) -> Result<(), CliError> {
         Rmsnorm(a) => rmsnorm_cmd(a),
         Layernorm(a) => layernorm_cmd(a),
         AddRmsnorm(a) => add_rmsnorm_cmd(a),
+        Softmax(a) => softmax_cmd(a),
         LdsProbe(a) => lds_probe_cmd(a),
         Gemm(a) => gemm_cmd(a),
         GemmLds(a) => gemm_lds_cmd(a),
@@ -675,6 +702,38 @@ fn add_rmsnorm_cmd(args: &AddRmsnormArgs) -> Result<(), CliError> {
             dtype.name(),
             device.name(),
             args.residual_out,
+            args.output
+        );
+        print_stats(&stats);
+    }
+    Ok(())
+}
+
+/// `ck run softmax --input X.npy --output Y.npy`.
+fn softmax_cmd(args: &SoftmaxArgs) -> Result<(), CliError> {
+    use crate::npy;
+    use crate::softmax::host::softmax;
+    let dtype = dtype_option(args.dtype.as_deref())?;
+    let (x, _) = read_rows(&args.input, &[])?;
+    let (m, n) = (x.shape[0], x.shape[1]);
+    let device = device(&args.backend)?;
+    let (y, stats) =
+        softmax(&device, &x.data, (m as u32, n as u32), dtype).map_err(launch_error)?;
+    npy::write(
+        &args.output,
+        &npy::Array {
+            shape: vec![m, n],
+            data: y,
+        },
+    )
+    .map_err(|msg| CliError::new("io", msg))?;
+    if args.json.json {
+        println!("{}", stats_json(&stats));
+    } else {
+        println!(
+            "softmax ({m} × {n}, {}) on {} → {}",
+            dtype.name(),
+            device.name(),
             args.output
         );
         print_stats(&stats);

@@ -1,0 +1,194 @@
+//! Softmax over the last dim, `y[i, j] = exp(x[i, j] − max_i) / Σ_j exp(x[i, j] − max_i)`, f32 or
+//! bf16 in and out with f32 arithmetic, any M × N.
+//!
+//! Padding reads as −∞, so it changes neither a row's max nor its sum. A row that fits one tile
+//! is read once: its max, then the sum of `exp2((x − max)·log₂e)`, each one `block_reduce_x`.
+//! Longer rows (the `_long` kernels) are read twice: first each thread keeps an online
+//! `(max, sum)` per row — on a new max the sum is rescaled by `exp2((old − new)·log₂e)` — and
+//! one `block_reduce_x` of the pair merges them; then every tile again for the output.
+
+use crate::rows::*;
+use ck_core::device::*;
+use ck_core::tile::{block_reduce_x, make_tile_window, DistributedTensor, View2};
+use ck_core::TileDistribution;
+use ck_macros::tile_kernel;
+
+/// Scratch for the cross-warp reductions: `BLOCK_SIZE` (≤ 256) × 2 words (a pair).
+const SCRATCH: usize = 512;
+
+const LOG2_E: f32 = core::f32::consts::LOG2_E;
+
+/// `exp(v − max)`.
+#[inline(always)]
+fn exp_from(v: f32, max: f32) -> f32 {
+    math::exp2((v - max) * LOG2_E)
+}
+
+/// An online accumulator that has seen nothing: a finite "−∞" as its max, so that merging two
+/// of them, or one with padding (−∞), stays a number: `(−MAX) − (−MAX) = 0`.
+const EMPTY: (f32, f32) = (-f32::MAX, 0.0);
+
+/// Two online `(max, sum of exp(x − max))` accumulators as one. Branch-free, and commutative
+/// bit for bit, so every thread of a row ends with the same pair.
+#[inline(always)]
+fn merge((m1, s1): (f32, f32), (m2, s2): (f32, f32)) -> (f32, f32) {
+    let m = m1.max(m2);
+    (m, s1 * exp_from(m1, m) + s2 * exp_from(m2, m))
+}
+
+/// The shared body of every configuration.
+#[inline(always)]
+fn softmax_tile<D, T, const VEC: usize, const LONG: bool>(
+    x: Global<T>,
+    y: GlobalMut<T>,
+    (m, n): (u32, u32),
+    scratch: &SharedArray<u32, SCRATCH>,
+) where
+    D: TileDistribution<X = [i32; 2]>,
+    T: Real,
+{
+    let [rows, cols] = D::X_LENGTHS;
+    let row0 = (block_idx() * rows as u32) as i32;
+    let xv = View2::<_, T, VEC>::with_invalid_value(x, m, n, n, T::from_f32(f32::NEG_INFINITY));
+    let mut wx = make_tile_window::<D, _>(xv, [row0, 0]);
+    let mut wy = make_tile_window::<D, _>(View2::<_, T, VEC>::new(y, m, n, n), [row0, 0]);
+    if !LONG {
+        assert!(
+            n <= cols as u32,
+            "softmax: row longer than the tile; use the _long kernel"
+        );
+        let t = wx.load::<T>().map(T::to_f32);
+        let max = block_reduce_x::<D, f32, 1, SCRATCH>(&t, f32::max, scratch);
+        let e = t.zip_map(&max, exp_from);
+        let sum = block_reduce_x::<D, f32, 1, SCRATCH>(&e, |a, b| a + b, scratch);
+        wy.store(&e.zip_map(&sum, |v, s| T::from_f32(v / s)));
+        return;
+    }
+    let tiles = n.div_ceil(cols as u32);
+    let mut acc = DistributedTensor::<D, (f32, f32)>::splat(EMPTY);
+    for _ in 0..tiles {
+        let t = wx.load::<T>().map(T::to_f32);
+        acc = acc.zip_map(&t, |a, v| merge(a, (v, 1.0)));
+        wx.move_by([0, cols]);
+    }
+    let stats = block_reduce_x::<D, (f32, f32), 1, SCRATCH>(&acc, merge, scratch);
+    wx.set_origin([row0, 0]);
+    for _ in 0..tiles {
+        let t = wx.load::<T>().map(T::to_f32);
+        wy.store(&t.zip_map(&stats, |v, (mx, s)| T::from_f32(exp_from(v, mx) / s)));
+        wx.move_by([0, cols]);
+        wy.move_by([0, cols]);
+    }
+}
+
+macro_rules! softmax_kernel {
+    ($name:ident, $dist:ident, $t:ty, $vec:literal, $block:literal, $long:literal) => {
+        #[doc = concat!("Softmax with `", stringify!($dist), "` tiles, `", stringify!($t), "` in and out.")]
+        #[tile_kernel(block = $block, distributions($dist))]
+        pub fn $name(x: Global<$t>, y: GlobalMut<$t>, m: u32, n: u32) {
+            let scratch = shared!(u32; SCRATCH);
+            softmax_tile::<$dist, $t, $vec, $long>(x, y, (m, n), &scratch);
+        }
+    };
+}
+
+softmax_kernel!(softmax_f32_rows, RowsF32, f32, 4, 256, false);
+softmax_kernel!(softmax_f32_c4096, RowF32x4096, f32, 4, 128, false);
+softmax_kernel!(softmax_f32_c8192, RowF32x8192, f32, 4, 256, false);
+softmax_kernel!(softmax_f32_long, RowF32x8192, f32, 4, 256, true);
+softmax_kernel!(softmax_bf16_rows, RowsBf16, Bf16, 8, 256, false);
+softmax_kernel!(softmax_bf16_c4096, RowBf16x4096, Bf16, 8, 128, false);
+softmax_kernel!(softmax_bf16_c8192, RowBf16x8192, Bf16, 8, 256, false);
+softmax_kernel!(softmax_bf16_long, RowBf16x8192, Bf16, 8, 256, true);
+
+/// Host side: launch and CPU reference.
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod host {
+    use super::*;
+    use ck_core::host::{Device, DeviceBuffer, LaunchError, LaunchStats};
+
+    /// Rows longer than this go to the `_long` kernels (two reads of x).
+    const LONG_ROWS: u32 = 8192;
+
+    /// Launches the f32 kernel for rows of `n` on device buffers.
+    pub fn launch_f32(
+        device: &Device,
+        x: &DeviceBuffer<f32>,
+        y: &mut DeviceBuffer<f32>,
+        (m, n): (u32, u32),
+    ) -> Result<LaunchStats, LaunchError> {
+        let tile = RowTile::for_columns(n);
+        let cfg = tile.launch_config(Dtype::F32, m);
+        match tile {
+            RowTile::Rows => SoftmaxF32Rows::launch(device, cfg, x, y, m, n),
+            RowTile::Row4096 => SoftmaxF32C4096::launch(device, cfg, x, y, m, n),
+            RowTile::Row8192 if n <= LONG_ROWS => SoftmaxF32C8192::launch(device, cfg, x, y, m, n),
+            RowTile::Row8192 => SoftmaxF32Long::launch(device, cfg, x, y, m, n),
+        }
+    }
+
+    /// Launches the bf16 kernel for rows of `n` on device buffers.
+    pub fn launch_bf16(
+        device: &Device,
+        x: &DeviceBuffer<Bf16>,
+        y: &mut DeviceBuffer<Bf16>,
+        (m, n): (u32, u32),
+    ) -> Result<LaunchStats, LaunchError> {
+        let tile = RowTile::for_columns(n);
+        let cfg = tile.launch_config(Dtype::Bf16, m);
+        match tile {
+            RowTile::Rows => SoftmaxBf16Rows::launch(device, cfg, x, y, m, n),
+            RowTile::Row4096 => SoftmaxBf16C4096::launch(device, cfg, x, y, m, n),
+            RowTile::Row8192 if n <= LONG_ROWS => SoftmaxBf16C8192::launch(device, cfg, x, y, m, n),
+            RowTile::Row8192 => SoftmaxBf16Long::launch(device, cfg, x, y, m, n),
+        }
+    }
+
+    /// Softmax of each row of the `m × n` row-major `x` (f32 values; with `Bf16` they are
+    /// rounded to bf16 before the kernel and the bf16 result widened to f32).
+    pub fn softmax(
+        device: &Device,
+        x: &[f32],
+        (m, n): (u32, u32),
+        dtype: Dtype,
+    ) -> Result<(Vec<f32>, LaunchStats), LaunchError> {
+        let size = m as usize * n as usize;
+        if x.len() != size {
+            return Err(LaunchError::invalid(
+                "shape-mismatch",
+                format!("x has {} elements, but the shape is {m} × {n}", x.len()),
+            ));
+        }
+        if size == 0 {
+            return Ok((Vec::new(), LaunchStats::default()));
+        }
+        match dtype {
+            Dtype::F32 => {
+                let xd = DeviceBuffer::from_slice(device, x)?;
+                let mut yd = DeviceBuffer::from_slice(device, &vec![f32::NAN; size])?;
+                let st = launch_f32(device, &xd, &mut yd, (m, n))?;
+                Ok((yd.to_vec()?, st))
+            }
+            Dtype::Bf16 => {
+                let xb: Vec<Bf16> = x.iter().map(|&v| Bf16::from_f32(v)).collect();
+                let xd = DeviceBuffer::from_slice(device, &xb)?;
+                let mut yd = DeviceBuffer::from_slice(device, &vec![Bf16(0x7fc0); size])?;
+                let st = launch_bf16(device, &xd, &mut yd, (m, n))?;
+                Ok((yd.to_vec()?.iter().map(|v| v.to_f32()).collect(), st))
+            }
+        }
+    }
+
+    /// The fp64 reference: for each row, `exp(x − max) / Σ exp(x − max)`.
+    pub fn reference(x: &[f32], (m, n): (u32, u32)) -> Vec<f64> {
+        let n = n as usize;
+        let mut y = Vec::with_capacity(x.len());
+        for row in x.chunks(n.max(1)).take(m as usize) {
+            let max = row.iter().fold(f64::NEG_INFINITY, |a, &v| a.max(v as f64));
+            let e: Vec<f64> = row.iter().map(|&v| (v as f64 - max).exp()).collect();
+            let sum: f64 = e.iter().sum();
+            y.extend(e.iter().map(|v| v / sum));
+        }
+        y
+    }
+}
