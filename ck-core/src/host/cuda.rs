@@ -21,8 +21,8 @@ pub struct CudaDevice {
     pub(crate) multiprocessors: u32,
     pub(crate) ctx: Arc<CudaContext>,
     pub(crate) stream: Arc<CudaStream>,
-    /// Loaded modules by crate name (an error is kept too, so it is reported once per launch
-    /// without searching again).
+    /// Loaded modules by crate name; a failure is kept too, so later launches report it
+    /// without searching again.
     modules: Mutex<HashMap<&'static str, Result<Arc<CudaModule>, LaunchError>>>,
     functions: Mutex<HashMap<(&'static str, &'static str), CudaFunction>>,
 }
