@@ -382,10 +382,9 @@ fn check(
                 "kernel `{}`: {} bytes stack frame, {} bytes spill stores at {} registers",
                 info.name, s.stack_frame, s.spill_stores, s.registers
             );
-            if info.min_blocks_per_sm.is_some() {
+            if let Some(k) = info.min_blocks_per_sm {
                 warnings.push(format!(
-                    "{what} (accepted: launch bounds min_blocks_per_sm = {})",
-                    info.min_blocks_per_sm.unwrap_or(0)
+                    "{what} (accepted: launch bounds min_blocks_per_sm = {k})"
                 ));
             } else if opts.allow_spills {
                 warnings.push(format!("{what} (accepted: --allow-spills)"));
