@@ -58,6 +58,8 @@ pub struct Options {
     pub install_toolchain: bool,
     /// Report spills and stack frames as warnings instead of errors.
     pub allow_spills: bool,
+    /// Where to look for (and install) the toolchain before the default cache folder.
+    pub preferred_tools: Option<PathBuf>,
 }
 
 /// One kernel of the built module.
@@ -310,7 +312,11 @@ fn strip_ansi(s: &str) -> String {
 /// `progress` gets one line per step.
 pub fn build(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Report, BuildError> {
     let (krate, target, dir) = locate(&opts.manifest_path)?;
-    let tc = toolchain::find(opts.install_toolchain, progress)?;
+    let tc = toolchain::find(
+        opts.install_toolchain,
+        opts.preferred_tools.as_deref(),
+        progress,
+    )?;
     let linked = compile(opts, &tc, &krate, &target, &dir, progress)?;
     let text = std::fs::read_to_string(&linked).map_err(|e| {
         BuildError::new(

@@ -3,7 +3,8 @@
 //! In order:
 //! 1. the project's installer (`ptx-toolchain.sh`, embedded here): Debian's rustc-web 1.96
 //!    (LLVM 22) with its core sources, llvm-22, `llvm-bitcode-linker` built from those sources,
-//!    and `ptxas` from the `nvidia-cuda-nvcc` wheel, unpacked into `$CK_PTX_TOOLS` (default
+//!    and `ptxas` from the `nvidia-cuda-nvcc` wheel, unpacked into `$CK_PTX_TOOLS` (default: the
+//!    ck-rs checkout's `target/ptx-tools` where `scripts/build-ptx.sh` installed it, else
 //!    `~/.cache/ck-rs/ptx-tools`; nothing outside it changes). Used when installed there, and
 //!    installed with `--install-toolchain`;
 //! 2. a rustup nightly with the `nvptx64-nvidia-cuda` target and the `llvm-bitcode-linker`
@@ -32,10 +33,14 @@ pub struct Toolchain {
     pub description: String,
 }
 
-/// Where the installer puts the tools.
-pub fn tools_dir() -> PathBuf {
+/// Where the installer puts the tools: `CK_PTX_TOOLS`, else `preferred` (e.g. a checkout's
+/// `target/ptx-tools`) where a toolchain is installed there, else `~/.cache/ck-rs/ptx-tools`.
+pub fn tools_dir(preferred: Option<&Path>) -> PathBuf {
     if let Some(d) = std::env::var_os("CK_PTX_TOOLS") {
         return PathBuf::from(d);
+    }
+    if let Some(p) = preferred.filter(|p| installed(p)) {
+        return p.to_path_buf();
     }
     let cache = std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
@@ -133,8 +138,12 @@ fn rustup_nightly() -> Option<PathBuf> {
 }
 
 /// The toolchain to build with (see the module docs); `install` allows running the installer.
-pub fn find(install: bool, progress: &mut dyn FnMut(&str)) -> Result<Toolchain, BuildError> {
-    let tools = tools_dir();
+pub fn find(
+    install: bool,
+    preferred: Option<&Path>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Toolchain, BuildError> {
+    let tools = tools_dir(preferred);
     if installed(&tools) || install {
         return from_installer(&tools, progress);
     }

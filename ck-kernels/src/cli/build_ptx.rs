@@ -21,7 +21,8 @@ pub struct BuildPtxArgs {
     #[arg(long, value_name = "sm_XX", default_value = "sm_90a")]
     arch: String,
     /// Install the PTX toolchain (Debian rustc-web 1.96, llvm-22, ptxas; about 1.5 GB) into
-    /// $CK_PTX_TOOLS or ~/.cache/ck-rs/ptx-tools when none is found
+    /// $CK_PTX_TOOLS or ~/.cache/ck-rs/ptx-tools when none is found (a checkout's
+    /// target/ptx-tools, from scripts/build-ptx.sh, is used as it is)
     #[arg(long)]
     install_toolchain: bool,
     /// Report register spills and stack frames as warnings, not errors
@@ -44,6 +45,10 @@ pub fn run(args: &BuildPtxArgs) -> Result<(), CliError> {
         arch,
         install_toolchain: args.install_toolchain,
         allow_spills: args.allow_spills,
+        // The toolchain scripts/build-ptx.sh installed into the checkout this ck was built in.
+        preferred_tools: std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .map(|root| root.join("target/ptx-tools")),
     };
     let json = args.json;
     let report = builder::build(&opts, &mut |step| eprintln!("[build-ptx] {step}"))?;
