@@ -261,17 +261,10 @@ pub fn rmsnorm_case(
     let x: Vec<f32> = (0..m * n).map(|_| rng.f32()).collect();
     let g: Vec<f32> = (0..n).map(|_| rng.f32() + 1.5).collect();
     let (y, stats) = rmsnorm(device, &x, &g, (m, n), 1e-6, dtype)?;
-    let (want, tol) = match dtype {
-        Dtype::F32 => (reference(&x, &g, (m, n), 1e-6), 1e-5),
-        Dtype::Bf16 => {
-            let r = |v: &[f32]| {
-                v.iter()
-                    .map(|&a| ck_core::device::Bf16::from_f32(a).to_f32())
-                    .collect::<Vec<_>>()
-            };
-            (reference(&r(&x), &r(&g), (m, n), 1e-6), 1e-2)
-        }
-    };
+    // The reference sees what the kernel sees.
+    let seen = |v: &[f32]| v.iter().map(|&a| dtype.round(a)).collect::<Vec<_>>();
+    let want = reference(&seen(&x), &seen(&g), (m, n), 1e-6);
+    let tol = if dtype == Dtype::F32 { 1e-5 } else { 1e-2 };
     Ok(Outcome::within(
         &y,
         stats,
@@ -291,10 +284,7 @@ pub fn layernorm_case(
 ) -> Result<Outcome, LaunchError> {
     use crate::layernorm::host as ln;
     let mut rng = Rng(seed.max(1));
-    let round = |v: f32| match dtype {
-        Dtype::F32 => v,
-        Dtype::Bf16 => ck_core::device::Bf16::from_f32(v).to_f32(),
-    };
+    let round = |v: f32| dtype.round(v);
     let x: Vec<f32> = (0..m * n).map(|_| round(10.0 + rng.f32())).collect();
     let g: Vec<f32> = (0..n).map(|_| round(rng.f32() + 1.5)).collect();
     let b: Vec<f32> = (0..n).map(|_| round(rng.f32())).collect();
@@ -321,10 +311,7 @@ pub fn add_rmsnorm_case(
     seed: u64,
 ) -> Result<Outcome, LaunchError> {
     let mut rng = Rng(seed.max(1));
-    let round = |v: f32| match dtype {
-        Dtype::F32 => v,
-        Dtype::Bf16 => ck_core::device::Bf16::from_f32(v).to_f32(),
-    };
+    let round = |v: f32| dtype.round(v);
     let x: Vec<f32> = (0..m * n).map(|_| round(rng.f32())).collect();
     let res: Vec<f32> = (0..m * n).map(|_| round(rng.f32())).collect();
     let g: Vec<f32> = (0..n).map(|_| round(rng.f32() + 1.5)).collect();
@@ -353,10 +340,7 @@ pub fn softmax_case(
     seed: u64,
 ) -> Result<Outcome, LaunchError> {
     let mut rng = Rng(seed.max(1));
-    let round = |v: f32| match dtype {
-        Dtype::F32 => v,
-        Dtype::Bf16 => ck_core::device::Bf16::from_f32(v).to_f32(),
-    };
+    let round = |v: f32| dtype.round(v);
     let x: Vec<f32> = (0..m * n).map(|_| round(8.0 * rng.f32())).collect();
     let (y, stats) = crate::softmax::host::softmax(device, &x, (m, n), dtype)?;
     let want = crate::softmax::host::reference(&x, (m, n));

@@ -97,6 +97,14 @@ impl Dtype {
         }
     }
 
+    /// `v` as a kernel of this type sees it (rounded to bf16, or as is).
+    pub fn round(self, v: f32) -> f32 {
+        match self {
+            Dtype::F32 => v,
+            Dtype::Bf16 => ck_core::device::Bf16::from_f32(v).to_f32(),
+        }
+    }
+
     /// `f32` / `bf16`.
     pub fn name(self) -> &'static str {
         match self {
