@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 /// crate so that `#[tile_kernel]` embeds the module in its launchers, and rebuilds the crate when
 /// the module changes. Otherwise it does nothing: the nvptx build of the crate itself, debug
 /// builds (which find the module in `target/ptx` at run time, see `ck_core::host::module`) and
-/// crates whose module has not been built. It never fails. The module is named after the
-/// package (`my-kernels` → `my_kernels.ptx`), as `ck build-ptx` names it.
+/// crates whose module has not been built. It never fails. The module is looked for under the
+/// package's name (`my-kernels` → `my_kernels.ptx`); a crate whose `[lib] name` differs from its
+/// package name is not embedded and finds its module in `target/ptx` at run time.
 pub fn embed_ptx() {
     println!("cargo:rerun-if-changed=build.rs");
     let var = |k: &str| std::env::var(k).unwrap_or_default();

@@ -249,6 +249,15 @@ pub fn run_exercise(
     }
 }
 
+/// Relative error a row-wise operator may have against fp64 on the inputs it sees: f32
+/// arithmetic over a row (1e-5), or the bf16 rounding of the output (2⁻⁸ ≈ 4e-3, so 1e-2).
+fn row_tolerance(dtype: Dtype) -> f64 {
+    match dtype {
+        Dtype::F32 => 1e-5,
+        Dtype::Bf16 => 1e-2,
+    }
+}
+
 /// RMSNorm of a seeded random `m × n` matrix, checked against fp64 (1e-5 relative for f32,
 /// 1e-2 for bf16, whose reference sees the same rounded inputs).
 pub fn rmsnorm_case(
@@ -264,7 +273,7 @@ pub fn rmsnorm_case(
     // The reference sees what the kernel sees.
     let seen = |v: &[f32]| v.iter().map(|&a| dtype.round(a)).collect::<Vec<_>>();
     let want = reference(&seen(&x), &seen(&g), (m, n), 1e-6);
-    let tol = if dtype == Dtype::F32 { 1e-5 } else { 1e-2 };
+    let tol = row_tolerance(dtype);
     Ok(Outcome::within(
         &y,
         stats,
@@ -297,7 +306,7 @@ pub fn layernorm_case(
             (out.y[i] as f64 - want[i]).abs() / terms.max(1e-30)
         })
         .fold(0.0, f64::max);
-    let tol = if dtype == Dtype::F32 { 1e-5 } else { 1e-2 };
+    let tol = row_tolerance(dtype);
     Ok(Outcome::within(&out.y, stats, err, tol))
 }
 
@@ -325,7 +334,7 @@ pub fn add_rmsnorm_case(
     let r_err = max_relative_error(&r, &want_r);
     let want_y = reference(&r, &g, (m, n), 1e-6);
     let y_err = max_relative_error(&y, &want_y);
-    let tol = if dtype == Dtype::F32 { 1e-5 } else { 1e-2 };
+    let tol = row_tolerance(dtype);
     let mut out = r;
     out.extend_from_slice(&y);
     Ok(Outcome::within(&out, stats, r_err.max(y_err), tol))
@@ -344,7 +353,7 @@ pub fn softmax_case(
     let x: Vec<f32> = (0..m * n).map(|_| round(8.0 * rng.f32())).collect();
     let (y, stats) = crate::softmax::host::softmax(device, &x, (m, n), dtype)?;
     let want = crate::softmax::host::reference(&x, (m, n));
-    let tol = if dtype == Dtype::F32 { 1e-5 } else { 1e-2 };
+    let tol = row_tolerance(dtype);
     Ok(Outcome::within(
         &y,
         stats,
@@ -492,7 +501,8 @@ pub fn cross_check(a: &Device, b: &Device) -> Result<Vec<CrossCheck>, LaunchErro
             );
         }
     }
-    for (dtype, name, tol) in [(Dtype::F32, "f32", 1e-5), (Dtype::Bf16, "bf16", 1e-2)] {
+    for dtype in [Dtype::F32, Dtype::Bf16] {
+        let (name, tol) = (dtype.name(), row_tolerance(dtype));
         for (m, n) in [(1u32, 1u32), (3, 1000), (257, 4099), (2, 9000)] {
             let case = format!("rmsnorm {name} {m}x{n}");
             record(

@@ -196,11 +196,16 @@ pub mod host {
     /// Rows longer than this go to the `_long` kernels (two reads of x).
     const LONG_ROWS: u32 = 8192;
 
-    fn stats_rows<T>(b: &Buffers<'_, T>, m: u32) -> u32 {
-        if b.mean.len() >= m as usize && b.rstd.len() >= m as usize {
-            m
-        } else {
-            0
+    /// Rows of statistics to write: `m`, or 0 when both buffers are empty; any other length
+    /// is an error rather than statistics silently left out.
+    fn stats_rows<T>(b: &Buffers<'_, T>, m: u32) -> Result<u32, LaunchError> {
+        match (b.mean.len(), b.rstd.len()) {
+            (0, 0) => Ok(0),
+            (a, r) if a >= m as usize && r >= m as usize => Ok(m),
+            (a, r) => Err(LaunchError::invalid(
+                "shape-mismatch",
+                format!("mean and rstd hold {a} and {r} elements; give {m} each (one per row), or empty buffers to skip the statistics"),
+            )),
         }
     }
 
@@ -212,7 +217,7 @@ pub mod host {
     ) -> Result<LaunchStats, LaunchError> {
         let tile = RowTile::for_columns(n);
         let cfg = tile.launch_config(Dtype::F32, m);
-        let s = stats_rows(&b, m);
+        let s = stats_rows(&b, m)?;
         let (x, g, be, y, mu, r) = (b.x, b.gamma, b.beta, b.y, b.mean, b.rstd);
         match tile {
             RowTile::Rows => {
@@ -238,7 +243,7 @@ pub mod host {
     ) -> Result<LaunchStats, LaunchError> {
         let tile = RowTile::for_columns(n);
         let cfg = tile.launch_config(Dtype::Bf16, m);
-        let s = stats_rows(&b, m);
+        let s = stats_rows(&b, m)?;
         let (x, g, be, y, mu, r) = (b.x, b.gamma, b.beta, b.y, b.mean, b.rstd);
         match tile {
             RowTile::Rows => {

@@ -3,9 +3,9 @@
 //! rows with a large offset.
 
 use ck_core::device::Bf16;
-use ck_core::host::Device;
+use ck_core::host::{Device, DeviceBuffer};
 use ck_kernels::checks::Rng;
-use ck_kernels::layernorm::host::{layernorm, reference};
+use ck_kernels::layernorm::host::{launch_f32, layernorm, reference, Buffers};
 use ck_kernels::rows::Dtype;
 
 /// The largest `|got − want| / scale` over elements.
@@ -92,4 +92,28 @@ fn statistics_are_optional_and_shapes_are_checked() {
     assert_eq!(e.rule(), "shape-mismatch");
     let (out, _) = layernorm(&device, (&[], &[], &[]), (0, 0), 1e-5, Dtype::F32).unwrap();
     assert!(out.y.is_empty() && out.mean.is_empty());
+    // Statistics buffers are empty (skipped) or hold one value per row, nothing in between.
+    let buf = |len: usize| DeviceBuffer::from_slice(&device, &vec![0.0f32; len]).unwrap();
+    let (x, g, b) = (buf(6), buf(3), buf(3));
+    let (mut y, mut mean, mut rstd) = (buf(6), buf(1), buf(2));
+    let bufs = Buffers {
+        x: &x,
+        gamma: &g,
+        beta: &b,
+        y: &mut y,
+        mean: &mut mean,
+        rstd: &mut rstd,
+    };
+    let e = launch_f32(&device, bufs, (2, 3, 1e-5)).unwrap_err();
+    assert_eq!(e.rule(), "shape-mismatch");
+    let (mut none_a, mut none_b) = (buf(0), buf(0));
+    let bufs = Buffers {
+        x: &x,
+        gamma: &g,
+        beta: &b,
+        y: &mut y,
+        mean: &mut none_a,
+        rstd: &mut none_b,
+    };
+    launch_f32(&device, bufs, (2, 3, 1e-5)).unwrap();
 }

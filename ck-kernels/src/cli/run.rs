@@ -317,6 +317,23 @@ fn print_stats(st: &LaunchStats) {
     println!("time:          {:.3} ms", st.elapsed.as_secs_f64() * 1e3);
 }
 
+/// Writes an f32 array of `shape` to the .npy file `path`.
+fn write_npy(path: &str, shape: Vec<usize>, data: Vec<f32>) -> Result<(), CliError> {
+    crate::npy::write(path, &crate::npy::Array { shape, data })
+        .map_err(|msg| CliError::new("io", msg))
+}
+
+/// The end of a `ck run` on files: the counters as JSON, or `summary` and the counters.
+fn report_files(json: bool, summary: String, stats: &LaunchStats) -> Result<(), CliError> {
+    if json {
+        println!("{}", stats_json(stats));
+    } else {
+        println!("{summary}");
+        print_stats(stats);
+    }
+    Ok(())
+}
+
 fn uint(name: &str, value: &Option<String>, default: Option<u32>) -> Result<u32, CliError> {
     match value {
         Some(v) => v
@@ -515,7 +532,6 @@ pub fn cross_check(args: &CrossCheckArgs) -> Result<(), CliError> {
 
 /// `ck run rmsnorm --input X.npy --gamma G.npy --output Y.npy`.
 fn rmsnorm_cmd(args: &RmsnormArgs) -> Result<(), CliError> {
-    use crate::npy;
     use crate::rmsnorm::host::rmsnorm;
     let eps = eps_option(args.eps.as_deref(), 1e-6)?;
     let dtype = dtype_option(args.dtype.as_deref())?;
@@ -531,26 +547,14 @@ fn rmsnorm_cmd(args: &RmsnormArgs) -> Result<(), CliError> {
         dtype,
     )
     .map_err(launch_error)?;
-    npy::write(
-        &args.output,
-        &npy::Array {
-            shape: vec![m, n],
-            data: y,
-        },
-    )
-    .map_err(|msg| CliError::new("io", msg))?;
-    if args.json.json {
-        println!("{}", stats_json(&stats));
-    } else {
-        println!(
-            "rmsnorm ({m} × {n}, {}, eps {eps}) on {} → {}",
-            dtype.name(),
-            device.name(),
-            args.output
-        );
-        print_stats(&stats);
-    }
-    Ok(())
+    write_npy(&args.output, vec![m, n], y)?;
+    let summary = format!(
+        "rmsnorm ({m} × {n}, {}, eps {eps}) on {} → {}",
+        dtype.name(),
+        device.name(),
+        args.output
+    );
+    report_files(args.json.json, summary, &stats)
 }
 
 /// `--eps`: a finite, non-negative number (`default` when absent).
@@ -618,7 +622,6 @@ fn read_rows(
 /// `ck run layernorm --input X.npy --gamma G.npy --beta B.npy --output Y.npy`.
 fn layernorm_cmd(args: &LayernormArgs) -> Result<(), CliError> {
     use crate::layernorm::host::layernorm;
-    use crate::npy;
     let eps = eps_option(args.eps.as_deref(), 1e-5)?;
     let dtype = dtype_option(args.dtype.as_deref())?;
     let (x, v) = read_rows(&args.input, &[&args.gamma, &args.beta])?;
@@ -632,28 +635,20 @@ fn layernorm_cmd(args: &LayernormArgs) -> Result<(), CliError> {
         dtype,
     )
     .map_err(launch_error)?;
-    let write = |path: &str, shape: Vec<usize>, data: Vec<f32>| {
-        npy::write(path, &npy::Array { shape, data }).map_err(|msg| CliError::new("io", msg))
-    };
-    write(&args.output, vec![m, n], out.y)?;
+    write_npy(&args.output, vec![m, n], out.y)?;
     if let Some(p) = &args.mean_out {
-        write(p, vec![m], out.mean)?;
+        write_npy(p, vec![m], out.mean)?;
     }
     if let Some(p) = &args.rstd_out {
-        write(p, vec![m], out.rstd)?;
+        write_npy(p, vec![m], out.rstd)?;
     }
-    if args.json.json {
-        println!("{}", stats_json(&stats));
-    } else {
-        println!(
-            "layernorm ({m} × {n}, {}, eps {eps}) on {} → {}",
-            dtype.name(),
-            device.name(),
-            args.output
-        );
-        print_stats(&stats);
-    }
-    Ok(())
+    let summary = format!(
+        "layernorm ({m} × {n}, {}, eps {eps}) on {} → {}",
+        dtype.name(),
+        device.name(),
+        args.output
+    );
+    report_files(args.json.json, summary, &stats)
 }
 
 /// `ck run add-rmsnorm --input X.npy --residual R.npy --gamma G.npy --output Y.npy
@@ -684,34 +679,20 @@ fn add_rmsnorm_cmd(args: &AddRmsnormArgs) -> Result<(), CliError> {
         dtype,
     )
     .map_err(launch_error)?;
-    for (path, data) in [(&args.residual_out, r), (&args.output, y)] {
-        npy::write(
-            path,
-            &npy::Array {
-                shape: vec![m, n],
-                data,
-            },
-        )
-        .map_err(|msg| CliError::new("io", msg))?;
-    }
-    if args.json.json {
-        println!("{}", stats_json(&stats));
-    } else {
-        println!(
-            "add-rmsnorm ({m} × {n}, {}, eps {eps}) on {} → {}, {}",
-            dtype.name(),
-            device.name(),
-            args.residual_out,
-            args.output
-        );
-        print_stats(&stats);
-    }
-    Ok(())
+    write_npy(&args.residual_out, vec![m, n], r)?;
+    write_npy(&args.output, vec![m, n], y)?;
+    let summary = format!(
+        "add-rmsnorm ({m} × {n}, {}, eps {eps}) on {} → {}, {}",
+        dtype.name(),
+        device.name(),
+        args.residual_out,
+        args.output
+    );
+    report_files(args.json.json, summary, &stats)
 }
 
 /// `ck run softmax --input X.npy --output Y.npy`.
 fn softmax_cmd(args: &SoftmaxArgs) -> Result<(), CliError> {
-    use crate::npy;
     use crate::softmax::host::softmax;
     let dtype = dtype_option(args.dtype.as_deref())?;
     let (x, _) = read_rows(&args.input, &[])?;
@@ -719,26 +700,14 @@ fn softmax_cmd(args: &SoftmaxArgs) -> Result<(), CliError> {
     let device = device(&args.backend)?;
     let (y, stats) =
         softmax(&device, &x.data, (m as u32, n as u32), dtype).map_err(launch_error)?;
-    npy::write(
-        &args.output,
-        &npy::Array {
-            shape: vec![m, n],
-            data: y,
-        },
-    )
-    .map_err(|msg| CliError::new("io", msg))?;
-    if args.json.json {
-        println!("{}", stats_json(&stats));
-    } else {
-        println!(
-            "softmax ({m} × {n}, {}) on {} → {}",
-            dtype.name(),
-            device.name(),
-            args.output
-        );
-        print_stats(&stats);
-    }
-    Ok(())
+    write_npy(&args.output, vec![m, n], y)?;
+    let summary = format!(
+        "softmax ({m} × {n}, {}) on {} → {}",
+        dtype.name(),
+        device.name(),
+        args.output
+    );
+    report_files(args.json.json, summary, &stats)
 }
 
 /// `ck run lds-probe [--layout xor|plain|both]`: the LDS probe's counters (`both`: XOR then
@@ -819,24 +788,12 @@ fn gemm_cmd(args: &GemmArgs) -> Result<(), CliError> {
     let device = device(&args.backend)?;
     let (c, stats) =
         gemm(&device, &a.data, &b.data, (m as u32, n as u32, k as u32)).map_err(launch_error)?;
-    npy::write(
-        out,
-        &npy::Array {
-            shape: vec![m, n],
-            data: c,
-        },
-    )
-    .map_err(|msg| CliError::new("io", msg))?;
-    if args.json.json {
-        println!("{}", stats_json(&stats));
-    } else {
-        println!(
-            "gemm {m}×{k} · {k}×{n} ({dtype} operands, f32 accumulation) on {} → {out}",
-            device.name()
-        );
-        print_stats(&stats);
-    }
-    Ok(())
+    write_npy(out, vec![m, n], c)?;
+    let summary = format!(
+        "gemm {m}×{k} · {k}×{n} ({dtype} operands, f32 accumulation) on {} → {out}",
+        device.name()
+    );
+    report_files(args.json.json, summary, &stats)
 }
 
 /// `ck run gemm-lds [--layout xor|plain|both]`: one 256 × 256 × 256 bf16 `mma.sync` GEMM
