@@ -1466,6 +1466,13 @@ impl Encoding {
         Ok(out)
     }
 
+    /// True if `other` is the same encoding: the same R, H, P and Y lists.
+    pub const fn same_as(&self, other: &Encoding) -> bool {
+        self.same_rhp(other)
+            && dims_eq(&self.y_major, &other.y_major)
+            && dims_eq(&self.y_minor, &other.y_minor)
+    }
+
     /// True if `other` has the same R, H and P lists (it may order its Y's differently).
     pub const fn same_rhp(&self, other: &Encoding) -> bool {
         if !dims_eq(&self.r, &other.r) || self.nx != other.nx || self.np_major != other.np_major {

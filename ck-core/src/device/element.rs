@@ -71,6 +71,25 @@ impl Bf16 {
     pub fn to_f32(self) -> f32 {
         f32::from_bits((self.0 as u32) << 16)
     }
+
+    /// `lo` and `hi` rounded to bf16 and packed into one word, `lo` in the low half (the
+    /// element order of MMA register operands); one `cvt.rn.bf16x2.f32` on the GPU.
+    #[inline(always)]
+    pub fn pack2(lo: f32, hi: f32) -> u32 {
+        #[cfg(target_arch = "nvptx64")]
+        {
+            let r: u32;
+            // SAFETY: a pure register-to-register conversion.
+            unsafe {
+                core::arch::asm!("cvt.rn.bf16x2.f32 {0}, {1}, {2};", out(reg32) r, in(reg32) hi, in(reg32) lo, options(pure, nomem, nostack))
+            };
+            r
+        }
+        #[cfg(not(target_arch = "nvptx64"))]
+        {
+            Bf16::from_f32(lo).0 as u32 | (Bf16::from_f32(hi).0 as u32) << 16
+        }
+    }
 }
 
 element!(Bf16, 2, |v: Bf16| v.0 as u32, |b: u32| Bf16(b as u16));

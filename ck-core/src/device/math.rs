@@ -1,6 +1,6 @@
 //! Float functions kernels need that `core` does not provide on every target. Both backends
 //! compute the IEEE correctly rounded result, so the emulator and the GPU agree bit for bit —
-//! except [`exp2`], which uses the GPU's approximate instruction (within 2 ulp).
+//! except [`exp2`] and [`log2`], which use the GPU's approximate instructions.
 
 /// Correctly rounded square root.
 #[inline(always)]
@@ -71,5 +71,24 @@ pub fn exp2(x: f32) -> f32 {
     #[cfg(not(target_arch = "nvptx64"))]
     {
         x.exp2()
+    }
+}
+
+/// `log₂(x)`. On the GPU `lg2.approx.ftz.f32` (maximum relative error 2⁻²², subnormal inputs
+/// flush to 0 and give −∞), on the emulator the correctly rounded value.
+#[inline(always)]
+pub fn log2(x: f32) -> f32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let r: f32;
+        // SAFETY: a pure register-to-register instruction.
+        unsafe {
+            core::arch::asm!("lg2.approx.ftz.f32 {0}, {1};", out(reg32) r, in(reg32) x, options(pure, nomem, nostack))
+        };
+        r
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        x.log2()
     }
 }

@@ -7,7 +7,7 @@
 //! | barriers | [`block_sync`], [`warp_sync`] |
 //! | warp exchange | [`shfl_xor`], [`shfl_down`], [`shfl_up`], [`shfl_idx`], [`ballot`], [`warp_reduce`] |
 //! | memory | [`Global`], [`GlobalMut`] (kernel arguments), [`SharedArray`] (from `shared!`) with `load`, `store`, `load_vec`, `store_vec`, `atomic_add`, `atomic_max` |
-//! | Hopper (sm_90a) | [`cp_async_16`], [`cp_async_commit`], [`cp_async_wait`], [`fence_proxy_async`], [`wgmma_fence`], [`wgmma_bf16`], [`wgmma_commit`], [`wgmma_wait`], `SharedArray::shared_address` |
+//! | Hopper (sm_90a) | [`cp_async_16`], [`cp_async_commit`], [`cp_async_wait`], [`fence_proxy_async`], [`wgmma_fence`], [`wgmma_bf16`], [`wgmma_bf16_b_kmajor`], [`wgmma_bf16_a_regs`], [`wgmma_commit`], [`wgmma_wait`], `SharedArray::shared_address` |
 //! | buffer views | [`buffer_view::BufferView`]: CK's `get`/`set`/`update` with validity and invalid-value fill |
 //!
 //! Shared memory is declared inside a `#[tile_kernel]` function with `shared!(T; N)`: the macro
@@ -19,6 +19,8 @@ mod element;
 pub mod math;
 
 pub use element::{Atomic, AtomicKind, Bf16, Element, Element32, Real};
+
+use crate::wgmma::Major;
 
 #[cfg(all(feature = "std", not(target_arch = "nvptx64")))]
 pub(crate) mod emu;
@@ -41,15 +43,30 @@ pub use ptx::{
 };
 
 /// One thread's f32 accumulators of a warpgroup MMA `m64nNk16`: `N / 2` registers. Implemented
-/// for `[f32; 64]` (N = 128) and `[f32; 128]` (N = 256); see [`wgmma_bf16`].
+/// for `[f32; 32]` (N = 64), `[f32; 64]` (N = 128) and `[f32; 128]` (N = 256); see
+/// [`wgmma_bf16`].
 pub trait WgmmaAccumulators {
     /// The MMA's N.
     const N: u32;
-    /// [`wgmma_bf16`] on these registers.
+    /// One `m64nNk16` bf16 MMA on these registers: A as `a` says, B through descriptor `b`
+    /// stored `b_major`.
     #[track_caller]
-    fn mma_bf16(&mut self, a: u64, b: u64, accumulate: bool);
+    fn mma_bf16(&mut self, a: WgmmaA, b: u64, b_major: Major, accumulate: bool);
     /// [`wgmma_wait`] on these registers.
     fn wait<const PENDING: u32>(&mut self);
+}
+
+/// Where a warpgroup MMA reads its 64 × 16 A operand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WgmmaA {
+    /// From shared memory, K-major, through this descriptor.
+    Smem(u64),
+    /// From registers: thread `t` of the warpgroup (`w = t / 32`, `g = t % 32 / 4`,
+    /// `c = 2·(t % 4)`) holds in word `2q + h` (h, q ∈ {0, 1}) the two bf16 elements
+    /// (16w + g + 8h, 8q + c + {0, 1}), the lower column in the low half — exactly the layout of
+    /// accumulator registers `4j + 2h + {0, 1}`, `j = 2·kstep + q`, of an MMA whose columns are
+    /// this one's K (so an `S = Q·Kᵀ` tile packs into the A operand of `O += P·V` in place).
+    Regs([u32; 4]),
 }
 
 /// `wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16` (sm_90a), N = `acc`'s [`N`]
@@ -66,7 +83,24 @@ pub trait WgmmaAccumulators {
 #[track_caller]
 #[inline(always)]
 pub fn wgmma_bf16(acc: &mut impl WgmmaAccumulators, a: u64, b: u64, accumulate: bool) {
-    acc.mma_bf16(a, b, accumulate);
+    acc.mma_bf16(WgmmaA::Smem(a), b, Major::MN, accumulate);
+}
+
+/// [`wgmma_bf16`] with B K-major (`imm-trans-b = 0`): B's element (k, n) is the matrix
+/// descriptor's element (n, k) — e.g. `S = Q · Kᵀ` with K stored row-major, head dim along
+/// rows of 128 bytes.
+#[track_caller]
+#[inline(always)]
+pub fn wgmma_bf16_b_kmajor(acc: &mut impl WgmmaAccumulators, a: u64, b: u64, accumulate: bool) {
+    acc.mma_bf16(WgmmaA::Smem(a), b, Major::K, accumulate);
+}
+
+/// [`wgmma_bf16`] with A from registers (layout: [`WgmmaA::Regs`]) and B N-major in shared
+/// memory — the second MMA of attention, `O += P · V`, with P never leaving registers.
+#[track_caller]
+#[inline(always)]
+pub fn wgmma_bf16_a_regs(acc: &mut impl WgmmaAccumulators, a: [u32; 4], b: u64, accumulate: bool) {
+    acc.mma_bf16(WgmmaA::Regs(a), b, Major::MN, accumulate);
 }
 
 /// `wgmma.wait_group.sync.aligned PENDING`: waits until at most `PENDING` of the warpgroup's

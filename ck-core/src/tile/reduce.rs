@@ -249,6 +249,12 @@ impl<D: TileDistribution, const XR: usize> Reduction<D, XR> {
         (masks[0], masks[1])
     };
 
+    /// `R` is `D` reduced over `XR` (spec §4.4), so register `d` of a `D` tile belongs to
+    /// register `RANK[d]` of an `R` tile: what [`reduce_x_in_warp`] and [`broadcast_x`] rely on.
+    pub const fn is_reduced_as<R: TileDistribution>() -> bool {
+        Self::REDUCED.same_as(&R::ENCODING) && R::WARP_SIZE == D::WARP_SIZE
+    }
+
     /// The distribution's warps are the hardware's: the lane shuffles and warp ids that
     /// [`block_reduce_x`] combines by would otherwise mix the wrong threads.
     pub const WARPS_MATCH: () = assert!(
@@ -277,7 +283,7 @@ pub fn block_reduce_x<D: TileDistribution, T: Reducible, const XR: usize, const 
     op: impl Fn(T, T) -> T + Copy,
     scratch: &crate::device::SharedArray<u32, S>,
 ) -> DistributedTensor<D, T> {
-    use crate::device::{block_sync, lane_id, shfl_xor, thread_idx, warp_id};
+    use crate::device::{block_sync, lane_id, thread_idx, warp_id};
     const {
         let () = Reduction::<D, XR>::WARPS_MATCH;
         assert!(T::WORDS <= 8, "block_reduce_x: values of at most 8 words");
@@ -291,32 +297,12 @@ pub fn block_reduce_x<D: TileDistribution, T: Reducible, const XR: usize, const 
     // up in local memory when the surrounding code is large).
     let canon = |d: usize| Reduction::<D, XR>::CANON[d] as usize;
     let rank = |d: usize| Reduction::<D, XR>::RANK[d] as u32;
-    let (lane_bits, warp_bits) = Reduction::<D, XR>::THREAD_BITS;
+    let warp_bits = Reduction::<D, XR>::THREAD_BITS.1;
     let slots = Reduction::<D, XR>::SLOTS as u32;
     // Word-major scratch (word i of every thread's rows, then word i + 1): consecutive lanes
     // touch consecutive words, so multi-word values move without bank conflicts.
     let plane = D::BLOCK_SIZE * slots;
-    // 1. Within the thread: fold every register into its row's collecting register.
-    let mut out = *t;
-    D::for_each_y(|_, d| {
-        let c = canon(d);
-        if c != d {
-            out.set(c, op(out.get(c), t.get(d)));
-        }
-    });
-    // 2. Across lanes: butterfly over the lane bits of XR, word by word.
-    unroll::<5>(|k| {
-        let bit = (LANES / 2) >> k;
-        if lane_bits & bit != 0 {
-            D::for_each_y(|_, d| {
-                if canon(d) == d {
-                    let v = out.get(d);
-                    let other = T::from_words(|i| shfl_xor(v.word(i), bit));
-                    out.set(d, op(v, other));
-                }
-            });
-        }
-    });
+    let mut out = fold_in_warp::<D, T, XR>(t, op);
     // 3. Across warps: through shared memory, combining the warps that differ only in XR bits.
     if warp_bits != 0 {
         let tid = thread_idx();
@@ -365,5 +351,104 @@ pub fn block_reduce_x<D: TileDistribution, T: Reducible, const XR: usize, const 
             out.set(d, out.get(c));
         }
     });
+    out
+}
+
+/// Steps 1 and 2 of a reduction over `XR`: every register folded into its row's collecting
+/// register (`CANON`), then the collecting registers combined across the lane bits of `XR`
+/// with a butterfly of `shfl_xor`s, word by word. Only the collecting registers hold results.
+#[inline(always)]
+fn fold_in_warp<D: TileDistribution, T: Reducible, const XR: usize>(
+    t: &DistributedTensor<D, T>,
+    op: impl Fn(T, T) -> T + Copy,
+) -> DistributedTensor<D, T> {
+    use crate::device::shfl_xor;
+    let canon = |d: usize| Reduction::<D, XR>::CANON[d] as usize;
+    let lane_bits = Reduction::<D, XR>::THREAD_BITS.0;
+    let mut out = *t;
+    D::for_each_y(|_, d| {
+        let c = canon(d);
+        if c != d {
+            out.set(c, op(out.get(c), t.get(d)));
+        }
+    });
+    unroll::<5>(|k| {
+        let bit = (LANES / 2) >> k;
+        if lane_bits & bit != 0 {
+            D::for_each_y(|_, d| {
+                if canon(d) == d {
+                    let v = out.get(d);
+                    let other = T::from_words(|i| shfl_xor(v.word(i), bit));
+                    out.set(d, op(v, other));
+                }
+            });
+        }
+    });
+    out
+}
+
+/// Reduces `t` over X dim `XR` where every row lies inside one warp (no warp digit along
+/// `XR`): a tile of the reduced distribution `R` (one register per row the thread holds),
+/// with no shared memory and no barrier — the row max and row sum of an attention score tile
+/// in the wgmma accumulator layout, where the four lanes of a quad share each row. `R` must be
+/// `D` reduced over `XR` (spec §4.4), checked at compile time, as is the absence of warp
+/// digits (reductions across warps need [`block_reduce_x`]). Every thread must call it.
+///
+/// For the accumulator layout `h: { m: [w: 4, h: 2, g: 8], n: [j: 16, t: 4, e: 2] }`,
+/// `p: [[m.w], [m.g, n.t]]`, `y: [n.j, m.h, n.e]`, reducing `n` leaves
+/// `r: [t: 4]`, `h: { m: [w: 4, h: 2, g: 8] }`, `p: [[m.w], [m.g, r.t]]`, `y: [m.h]`: each thread
+/// folds its 32 registers of a row into one, then two shuffles (lane bits 0 and 1) combine
+/// the quad.
+#[inline(always)]
+pub fn reduce_x_in_warp<D, R, T, const XR: usize>(
+    t: &DistributedTensor<D, T>,
+    op: impl Fn(T, T) -> T + Copy,
+) -> DistributedTensor<R, T>
+where
+    D: TileDistribution,
+    R: TileDistribution,
+    T: Reducible + Default,
+{
+    const {
+        let () = Reduction::<D, XR>::WARPS_MATCH;
+        assert!(
+            Reduction::<D, XR>::is_reduced_as::<R>(),
+            "error[reduce-type]: the result distribution is not the input distribution reduced over XR (spec §4.4): write it with the input's R components plus the reduced dim's P-claimed digits, its H without XR, and its Y's without XR's"
+        );
+        assert!(
+            Reduction::<D, XR>::THREAD_BITS.1 == 0,
+            "error[reduce-across-warps]: warps split the reduced dim; reduce with block_reduce_x, which combines warps through shared memory"
+        );
+    }
+    let folded = fold_in_warp::<D, T, XR>(t, op);
+    let mut out = DistributedTensor::<R, T>::splat(T::default());
+    D::for_each_y(|_, d| {
+        if Reduction::<D, XR>::CANON[d] as usize == d {
+            out.set(Reduction::<D, XR>::RANK[d] as usize, folded.get(d));
+        }
+    });
+    out
+}
+
+/// The inverse direction of [`reduce_x_in_warp`]: a `D` tile whose every register holds its
+/// row's value from `rows`, a tile of `D` reduced over `XR` (checked at compile time) — e.g.
+/// the running max of an online softmax, subtracted from every score of its row.
+#[inline(always)]
+pub fn broadcast_x<D, R, T, const XR: usize>(
+    rows: &DistributedTensor<R, T>,
+) -> DistributedTensor<D, T>
+where
+    D: TileDistribution,
+    R: TileDistribution,
+    T: Copy + Default,
+{
+    const {
+        assert!(
+            Reduction::<D, XR>::is_reduced_as::<R>(),
+            "error[reduce-type]: the row distribution is not the tile's distribution reduced over XR (spec §4.4)"
+        );
+    }
+    let mut out = DistributedTensor::<D, T>::splat(T::default());
+    D::for_each_y(|_, d| out.set(d, rows.get(Reduction::<D, XR>::RANK[d] as usize)));
     out
 }

@@ -5,7 +5,8 @@
 //! `cp_async_wait` that retires the copy's group. Until then any access to them, by any
 //! thread, is a `shared-race` naming the copy — the emulator's diagnosis of a missing wait.
 //! A `wgmma` reads its operands and updates the accumulators when issued (each thread reads,
-//! race-checked, exactly the A rows and B columns of its own accumulators), so reusing a buffer
+//! race-checked, exactly the A rows and B columns of its own accumulators; A from registers is
+//! gathered from the thread's quad with shuffles), so reusing a buffer
 //! without the barrier that separates it from another warpgroup's MMA is a `shared-race` as
 //! well; the MMA's commit, wait and fence have nothing to wait for. Not modelled: a warpgroup
 //! whose threads do not all execute the same `wgmma` (undefined on the GPU).
@@ -14,7 +15,7 @@ use std::prelude::rust_2021::*;
 
 use super::state::{Kind, PendingCopy, Site};
 use super::{abort, ctx, Global, SharedArray};
-use crate::device::{Element, WgmmaAccumulators};
+use crate::device::{shfl_idx, Element, WgmmaA, WgmmaAccumulators};
 use crate::host::Fault;
 use crate::wgmma::{Major, SmemMatrix};
 use std::panic::Location;
@@ -146,8 +147,8 @@ macro_rules! accumulators {
             const N: u32 = $n;
 
             #[track_caller]
-            fn mma_bf16(&mut self, a: u64, b: u64, accumulate: bool) {
-                mma_bf16(self, $n, (a, b), accumulate, Location::caller());
+            fn mma_bf16(&mut self, a: WgmmaA, b: u64, b_major: Major, accumulate: bool) {
+                mma_bf16(self, $n, (a, b, b_major), accumulate, Location::caller());
             }
 
             /// The emulator's MMAs complete when issued.
@@ -156,13 +157,21 @@ macro_rules! accumulators {
     };
 }
 
+accumulators!(32, 64);
 accumulators!(64, 128);
 accumulators!(128, 256);
 
 /// `wgmma.mma_async m64nNk16.f32.bf16.bf16` (see `device::wgmma_bf16`) for this thread's
 /// registers `acc` (N / 2 of them): each is the exact sum of its 16 products and its old
-/// value, rounded once to f32.
-fn mma_bf16(acc: &mut [f32], n: u32, (a, b): (u64, u64), accumulate: bool, site: Site) {
+/// value, rounded once to f32. A from registers gathers the thread's two rows from its quad
+/// (the four lanes that hold them) with shuffles, so the whole warp must issue the MMA.
+fn mma_bf16(
+    acc: &mut [f32],
+    n: u32,
+    (a, b, b_major): (WgmmaA, u64, Major),
+    accumulate: bool,
+    site: Site,
+) {
     let c = ctx();
     let st = c.state();
     if !c.block_dim.is_multiple_of(128) {
@@ -177,7 +186,11 @@ fn mma_bf16(acc: &mut [f32], n: u32, (a, b): (u64, u64), accumulate: bool, site:
         );
         abort();
     }
-    for d in [a, b] {
+    let descriptors = match a {
+        WgmmaA::Smem(a) => [Some(a), Some(b)],
+        WgmmaA::Regs(_) => [None, Some(b)],
+    };
+    for d in descriptors.into_iter().flatten() {
         if !SmemMatrix::mode_is_modelled(d) {
             st.fault(
                 Fault::Unmodelled,
@@ -188,10 +201,7 @@ fn mma_bf16(acc: &mut [f32], n: u32, (a, b): (u64, u64), accumulate: bool, site:
             abort();
         }
     }
-    let (ma, mb) = (
-        SmemMatrix::from_descriptor(a),
-        SmemMatrix::from_descriptor(b),
-    );
+    let mb = SmemMatrix::from_descriptor(b);
     let element = |addr: u32| -> f64 {
         let addr = addr as usize;
         if addr + 2 > st.shared.bytes() {
@@ -216,16 +226,35 @@ fn mma_bf16(acc: &mut [f32], n: u32, (a, b): (u64, u64), accumulate: bool, site:
     let t = c.tid % 128;
     let (w, r, col0) = (t / 32, t % 32 / 4, 2 * (t % 4));
     let mut rows = [[0f64; 16]; 2];
-    for (h, row) in rows.iter_mut().enumerate() {
-        for (k, v) in row.iter_mut().enumerate() {
-            *v = element(ma.byte_address(Major::K, 16 * w + 8 * h as u32 + r, k as u32));
+    match a {
+        WgmmaA::Smem(a) => {
+            let ma = SmemMatrix::from_descriptor(a);
+            for (h, row) in rows.iter_mut().enumerate() {
+                for (k, v) in row.iter_mut().enumerate() {
+                    *v = element(ma.byte_address(Major::K, 16 * w + 8 * h as u32 + r, k as u32));
+                }
+            }
+        }
+        WgmmaA::Regs(words) => {
+            // Word 2q + h of quad lane q' holds row r + 8h, columns 8q + 2q' + {0, 1}.
+            let quad = c.tid % 32 / 4 * 4;
+            for (i, word) in words.iter().enumerate() {
+                let (q, h) = (i / 2, i % 2);
+                for lane in 0..4 {
+                    let pair = shfl_idx(*word, quad + lane);
+                    for e in 0..2 {
+                        let bits = (pair >> (16 * e)) << 16;
+                        rows[h][8 * q + 2 * lane as usize + e] = f32::from_bits(bits) as f64;
+                    }
+                }
+            }
         }
     }
     for j in 0..n / 8 {
         for e in 0..2u32 {
             let col = 8 * j + col0 + e;
             let column: Vec<f64> = (0..16)
-                .map(|k| element(mb.byte_address(Major::MN, col, k)))
+                .map(|k| element(mb.byte_address(b_major, col, k)))
                 .collect();
             for (h, row) in rows.iter().enumerate() {
                 let d = (4 * j + 2 * h as u32 + e) as usize;

@@ -2,7 +2,8 @@
 //! warpgroup MMA. The emulator's versions (`device::emu::sm90`) document the semantics.
 
 use super::{Global, SharedArray};
-use crate::device::{Element, WgmmaAccumulators};
+use crate::device::{Element, WgmmaA, WgmmaAccumulators};
+use crate::wgmma::Major;
 use core::arch::asm;
 
 impl<T: Element, const N: usize> SharedArray<T, N> {
@@ -70,6 +71,10 @@ pub fn wgmma_commit() {
 
 /// Expands `$m!($args; 1 2 … N−1)`: the accumulator indices after 0 of an N-register array.
 macro_rules! acc_indices {
+    (32, $m:ident!($($args:tt)*)) => {
+        $m!($($args)*; 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29
+            30 31)
+    };
     (64, $m:ident!($($args:tt)*)) => {
         $m!($($args)*; 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29
             30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58
@@ -84,8 +89,9 @@ macro_rules! acc_indices {
     };
 }
 
-macro_rules! wgmma_asm {
-    ($shape:literal, $acc:ident, $a:expr, $b:expr, $scale_d:expr; $($i:literal)*) => {
+/// A and B from shared memory (`imm-trans-a = 0`, `imm-trans-b = $trans_b`).
+macro_rules! wgmma_ss {
+    ($shape:literal, $trans_b:literal, $acc:ident, $a:expr, $b:expr, $scale_d:expr; $($i:literal)*) => {
         asm!(
             "{{",
             ".reg .pred p;",
@@ -93,12 +99,38 @@ macro_rules! wgmma_asm {
             concat!(
                 "wgmma.mma_async.sync.aligned.", $shape, ".f32.bf16.bf16 {{{0}",
                 $(", {", stringify!($i), "}",)*
-                "}}, {da}, {db}, p, 1, 1, 0, 1;"
+                "}}, {da}, {db}, p, 1, 1, 0, ", $trans_b, ";"
             ),
             "}}",
             inout(reg32) $acc[0],
             $(inout(reg32) $acc[$i],)*
             da = in(reg64) $a,
+            db = in(reg64) $b,
+            sd = in(reg32) $scale_d,
+            options(nostack)
+        )
+    };
+}
+
+/// A from four registers per thread, B from shared memory (`imm-trans-b = $trans_b`).
+macro_rules! wgmma_rs {
+    ($shape:literal, $trans_b:literal, $acc:ident, $a:expr, $b:expr, $scale_d:expr; $($i:literal)*) => {
+        asm!(
+            "{{",
+            ".reg .pred p;",
+            "setp.ne.b32 p, {sd}, 0;",
+            concat!(
+                "wgmma.mma_async.sync.aligned.", $shape, ".f32.bf16.bf16 {{{0}",
+                $(", {", stringify!($i), "}",)*
+                "}}, {{{a0}, {a1}, {a2}, {a3}}}, {db}, p, 1, 1, ", $trans_b, ";"
+            ),
+            "}}",
+            inout(reg32) $acc[0],
+            $(inout(reg32) $acc[$i],)*
+            a0 = in(reg32) $a[0],
+            a1 = in(reg32) $a[1],
+            a2 = in(reg32) $a[2],
+            a3 = in(reg32) $a[3],
             db = in(reg64) $b,
             sd = in(reg32) $scale_d,
             options(nostack)
@@ -126,19 +158,40 @@ macro_rules! accumulators {
             const N: u32 = $n;
 
             #[inline(always)]
-            fn mma_bf16(&mut self, a: u64, b: u64, accumulate: bool) {
+            fn mma_bf16(&mut self, a: WgmmaA, b: u64, b_major: Major, accumulate: bool) {
                 let acc = self;
-                unsafe { acc_indices!($regs, wgmma_asm!($shape, acc, a, b, accumulate as u32)) };
+                let sd = accumulate as u32;
+                // SAFETY: the instruction reads shared memory through the descriptors (addresses
+                // in the CTA's window; wgmma faults rather than reading outside it) and writes
+                // only the accumulator registers bound as operands.
+                unsafe {
+                    match (a, b_major) {
+                        (WgmmaA::Smem(da), Major::MN) => {
+                            acc_indices!($regs, wgmma_ss!($shape, "1", acc, da, b, sd))
+                        }
+                        (WgmmaA::Smem(da), Major::K) => {
+                            acc_indices!($regs, wgmma_ss!($shape, "0", acc, da, b, sd))
+                        }
+                        (WgmmaA::Regs(ra), Major::MN) => {
+                            acc_indices!($regs, wgmma_rs!($shape, "1", acc, ra, b, sd))
+                        }
+                        (WgmmaA::Regs(ra), Major::K) => {
+                            acc_indices!($regs, wgmma_rs!($shape, "0", acc, ra, b, sd))
+                        }
+                    }
+                }
             }
 
             #[inline(always)]
             fn wait<const PENDING: u32>(&mut self) {
                 let acc = self;
+                // SAFETY: waits for the warpgroup's MMAs; touches only the bound registers.
                 unsafe { acc_indices!($regs, wait_asm!(acc, PENDING)) };
             }
         }
     };
 }
 
+accumulators!(32, 64, "m64n64k16");
 accumulators!(64, 128, "m64n128k16");
 accumulators!(128, 256, "m64n256k16");
