@@ -2,9 +2,11 @@
 """Peers for `ck bench`, measured on the same GPU in the same job: torch's rms_norm, layer_norm,
 add then rms_norm, and softmax; Triton RMSNorm, LayerNorm, fused add + RMSNorm and softmax
 kernels (one program per row, the row in registers, as in Triton's tutorials); torch's
-device-to-device copy; and torch.matmul (cuBLAS; f32 with TF32 off, and bf16).
+device-to-device copy; torch.matmul (cuBLAS; f32 with TF32 off, and bf16); and bf16 attention
+forward through torch's scaled_dot_product_attention with its flash (FlashAttention-2) and
+cuDNN backends (TFLOP/s = 4·B·H·S²·D / time, halved for causal).
 
-Usage: bench_peers.py OUT.json
+Usage: bench_peers.py OUT.json [SECTION ...]   (sections: rows, gemm, attention; default all)
 Times: CUDA events around each call, 10 warm-up calls, median of 30; random normal inputs.
 GB/s counts x read + gamma (and beta) read + y write (RMSNorm, LayerNorm) or read + write (copy).
 """
@@ -18,6 +20,10 @@ import triton.language as tl
 
 SHAPES = [(4096, 4096), (16384, 8192), (65536, 1024)]
 GEMM_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024)]
+# (batch, heads, seq, head_dim, causal): `ck bench attention`'s configurations.
+ATTENTION_CASES = [(16, 16, 1024, 64, False), (16, 16, 1024, 128, False), (4, 16, 4096, 64, False),
+                   (4, 16, 4096, 128, False), (4, 16, 4096, 128, True), (1, 16, 16384, 128, False),
+                   (1, 16, 16384, 128, True), (2, 16, 8192, 64, True)]
 EPS = 1e-6
 
 
@@ -124,10 +130,44 @@ def median_ms(fn, warmup=10, iters=30):
     return times[len(times) // 2]
 
 
-def main(out):
+def attention_peers():
+    """SDPA's flash and cuDNN backends on each configuration; a backend that refuses a case is
+    recorded with its error instead of a time."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    rows = {}
+    for b, h, s, d, causal in ATTENTION_CASES:
+        q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        flops = 4 * b * h * s * s * d / (2 if causal else 1)
+        row = {}
+        for name, backend in [("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)]:
+            try:
+                with sdpa_kernel(backend):
+                    t = median_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), iters=20)
+                row[f"{name}_ms"] = t
+                row[f"{name}_tflops"] = flops / t / 1e9
+            except RuntimeError as e:
+                row[f"{name}_error"] = str(e).splitlines()[0][:200]
+        key = f"{b}x{h}x{s}x{d}" + (":causal" if causal else "")
+        rows[key] = row
+        print(f"attention {key}: " + ", ".join(f"{n} {row[n + '_tflops']:.0f}" for n in ("flash", "cudnn") if n + "_tflops" in row) + " TFLOP/s", flush=True)
+        del q, k, v
+    return rows
+
+
+def main(out, sections):
     torch.manual_seed(0)
-    result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-              "rmsnorm": {}, "layernorm": {}, "add-rmsnorm": {}, "softmax": {}, "copy": {}}
+    result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__}
+    if "rows" in sections:
+        rows_and_copy(result)
+    if "gemm" in sections:
+        gemm_peers(result)
+    if "attention" in sections:
+        result["attention"] = attention_peers()
+    json.dump(result, open(out, "w"), indent=1)
+
+
+def rows_and_copy(result):
+    result.update({"rmsnorm": {}, "layernorm": {}, "add-rmsnorm": {}, "softmax": {}, "copy": {}})
     x = torch.randn(1 << 28, device="cuda")  # 1 GiB of f32
     y = torch.empty_like(x)
     ms = median_ms(lambda: y.copy_(x))
@@ -181,6 +221,9 @@ def main(out):
             print(f"softmax {name} {m}x{n}: torch {bytes_ / t_torch / 1e6:.0f} GB/s, triton {bytes_ / t_triton / 1e6:.0f} GB/s (triton max err {err:.1e})", flush=True)
             del x, g, b, res, ref
     print(f"copy: torch {result['copy']['torch_gbps']:.0f} GB/s", flush=True)
+
+
+def gemm_peers(result):
     torch.backends.cuda.matmul.allow_tf32 = False
     result["gemm"] = {}
     for m, n, k in GEMM_SHAPES:
@@ -194,8 +237,7 @@ def main(out):
             del a, b
         result["gemm"][f"{m}x{n}x{k}"] = row
         print(f"gemm {m}x{n}x{k}: cuBLAS f32 {row['f32_tflops']:.1f}, bf16 {row['bf16_tflops']:.0f} TFLOP/s", flush=True)
-    json.dump(result, open(out, "w"), indent=1)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2:] or ["rows", "gemm", "attention"])

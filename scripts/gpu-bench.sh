@@ -11,7 +11,7 @@ mkdir -p "$OUT"
 status=0
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
 echo "### peers (torch, triton)"
-PYTHONUNBUFFERED=1 timeout 300 python3 scripts/bench_peers.py "$OUT/peers.json" || status=1
+PYTHONUNBUFFERED=1 timeout 420 python3 scripts/bench_peers.py "$OUT/peers.json" || status=1
 echo "### ck bench copy"
 "$CK" bench copy --backend cuda --peers "$OUT/peers.json" | tee "$OUT/bench-copy.txt" || status=1
 echo "### ck bench rmsnorm"
@@ -23,12 +23,16 @@ for op in layernorm add-rmsnorm softmax; do
 done
 echo "### ck bench gemm"
 "$CK" bench gemm --backend cuda --peers "$OUT/peers.json" --iters 20 | tee "$OUT/bench-gemm.txt" || status=1
+echo "### ck bench attention"
+"$CK" bench attention --backend cuda --peers "$OUT/peers.json" --iters 10 | tee "$OUT/bench-attention.txt" || status=1
+echo "### attention at benchmark sizes vs torch"
+python3 scripts/check_attention.py "$CK" | tee "$OUT/attention-check.txt" || status=1
 echo "### bf16 GEMM at the benchmark sizes vs torch fp64"
 python3 scripts/check_gemm_large.py "$CK" 4096x4096x4096 8192x8192x1024 8192x8192x8192 | tee "$OUT/gemm-large.txt" || status=1
 echo "### correctness on the GPU (odd shapes vs fp64, emulator vs GPU)"
 "$CK" cross-check | tail -25 | tee "$OUT/cross-check.txt" || status=1
 echo "### compute-sanitizer"
-for k in rmsnorm-f32 rmsnorm-bf16 layernorm-f32 layernorm-bf16 add-rmsnorm-f32 add-rmsnorm-bf16 softmax-f32 softmax-bf16 copy add gemm-f32 gemm-bf16 gemm-wgmma gemm-wgmma-n128; do
+for k in rmsnorm-f32 rmsnorm-bf16 layernorm-f32 layernorm-bf16 add-rmsnorm-f32 add-rmsnorm-bf16 softmax-f32 softmax-bf16 copy add gemm-f32 gemm-bf16 gemm-wgmma gemm-wgmma-n128 attention-check; do
   for tool in memcheck racecheck; do
     if timeout 120 compute-sanitizer --tool $tool --error-exitcode 3 "$CK" run $k --backend cuda > "$OUT/san-$k-$tool.txt" 2>&1; then
       echo "$k $tool: clean ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san-$k-$tool.txt" | head -1))"

@@ -8,6 +8,7 @@
 //! | [`elementwise`] | `copy_f32`, `copy_bf16`, `add_f32`, `add_bf16` |
 //! | [`rows`] | the row-wise operators' tiles and the rule that picks one per row length |
 //! | [`layernorm`] | `layernorm_{f32,bf16}_*`: LayerNorm on shifted data, optional mean/rstd |
+//! | [`attention`] | `attention_d64`, `attention_d128`: fused attention forward (wgmma, online softmax, GQA, causal) |
 //! | [`add_rmsnorm`] | `add_rmsnorm_{f32,bf16}_*`: `r = x + residual` written out, `y = rmsnorm(r) · gamma` |
 //! | [`rmsnorm`] | `rmsnorm_{f32,bf16}_*`: one kernel per row-length class |
 //! | [`gemm`] | `gemm_f32` (SIMT), `gemm_bf16` (`mma.sync` + `ldmatrix` from XOR-swizzled LDS) |
@@ -17,6 +18,7 @@
 #![cfg_attr(target_arch = "nvptx64", no_std, feature(abi_ptx))]
 
 pub mod add_rmsnorm;
+pub mod attention;
 pub mod bank_probe;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod checks;

@@ -1,6 +1,11 @@
 //! Runs the exercise kernels on any device with seeded random inputs, checks them against their
 //! CPU references, and compares two devices bit for bit (`ck run`, `ck cross-check`, the tests).
 
+mod attention;
+
+pub use attention::attention_case;
+
+use crate::attention::host::{Options, Shape};
 use crate::bank_probe::{self, BankProbe};
 use crate::elementwise::{AddF32, CopyF32, TILE_F32};
 use crate::exercise::*;
@@ -28,6 +33,7 @@ pub const EXERCISES: &[&str] = &[
     "gemm-bf16",
     "gemm-wgmma",
     "gemm-wgmma-n128",
+    "attention-check",
 ];
 
 /// `‖got − want‖ / ‖want‖` (Frobenius): the error measure for reductions over long sums, where
@@ -224,6 +230,25 @@ pub fn run_exercise(
             };
             let k = n.clamp(1, 4096).next_multiple_of(8);
             gemm_bf16_case(device, kernel, (257, 264, k), seed)
+        }
+        "attention-check" => {
+            let shape = Shape {
+                batch: 1,
+                heads: 4,
+                kv_heads: 2,
+                sq: 257,
+                sk: n.clamp(1, 16384),
+                head_dim: 128,
+            };
+            attention_case(
+                device,
+                shape,
+                Options {
+                    causal: true,
+                    scale: None,
+                },
+                seed,
+            )
         }
         "layernorm-f32" => layernorm_case(device, Dtype::F32, (257, n.max(1)), seed),
         "layernorm-bf16" => layernorm_case(device, Dtype::Bf16, (257, n.max(1)), seed),
@@ -563,6 +588,34 @@ pub fn cross_check(a: &Device, b: &Device) -> Result<Vec<CrossCheck>, LaunchErro
                 1e-4,
             );
         }
+    }
+    // Both head dims, causal with Sq ≠ Sk (rows above the corner see no key), grouped heads.
+    for (sq, sk, head_dim, causal) in [
+        (1u32, 1u32, 64u32, false),
+        (130, 257, 64, true),
+        (257, 130, 128, true),
+        (17, 300, 128, false),
+    ] {
+        let shape = Shape {
+            batch: 2,
+            heads: 2,
+            kv_heads: 1,
+            sq,
+            sk,
+            head_dim,
+        };
+        let options = Options {
+            causal,
+            scale: None,
+        };
+        let mask = if causal { " causal" } else { "" };
+        record(
+            format!("attention {sq}x{sk} d{head_dim}{mask}"),
+            attention_case(a, shape, options, 17)?,
+            attention_case(b, shape, options, 17)?,
+            // exp2 is approximate on the GPU: P, rounded to bf16, may differ by an ulp.
+            attention::O_TOLERANCE,
+        );
     }
     for swizzled in [true, false] {
         let case = format!("lds-probe {}", if swizzled { "xor" } else { "plain" });

@@ -22,7 +22,7 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-fn timed(
+pub(super) fn timed(
     warmup: usize,
     iters: usize,
     mut f: impl FnMut() -> Result<Duration, LaunchError>,
@@ -44,12 +44,13 @@ fn gbps(bytes: f64, t: Duration) -> f64 {
 /// `ck bench`.
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
-    /// rmsnorm, layernorm, add-rmsnorm, softmax, copy or gemm
-    #[arg(value_name = "rmsnorm|layernorm|add-rmsnorm|softmax|copy|gemm")]
+    /// rmsnorm, layernorm, add-rmsnorm, softmax, copy, gemm or attention
+    #[arg(value_name = "rmsnorm|layernorm|add-rmsnorm|softmax|copy|gemm|attention")]
     what: String,
     #[command(flatten)]
     backend: BackendArg,
-    /// Shapes, MxN (rmsnorm) or MxNxK (gemm), comma-separated [default: the benchmark's]
+    /// Shapes, MxN (rmsnorm), MxNxK (gemm) or BxHxSxD[:causal] (attention), comma-separated
+    /// [default: the benchmark's]
     #[arg(long, value_name = "SHAPE,..")]
     shapes: Option<String>,
     /// Element types, comma-separated (rmsnorm) [default: f32,bf16]
@@ -127,6 +128,7 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
         "softmax",
         "copy",
         "gemm",
+        "attention",
     ];
     if !available.contains(&what.as_str()) {
         return Err(CliError::usage(format!(
@@ -146,6 +148,9 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
         "softmax" => bench_rows(RowOp::Softmax, &device, args, &peers, (warmup, iters))?,
         "copy" => bench_copy(&device, args, &peers, (warmup, iters))?,
         "gemm" => bench_gemm(&device, args, &peers, (warmup, iters))?,
+        "attention" => {
+            super::attention::bench(&device, args.shapes.as_deref(), &peers, (warmup, iters))?
+        }
         other => {
             return Err(CliError::usage(format!(
                 "unknown benchmark `{other}`; available: {}",

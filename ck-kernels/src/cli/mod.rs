@@ -3,6 +3,7 @@
 //! exit status is 1. The command line is declared with clap ([`Cli`]): `ck --help`,
 //! `ck <command> --help` and `ck completions bash|zsh|fish` come from the same declarations.
 
+mod attention;
 mod bench;
 mod build_ptx;
 mod encoding;

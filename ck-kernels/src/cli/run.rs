@@ -22,7 +22,7 @@ pub(crate) fn launch_error(e: LaunchError) -> CliError {
 pub struct BackendArg {
     /// emu (the CPU emulator: sanitizer and profiler) or cuda (GPU 0)
     #[arg(long, value_name = "emu|cuda", default_value = "emu")]
-    backend: String,
+    pub(super) backend: String,
 }
 
 /// Output format.
@@ -30,7 +30,7 @@ pub struct BackendArg {
 pub struct JsonArg {
     /// Print the launch counters as JSON
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
 /// A seeded run of an exercise kernel.
@@ -267,6 +267,11 @@ pub enum RunCommand {
     LdsProbe(LayoutArgs),
     /// C = A · B from .npy files
     Gemm(GemmArgs),
+    /// Attention forward from .npy files: O = softmax(scale · Q·Kᵀ + mask) · V
+    Attention(super::attention::AttentionArgs),
+    /// Attention forward, bf16, head dim 128, causal, 4 query heads on 2 key/value heads,
+    /// 257 queries and N keys
+    AttentionCheck(ExerciseArgs),
     /// One 256³ bf16 mma.sync GEMM with swizzled and plain shared layouts, and their counters
     GemmLds(LayoutArgs),
 }
@@ -318,13 +323,17 @@ fn print_stats(st: &LaunchStats) {
 }
 
 /// Writes an f32 array of `shape` to the .npy file `path`.
-fn write_npy(path: &str, shape: Vec<usize>, data: Vec<f32>) -> Result<(), CliError> {
+pub(super) fn write_npy(path: &str, shape: Vec<usize>, data: Vec<f32>) -> Result<(), CliError> {
     crate::npy::write(path, &crate::npy::Array { shape, data })
         .map_err(|msg| CliError::new("io", msg))
 }
 
 /// The end of a `ck run` on files: the counters as JSON, or `summary` and the counters.
-fn report_files(json: bool, summary: String, stats: &LaunchStats) -> Result<(), CliError> {
+pub(super) fn report_files(
+    json: bool,
+    summary: String,
+    stats: &LaunchStats,
+) -> Result<(), CliError> {
     if json {
         println!("{}", stats_json(stats));
     } else {
@@ -382,6 +391,8 @@ pub fn run(command: &RunCommand) -> Result<(), CliError> {
         Softmax(a) => softmax_cmd(a),
         LdsProbe(a) => lds_probe_cmd(a),
         Gemm(a) => gemm_cmd(a),
+        Attention(a) => super::attention::run(a),
+        AttentionCheck(a) => exercise("attention-check", a),
         GemmLds(a) => gemm_lds_cmd(a),
     }
 }

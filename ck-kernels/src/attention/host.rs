@@ -1,0 +1,247 @@
+//! Host side of attention: the problem's shape and its checks, the launch, and the fp64
+//! reference (a plain softmax per row, not the online one).
+
+use super::*;
+use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats};
+
+/// An attention problem: Q `[batch, heads, sq, head_dim]`, K and V
+/// `[batch, kv_heads, sk, head_dim]`, O like Q, the log-sum-exp `[batch, heads, sq]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    /// Batch size.
+    pub batch: u32,
+    /// Query heads.
+    pub heads: u32,
+    /// Key/value heads (dividing `heads`; query head `h` reads key/value head
+    /// `h / (heads / kv_heads)`).
+    pub kv_heads: u32,
+    /// Query length.
+    pub sq: u32,
+    /// Key length.
+    pub sk: u32,
+    /// Head dim (64 or 128).
+    pub head_dim: u32,
+}
+
+/// Masking and scale.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Options {
+    /// Query row `i` sees keys `j ≤ i + Sk − Sq` (bottom-right aligned).
+    pub causal: bool,
+    /// The scores' scale; `1 / √head_dim` when `None`.
+    pub scale: Option<f32>,
+}
+
+impl Options {
+    /// The scale used for head dim `d`.
+    pub fn scale_for(&self, d: u32) -> f32 {
+        self.scale.unwrap_or(1.0 / (d as f32).sqrt())
+    }
+}
+
+impl Shape {
+    /// Elements of Q (and O).
+    pub fn q_len(&self) -> usize {
+        self.batch as usize * self.heads as usize * self.sq as usize * self.head_dim as usize
+    }
+
+    /// Elements of K (and V).
+    pub fn kv_len(&self) -> usize {
+        self.batch as usize * self.kv_heads as usize * self.sk as usize * self.head_dim as usize
+    }
+
+    /// Elements of the log-sum-exp.
+    pub fn lse_len(&self) -> usize {
+        self.batch as usize * self.heads as usize * self.sq as usize
+    }
+
+    /// Multiply-adds × 2 of the two products, `4·B·H·Sq·Sk·D`, halved when causal (the
+    /// convention of FlashAttention's and torch's benchmarks).
+    pub fn flops(&self, causal: bool) -> f64 {
+        let f = 4.0
+            * self.batch as f64
+            * self.heads as f64
+            * self.sq as f64
+            * self.sk as f64
+            * self.head_dim as f64;
+        if causal {
+            f / 2.0
+        } else {
+            f
+        }
+    }
+
+    /// The checks every launch makes: a supported head dim, key/value heads that divide the
+    /// query heads, tensors the kernels' 32-bit indices reach.
+    pub fn check(&self) -> Result<(), LaunchError> {
+        if self.head_dim != 64 && self.head_dim != 128 {
+            return Err(LaunchError::invalid(
+                "head-dim-unsupported",
+                format!(
+                    "head_dim is {}; the attention kernels take 64 or 128 (pad the head dim with zeros to the next one)",
+                    self.head_dim
+                ),
+            ));
+        }
+        if self.kv_heads == 0 || !self.heads.is_multiple_of(self.kv_heads) {
+            return Err(LaunchError::invalid(
+                "gqa-heads",
+                format!(
+                    "{} query heads cannot share {} key/value heads: the key/value heads must divide the query heads",
+                    self.heads, self.kv_heads
+                ),
+            ));
+        }
+        if self.q_len().max(self.kv_len()) >= 1 << 32 {
+            return Err(LaunchError::invalid(
+                "too-large",
+                format!(
+                    "Q has {} elements and K {}; the kernels index with 32 bits (split the batch)",
+                    self.q_len(),
+                    self.kv_len()
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn check_len(what: &str, len: usize, expected: usize, shape: &Shape) -> Result<(), LaunchError> {
+    if len == expected {
+        return Ok(());
+    }
+    Err(LaunchError::invalid(
+        "shape-mismatch",
+        format!("{what} has {len} elements, but {shape:?} needs {expected}"),
+    ))
+}
+
+/// Launches the kernel for `shape.head_dim` on device buffers: `o` and `lse` receive O and the
+/// row log-sum-exp.
+#[allow(clippy::too_many_arguments)]
+pub fn launch(
+    device: &Device,
+    (q, k, v): (
+        &DeviceBuffer<Bf16>,
+        &DeviceBuffer<Bf16>,
+        &DeviceBuffer<Bf16>,
+    ),
+    o: &mut DeviceBuffer<Bf16>,
+    lse: &mut DeviceBuffer<f32>,
+    shape: Shape,
+    options: Options,
+) -> Result<LaunchStats, LaunchError> {
+    shape.check()?;
+    check_len("Q", q.len(), shape.q_len(), &shape)?;
+    check_len("K", k.len(), shape.kv_len(), &shape)?;
+    check_len("V", v.len(), shape.kv_len(), &shape)?;
+    check_len("O", o.len(), shape.q_len(), &shape)?;
+    check_len("LSE", lse.len(), shape.lse_len(), &shape)?;
+    let scale = options.scale_for(shape.head_dim);
+    if !scale.is_finite() {
+        return Err(LaunchError::invalid(
+            "bad-scale",
+            format!("the scale is {scale}; it must be a finite number"),
+        ));
+    }
+    if shape.lse_len() == 0 {
+        return Ok(LaunchStats::default());
+    }
+    let Shape { sq, sk, heads, .. } = shape;
+    let group = shape.heads / shape.kv_heads;
+    let grid = sq.div_ceil(BM) * shape.batch * heads;
+    let cfg = LaunchConfig::new(grid, 256);
+    let sl = scale * LOG2_E;
+    let causal = options.causal;
+    match shape.head_dim {
+        64 => AttentionD64::launch(
+            device, cfg, q, k, v, o, lse, sq, sk, heads, group, sl, causal,
+        ),
+        _ => AttentionD128::launch(
+            device, cfg, q, k, v, o, lse, sq, sk, heads, group, sl, causal,
+        ),
+    }
+}
+
+/// O and the log-sum-exp of `q`, `k`, `v` (f32 values rounded to bf16 before the kernel; O
+/// widened back to f32).
+pub fn attention(
+    device: &Device,
+    (q, k, v): (&[f32], &[f32], &[f32]),
+    shape: Shape,
+    options: Options,
+) -> Result<(Vec<f32>, Vec<f32>, LaunchStats), LaunchError> {
+    shape.check()?;
+    check_len("Q", q.len(), shape.q_len(), &shape)?;
+    check_len("K", k.len(), shape.kv_len(), &shape)?;
+    check_len("V", v.len(), shape.kv_len(), &shape)?;
+    let upload = |x: &[f32]| {
+        let rounded: Vec<Bf16> = x.iter().map(|&v| Bf16::from_f32(v)).collect();
+        DeviceBuffer::from_slice(device, &rounded)
+    };
+    let (qd, kd, vd) = (upload(q)?, upload(k)?, upload(v)?);
+    let mut od = DeviceBuffer::from_slice(device, &vec![Bf16(0x7fc0); shape.q_len()])?;
+    let mut ld = DeviceBuffer::from_slice(device, &vec![f32::NAN; shape.lse_len()])?;
+    let st = launch(device, (&qd, &kd, &vd), &mut od, &mut ld, shape, options)?;
+    let o = od.to_vec()?.iter().map(|x| x.to_f32()).collect();
+    Ok((o, ld.to_vec()?, st))
+}
+
+/// The fp64 reference: for every query row, the scores `scale · q·k` of the keys it sees, a
+/// plain softmax over them, and `Σ p·v`; the log-sum-exp `ln Σ exp(score)`. A row that sees
+/// no key gives O = 0 and LSE = −∞.
+pub fn reference(
+    (q, k, v): (&[f32], &[f32], &[f32]),
+    shape: Shape,
+    options: Options,
+) -> (Vec<f64>, Vec<f64>) {
+    let Shape {
+        batch,
+        heads,
+        kv_heads,
+        sq,
+        sk,
+        head_dim,
+    } = shape;
+    let (sq, sk, d) = (sq as usize, sk as usize, head_dim as usize);
+    let scale = options.scale_for(head_dim) as f64;
+    let group = (heads / kv_heads) as usize;
+    let mut o = vec![0.0; shape.q_len()];
+    let mut lse = vec![f64::NEG_INFINITY; shape.lse_len()];
+    for bh in 0..(batch * heads) as usize {
+        let (b, h) = (bh / heads as usize, bh % heads as usize);
+        let kv = (b * kv_heads as usize + h / group) * sk * d;
+        for i in 0..sq {
+            let qi = &q[(bh * sq + i) * d..][..d];
+            let seen = if options.causal {
+                (i as i64 + sk as i64 - sq as i64 + 1).clamp(0, sk as i64) as usize
+            } else {
+                sk
+            };
+            if seen == 0 {
+                continue;
+            }
+            let scores: Vec<f64> = (0..seen)
+                .map(|j| {
+                    let kj = &k[kv + j * d..][..d];
+                    scale
+                        * qi.iter()
+                            .zip(kj)
+                            .map(|(&a, &b)| a as f64 * b as f64)
+                            .sum::<f64>()
+                })
+                .collect();
+            let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let e: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+            let sum: f64 = e.iter().sum();
+            lse[bh * sq + i] = max + sum.ln();
+            let oi = &mut o[(bh * sq + i) * d..][..d];
+            for (j, p) in e.iter().enumerate() {
+                for (x, &vv) in oi.iter_mut().zip(&v[kv + j * d..][..d]) {
+                    *x += p / sum * vv as f64;
+                }
+            }
+        }
+    }
+    (o, lse)
+}
