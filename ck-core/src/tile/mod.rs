@@ -21,7 +21,9 @@ use crate::{Dims, Index};
 use core::marker::PhantomData;
 
 mod reduce;
-pub use reduce::{block_reduce_x, broadcast_x, reduce_x_in_warp, Reducible, Reduction, Welford};
+pub use reduce::{
+    block_reduce_x, broadcast_x, reduce_x_in_warp, Reducible, Reduction, RowsOf, Welford,
+};
 
 /// One thread's registers of a tile distributed by `D`.
 pub struct DistributedTensor<D: TileDistribution, T: Copy> {

@@ -249,17 +249,30 @@ impl<D: TileDistribution, const XR: usize> Reduction<D, XR> {
         (masks[0], masks[1])
     };
 
-    /// `R` is `D` reduced over `XR` (spec §4.4), so register `d` of a `D` tile belongs to
-    /// register `RANK[d]` of an `R` tile: what [`reduce_x_in_warp`] and [`broadcast_x`] rely on.
-    pub const fn is_reduced_as<R: TileDistribution>() -> bool {
-        Self::REDUCED.same_as(&R::ENCODING) && R::WARP_SIZE == D::WARP_SIZE
-    }
-
     /// The distribution's warps are the hardware's: the lane shuffles and warp ids that
     /// [`block_reduce_x`] combines by would otherwise mix the wrong threads.
     pub const WARPS_MATCH: () = assert!(
         D::WARP_SIZE == LANES,
         "error[warp-size]: block_reduce_x combines threads through 32-lane warps (NVIDIA), but the distribution's warp_size is not 32; write it for warp_size: 32"
+    );
+}
+
+/// The compile-time checks between a tile distribution `D` and the distribution `R` of its
+/// rows (one value per combination of the other X dims) that [`reduce_x_in_warp`] and
+/// [`broadcast_x`] make.
+pub struct RowsOf<D, R, const XR: usize>(PhantomData<(D, R)>);
+
+impl<D: TileDistribution, R: TileDistribution, const XR: usize> RowsOf<D, R, XR> {
+    /// `R` is `D` reduced over `XR` (spec §4.4), so register `d` of a `D` tile belongs to
+    /// register `Reduction::<D, XR>::RANK[d]` of an `R` tile.
+    pub const REDUCED_AS: () = assert!(
+        Reduction::<D, XR>::REDUCED.same_as(&R::ENCODING) && R::WARP_SIZE == D::WARP_SIZE,
+        "error[reduce-type]: the row distribution is not the tile's distribution reduced over XR (spec §4.4): give it the tile's R components plus the reduced dim's P-claimed digits, the tile's H without XR, and its Y's without XR's"
+    );
+    /// No warp digit lies along `XR`: every row is inside one warp.
+    pub const IN_WARP: () = assert!(
+        Reduction::<D, XR>::THREAD_BITS.1 == 0,
+        "error[reduce-across-warps]: warps split the reduced dim; reduce with block_reduce_x, which combines warps through shared memory"
     );
 }
 
@@ -411,14 +424,8 @@ where
 {
     const {
         let () = Reduction::<D, XR>::WARPS_MATCH;
-        assert!(
-            Reduction::<D, XR>::is_reduced_as::<R>(),
-            "error[reduce-type]: the result distribution is not the input distribution reduced over XR (spec §4.4): write it with the input's R components plus the reduced dim's P-claimed digits, its H without XR, and its Y's without XR's"
-        );
-        assert!(
-            Reduction::<D, XR>::THREAD_BITS.1 == 0,
-            "error[reduce-across-warps]: warps split the reduced dim; reduce with block_reduce_x, which combines warps through shared memory"
-        );
+        let () = RowsOf::<D, R, XR>::REDUCED_AS;
+        let () = RowsOf::<D, R, XR>::IN_WARP;
     }
     let folded = fold_in_warp::<D, T, XR>(t, op);
     let mut out = DistributedTensor::<R, T>::splat(T::default());
@@ -443,10 +450,7 @@ where
     T: Copy + Default,
 {
     const {
-        assert!(
-            Reduction::<D, XR>::is_reduced_as::<R>(),
-            "error[reduce-type]: the row distribution is not the tile's distribution reduced over XR (spec §4.4)"
-        );
+        let () = RowsOf::<D, R, XR>::REDUCED_AS;
     }
     let mut out = DistributedTensor::<D, T>::splat(T::default());
     D::for_each_y(|_, d| out.set(d, rows.get(Reduction::<D, XR>::RANK[d] as usize)));
