@@ -18,7 +18,8 @@
 //! | [`sfc`] | space-filling curves (access order of a tile) | §7 |
 //! | [`distribution`] | the trait generated distributions implement | §5 |
 //! | `device` | kernels' primitives (ids, barriers, shuffles, memory, buffer views) | §3, §15 |
-//! | `host` | devices, buffers, launches, the emulator's errors and statistics | — |
+//! | `report` | a launch's counters and the emulator's kernel errors (a leaf: `host` and `device` both use it) | — |
+//! | `host` | devices, buffers, launches (drives the emulator) | — |
 //! | [`encoding`] | tile-distribution encodings, their checks, derived tables and algebra | §4, §5 |
 //! | [`wgmma`] | Hopper wgmma shared-memory descriptors and the 128-byte swizzle | — |
 //!
@@ -49,6 +50,8 @@ pub mod kernel;
 pub mod lds;
 pub mod magic;
 pub mod msg;
+#[cfg(all(feature = "std", not(target_arch = "nvptx64")))]
+pub mod report;
 pub mod sfc;
 #[cfg(any(feature = "std", target_arch = "nvptx64"))]
 pub mod tile;

@@ -103,6 +103,37 @@ fn wgmma_half_warpgroup(output: GlobalMut<f32>) {
     output.store(thread_idx(), acc[0]);
 }
 
+/// A handle smuggled past its launch: set by the test, read by `stale_read`.
+static SMUGGLED: std::sync::Mutex<Option<Global<u32>>> = std::sync::Mutex::new(None);
+
+/// Reads through the smuggled handle instead of its argument.
+#[tile_kernel(block = 32)]
+fn stale_read(output: GlobalMut<u32>) {
+    let stale = SMUGGLED.lock().unwrap().expect("set by the test");
+    output.store(thread_idx(), stale.load(thread_idx()));
+}
+
+/// A 4 × 4 view over a buffer of `len` elements; one thread reads its last element.
+#[tile_kernel(block = 32)]
+fn oversized_view(x: Global<u32>, output: GlobalMut<u32>) {
+    let v = ck_core::tile::View2::<_, u32, 1>::new(x, 4, 4, 4);
+    let t = ck_core::tile::make_tile_window::<One, _>(v, [3, 3]).load::<u32>();
+    if thread_idx() == 0 {
+        output.store(0, t.get(0));
+    }
+}
+
+ck_macros::tile_distribution! {
+    /// One element per thread, every thread the same (for `oversized_view`).
+    struct One {
+        warp_size: 32, block_size: 32,
+        r: [lane: 32],
+        h: { i: [one: 1], j: [one: 1] },
+        p: [[r.lane]],
+        y: [i.one, j.one],
+    }
+}
+
 fn device() -> Device {
     Device::emulator()
 }
@@ -362,4 +393,46 @@ fn wgmma_outside_the_model_is_refused_by_name() {
         "{}",
         e.message
     );
+}
+
+#[test]
+fn a_handle_to_a_freed_buffer_is_a_fault_not_a_dangling_read() {
+    let d = device();
+    let freed = DeviceBuffer::from_slice(&d, &[7u32; 32]).unwrap();
+    *SMUGGLED.lock().unwrap() = Some(freed.global());
+    drop(freed);
+    let mut out = DeviceBuffer::zeros(&d, 32).unwrap();
+    let e = kernel_error(StaleRead::launch(&d, LaunchConfig::new(1, 32), &mut out));
+    assert_eq!(e.fault, Fault::ForeignHandle);
+    assert_eq!(e.fault.name(), "foreign-handle");
+    assert!(
+        e.message.contains("not passed to this launch"),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
+fn a_view_larger_than_its_buffer_is_an_error_where_it_is_made() {
+    let d = device();
+    let mut out = DeviceBuffer::zeros(&d, 1).unwrap();
+    // 16 elements of footprint over 15: refused before any access.
+    let short = DeviceBuffer::from_slice(&d, &[7u32; 15]).unwrap();
+    let e = kernel_error(OversizedView::launch(
+        &d,
+        LaunchConfig::new(1, 32),
+        &short,
+        &mut out,
+    ));
+    assert_eq!(e.fault, Fault::OutOfBounds);
+    assert!(
+        e.message.contains("larger than its memory of 15 elements"),
+        "{}",
+        e.message
+    );
+    // The same view over 16 elements reads element 15.
+    let full: Vec<u32> = (0..16).collect();
+    let full = DeviceBuffer::from_slice(&d, &full).unwrap();
+    OversizedView::launch(&d, LaunchConfig::new(1, 32), &full, &mut out).unwrap();
+    assert_eq!(out.to_vec().unwrap(), [15]);
 }

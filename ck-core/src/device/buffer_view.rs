@@ -9,8 +9,18 @@ use super::{Element, Global, GlobalMut, SharedArray};
 pub trait Memory<T: Element> {
     /// Number of elements.
     fn size(&self) -> u32;
-    /// `N` elements from `i`.
+    /// `N` elements from `i` (out of bounds: the memory's own rule — an emulator error, a
+    /// trap on the GPU).
     fn read<const N: usize>(&self, i: u32) -> [T; N];
+    /// [`Memory::read`] where the caller has checked the bounds (a global buffer on the GPU
+    /// then skips its own check).
+    ///
+    /// # Safety
+    /// `i + N ≤ self.size()`, and `i` a multiple of `N` when the vector is 4, 8 or 16 bytes.
+    #[inline(always)]
+    unsafe fn read_unchecked<const N: usize>(&self, i: u32) -> [T; N] {
+        self.read(i)
+    }
 }
 
 /// Memory a view may also write (everything but a read-only [`Global`]): storing through a
@@ -23,32 +33,56 @@ pub trait Memory<T: Element> {
 pub trait MemoryMut<T: Element>: Memory<T> {
     /// Writes `N` elements from `i`.
     fn write<const N: usize>(&self, i: u32, v: [T; N]);
-}
-
-impl<T: Element> Memory<T> for Global<T> {
-    fn size(&self) -> u32 {
-        self.len()
-    }
-    #[track_caller]
-    fn read<const N: usize>(&self, i: u32) -> [T; N] {
-        self.load_vec(i)
+    /// [`MemoryMut::write`] where the caller has checked the bounds.
+    ///
+    /// # Safety
+    /// `i + N ≤ self.size()`, and `i` a multiple of `N` when the vector is 4, 8 or 16 bytes.
+    #[inline(always)]
+    unsafe fn write_unchecked<const N: usize>(&self, i: u32, v: [T; N]) {
+        self.write(i, v)
     }
 }
 
-impl<T: Element> Memory<T> for GlobalMut<T> {
-    fn size(&self) -> u32 {
-        self.len()
-    }
-    #[track_caller]
-    fn read<const N: usize>(&self, i: u32) -> [T; N] {
-        self.load_vec(i)
-    }
+macro_rules! global_memory {
+    ($h:ident) => {
+        impl<T: Element> Memory<T> for $h<T> {
+            #[inline(always)]
+            fn size(&self) -> u32 {
+                self.len()
+            }
+            #[track_caller]
+            #[inline(always)]
+            fn read<const N: usize>(&self, i: u32) -> [T; N] {
+                self.load_vec(i)
+            }
+            /// # Safety
+            /// As [`Memory::read_unchecked`].
+            #[track_caller]
+            #[inline(always)]
+            unsafe fn read_unchecked<const N: usize>(&self, i: u32) -> [T; N] {
+                // SAFETY: the caller's promise is the handle's.
+                unsafe { self.load_vec_unchecked(i) }
+            }
+        }
+    };
 }
+
+global_memory!(Global);
+global_memory!(GlobalMut);
 
 impl<T: Element> MemoryMut<T> for GlobalMut<T> {
     #[track_caller]
+    #[inline(always)]
     fn write<const N: usize>(&self, i: u32, v: [T; N]) {
         self.store_vec(i, v)
+    }
+    /// # Safety
+    /// As [`MemoryMut::write_unchecked`].
+    #[track_caller]
+    #[inline(always)]
+    unsafe fn write_unchecked<const N: usize>(&self, i: u32, v: [T; N]) {
+        // SAFETY: the caller's promise is the handle's.
+        unsafe { self.store_vec_unchecked(i, v) }
     }
 }
 
@@ -93,7 +127,11 @@ impl<T: Element> MemoryMut<T> for &[core::cell::Cell<T>] {
 ///
 /// Accesses are `N`-element vectors starting at `i + linear_offset`; `is_valid` decides for the
 /// whole vector (CK: "validity is evaluated only at the first element"). Invalid reads give
-/// `invalid_value` (zero by default), invalid writes are dropped.
+/// `invalid_value` (zero by default), invalid writes are dropped. A valid access goes through
+/// the memory's own checked access: outside the memory, or a vector not aligned to its size,
+/// it is the memory's error (the emulator's `out-of-bounds` or `misaligned-access`, a trap on
+/// the GPU; shared memory is bounded by the hardware) — never a read of memory the buffer does
+/// not own.
 #[derive(Clone, Copy)]
 pub struct BufferView<M, T> {
     memory: M,
@@ -127,10 +165,22 @@ impl<T: Element, M: Memory<T>> BufferView<M, T> {
     #[inline(always)]
     pub fn get<const N: usize>(&self, i: u32, linear_offset: u32, is_valid: bool) -> [T; N] {
         if is_valid {
-            self.memory.read(i + linear_offset)
+            self.memory.read(i.wrapping_add(linear_offset))
         } else {
             [self.invalid_value; N]
         }
+    }
+
+    /// The memory (for views that prove their accesses in bounds themselves).
+    #[inline(always)]
+    pub(crate) fn memory(&self) -> &M {
+        &self.memory
+    }
+
+    /// The value invalid elements read as.
+    #[inline(always)]
+    pub(crate) fn invalid_value(&self) -> T {
+        self.invalid_value
     }
 
     /// `set<N>(i, linear_offset, is_valid, v)`.
@@ -141,7 +191,7 @@ impl<T: Element, M: Memory<T>> BufferView<M, T> {
         M: MemoryMut<T>,
     {
         if is_valid {
-            self.memory.write(i + linear_offset, v)
+            self.memory.write(i.wrapping_add(linear_offset), v)
         }
     }
 }
@@ -161,7 +211,7 @@ impl<T: super::Atomic> BufferView<GlobalMut<T>, T> {
         if !is_valid {
             return;
         }
-        let at = i + linear_offset;
+        let at = i.wrapping_add(linear_offset);
         match op {
             MemoryOp::Set => self.memory.store_vec(at, v),
             MemoryOp::Add => {

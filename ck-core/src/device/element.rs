@@ -51,6 +51,7 @@ impl Bf16 {
         {
             // The hardware conversion (round to nearest even), one instruction.
             let r: u16;
+            // SAFETY: a pure register-to-register conversion.
             unsafe {
                 core::arch::asm!("cvt.rn.bf16.f32 {0}, {1};", out(reg16) r, in(reg32) v, options(pure, nomem, nostack))
             };

@@ -8,6 +8,7 @@ pub fn sqrt(x: f32) -> f32 {
     #[cfg(target_arch = "nvptx64")]
     {
         let r: f32;
+        // SAFETY: a pure register-to-register instruction.
         unsafe {
             core::arch::asm!("sqrt.rn.f32 {0}, {1};", out(reg32) r, in(reg32) x, options(pure, nomem, nostack))
         };
@@ -25,6 +26,7 @@ pub fn rsqrt(x: f32) -> f32 {
     #[cfg(target_arch = "nvptx64")]
     {
         let r: f32;
+        // SAFETY: a pure register-to-register instruction.
         unsafe {
             core::arch::asm!("div.rn.f32 {0}, 0f3F800000, {1};", out(reg32) r, in(reg32) sqrt(x), options(pure, nomem, nostack))
         };
@@ -42,6 +44,7 @@ pub fn fma(a: f32, b: f32, c: f32) -> f32 {
     #[cfg(target_arch = "nvptx64")]
     {
         let r: f32;
+        // SAFETY: a pure register-to-register instruction.
         unsafe {
             core::arch::asm!("fma.rn.f32 {0}, {1}, {2}, {3};", out(reg32) r, in(reg32) a, in(reg32) b, in(reg32) c, options(pure, nomem, nostack))
         };

@@ -32,8 +32,14 @@ pub use emu::{
     wgmma_fence, Global, GlobalMut, SharedArray,
 };
 
+#[cfg(all(feature = "std", not(target_arch = "nvptx64")))]
+pub(crate) use emu::view_outside_memory;
+
 #[cfg(target_arch = "nvptx64")]
 mod ptx;
+#[cfg(target_arch = "nvptx64")]
+pub(crate) use ptx::view_outside_memory;
+
 #[cfg(target_arch = "nvptx64")]
 pub use ptx::{
     ballot, block_dim, block_idx, block_sync, cp_async_16, cp_async_commit, cp_async_wait,

@@ -27,24 +27,28 @@ global_asm!(".extern .shared .align 16 .b8 ck_smem[];");
 /// Index of this thread in its (1-D) block.
 #[inline(always)]
 pub fn thread_idx() -> u32 {
+    // SAFETY: reads a special register; no memory is touched.
     unsafe { nvptx::_thread_idx_x() as u32 }
 }
 
 /// Index of this block in the (1-D) grid.
 #[inline(always)]
 pub fn block_idx() -> u32 {
+    // SAFETY: reads a special register; no memory is touched.
     unsafe { nvptx::_block_idx_x() as u32 }
 }
 
 /// Threads per block.
 #[inline(always)]
 pub fn block_dim() -> u32 {
+    // SAFETY: reads a special register; no memory is touched.
     unsafe { nvptx::_block_dim_x() as u32 }
 }
 
 /// Blocks in the grid.
 #[inline(always)]
 pub fn grid_dim() -> u32 {
+    // SAFETY: reads a special register; no memory is touched.
     unsafe { nvptx::_grid_dim_x() as u32 }
 }
 
@@ -63,12 +67,15 @@ pub fn warp_id() -> u32 {
 /// `bar.sync 0`.
 #[inline(always)]
 pub fn block_sync() {
+    // SAFETY: a barrier touches no memory; one not every thread reaches hangs or faults the
+    // launch (the emulator reports it as `barrier-divergence`), it does not corrupt memory.
     unsafe { nvptx::_syncthreads() }
 }
 
 /// `bar.warp.sync` over the full warp.
 #[inline(always)]
 pub fn warp_sync() {
+    // SAFETY: as for `block_sync`, over the warp.
     unsafe { asm!("bar.warp.sync 0xffffffff;", options(nostack)) }
 }
 
@@ -78,6 +85,8 @@ macro_rules! shfl {
         #[inline(always)]
         pub fn $name<T: Element32>(v: T, lane_arg: u32) -> T {
             let out: u32;
+            // SAFETY: a register exchange within the warp (`nomem`); lanes that do not take
+            // part give undefined values, not undefined behaviour.
             unsafe {
                 asm!(
                     concat!("shfl.sync.", $mode, ".b32 {o}, {v}, {l}, ", $clamp, ", 0xffffffff;"),
@@ -111,6 +120,7 @@ shfl!(shfl_idx, "idx", "0x1f", "The value of lane `src % 32`.");
 #[inline(always)]
 pub fn ballot(pred: bool) -> u32 {
     let out: u32;
+    // SAFETY: a register vote within the warp (`nomem`).
     unsafe {
         asm!(
             "{{ .reg .pred p; setp.ne.u32 p, {v}, 0; vote.sync.ballot.b32 {o}, p, 0xffffffff; }}",
@@ -133,8 +143,13 @@ struct A8<X>(X);
 struct A16<X>(X);
 
 /// Reads `N` elements at `p` as one naturally aligned access (so LLVM emits `ld.v2`/`ld.v4`).
+///
+/// # Safety
+/// `p` points to `N` readable elements, aligned to the access size.
 #[inline(always)]
 unsafe fn read_vec<T: Element, const N: usize>(p: *const T) -> [T; N] {
+    // SAFETY: the caller's promise; the wrappers only raise the alignment LLVM may assume to
+    // the access size, which the caller guarantees.
     match T::BYTES as usize * N {
         16 => (p as *const A16<[T; N]>).read().0,
         8 => (p as *const A8<[T; N]>).read().0,
@@ -143,8 +158,13 @@ unsafe fn read_vec<T: Element, const N: usize>(p: *const T) -> [T; N] {
     }
 }
 
+/// Writes `N` elements at `p` as one naturally aligned access.
+///
+/// # Safety
+/// `p` points to `N` writable elements, aligned to the access size.
 #[inline(always)]
 unsafe fn write_vec<T: Element, const N: usize>(p: *mut T, v: [T; N]) {
+    // SAFETY: as for `read_vec`.
     match T::BYTES as usize * N {
         16 => (p as *mut A16<[T; N]>).write(A16(v)),
         8 => (p as *mut A8<[T; N]>).write(A8(v)),
@@ -167,6 +187,37 @@ pub struct GlobalMut<T> {
     _t: PhantomData<T>,
 }
 
+/// Whether a vector of `N` elements of `T` at element `at` is aligned for one access: those of
+/// 4, 8 or 16 bytes must start at a multiple of their size (buffers start 16-byte aligned).
+#[inline(always)]
+const fn aligned<T: Element, const N: usize>(at: u32) -> bool {
+    match T::BYTES as usize * N {
+        4 | 8 | 16 => at.is_multiple_of(N as u32),
+        _ => true,
+    }
+}
+
+/// Traps (the launch fails, as a panicking kernel's does) unless the `N` elements from `i` lie
+/// in a buffer of `len` and, moved as one access, are aligned to its size: the GPU's
+/// counterpart of the emulator's `out-of-bounds` and `misaligned-access` errors, so that no
+/// safe access reads or writes memory its buffer does not own.
+#[inline(always)]
+fn check_access<T: Element, const N: usize>(i: u32, len: u32) {
+    let inside = N as u32 <= len && i <= len - N as u32;
+    if !inside || !aligned::<T, N>(i) {
+        // SAFETY: `trap` aborts the kernel; nothing runs after it.
+        unsafe { nvptx::trap() }
+    }
+}
+
+/// A view whose footprint does not fit its memory: the kernel traps where it is made (the
+/// emulator reports `out-of-bounds`).
+#[inline(always)]
+pub(crate) fn view_outside_memory(_size: u32) -> ! {
+    // SAFETY: `trap` aborts the kernel; nothing runs after it.
+    unsafe { nvptx::trap() }
+}
+
 macro_rules! handle_common {
     ($h:ident, $ptr:ty) => {
         impl<T> Clone for $h<T> {
@@ -177,10 +228,16 @@ macro_rules! handle_common {
         impl<T> Copy for $h<T> {}
 
         impl<T: Element> $h<T> {
-            /// The handle of a kernel's pointer and length arguments.
+            /// The handle of a kernel's pointer and length arguments (emitted by
+            /// `#[tile_kernel]` for the PTX entry point).
+            ///
+            /// # Safety
+            /// `ptr` must be 16-byte aligned and point to `len` elements of `T` that stay
+            /// allocated (and, for a writable handle, are not written by anything but this
+            /// kernel) until the kernel ends.
             #[doc(hidden)]
             #[inline(always)]
-            pub fn from_raw(ptr: $ptr, len: u32) -> Self {
+            pub unsafe fn from_raw(ptr: $ptr, len: u32) -> Self {
                 $h {
                     ptr,
                     len,
@@ -200,15 +257,29 @@ macro_rules! handle_common {
                 self.len == 0
             }
 
-            /// Element `i`.
+            /// Element `i`; out of bounds the kernel traps.
             #[inline(always)]
             pub fn load(&self, i: u32) -> T {
-                unsafe { self.ptr.add(i as usize).read() }
+                self.load_vec::<1>(i)[0]
             }
 
-            /// `N` consecutive elements from `i` in one access.
+            /// `N` consecutive elements from `i` in one access; out of bounds the kernel traps.
             #[inline(always)]
             pub fn load_vec<const N: usize>(&self, i: u32) -> [T; N] {
+                check_access::<T, N>(i, self.len);
+                // SAFETY: checked just above.
+                unsafe { self.load_vec_unchecked(i) }
+            }
+
+            /// [`Self::load_vec`] without the bounds check.
+            ///
+            /// # Safety
+            /// `i + N ≤ self.len()`, and `i` a multiple of `N` when the vector is 4, 8 or 16
+            /// bytes.
+            #[inline(always)]
+            pub unsafe fn load_vec_unchecked<const N: usize>(&self, i: u32) -> [T; N] {
+                // SAFETY: in bounds and aligned (the caller's promise) in memory `from_raw`
+                // vouched for.
                 unsafe { read_vec(self.ptr.add(i as usize)) }
             }
         }
@@ -219,15 +290,27 @@ handle_common!(Global, *const T);
 handle_common!(GlobalMut, *mut T);
 
 impl<T: Element> GlobalMut<T> {
-    /// Stores element `i`.
+    /// Stores element `i`; out of bounds the kernel traps.
     #[inline(always)]
     pub fn store(&self, i: u32, v: T) {
-        unsafe { self.ptr.add(i as usize).write(v) }
+        self.store_vec::<1>(i, [v]);
     }
 
-    /// Stores `N` consecutive elements from `i` in one access.
+    /// Stores `N` consecutive elements from `i` in one access; out of bounds the kernel traps.
     #[inline(always)]
     pub fn store_vec<const N: usize>(&self, i: u32, v: [T; N]) {
+        check_access::<T, N>(i, self.len);
+        // SAFETY: checked just above.
+        unsafe { self.store_vec_unchecked(i, v) }
+    }
+
+    /// [`Self::store_vec`] without the bounds check.
+    ///
+    /// # Safety
+    /// `i + N ≤ self.len()`, and `i` a multiple of `N` when the vector is 4, 8 or 16 bytes.
+    #[inline(always)]
+    pub unsafe fn store_vec_unchecked<const N: usize>(&self, i: u32, v: [T; N]) {
+        // SAFETY: in bounds (the caller's promise) of writable memory `from_raw` vouched for.
         unsafe { write_vec(self.ptr.add(i as usize), v) }
     }
 
@@ -258,6 +341,10 @@ macro_rules! atom {
 
 macro_rules! atomics {
     ($space:literal, $reg:ident, $addr_ty:ty) => {
+        /// `atom.add` at `addr`.
+        ///
+        /// # Safety
+        /// `addr` is a `T` in this state space that the kernel may write.
         #[inline(always)]
         pub(super) unsafe fn atomic_add_at<T: Atomic>(addr: $addr_ty, v: T) -> T {
             T::from_bits(match T::KIND {
@@ -266,6 +353,10 @@ macro_rules! atomics {
             })
         }
 
+        /// `atom.max` at `addr` (a compare-and-swap loop for f32).
+        ///
+        /// # Safety
+        /// As for `atomic_add_at`.
         #[inline(always)]
         pub(super) unsafe fn atomic_max_at<T: Atomic>(addr: $addr_ty, v: T) -> T {
             T::from_bits(match T::KIND {
@@ -307,15 +398,21 @@ mod shared_atomics {
 }
 
 impl<T: Atomic> GlobalMut<T> {
-    /// Atomically adds `v` to element `i`; returns the old value.
+    /// Atomically adds `v` to element `i`; returns the old value. Out of bounds the kernel
+    /// traps.
     #[inline(always)]
     pub fn atomic_add(&self, i: u32, v: T) -> T {
+        check_access::<T, 1>(i, self.len);
+        // SAFETY: in bounds (checked) of writable memory `from_raw` vouched for.
         unsafe { global_atomics::atomic_add_at(self.ptr.add(i as usize) as u64, v) }
     }
 
-    /// Atomically replaces element `i` by `max(old, v)`; returns the old value.
+    /// Atomically replaces element `i` by `max(old, v)`; returns the old value. Out of bounds
+    /// the kernel traps.
     #[inline(always)]
     pub fn atomic_max(&self, i: u32, v: T) -> T {
+        check_access::<T, 1>(i, self.len);
+        // SAFETY: in bounds (checked) of writable memory `from_raw` vouched for.
         unsafe { global_atomics::atomic_max_at(self.ptr.add(i as usize) as u64, v) }
     }
 }
@@ -324,6 +421,7 @@ impl<T: Atomic> GlobalMut<T> {
 #[inline(always)]
 fn smem_base() -> u32 {
     let a: u32;
+    // SAFETY: reads a symbol's address; no memory is touched.
     unsafe { asm!("mov.u32 {0}, ck_smem;", out(reg32) a, options(pure, nomem, nostack)) };
     a
 }
@@ -401,6 +499,9 @@ impl<T: Element, const N: usize> SharedArray<T, N> {
     pub fn load_vec<const V: usize>(&self, i: u32) -> [T; V] {
         let a = self.addr(i);
         let mut w = [0u32; 4];
+        // SAFETY: shared memory is outside Rust's memory model here (inline asm on the block's
+        // window); an address past the kernel's allocation is a hardware fault that fails the
+        // launch ("out of range shared address"), never another block's or Rust's memory.
         unsafe {
             match T::BYTES as usize * V {
                 16 => {
@@ -434,6 +535,7 @@ impl<T: Element, const N: usize> SharedArray<T, N> {
     pub fn store_vec<const V: usize>(&self, i: u32, v: [T; V]) {
         let a = self.addr(i);
         let w = to_words(v);
+        // SAFETY: as for `load_vec`: the hardware bounds shared accesses to the allocation.
         unsafe {
             match T::BYTES as usize * V {
                 16 => {
@@ -460,12 +562,14 @@ impl<T: Atomic, const N: usize> SharedArray<T, N> {
     /// Atomically adds `v` to element `i`; returns the old value.
     #[inline(always)]
     pub fn atomic_add(&self, i: u32, v: T) -> T {
+        // SAFETY: as for `load_vec`: the hardware bounds shared accesses to the allocation.
         unsafe { shared_atomics::atomic_add_at(self.addr(i), v) }
     }
 
     /// Atomically replaces element `i` by `max(old, v)`; returns the old value.
     #[inline(always)]
     pub fn atomic_max(&self, i: u32, v: T) -> T {
+        // SAFETY: as for `load_vec`: the hardware bounds shared accesses to the allocation.
         unsafe { shared_atomics::atomic_max_at(self.addr(i), v) }
     }
 }
@@ -475,6 +579,7 @@ impl<T: Atomic, const N: usize> SharedArray<T, N> {
 #[inline(always)]
 pub fn mma_m16n8k16_bf16(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
     let mut d = [0f32; 4];
+    // SAFETY: registers only (`nomem`).
     unsafe {
         asm!(
             "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{{0}, {1}, {2}, {3}}}, {{{4}, {5}, {6}, {7}}}, {{{8}, {9}}}, {{{10}, {11}, {12}, {13}}};",
@@ -499,6 +604,7 @@ impl<T: Element, const N: usize> SharedArray<T, N> {
 #[inline(always)]
 pub fn ldmatrix_x4<T: Element, const N: usize>(smem: &SharedArray<T, N>, elem: u32) -> [u32; 4] {
     let mut r = [0u32; 4];
+    // SAFETY: reads shared memory only, bounded by the hardware like `SharedArray::load_vec`.
     unsafe {
         asm!(
             "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{0}, {1}, {2}, {3}}}, [{4}];",
@@ -517,6 +623,7 @@ pub fn ldmatrix_x4_trans<T: Element, const N: usize>(
     elem: u32,
 ) -> [u32; 4] {
     let mut r = [0u32; 4];
+    // SAFETY: as for `ldmatrix_x4`.
     unsafe {
         asm!(
             "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {{{0}, {1}, {2}, {3}}}, [{4}];",

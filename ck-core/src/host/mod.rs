@@ -7,6 +7,7 @@ mod cuda;
 pub mod module;
 
 pub use crate::kernel::{KernelSpec, Module};
+pub use crate::report::{Fault, KernelError, LaunchStats};
 pub use cuda::CudaDevice;
 
 use crate::device::emu;
@@ -213,23 +214,26 @@ impl<T: Element> DeviceBuffer<T> {
         Ok(())
     }
 
-    /// The emulator's device-side handle (used by generated launchers, only for emulator
-    /// launches, whose buffers are all emulated: [`launch`] checks that first).
+    /// The emulator's device-side handle (used by generated launchers). It names the buffer
+    /// without owning or pointing into it: every access looks the buffer up among those the
+    /// running launch received, so a handle kept past its launch (or a CUDA buffer's, which no
+    /// emulator launch receives) is a `foreign-handle` kernel error, never a dangling read.
     #[doc(hidden)]
     pub fn global(&self) -> crate::device::Global<T> {
-        crate::device::Global::from_emulated(self.emulated(), self.len as u32)
+        crate::device::Global::from_emulated(self.emulated_id(), self.len as u32)
     }
 
     /// The writable emulator handle (see [`DeviceBuffer::global`]).
     #[doc(hidden)]
     pub fn global_mut(&self) -> crate::device::GlobalMut<T> {
-        crate::device::GlobalMut::from_emulated(self.emulated(), self.len as u32)
+        crate::device::GlobalMut::from_emulated(self.emulated_id(), self.len as u32)
     }
 
-    fn emulated(&self) -> &EmuMemory {
+    /// The emulated memory's id; 0 (which no memory has) for a CUDA buffer.
+    fn emulated_id(&self) -> u64 {
         match &self.storage {
-            Storage::Emu(m) => m,
-            Storage::Cuda { .. } => unreachable!("launch() refuses CUDA buffers on the emulator"),
+            Storage::Emu(m) => m.id,
+            Storage::Cuda { .. } => 0,
         }
     }
 
@@ -244,7 +248,7 @@ impl<T: Element> DeviceBuffer<T> {
 
     fn raw(&self) -> RawBuffer<'_> {
         match &self.storage {
-            Storage::Emu(_) => RawBuffer::Emu,
+            Storage::Emu(m) => RawBuffer::Emu(m),
             Storage::Cuda { slice, .. } => RawBuffer::Cuda(slice),
         }
     }
@@ -254,7 +258,7 @@ impl<T: Element> DeviceBuffer<T> {
 #[doc(hidden)]
 #[derive(Clone, Copy)]
 pub enum RawBuffer<'a> {
-    Emu,
+    Emu(&'a Arc<EmuMemory>),
     Cuda(&'a cudarc::driver::CudaSlice<u8>),
 }
 
@@ -262,7 +266,7 @@ impl<'a> RawBuffer<'a> {
     fn cuda_slice(&self) -> Option<&'a cudarc::driver::CudaSlice<u8>> {
         match self {
             RawBuffer::Cuda(s) => Some(s),
-            RawBuffer::Emu => None,
+            RawBuffer::Emu(_) => None,
         }
     }
 }
@@ -312,125 +316,6 @@ impl LaunchConfig {
         LaunchConfig { grid, block }
     }
 }
-
-/// Counters of one launch, by the models of [`crate::bank`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LaunchStats {
-    /// Shared-load wavefronts.
-    pub shared_load_wavefronts: u64,
-    /// Extra shared-load wavefronts from bank conflicts.
-    pub shared_load_conflicts: u64,
-    /// Warp-level shared loads.
-    pub shared_load_requests: u64,
-    /// Shared-store wavefronts.
-    pub shared_store_wavefronts: u64,
-    /// Extra shared-store wavefronts from bank conflicts.
-    pub shared_store_conflicts: u64,
-    /// Warp-level shared stores.
-    pub shared_store_requests: u64,
-    /// Warp-level shared atomics.
-    pub shared_atomic_requests: u64,
-    /// 32-byte sectors read from global memory.
-    pub global_load_sectors: u64,
-    /// Warp-level global loads.
-    pub global_load_requests: u64,
-    /// 32-byte sectors written to global memory.
-    pub global_store_sectors: u64,
-    /// Warp-level global stores.
-    pub global_store_requests: u64,
-    /// Warp-level global atomics.
-    pub global_atomic_requests: u64,
-    /// Wall time of the launch.
-    pub elapsed: Duration,
-}
-
-impl LaunchStats {
-    /// Adds another block's counters.
-    pub fn add(&mut self, o: &LaunchStats) {
-        self.shared_load_wavefronts += o.shared_load_wavefronts;
-        self.shared_load_conflicts += o.shared_load_conflicts;
-        self.shared_load_requests += o.shared_load_requests;
-        self.shared_store_wavefronts += o.shared_store_wavefronts;
-        self.shared_store_conflicts += o.shared_store_conflicts;
-        self.shared_store_requests += o.shared_store_requests;
-        self.shared_atomic_requests += o.shared_atomic_requests;
-        self.global_load_sectors += o.global_load_sectors;
-        self.global_load_requests += o.global_load_requests;
-        self.global_store_sectors += o.global_store_sectors;
-        self.global_store_requests += o.global_store_requests;
-        self.global_atomic_requests += o.global_atomic_requests;
-    }
-}
-
-/// The kind of kernel bug the emulator found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fault {
-    /// A global or shared access outside its array.
-    OutOfBounds,
-    /// A vector access not aligned to its size.
-    Misaligned,
-    /// Two threads touch the same shared byte between barriers, at least one writing.
-    SharedRace,
-    /// A barrier not every thread reaches (or threads at different barriers).
-    BarrierDivergence,
-    /// Lanes of a warp at different warp operations, or some exited.
-    WarpDivergence,
-    /// No thread can make progress.
-    Deadlock,
-    /// The kernel panicked.
-    Panic,
-    /// The kernel uses a hardware mode the emulator does not model (it would compute something
-    /// the GPU does not): e.g. a 32- or 64-byte wgmma swizzle.
-    Unmodelled,
-}
-
-impl Fault {
-    /// Stable rule name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Fault::OutOfBounds => "out-of-bounds",
-            Fault::Misaligned => "misaligned-access",
-            Fault::SharedRace => "shared-race",
-            Fault::BarrierDivergence => "barrier-divergence",
-            Fault::WarpDivergence => "warp-divergence",
-            Fault::Deadlock => "deadlock",
-            Fault::Panic => "kernel-panic",
-            Fault::Unmodelled => "emulator-unmodelled",
-        }
-    }
-}
-
-/// A kernel bug found by the emulator: what, where (kernel, block, threads, address), why.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KernelError {
-    /// The kind of bug.
-    pub fault: Fault,
-    /// Kernel name.
-    pub kernel: String,
-    /// Block index.
-    pub block: u32,
-    /// Threads involved (in the block).
-    pub threads: Vec<u32>,
-    /// Element index or shared byte involved, if any.
-    pub address: Option<u64>,
-    /// The full diagnosis.
-    pub message: String,
-}
-
-impl fmt::Display for KernelError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} in kernel `{}`, block {}: {}",
-            self.fault.name(),
-            self.kernel,
-            self.block,
-            self.message
-        )
-    }
-}
-
-impl std::error::Error for KernelError {}
 
 /// Why a launch failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -526,7 +411,7 @@ pub fn launch(
     validate(device, spec, cfg)?;
     let foreign = args.iter().any(|a| match a {
         KernelArg::Buffer {
-            buffer: RawBuffer::Emu,
+            buffer: RawBuffer::Emu(_),
             ..
         } => !device.is_emulator(),
         KernelArg::Buffer {
@@ -548,11 +433,23 @@ pub fn launch(
     match device {
         Device::Emulator { workers } => {
             let start = Instant::now();
+            // The launch owns a reference to every buffer it received: handles resolve
+            // through these, so a buffer cannot be freed while a kernel reads it.
+            let buffers: Arc<[Arc<EmuMemory>]> = args
+                .iter()
+                .filter_map(|a| match a {
+                    KernelArg::Buffer {
+                        buffer: RawBuffer::Emu(m),
+                        ..
+                    } => Some(Arc::clone(m)),
+                    _ => None,
+                })
+                .collect();
             let mut st = emu::launch(
                 spec.name,
-                cfg.grid,
-                cfg.block,
+                (cfg.grid, cfg.block),
                 spec.shared_bytes,
+                buffers,
                 *workers,
                 body,
             )

@@ -203,10 +203,59 @@ pub trait View<T: Element> {
     /// Whether vectors of `n` elements along the last dim never straddle a row end or run out of
     /// alignment (so the vector plan may be used as is).
     fn vector_ok(&self, n: Index) -> bool;
+
+    /// Whether tile windows move this view's elements with [`View::read_walk`] and
+    /// [`View::write_walk`] (after checking [`View::walk_in_memory`] once per walk) instead of
+    /// the buffer view's per-access bounds check. The views of this module set it; a view of
+    /// your own keeps the default (`false`) unless it overrides those methods.
+    const WALKS_UNCHECKED: bool = false;
+
+    /// Whether every valid access of a tile-window walk lies inside the memory: the view's
+    /// footprint does. A walk moves vectors only where [`View::vector_ok`] holds and the window
+    /// origin is aligned to them.
+    #[inline(always)]
+    fn walk_in_memory(&self) -> bool {
+        false
+    }
+
+    /// `N` elements at element `at` of a walk's access at `x` (`at` is `offset(x)` plus the
+    /// piece's distance into its run), with the run's validity `valid`: invalid reads give the
+    /// invalid value.
+    ///
+    /// # Safety
+    /// [`View::walk_in_memory`] returned true; `valid` is `self.valid(x)`; and the access
+    /// belongs to a window walk (vectors of `N` only where `vector_ok(N)` and `x`'s last index
+    /// is a multiple of `N`, the piece within the run).
+    #[inline(always)]
+    unsafe fn read_walk<const N: usize>(&self, at: Index, valid: bool) -> [T; N] {
+        self.buffer().get(at as u32, 0, valid)
+    }
+
+    /// Writes like [`View::read_walk`] reads.
+    ///
+    /// # Safety
+    /// As for [`View::read_walk`].
+    #[inline(always)]
+    unsafe fn write_walk<const N: usize>(&self, at: Index, valid: bool, v: [T; N])
+    where
+        Self::Memory: MemoryMut<T>,
+    {
+        self.buffer().set(at as u32, 0, valid, v)
+    }
+}
+
+/// Whether a row-major view's footprint — `rows` rows of `cols`, `row_stride` apart — fits in a
+/// memory of `size` elements.
+#[inline(always)]
+const fn footprint_fits(rows: u32, cols: u32, row_stride: u32, size: u32) -> bool {
+    rows == 0 || cols == 0 || (rows as u64 - 1) * row_stride as u64 + cols as u64 <= size as u64
 }
 
 /// A row-major 2-D view `[rows, cols]` with row stride `row_stride` (elements), padded to any
 /// tile size: elements outside `rows × cols` read as the invalid value and are never written.
+/// Its footprint, `(rows − 1)·row_stride + cols` elements, must fit in the memory: a view
+/// larger than its buffer is a kernel error where it is made (the emulator's `out-of-bounds`,
+/// a trap on the GPU), so that windows over it need no bounds check per access.
 /// `VEC` is the guaranteed vector length of a row (CK's `make_naive_tensor_view(.., number<VEC>,
 /// number<1>)`); `1` disables vector accesses.
 pub struct View2<M, T, const VEC: usize> {
@@ -220,17 +269,15 @@ impl<M: Memory<T>, T: Element, const VEC: usize> View2<M, T, VEC> {
     /// A view of `rows × cols` elements, rows `row_stride` apart, invalid elements reading 0.
     #[inline(always)]
     pub fn new(memory: M, rows: u32, cols: u32, row_stride: u32) -> Self {
-        View2 {
-            buffer: BufferView::new(memory),
-            rows: rows as Index,
-            cols: cols as Index,
-            row_stride: row_stride as Index,
-        }
+        Self::with_invalid_value(memory, rows, cols, row_stride, T::default())
     }
 
     /// The same with invalid elements reading `value`.
     #[inline(always)]
     pub fn with_invalid_value(memory: M, rows: u32, cols: u32, row_stride: u32, value: T) -> Self {
+        if !footprint_fits(rows, cols, row_stride, memory.size()) {
+            crate::device::view_outside_memory(memory.size());
+        }
         View2 {
             buffer: BufferView::with_invalid_value(memory, value),
             rows: rows as Index,
@@ -260,9 +307,43 @@ impl<M: Memory<T>, T: Element, const VEC: usize> View<T> for View2<M, T, VEC> {
     fn vector_ok(&self, n: Index) -> bool {
         self.cols % n == 0 && self.row_stride % n == 0
     }
+    const WALKS_UNCHECKED: bool = true;
+    /// The constructor checked the footprint.
+    #[inline(always)]
+    fn walk_in_memory(&self) -> bool {
+        true
+    }
+    /// # Safety
+    /// As for [`View::read_walk`].
+    #[inline(always)]
+    unsafe fn read_walk<const N: usize>(&self, at: Index, valid: bool) -> [T; N] {
+        if valid {
+            // SAFETY: `valid` puts the run's first element in a row `< rows` and a column
+            // `< cols`; a walk's vector of `N` starts at a multiple of `N` and `cols` is one
+            // (`vector_ok`), so the piece lies in that row's first `cols` elements, at an offset
+            // that is a multiple of `N` (so is the row stride); the footprint of those lies
+            // inside the memory (`walk_in_memory`).
+            unsafe { self.buffer.memory().read_unchecked(at as u32) }
+        } else {
+            [self.buffer.invalid_value(); N]
+        }
+    }
+    /// # Safety
+    /// As for [`View::write_walk`].
+    #[inline(always)]
+    unsafe fn write_walk<const N: usize>(&self, at: Index, valid: bool, v: [T; N])
+    where
+        M: MemoryMut<T>,
+    {
+        if valid {
+            // SAFETY: as in `read_walk`.
+            unsafe { self.buffer.memory().write_unchecked(at as u32, v) }
+        }
+    }
 }
 
-/// A 1-D view of `len` elements (e.g. RMSNorm's gamma), padded like [`View2`].
+/// A 1-D view of `len` elements (e.g. RMSNorm's gamma), padded like [`View2`]; `len` must not
+/// exceed the memory (checked where the view is made, like [`View2`]'s footprint).
 pub struct View1<M, T, const VEC: usize> {
     buffer: BufferView<M, T>,
     len: Index,
@@ -272,6 +353,9 @@ impl<M: Memory<T>, T: Element, const VEC: usize> View1<M, T, VEC> {
     /// A view of `len` elements, invalid elements reading 0.
     #[inline(always)]
     pub fn new(memory: M, len: u32) -> Self {
+        if len > memory.size() {
+            crate::device::view_outside_memory(memory.size());
+        }
         View1 {
             buffer: BufferView::new(memory),
             len: len as Index,
@@ -298,6 +382,36 @@ impl<M: Memory<T>, T: Element, const VEC: usize> View<T> for View1<M, T, VEC> {
     #[inline(always)]
     fn vector_ok(&self, n: Index) -> bool {
         self.len % n == 0
+    }
+    const WALKS_UNCHECKED: bool = true;
+    /// The constructor checked the footprint.
+    #[inline(always)]
+    fn walk_in_memory(&self) -> bool {
+        true
+    }
+    /// # Safety
+    /// As for [`View::read_walk`].
+    #[inline(always)]
+    unsafe fn read_walk<const N: usize>(&self, at: Index, valid: bool) -> [T; N] {
+        if valid {
+            // SAFETY: as for `View2`: the run starts below `len` at a multiple of `N`, `len` is
+            // one, and the `len` elements lie inside the memory.
+            unsafe { self.buffer.memory().read_unchecked(at as u32) }
+        } else {
+            [self.buffer.invalid_value(); N]
+        }
+    }
+    /// # Safety
+    /// As for [`View::write_walk`].
+    #[inline(always)]
+    unsafe fn write_walk<const N: usize>(&self, at: Index, valid: bool, v: [T; N])
+    where
+        M: MemoryMut<T>,
+    {
+        if valid {
+            // SAFETY: as in `read_walk`.
+            unsafe { self.buffer.memory().write_unchecked(at as u32, v) }
+        }
     }
 }
 
@@ -348,6 +462,32 @@ impl<T: Element, const N: usize, const VEC: usize> View<T> for LdsView<T, N, VEC
     #[inline(always)]
     fn vector_ok(&self, n: Index) -> bool {
         self.layout.k_pack % n == 0
+    }
+    const WALKS_UNCHECKED: bool = true;
+    /// `new` checked that the layout fits the array.
+    #[inline(always)]
+    fn walk_in_memory(&self) -> bool {
+        true
+    }
+    /// # Safety
+    /// As for [`View::read_walk`].
+    #[inline(always)]
+    unsafe fn read_walk<const V: usize>(&self, at: Index, valid: bool) -> [T; V] {
+        if valid {
+            // Shared memory: the array's own access (bounded by the hardware on the GPU,
+            // checked by the emulator) — no bounds check to skip, none to add.
+            self.buffer.memory().read(at as u32)
+        } else {
+            [self.buffer.invalid_value(); V]
+        }
+    }
+    /// # Safety
+    /// As for [`View::write_walk`].
+    #[inline(always)]
+    unsafe fn write_walk<const V: usize>(&self, at: Index, valid: bool, v: [T; V]) {
+        if valid {
+            self.buffer.memory().write(at as u32, v)
+        }
     }
 }
 
@@ -433,17 +573,27 @@ impl<D: TileDistribution, V> TileWindow<D, V> {
     /// Y box): one per `spv` elements along the vector Y dim, or one per element when the view
     /// refuses vectors of that width.
     #[inline(always)]
-    fn for_each_access<T: Element>(&self, mut f: impl FnMut(Access<D::Y, D::X>))
+    fn for_each_access<T: Element>(&self, mut f: impl FnMut(Access<D::Y, D::X>, bool))
     where
         V: View<T>,
     {
         let plan = Plan::<D, V, T>::PLAN;
+        let spv = plan.scalar_per_vector;
+        let origin = self.origin.as_ref();
+        // Vectors where the view allows them and the origin is aligned to them (a vector of
+        // the walk then starts at a multiple of its length); elements one by one otherwise.
+        let vector = spv > 1 && self.view.vector_ok(spv) && origin[origin.len() - 1] % spv == 0;
+        let vdim = plan.vector_dim_y;
+        let unchecked = V::WALKS_UNCHECKED;
+        if unchecked && !self.view.walk_in_memory() {
+            crate::device::view_outside_memory(self.view.buffer().size());
+        }
         // Two inlined copies of the walk, each with a constant vector width, so that every
         // register index folds to a constant.
-        if plan.scalar_per_vector > 1 && self.view.vector_ok(plan.scalar_per_vector) {
-            self.walk(plan.vector_dim_y, plan.scalar_per_vector, &mut f);
+        if vector {
+            self.walk(vdim, spv, &mut |a| f(a, unchecked));
         } else {
-            self.walk(plan.vector_dim_y, 1, &mut f);
+            self.walk(vdim, 1, &mut |a| f(a, unchecked));
         }
     }
 
@@ -491,11 +641,11 @@ impl<D: TileDistribution, V> TileWindow<D, V> {
     }
 
     /// Calls `f` with each of this thread's accesses, in order (the TV7 trace).
-    pub fn trace<T: Element>(&self, f: impl FnMut(Access<D::Y, D::X>))
+    pub fn trace<T: Element>(&self, mut f: impl FnMut(Access<D::Y, D::X>))
     where
         V: View<T>,
     {
-        self.for_each_access::<T>(f)
+        self.for_each_access::<T>(|a, _| f(a))
     }
 
     /// `load_tile`: this thread's elements of the window (padding reads the invalid value).
@@ -506,13 +656,23 @@ impl<D: TileDistribution, V> TileWindow<D, V> {
     {
         let mut out = DistributedTensor::<D, T>::zeros();
         let stride = Plan::<D, V, T>::PLAN.d_stride as usize;
-        let buf = self.view.buffer();
-        self.for_each_access::<T>(|a| match a.len {
-            16 => load_run::<T, _, _, 16>(buf, a.offset, a.valid, &mut out.data, a.d, stride),
-            8 => load_run::<T, _, _, 8>(buf, a.offset, a.valid, &mut out.data, a.d, stride),
-            4 => load_run::<T, _, _, 4>(buf, a.offset, a.valid, &mut out.data, a.d, stride),
-            2 => load_run::<T, _, _, 2>(buf, a.offset, a.valid, &mut out.data, a.d, stride),
-            _ => load_run::<T, _, _, 1>(buf, a.offset, a.valid, &mut out.data, a.d, stride),
+        let view = &self.view;
+        self.for_each_access::<T>(|a, inside| {
+            let (at, regs) = (
+                Run {
+                    offset: a.offset,
+                    valid: a.valid,
+                    inside,
+                },
+                &mut out.data,
+            );
+            match a.len {
+                16 => load_run::<T, V, _, 16>(view, at, regs, a.d, stride),
+                8 => load_run::<T, V, _, 8>(view, at, regs, a.d, stride),
+                4 => load_run::<T, V, _, 4>(view, at, regs, a.d, stride),
+                2 => load_run::<T, V, _, 2>(view, at, regs, a.d, stride),
+                _ => load_run::<T, V, _, 1>(view, at, regs, a.d, stride),
+            }
         });
         out
     }
@@ -526,14 +686,21 @@ impl<D: TileDistribution, V> TileWindow<D, V> {
         V::Memory: MemoryMut<T>,
     {
         let stride = Plan::<D, V, T>::PLAN.d_stride as usize;
-        let buf = self.view.buffer();
+        let view = &self.view;
         let regs = t.data.as_ref();
-        self.for_each_access::<T>(|a| match a.len {
-            16 => store_run::<T, _, 16>(buf, a.offset, a.valid, regs, a.d, stride),
-            8 => store_run::<T, _, 8>(buf, a.offset, a.valid, regs, a.d, stride),
-            4 => store_run::<T, _, 4>(buf, a.offset, a.valid, regs, a.d, stride),
-            2 => store_run::<T, _, 2>(buf, a.offset, a.valid, regs, a.d, stride),
-            _ => store_run::<T, _, 1>(buf, a.offset, a.valid, regs, a.d, stride),
+        self.for_each_access::<T>(|a, inside| {
+            let at = Run {
+                offset: a.offset,
+                valid: a.valid,
+                inside,
+            };
+            match a.len {
+                16 => store_run::<T, V, 16>(view, at, regs, a.d, stride),
+                8 => store_run::<T, V, 8>(view, at, regs, a.d, stride),
+                4 => store_run::<T, V, 4>(view, at, regs, a.d, stride),
+                2 => store_run::<T, V, 2>(view, at, regs, a.d, stride),
+                _ => store_run::<T, V, 1>(view, at, regs, a.d, stride),
+            }
         });
     }
 }
@@ -548,7 +715,7 @@ impl<D: TileDistribution, V> TileWindow<D, V> {
     {
         let stride = Plan::<D, V, T>::PLAN.d_stride as usize;
         let buf = self.view.buffer();
-        self.for_each_access::<T>(|a| {
+        self.for_each_access::<T>(|a, _| {
             unroll::<16>(|j| {
                 if (j as Index) < a.len {
                     buf.update::<1>(
@@ -584,118 +751,119 @@ const fn chunk_elems<T: Element>() -> usize {
     16 / T::BYTES as usize
 }
 
-/// Loads `N` elements at `offset` (in accesses of at most 16 bytes, all with the first
-/// element's validity) into registers `d, d + stride, ..`.
-#[inline(always)]
-fn load_run<T: Element, M: Memory<T>, B: AsMut<[T]>, const N: usize>(
-    buf: &BufferView<M, T>,
+/// One run of a window walk: its first element's offset and validity, and whether the walk's
+/// valid accesses are inside the memory ([`View::walk_in_memory`]).
+#[derive(Clone, Copy)]
+struct Run {
     offset: Index,
     valid: bool,
+    inside: bool,
+}
+
+/// `N` elements of run `r`, `along` into it: unchecked where the walk is inside the memory.
+#[inline(always)]
+fn read_piece<T: Element, V: View<T>, const N: usize>(view: &V, r: Run, along: Index) -> [T; N] {
+    let at = r.offset.wrapping_add(along);
+    if r.inside {
+        // SAFETY: `walk_in_memory()` returned true for this walk, `r` is one of its accesses
+        // (offset and validity of its `x`), and the piece lies within the run.
+        unsafe { view.read_walk(at, r.valid) }
+    } else {
+        view.buffer().get(at as u32, 0, r.valid)
+    }
+}
+
+/// Writes `N` elements like [`read_piece`] reads them.
+#[inline(always)]
+fn write_piece<T: Element, V: View<T>, const N: usize>(view: &V, r: Run, along: Index, v: [T; N])
+where
+    V::Memory: MemoryMut<T>,
+{
+    let at = r.offset.wrapping_add(along);
+    if r.inside {
+        // SAFETY: as in `read_piece`.
+        unsafe { view.write_walk(at, r.valid, v) }
+    } else {
+        view.buffer().set(at as u32, 0, r.valid, v)
+    }
+}
+
+/// Loads run `r` of `N` elements (in accesses of at most 16 bytes, all with the first element's
+/// validity) into registers `d, d + stride, ..`.
+#[inline(always)]
+fn load_run<T: Element, V: View<T>, B: AsMut<[T]>, const N: usize>(
+    view: &V,
+    r: Run,
     regs: &mut B,
     d: usize,
     stride: usize,
 ) {
     if N <= chunk_elems::<T>() {
-        let v: [T; N] = buf.get(offset as u32, 0, valid);
+        let v: [T; N] = read_piece(view, r, 0);
         unroll::<N>(|j| regs.as_mut()[d + j * stride] = v[j]);
     } else {
         // N f32 > 16 bytes: 16-byte pieces (chunk_elems elements each).
         unroll::<N>(|j| {
             if j % chunk_elems::<T>() == 0 {
-                load_piece::<T, M, B>(
-                    buf,
-                    offset + j as Index,
-                    valid,
-                    regs,
-                    d + j * stride,
-                    stride,
-                );
+                let (along, d) = (j as Index, d + j * stride);
+                match T::BYTES {
+                    4 => {
+                        let v: [T; 4] = read_piece(view, r, along);
+                        unroll::<4>(|k| regs.as_mut()[d + k * stride] = v[k]);
+                    }
+                    2 => {
+                        let v: [T; 8] = read_piece(view, r, along);
+                        unroll::<8>(|k| regs.as_mut()[d + k * stride] = v[k]);
+                    }
+                    _ => {
+                        let v: [T; 16] = read_piece(view, r, along);
+                        unroll::<16>(|k| regs.as_mut()[d + k * stride] = v[k]);
+                    }
+                }
             }
         });
     }
 }
 
-/// One 16-byte piece of a longer vector.
+/// Stores registers `d, d + stride, ..` as run `r` of `N` elements (like [`load_run`]).
 #[inline(always)]
-fn load_piece<T: Element, M: Memory<T>, B: AsMut<[T]>>(
-    buf: &BufferView<M, T>,
-    offset: Index,
-    valid: bool,
-    regs: &mut B,
-    d: usize,
-    stride: usize,
-) {
-    match T::BYTES {
-        4 => {
-            let v: [T; 4] = buf.get(offset as u32, 0, valid);
-            unroll::<4>(|j| regs.as_mut()[d + j * stride] = v[j]);
-        }
-        2 => {
-            let v: [T; 8] = buf.get(offset as u32, 0, valid);
-            unroll::<8>(|j| regs.as_mut()[d + j * stride] = v[j]);
-        }
-        _ => {
-            let v: [T; 16] = buf.get(offset as u32, 0, valid);
-            unroll::<16>(|j| regs.as_mut()[d + j * stride] = v[j]);
-        }
-    }
-}
-
-#[inline(always)]
-fn store_run<T: Element, M: MemoryMut<T>, const N: usize>(
-    buf: &BufferView<M, T>,
-    offset: Index,
-    valid: bool,
+fn store_run<T: Element, V: View<T>, const N: usize>(
+    view: &V,
+    r: Run,
     regs: &[T],
     d: usize,
     stride: usize,
-) {
+) where
+    V::Memory: MemoryMut<T>,
+{
     if N <= chunk_elems::<T>() {
         let v: [T; N] = core::array::from_fn(|j| regs[d + j * stride]);
-        buf.set(offset as u32, 0, valid, v);
+        write_piece(view, r, 0, v);
     } else {
         unroll::<N>(|j| {
             if j % chunk_elems::<T>() == 0 {
-                store_piece::<T, M>(
-                    buf,
-                    offset + j as Index,
-                    valid,
-                    regs,
-                    d + j * stride,
-                    stride,
-                );
+                let (along, d) = (j as Index, d + j * stride);
+                match T::BYTES {
+                    4 => write_piece::<T, V, 4>(
+                        view,
+                        r,
+                        along,
+                        core::array::from_fn(|k| regs[d + k * stride]),
+                    ),
+                    2 => write_piece::<T, V, 8>(
+                        view,
+                        r,
+                        along,
+                        core::array::from_fn(|k| regs[d + k * stride]),
+                    ),
+                    _ => write_piece::<T, V, 16>(
+                        view,
+                        r,
+                        along,
+                        core::array::from_fn(|k| regs[d + k * stride]),
+                    ),
+                }
             }
         });
-    }
-}
-
-#[inline(always)]
-fn store_piece<T: Element, M: MemoryMut<T>>(
-    buf: &BufferView<M, T>,
-    offset: Index,
-    valid: bool,
-    regs: &[T],
-    d: usize,
-    stride: usize,
-) {
-    match T::BYTES {
-        4 => buf.set::<4>(
-            offset as u32,
-            0,
-            valid,
-            core::array::from_fn(|j| regs[d + j * stride]),
-        ),
-        2 => buf.set::<8>(
-            offset as u32,
-            0,
-            valid,
-            core::array::from_fn(|j| regs[d + j * stride]),
-        ),
-        _ => buf.set::<16>(
-            offset as u32,
-            0,
-            valid,
-            core::array::from_fn(|j| regs[d + j * stride]),
-        ),
     }
 }

@@ -315,6 +315,8 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
     let mut host_args = Vec::new();
     let mut call_args = Vec::new();
     let mut ptx_params = Vec::new();
+    // The PTX entry's handles: `from_raw` is unsafe, and its contract is the entry point's
+    // `# Safety` (the launcher passes each buffer's pointer with its own length).
     let mut ptx_handles = Vec::new();
     for p in &params {
         match p {
@@ -330,13 +332,15 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
                     host_handles.push(quote!(let #name = #name.global_mut();));
                     host_args.push(quote!(#name.arg()));
                     ptx_params.push(quote!(#ptr: *mut #elem, #len: u32));
-                    ptx_handles.push(quote!(let #name = ::ck_core::device::GlobalMut::<#elem>::from_raw(#ptr, #len);));
+                    // SAFETY (emitted): the entry point's contract, see its `# Safety`.
+                    ptx_handles.push(quote!(let #name = unsafe { ::ck_core::device::GlobalMut::<#elem>::from_raw(#ptr, #len) };));
                 } else {
                     host_params.push(quote!(#name: &::ck_core::host::DeviceBuffer<#elem>));
                     host_handles.push(quote!(let #name = #name.global();));
                     host_args.push(quote!(#name.arg()));
                     ptx_params.push(quote!(#ptr: *const #elem, #len: u32));
-                    ptx_handles.push(quote!(let #name = ::ck_core::device::Global::<#elem>::from_raw(#ptr, #len);));
+                    // SAFETY (emitted): the entry point's contract, see its `# Safety`.
+                    ptx_handles.push(quote!(let #name = unsafe { ::ck_core::device::Global::<#elem>::from_raw(#ptr, #len) };));
                 }
                 host_checks.push(quote!(#name.check_argument(#n)?;));
                 call_args.push(quote!(#name));
@@ -411,6 +415,13 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
         #[doc(hidden)]
         pub static #info_name: [u32; 4] = ::ck_core::kernel::kernel_info(&#launcher::SPEC);
 
+        /// The PTX entry point, called by the CUDA driver with the arguments the launcher
+        /// passes.
+        ///
+        /// # Safety
+        /// Each pointer addresses its length's elements of device memory for the whole kernel
+        /// (the launcher passes every buffer's pointer with its own length, and a writable
+        /// buffer is borrowed mutably for the launch).
         #[cfg(target_arch = "nvptx64")]
         #[unsafe(no_mangle)]
         #[allow(clippy::too_many_arguments)]

@@ -7,7 +7,7 @@ use super::memory::EmuMemory;
 use super::state::{Kind, Site};
 use super::{abort, ctx, Event, WarpOp};
 use crate::device::element::{Atomic, Element, Element32};
-use crate::host::Fault;
+use crate::report::Fault;
 use std::marker::PhantomData;
 use std::panic::Location;
 
@@ -246,16 +246,61 @@ fn atomic<T: Atomic>(
     T::from_bits(mem.update(offset, |old| f(T::from_bits(old)).to_bits()))
 }
 
+/// A view whose footprint does not fit its memory: an `out-of-bounds` fault where it is made
+/// (a trap on the GPU).
+#[track_caller]
+pub(crate) fn view_outside_memory(size: u32) -> ! {
+    let c = ctx();
+    c.state().fault(
+        Fault::OutOfBounds,
+        vec![c.tid],
+        None,
+        format!(
+            "thread {}: a view (made at {}) larger than its memory of {size} elements: its (rows − 1) · row stride + cols (or its length) must fit in the buffer",
+            c.tid,
+            Location::caller()
+        ),
+    );
+    abort();
+}
+
+/// The memory of global buffer `buffer` (of at least `len` elements), which the running launch
+/// must have received; anything else is a `foreign-handle` fault.
+///
+/// The reference lives as long as the block's state, which the launch keeps until every
+/// thread of the block has finished (`ctx`'s lifetime is the kernel's).
+#[track_caller]
+fn buffer_of_launch(buffer: u64, len: u32) -> &'static EmuMemory {
+    let c = ctx();
+    let st = c.state();
+    match st.buffers.iter().find(|m| m.id == buffer) {
+        Some(m) => m,
+        None => {
+            st.fault(
+                Fault::ForeignHandle,
+                vec![c.tid],
+                None,
+                format!(
+                    "thread {}: a global buffer of {len} elements used at {} was not passed to this launch (a handle kept from another launch, or made outside one); pass the buffer as a kernel argument",
+                    c.tid,
+                    Location::caller()
+                ),
+            );
+            abort();
+        }
+    }
+}
+
 /// A read-only global buffer of `T` (a kernel argument).
 pub struct Global<T> {
-    mem: *const EmuMemory,
+    buffer: u64,
     len: u32,
     _t: PhantomData<T>,
 }
 
 /// A writable global buffer of `T` (a kernel argument).
 pub struct GlobalMut<T> {
-    mem: *const EmuMemory,
+    buffer: u64,
     len: u32,
     _t: PhantomData<T>,
 }
@@ -268,24 +313,22 @@ macro_rules! handle_common {
             }
         }
         impl<T> Copy for $h<T> {}
-        // SAFETY: the memory is atomic words; the launch keeps it alive while kernels run.
-        unsafe impl<T> Send for $h<T> {}
-        unsafe impl<T> Sync for $h<T> {}
-
         impl<T: Element> $h<T> {
-            /// A handle over emulated memory (used by the host launcher).
+            /// A handle naming the emulated buffer `buffer` (its memory's id) of `len`
+            /// elements (used by the host launcher; see `DeviceBuffer::global`).
             #[doc(hidden)]
-            pub fn from_emulated(mem: &EmuMemory, len: u32) -> Self {
+            pub fn from_emulated(buffer: u64, len: u32) -> Self {
                 $h {
-                    mem,
+                    buffer,
                     len,
                     _t: PhantomData,
                 }
             }
 
+            /// The buffer's memory, among those the running launch received.
+            #[track_caller]
             fn mem(&self) -> &EmuMemory {
-                // SAFETY: the launch that created this handle keeps the buffer alive.
-                unsafe { &*self.mem }
+                buffer_of_launch(self.buffer, self.len)
             }
 
             /// Number of elements.
@@ -302,6 +345,16 @@ macro_rules! handle_common {
             #[track_caller]
             pub fn load(&self, i: u32) -> T {
                 self.load_vec::<1>(i)[0]
+            }
+
+            /// The GPU's unchecked load; the emulator checks it anyway (an out-of-bounds
+            /// access is reported like [`Self::load_vec`]'s).
+            ///
+            /// # Safety
+            /// `i + N ≤ self.len()` (what the GPU relies on).
+            #[track_caller]
+            pub unsafe fn load_vec_unchecked<const N: usize>(&self, i: u32) -> [T; N] {
+                self.load_vec(i)
             }
 
             /// `N` consecutive elements from `i` in one access (`N·size_of::<T>()` ∈ {1,2,4,8,16}
@@ -348,10 +401,19 @@ impl<T: Element> GlobalMut<T> {
         );
     }
 
+    /// The GPU's unchecked store; the emulator checks it anyway.
+    ///
+    /// # Safety
+    /// `i + N ≤ self.len()` (what the GPU relies on).
+    #[track_caller]
+    pub unsafe fn store_vec_unchecked<const N: usize>(&self, i: u32, v: [T; N]) {
+        self.store_vec(i, v);
+    }
+
     /// Read-only view of the same buffer.
     pub fn as_const(&self) -> Global<T> {
         Global {
-            mem: self.mem,
+            buffer: self.buffer,
             len: self.len,
             _t: PhantomData,
         }
@@ -416,7 +478,7 @@ impl<T: Element, const N: usize> SharedArray<T, N> {
         N == 0
     }
 
-    fn mem(&self) -> &'static EmuMemory {
+    fn mem(&self) -> &EmuMemory {
         &ctx().state().shared
     }
 

@@ -22,14 +22,15 @@ mod state;
 pub use api::*;
 pub use sm90::*;
 
-use crate::host::{Fault, KernelError, LaunchStats};
+use crate::report::{Fault, KernelError, LaunchStats};
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
+use memory::EmuMemory;
 use state::{BlockState, Site};
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Mutex, Once};
+use std::sync::{Arc, Mutex, Once};
 
 /// Stack of one emulated thread.
 const STACK_BYTES: usize = 256 * 1024;
@@ -115,6 +116,11 @@ thread_local! {
 }
 
 /// The emulated thread running now. Panics outside a kernel launch.
+///
+/// The `'static` is the crate's promise, not the reference's: the context (and the block state
+/// it points to) lives while the block runs, and the device functions that call this use it
+/// within their own call, never keeping it (or anything borrowed from it) past their return.
+/// It is `pub(crate)` so that no code outside this crate can keep it longer.
 pub(crate) fn ctx() -> &'static ThreadCtx {
     let p = CURRENT.with(Cell::get);
     assert!(
@@ -163,9 +169,9 @@ enum TState {
 /// the fault of the lowest-numbered failing block.
 pub(crate) fn launch(
     kernel: &str,
-    grid: u32,
-    block_dim: u32,
+    (grid, block_dim): (u32, u32),
     shared_bytes: usize,
+    buffers: Arc<[Arc<EmuMemory>]>,
     workers: usize,
     body: &(dyn Fn() + Sync),
 ) -> Result<LaunchStats, KernelError> {
@@ -186,7 +192,8 @@ pub(crate) fn launch(
                     if b >= grid {
                         break;
                     }
-                    let r = run_block(kernel, b, grid, block_dim, shared_bytes, body, &mut stacks);
+                    let shape = (b, grid, block_dim, shared_bytes);
+                    let r = run_block(kernel, shape, &buffers, body, &mut stacks);
                     let mut res = results.lock().unwrap_or_else(|e| e.into_inner());
                     match r {
                         Ok(st) => res.0.add(&st),
@@ -228,14 +235,12 @@ fn ranges(tids: &[u32]) -> String {
 
 fn run_block(
     kernel: &str,
-    block: u32,
-    grid: u32,
-    n: u32,
-    shared_bytes: usize,
+    (block, grid, n, shared_bytes): (u32, u32, u32, usize),
+    buffers: &Arc<[Arc<EmuMemory>]>,
     body: &(dyn Fn() + Sync),
     stacks: &mut Vec<DefaultStack>,
 ) -> Result<LaunchStats, KernelError> {
-    let state = BlockState::new(kernel, block, n, shared_bytes);
+    let state = BlockState::new(kernel, block, n, shared_bytes, Arc::clone(buffers));
     let ctxs: Vec<ThreadCtx> = (0..n)
         .map(|tid| ThreadCtx {
             tid,

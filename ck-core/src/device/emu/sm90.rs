@@ -16,7 +16,7 @@ use std::prelude::rust_2021::*;
 use super::state::{Kind, PendingCopy, Site};
 use super::{abort, ctx, Global, SharedArray};
 use crate::device::{shfl_idx, Element, WgmmaA, WgmmaAccumulators};
-use crate::host::Fault;
+use crate::report::Fault;
 use crate::wgmma::{Major, SmemMatrix};
 use std::panic::Location;
 
@@ -29,7 +29,8 @@ impl<T: Element, const N: usize> SharedArray<T, N> {
 }
 
 /// `cp.async.cg.shared.global` of 16 bytes from element `src_elem` of `src` to element
-/// `dst_elem` of `dst`; with `valid` false it reads nothing and writes 16 zero bytes. The bytes
+/// `dst_elem` of `dst`; with `valid` false, or a source that is not inside `src` (the
+/// buffer-view rule, as on the GPU), it reads nothing and writes 16 zero bytes. The bytes
 /// land at the [`cp_async_wait`] that retires this copy's group; touching them earlier (any
 /// thread) is a `shared-race`.
 #[track_caller]
@@ -40,6 +41,7 @@ pub fn cp_async_16<T: Element, const N: usize>(
     src_elem: u32,
     valid: bool,
 ) {
+    let valid = valid && src_elem as u64 + (16 / T::BYTES) as u64 <= src.len() as u64;
     let words = match T::BYTES {
         1 => source_words::<T, 16>(src, src_elem, valid),
         2 => source_words::<T, 8>(src, src_elem, valid),

@@ -5,10 +5,11 @@ use std::prelude::rust_2021::*;
 
 use super::memory::EmuMemory;
 use crate::bank::{global_sectors, shared_wavefronts, LaneAccess};
-use crate::host::{Fault, KernelError, LaunchStats};
+use crate::report::{Fault, KernelError, LaunchStats};
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::panic::Location;
+use std::sync::Arc;
 
 pub(crate) type Site = &'static Location<'static>;
 
@@ -84,6 +85,8 @@ pub(crate) struct BlockState {
     pub kernel: String,
     pub block: u32,
     pub shared: EmuMemory,
+    /// The global buffers the launch received (what handles resolve to).
+    pub buffers: Arc<[Arc<EmuMemory>]>,
     pub epoch: Cell<u32>,
     pub warp_epoch: RefCell<Vec<u32>>,
     stamps: RefCell<Vec<ByteStamps>>,
@@ -97,11 +100,18 @@ pub(crate) struct BlockState {
 }
 
 impl BlockState {
-    pub fn new(kernel: &str, block: u32, block_dim: u32, shared_bytes: usize) -> BlockState {
+    pub fn new(
+        kernel: &str,
+        block: u32,
+        block_dim: u32,
+        shared_bytes: usize,
+        buffers: Arc<[Arc<EmuMemory>]>,
+    ) -> BlockState {
         BlockState {
             kernel: kernel.to_string(),
             block,
             shared: EmuMemory::new(shared_bytes),
+            buffers,
             epoch: Cell::new(0),
             warp_epoch: RefCell::new(vec![0; block_dim.div_ceil(32) as usize]),
             stamps: RefCell::new(vec![ByteStamps::default(); shared_bytes]),

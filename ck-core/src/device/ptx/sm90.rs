@@ -15,7 +15,8 @@ impl<T: Element, const N: usize> SharedArray<T, N> {
 }
 
 /// `cp.async.cg.shared.global` of 16 bytes from element `src_elem` of `src` to element
-/// `dst_elem` of `dst`; with `valid` false it reads nothing and writes 16 zero bytes.
+/// `dst_elem` of `dst`; with `valid` false, or a source that is not inside `src`, it reads
+/// nothing and writes 16 zero bytes.
 #[inline(always)]
 pub fn cp_async_16<T: Element, const N: usize>(
     dst: &SharedArray<T, N>,
@@ -24,7 +25,11 @@ pub fn cp_async_16<T: Element, const N: usize>(
     src_elem: u32,
     valid: bool,
 ) {
+    // A source past the end of `src` makes the copy invalid (the buffer-view rule).
+    let valid = valid && src_elem as u64 + (16 / T::BYTES) as u64 <= src.len() as u64;
     let at = if valid { src_elem } else { 0 };
+    // SAFETY: a valid copy reads 16 bytes inside `src` (checked above), an invalid one reads
+    // nothing (source size 0); the destination is shared memory, bounded by the hardware.
     unsafe {
         asm!(
             "cp.async.cg.shared.global [{0}], [{1}], 16, {2};",
@@ -39,6 +44,7 @@ pub fn cp_async_16<T: Element, const N: usize>(
 /// `cp.async.commit_group`: the copies issued since the last commit form one group.
 #[inline(always)]
 pub fn cp_async_commit() {
+    // SAFETY: groups this thread's copies; touches no memory.
     unsafe { asm!("cp.async.commit_group;", options(nostack)) };
 }
 
@@ -46,6 +52,7 @@ pub fn cp_async_commit() {
 /// flight.
 #[inline(always)]
 pub fn cp_async_wait<const PENDING: u32>() {
+    // SAFETY: waits; touches no memory.
     unsafe { asm!("cp.async.wait_group {n};", n = const PENDING, options(nostack)) };
 }
 
@@ -53,6 +60,7 @@ pub fn cp_async_wait<const PENDING: u32>() {
 /// async proxy (wgmma operand reads) — before the barrier that publishes them.
 #[inline(always)]
 pub fn fence_proxy_async() {
+    // SAFETY: a memory fence; touches no memory.
     unsafe { asm!("fence.proxy.async.shared::cta;", options(nostack)) };
 }
 
@@ -60,12 +68,14 @@ pub fn fence_proxy_async() {
 /// `wgmma.mma_async`.
 #[inline(always)]
 pub fn wgmma_fence() {
+    // SAFETY: a fence; touches no memory.
     unsafe { asm!("wgmma.fence.sync.aligned;", options(nostack)) };
 }
 
 /// `wgmma.commit_group.sync.aligned`: the MMAs issued since the last commit form one group.
 #[inline(always)]
 pub fn wgmma_commit() {
+    // SAFETY: groups the warpgroup's MMAs; touches no memory.
     unsafe { asm!("wgmma.commit_group.sync.aligned;", options(nostack)) };
 }
 

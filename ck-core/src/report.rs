@@ -1,0 +1,133 @@
+//! What a launch reports: its counters ([`LaunchStats`]) and the kernel bugs the emulator finds
+//! ([`Fault`], [`KernelError`]). A leaf module: the emulator (`device::emu`) fills these in and
+//! the host (`host`, which drives the emulator) returns them, so neither imports the other's
+//! types and the dependency between them points one way, host → device.
+
+use std::prelude::rust_2021::*;
+
+use core::fmt;
+use core::time::Duration;
+
+/// Counters of one launch, by the models of [`crate::bank`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LaunchStats {
+    /// Shared-load wavefronts.
+    pub shared_load_wavefronts: u64,
+    /// Extra shared-load wavefronts from bank conflicts.
+    pub shared_load_conflicts: u64,
+    /// Warp-level shared loads.
+    pub shared_load_requests: u64,
+    /// Shared-store wavefronts.
+    pub shared_store_wavefronts: u64,
+    /// Extra shared-store wavefronts from bank conflicts.
+    pub shared_store_conflicts: u64,
+    /// Warp-level shared stores.
+    pub shared_store_requests: u64,
+    /// Warp-level shared atomics.
+    pub shared_atomic_requests: u64,
+    /// 32-byte sectors read from global memory.
+    pub global_load_sectors: u64,
+    /// Warp-level global loads.
+    pub global_load_requests: u64,
+    /// 32-byte sectors written to global memory.
+    pub global_store_sectors: u64,
+    /// Warp-level global stores.
+    pub global_store_requests: u64,
+    /// Warp-level global atomics.
+    pub global_atomic_requests: u64,
+    /// Wall time of the launch.
+    pub elapsed: Duration,
+}
+
+impl LaunchStats {
+    /// Adds another block's counters.
+    pub fn add(&mut self, o: &LaunchStats) {
+        self.shared_load_wavefronts += o.shared_load_wavefronts;
+        self.shared_load_conflicts += o.shared_load_conflicts;
+        self.shared_load_requests += o.shared_load_requests;
+        self.shared_store_wavefronts += o.shared_store_wavefronts;
+        self.shared_store_conflicts += o.shared_store_conflicts;
+        self.shared_store_requests += o.shared_store_requests;
+        self.shared_atomic_requests += o.shared_atomic_requests;
+        self.global_load_sectors += o.global_load_sectors;
+        self.global_load_requests += o.global_load_requests;
+        self.global_store_sectors += o.global_store_sectors;
+        self.global_store_requests += o.global_store_requests;
+        self.global_atomic_requests += o.global_atomic_requests;
+    }
+}
+
+/// The kind of kernel bug the emulator found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// A global or shared access outside its array.
+    OutOfBounds,
+    /// A vector access not aligned to its size.
+    Misaligned,
+    /// Two threads touch the same shared byte between barriers, at least one writing.
+    SharedRace,
+    /// A barrier not every thread reaches (or threads at different barriers).
+    BarrierDivergence,
+    /// Lanes of a warp at different warp operations, or some exited.
+    WarpDivergence,
+    /// No thread can make progress.
+    Deadlock,
+    /// The kernel panicked.
+    Panic,
+    /// A global-memory handle used in a launch that did not receive its buffer (kept from an
+    /// earlier launch, or made outside one): the emulator would otherwise read memory the
+    /// launch does not own.
+    ForeignHandle,
+    /// The kernel uses a hardware mode the emulator does not model (it would compute something
+    /// the GPU does not): e.g. a 32- or 64-byte wgmma swizzle.
+    Unmodelled,
+}
+
+impl Fault {
+    /// Stable rule name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::OutOfBounds => "out-of-bounds",
+            Fault::Misaligned => "misaligned-access",
+            Fault::SharedRace => "shared-race",
+            Fault::BarrierDivergence => "barrier-divergence",
+            Fault::WarpDivergence => "warp-divergence",
+            Fault::Deadlock => "deadlock",
+            Fault::Panic => "kernel-panic",
+            Fault::ForeignHandle => "foreign-handle",
+            Fault::Unmodelled => "emulator-unmodelled",
+        }
+    }
+}
+
+/// A kernel bug found by the emulator: what, where (kernel, block, threads, address), why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelError {
+    /// The kind of bug.
+    pub fault: Fault,
+    /// Kernel name.
+    pub kernel: String,
+    /// Block index.
+    pub block: u32,
+    /// Threads involved (in the block).
+    pub threads: Vec<u32>,
+    /// Element index or shared byte involved, if any.
+    pub address: Option<u64>,
+    /// The full diagnosis.
+    pub message: String,
+}
+
+impl fmt::Display for KernelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} in kernel `{}`, block {}: {}",
+            self.fault.name(),
+            self.kernel,
+            self.block,
+            self.message
+        )
+    }
+}
+
+impl std::error::Error for KernelError {}
