@@ -63,21 +63,17 @@ impl Pattern {
     }
 }
 
-/// An LDS tile layout: XOR-swizzled (spec §11) or plain.
+/// An LDS tile layout: XOR-swizzled (spec §11) or plain. Made only by the checked constructors
+/// ([`LdsLayout::xor`], [`LdsLayout::plain`]), so every layout satisfies their rules (e.g. KPack
+/// ≥ 1 divides K); read its parameters through the accessors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LdsLayout {
-    /// Rows (M per block).
-    pub m_per_block: Index,
-    /// Columns (K per block).
-    pub k_per_block: Index,
-    /// Contiguous elements per chunk.
-    pub k_pack: Index,
-    /// Bytes per element.
-    pub elem_bytes: Index,
-    /// Rows packed per LDS row (1 for the plain layout).
-    pub mlds_layer: Index,
-    /// XOR-swizzled or plain.
-    pub swizzled: bool,
+    m_per_block: Index,
+    k_per_block: Index,
+    k_pack: Index,
+    elem_bytes: Index,
+    mlds_layer: Index,
+    swizzled: bool,
 }
 
 const fn check(m: Index, k: Index, k_pack: Index, elem_bytes: Index) -> Result<(), Error> {
@@ -103,6 +99,36 @@ const fn check(m: Index, k: Index, k_pack: Index, elem_bytes: Index) -> Result<(
 }
 
 impl LdsLayout {
+    /// Rows (M per block).
+    pub const fn m_per_block(&self) -> Index {
+        self.m_per_block
+    }
+
+    /// Columns (K per block).
+    pub const fn k_per_block(&self) -> Index {
+        self.k_per_block
+    }
+
+    /// Contiguous elements per chunk (KPack).
+    pub const fn k_pack(&self) -> Index {
+        self.k_pack
+    }
+
+    /// Bytes per element.
+    pub const fn elem_bytes(&self) -> Index {
+        self.elem_bytes
+    }
+
+    /// Rows packed per LDS row (MLdsLayer; 1 for the plain layout).
+    pub const fn mlds_layer(&self) -> Index {
+        self.mlds_layer
+    }
+
+    /// XOR-swizzled (or plain).
+    pub const fn swizzled(&self) -> bool {
+        self.swizzled
+    }
+
     /// CK's MLdsLayer rule: `max(1, (32·4 / KPerBlock) / sizeof(T))` (integer divisions).
     pub const fn default_mlds_layer(k_per_block: Index, elem_bytes: Index) -> Index {
         let l = (32 * 4 / k_per_block) / elem_bytes;

@@ -19,7 +19,7 @@ fn max_phase_ways(l: &LdsLayout, p: Pattern) -> u32 {
 #[test]
 fn tv8_offsets_and_banks() {
     let xor = LdsLayout::xor(128, 32, 8, 2, None).unwrap();
-    assert_eq!(xor.mlds_layer, 2);
+    assert_eq!(xor.mlds_layer(), 2);
     assert_eq!(xor.element_space_size(), 4096);
     for ((m, k), off) in [
         ((0, 0), 0),
@@ -57,7 +57,7 @@ fn tv8_offsets_and_banks() {
 #[test]
 fn tv8b_mlds_layer_1() {
     let xor = LdsLayout::xor(64, 64, 8, 2, None).unwrap();
-    assert_eq!(xor.mlds_layer, 1);
+    assert_eq!(xor.mlds_layer(), 1);
     for m in 0..64 {
         for k in 0..64 {
             assert_eq!(xor.offset(m, k), ((k / 8) ^ (m % 8)) * 8 + m * 64 + k % 8);

@@ -432,7 +432,7 @@ impl<T: Element, const N: usize, const VEC: usize> LdsView<T, N, VEC> {
             "the shared array is smaller than the layout"
         );
         assert!(
-            layout.k_pack % VEC as Index == 0,
+            layout.k_pack() % VEC as Index == 0,
             "VEC must divide the layout's KPack"
         );
         LdsView {
@@ -456,12 +456,12 @@ impl<T: Element, const N: usize, const VEC: usize> View<T> for LdsView<T, N, VEC
     }
     #[inline(always)]
     fn valid(&self, x: &[Index]) -> bool {
-        (x[0] as u32) < self.layout.m_per_block as u32
-            && (x[1] as u32) < self.layout.k_per_block as u32
+        (x[0] as u32) < self.layout.m_per_block() as u32
+            && (x[1] as u32) < self.layout.k_per_block() as u32
     }
     #[inline(always)]
     fn vector_ok(&self, n: Index) -> bool {
-        self.layout.k_pack % n == 0
+        self.layout.k_pack() % n == 0
     }
     const WALKS_UNCHECKED: bool = true;
     /// `new` checked that the layout fits the array.

@@ -83,12 +83,12 @@ pub fn run(args: &LdsArgs) -> Result<(), CliError> {
             .collect();
         println!(
             "{}",
-            json!({"mlds_layer": layout.mlds_layer, "element_space_size": layout.element_space_size(), "offsets": offsets, "patterns": pats})
+            json!({"mlds_layer": layout.mlds_layer(), "element_space_size": layout.element_space_size(), "offsets": offsets, "patterns": pats})
         );
         return Ok(());
     }
-    let kind = if layout.swizzled {
-        format!("XOR-swizzled, MLdsLayer {}", layout.mlds_layer)
+    let kind = if layout.swizzled() {
+        format!("XOR-swizzled, MLdsLayer {}", layout.mlds_layer())
     } else {
         "plain".into()
     };
@@ -117,7 +117,7 @@ pub fn run(args: &LdsArgs) -> Result<(), CliError> {
 
 /// The tile coloured by the bank of each element's first byte.
 fn svg(l: &LdsLayout) -> String {
-    let (m, k) = (l.m_per_block, l.k_per_block);
+    let (m, k) = (l.m_per_block(), l.k_per_block());
     let (cw, ch) = (22.0, 14.0);
     let mut s = String::new();
     let _ = writeln!(
@@ -129,11 +129,11 @@ fn svg(l: &LdsLayout) -> String {
     let _ = writeln!(
         s,
         r#"<text x="2" y="12" font-size="11">LDS {m}×{k}, KPack {}, colour/label = bank</text>"#,
-        l.k_pack
+        l.k_pack()
     );
     for mi in 0..m {
         for ki in 0..k {
-            let bank = (l.offset(mi, ki) * l.elem_bytes / 4) % 32;
+            let bank = (l.offset(mi, ki) * l.elem_bytes() / 4) % 32;
             let (x, y) = (30.0 + ki as f64 * cw, 18.0 + mi as f64 * ch);
             let hue = bank as f64 * 360.0 / 32.0;
             let _ = writeln!(

@@ -190,6 +190,52 @@ fn embedded_ptx() -> Option<String> {
     (stem == krate).then_some(path)
 }
 
+/// What a kernel with errors still defines, so that the rest of the user's crate type-checks and
+/// only the kernel's own errors are reported: the function, with its body replaced, and its
+/// launcher — with `launch` when every argument is one a kernel takes.
+fn stub(f: &ItemFn, params: Option<&[Param]>) -> TokenStream {
+    let (attrs, vis, sig) = (&f.attrs, &f.vis, &f.sig);
+    let launcher = format_ident!("{}", camel(&sig.ident.to_string()), span = sig.ident.span());
+    let launch = params.map(|params| {
+        let host_params = params.iter().map(|p| match p {
+            Param::Global { name, elem, mutable: true } => {
+                quote!(#name: &mut ::ck_core::host::DeviceBuffer<#elem>)
+            }
+            Param::Global { name, elem, mutable: false } => {
+                quote!(#name: &::ck_core::host::DeviceBuffer<#elem>)
+            }
+            Param::Scalar { name, ty } => quote!(#name: #ty),
+        });
+        quote! {
+            #[cfg(not(target_arch = "nvptx64"))]
+            impl #launcher {
+                /// Stands in for the launcher of a kernel that did not compile.
+                #[allow(clippy::too_many_arguments, unused_variables)]
+                pub fn launch(
+                    device: &::ck_core::host::Device,
+                    cfg: ::ck_core::host::LaunchConfig,
+                    #(#host_params),*
+                ) -> ::core::result::Result<::ck_core::host::LaunchStats, ::ck_core::host::LaunchError> {
+                    ::core::unreachable!("the kernel did not compile")
+                }
+            }
+        }
+    });
+    quote! {
+        #(#attrs)*
+        #[allow(unused_variables, dead_code)]
+        #vis #sig {
+            ::core::unreachable!("the kernel did not compile")
+        }
+
+        #[allow(non_camel_case_types, dead_code)]
+        #[derive(Clone, Copy, Debug, Default)]
+        #vis struct #launcher;
+
+        #launch
+    }
+}
+
 /// Expands `#[tile_kernel(args)] item`.
 pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     match expand_inner(args, item) {
@@ -199,10 +245,17 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
 }
 
 fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, TokenStream> {
-    let opts = NestedMeta::parse_meta_list(args)
-        .map_err(|e| darling::Error::from(e).write_errors())
-        .and_then(|list| Options::from_list(&list).map_err(|e| e.write_errors()))?;
     let mut f: ItemFn = syn::parse2(item).map_err(|e| e.to_compile_error())?;
+    let opts = match NestedMeta::parse_meta_list(args)
+        .map_err(|e| darling::Error::from(e).write_errors())
+        .and_then(|list| Options::from_list(&list).map_err(|e| e.write_errors()))
+    {
+        Ok(o) => o,
+        Err(errors) => {
+            let stub = stub(&f, None);
+            return Err(quote!(#errors #stub));
+        }
+    };
     let mut errors: Vec<syn::Error> = Vec::new();
     if let Some(b) = opts.block {
         if b == 0 || b > 1024 {
@@ -250,10 +303,14 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
         ));
     }
     let mut params = Vec::new();
+    let mut all_classified = true;
     for a in &sig.inputs {
         match classify(a) {
             Ok(p) => params.push(p),
-            Err(e) => errors.push(e),
+            Err(e) => {
+                all_classified = false;
+                errors.push(e);
+            }
         }
     }
     let name = sig.ident.clone();
@@ -268,7 +325,8 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
     errors.extend(rewriter.errors);
     if !errors.is_empty() {
         let errs = errors.iter().map(syn::Error::to_compile_error);
-        return Err(quote!(#(#errs)*));
+        let stub = stub(&f, all_classified.then_some(&params[..]));
+        return Err(quote!(#(#errs)* #stub));
     }
 
     // Shared-memory layout: 16-byte aligned offsets, in declaration order.
