@@ -201,13 +201,21 @@ impl TensorDescriptor {
         let mut strides = [0 as Index; MAX_DIMS];
         strides[n - 1] = 1;
         if n >= 2 {
-            let last = lengths[n - 1];
-            let s = (last + align - 1) / align * align;
-            strides[n - 2] = s;
-            let mut i = n - 2;
-            while i > 0 {
+            // In 64 bits (saturating), so that a stride past `Index::MAX` is an error, not an
+            // overflow.
+            let last = lengths[n - 1] as i64;
+            let mut s = (last + align as i64 - 1) / align as i64 * align as i64;
+            let mut i = n - 1;
+            loop {
+                if s > Index::MAX as i64 || s < Index::MIN as i64 {
+                    return Err(Error::new(Rule::IndexOverflow, "strides").values(Index::MAX, 0));
+                }
+                strides[i - 1] = s as Index;
                 i -= 1;
-                strides[i] = strides[i + 1] * lengths[i + 1];
+                if i == 0 {
+                    break;
+                }
+                s = s.saturating_mul(lengths[i] as i64);
             }
         }
         TensorDescriptor::naive(lengths, strides.split_at(n).0, -1, -1)

@@ -108,6 +108,9 @@ pub enum EncodingRule {
     ShapeMismatch,
     /// More dims/components than supported.
     CapacityExceeded,
+    /// The tile (every R and H length multiplied) has more than `2³¹ − 1` elements: its indices
+    /// would overflow CK's 32-bit `index_t`.
+    TileTooLarge,
     /// A slice would cut through a P-claimed digit.
     SliceThroughP,
     /// A slice length does not factor through the digits.
@@ -137,6 +140,7 @@ impl EncodingRule {
             EncodingRule::BlockSizeMismatch => "block-size-mismatch",
             EncodingRule::ShapeMismatch => "shape-mismatch",
             EncodingRule::CapacityExceeded => "capacity-exceeded",
+            EncodingRule::TileTooLarge => "tile-too-large",
             EncodingRule::SliceThroughP => "slice-through-p",
             EncodingRule::SliceNotFactor => "slice-not-factor",
             EncodingRule::RUnowned => "r-unowned",
@@ -149,6 +153,7 @@ impl EncodingRule {
         matches!(
             self,
             EncodingRule::LengthNotPositive
+                | EncodingRule::TileTooLarge
                 | EncodingRule::Unclaimed
                 | EncodingRule::WarpSizeMismatch
                 | EncodingRule::BlockSizeMismatch
@@ -561,6 +566,32 @@ impl Encoding {
         prod
     }
 
+    /// Positive lengths whose products all fit in an `Index`: what the length-dependent checks
+    /// and the derived tables need.
+    const fn sized(&self) -> bool {
+        self.lengths_ok() && self.total_elements() <= Index::MAX as i64
+    }
+
+    /// Π of every R and H length, in 64 bits, saturating once past `Index::MAX`.
+    const fn total_elements(&self) -> i64 {
+        let mut total: i64 = 1;
+        let mut j = 0;
+        while j < self.r.len() {
+            total = saturate(total * self.r.get(j) as i64);
+            j += 1;
+        }
+        let mut x = 0;
+        while x < self.nx {
+            j = 0;
+            while j < self.h[x].len() {
+                total = saturate(total * self.h[x].get(j) as i64);
+                j += 1;
+            }
+            x += 1;
+        }
+        total
+    }
+
     const fn lengths_ok(&self) -> bool {
         let mut j = 0;
         while j < self.r.len() {
@@ -660,6 +691,11 @@ impl Encoding {
                 j += 1;
             }
             x += 1;
+        }
+        // Every product the derived tables take (X lengths, P lengths, the block and register
+        // counts) divides this one: in range, none of them overflows.
+        if self.lengths_ok() && !self.sized() {
+            report!(viol(R::TileTooLarge, Loc::Whole, 0, 0, 0, 0));
         }
         if self.np_major != self.np_minor {
             report!(viol(
@@ -823,7 +859,7 @@ impl Encoding {
             y += 1;
         }
         x = 0;
-        while x < self.nx {
+        while x < self.nx && self.sized() {
             j = 0;
             let xlen = self.h[x].product();
             while j < self.h[x].len() {
@@ -846,9 +882,7 @@ impl Encoding {
         let w = checks.warp_size as Index;
         if w != 32 && w != 64 {
             report!(viol(R::WarpSizeMismatch, Loc::WarpSize, w, 0, 0, 1));
-        } else if self.references_ok()
-            && self.lengths_ok()
-            && (self.np_major == 1 || self.np_major == 2)
+        } else if self.references_ok() && self.sized() && (self.np_major == 1 || self.np_major == 2)
         {
             let lane_p = self.np_major - 1;
             let lanes = self.p_length(lane_p);
@@ -884,7 +918,7 @@ impl Encoding {
                     0,
                     1
                 ));
-            } else if self.lengths_ok() {
+            } else if self.sized() {
                 x = 0;
                 while x < self.nx {
                     if checks.shape.get(x) != self.h[x].product() {
@@ -1573,6 +1607,16 @@ impl Encoding {
             out.h[x].set(j, new_len);
         }
         Ok(out)
+    }
+}
+
+/// `v`, or `Index::MAX + 1` once past `Index::MAX` (so products of lengths ≤ `Index::MAX` never
+/// overflow i64).
+const fn saturate(v: i64) -> i64 {
+    if v > Index::MAX as i64 {
+        Index::MAX as i64 + 1
+    } else {
+        v
     }
 }
 

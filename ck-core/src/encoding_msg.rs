@@ -211,6 +211,9 @@ impl Violation {
                         .push_list(enc.h_lengths(c as usize).as_slice())
                 }
             }
+            R::TileTooLarge => m.push_str(
+                "the tile (every R and H length multiplied) has more than 2^31 − 1 elements, past CK's 32-bit index_t; split it into smaller tiles",
+            ),
             R::CapacityExceeded => m
                 .push_str("this list has ")
                 .push_int(a as i64)

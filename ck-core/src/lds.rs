@@ -92,7 +92,7 @@ const fn check(m: Index, k: Index, k_pack: Index, elem_bytes: Index) -> Result<(
     if k % k_pack != 0 {
         return Err(Error::new(Rule::LdsKPack, "k pack").values(k, k_pack));
     }
-    if (m as i64) * (k as i64) * (elem_bytes as i64) > i32::MAX as i64 {
+    if (m as i128) * (k as i128) * (elem_bytes as i128) > i32::MAX as i128 {
         return Err(Error::new(Rule::IndexOverflow, "tile").values(Index::MAX, 0));
     }
     Ok(())
