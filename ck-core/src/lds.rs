@@ -243,7 +243,8 @@ impl LdsLayout {
         let (m_hi, ml) = (m / l, m % l);
         let (k0, k1) = (k / self.k_pack, k % self.k_pack);
         let k0_count = self.k_per_block / self.k_pack;
-        let row = (k0 * l + ml) ^ (m_hi % (k0_count * l));
+        // `xor` checked that K0·MLdsLayer is a power of two.
+        let row = crate::swizzle::Swizzle::of_columns(k0_count * l).column(m_hi, k0 * l + ml);
         row * self.k_pack + m_hi * (self.k_per_block * l) + k1
     }
 

@@ -21,6 +21,7 @@
 //! | `report` | a launch's counters and the emulator's kernel errors (a leaf: `host` and `device` both use it) | — |
 //! | `host` | devices, buffers, launches (drives the emulator) | — |
 //! | [`encoding`] | tile-distribution encodings, their checks, derived tables and algebra | §4, §5 |
+//! | [`swizzle`] | the one XOR swizzle (CuTe's `Swizzle<B, M, S>`) behind the xor transform, the LDS layouts and wgmma | §11 |
 //! | [`wgmma`] | Hopper wgmma shared-memory descriptors and the 128-byte swizzle | — |
 //!
 //! Bad parameters never panic in the host API: constructors return [`Error`], whose
@@ -53,6 +54,7 @@ pub mod msg;
 #[cfg(all(feature = "std", not(target_arch = "nvptx64")))]
 pub mod report;
 pub mod sfc;
+pub mod swizzle;
 #[cfg(any(feature = "std", target_arch = "nvptx64"))]
 pub mod tile;
 pub mod transform;

@@ -462,9 +462,13 @@ impl Transform {
             Transform::Slice { begin, .. } => Dims::splat(1, up.get(0) + begin),
             Transform::Offset { offset, .. } => Dims::splat(1, up.get(0) + offset),
             Transform::Modulo { modulus, .. } => Dims::splat(1, up.get(0) % modulus),
-            Transform::Xor { lengths } => Dims::EMPTY
-                .push(up.get(0))
-                .push(up.get(1) ^ (up.get(0) % lengths[1])),
+            Transform::Xor { lengths } => {
+                // `xor` checked that lengths[1] is a power of two.
+                let s = crate::swizzle::Swizzle::of_columns(lengths[1]);
+                Dims::EMPTY
+                    .push(up.get(0))
+                    .push(s.column(up.get(0), up.get(1)))
+            }
         }
     }
 

@@ -28,8 +28,8 @@
 //! again 1208.
 //!
 //! ```
-//! use ck_core::wgmma::{swizzle_128b, Major, SmemMatrix, Swizzle};
-//! let a = SmemMatrix { start: 0, lbo: 16, sbo: 1024, swizzle: Swizzle::B128 };
+//! use ck_core::wgmma::{swizzle_128b, Major, SmemMatrix, SwizzleMode};
+//! let a = SmemMatrix { start: 0, lbo: 16, sbo: 1024, swizzle: SwizzleMode::B128 };
 //! let a_k16 = SmemMatrix { start: 32, ..a };
 //! assert_eq!(a_k16.byte_address(Major::K, 9, 4), 1208);
 //! assert_eq!(swizzle_128b(1152 + 2 * 16 + 8), 1208);
@@ -39,9 +39,10 @@
 //! assert_eq!(SmemMatrix::from_descriptor(a_k16.descriptor()), a_k16);
 //! ```
 
-/// The swizzle mode of a descriptor (bits 62..64).
+/// The swizzle mode of a descriptor (bits 62..64); the 128-byte mode permutes addresses by
+/// [`swizzle_128b`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Swizzle {
+pub enum SwizzleMode {
     /// No swizzle: 8 × 16-byte core matrices.
     None,
     /// 128-byte swizzle: 1024-byte atoms of 8 rows × 128 bytes.
@@ -67,12 +68,13 @@ pub struct SmemMatrix {
     /// Stride byte offset (multiple of 16).
     pub sbo: u32,
     /// Swizzle mode.
-    pub swizzle: Swizzle,
+    pub swizzle: SwizzleMode,
 }
 
-/// The 128-byte swizzle of a shared byte address: chunk bits 4..7 XOR row bits 7..10.
+/// The 128-byte swizzle of a shared byte address: chunk bits 4..7 XOR row bits 7..10
+/// ([`crate::swizzle::Swizzle::WGMMA_128B`]).
 pub const fn swizzle_128b(addr: u32) -> u32 {
-    addr ^ (((addr >> 7) & 7) << 4)
+    crate::swizzle::Swizzle::WGMMA_128B.apply(addr)
 }
 
 impl SmemMatrix {
@@ -80,8 +82,8 @@ impl SmemMatrix {
     /// 32..46, base offset 0 (atoms 1024-byte aligned), swizzle mode in 62..64.
     pub const fn descriptor(&self) -> u64 {
         let mode: u64 = match self.swizzle {
-            Swizzle::None => 0,
-            Swizzle::B128 => 1,
+            SwizzleMode::None => 0,
+            SwizzleMode::B128 => 1,
         };
         ((self.start as u64 >> 4) & 0x3fff)
             | (((self.lbo as u64 >> 4) & 0x3fff) << 16)
@@ -97,9 +99,9 @@ impl SmemMatrix {
             lbo: (((d >> 16) & 0x3fff) << 4) as u32,
             sbo: (((d >> 32) & 0x3fff) << 4) as u32,
             swizzle: if d >> 62 == 1 {
-                Swizzle::B128
+                SwizzleMode::B128
             } else {
-                Swizzle::None
+                SwizzleMode::None
             },
         }
     }
@@ -113,20 +115,20 @@ impl SmemMatrix {
     /// 16-bit types; mn < 256), per the canonical layouts in the module documentation.
     pub const fn byte_address(&self, major: Major, mn: u32, k: u32) -> u32 {
         match (self.swizzle, major) {
-            (Swizzle::B128, Major::K) => {
+            (SwizzleMode::B128, Major::K) => {
                 swizzle_128b(self.start + (mn % 8) * 128 + (mn / 8) * self.sbo + 2 * k)
             }
-            (Swizzle::B128, Major::MN) => swizzle_128b(
+            (SwizzleMode::B128, Major::MN) => swizzle_128b(
                 self.start
                     + 2 * (mn % 64)
                     + (mn / 64) * self.lbo
                     + (k % 8) * 128
                     + (k / 8) * self.sbo,
             ),
-            (Swizzle::None, Major::K) => {
+            (SwizzleMode::None, Major::K) => {
                 self.start + (mn % 8) * 16 + (mn / 8) * self.sbo + 2 * (k % 8) + (k / 8) * self.lbo
             }
-            (Swizzle::None, Major::MN) => {
+            (SwizzleMode::None, Major::MN) => {
                 self.start + 2 * (mn % 8) + (mn / 8) * self.sbo + (k % 8) * 16 + (k / 8) * self.lbo
             }
         }
@@ -160,7 +162,7 @@ mod tests {
                     start: wg * 64 * 128 + slice * 32,
                     lbo: 16,
                     sbo: 1024,
-                    swizzle: Swizzle::B128,
+                    swizzle: SwizzleMode::B128,
                 };
                 for mn in 0..64 {
                     for k in 0..16 {
@@ -184,7 +186,7 @@ mod tests {
                 start: slice * 16 * 128,
                 lbo: 8192,
                 sbo: 1024,
-                swizzle: Swizzle::B128,
+                swizzle: SwizzleMode::B128,
             };
             for n in 0..256 {
                 for k in 0..16 {
@@ -218,11 +220,11 @@ mod tests {
             start: 2048,
             lbo: 128,
             sbo: 256,
-            swizzle: Swizzle::None,
+            swizzle: SwizzleMode::None,
         };
         assert_eq!(m.descriptor(), (2048 >> 4) | (8 << 16) | (16 << 32));
         for start in (0..0x40000).step_by(16 * 97) {
-            for swizzle in [Swizzle::None, Swizzle::B128] {
+            for swizzle in [SwizzleMode::None, SwizzleMode::B128] {
                 let m = SmemMatrix {
                     start,
                     lbo: 8192,

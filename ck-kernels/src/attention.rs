@@ -27,7 +27,7 @@ use ck_core::device::*;
 use ck_core::tile::{
     broadcast_x, make_tile_window, reduce_x_in_warp, unroll, DistributedTensor, View1, View2,
 };
-use ck_core::wgmma::{swizzle_128b, SmemMatrix, Swizzle};
+use ck_core::wgmma::{swizzle_128b, SmemMatrix, SwizzleMode};
 use ck_core::TileDistribution;
 use ck_macros::{tile_distribution, tile_kernel};
 
@@ -188,7 +188,7 @@ fn k_major(tile: u32, row: u32, kk: u32) -> u64 {
         start: tile + kk / 4 * PANEL_BYTES + row * 128 + kk % 4 * 32,
         lbo: 16,
         sbo: 1024,
-        swizzle: Swizzle::B128,
+        swizzle: SwizzleMode::B128,
     }
     .descriptor()
 }
@@ -201,7 +201,7 @@ fn values(tile: u32, kk: u32) -> u64 {
         start: tile + kk * 16 * 128,
         lbo: PANEL_BYTES,
         sbo: 1024,
-        swizzle: Swizzle::B128,
+        swizzle: SwizzleMode::B128,
     }
     .descriptor()
 }

@@ -20,7 +20,7 @@
 use ck_core::device::*;
 use ck_core::distribution::TileDistribution;
 use ck_core::tile::{make_tile_window, unroll, DistributedTensor, View2};
-use ck_core::wgmma::{swizzle_128b, SmemMatrix, Swizzle};
+use ck_core::wgmma::{swizzle_128b, SmemMatrix, SwizzleMode};
 use ck_macros::{tile_distribution, tile_kernel};
 
 /// Block tile rows.
@@ -215,14 +215,14 @@ fn gemm_wgmma<T: WgmmaTile, const SMEM: usize>(
                 start: stage + wg * 64 * 128 + kk * 32,
                 lbo: 16,
                 sbo: 1024,
-                swizzle: Swizzle::B128,
+                swizzle: SwizzleMode::B128,
             };
             // B: 64-column panels of BK rows × 128 bytes; a k-slice is 16 rows further.
             let b_desc = SmemMatrix {
                 start: stage + A_BYTES + kk * 16 * 128,
                 lbo: PANEL_BYTES,
                 sbo: 1024,
-                swizzle: Swizzle::B128,
+                swizzle: SwizzleMode::B128,
             };
             wgmma_bf16(
                 &mut acc.data,

@@ -378,7 +378,7 @@ fn wgmma_outside_the_model_is_refused_by_name() {
             .starts_with("emulator-unmodelled in kernel `wgmma_swizzle64`"),
         "{e}"
     );
-    assert!(e.message.contains("Swizzle::B128"), "{}", e.message);
+    assert!(e.message.contains("SwizzleMode::B128"), "{}", e.message);
     // Without the swizzle the MMA runs: zero operands, A · B = 0.
     WgmmaSwizzle64::launch(&d, LaunchConfig::new(1, 128), &mut out, 0).unwrap();
     assert_eq!(out.to_vec().unwrap(), vec![0.0; 128]);

@@ -6,7 +6,7 @@
 
 use ck_core::device::*;
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig};
-use ck_core::wgmma::{swizzle_128b, SmemMatrix, Swizzle};
+use ck_core::wgmma::{swizzle_128b, SmemMatrix, SwizzleMode};
 use ck_kernels::checks::Rng;
 use ck_macros::tile_kernel;
 
@@ -43,7 +43,7 @@ fn mma_b_kmajor(a: Global<Bf16>, b: Global<Bf16>, c: GlobalMut<f32>) {
             start,
             lbo: 16,
             sbo: 1024,
-            swizzle: Swizzle::B128,
+            swizzle: SwizzleMode::B128,
         }
         .descriptor()
     };
@@ -85,7 +85,7 @@ fn mma_a_regs(a: Global<Bf16>, b: Global<Bf16>, c: GlobalMut<f32>) {
         start,
         lbo: 8192,
         sbo: 1024,
-        swizzle: Swizzle::B128,
+        swizzle: SwizzleMode::B128,
     }
     .descriptor();
     let mut acc = [0f32; 32];

@@ -198,7 +198,7 @@ fn mma_bf16(
                 Fault::Unmodelled,
                 vec![c.tid],
                 None,
-                format!("wgmma at {site}: descriptor {d:#018x} uses a 32- or 64-byte swizzle (bits 62..64), which the emulator does not model; lay the operand out with Swizzle::None or Swizzle::B128"),
+                format!("wgmma at {site}: descriptor {d:#018x} uses a 32- or 64-byte swizzle (bits 62..64), which the emulator does not model; lay the operand out with SwizzleMode::None or SwizzleMode::B128"),
             );
             abort();
         }
