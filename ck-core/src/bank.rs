@@ -51,7 +51,8 @@ impl SharedCost {
     }
 }
 
-const fn lanes_per_phase(bytes: u32) -> u32 {
+/// Lanes served per phase by accesses of `bytes` per lane.
+pub const fn lanes_per_phase(bytes: u32) -> u32 {
     match bytes {
         16 => 8,
         8 => 16,
@@ -77,9 +78,9 @@ pub const fn shared_wavefronts(accesses: &[LaneAccess]) -> SharedCost {
     };
     let mut phase = 0;
     while phase < 32 / per_phase {
-        let (worst, any) = phase_cost(accesses, phase, per_phase);
-        if any {
-            cost.wavefronts += worst;
+        let p = worst_bank(accesses, phase, per_phase);
+        if p.any {
+            cost.wavefronts += p.ways;
             cost.phases += 1;
         }
         phase += 1;
@@ -87,10 +88,27 @@ pub const fn shared_wavefronts(accesses: &[LaneAccess]) -> SharedCost {
     cost
 }
 
-/// `(largest number of distinct words in one bank, whether any lane is active)` for one phase.
-const fn phase_cost(accesses: &[LaneAccess], phase: u32, per_phase: u32) -> (u32, bool) {
-    // Distinct words of this phase (at most 32 lanes × 4 words).
+/// The worst bank of one phase: how many distinct words fall into it (its *ways*, the phase's
+/// wavefronts), which bank, and the lanes that brought those words (first lane per word).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PhaseCost {
+    /// Distinct words in the worst bank (0 when no lane of the phase is active).
+    pub ways: u32,
+    /// The worst bank (the lowest one among equals).
+    pub bank: u32,
+    /// Lanes whose words fall into that bank, `lanes[..ways]`.
+    pub lanes: [u32; 32],
+    /// Whether any lane of the phase is active.
+    pub any: bool,
+}
+
+/// The worst bank of phase `phase` (lanes `phase·per_phase ..`) of a warp-level access: the
+/// one model behind [`shared_wavefronts`] and the compile-time check
+/// [`LdsLayout::assert_max_ways`](crate::lds::LdsLayout::assert_max_ways).
+pub const fn worst_bank(accesses: &[LaneAccess], phase: u32, per_phase: u32) -> PhaseCost {
+    // Distinct words of this phase (at most 32 lanes × 4 words) and the first lane of each.
     let mut words = [0u64; 128];
+    let mut first_lane = [0u32; 128];
     let mut n = 0;
     let mut i = 0;
     while i < accesses.len() {
@@ -110,6 +128,7 @@ const fn phase_cost(accesses: &[LaneAccess], phase: u32, per_phase: u32) -> (u32
                 }
                 if !seen && n < words.len() {
                     words[n] = w;
+                    first_lane[n] = a.lane;
                     n += 1;
                 }
                 w += 1;
@@ -118,17 +137,33 @@ const fn phase_cost(accesses: &[LaneAccess], phase: u32, per_phase: u32) -> (u32
         i += 1;
     }
     let mut per_bank = [0u32; 32];
-    let mut worst = 0;
+    let (mut ways, mut bank) = (0, 0);
     let mut j = 0;
     while j < n {
         let b = (words[j] % 32) as usize;
         per_bank[b] += 1;
-        if per_bank[b] > worst {
-            worst = per_bank[b];
+        if per_bank[b] > ways || (per_bank[b] == ways && (b as u32) < bank) {
+            ways = per_bank[b];
+            bank = b as u32;
         }
         j += 1;
     }
-    (worst, n > 0)
+    let mut lanes = [0u32; 32];
+    let mut k = 0;
+    j = 0;
+    while j < n {
+        if words[j] % 32 == bank as u64 && k < 32 {
+            lanes[k] = first_lane[j];
+            k += 1;
+        }
+        j += 1;
+    }
+    PhaseCost {
+        ways,
+        bank,
+        lanes,
+        any: n > 0,
+    }
 }
 
 /// Distinct 32-byte sectors touched by one warp-level global access.

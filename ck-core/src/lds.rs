@@ -36,7 +36,7 @@
 //! XOR length `K0·L` a power of two); the two warp patterns below. Power-of-two shapes are the
 //! case the XOR layout is designed for; other shapes are computed exactly but rarely help.
 
-use crate::bank::{shared_wavefronts, LaneAccess, SharedCost};
+use crate::bank::{lanes_per_phase, shared_wavefronts, worst_bank, LaneAccess, SharedCost};
 use crate::descriptor::TensorDescriptor;
 use crate::error::{Error, Rule};
 use crate::msg::MsgBuf;
@@ -345,75 +345,35 @@ impl LdsLayout {
     /// `max_ways` wavefronts, naming the pattern, the bank and the colliding lanes.
     pub const fn assert_max_ways(&self, pattern: Pattern, max_ways: u32) {
         let (acc, n) = self.pattern_accesses(pattern);
-        let bytes = if n > 0 { acc[0].bytes } else { 4 };
-        let per_phase = match bytes {
-            16 => 8,
-            8 => 16,
-            _ => 32,
-        };
+        let accesses = acc.split_at(n).0;
+        let per_phase = lanes_per_phase(if n > 0 { acc[0].bytes } else { 4 });
         let mut phase = 0;
         while phase < 32 / per_phase {
-            // Count distinct words per bank in this phase, remember the lanes.
-            let mut bank = 0;
-            while bank < 32 {
-                let mut words = [0u64; 32];
-                let mut nw = 0;
-                let mut lanes = [0u32; 32];
-                let mut nl = 0;
-                let mut i = 0;
-                while i < n {
-                    let a = acc[i];
-                    if a.lane / per_phase == phase {
-                        let mut w = a.byte_address / 4;
-                        let last = (a.byte_address + a.bytes as u64 - 1) / 4;
-                        while w <= last {
-                            if w % 32 == bank {
-                                let mut seen = false;
-                                let mut j = 0;
-                                while j < nw {
-                                    seen |= words[j] == w;
-                                    j += 1;
-                                }
-                                if !seen && nw < 32 {
-                                    words[nw] = w;
-                                    nw += 1;
-                                    if nl < 32 {
-                                        lanes[nl] = a.lane;
-                                        nl += 1;
-                                    }
-                                }
-                            }
-                            w += 1;
-                        }
+            let p = worst_bank(accesses, phase, per_phase);
+            if p.ways > max_ways {
+                let mut m = MsgBuf::<400>::new()
+                    .push_str("error[lds-bank-conflict]: pattern ")
+                    .push_str(pattern.name())
+                    .push_str(" is ")
+                    .push_int(p.ways as i64)
+                    .push_str("-way in phase ")
+                    .push_int(phase as i64)
+                    .push_str(": lanes ");
+                let mut j = 0;
+                while j < p.ways as usize {
+                    if j > 0 {
+                        m = m.push_str(", ");
                     }
-                    i += 1;
+                    m = m.push_int(p.lanes[j] as i64);
+                    j += 1;
                 }
-                if nw as u32 > max_ways {
-                    let mut m = MsgBuf::<400>::new()
-                        .push_str("error[lds-bank-conflict]: pattern ")
-                        .push_str(pattern.name())
-                        .push_str(" is ")
-                        .push_int(nw as i64)
-                        .push_str("-way in phase ")
-                        .push_int(phase as i64)
-                        .push_str(": lanes ");
-                    let mut j = 0;
-                    while j < nl {
-                        if j > 0 {
-                            m = m.push_str(", ");
-                        }
-                        m = m.push_int(lanes[j] as i64);
-                        j += 1;
-                    }
-                    m = m
-                        .push_str(" hit bank ")
-                        .push_int(bank as i64)
-                        .push_str(" in different words; at most ")
-                        .push_int(max_ways as i64)
-                        .push_str("-way is allowed — use the XOR layout or change KPack/MLdsLayer");
-                    panic!("{}", m.as_str());
-                }
-                bank += 1;
+                m = m
+                    .push_str(" hit bank ")
+                    .push_int(p.bank as i64)
+                    .push_str(" in different words; at most ")
+                    .push_int(max_ways as i64)
+                    .push_str("-way is allowed — use the XOR layout or change KPack/MLdsLayer");
+                panic!("{}", m.as_str());
             }
             phase += 1;
         }
