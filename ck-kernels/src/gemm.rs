@@ -3,7 +3,7 @@
 //! `gemm_f32`: the SIMT kernel. A 256-thread block computes a 128 × 128 tile of C; each thread
 //! holds 8 × 8 accumulators (distribution [`CTile`]: two 4-row and two 4-column strips 64 apart,
 //! so its shared-memory reads are 16-byte vectors of consecutive lanes: conflict-free). K is
-//! walked in steps of 8: A's 128 × 8 and B's 8 × 128 slices are loaded with tile windows
+//! walked in steps of 16 (`BK`): A's 128 × 16 and B's 16 × 128 slices are loaded with tile windows
 //! (distributions [`ASlice`], [`BSlice`]; edges read as zero), stored to shared memory (A
 //! transposed, so both are read along M or N), double-buffered: the next slice is loaded into
 //! registers while the current one is multiplied, so one barrier per step suffices.
