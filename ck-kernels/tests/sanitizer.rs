@@ -436,3 +436,20 @@ fn a_view_larger_than_its_buffer_is_an_error_where_it_is_made() {
     OversizedView::launch(&d, LaunchConfig::new(1, 32), &full, &mut out).unwrap();
     assert_eq!(out.to_vec().unwrap(), [15]);
 }
+
+#[test]
+fn launch_errors_print_their_rule_once() {
+    let d = device();
+    let mut out = DeviceBuffer::zeros(&d, 64).unwrap();
+    for e in [
+        // Refused before running (block size), and found while running (a race).
+        Neighbour::launch(&d, LaunchConfig::new(1, 2048), &mut out, 1).unwrap_err(),
+        Neighbour::launch(&d, LaunchConfig::new(1, 64), &mut out, 0).unwrap_err(),
+    ] {
+        assert!(!e.message().starts_with("error["), "{}", e.message());
+        assert_eq!(
+            e.to_string(),
+            format!("error[{}]: {}", e.rule(), e.message())
+        );
+    }
+}

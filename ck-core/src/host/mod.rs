@@ -346,14 +346,21 @@ impl LaunchError {
             LaunchError::Kernel(e) => e.fault.name(),
         }
     }
+
+    /// What went wrong and what to change, without the `error[rule]: ` frame that `Display`
+    /// puts in front (for printers that add their own, like the `ck` command's).
+    pub fn message(&self) -> String {
+        match self {
+            LaunchError::Invalid { message, .. } => message.clone(),
+            LaunchError::Kernel(e) => e.to_string(),
+        }
+    }
 }
 
+/// `error[rule]: message`: [`LaunchError::rule`] framed around [`LaunchError::message`].
 impl fmt::Display for LaunchError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LaunchError::Invalid { rule, message } => write!(f, "error[{rule}]: {message}"),
-            LaunchError::Kernel(e) => write!(f, "error[{}]: {e}", e.fault.name()),
-        }
+        write!(f, "error[{}]: {}", self.rule(), self.message())
     }
 }
 

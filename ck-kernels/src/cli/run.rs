@@ -8,13 +8,7 @@ use ck_core::host::{Device, LaunchError, LaunchStats};
 use serde_json::json;
 
 pub(crate) fn launch_error(e: LaunchError) -> CliError {
-    let rule = e.rule();
-    let text = e.to_string();
-    CliError::new(
-        rule,
-        text.trim_start_matches(&format!("error[{rule}]: "))
-            .to_string(),
-    )
+    CliError::new(e.rule(), e.message())
 }
 
 /// Where a kernel runs.
