@@ -148,6 +148,12 @@ impl EncodingRule {
         }
     }
 
+    /// True for the rules that only warn (the encoding is still usable): an R component no P
+    /// owns, an unclaimed H component of length 1.
+    pub const fn is_warning(self) -> bool {
+        matches!(self, EncodingRule::RUnowned | EncodingRule::UnclaimedUnit)
+    }
+
     /// True for rules that depend on length values (not only on the structure of the lists).
     pub const fn depends_on_lengths(self) -> bool {
         matches!(

@@ -30,8 +30,13 @@ fn slices(v: &[Vec<i32>]) -> Vec<&[i32]> {
 fn use_encoding(e: &Encoding, warp_size: u32) {
     let checks = Checks::warp(warp_size);
     for n in 0..4 {
-        let _ = e.error(&checks, n);
-        let _ = e.warning(n);
+        // Errors and warnings are told apart by the rule itself.
+        if let Some(v) = e.error(&checks, n) {
+            assert!(!v.rule.is_warning(), "{:?} reported as an error", v.rule);
+        }
+        if let Some(w) = e.warning(n) {
+            assert!(w.rule.is_warning(), "{:?} reported as a warning", w.rule);
+        }
     }
     if e.first_error(&checks).is_some() {
         return;

@@ -271,7 +271,7 @@ pub fn diagnostic(def: &DistributionDef, enc: Option<&Encoding>, v: &Violation) 
         }
     };
     let span = span_of(def, v.loc);
-    if v.rule.name() == "r-unowned" || v.rule.name() == "unclaimed-unit" {
+    if v.rule.is_warning() {
         Diagnostic::warning(v.rule.name(), span, message)
     } else {
         Diagnostic::error(v.rule.name(), span, message)
