@@ -56,6 +56,8 @@ pub enum Rule {
     LdsKPack,
     /// An LDS layout's M per block is not a multiple of its MLdsLayer.
     LdsLayer,
+    /// A swizzle whose source and target bits overlap, or reach past bit 31.
+    SwizzleBits,
 }
 
 impl Rule {
@@ -83,6 +85,7 @@ impl Rule {
             Rule::DescriptorBottom => "descriptor-bottom",
             Rule::LdsKPack => "lds-k-pack",
             Rule::LdsLayer => "lds-mlds-layer",
+            Rule::SwizzleBits => "swizzle-bits",
         }
     }
 }
@@ -226,6 +229,10 @@ impl fmt::Display for Error {
             Rule::LdsLayer => write!(
                 f,
                 "{w}: M per block {a} is not a multiple of MLdsLayer {b}; choose an MLdsLayer that divides it"
+            ),
+            Rule::SwizzleBits => write!(
+                f,
+                "{w}: {a} bits shifted by {b} overlap themselves or reach past bit 31; use a shift of at least the bit count, and bits + base + shift ≤ 31"
             ),
             Rule::DescriptorBottom => write!(
                 f,

@@ -54,8 +54,9 @@ impl Swizzle {
     /// overlap, so the map is an involution) and every bit it touches below bit 31.
     pub const fn new(bits: u32, base: u32, shift: u32) -> Result<Swizzle, Error> {
         if shift < bits || bits + base + shift > 31 {
-            return Err(Error::new(Rule::XorNotPowerOfTwo, "swizzle bits")
-                .values(bits as Index, shift as Index));
+            return Err(
+                Error::new(Rule::SwizzleBits, "swizzle").values(bits as Index, shift as Index)
+            );
         }
         Ok(Swizzle { bits, base, shift })
     }
@@ -142,6 +143,10 @@ mod tests {
             }
         }
         assert!(Swizzle::columns(6).is_err() && Swizzle::columns(0).is_err());
-        assert!(Swizzle::new(3, 4, 2).is_err());
+        assert_eq!(
+            Swizzle::new(3, 4, 2).unwrap_err().rule.name(),
+            "swizzle-bits"
+        );
+        assert!(Swizzle::new(8, 12, 12).is_err());
     }
 }

@@ -40,16 +40,9 @@ const PANEL_BYTES: u32 = 128 * 128;
 /// `log₂ e`: scores are scaled into the log₂ domain once, so every exponential is one `exp2`.
 pub const LOG2_E: f32 = core::f32::consts::LOG2_E;
 
-tile_distribution! {
-    /// A 128 × 64 tile of Q, K or V (head dim 64) as 16-byte copies: each warp copies 4 rows of
-    /// 128 bytes, 4 times.
-    pub struct Copy64 {
-        warp_size: 32, block_size: 256,
-        h: { s: [rep: 4, warp: 8, lane: 4], d: [lane: 8, vec: 8] },
-        p: [[s.warp], [s.lane, d.lane]],
-        y: [s.rep, d.vec],
-    }
-}
+/// A 128 × 64 tile of Q, K or V (head dim 64) as 16-byte copies: the GEMM's A stage (each
+/// warp copies 4 rows of 128 bytes, 4 times).
+pub use crate::gemm_sm90::ACopy as Copy64;
 
 tile_distribution! {
     /// A 128 × 128 tile (head dim 128) as 16-byte copies: each warp copies 2 rows of 256 bytes,
@@ -62,17 +55,11 @@ tile_distribution! {
     }
 }
 
-tile_distribution! {
-    /// The 128 × 128 score tile in the wgmma accumulator layout: warpgroup `wg` owns rows
-    /// 64·wg..64·wg + 64; in it warp `w` and lane (g, t) hold rows 16w + {g, g + 8} and columns
-    /// 8j + 2t + {0, 1} — register 4j + 2h + e. Also `O`'s layout for head dim 128.
-    pub struct Scores {
-        warp_size: 32, block_size: 256,
-        h: { m: [wg: 2, w: 4, h: 2, g: 8], n: [j: 16, t: 4, e: 2] },
-        p: [[m.wg, m.w], [m.g, n.t]],
-        y: [n.j, m.h, n.e],
-    }
-}
+/// The 128 × 128 score tile in the wgmma accumulator layout — the GEMM's 128 × 128 C tile:
+/// warpgroup `wg` owns rows 64·wg..64·wg + 64; in it warp `w` and lane (g, t) hold rows
+/// 16w + {g, g + 8} and columns 8j + 2t + {0, 1} — register 4j + 2h + e. Also `O`'s layout for
+/// head dim 128.
+pub use crate::gemm_sm90::CWgmma128 as Scores;
 
 tile_distribution! {
     /// `O`'s 128 × 64 tile (head dim 64) in the accumulator layout ([`Scores`] with j < 8).

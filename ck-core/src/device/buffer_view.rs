@@ -171,16 +171,35 @@ impl<T: Element, M: Memory<T>> BufferView<M, T> {
         }
     }
 
-    /// The memory (for views that prove their accesses in bounds themselves).
+    /// [`BufferView::get`] without the memory's own bounds and alignment check, for views that
+    /// prove their valid accesses inside the memory.
+    ///
+    /// # Safety
+    /// When `is_valid`: `i + N ≤ size`, and `i` a multiple of `N` for 4-, 8- and 16-byte
+    /// vectors.
     #[inline(always)]
-    pub(crate) fn memory(&self) -> &M {
-        &self.memory
+    pub(crate) unsafe fn get_in_bounds<const N: usize>(&self, i: u32, is_valid: bool) -> [T; N] {
+        if is_valid {
+            // SAFETY: the caller's promise.
+            unsafe { self.memory.read_unchecked(i) }
+        } else {
+            [self.invalid_value; N]
+        }
     }
 
-    /// The value invalid elements read as.
+    /// [`BufferView::set`] without the memory's own check.
+    ///
+    /// # Safety
+    /// As for [`BufferView::get_in_bounds`].
     #[inline(always)]
-    pub(crate) fn invalid_value(&self) -> T {
-        self.invalid_value
+    pub(crate) unsafe fn set_in_bounds<const N: usize>(&self, i: u32, is_valid: bool, v: [T; N])
+    where
+        M: MemoryMut<T>,
+    {
+        if is_valid {
+            // SAFETY: the caller's promise.
+            unsafe { self.memory.write_unchecked(i, v) }
+        }
     }
 
     /// `set<N>(i, linear_offset, is_valid, v)`.

@@ -204,28 +204,16 @@ pub trait View<T: Element> {
     /// alignment (so the vector plan may be used as is).
     fn vector_ok(&self, n: Index) -> bool;
 
-    /// Whether tile windows move this view's elements with [`View::read_walk`] and
-    /// [`View::write_walk`] (after checking [`View::walk_in_memory`] once per walk) instead of
-    /// the buffer view's per-access bounds check. The views of this module set it; a view of
-    /// your own keeps the default (`false`) unless it overrides those methods.
-    const WALKS_UNCHECKED: bool = false;
-
-    /// Whether every valid access of a tile-window walk lies inside the memory: the view's
-    /// footprint does. A walk moves vectors only where [`View::vector_ok`] holds and the window
-    /// origin is aligned to them.
-    #[inline(always)]
-    fn walk_in_memory(&self) -> bool {
-        false
-    }
-
-    /// `N` elements at element `at` of a walk's access at `x` (`at` is `offset(x)` plus the
-    /// piece's distance into its run), with the run's validity `valid`: invalid reads give the
-    /// invalid value.
+    /// `N` elements at element `at` of a tile-window walk's access at `x` (`at` is `offset(x)`
+    /// plus the piece's distance into its run), with the run's validity `valid`: invalid reads
+    /// give the invalid value. The default goes through the buffer view's checked `get`; a view
+    /// that can prove every valid access of a walk inside its memory (the library's `View2` and
+    /// `View1`, whose footprint is checked where they are made) overrides it to skip the check.
     ///
     /// # Safety
-    /// [`View::walk_in_memory`] returned true; `valid` is `self.valid(x)`; and the access
-    /// belongs to a window walk (vectors of `N` only where `vector_ok(N)` and `x`'s last index
-    /// is a multiple of `N`, the piece within the run).
+    /// For callers: `valid` is `self.valid(x)`, and the access belongs to a window walk —
+    /// vectors of `N` only where `vector_ok(N)` holds and `x`'s last index is a multiple of `N`,
+    /// the piece within its run. Tile windows are the callers.
     #[inline(always)]
     unsafe fn read_walk<const N: usize>(&self, at: Index, valid: bool) -> [T; N] {
         self.buffer().get(at as u32, 0, valid)
@@ -307,26 +295,16 @@ impl<M: Memory<T>, T: Element, const VEC: usize> View<T> for View2<M, T, VEC> {
     fn vector_ok(&self, n: Index) -> bool {
         self.cols % n == 0 && self.row_stride % n == 0
     }
-    const WALKS_UNCHECKED: bool = true;
-    /// The constructor checked the footprint.
-    #[inline(always)]
-    fn walk_in_memory(&self) -> bool {
-        true
-    }
     /// # Safety
     /// As for [`View::read_walk`].
     #[inline(always)]
     unsafe fn read_walk<const N: usize>(&self, at: Index, valid: bool) -> [T; N] {
-        if valid {
-            // SAFETY: `valid` puts the run's first element in a row `< rows` and a column
-            // `< cols`; a walk's vector of `N` starts at a multiple of `N` and `cols` is one
-            // (`vector_ok`), so the piece lies in that row's first `cols` elements, at an offset
-            // that is a multiple of `N` (so is the row stride); the footprint of those lies
-            // inside the memory (`walk_in_memory`).
-            unsafe { self.buffer.memory().read_unchecked(at as u32) }
-        } else {
-            [self.buffer.invalid_value(); N]
-        }
+        // SAFETY: `valid` puts the run's first element in a row `< rows` and a column `< cols`;
+        // a walk's vector of `N` starts at a multiple of `N` and `cols` is one (`vector_ok`),
+        // so the piece lies in that row's first `cols` elements, at an offset that is a multiple
+        // of `N` (so is the row stride); `with_invalid_value` checked that the footprint of
+        // those lies inside the memory.
+        unsafe { self.buffer.get_in_bounds(at as u32, valid) }
     }
     /// # Safety
     /// As for [`View::write_walk`].
@@ -335,10 +313,8 @@ impl<M: Memory<T>, T: Element, const VEC: usize> View<T> for View2<M, T, VEC> {
     where
         M: MemoryMut<T>,
     {
-        if valid {
-            // SAFETY: as in `read_walk`.
-            unsafe { self.buffer.memory().write_unchecked(at as u32, v) }
-        }
+        // SAFETY: as in `read_walk`.
+        unsafe { self.buffer.set_in_bounds(at as u32, valid, v) }
     }
 }
 
@@ -383,23 +359,13 @@ impl<M: Memory<T>, T: Element, const VEC: usize> View<T> for View1<M, T, VEC> {
     fn vector_ok(&self, n: Index) -> bool {
         self.len % n == 0
     }
-    const WALKS_UNCHECKED: bool = true;
-    /// The constructor checked the footprint.
-    #[inline(always)]
-    fn walk_in_memory(&self) -> bool {
-        true
-    }
     /// # Safety
     /// As for [`View::read_walk`].
     #[inline(always)]
     unsafe fn read_walk<const N: usize>(&self, at: Index, valid: bool) -> [T; N] {
-        if valid {
-            // SAFETY: as for `View2`: the run starts below `len` at a multiple of `N`, `len` is
-            // one, and the `len` elements lie inside the memory.
-            unsafe { self.buffer.memory().read_unchecked(at as u32) }
-        } else {
-            [self.buffer.invalid_value(); N]
-        }
+        // SAFETY: as for `View2`: the run starts below `len` at a multiple of `N`, `len` is one,
+        // and `new` checked that the `len` elements lie inside the memory.
+        unsafe { self.buffer.get_in_bounds(at as u32, valid) }
     }
     /// # Safety
     /// As for [`View::write_walk`].
@@ -408,10 +374,8 @@ impl<M: Memory<T>, T: Element, const VEC: usize> View<T> for View1<M, T, VEC> {
     where
         M: MemoryMut<T>,
     {
-        if valid {
-            // SAFETY: as in `read_walk`.
-            unsafe { self.buffer.memory().write_unchecked(at as u32, v) }
-        }
+        // SAFETY: as in `read_walk`.
+        unsafe { self.buffer.set_in_bounds(at as u32, valid, v) }
     }
 }
 
@@ -462,32 +426,6 @@ impl<T: Element, const N: usize, const VEC: usize> View<T> for LdsView<T, N, VEC
     #[inline(always)]
     fn vector_ok(&self, n: Index) -> bool {
         self.layout.k_pack() % n == 0
-    }
-    const WALKS_UNCHECKED: bool = true;
-    /// `new` checked that the layout fits the array.
-    #[inline(always)]
-    fn walk_in_memory(&self) -> bool {
-        true
-    }
-    /// # Safety
-    /// As for [`View::read_walk`].
-    #[inline(always)]
-    unsafe fn read_walk<const V: usize>(&self, at: Index, valid: bool) -> [T; V] {
-        if valid {
-            // Shared memory: the array's own access (bounded by the hardware on the GPU,
-            // checked by the emulator) — no bounds check to skip, none to add.
-            self.buffer.memory().read(at as u32)
-        } else {
-            [self.buffer.invalid_value(); V]
-        }
-    }
-    /// # Safety
-    /// As for [`View::write_walk`].
-    #[inline(always)]
-    unsafe fn write_walk<const V: usize>(&self, at: Index, valid: bool, v: [T; V]) {
-        if valid {
-            self.buffer.memory().write(at as u32, v)
-        }
     }
 }
 
@@ -573,7 +511,7 @@ impl<D: TileDistribution, V> TileWindow<D, V> {
     /// Y box): one per `spv` elements along the vector Y dim, or one per element when the view
     /// refuses vectors of that width.
     #[inline(always)]
-    fn for_each_access<T: Element>(&self, mut f: impl FnMut(Access<D::Y, D::X>, bool))
+    fn for_each_access<T: Element>(&self, mut f: impl FnMut(Access<D::Y, D::X>))
     where
         V: View<T>,
     {
@@ -584,16 +522,12 @@ impl<D: TileDistribution, V> TileWindow<D, V> {
         // the walk then starts at a multiple of its length); elements one by one otherwise.
         let vector = spv > 1 && self.view.vector_ok(spv) && origin[origin.len() - 1] % spv == 0;
         let vdim = plan.vector_dim_y;
-        let unchecked = V::WALKS_UNCHECKED;
-        if unchecked && !self.view.walk_in_memory() {
-            crate::device::view_outside_memory(self.view.buffer().size());
-        }
         // Two inlined copies of the walk, each with a constant vector width, so that every
         // register index folds to a constant.
         if vector {
-            self.walk(vdim, spv, &mut |a| f(a, unchecked));
+            self.walk(vdim, spv, &mut f);
         } else {
-            self.walk(vdim, 1, &mut |a| f(a, unchecked));
+            self.walk(vdim, 1, &mut f);
         }
     }
 
@@ -641,11 +575,11 @@ impl<D: TileDistribution, V> TileWindow<D, V> {
     }
 
     /// Calls `f` with each of this thread's accesses, in order (the TV7 trace).
-    pub fn trace<T: Element>(&self, mut f: impl FnMut(Access<D::Y, D::X>))
+    pub fn trace<T: Element>(&self, f: impl FnMut(Access<D::Y, D::X>))
     where
         V: View<T>,
     {
-        self.for_each_access::<T>(|a, _| f(a))
+        self.for_each_access::<T>(f)
     }
 
     /// `load_tile`: this thread's elements of the window (padding reads the invalid value).
@@ -657,12 +591,11 @@ impl<D: TileDistribution, V> TileWindow<D, V> {
         let mut out = DistributedTensor::<D, T>::zeros();
         let stride = Plan::<D, V, T>::PLAN.d_stride as usize;
         let view = &self.view;
-        self.for_each_access::<T>(|a, inside| {
+        self.for_each_access::<T>(|a| {
             let (at, regs) = (
                 Run {
                     offset: a.offset,
                     valid: a.valid,
-                    inside,
                 },
                 &mut out.data,
             );
@@ -688,11 +621,10 @@ impl<D: TileDistribution, V> TileWindow<D, V> {
         let stride = Plan::<D, V, T>::PLAN.d_stride as usize;
         let view = &self.view;
         let regs = t.data.as_ref();
-        self.for_each_access::<T>(|a, inside| {
+        self.for_each_access::<T>(|a| {
             let at = Run {
                 offset: a.offset,
                 valid: a.valid,
-                inside,
             };
             match a.len {
                 16 => store_run::<T, V, 16>(view, at, regs, a.d, stride),
@@ -715,7 +647,7 @@ impl<D: TileDistribution, V> TileWindow<D, V> {
     {
         let stride = Plan::<D, V, T>::PLAN.d_stride as usize;
         let buf = self.view.buffer();
-        self.for_each_access::<T>(|a, _| {
+        self.for_each_access::<T>(|a| {
             unroll::<16>(|j| {
                 if (j as Index) < a.len {
                     buf.update::<1>(
@@ -751,26 +683,19 @@ const fn chunk_elems<T: Element>() -> usize {
     16 / T::BYTES as usize
 }
 
-/// One run of a window walk: its first element's offset and validity, and whether the walk's
-/// valid accesses are inside the memory ([`View::walk_in_memory`]).
+/// One run of a window walk: its first element's offset and validity.
 #[derive(Clone, Copy)]
 struct Run {
     offset: Index,
     valid: bool,
-    inside: bool,
 }
 
-/// `N` elements of run `r`, `along` into it: unchecked where the walk is inside the memory.
+/// `N` elements of run `r`, `along` into it.
 #[inline(always)]
 fn read_piece<T: Element, V: View<T>, const N: usize>(view: &V, r: Run, along: Index) -> [T; N] {
-    let at = r.offset.wrapping_add(along);
-    if r.inside {
-        // SAFETY: `walk_in_memory()` returned true for this walk, `r` is one of its accesses
-        // (offset and validity of its `x`), and the piece lies within the run.
-        unsafe { view.read_walk(at, r.valid) }
-    } else {
-        view.buffer().get(at as u32, 0, r.valid)
-    }
+    // SAFETY: `r` is an access of `for_each_access`'s walk (its offset and `valid(x)`), and the
+    // piece lies within the run: `read_walk`'s contract.
+    unsafe { view.read_walk(r.offset.wrapping_add(along), r.valid) }
 }
 
 /// Writes `N` elements like [`read_piece`] reads them.
@@ -779,13 +704,8 @@ fn write_piece<T: Element, V: View<T>, const N: usize>(view: &V, r: Run, along: 
 where
     V::Memory: MemoryMut<T>,
 {
-    let at = r.offset.wrapping_add(along);
-    if r.inside {
-        // SAFETY: as in `read_piece`.
-        unsafe { view.write_walk(at, r.valid, v) }
-    } else {
-        view.buffer().set(at as u32, 0, r.valid, v)
-    }
+    // SAFETY: as in `read_piece`.
+    unsafe { view.write_walk(r.offset.wrapping_add(along), r.valid, v) }
 }
 
 /// Loads run `r` of `N` elements (in accesses of at most 16 bytes, all with the first element's
