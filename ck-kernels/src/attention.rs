@@ -140,15 +140,17 @@ struct Problem {
     causal: bool,
 }
 
-/// Issues the copies of rows `row0..row0 + 128` of the `rows × D` matrix at element `base` of
-/// `src` into the tile at element `at` of `smem` (64-column panels of 128 swizzled rows of 128
-/// bytes), zero-filling rows past `rows`.
+/// One head's `[seq, D]` rows of Q, K or V, rows of 8-element (16-byte) vectors.
+type HeadRows = View2<Global<Bf16>, Bf16, 8>;
+
+/// Issues the copies of rows `row0..row0 + 128` of `src` into the tile at element `at` of
+/// `smem` (64-column panels of 128 swizzled rows of 128 bytes), zero-filling rows past its end.
 #[inline(always)]
 fn copy_tile<H: HeadDim, const SMEM: usize>(
     smem: &SharedArray<Bf16, SMEM>,
     at: u32,
-    src: &Global<Bf16>,
-    (base, row0, rows): (u32, u32, u32),
+    src: &HeadRows,
+    row0: u32,
 ) {
     let p = H::Copy::partition_index(thread_idx());
     // 128 · D / 8 chunks over 256 threads.
@@ -156,13 +158,7 @@ fn copy_tile<H: HeadDim, const SMEM: usize>(
         if (rep as u32) < 128 * H::D / 8 / 256 {
             let [r, c] = H::Copy::x_index(p, [rep as i32, 0]).map(|x| x as u32);
             let to = at + (c / 64 * PANEL_BYTES + swizzle_128b(r * 128 + c % 64 * 2)) / 2;
-            let valid = row0 + r < rows;
-            let from = if valid {
-                base + (row0 + r) * H::D + c
-            } else {
-                0
-            };
-            cp_async_16(smem, to, src, from, valid);
+            src.copy_16_async(smem, to, [row0 + r, c]);
         }
     });
 }
@@ -227,8 +223,12 @@ fn attention<H: HeadDim, const SMEM: usize>(
     let q0 = qt * BM;
     let (batch, head) = (bh / pb.heads, bh % pb.heads);
     let kv_heads = pb.heads / pb.group;
-    let q_base = bh * pb.sq * H::D;
-    let kv_base = (batch * kv_heads + head / pb.group) * pb.sk * H::D;
+    let head_rows = |x: Global<Bf16>, head: u32, seq: u32| {
+        HeadRows::new(x.slice(head * seq * H::D, seq * H::D), seq, H::D, H::D)
+    };
+    let q = head_rows(q, bh, pb.sq);
+    let kv_head = batch * kv_heads + head / pb.group;
+    let (k, v) = (head_rows(k, kv_head, pb.sk), head_rows(v, kv_head, pb.sk));
     // Keys any row of the tile sees: all, or up to the last row's diagonal.
     let last_row = (q0 + BM).min(pb.sq) as i64 - 1;
     let key_end = if pb.causal {
@@ -241,10 +241,10 @@ fn attention<H: HeadDim, const SMEM: usize>(
     let q_at = first;
     let k_at = |s: u32| first + (tile + 2 * s * tile) / 2;
     let v_at = |s: u32| k_at(s) + tile / 2;
-    copy_tile::<H, SMEM>(&smem, q_at, &q, (q_base, q0, pb.sq));
+    copy_tile::<H, SMEM>(&smem, q_at, &q, q0);
     if key_tiles > 0 {
-        copy_tile::<H, SMEM>(&smem, k_at(0), &k, (kv_base, 0, pb.sk));
-        copy_tile::<H, SMEM>(&smem, v_at(0), &v, (kv_base, 0, pb.sk));
+        copy_tile::<H, SMEM>(&smem, k_at(0), &k, 0);
+        copy_tile::<H, SMEM>(&smem, v_at(0), &v, 0);
     }
     cp_async_commit();
 
@@ -261,8 +261,8 @@ fn attention<H: HeadDim, const SMEM: usize>(
         block_sync();
         if j + 1 < key_tiles {
             let (s, row0) = ((j + 1) % 2, (j + 1) * BN);
-            copy_tile::<H, SMEM>(&smem, k_at(s), &k, (kv_base, row0, pb.sk));
-            copy_tile::<H, SMEM>(&smem, v_at(s), &v, (kv_base, row0, pb.sk));
+            copy_tile::<H, SMEM>(&smem, k_at(s), &k, row0);
+            copy_tile::<H, SMEM>(&smem, v_at(s), &v, row0);
         }
         cp_async_commit();
 

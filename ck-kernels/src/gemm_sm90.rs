@@ -128,24 +128,24 @@ impl WgmmaTile for Tile128x128 {
     type C = CWgmma128;
 }
 
+/// The bf16 operands as views: `[m, k]` A and `[k, n]` B, row-major, rows of 8-element
+/// (16-byte) vectors.
+type Operand = View2<Global<Bf16>, Bf16, 8>;
+
 /// Issues the copies of one stage (A rows `bm..`, B columns `bn..`, K from `k0`) into the stage
-/// buffers that start at element `tile` of `smem`.
+/// buffers that start at element `tile` of `smem`; outside the matrices the copies zero-fill.
 #[inline(always)]
 fn copy_stage<T: WgmmaTile, const SMEM: usize>(
-    (a, b): (&Global<Bf16>, &Global<Bf16>),
+    (a, b): (&Operand, &Operand),
     smem: &SharedArray<Bf16, SMEM>,
     tile: u32,
     (bm, bn, k0): (u32, u32, u32),
-    (m, n, k): (u32, u32, u32),
 ) {
     let pa = ACopy::partition_index(thread_idx());
     unroll::<4>(|rep| {
         let [r, c] = ACopy::x_index(pa, [rep as i32, 0]).map(|x| x as u32);
         let at = tile + swizzle_128b(r * 128 + c * 2) / 2;
-        let (gm, gk) = (bm + r, k0 + c);
-        // Outside the matrix the copy zero-fills, and the index (which could overflow) is unused.
-        let valid = gm < m && gk < k;
-        cp_async_16(smem, at, a, if valid { gm * k + gk } else { 0 }, valid);
+        a.copy_16_async(smem, at, [bm + r, k0 + c]);
     });
     let pb = T::BCopy::partition_index(thread_idx());
     // BK · BN / 8 chunks over 256 threads.
@@ -154,9 +154,7 @@ fn copy_stage<T: WgmmaTile, const SMEM: usize>(
             let [r, c] = T::BCopy::x_index(pb, [rep as i32, 0]).map(|x| x as u32);
             let panel = (c / 64) * PANEL_BYTES;
             let at = tile + (A_BYTES + panel + swizzle_128b(r * 128 + (c % 64) * 2)) / 2;
-            let (gk, gn) = (k0 + r, bn + c);
-            let valid = gk < k && gn < n;
-            cp_async_16(smem, at, b, if valid { gk * n + gn } else { 0 }, valid);
+            b.copy_16_async(smem, at, [k0 + r, bn + c]);
         }
     });
 }
@@ -186,12 +184,14 @@ fn gemm_wgmma<T: WgmmaTile, const SMEM: usize>(
     let (bm, bn) = block_tile(block_idx(), tiles, T::BN);
     let stage_at = |s: u32| first + s * stage_bytes / 2;
     let k_tiles = k.div_ceil(BK);
-    for s in 0..COPY_AHEAD {
+    let (a, b) = (Operand::new(a, m, k, k), Operand::new(b, k, n, n));
+    unroll::<{ COPY_AHEAD as usize }>(|s| {
+        let s = s as u32;
         if s < k_tiles {
-            copy_stage::<T, SMEM>((&a, &b), &smem, stage_at(s), (bm, bn, s * BK), (m, n, k));
+            copy_stage::<T, SMEM>((&a, &b), &smem, stage_at(s), (bm, bn, s * BK));
         }
         cp_async_commit();
-    }
+    });
     let wg = warp_id() / 4;
     let mut acc = DistributedTensor::<T::C, f32>::splat(0.0);
     for kt in 0..k_tiles {
@@ -204,7 +204,7 @@ fn gemm_wgmma<T: WgmmaTile, const SMEM: usize>(
         let ahead = kt + COPY_AHEAD;
         if ahead < k_tiles {
             let at = stage_at(ahead % STAGES);
-            copy_stage::<T, SMEM>((&a, &b), &smem, at, (bm, bn, ahead * BK), (m, n, k));
+            copy_stage::<T, SMEM>((&a, &b), &smem, at, (bm, bn, ahead * BK));
         }
         cp_async_commit();
         let stage = smem.shared_address(stage_at(kt % STAGES));

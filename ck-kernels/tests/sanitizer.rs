@@ -134,6 +134,26 @@ ck_macros::tile_distribution! {
     }
 }
 
+/// Thread `t` copies element `t` of `x.slice(start, len)` (if inside it); `unchecked = 1` has
+/// thread 0 issue an unchecked `cp.async` from one vector past the slice's end instead.
+#[tile_kernel(block = 32)]
+fn sliced(x: Global<u32>, output: GlobalMut<u32>, start: u32, len: u32, unchecked: u32) {
+    let part = x.slice(start, len);
+    let t = thread_idx();
+    if unchecked != 0 {
+        let s = shared!(u32; 4);
+        if t == 0 {
+            // SAFETY: deliberately broken (the emulator must report it): the source lies
+            // outside `part`.
+            unsafe { cp_async_16_unchecked(&s, 0, &part, len, true) };
+        }
+        cp_async_commit();
+        cp_async_wait::<0>();
+    } else if t < len {
+        output.store(t, part.load(t));
+    }
+}
+
 fn device() -> Device {
     Device::emulator()
 }
@@ -452,4 +472,32 @@ fn launch_errors_print_their_rule_once() {
             format!("error[{}]: {}", e.rule(), e.message())
         );
     }
+}
+
+#[test]
+fn slices_read_their_part_and_bad_slices_are_faults() {
+    let d = device();
+    let x: Vec<u32> = (100..164).collect();
+    let x = DeviceBuffer::from_slice(&d, &x).unwrap();
+    let mut out = DeviceBuffer::zeros(&d, 32).unwrap();
+    let cfg = LaunchConfig::new(1, 32);
+    Sliced::launch(&d, cfg, &x, &mut out, 8, 32, 0).unwrap();
+    let expect: Vec<u32> = (108..140).collect();
+    assert_eq!(out.to_vec().unwrap(), expect);
+    // 60 + 8 > 64 elements.
+    let e = kernel_error(Sliced::launch(&d, cfg, &x, &mut out, 60, 8, 0));
+    assert_eq!(e.fault, Fault::OutOfBounds);
+    assert!(
+        e.message.contains("a slice of elements 60..68"),
+        "{}",
+        e.message
+    );
+    // Element 2 of u32 is byte 8: vectors of the slice would be misaligned.
+    let e = kernel_error(Sliced::launch(&d, cfg, &x, &mut out, 2, 8, 0));
+    assert_eq!(e.fault, Fault::Misaligned);
+    assert!(e.message.contains("16-byte boundary"), "{}", e.message);
+    // An unchecked copy from past the slice's end is reported, not zero-filled (the GPU would
+    // read the next elements of the buffer).
+    let e = kernel_error(Sliced::launch(&d, cfg, &x, &mut out, 8, 16, 1));
+    assert_eq!(e.fault, Fault::OutOfBounds);
 }

@@ -9,6 +9,29 @@ use ck_kernels::elementwise::{AddBf16, AddF32, CopyBf16, CopyF32, TILE_BF16, TIL
 use ck_kernels::rmsnorm::host::{reference, rmsnorm, Dtype};
 use ck_macros::{tile_distribution, tile_kernel};
 
+/// Each thread copies the 16 bytes (4 × u32) at `[t / 4, 4 · (t % 4) + shift]` of a `rows ×
+/// cols` view (row stride `stride`) of `x` into shared memory with `copy_16_async`, then writes
+/// them out: 16 rows of 16 elements.
+#[tile_kernel(block = 64)]
+fn view_copy(
+    x: Global<u32>,
+    output: GlobalMut<u32>,
+    rows: u32,
+    cols: u32,
+    stride: u32,
+    shift: u32,
+) {
+    let v = View2::<_, u32, 4>::new(x, rows, cols, stride);
+    let s = shared!(u32; 256);
+    let t = thread_idx();
+    v.copy_16_async(&s, 4 * t, [t / 4, 4 * (t % 4) + shift]);
+    cp_async_commit();
+    cp_async_wait::<0>();
+    for e in 0..4 {
+        output.store(4 * t + e, s.load(4 * t + e));
+    }
+}
+
 tile_distribution! {
     /// Spec TV1 (wave64).
     struct Tv1 {
@@ -365,4 +388,56 @@ fn windows_over_the_swizzled_lds_layout() {
     // The k-write pattern is conflict-free in the XOR layout (spec TV8).
     assert_eq!(st.shared_store_conflicts, 0, "{st:?}");
     assert!(st.shared_load_requests > 0);
+}
+
+#[test]
+fn view_copies_are_whole_vectors_inside_the_view_or_zeros() {
+    let d = Device::emulator();
+    for (rows, cols, stride, shift) in [(16, 16, 16, 0), (5, 10, 12, 0), (3, 12, 16, 4), (0, 4, 4, 0)]
+    {
+        let len = if rows == 0 {
+            0
+        } else {
+            (rows - 1) * stride + cols
+        };
+        let x: Vec<u32> = (1..=len).collect();
+        let xb = DeviceBuffer::from_slice(&d, &x).unwrap();
+        let mut out = DeviceBuffer::zeros(&d, 256).unwrap();
+        ViewCopy::launch(
+            &d,
+            LaunchConfig::new(1, 64),
+            &xb,
+            &mut out,
+            rows,
+            cols,
+            stride,
+            shift,
+        )
+        .unwrap();
+        let got = out.to_vec().unwrap();
+        for t in 0..64u32 {
+            let (r, c) = (t / 4, 4 * (t % 4) + shift);
+            // A vector is copied only when all four elements are in the view.
+            let inside = r < rows && c + 4 <= cols;
+            for e in 0..4 {
+                let want = if inside {
+                    x[(r * stride + c + e) as usize]
+                } else {
+                    0
+                };
+                assert_eq!(
+                    got[(4 * t + e) as usize],
+                    want,
+                    "{rows}x{cols}/{stride} shift {shift}: thread {t} element {e}"
+                );
+            }
+        }
+    }
+    // A vector that starts off a 16-byte boundary is a fault, not a silent split copy.
+    let x = DeviceBuffer::from_slice(&d, &[0u32; 64]).unwrap();
+    let mut out = DeviceBuffer::zeros(&d, 256).unwrap();
+    let err = ViewCopy::launch(&d, LaunchConfig::new(1, 64), &x, &mut out, 4, 16, 16, 1)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("not 16-byte aligned"), "{err}");
 }

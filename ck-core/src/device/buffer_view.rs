@@ -155,6 +155,12 @@ impl<T: Element, M: Memory<T>> BufferView<M, T> {
         }
     }
 
+    /// The memory under the view.
+    #[inline(always)]
+    pub fn memory(&self) -> &M {
+        &self.memory
+    }
+
     /// Number of elements (`buffer_size`).
     pub fn size(&self) -> u32 {
         self.memory.size()

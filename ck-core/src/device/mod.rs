@@ -7,7 +7,7 @@
 //! | barriers | [`block_sync`], [`warp_sync`] |
 //! | warp exchange | [`shfl_xor`], [`shfl_down`], [`shfl_up`], [`shfl_idx`], [`ballot`], [`warp_reduce`] |
 //! | memory | [`Global`], [`GlobalMut`] (kernel arguments), [`SharedArray`] (from `shared!`) with `load`, `store`, `load_vec`, `store_vec`, `atomic_add`, `atomic_max` |
-//! | Hopper (sm_90a) | [`cp_async_16`], [`cp_async_commit`], [`cp_async_wait`], [`fence_proxy_async`], [`wgmma_fence`], [`wgmma_bf16`], [`wgmma_bf16_b_kmajor`], [`wgmma_bf16_a_regs`], [`wgmma_commit`], [`wgmma_wait`], `SharedArray::shared_address` |
+//! | Hopper (sm_90a) | [`cp_async_16`], [`cp_async_16_unchecked`], [`cp_async_commit`], [`cp_async_wait`], [`fence_proxy_async`], [`wgmma_fence`], [`wgmma_bf16`], [`wgmma_bf16_b_kmajor`], [`wgmma_bf16_a_regs`], [`wgmma_commit`], [`wgmma_wait`], `SharedArray::shared_address` |
 //! | buffer views | [`buffer_view::BufferView`]: CK's `get`/`set`/`update` with validity and invalid-value fill |
 //!
 //! Shared memory is declared inside a `#[tile_kernel]` function with `shared!(T; N)`: the macro
@@ -26,10 +26,10 @@ use crate::wgmma::Major;
 pub(crate) mod emu;
 #[cfg(all(feature = "std", not(target_arch = "nvptx64")))]
 pub use emu::{
-    ballot, block_dim, block_idx, block_sync, cp_async_16, cp_async_commit, cp_async_wait,
-    fence_proxy_async, grid_dim, lane_id, ldmatrix_x4, ldmatrix_x4_trans, mma_m16n8k16_bf16,
-    shfl_down, shfl_idx, shfl_up, shfl_xor, thread_idx, warp_id, warp_sync, wgmma_commit,
-    wgmma_fence, Global, GlobalMut, SharedArray,
+    ballot, block_dim, block_idx, block_sync, cp_async_16, cp_async_16_unchecked, cp_async_commit,
+    cp_async_wait, fence_proxy_async, grid_dim, lane_id, ldmatrix_x4, ldmatrix_x4_trans,
+    mma_m16n8k16_bf16, shfl_down, shfl_idx, shfl_up, shfl_xor, thread_idx, warp_id, warp_sync,
+    wgmma_commit, wgmma_fence, Global, GlobalMut, SharedArray,
 };
 
 #[cfg(all(feature = "std", not(target_arch = "nvptx64")))]
@@ -42,10 +42,10 @@ pub(crate) use ptx::view_outside_memory;
 
 #[cfg(target_arch = "nvptx64")]
 pub use ptx::{
-    ballot, block_dim, block_idx, block_sync, cp_async_16, cp_async_commit, cp_async_wait,
-    fence_proxy_async, grid_dim, lane_id, ldmatrix_x4, ldmatrix_x4_trans, mma_m16n8k16_bf16,
-    shfl_down, shfl_idx, shfl_up, shfl_xor, thread_idx, warp_id, warp_sync, wgmma_commit,
-    wgmma_fence, Global, GlobalMut, SharedArray,
+    ballot, block_dim, block_idx, block_sync, cp_async_16, cp_async_16_unchecked, cp_async_commit,
+    cp_async_wait, fence_proxy_async, grid_dim, lane_id, ldmatrix_x4, ldmatrix_x4_trans,
+    mma_m16n8k16_bf16, shfl_down, shfl_idx, shfl_up, shfl_xor, thread_idx, warp_id, warp_sync,
+    wgmma_commit, wgmma_fence, Global, GlobalMut, SharedArray,
 };
 
 /// One thread's f32 accumulators of a warpgroup MMA `m64nNk16`: `N / 2` registers. Implemented

@@ -9,7 +9,8 @@ use core::marker::PhantomData;
 
 mod sm90;
 pub use sm90::{
-    cp_async_16, cp_async_commit, cp_async_wait, fence_proxy_async, wgmma_commit, wgmma_fence,
+    cp_async_16, cp_async_16_unchecked, cp_async_commit, cp_async_wait, fence_proxy_async,
+    wgmma_commit, wgmma_fence,
 };
 
 /// A panicking kernel (a failed bounds check or assertion) traps: the launch fails with an error
@@ -240,6 +241,24 @@ macro_rules! handle_common {
             pub unsafe fn from_raw(ptr: $ptr, len: u32) -> Self {
                 $h {
                     ptr,
+                    len,
+                    _t: PhantomData,
+                }
+            }
+
+            /// Elements `start..start + len` as a buffer of their own; the kernel traps
+            /// unless the slice lies inside this buffer and starts on a 16-byte boundary.
+            #[inline(always)]
+            pub fn slice(&self, start: u32, len: u32) -> Self {
+                let inside = start as u64 + len as u64 <= self.len as u64;
+                if !inside || !(start as u64 * T::BYTES as u64).is_multiple_of(16) {
+                    // SAFETY: `trap` aborts the kernel; nothing runs after it.
+                    unsafe { nvptx::trap() }
+                }
+                $h {
+                    // SAFETY: `start ≤ self.len`, so the pointer stays inside (or one past)
+                    // the allocation `from_raw` vouched for.
+                    ptr: unsafe { self.ptr.add(start as usize) },
                     len,
                     _t: PhantomData,
                 }

@@ -20,6 +20,7 @@ use crate::distribution::{BufferArray, IndexArray, TileDistribution, VectorPlan}
 use crate::{Dims, Index};
 use core::marker::PhantomData;
 
+mod async_copy;
 mod reduce;
 pub use reduce::{
     block_reduce_x, broadcast_x, reduce_x_in_warp, Reducible, Reduction, RowsOf, Welford,

@@ -264,6 +264,42 @@ pub(crate) fn view_outside_memory(size: u32) -> ! {
     abort();
 }
 
+/// Faults unless elements `start..start + len` lie in a buffer of `size` elements and `start`
+/// is 16-byte aligned (what [`Global::slice`] needs; a trap on the GPU).
+#[track_caller]
+fn check_slice<T: Element>(start: u32, len: u32, size: u32) {
+    let c = ctx();
+    let st = c.state();
+    let site = Location::caller();
+    if start as u64 + len as u64 > size as u64 {
+        st.fault(
+            Fault::OutOfBounds,
+            vec![c.tid],
+            Some(start as u64),
+            format!(
+                "thread {}: a slice of elements {start}..{} (at {site}) of a buffer of {size} elements; a slice must lie inside its buffer",
+                c.tid,
+                start as u64 + len as u64
+            ),
+        );
+        abort();
+    }
+    if !(start as u64 * T::BYTES as u64).is_multiple_of(16) {
+        st.fault(
+            Fault::Misaligned,
+            vec![c.tid],
+            Some(start as u64),
+            format!(
+                "thread {}: a slice starting at element {start} of {} (byte {}, at {site}); a slice must start on a 16-byte boundary",
+                c.tid,
+                T::NAME,
+                start as u64 * T::BYTES as u64
+            ),
+        );
+        abort();
+    }
+}
+
 /// The memory of global buffer `buffer` (of at least `len` elements), which the running launch
 /// must have received; anything else is a `foreign-handle` fault.
 ///
@@ -294,6 +330,8 @@ fn buffer_of_launch(buffer: u64, len: u32) -> &'static EmuMemory {
 /// A read-only global buffer of `T` (a kernel argument).
 pub struct Global<T> {
     buffer: u64,
+    /// First element (of the buffer's memory) of this handle: non-zero for a slice.
+    start: u32,
     len: u32,
     _t: PhantomData<T>,
 }
@@ -301,6 +339,8 @@ pub struct Global<T> {
 /// A writable global buffer of `T` (a kernel argument).
 pub struct GlobalMut<T> {
     buffer: u64,
+    /// As for [`Global`].
+    start: u32,
     len: u32,
     _t: PhantomData<T>,
 }
@@ -320,9 +360,30 @@ macro_rules! handle_common {
             pub fn from_emulated(buffer: u64, len: u32) -> Self {
                 $h {
                     buffer,
+                    start: 0,
                     len,
                     _t: PhantomData,
                 }
+            }
+
+            /// Elements `start..start + len` of this buffer as a buffer of their own (e.g. one
+            /// head of a `[batch, heads, seq, dim]` tensor). The slice must lie inside the
+            /// buffer and start on a 16-byte boundary (so its vectors stay aligned); otherwise
+            /// the kernel fails here (`out-of-bounds`, `misaligned-access`; a trap on the GPU).
+            #[track_caller]
+            pub fn slice(&self, start: u32, len: u32) -> Self {
+                check_slice::<T>(start, len, self.len);
+                $h {
+                    buffer: self.buffer,
+                    start: self.start + start,
+                    len,
+                    _t: PhantomData,
+                }
+            }
+
+            /// Byte offset of this handle's first element in the buffer's memory.
+            fn base(&self) -> usize {
+                self.start as usize * T::BYTES as usize
             }
 
             /// The buffer's memory, among those the running launch received.
@@ -363,7 +424,7 @@ macro_rules! handle_common {
             pub fn load_vec<const N: usize>(&self, i: u32) -> [T; N] {
                 access::<T, N>(
                     self.mem(),
-                    0,
+                    self.base(),
                     self.len,
                     false,
                     i,
@@ -391,7 +452,7 @@ impl<T: Element> GlobalMut<T> {
     pub fn store_vec<const N: usize>(&self, i: u32, v: [T; N]) {
         access::<T, N>(
             self.mem(),
-            0,
+            self.base(),
             self.len,
             false,
             i,
@@ -414,6 +475,7 @@ impl<T: Element> GlobalMut<T> {
     pub fn as_const(&self) -> Global<T> {
         Global {
             buffer: self.buffer,
+            start: self.start,
             len: self.len,
             _t: PhantomData,
         }
@@ -426,7 +488,7 @@ impl<T: Atomic> GlobalMut<T> {
     pub fn atomic_add(&self, i: u32, v: T) -> T {
         atomic(
             self.mem(),
-            0,
+            self.base(),
             self.len,
             false,
             i,
@@ -440,7 +502,7 @@ impl<T: Atomic> GlobalMut<T> {
     pub fn atomic_max(&self, i: u32, v: T) -> T {
         atomic(
             self.mem(),
-            0,
+            self.base(),
             self.len,
             false,
             i,

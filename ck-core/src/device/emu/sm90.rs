@@ -42,6 +42,23 @@ pub fn cp_async_16<T: Element, const N: usize>(
     valid: bool,
 ) {
     let valid = valid && src_elem as u64 + (16 / T::BYTES) as u64 <= src.len() as u64;
+    // SAFETY: a valid copy's source was checked just above (the emulator checks anyway).
+    unsafe { cp_async_16_unchecked(dst, dst_elem, src, src_elem, valid) }
+}
+
+/// The GPU's [`cp_async_16`] without the source bounds check; the emulator checks it anyway:
+/// a valid copy from outside `src` is an `out-of-bounds` fault (not a zero fill).
+///
+/// # Safety
+/// When `valid`, elements `src_elem..src_elem + 16 / size_of::<T>()` lie inside `src`.
+#[track_caller]
+pub unsafe fn cp_async_16_unchecked<T: Element, const N: usize>(
+    dst: &SharedArray<T, N>,
+    dst_elem: u32,
+    src: &Global<T>,
+    src_elem: u32,
+    valid: bool,
+) {
     let words = match T::BYTES {
         1 => source_words::<T, 16>(src, src_elem, valid),
         2 => source_words::<T, 8>(src, src_elem, valid),

@@ -27,9 +27,26 @@ pub fn cp_async_16<T: Element, const N: usize>(
 ) {
     // A source past the end of `src` makes the copy invalid (the buffer-view rule).
     let valid = valid && src_elem as u64 + (16 / T::BYTES) as u64 <= src.len() as u64;
+    // SAFETY: a valid copy's source was checked to lie inside `src` just above.
+    unsafe { cp_async_16_unchecked(dst, dst_elem, src, src_elem, valid) }
+}
+
+/// [`cp_async_16`] without the source bounds check, for callers that have proved it (a
+/// [`View2`](crate::tile::View2), whose footprint is checked once where it is made).
+///
+/// # Safety
+/// When `valid`, elements `src_elem..src_elem + 16 / size_of::<T>()` lie inside `src`.
+#[inline(always)]
+pub unsafe fn cp_async_16_unchecked<T: Element, const N: usize>(
+    dst: &SharedArray<T, N>,
+    dst_elem: u32,
+    src: &Global<T>,
+    src_elem: u32,
+    valid: bool,
+) {
     let at = if valid { src_elem } else { 0 };
-    // SAFETY: a valid copy reads 16 bytes inside `src` (checked above), an invalid one reads
-    // nothing (source size 0); the destination is shared memory, bounded by the hardware.
+    // SAFETY: a valid copy reads 16 bytes inside `src` (the caller's promise), an invalid one
+    // reads nothing (source size 0); the destination is shared memory, bounded by the hardware.
     unsafe {
         asm!(
             "cp.async.cg.shared.global [{0}], [{1}], 16, {2};",
