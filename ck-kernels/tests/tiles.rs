@@ -393,8 +393,12 @@ fn windows_over_the_swizzled_lds_layout() {
 #[test]
 fn view_copies_are_whole_vectors_inside_the_view_or_zeros() {
     let d = Device::emulator();
-    for (rows, cols, stride, shift) in [(16, 16, 16, 0), (5, 10, 12, 0), (3, 12, 16, 4), (0, 4, 4, 0)]
-    {
+    for (rows, cols, stride, shift) in [
+        (16, 16, 16, 0),
+        (5, 10, 12, 0),
+        (3, 12, 16, 4),
+        (0, 4, 4, 0),
+    ] {
         let len = if rows == 0 {
             0
         } else {
