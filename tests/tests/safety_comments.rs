@@ -14,6 +14,7 @@ fn sources() -> Vec<PathBuf> {
         "ck-build/src",
         "ck-macros",
         "examples/src",
+        "python/src",
     ]
     .iter()
     .map(|d| root.join(d))

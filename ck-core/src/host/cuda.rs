@@ -1,6 +1,8 @@
 //! The NVIDIA backend of the host API: one CUDA context and stream per [`Device::Cuda`], each
 //! kernel crate's PTX module loaded once, when its first kernel is launched (where modules are
-//! found: [`super::module`]), launches timed with CUDA events.
+//! found: [`super::module`]), launches timed with CUDA events — or, on a stream borrowed from
+//! another library ([`Device::on_cuda_stream`](super::Device::on_cuda_stream)), queued on it
+//! without waiting.
 
 use super::{KernelArg, KernelSpec, LaunchConfig, LaunchError, LaunchStats, Module};
 use cudarc::driver::sys::CUfunction_attribute_enum;
@@ -14,6 +16,11 @@ use std::time::Duration;
 
 use std::prelude::rust_2021::*;
 
+/// Loaded modules by crate name; a failure is kept too, so later launches report it without
+/// searching again.
+type Modules = Mutex<HashMap<&'static str, Result<Arc<CudaModule>, LaunchError>>>;
+type Functions = Mutex<HashMap<(&'static str, &'static str), CudaFunction>>;
+
 /// A CUDA device with its stream and the kernels' module.
 pub struct CudaDevice {
     pub(crate) ordinal: usize,
@@ -21,10 +28,12 @@ pub struct CudaDevice {
     pub(crate) multiprocessors: u32,
     pub(crate) ctx: Arc<CudaContext>,
     pub(crate) stream: Arc<CudaStream>,
-    /// Loaded modules by crate name; a failure is kept too, so later launches report it
-    /// without searching again.
-    modules: Mutex<HashMap<&'static str, Result<Arc<CudaModule>, LaunchError>>>,
-    functions: Mutex<HashMap<(&'static str, &'static str), CudaFunction>>,
+    /// Launches wait for the kernel and time it (the device's own stream); on a borrowed
+    /// stream they are only queued.
+    timed: bool,
+    /// Shared with the views of this device on other streams.
+    modules: Arc<Modules>,
+    functions: Arc<Functions>,
 }
 
 impl std::fmt::Debug for CudaDevice {
@@ -56,6 +65,12 @@ impl CudaDevice {
             )
             .map_err(backend)?
             .max(1) as u32;
+        // SAFETY: cudarc's per-buffer events order uses across streams. They are not needed:
+        // launches on the device's own stream wait for their kernel before returning, so no
+        // buffer is freed or reused while a kernel uses it; buffers on a borrowed stream are
+        // ordered by the stream's owner (`on_stream`'s contract). Without them a launch costs
+        // no event calls per argument.
+        unsafe { ctx.disable_event_tracking() };
         let stream = ctx.default_stream();
         Ok(CudaDevice {
             ordinal,
@@ -63,9 +78,33 @@ impl CudaDevice {
             multiprocessors,
             ctx,
             stream,
-            modules: Mutex::new(HashMap::new()),
-            functions: Mutex::new(HashMap::new()),
+            timed: true,
+            modules: Arc::default(),
+            functions: Arc::default(),
         })
+    }
+
+    /// This device on `stream`, a stream of its context owned by another library: launches are
+    /// queued there without waiting (the owner orders them with its own work), and modules are
+    /// shared with `self`.
+    ///
+    /// # Safety
+    /// `stream` is a live stream of this device's context and outlives the returned device.
+    pub(crate) unsafe fn on_stream(&self, stream: u64) -> CudaDevice {
+        CudaDevice {
+            ordinal: self.ordinal,
+            name: self.name.clone(),
+            multiprocessors: self.multiprocessors,
+            ctx: self.ctx.clone(),
+            // SAFETY: the caller's promise.
+            stream: unsafe {
+                self.ctx
+                    .wrap_borrowed_stream(stream as cudarc::driver::sys::CUstream)
+            },
+            timed: false,
+            modules: self.modules.clone(),
+            functions: self.functions.clone(),
+        }
     }
 
     /// The loaded module of `m`'s crate, loading it on first use.
@@ -148,7 +187,9 @@ impl CudaDevice {
         Ok(Duration::from_secs_f64(ms as f64 / 1e3))
     }
 
-    /// Launches and waits; the elapsed time is measured with CUDA events.
+    /// Launches and waits, the elapsed time measured with CUDA events; on a borrowed stream,
+    /// only queues the launch (zero statistics; a failure shows at the stream's next
+    /// synchronisation, as for the owner's own kernels).
     pub(crate) fn launch(
         &self,
         spec: &KernelSpec,
@@ -199,6 +240,16 @@ impl CudaDevice {
                 }
             }
         }
+        let cu = CuConfig {
+            grid_dim: (cfg.grid, 1, 1),
+            block_dim: (cfg.block, 1, 1),
+            shared_mem_bytes: spec.shared_bytes as u32,
+        };
+        if !self.timed {
+            // SAFETY: as below.
+            unsafe { b.launch(cu) }.map_err(backend)?;
+            return Ok(LaunchStats::default());
+        }
         let start = self
             .ctx
             .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
@@ -208,11 +259,6 @@ impl CudaDevice {
             .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
             .map_err(backend)?;
         start.record(&self.stream).map_err(backend)?;
-        let cu = CuConfig {
-            grid_dim: (cfg.grid, 1, 1),
-            block_dim: (cfg.block, 1, 1),
-            shared_mem_bytes: spec.shared_bytes as u32,
-        };
         // SAFETY: the argument list mirrors the kernel's `extern "ptx-kernel"` signature, which
         // #[tile_kernel] generated from the same parameters (a pointer and a length per buffer).
         unsafe { b.launch(cu) }.map_err(backend)?;

@@ -4,6 +4,7 @@
 use std::prelude::rust_2021::*;
 
 mod cuda;
+mod external;
 pub mod module;
 
 pub use crate::kernel::{KernelSpec, Module};
@@ -78,9 +79,27 @@ impl Device {
 enum Storage {
     Emu(Arc<EmuMemory>),
     Cuda {
-        slice: cudarc::driver::CudaSlice<u8>,
+        /// Freed on drop unless `borrowed` (then it belongs to another library).
+        slice: std::mem::ManuallyDrop<cudarc::driver::CudaSlice<u8>>,
         device: Arc<CudaDevice>,
+        borrowed: bool,
     },
+}
+
+impl Drop for Storage {
+    fn drop(&mut self) {
+        if let Storage::Cuda {
+            slice, borrowed, ..
+        } = self
+        {
+            // SAFETY: `slice` is taken once, here, and not used again.
+            let slice = unsafe { std::mem::ManuallyDrop::take(slice) };
+            if *borrowed {
+                // Releases cudarc's bookkeeping, not the memory.
+                slice.leak();
+            }
+        }
+    }
 }
 
 /// A buffer in device memory.
@@ -111,8 +130,9 @@ impl<T: Element> DeviceBuffer<T> {
                 Storage::Emu(Arc::new(m))
             }
             Device::Cuda(d) => Storage::Cuda {
-                slice: d.upload(&to_bytes(data))?,
+                slice: std::mem::ManuallyDrop::new(d.upload(&to_bytes(data))?),
                 device: d.clone(),
+                borrowed: false,
             },
         };
         Ok(DeviceBuffer {
@@ -128,8 +148,9 @@ impl<T: Element> DeviceBuffer<T> {
         let storage = match device {
             Device::Emulator { .. } => Storage::Emu(Arc::new(EmuMemory::new(bytes))),
             Device::Cuda(d) => Storage::Cuda {
-                slice: d.alloc(bytes)?,
+                slice: std::mem::ManuallyDrop::new(d.alloc(bytes)?),
                 device: d.clone(),
+                borrowed: false,
             },
         };
         Ok(DeviceBuffer {
@@ -157,7 +178,7 @@ impl<T: Element> DeviceBuffer<T> {
                 m.read_bytes(0, &mut b);
                 b
             }
-            Storage::Cuda { slice, device } => {
+            Storage::Cuda { slice, device, .. } => {
                 device.download(slice, self.len * T::BYTES as usize)?
             }
         };
@@ -188,9 +209,12 @@ impl<T: Element> DeviceBuffer<T> {
                 dst.write_bytes(0, &bytes);
                 Ok(start.elapsed())
             }
-            (Storage::Cuda { slice: dst, device }, Storage::Cuda { slice: from, .. }) => {
-                device.copy(from, dst)
-            }
+            (
+                Storage::Cuda {
+                    slice: dst, device, ..
+                },
+                Storage::Cuda { slice: from, .. },
+            ) => device.copy(from, dst),
             _ => Err(LaunchError::invalid(
                 "argument-device",
                 "buffers of different devices".into(),

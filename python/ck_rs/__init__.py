@@ -1,0 +1,236 @@
+"""ck-rs kernels on numpy arrays and PyTorch tensors.
+
+CPU arrays and tensors run on ck-rs's SIMT emulator, whose sanitizer reports out-of-bounds
+and misaligned accesses and data races as :class:`KernelFault`; CUDA tensors run on their GPU,
+in place, queued on torch's current stream (no device-wide synchronisation). Results come back
+as the input's kind (numpy in, numpy out; torch in, torch out), or are written into ``out=``.
+
+>>> import numpy as np, ck_rs
+>>> ck_rs.rmsnorm(np.ones((2, 8), np.float32), np.ones(8, np.float32))
+array([[0.9999995, ...
+
+With PyTorch installed, the same operators are registered as ``torch.ops.ck_rs.*`` custom ops
+(also reachable as ``ck_rs.ops.*``), with fake implementations for ``torch.compile``.
+
+Every error is a ``TypeError`` or ``ValueError`` (``RuntimeError`` for a missing GPU or PTX
+module) whose message starts with the rule name the ``ck`` command prints: ``error[rule]: ...``.
+"""
+
+import math as _math
+
+from . import _native
+from ._native import KernelFault
+
+__all__ = [
+    "rmsnorm",
+    "add_rmsnorm",
+    "layernorm",
+    "softmax",
+    "gemm",
+    "attention",
+    "KernelFault",
+]
+
+try:  # torch is optional: numpy arrays work without it
+    import torch as _torch
+except ImportError:  # pragma: no cover - depends on the environment
+    _torch = None
+
+import numpy as _np
+
+
+def _error(kind, rule, message):
+    return kind(f"error[{rule}]: {message}")
+
+
+def _is_torch(x):
+    return _torch is not None and isinstance(x, _torch.Tensor)
+
+
+class _Call:
+    """The tensors of one call: all numpy or all torch, on one device."""
+
+    def __init__(self, **tensors):
+        kinds = {name: _is_torch(t) for name, t in tensors.items()}
+        for name, t in tensors.items():
+            if not (kinds[name] or isinstance(t, _np.ndarray)):
+                raise _error(
+                    TypeError,
+                    "not-a-tensor",
+                    f"`{name}` is a {type(t).__name__}; pass numpy arrays or torch tensors",
+                )
+        first = next(iter(tensors))
+        self.torch = kinds[first]
+        for name in tensors:
+            if kinds[name] != self.torch:
+                raise _error(
+                    TypeError,
+                    "kind-mismatch",
+                    f"`{first}` and `{name}` are not both numpy arrays or both torch tensors; "
+                    "convert one (torch.from_numpy / .numpy())",
+                )
+        self.cuda = self.torch and tensors[first].is_cuda
+        if self.torch:
+            device = tensors[first].device
+            for name, t in tensors.items():
+                if t.device != device:
+                    raise _error(
+                        ValueError,
+                        "device-mismatch",
+                        f"`{first}` is on {device} but `{name}` on {t.device}; "
+                        "put every tensor of a call on one device",
+                    )
+            self.device = device
+        self.stream = None
+        if self.cuda:
+            self.stream = _torch.cuda.current_stream(self.device).cuda_stream
+
+    def capsule(self, t):
+        """`t`'s DLPack capsule (for CUDA, without a producer-side synchronisation: the
+        kernels are queued on torch's current stream, after what produced `t`)."""
+        if self.torch:
+            if t.requires_grad:
+                t = t.detach()
+            return t.__dlpack__(stream=-1) if self.cuda else t.__dlpack__()
+        if not t.flags.writeable:
+            t = t.copy()  # numpy refuses to export read-only arrays
+        return t.__dlpack__()
+
+    def empty(self, shape, dtype_of=None, float32=False):
+        """A fresh output of `shape`: like `dtype_of`'s element type (or float32)."""
+        like = dtype_of
+        if self.torch:
+            dtype = _torch.float32 if float32 else like.dtype
+            return _torch.empty(shape, dtype=dtype, device=self.device)
+        return _np.empty(shape, dtype=_np.float32 if float32 else like.dtype)
+
+
+def _out(call, out, shape, like=None, float32=False, name="out"):
+    """`out` (checked to be of the call's kind and device; its shape and type are checked
+    with the kernel's), or a fresh output."""
+    if out is None:
+        return call.empty(shape, like, float32)
+    if _is_torch(out) != call.torch:
+        raise _error(
+            TypeError,
+            "kind-mismatch",
+            f"`{name}` is not of the inputs' kind (numpy arrays or torch tensors)",
+        )
+    if call.torch and out.device != call.device:
+        raise _error(
+            ValueError,
+            "device-mismatch",
+            f"`{name}` is on {out.device} but the inputs on {call.device}",
+        )
+    return out
+
+
+def rmsnorm(x, gamma, eps=1e-6, *, out=None):
+    """RMSNorm over the last dimension: ``y = x · rsqrt(mean(x²) + eps) · gamma``.
+
+    ``x`` is ``[..., N]``, ``gamma`` ``[N]``; float32 or bfloat16 (f32 arithmetic)."""
+    c = _Call(x=x, gamma=gamma)
+    y = _out(c, out, tuple(x.shape), x)
+    _native.rmsnorm(c.capsule(x), c.capsule(gamma), c.capsule(y), float(eps), c.stream)
+    return y
+
+
+def add_rmsnorm(x, residual, gamma, eps=1e-6, *, out=None, residual_out=None):
+    """Fused residual add and RMSNorm: ``r = x + residual``, ``y = rmsnorm(r) · gamma``.
+
+    Returns ``(y, r)``."""
+    c = _Call(x=x, residual=residual, gamma=gamma)
+    y = _out(c, out, tuple(x.shape), x)
+    r = _out(c, residual_out, tuple(x.shape), x, name="residual_out")
+    _native.add_rmsnorm(
+        c.capsule(x),
+        c.capsule(residual),
+        c.capsule(gamma),
+        c.capsule(r),
+        c.capsule(y),
+        float(eps),
+        c.stream,
+    )
+    return y, r
+
+
+def layernorm(x, gamma, beta, eps=1e-5, *, out=None, return_stats=False):
+    """LayerNorm over the last dimension (mean and variance by Welford):
+    ``y = (x − mean) · rsqrt(var + eps) · gamma + beta``.
+
+    With ``return_stats=True`` returns ``(y, mean, rstd)``, the statistics float32 and one
+    per row (what a backward pass needs)."""
+    c = _Call(x=x, gamma=gamma, beta=beta)
+    y = _out(c, out, tuple(x.shape), x)
+    stats = ()
+    if return_stats:
+        rows = tuple(x.shape[:-1])
+        stats = (c.empty(rows, float32=True), c.empty(rows, float32=True))
+    _native.layernorm(
+        c.capsule(x),
+        c.capsule(gamma),
+        c.capsule(beta),
+        c.capsule(y),
+        float(eps),
+        *(c.capsule(s) for s in stats),
+        stream=c.stream,
+    )
+    if x.shape[-1] == 0:  # the mean and variance of no values
+        for s in stats:
+            s[...] = float("nan")
+    return (y, *stats) if return_stats else y
+
+
+def softmax(x, *, out=None):
+    """Softmax over the last dimension (the row max subtracted first)."""
+    c = _Call(x=x)
+    y = _out(c, out, tuple(x.shape), x)
+    _native.softmax(c.capsule(x), c.capsule(y), c.stream)
+    return y
+
+
+def gemm(a, b, *, out=None):
+    """``a @ b`` with float32 accumulation and a float32 result: ``a`` ``[M, K]``, ``b``
+    ``[K, N]``, both float32 or both bfloat16 (tensor cores on the GPU)."""
+    c = _Call(a=a, b=b)
+    shape = (a.shape[0], b.shape[-1]) if len(a.shape) == 2 and len(b.shape) == 2 else (0, 0)
+    res = _out(c, out, shape, float32=True)
+    _native.gemm(c.capsule(a), c.capsule(b), c.capsule(res), c.stream)
+    return res
+
+
+def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False):
+    """Fused attention forward: ``softmax(scale · q·kᵀ + mask) · v``.
+
+    ``q`` ``[batch, heads, seq_q, head_dim]``, ``k`` and ``v`` ``[batch, kv_heads, seq_k,
+    head_dim]`` (grouped-query attention when ``kv_heads`` divides ``heads``), head_dim 64 or
+    128; ``scale`` defaults to ``1/√head_dim``; causal masking is aligned to the bottom-right
+    corner when ``seq_q ≠ seq_k``. The kernel takes bfloat16: float32 inputs are rounded to
+    bfloat16 and the output is float32 again. With ``return_lse=True`` returns ``(o, lse)``,
+    the row log-sum-exp ``[batch, heads, seq_q]`` in float32."""
+    c = _Call(q=q, k=k, v=v)
+    if scale is not None and not _math.isfinite(scale):
+        raise _error(ValueError, "bad-scale", f"the scale is {scale}; give a finite number")
+    widen = c.cuda and q.dtype == _torch.float32
+    if widen:  # the GPU kernel reads bfloat16 in place: convert on the device
+        q, k, v = (t.to(_torch.bfloat16) for t in (q, k, v))
+    shape = tuple(q.shape)
+    o = c.empty(shape, q) if (out is None or widen) else _out(c, out, shape, q)
+    lse = c.empty(shape[:3] if len(shape) == 4 else (0,), float32=True)
+    _native.attention(
+        c.capsule(q),
+        c.capsule(k),
+        c.capsule(v),
+        c.capsule(o),
+        c.capsule(lse),
+        bool(causal),
+        None if scale is None else float(scale),
+        c.stream,
+    )
+    if widen:
+        o = o.float() if out is None else out.copy_(o)
+    return (o, lse) if return_lse else o
+
+
+if _torch is not None:
+    from . import _torch_ops as ops  # registers torch.ops.ck_rs.*

@@ -1,0 +1,90 @@
+"""``python -m ck_rs.bench``: on a CUDA GPU, the per-call cost of ``ck_rs.rmsnorm`` on a
+1 × 1024 tensor next to torch's ``F.rms_norm`` (CUDA events around 10 000 back-to-back calls,
+and wall time of the Python loop), then the bandwidth (bytes read + written over time) of the
+operators next to torch's on large tensors."""
+
+import argparse
+import time
+
+import torch
+import torch.nn.functional as F
+
+import ck_rs
+
+
+def per_call_us(fn, calls):
+    """(GPU µs per call by CUDA events, wall µs per call) over `calls` calls after warm-up."""
+    for _ in range(100):
+        fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    t0 = time.perf_counter()
+    start.record()
+    for _ in range(calls):
+        fn()
+    end.record()
+    end.synchronize()
+    wall = (time.perf_counter() - t0) / calls * 1e6
+    return start.elapsed_time(end) / calls * 1e3, wall
+
+
+def median_ms(fn, iters=25):
+    for _ in range(5):
+        fn()
+    times = []
+    for _ in range(iters):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e))
+    return sorted(times)[len(times) // 2]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--calls", type=int, default=10_000)
+    args = p.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("error[no-gpu]: ck_rs.bench measures CUDA tensors; no CUDA device here")
+    dev = torch.device("cuda")
+    print(f"{torch.cuda.get_device_name(dev)}, torch {torch.__version__}")
+    x, g = torch.randn(1, 1024, device=dev), torch.randn(1024, device=dev)
+    rows = [
+        ("ck_rs.rmsnorm", lambda: ck_rs.rmsnorm(x, g)),
+        ("torch.ops.ck_rs.rmsnorm", lambda: torch.ops.ck_rs.rmsnorm(x, g)),
+        ("F.rms_norm", lambda: F.rms_norm(x, (1024,), g, 1e-6)),
+    ]
+    print(f"\nper call, 1 x 1024 float32, {args.calls} calls")
+    print(f"{'call':>26} {'events us':>10} {'wall us':>10}")
+    base = None
+    for name, fn in rows:
+        ev, wall = per_call_us(fn, args.calls)
+        base = base or {}
+        base[name] = (ev, wall)
+        print(f"{name:>26} {ev:10.2f} {wall:10.2f}")
+    ours, torch_ = base["ck_rs.rmsnorm"], base["F.rms_norm"]
+    print(f"ratio ck_rs / torch: events {ours[0] / torch_[0]:.2f}, wall {ours[1] / torch_[1]:.2f}")
+
+    print("\nbandwidth, GB/s (x read and y written once; gamma/beta once)")
+    print(f"{'case':>34} {'ck_rs':>8} {'torch':>8} {'ratio':>6}")
+    for dtype in (torch.float32, torch.bfloat16):
+        for m, n in ((4096, 4096), (16384, 8192), (65536, 1024)):
+            x = torch.randn(m, n, device=dev, dtype=dtype)
+            g, b = torch.randn(n, device=dev, dtype=dtype), torch.randn(n, device=dev, dtype=dtype)
+            nbytes = 2 * x.numel() * x.element_size()
+            cases = [
+                ("rmsnorm", lambda: ck_rs.rmsnorm(x, g), lambda: F.rms_norm(x, (n,), g, 1e-6)),
+                ("layernorm", lambda: ck_rs.layernorm(x, g, b), lambda: F.layer_norm(x, (n,), g, b)),
+                ("softmax", lambda: ck_rs.softmax(x), lambda: torch.softmax(x, -1)),
+            ]
+            for name, ours_fn, torch_fn in cases:
+                a, t = median_ms(ours_fn), median_ms(torch_fn)
+                gb = lambda ms: nbytes / ms / 1e6
+                case = f"{name} {str(dtype)[6:]} {m}x{n}"
+                print(f"{case:>34} {gb(a):8.0f} {gb(t):8.0f} {t / a:6.2f}")
+
+
+if __name__ == "__main__":
+    main()

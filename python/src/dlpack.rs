@@ -1,0 +1,201 @@
+//! Tensors handed in through DLPack: the capsule a producer's `__dlpack__()` returns (numpy,
+//! torch, CuPy, JAX), read in place — no copy, and no ownership taken: the capsule stays alive
+//! for the call and its producer frees the tensor when the capsule goes.
+//!
+//! ```text
+//! DLManagedTensor { dl_tensor: DLTensor, manager_ctx, deleter }
+//! DLTensor { data, device: {type, id}, ndim, dtype: {code, bits, lanes}, shape, strides, byte_offset }
+//! element (i, j, …) at data + byte_offset + (i·strides[0] + j·strides[1] + …) · bits / 8
+//! ```
+//!
+//! Kernels take dense row-major buffers, so a tensor is accepted when its strides are the
+//! row-major ones (dimensions of length 1 may have any stride; NULL strides mean row-major; an
+//! empty tensor has any).
+
+use crate::errors::{type_error, value_error};
+use pyo3::prelude::*;
+use pyo3::types::PyCapsule;
+use std::ffi::c_void;
+
+#[repr(C)]
+struct DlDevice {
+    device_type: i32,
+    device_id: i32,
+}
+
+#[repr(C)]
+struct DlDataType {
+    code: u8,
+    bits: u8,
+    lanes: u16,
+}
+
+#[repr(C)]
+struct DlTensor {
+    data: *mut c_void,
+    device: DlDevice,
+    ndim: i32,
+    dtype: DlDataType,
+    shape: *const i64,
+    strides: *const i64,
+    byte_offset: u64,
+}
+
+#[repr(C)]
+struct DlManagedTensor {
+    dl_tensor: DlTensor,
+    manager_ctx: *mut c_void,
+    /// The producer's deleter: never called here, the capsule keeps ownership.
+    deleter: *mut c_void,
+}
+
+const DL_CPU: i32 = 1;
+const DL_CUDA: i32 = 2;
+const DL_FLOAT: u8 = 2;
+const DL_BFLOAT: u8 = 4;
+
+/// The element types the kernels take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dtype {
+    F32,
+    Bf16,
+}
+
+impl Dtype {
+    pub fn name(self) -> &'static str {
+        match self {
+            Dtype::F32 => "float32",
+            Dtype::Bf16 => "bfloat16",
+        }
+    }
+
+    pub fn bytes(self) -> usize {
+        match self {
+            Dtype::F32 => 4,
+            Dtype::Bf16 => 2,
+        }
+    }
+}
+
+/// Where a tensor's memory is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place {
+    Cpu,
+    Cuda(usize),
+}
+
+/// One tensor argument, valid while its capsule is alive.
+pub struct Tensor<'py> {
+    /// The argument's name, for messages.
+    pub name: &'static str,
+    /// Keeps the producer's tensor alive.
+    _capsule: Bound<'py, PyCapsule>,
+    /// The first element (`data + byte_offset`).
+    pub ptr: u64,
+    pub place: Place,
+    pub dtype: Dtype,
+    pub shape: Vec<usize>,
+}
+
+impl<'py> Tensor<'py> {
+    /// Reads the DLPack capsule `obj` (from `__dlpack__()`), checking that it is a dense
+    /// row-major float32 or bfloat16 tensor in CPU or CUDA memory.
+    pub fn from_capsule(name: &'static str, obj: &Bound<'py, PyAny>) -> PyResult<Tensor<'py>> {
+        let capsule = obj.cast::<PyCapsule>().map_err(|_| {
+            type_error(
+                "not-a-tensor",
+                format!("`{name}` is not a DLPack capsule; pass a numpy array or a torch tensor"),
+            )
+        })?;
+        let raw = capsule.pointer_checked(Some(c"dltensor")).map_err(|_| {
+            value_error(
+                "not-a-tensor",
+                format!("`{name}`'s DLPack capsule was already consumed; pass the tensor again"),
+            )
+        })?;
+        // SAFETY: a capsule named "dltensor" holds a DLManagedTensor (the DLPack protocol),
+        // which its producer keeps alive as long as the capsule, held in the returned value.
+        let t = unsafe { &(*(raw.as_ptr() as *const DlManagedTensor)).dl_tensor };
+        let ndim = usize::try_from(t.ndim).unwrap_or(0);
+        let dims = |p: *const i64| -> Vec<i64> {
+            if p.is_null() || ndim == 0 {
+                Vec::new()
+            } else {
+                // SAFETY: DLPack's `shape` and (when not NULL) `strides` hold `ndim` values.
+                unsafe { std::slice::from_raw_parts(p, ndim) }.to_vec()
+            }
+        };
+        let shape: Vec<usize> = dims(t.shape).iter().map(|&d| d.max(0) as usize).collect();
+        let dtype = match (t.dtype.code, t.dtype.bits, t.dtype.lanes) {
+            (DL_FLOAT, 32, 1) => Dtype::F32,
+            (DL_BFLOAT, 16, 1) => Dtype::Bf16,
+            (code, bits, lanes) => {
+                return Err(type_error(
+                    "dtype-unsupported",
+                    format!("`{name}` has DLPack dtype (code {code}, {bits} bits, {lanes} lanes); the kernels take float32 or bfloat16 — convert it (e.g. `.astype(np.float32)` or `.to(torch.bfloat16)`)"),
+                ))
+            }
+        };
+        let place = match t.device.device_type {
+            DL_CPU => Place::Cpu,
+            DL_CUDA => Place::Cuda(t.device.device_id.max(0) as usize),
+            other => {
+                return Err(value_error(
+                    "device-unsupported",
+                    format!("`{name}` is in DLPack device memory of type {other}; the kernels take CPU (emulator) or CUDA tensors"),
+                ))
+            }
+        };
+        // An empty tensor has no layout to check (numpy gives it zero strides).
+        if !t.strides.is_null() && shape.iter().all(|&d| d > 0) {
+            let strides = dims(t.strides);
+            let mut expect = 1i64;
+            for (&len, &stride) in shape.iter().zip(&strides).rev() {
+                if len > 1 && stride != expect {
+                    return Err(value_error(
+                        "not-contiguous",
+                        format!("`{name}` (shape {shape:?}) has strides {strides:?}; the kernels take row-major contiguous tensors — pass `.contiguous()` / `np.ascontiguousarray(...)`"),
+                    ));
+                }
+                expect *= len as i64;
+            }
+        }
+        Ok(Tensor {
+            name,
+            _capsule: capsule.clone(),
+            ptr: t.data as u64 + t.byte_offset,
+            place,
+            dtype,
+            shape,
+        })
+    }
+
+    /// Elements.
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// The tensor's bytes in host memory (a CPU tensor).
+    pub fn host_bytes(&self) -> &[u8] {
+        let bytes = self.len() * self.dtype.bytes();
+        if bytes == 0 {
+            return &[];
+        }
+        // SAFETY: a CPU tensor's `bytes` bytes from `ptr` are its memory (DLPack), alive while
+        // the capsule is.
+        unsafe { std::slice::from_raw_parts(self.ptr as *const u8, bytes) }
+    }
+
+    /// Overwrites a CPU tensor's bytes with `data` (as many bytes as it holds).
+    pub fn write_host_bytes(&self, data: &[u8]) {
+        let bytes = (self.len() * self.dtype.bytes()).min(data.len());
+        // SAFETY: as in `host_bytes`; the output tensors are fresh or given as `out=` by the
+        // caller, who hands their memory to the kernel for the call.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr as *mut u8, bytes) };
+    }
+
+    /// "float32 [2, 8]": for messages.
+    pub fn describe(&self) -> String {
+        format!("{} {:?}", self.dtype.name(), self.shape)
+    }
+}

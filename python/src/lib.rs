@@ -1,0 +1,29 @@
+//! `ck_rs._native`: the native half of the `ck_rs` Python package (see `python/ck_rs`).
+//! Tensors arrive as DLPack capsules; CPU tensors run on the emulator, CUDA tensors on their
+//! GPU, queued on the stream the Python layer passes (torch's current one).
+
+mod backend;
+mod dlpack;
+mod errors;
+mod ops;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("KernelFault", m.py().get_type::<errors::KernelFault>())?;
+    m.add_function(wrap_pyfunction!(ops::rmsnorm, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::add_rmsnorm, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::layernorm, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::softmax, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::gemm, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::attention, m)?)?;
+    m.add(
+        "HAS_EMBEDDED_PTX",
+        ck_kernels::rmsnorm::RmsnormF32Rows::SPEC
+            .module
+            .embedded
+            .is_some(),
+    )?;
+    Ok(())
+}

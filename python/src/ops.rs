@@ -1,0 +1,458 @@
+//! The library's operators as native functions on DLPack capsules. The `ck_rs` Python layer
+//! makes the capsules (and allocates the outputs like the inputs), so each function here checks
+//! shapes and types, picks the kernel by element type and runs it where the tensors are.
+
+use crate::backend::Backend;
+use crate::dlpack::{Dtype, Tensor};
+use crate::errors::{launch_error, type_error, value_error};
+use ck_core::device::{Bf16, Element};
+use ck_core::host::{Device, DeviceBuffer, LaunchError, LaunchStats};
+use ck_kernels as kernels;
+use pyo3::prelude::*;
+
+type Launched = Result<LaunchStats, LaunchError>;
+
+/// The kernels of one element type.
+trait Kernels: Element {
+    fn rmsnorm(d: &Device, x: &Buf<Self>, g: &Buf<Self>, y: &mut Buf<Self>, p: Rows) -> Launched;
+    fn add_rmsnorm(d: &Device, i: [&Buf<Self>; 3], o: [&mut Buf<Self>; 2], p: Rows) -> Launched;
+    fn layernorm(d: &Device, b: kernels::layernorm::host::Buffers<'_, Self>, p: Rows) -> Launched;
+    fn softmax(d: &Device, x: &Buf<Self>, y: &mut Buf<Self>, p: (u32, u32)) -> Launched;
+    fn gemm(d: &Device, a: &Buf<Self>, b: &Buf<Self>, c: &mut Buf<f32>, p: Mnk) -> Launched;
+}
+
+type Buf<T> = DeviceBuffer<T>;
+/// Rows, columns and epsilon.
+type Rows = (u32, u32, f32);
+type Mnk = (u32, u32, u32);
+
+macro_rules! impl_kernels {
+    ($t:ty, $launch:ident) => {
+        impl Kernels for $t {
+            fn rmsnorm(d: &Device, x: &Buf<$t>, g: &Buf<$t>, y: &mut Buf<$t>, p: Rows) -> Launched {
+                kernels::rmsnorm::host::$launch(d, x, g, y, p)
+            }
+            fn add_rmsnorm(
+                d: &Device,
+                [x, r, g]: [&Buf<$t>; 3],
+                [ro, y]: [&mut Buf<$t>; 2],
+                p: Rows,
+            ) -> Launched {
+                kernels::add_rmsnorm::host::$launch(d, (x, r, g), (ro, y), p)
+            }
+            fn layernorm(
+                d: &Device,
+                b: kernels::layernorm::host::Buffers<'_, $t>,
+                p: Rows,
+            ) -> Launched {
+                kernels::layernorm::host::$launch(d, b, p)
+            }
+            fn softmax(d: &Device, x: &Buf<$t>, y: &mut Buf<$t>, p: (u32, u32)) -> Launched {
+                kernels::softmax::host::$launch(d, x, y, p)
+            }
+            fn gemm(d: &Device, a: &Buf<$t>, b: &Buf<$t>, c: &mut Buf<f32>, p: Mnk) -> Launched {
+                kernels::gemm::host::$launch(d, a, b, c, p)
+            }
+        }
+    };
+}
+impl_kernels!(f32, launch_f32);
+impl_kernels!(Bf16, launch_bf16);
+
+/// Runs `$body` with `$t` the element type of `$dtype`.
+macro_rules! by_dtype {
+    ($dtype:expr, $t:ident => $body:expr) => {
+        match $dtype {
+            Dtype::F32 => {
+                type $t = f32;
+                $body
+            }
+            Dtype::Bf16 => {
+                type $t = Bf16;
+                $body
+            }
+        }
+    };
+}
+
+fn tensor<'py>(name: &'static str, obj: &Bound<'py, PyAny>) -> PyResult<Tensor<'py>> {
+    Tensor::from_capsule(name, obj)
+}
+
+/// Every tensor has `first`'s element type.
+fn same_dtype(ts: &[&Tensor<'_>]) -> PyResult<Dtype> {
+    let d = ts[0].dtype;
+    match ts.iter().find(|t| t.dtype != d) {
+        Some(t) => Err(type_error(
+            "dtype-mismatch",
+            format!(
+                "`{}` is {} but `{}` is {}; give every tensor of the call one element type",
+                ts[0].name,
+                d.name(),
+                t.name,
+                t.dtype.name()
+            ),
+        )),
+        None => Ok(d),
+    }
+}
+
+fn shape_error(t: &Tensor<'_>, want: String) -> PyErr {
+    value_error(
+        "shape-mismatch",
+        format!("`{}` is {}; {want}", t.name, t.describe()),
+    )
+}
+
+fn to_u32(what: &str, v: usize) -> PyResult<u32> {
+    u32::try_from(v).map_err(|_| {
+        value_error(
+            "argument-size",
+            format!(
+                "{what} is {v}; kernels index with 32 bits (at most {})",
+                u32::MAX
+            ),
+        )
+    })
+}
+
+/// `(rows, columns)` of a row-wise operator's `x`: the last dimension, and the others
+/// flattened.
+fn rows_of(x: &Tensor<'_>) -> PyResult<(u32, u32)> {
+    let Some(&n) = x.shape.last() else {
+        return Err(shape_error(
+            x,
+            "give at least one dimension (rows are the last)".into(),
+        ));
+    };
+    let m: usize = x.shape[..x.shape.len() - 1].iter().product();
+    Ok((
+        to_u32("the number of rows", m)?,
+        to_u32("the row length", n)?,
+    ))
+}
+
+/// `t` has exactly `shape`.
+fn expect_shape(t: &Tensor<'_>, shape: &[usize]) -> PyResult<()> {
+    if t.shape != shape {
+        return Err(shape_error(t, format!("it must be {shape:?}")));
+    }
+    Ok(())
+}
+
+/// A finite, non-negative epsilon (the CLI's `--eps` rule).
+fn check_eps(eps: f32) -> PyResult<()> {
+    if !(eps.is_finite() && eps >= 0.0) {
+        return Err(value_error(
+            "bad-eps",
+            format!("eps is {eps}; give a finite, non-negative number"),
+        ));
+    }
+    Ok(())
+}
+
+/// RMSNorm of each row of `x` into `y`.
+#[pyfunction]
+#[pyo3(signature = (x, gamma, y, eps, stream=None))]
+pub fn rmsnorm(
+    x: &Bound<'_, PyAny>,
+    gamma: &Bound<'_, PyAny>,
+    y: &Bound<'_, PyAny>,
+    eps: f32,
+    stream: Option<u64>,
+) -> PyResult<()> {
+    let (x, gamma, y) = (tensor("x", x)?, tensor("gamma", gamma)?, tensor("y", y)?);
+    let dtype = same_dtype(&[&x, &gamma, &y])?;
+    let (m, n) = rows_of(&x)?;
+    expect_shape(&gamma, &[n as usize])?;
+    expect_shape(&y, &x.shape)?;
+    check_eps(eps)?;
+    let be = Backend::of(&[&x, &gamma, &y], stream)?;
+    if m == 0 || n == 0 {
+        return Ok(()); // no element to compute
+    }
+    by_dtype!(dtype, T => {
+        let (xb, gb, mut yb) = (be.buffer::<T>(&x)?, be.buffer::<T>(&gamma)?, be.buffer::<T>(&y)?);
+        T::rmsnorm(be.device(), &xb, &gb, &mut yb, (m, n, eps)).map_err(launch_error)?;
+        be.finish(&yb, &y)
+    })
+}
+
+/// `r = x + residual` and the RMSNorm of `r`'s rows into `y`.
+#[pyfunction]
+#[pyo3(signature = (x, residual, gamma, r, y, eps, stream=None))]
+pub fn add_rmsnorm(
+    x: &Bound<'_, PyAny>,
+    residual: &Bound<'_, PyAny>,
+    gamma: &Bound<'_, PyAny>,
+    r: &Bound<'_, PyAny>,
+    y: &Bound<'_, PyAny>,
+    eps: f32,
+    stream: Option<u64>,
+) -> PyResult<()> {
+    let (x, res, gamma) = (
+        tensor("x", x)?,
+        tensor("residual", residual)?,
+        tensor("gamma", gamma)?,
+    );
+    let (r, y) = (tensor("residual_out", r)?, tensor("y", y)?);
+    let all = [&x, &res, &gamma, &r, &y];
+    let dtype = same_dtype(&all)?;
+    let (m, n) = rows_of(&x)?;
+    expect_shape(&gamma, &[n as usize])?;
+    for t in [&res, &r, &y] {
+        expect_shape(t, &x.shape)?;
+    }
+    check_eps(eps)?;
+    let be = Backend::of(&all, stream)?;
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    by_dtype!(dtype, T => {
+        let (xb, rb, gb) = (be.buffer::<T>(&x)?, be.buffer::<T>(&res)?, be.buffer::<T>(&gamma)?);
+        let (mut rob, mut yb) = (be.buffer::<T>(&r)?, be.buffer::<T>(&y)?);
+        T::add_rmsnorm(be.device(), [&xb, &rb, &gb], [&mut rob, &mut yb], (m, n, eps))
+            .map_err(launch_error)?;
+        be.finish(&rob, &r)?;
+        be.finish(&yb, &y)
+    })
+}
+
+/// LayerNorm of each row of `x` into `y`; each row's mean and `rsqrt(var + eps)` into `mean`
+/// and `rstd` (float32, one per row) when given.
+#[pyfunction]
+#[pyo3(signature = (x, gamma, beta, y, eps, mean=None, rstd=None, stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn layernorm(
+    x: &Bound<'_, PyAny>,
+    gamma: &Bound<'_, PyAny>,
+    beta: &Bound<'_, PyAny>,
+    y: &Bound<'_, PyAny>,
+    eps: f32,
+    mean: Option<&Bound<'_, PyAny>>,
+    rstd: Option<&Bound<'_, PyAny>>,
+    stream: Option<u64>,
+) -> PyResult<()> {
+    let (x, gamma, beta, y) = (
+        tensor("x", x)?,
+        tensor("gamma", gamma)?,
+        tensor("beta", beta)?,
+        tensor("y", y)?,
+    );
+    let dtype = same_dtype(&[&x, &gamma, &beta, &y])?;
+    let (m, n) = rows_of(&x)?;
+    expect_shape(&gamma, &[n as usize])?;
+    expect_shape(&beta, &[n as usize])?;
+    expect_shape(&y, &x.shape)?;
+    check_eps(eps)?;
+    let stats = match (mean, rstd) {
+        (Some(a), Some(b)) => Some((tensor("mean", a)?, tensor("rstd", b)?)),
+        (None, None) => None,
+        _ => {
+            return Err(value_error(
+                "shape-mismatch",
+                "give both `mean` and `rstd`, or neither".into(),
+            ))
+        }
+    };
+    let mut all = vec![&x, &gamma, &beta, &y];
+    if let Some((a, b)) = &stats {
+        for t in [a, b] {
+            if t.dtype != Dtype::F32 {
+                return Err(type_error(
+                    "dtype-mismatch",
+                    format!(
+                        "`{}` is {}; the statistics are float32",
+                        t.name,
+                        t.describe()
+                    ),
+                ));
+            }
+            expect_shape(t, &x.shape[..x.shape.len() - 1])?;
+        }
+        all.extend([a, b]);
+    }
+    let be = Backend::of(&all, stream)?;
+    if m == 0 || n == 0 {
+        // No element to compute; the statistics of empty rows (n = 0) are NaN, written by
+        // the Python layer.
+        return Ok(());
+    }
+    let (mut mb, mut rb) = match &stats {
+        Some((a, b)) => (be.buffer::<f32>(a)?, be.buffer::<f32>(b)?),
+        None => {
+            let empty = || DeviceBuffer::<f32>::zeros(be.device(), 0).map_err(launch_error);
+            (empty()?, empty()?)
+        }
+    };
+    by_dtype!(dtype, T => {
+        let (xb, gb, bb, mut yb) = (
+            be.buffer::<T>(&x)?,
+            be.buffer::<T>(&gamma)?,
+            be.buffer::<T>(&beta)?,
+            be.buffer::<T>(&y)?,
+        );
+        let bufs = kernels::layernorm::host::Buffers {
+            x: &xb,
+            gamma: &gb,
+            beta: &bb,
+            y: &mut yb,
+            mean: &mut mb,
+            rstd: &mut rb,
+        };
+        T::layernorm(be.device(), bufs, (m, n, eps)).map_err(launch_error)?;
+        be.finish(&yb, &y)
+    })?;
+    if let Some((a, b)) = &stats {
+        be.finish(&mb, a)?;
+        be.finish(&rb, b)?;
+    }
+    Ok(())
+}
+
+/// Softmax of each row of `x` into `y`.
+#[pyfunction]
+#[pyo3(signature = (x, y, stream=None))]
+pub fn softmax(x: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>, stream: Option<u64>) -> PyResult<()> {
+    let (x, y) = (tensor("x", x)?, tensor("y", y)?);
+    let dtype = same_dtype(&[&x, &y])?;
+    let (m, n) = rows_of(&x)?;
+    expect_shape(&y, &x.shape)?;
+    let be = Backend::of(&[&x, &y], stream)?;
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    by_dtype!(dtype, T => {
+        let (xb, mut yb) = (be.buffer::<T>(&x)?, be.buffer::<T>(&y)?);
+        T::softmax(be.device(), &xb, &mut yb, (m, n)).map_err(launch_error)?;
+        be.finish(&yb, &y)
+    })
+}
+
+/// `c = a · b` (`a` M × K, `b` K × N, both float32 or both bfloat16; `c` float32).
+#[pyfunction]
+#[pyo3(signature = (a, b, c, stream=None))]
+pub fn gemm(
+    a: &Bound<'_, PyAny>,
+    b: &Bound<'_, PyAny>,
+    c: &Bound<'_, PyAny>,
+    stream: Option<u64>,
+) -> PyResult<()> {
+    let (a, b, c) = (tensor("a", a)?, tensor("b", b)?, tensor("c", c)?);
+    let dtype = same_dtype(&[&a, &b])?;
+    let ([m, k], [k2, n]) = (matrix(&a)?, matrix(&b)?);
+    if k != k2 {
+        return Err(shape_error(
+            &b,
+            format!("its rows must match `a`'s columns ({k})"),
+        ));
+    }
+    if c.dtype != Dtype::F32 {
+        return Err(type_error(
+            "dtype-mismatch",
+            format!("`c` is {}; the GEMM writes float32", c.describe()),
+        ));
+    }
+    expect_shape(&c, &[m, n])?;
+    let mnk = (to_u32("M", m)?, to_u32("N", n)?, to_u32("K", k)?);
+    let be = Backend::of(&[&a, &b, &c], stream)?;
+    if m == 0 || n == 0 {
+        return Ok(()); // C is empty (K = 0 runs: the kernel writes the empty sum, 0)
+    }
+    by_dtype!(dtype, T => {
+        let (ab, bb, mut cb) = (be.buffer::<T>(&a)?, be.buffer::<T>(&b)?, be.buffer::<f32>(&c)?);
+        T::gemm(be.device(), &ab, &bb, &mut cb, mnk).map_err(launch_error)?;
+        be.finish(&cb, &c)
+    })
+}
+
+fn matrix(t: &Tensor<'_>) -> PyResult<[usize; 2]> {
+    match t.shape[..] {
+        [r, c] => Ok([r, c]),
+        _ => Err(shape_error(t, "give a matrix (2 dimensions)".into())),
+    }
+}
+
+/// Attention forward: `o = softmax(scale · q·kᵀ + mask) · v` and the row log-sum-exp into
+/// `lse` (float32). q, k, v and o are bfloat16 (float32 on the emulator too: rounded to
+/// bfloat16 before the kernel, `o` widened after it).
+#[pyfunction]
+#[pyo3(signature = (q, k, v, o, lse, causal=false, scale=None, stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn attention(
+    q: &Bound<'_, PyAny>,
+    k: &Bound<'_, PyAny>,
+    v: &Bound<'_, PyAny>,
+    o: &Bound<'_, PyAny>,
+    lse: &Bound<'_, PyAny>,
+    causal: bool,
+    scale: Option<f32>,
+    stream: Option<u64>,
+) -> PyResult<()> {
+    let (q, k, v) = (tensor("q", q)?, tensor("k", k)?, tensor("v", v)?);
+    let (o, lse) = (tensor("o", o)?, tensor("lse", lse)?);
+    let four = |t: &Tensor<'_>| -> PyResult<[usize; 4]> {
+        match t.shape[..] {
+            [b, h, s, d] => Ok([b, h, s, d]),
+            _ => Err(shape_error(t, "give [batch, heads, seq, head_dim]".into())),
+        }
+    };
+    let ([batch, heads, sq, d], [kb, kv_heads, sk, kd]) = (four(&q)?, four(&k)?);
+    if kb != batch || kd != d {
+        return Err(shape_error(
+            &k,
+            format!(
+                "it must be [{batch}, kv_heads, seq_k, {d}] for q {:?}",
+                q.shape
+            ),
+        ));
+    }
+    expect_shape(&v, &k.shape)?;
+    expect_shape(&o, &q.shape)?;
+    expect_shape(&lse, &[batch, heads, sq])?;
+    if lse.dtype != Dtype::F32 {
+        return Err(type_error(
+            "dtype-mismatch",
+            format!("`lse` is {}; the log-sum-exp is float32", lse.describe()),
+        ));
+    }
+    let shape = kernels::attention::host::Shape {
+        batch: to_u32("batch", batch)?,
+        heads: to_u32("heads", heads)?,
+        kv_heads: to_u32("kv_heads", kv_heads)?,
+        sq: to_u32("seq_q", sq)?,
+        sk: to_u32("seq_k", sk)?,
+        head_dim: to_u32("head_dim", d)?,
+    };
+    let options = kernels::attention::host::Options { causal, scale };
+    let all = [&q, &k, &v, &o, &lse];
+    let be = Backend::of(&all, stream)?;
+    if !be.device().is_emulator() {
+        if let Some(t) = [&q, &k, &v, &o]
+            .into_iter()
+            .find(|t| t.dtype != Dtype::Bf16)
+        {
+            return Err(type_error(
+                "dtype-unsupported",
+                format!(
+                    "`{}` is {}; attention on the GPU takes bfloat16 q, k, v and o",
+                    t.name,
+                    t.describe()
+                ),
+            ));
+        }
+    }
+    let (qb, kb, vb) = (be.bf16(&q)?, be.bf16(&k)?, be.bf16(&v)?);
+    let (mut ob, mut lb) = (be.bf16(&o)?, be.buffer::<f32>(&lse)?);
+    kernels::attention::host::launch(
+        be.device(),
+        (&qb, &kb, &vb),
+        &mut ob,
+        &mut lb,
+        shape,
+        options,
+    )
+    .map_err(launch_error)?;
+    be.finish_bf16(&ob, &o)?;
+    be.finish(&lb, &lse)
+}

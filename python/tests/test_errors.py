@@ -1,0 +1,45 @@
+"""Bad input is an exception carrying the CLI's rule name, never a crash."""
+
+import numpy as np
+import pytest
+
+import ck_rs
+
+
+def f32(*shape):
+    return np.ones(shape, np.float32)
+
+
+@pytest.mark.parametrize(
+    "call,kind,rule",
+    [
+        (lambda: ck_rs.rmsnorm([[1.0]], f32(1)), TypeError, "not-a-tensor"),
+        (lambda: ck_rs.rmsnorm(np.ones((2, 8)), np.ones(8)), TypeError, "dtype-unsupported"),
+        (lambda: ck_rs.rmsnorm(f32(2, 8), np.ones(8, np.int32)), TypeError, "dtype-unsupported"),
+        (lambda: ck_rs.rmsnorm(f32(2, 8), f32(7)), ValueError, "shape-mismatch"),
+        (lambda: ck_rs.rmsnorm(f32(2, 8), f32(8), eps=-1.0), ValueError, "bad-eps"),
+        (lambda: ck_rs.rmsnorm(f32(2, 8), f32(8), eps=float("nan")), ValueError, "bad-eps"),
+        (lambda: ck_rs.rmsnorm(f32(2, 16)[:, ::2], f32(8)), ValueError, "not-contiguous"),
+        (lambda: ck_rs.rmsnorm(f32(2, 8), f32(8), out=f32(2, 7)), ValueError, "shape-mismatch"),
+        (lambda: ck_rs.layernorm(f32(2, 8), f32(8), f32(9)), ValueError, "shape-mismatch"),
+        (lambda: ck_rs.softmax(np.zeros((), np.float32)), ValueError, "shape-mismatch"),
+        (lambda: ck_rs.gemm(f32(2, 3), f32(4, 5)), ValueError, "shape-mismatch"),
+        (lambda: ck_rs.gemm(f32(2, 3, 4), f32(4, 5)), ValueError, "shape-mismatch"),
+        (lambda: ck_rs.attention(f32(1, 2, 4, 32), f32(1, 2, 4, 32), f32(1, 2, 4, 32)), ValueError, "head-dim-unsupported"),
+        (lambda: ck_rs.attention(f32(1, 3, 4, 64), f32(1, 2, 4, 64), f32(1, 2, 4, 64)), ValueError, "gqa-heads"),
+        (lambda: ck_rs.attention(f32(1, 2, 4, 64), f32(1, 2, 5, 64), f32(1, 2, 4, 64)), ValueError, "shape-mismatch"),
+        (lambda: ck_rs.attention(f32(1, 2, 4, 64), f32(1, 2, 4, 64), f32(1, 2, 4, 64), scale=float("inf")), ValueError, "bad-scale"),
+    ],
+)
+def test_bad_input_raises_with_its_rule(call, kind, rule):
+    with pytest.raises(kind) as e:
+        call()
+    assert str(e.value).startswith(f"error[{rule}]"), str(e.value)
+
+
+def test_read_only_and_offset_arrays_are_fine_on_the_emulator():
+    x = np.arange(1, 20, dtype=np.float32)[3:].reshape(2, 8)  # starts 12 bytes into its buffer
+    x.flags.writeable = False
+    y = ck_rs.rmsnorm(x, f32(8))
+    want = x / np.sqrt((x.astype(np.float64) ** 2).mean(axis=1, keepdims=True) + 1e-6)
+    np.testing.assert_allclose(y, want, rtol=1e-6)

@@ -1,0 +1,120 @@
+"""The operators on numpy arrays (the emulator), against fp64 references, on odd shapes."""
+
+import numpy as np
+import pytest
+
+import ck_rs
+import reference as ref
+
+RNG = np.random.default_rng(7)
+
+
+def randn(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+ROWS = [(1, 1), (3, 5000), (130, 257), (65, 4099), (2, 9000)]
+
+
+@pytest.mark.parametrize("m,n", ROWS)
+def test_rmsnorm(m, n):
+    x, g = randn(m, n), randn(n)
+    y = ck_rs.rmsnorm(x, g, eps=1e-6)
+    assert isinstance(y, np.ndarray) and y.dtype == np.float32 and y.shape == (m, n)
+    assert ref.rel_err(y, ref.rmsnorm(x, g, 1e-6)) < 1e-5
+
+
+def test_rmsnorm_leading_dimensions_are_rows_and_out_is_written():
+    x, g = randn(2, 3, 40), randn(40)
+    out = np.full((2, 3, 40), np.nan, np.float32)
+    y = ck_rs.rmsnorm(x, g, out=out)
+    assert y is out
+    assert ref.rel_err(out, ref.rmsnorm(x, g, 1e-6)) < 1e-5
+
+
+@pytest.mark.parametrize("m,n", ROWS)
+def test_add_rmsnorm(m, n):
+    x, res, g = randn(m, n), randn(m, n), randn(n)
+    y, r = ck_rs.add_rmsnorm(x, res, g, eps=1e-6)
+    np.testing.assert_array_equal(r, x + res)  # one f32 add, as numpy does it
+    assert ref.rel_err(y, ref.rmsnorm(x.astype(np.float64) + res, g, 1e-6)) < 1e-5
+
+
+@pytest.mark.parametrize("m,n", ROWS)
+def test_layernorm_with_statistics(m, n):
+    x, g, b = randn(m, n), randn(n), randn(n)
+    y, mean, rstd = ck_rs.layernorm(x, g, b, eps=1e-5, return_stats=True)
+    want, wmean, wrstd = ref.layernorm(x, g, b, 1e-5)
+    assert ref.rel_err(y, want) < 1e-5
+    assert mean.shape == (m,) and rstd.shape == (m,)
+    np.testing.assert_allclose(mean, wmean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(rstd, wrstd, rtol=1e-5)
+
+
+def test_layernorm_large_offset_rows():
+    x = (1e4 + RNG.standard_normal((7, 1000))).astype(np.float32)
+    g, b = np.ones(1000, np.float32), np.zeros(1000, np.float32)
+    want, _, _ = ref.layernorm(x, g, b, 1e-5)
+    assert ref.rel_err(ck_rs.layernorm(x, g, b), want) < 1e-4
+
+
+@pytest.mark.parametrize("m,n", ROWS)
+def test_softmax(m, n):
+    x = 4 * randn(m, n)
+    y = ck_rs.softmax(x)
+    assert ref.rel_err(y, ref.softmax(x)) < 1e-5
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (17, 33, 65), (130, 70, 257)])
+def test_gemm(m, n, k):
+    a, b = randn(m, k), randn(k, n)
+    c = ck_rs.gemm(a, b)
+    assert c.dtype == np.float32 and c.shape == (m, n)
+    assert ref.rel_err(c, a.astype(np.float64) @ b) < 1e-5
+
+
+@pytest.mark.parametrize(
+    "shape,causal",
+    [
+        ((1, 2, 1, 17, 64), False),
+        ((1, 2, 2, 130, 64), True),
+        ((2, 4, 2, 17, 128), False),  # grouped-query: 4 heads on 2
+        ((1, 2, 1, 257, 128), True),
+    ],
+)
+def test_attention(shape, causal):
+    b, h, hkv, sk, d = shape
+    sq = 17 if sk != 17 else 130  # Sq ≠ Sk: the causal corner is bottom-right
+    q, k, v = randn(b, h, sq, d), randn(b, hkv, sk, d), randn(b, hkv, sk, d)
+    o, lse = ck_rs.attention(q, k, v, causal=causal, return_lse=True)
+    assert o.dtype == np.float32 and o.shape == q.shape and lse.shape == (b, h, sq)
+    want, wlse = ref.attention(*(ref.bf16_round(t) for t in (q, k, v)), causal, d**-0.5)
+    assert ref.rel_err(o, want) < 1e-2
+    seen = np.isfinite(wlse)
+    np.testing.assert_array_equal(np.isfinite(lse), seen)
+    np.testing.assert_allclose(lse[seen], wlse[seen], atol=1e-3)
+
+
+def test_attention_explicit_scale_and_no_keys():
+    q, k, v = randn(1, 1, 5, 64), randn(1, 1, 3, 64), randn(1, 1, 3, 64)
+    o, lse = ck_rs.attention(q, k, v, causal=True, scale=0.3, return_lse=True)
+    want, wlse = ref.attention(*(ref.bf16_round(t) for t in (q, k, v)), True, 0.3)
+    # Rows 0 and 1 see no key (i + Sk − Sq < 0): O = 0, LSE = −∞.
+    np.testing.assert_array_equal(o[0, 0, :2], 0)
+    assert np.all(lse[0, 0, :2] == -np.inf)
+    assert ref.rel_err(o, want) < 1e-2
+
+
+def test_empty_tensors_give_empty_results():
+    e = np.ones((4, 0), np.float32)
+    assert ck_rs.rmsnorm(e, np.ones(0, np.float32)).shape == (4, 0)
+    assert ck_rs.softmax(np.ones((0, 5), np.float32)).shape == (0, 5)
+    assert ck_rs.gemm(np.ones((0, 5), np.float32), np.ones((5, 3), np.float32)).shape == (0, 3)
+    # K = 0: each element is the empty sum.
+    k0 = ck_rs.gemm(np.ones((2, 0), np.float32), np.ones((0, 3), np.float32))
+    np.testing.assert_array_equal(k0, np.zeros((2, 3)))
+    # The mean and variance of no values are undefined.
+    _, mean, rstd = ck_rs.layernorm(e, e[0], e[0], return_stats=True)
+    assert mean.shape == (4,) and np.isnan(mean).all() and np.isnan(rstd).all()
+    q = np.ones((1, 1, 0, 64), np.float32)
+    assert ck_rs.attention(q, np.ones((1, 1, 3, 64), np.float32), np.ones((1, 1, 3, 64), np.float32)).shape == q.shape

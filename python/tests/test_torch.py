@@ -1,0 +1,110 @@
+"""The operators on torch tensors: CPU (the emulator) and CUDA (the GPU), torch in, torch out;
+the custom ops inside ``torch.compile``. Skipped where torch (or a GPU) is missing."""
+
+import numpy as np
+import pytest
+
+import ck_rs
+import reference as ref
+
+torch = pytest.importorskip("torch")
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def randn(*shape, device="cpu", dtype=None):
+    g = torch.Generator().manual_seed(sum(shape) * 31 + len(shape))
+    return torch.randn(*shape, generator=g).to(device=device, dtype=dtype or torch.float32)
+
+
+def np64(t):
+    return t.detach().float().cpu().double().numpy()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("m,n", [(1, 1), (3, 5000), (130, 257), (65, 4099)])
+def test_row_operators(device, dtype, m, n):
+    tol = 1e-5 if dtype == torch.float32 else 1e-2
+    x, res, g, b = (randn(*s, device=device, dtype=dtype) for s in [(m, n), (m, n), (n,), (n,)])
+    y = ck_rs.rmsnorm(x, g)
+    assert isinstance(y, torch.Tensor) and y.device == x.device and y.dtype == dtype
+    assert ref.rel_err(np64(y), ref.rmsnorm(np64(x), np64(g), 1e-6)) < tol
+    y, r = ck_rs.add_rmsnorm(x, res, g)
+    assert ref.rel_err(np64(r), np64(x) + np64(res)) < tol
+    assert ref.rel_err(np64(y), ref.rmsnorm(np64(r), np64(g), 1e-6)) < tol
+    y = ck_rs.layernorm(x, g, b)
+    assert ref.rel_err(np64(y), ref.layernorm(np64(x), np64(g), np64(b), 1e-5)[0]) < tol
+    y = ck_rs.softmax(x)
+    assert ref.rel_err(np64(y), ref.softmax(np64(x))) < tol
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gemm(device, dtype):
+    a, b = randn(130, 257, device=device, dtype=dtype), randn(257, 72, device=device, dtype=dtype)
+    c = ck_rs.gemm(a, b)
+    assert c.dtype == torch.float32 and c.device == a.device
+    assert ref.rel_err(np64(c), np64(a) @ np64(b)) < 1e-5
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention(device, dtype, causal):
+    q = randn(1, 4, 130, 128, device=device, dtype=dtype)
+    k, v = randn(1, 2, 257, 128, device=device, dtype=dtype), randn(1, 2, 257, 128, device=device, dtype=dtype)
+    o, lse = ck_rs.attention(q, k, v, causal=causal, return_lse=True)
+    assert o.dtype == dtype and o.device == q.device and lse.dtype == torch.float32
+    want, wlse = ref.attention(*(ref.bf16_round(np64(t).astype(np.float32)) for t in (q, k, v)), causal, 128**-0.5)
+    assert ref.rel_err(np64(o), want) < 1e-2
+    np.testing.assert_allclose(np64(lse), wlse, atol=1e-3)
+
+
+def test_torch_and_numpy_do_not_mix():
+    with pytest.raises(TypeError, match=r"^error\[kind-mismatch\]"):
+        ck_rs.rmsnorm(torch.ones(2, 8), np.ones(8, np.float32))
+
+
+def test_requires_grad_inputs_are_read():
+    x = randn(4, 64).requires_grad_()
+    y = ck_rs.rmsnorm(x, torch.ones(64))
+    assert ref.rel_err(np64(y), ref.rmsnorm(np64(x), np.ones(64), 1e-6)) < 1e-5
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_custom_ops_compile_without_graph_breaks(device):
+    def block(x, res, g):
+        y, r = torch.ops.ck_rs.add_rmsnorm(x, res, g)
+        return torch.ops.ck_rs.softmax(y * 2.0) + r
+
+    x, res, g = randn(8, 256, device=device), randn(8, 256, device=device), randn(256, device=device)
+    eager = block(x, res, g)
+    compiled = torch.compile(block, fullgraph=True, backend="aot_eager")(x, res, g)
+    torch.testing.assert_close(compiled, eager)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_calls_are_ordered_on_a_side_stream():
+    s = torch.cuda.Stream()
+    x, g = randn(4096, 4096, device="cuda"), randn(4096, device="cuda")
+    with torch.cuda.stream(s):
+        x2 = x * 3.0  # queued on s, not yet done when the kernel is queued behind it
+        y = ck_rs.rmsnorm(x2, g)
+        z = y + 1.0
+    s.synchronize()
+    want = ref.rmsnorm(np64(x) * 3.0, np64(g), 1e-6) + 1.0
+    assert ref.rel_err(np64(z), want) < 1e-5
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_misaligned_tensor_is_an_error():
+    x = torch.ones(2 * 8 + 1, device="cuda")[1:].view(2, 8)  # 4 bytes into its allocation
+    with pytest.raises(ValueError, match=r"^error\[misaligned-buffer\]"):
+        ck_rs.rmsnorm(x, torch.ones(8, device="cuda"))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cpu_and_cuda_tensors_do_not_mix():
+    with pytest.raises(ValueError, match=r"^error\[device-mismatch\]"):
+        ck_rs.rmsnorm(torch.ones(2, 8, device="cuda"), torch.ones(8))

@@ -1,0 +1,65 @@
+//! The `ck_rs` Python package under `cargo test`: builds `python/` into a virtual environment
+//! (maturin, the dev profile, its own target directory so it does not wait for this build's
+//! lock) and runs its pytest suite (`python/tests`: the operators against fp64 references, bad
+//! input, and — where torch is installed — torch tensors and `torch.compile`).
+//!
+//! Skipped, saying why, where the machine has no `python3` with `venv`, or no package index
+//! for maturin, numpy and pytest; once those are there, a failing build or test fails.
+//! `CK_PYTHON` names another interpreter.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn run(cmd: &mut Command) -> Result<String, String> {
+    let what = format!("{cmd:?}");
+    let out = cmd.output().map_err(|e| format!("{what}: {e}"))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if out.status.success() {
+        Ok(text)
+    } else {
+        Err(format!("{what} failed ({}):\n{text}", out.status))
+    }
+}
+
+fn skip(why: &str) {
+    eprintln!("skipped: the Python package's tests ({why})");
+}
+
+#[test]
+fn python_package() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let dir: PathBuf = root.join("target/python-tests");
+    let python = std::env::var("CK_PYTHON").unwrap_or_else(|_| "python3".into());
+    if run(Command::new(&python).arg("--version")).is_err() {
+        return skip(&format!("no `{python}` on this machine"));
+    }
+    let venv = dir.join("venv");
+    let bin = |name: &str| venv.join("bin").join(name);
+    if !bin("python").exists() {
+        if let Err(e) = run(Command::new(&python).args(["-m", "venv"]).arg(&venv)) {
+            return skip(&format!("cannot make a virtual environment: {e}"));
+        }
+    }
+    let tools = ["maturin>=1.9.4,<2", "numpy", "pytest"];
+    if let Err(e) = run(Command::new(bin("pip")).args(["install", "-q"]).args(tools)) {
+        return skip(&format!("cannot install maturin, numpy and pytest: {e}"));
+    }
+    run(Command::new(bin("pip"))
+        .args(["install", "-q", "--force-reinstall", "--no-deps"])
+        .arg(root.join("python"))
+        .env("CARGO_TARGET_DIR", dir.join("cargo"))
+        .env("MATURIN_PEP517_ARGS", "--profile dev"))
+    .unwrap_or_else(|e| panic!("building the package: {e}"));
+    // From the workspace root, so that `python/ck_rs` (without its native module) is not on the
+    // path ahead of the installed package.
+    let report = run(Command::new(bin("pytest"))
+        .args(["-q", "-p", "no:cacheprovider"])
+        .arg(root.join("python/tests"))
+        .current_dir(root))
+    .unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("{report}");
+}
