@@ -38,6 +38,16 @@ except ImportError:  # pragma: no cover - depends on the environment
 
 import numpy as _np
 
+if _torch is not None:
+    from torch.utils.dlpack import to_dlpack as _to_dlpack
+
+    def _current_stream(device):
+        """The raw `CUstream` of torch's current stream on `device`."""
+        raw = getattr(_torch._C, "_cuda_getCurrentRawStream", None)
+        if raw is not None:  # the C++ accessor, without building a Stream object
+            return raw(device.index if device.index is not None else _torch.cuda.current_device())
+        return _torch.cuda.current_stream(device).cuda_stream
+
 
 def _error(kind, rule, message):
     return kind(f"error[{rule}]: {message}")
@@ -81,17 +91,15 @@ class _Call:
                         "put every tensor of a call on one device",
                     )
             self.device = device
-        self.stream = None
-        if self.cuda:
-            self.stream = _torch.cuda.current_stream(self.device).cuda_stream
+        self.stream = _current_stream(self.device) if self.cuda else None
 
     def capsule(self, t):
         """`t`'s DLPack capsule (for CUDA, without a producer-side synchronisation: the
         kernels are queued on torch's current stream, after what produced `t`)."""
         if self.torch:
-            if t.requires_grad:
-                t = t.detach()
-            return t.__dlpack__(stream=-1) if self.cuda else t.__dlpack__()
+            # torch's C++ exporter: `__dlpack__` does the same through Python-level stream
+            # handling that costs more than the kernel launch.
+            return _to_dlpack(t.detach() if t.requires_grad else t)
         if not t.flags.writeable:
             t = t.copy()  # numpy refuses to export read-only arrays
         return t.__dlpack__()

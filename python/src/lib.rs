@@ -2,16 +2,13 @@
 //! Tensors arrive as DLPack capsules; CPU tensors run on the emulator, CUDA tensors on their
 //! GPU, queued on the stream the Python layer passes (torch's current one).
 
-mod backend;
-mod dlpack;
-mod errors;
 mod ops;
 
 use pyo3::prelude::*;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add("KernelFault", m.py().get_type::<errors::KernelFault>())?;
+    m.add("KernelFault", m.py().get_type::<ck_python::KernelFault>())?;
     m.add_function(wrap_pyfunction!(ops::rmsnorm, m)?)?;
     m.add_function(wrap_pyfunction!(ops::add_rmsnorm, m)?)?;
     m.add_function(wrap_pyfunction!(ops::layernorm, m)?)?;

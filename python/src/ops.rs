@@ -2,12 +2,10 @@
 //! makes the capsules (and allocates the outputs like the inputs), so each function here checks
 //! shapes and types, picks the kernel by element type and runs it where the tensors are.
 
-use crate::backend::Backend;
-use crate::dlpack::{Dtype, Tensor};
-use crate::errors::{launch_error, type_error, value_error};
 use ck_core::device::{Bf16, Element};
 use ck_core::host::{Device, DeviceBuffer, LaunchError, LaunchStats};
 use ck_kernels as kernels;
+use ck_python::{launch_error, type_error, value_error, Backend, Dtype, Tensor};
 use pyo3::prelude::*;
 
 type Launched = Result<LaunchStats, LaunchError>;
@@ -280,10 +278,7 @@ pub fn layernorm(
     }
     let (mut mb, mut rb) = match &stats {
         Some((a, b)) => (be.buffer::<f32>(a)?, be.buffer::<f32>(b)?),
-        None => {
-            let empty = || DeviceBuffer::<f32>::zeros(be.device(), 0).map_err(launch_error);
-            (empty()?, empty()?)
-        }
+        None => (be.empty_f32(&x)?, be.empty_f32(&x)?),
     };
     by_dtype!(dtype, T => {
         let (xb, gb, bb, mut yb) = (

@@ -14,6 +14,7 @@ fn sources() -> Vec<PathBuf> {
         "ck-build/src",
         "ck-macros",
         "examples/src",
+        "ck-python/src",
         "python/src",
     ]
     .iter()

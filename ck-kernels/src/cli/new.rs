@@ -9,6 +9,10 @@ const CARGO_TOML: &str = include_str!("../../templates/new/Cargo.toml.in");
 const BUILD_RS: &str = include_str!("../../templates/new/build.rs.in");
 const LIB_RS: &str = include_str!("../../templates/new/lib.rs.in");
 const TEST_RS: &str = include_str!("../../templates/new/test.rs.in");
+const PY_CARGO_TOML: &str = include_str!("../../templates/new/python/Cargo.toml.in");
+const PY_PROJECT: &str = include_str!("../../templates/new/python/pyproject.toml.in");
+const PY_LIB_RS: &str = include_str!("../../templates/new/python/lib.rs.in");
+const PY_TEST: &str = include_str!("../../templates/new/python/test.py.in");
 
 /// The ck-rs checkout this `ck` was built from, if it is still there.
 fn checkout() -> Option<PathBuf> {
@@ -53,6 +57,10 @@ pub struct NewArgs {
     /// is still there; else crates.io versions]
     #[arg(long, value_name = "CHECKOUT")]
     ck_path: Option<PathBuf>,
+    /// Also a Python package (`python/`: pyo3 and maturin) exporting the kernel to numpy arrays
+    /// and torch tensors
+    #[arg(long)]
+    python: bool,
 }
 
 pub fn run(args: &NewArgs) -> Result<(), CliError> {
@@ -97,13 +105,33 @@ pub fn run(args: &NewArgs) -> Result<(), CliError> {
             .replace("{{crate}}", &krate)
             .replace("{{deps}}", &deps(&["ck-core", "ck-macros"], ck.as_deref()))
             .replace("{{build_deps}}", &deps(&["ck-build"], ck.as_deref()))
+            .replace(
+                "{{python_deps}}",
+                &deps(&["ck-core", "ck-python"], ck.as_deref()),
+            )
+            .replace(
+                "{{members}}",
+                if args.python {
+                    "members = [\"python\"]\n"
+                } else {
+                    ""
+                },
+            )
     };
-    let files = [
-        ("Cargo.toml", fill(CARGO_TOML)),
-        ("build.rs", fill(BUILD_RS)),
-        ("src/lib.rs", fill(LIB_RS)),
-        (&*format!("tests/{krate}.rs"), fill(TEST_RS)),
+    let mut files = vec![
+        ("Cargo.toml".to_string(), fill(CARGO_TOML)),
+        ("build.rs".into(), fill(BUILD_RS)),
+        ("src/lib.rs".into(), fill(LIB_RS)),
+        (format!("tests/{krate}.rs"), fill(TEST_RS)),
     ];
+    if args.python {
+        files.extend([
+            ("python/Cargo.toml".to_string(), fill(PY_CARGO_TOML)),
+            ("python/pyproject.toml".into(), fill(PY_PROJECT)),
+            ("python/src/lib.rs".into(), fill(PY_LIB_RS)),
+            (format!("python/tests/test_{krate}.py"), fill(PY_TEST)),
+        ]);
+    }
     for (file, text) in &files {
         let at = path.join(file);
         std::fs::create_dir_all(at.parent().unwrap_or(path))
@@ -114,5 +142,8 @@ pub fn run(args: &NewArgs) -> Result<(), CliError> {
         "created kernel crate `{name}` in {}\n  cd {0}\n  cargo test                                # the kernel on the CPU emulator\n  ck build-ptx --manifest-path Cargo.toml   # target/ptx/{krate}.ptx for the GPU",
         path.display()
     );
+    if args.python {
+        println!("  pip install ./python                      # `import {krate}`: the kernel on numpy arrays and torch tensors\n  pytest python/tests");
+    }
     Ok(())
 }

@@ -8,13 +8,13 @@
 //! | `ck_rs.KernelFault` (a `RuntimeError`) | the emulator's sanitizer found a bug in a kernel: the rule, thread and address |
 //! | `RuntimeError` | no GPU, no PTX module (`no-ptx`, `ptx-module`), a CUDA driver error |
 
-use ck_core::host::LaunchError;
+use ck_core::host::{LaunchError, LaunchStats};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
-use pyo3::PyErr;
+use pyo3::{PyErr, PyResult};
 
 create_exception!(
-    _native,
+    ck_python,
     KernelFault,
     PyRuntimeError,
     "A bug the emulator's sanitizer found in a kernel (out-of-bounds or misaligned access, data race, ...): the message names the rule, the block, the threads and the address."
@@ -43,4 +43,9 @@ pub fn launch_error(e: LaunchError) -> PyErr {
         } => PyRuntimeError::new_err(text),
         LaunchError::Invalid { .. } => PyValueError::new_err(text),
     }
+}
+
+/// A launch's result, its error as the exception of its kind.
+pub fn launched(r: Result<LaunchStats, LaunchError>) -> PyResult<LaunchStats> {
+    r.map_err(launch_error)
 }

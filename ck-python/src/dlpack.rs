@@ -175,6 +175,11 @@ impl<'py> Tensor<'py> {
         self.shape.iter().product()
     }
 
+    /// True when the tensor has no element.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// The tensor's bytes in host memory (a CPU tensor).
     pub fn host_bytes(&self) -> &[u8] {
         let bytes = self.len() * self.dtype.bytes();

@@ -1,7 +1,9 @@
-//! The `ck_rs` Python package under `cargo test`: builds `python/` into a virtual environment
+//! Python under `cargo test`: builds the `ck_rs` package (`python/`) into a virtual environment
 //! (maturin, the dev profile, its own target directory so it does not wait for this build's
 //! lock) and runs its pytest suite (`python/tests`: the operators against fp64 references, bad
-//! input, and — where torch is installed — torch tensors and `torch.compile`).
+//! input, and — where torch is installed — torch tensors and `torch.compile`); then makes a
+//! crate with `ck new --python` in a temporary folder, builds its Python module the same way
+//! and runs the tests it was generated with (its kernel on numpy arrays, bad input).
 //!
 //! Skipped, saying why, where the machine has no `python3` with `venv`, or no package index
 //! for maturin, numpy and pytest; once those are there, a failing build or test fails.
@@ -32,6 +34,8 @@ fn skip(why: &str) {
 #[test]
 fn python_package() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    // Run from outside the checkout, so that `python/ck_rs` (without its native module) is not
+    // on the path ahead of the installed package.
     let dir: PathBuf = root.join("target/python-tests");
     let python = std::env::var("CK_PYTHON").unwrap_or_else(|_| "python3".into());
     if run(Command::new(&python).arg("--version")).is_err() {
@@ -54,12 +58,31 @@ fn python_package() {
         .env("CARGO_TARGET_DIR", dir.join("cargo"))
         .env("MATURIN_PEP517_ARGS", "--profile dev"))
     .unwrap_or_else(|e| panic!("building the package: {e}"));
-    // From the workspace root, so that `python/ck_rs` (without its native module) is not on the
-    // path ahead of the installed package.
-    let report = run(Command::new(bin("pytest"))
-        .args(["-q", "-p", "no:cacheprovider"])
-        .arg(root.join("python/tests"))
-        .current_dir(root))
+    let pytest = |tests: &Path| {
+        let report = run(Command::new(bin("pytest"))
+            .args(["-q", "-p", "no:cacheprovider"])
+            .arg(tests)
+            .current_dir(&dir))
+        .unwrap_or_else(|e| panic!("{e}"));
+        eprintln!("{report}");
+    };
+    pytest(&root.join("python/tests"));
+
+    // A user's crate, outside the workspace.
+    let user = dir.join("new/my-kernels");
+    let _ = std::fs::remove_dir_all(&user);
+    run(Command::new(env!("CARGO_BIN_EXE_ck"))
+        .arg("new")
+        .arg(&user)
+        .arg("--python")
+        .arg("--ck-path")
+        .arg(root))
     .unwrap_or_else(|e| panic!("{e}"));
-    eprintln!("{report}");
+    run(Command::new(bin("pip"))
+        .args(["install", "-q", "--force-reinstall", "--no-deps"])
+        .arg(user.join("python"))
+        .env("CARGO_TARGET_DIR", dir.join("cargo"))
+        .env("MATURIN_PEP517_ARGS", "--profile dev"))
+    .unwrap_or_else(|e| panic!("building the new crate's module: {e}"));
+    pytest(&user.join("python/tests"));
 }

@@ -1,0 +1,142 @@
+//! [`Call`]: the tensor arguments of one kernel call from Python, found by name.
+
+use crate::backend::Backend;
+use crate::dlpack::{Dtype, Tensor};
+use crate::errors::{type_error, value_error};
+use ck_core::device::{Bf16, Element};
+use ck_core::host::{Device, DeviceBuffer};
+use pyo3::prelude::*;
+use pyo3::types::PyCapsule;
+
+/// Element types a tensor argument can have.
+pub trait TensorElement: Element {
+    const DTYPE: Dtype;
+}
+
+impl TensorElement for f32 {
+    const DTYPE: Dtype = Dtype::F32;
+}
+
+impl TensorElement for Bf16 {
+    const DTYPE: Dtype = Dtype::Bf16;
+}
+
+/// The tensors of one call, on one device (the emulator for CPU tensors, their GPU for CUDA
+/// tensors, on torch's current stream there).
+pub struct Call<'py> {
+    tensors: Vec<Tensor<'py>>,
+    backend: Backend,
+}
+
+/// `obj`'s DLPack capsule, and for a CUDA torch tensor torch's current stream on its device.
+fn export<'py>(name: &str, obj: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyAny>, Option<u64>)> {
+    if obj.is_instance_of::<PyCapsule>() {
+        return Ok((obj.clone(), None));
+    }
+    let py = obj.py();
+    let module: String = obj.get_type().getattr("__module__")?.extract()?;
+    if module == "torch" && obj.getattr("is_cuda")?.extract::<bool>()? {
+        let torch = py.import("torch")?;
+        let index: u64 = obj.getattr("device")?.getattr("index")?.extract()?;
+        let stream = torch
+            .getattr("cuda")?
+            .call_method1("current_stream", (index,))?
+            .getattr("cuda_stream")?
+            .extract()?;
+        let t = obj.call_method0("detach")?;
+        let capsule = py
+            .import("torch.utils.dlpack")?
+            .call_method1("to_dlpack", (t,))?;
+        return Ok((capsule, Some(stream)));
+    }
+    if !obj.hasattr("__dlpack__")? {
+        return Err(type_error(
+            "not-a-tensor",
+            format!(
+                "`{name}` is a {}; pass a numpy array, a torch tensor or another DLPack tensor",
+                obj.get_type().name()?
+            ),
+        ));
+    }
+    let obj = if module == "torch" {
+        obj.call_method0("detach")?
+    } else {
+        obj.clone()
+    };
+    let capsule = obj.call_method0("__dlpack__").map_err(|e| {
+        value_error(
+            "not-a-tensor",
+            format!("`{name}` cannot be exported through DLPack ({e}); pass a writeable, contiguous copy"),
+        )
+    })?;
+    Ok((capsule, None))
+}
+
+impl<'py> Call<'py> {
+    /// The call's tensors by name: numpy arrays, torch tensors, objects with `__dlpack__`, or
+    /// DLPack capsules. All on one device.
+    pub fn new(args: &[(&'static str, &Bound<'py, PyAny>)]) -> PyResult<Call<'py>> {
+        let mut stream = None;
+        let mut tensors = Vec::with_capacity(args.len());
+        for &(name, obj) in args {
+            let (capsule, s) = export(name, obj)?;
+            stream = stream.or(s);
+            tensors.push(Tensor::from_capsule(name, &capsule)?);
+        }
+        let refs: Vec<&Tensor<'py>> = tensors.iter().collect();
+        let backend = Backend::of(&refs, stream)?;
+        Ok(Call { tensors, backend })
+    }
+
+    /// Where the call runs.
+    pub fn device(&self) -> &Device {
+        self.backend.device()
+    }
+
+    /// The tensor `name`.
+    pub fn tensor(&self, name: &str) -> PyResult<&Tensor<'py>> {
+        self.tensors.iter().find(|t| t.name == name).ok_or_else(|| {
+            value_error(
+                "unknown-argument",
+                format!("no tensor `{name}` was given to this call"),
+            )
+        })
+    }
+
+    /// Elements of `name`, as the u32 kernels index with.
+    pub fn len(&self, name: &str) -> PyResult<u32> {
+        let t = self.tensor(name)?;
+        u32::try_from(t.len()).map_err(|_| {
+            value_error(
+                "argument-size",
+                format!(
+                    "`{name}` has {} elements; kernels index with 32 bits",
+                    t.len()
+                ),
+            )
+        })
+    }
+
+    /// `name` as a kernel argument of element type `T` (an error naming the tensor if it has
+    /// another): on the emulator a copy in its memory, on a GPU the tensor's own memory.
+    pub fn input<T: TensorElement>(&self, name: &str) -> PyResult<DeviceBuffer<T>> {
+        let t = self.tensor(name)?;
+        if t.dtype != T::DTYPE {
+            return Err(type_error(
+                "dtype-mismatch",
+                format!(
+                    "`{name}` is {}; this kernel takes {}",
+                    t.describe(),
+                    T::DTYPE.name()
+                ),
+            ));
+        }
+        self.backend.buffer(t)
+    }
+
+    /// Makes what the kernel wrote into `buffer` (made from `name` by [`Call::input`]) the
+    /// contents of the tensor `name`: a copy back from the emulator; nothing on a GPU.
+    pub fn finish<T: Element>(&self, name: &str, buffer: &DeviceBuffer<T>) -> PyResult<()> {
+        self.backend.finish(buffer, self.tensor(name)?)
+    }
+}
