@@ -27,6 +27,62 @@ fn run(cmd: &mut Command) -> Result<String, String> {
     }
 }
 
+/// Adds to a `ck new --python` crate a kernel with a bug — it writes one element past the end
+/// of its output — its export, and a test that the emulator's sanitizer reports it as a
+/// `KernelFault` naming the rule, the thread and the element.
+fn add_faulty_kernel(user: &Path) {
+    let append = |file: &str, text: &str| {
+        let path = user.join(file);
+        let old = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, old + text).unwrap();
+    };
+    append(
+        "src/lib.rs",
+        r#"
+/// Thread 0 writes element `n` of `y`, one past its end (a bug for the sanitizer to find).
+#[tile_kernel(block = 32)]
+pub fn off_by_one(y: GlobalMut<f32>, n: u32) {
+    if thread_idx() == 0 {
+        y.store(n, 1.0);
+    }
+}
+"#,
+    );
+    let glue = user.join("python/src/lib.rs");
+    let text = std::fs::read_to_string(&glue).unwrap().replace(
+        "    m.add_function(wrap_pyfunction!(saxpy, m)?)?;",
+        "    m.add_function(wrap_pyfunction!(saxpy, m)?)?;\n    m.add_function(wrap_pyfunction!(off_by_one, m)?)?;",
+    ) + r#"
+#[pyfunction]
+fn off_by_one(y: &Bound<'_, PyAny>) -> PyResult<()> {
+    let call = Call::new(&[("y", y)])?;
+    let n = call.len("y")?;
+    let mut yb = call.input::<f32>("y")?;
+    launched(kernels::OffByOne::launch(call.device(), LaunchConfig::new(1, 32), &mut yb, n))?;
+    call.finish("y", &yb)
+}
+"#;
+    std::fs::write(&glue, text).unwrap();
+    std::fs::write(
+        user.join("python/tests/test_fault.py"),
+        r#"import numpy as np
+import pytest
+
+import my_kernels
+
+
+def test_a_kernel_bug_is_a_kernel_fault():
+    with pytest.raises(my_kernels.KernelFault) as e:
+        my_kernels.off_by_one(np.zeros(8, np.float32))
+    message = str(e.value)
+    assert isinstance(e.value, RuntimeError)
+    assert message.startswith("error[out-of-bounds]"), message
+    assert "thread 0" in message and "element 8" in message, message
+"#,
+    )
+    .unwrap();
+}
+
 fn skip(why: &str) {
     eprintln!("skipped: the Python package's tests ({why})");
 }
@@ -78,6 +134,7 @@ fn python_package() {
         .arg("--ck-path")
         .arg(root))
     .unwrap_or_else(|e| panic!("{e}"));
+    add_faulty_kernel(&user);
     run(Command::new(bin("pip"))
         .args(["install", "-q", "--force-reinstall", "--no-deps"])
         .arg(user.join("python"))
