@@ -234,9 +234,24 @@ def gemm_peers(result):
             t = median_ms(lambda: a @ b, warmup=5, iters=20)
             row[f"{name}_ms"] = t
             row[f"{name}_tflops"] = 2 * m * n * k / t / 1e9
+            if dt == torch.bfloat16:
+                # bf16 in, f32 C (cuBLAS writes f32 directly), and bf16 C = gelu(A·B + bias)
+                # with cuBLASLt's fused bias + GELU epilogue.
+                bias = torch.randn(n, device="cuda").to(dt)
+                extra = {
+                    "bf16_f32out": lambda: torch.mm(a, b, out_dtype=torch.float32),
+                    "bf16_bias_gelu": lambda: torch._addmm_activation(bias, a, b, use_gelu=True),
+                }
+                for key, fn in extra.items():
+                    try:
+                        t = median_ms(fn, warmup=5, iters=20)
+                    except (RuntimeError, TypeError) as e:  # an older torch without the call
+                        print(f"gemm {m}x{n}x{k}: no {key} peer ({e})", flush=True)
+                        continue
+                    row[f"{key}_tflops"] = 2 * m * n * k / t / 1e9
             del a, b
         result["gemm"][f"{m}x{n}x{k}"] = row
-        print(f"gemm {m}x{n}x{k}: cuBLAS f32 {row['f32_tflops']:.1f}, bf16 {row['bf16_tflops']:.0f} TFLOP/s", flush=True)
+        print(f"gemm {m}x{n}x{k}: cuBLAS " + ", ".join(f"{key[:-7]} {v:.0f}" for key, v in row.items() if key.endswith("_tflops")) + " TFLOP/s", flush=True)
 
 
 if __name__ == "__main__":

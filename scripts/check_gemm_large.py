@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""Checks `ck run gemm --dtype bf16 --backend cuda` at full benchmark sizes against torch: the
-reference is an fp64 matmul on the GPU of the same bf16-rounded operands; the norm-wise relative
-error must be <= 1e-5 (only the f32 accumulation differs). The fp64 CPU reference of the tests
-is too slow at these sizes.
+"""Checks `ck run gemm --backend cuda` at full benchmark sizes against torch, three ways per
+shape: `--dtype bf16` (bf16-rounded operands on the f32 GEMM), `--out-dtype f32` (the wgmma
+tensor-core GEMM, f32 C) and `--out-dtype bf16 --bias --activation gelu` (the wgmma GEMM with
+the fused epilogue, bf16 C). The reference is computed on the GPU in fp64 from the same
+bf16-rounded operands; the norm-wise relative error must be <= 1e-5 for f32 C (only the f32
+accumulation differs) and <= 4e-3 for bf16 C (one rounding). The fp64 CPU reference of the
+tests is too slow at these sizes.
 
 Usage: check_gemm_large.py CK MxNxK [MxNxK ...]   (run from the repository root)
 """
@@ -14,23 +17,39 @@ import tempfile
 import numpy as np
 import torch
 
+MODES = {
+    "bf16 operands, f32 GEMM": (["--dtype", "bf16"], 1e-5),
+    "wgmma, f32 C": (["--out-dtype", "f32"], 1e-5),
+    "wgmma, bf16 C = gelu(A·B + bias)": (["--out-dtype", "bf16", "--activation", "gelu"], 4e-3),
+}
+
 
 def check(ck, m, n, k):
     g = torch.Generator().manual_seed(m * 7 + n * 3 + k)
     a = torch.rand(m, k, generator=g) * 2 - 1
     b = torch.rand(k, n, generator=g) * 2 - 1
+    bias = torch.rand(n, generator=g) * 2 - 1
+    ab = a.bfloat16().cuda().double() @ b.bfloat16().cuda().double()
+    ok = True
     with tempfile.TemporaryDirectory() as d:
-        pa, pb, pc = (os.path.join(d, f) for f in ("a.npy", "b.npy", "c.npy"))
+        pa, pb, pc, pbias = (os.path.join(d, f) for f in ("a.npy", "b.npy", "c.npy", "bias.npy"))
         np.save(pa, a.numpy())
         np.save(pb, b.numpy())
-        subprocess.run([ck, "run", "gemm", "--backend", "cuda", "--dtype", "bf16",
-                        "--input-a", pa, "--input-b", pb, "--output", pc],
-                       check=True, stdout=subprocess.DEVNULL)
-        c = torch.from_numpy(np.load(pc)).cuda().double()
-    ref = a.bfloat16().cuda().double() @ b.bfloat16().cuda().double()
-    err = (torch.linalg.norm(c - ref) / torch.linalg.norm(ref)).item()
-    ok = err <= 1e-5
-    print(f"gemm bf16 {m}x{n}x{k}: relative error {err:.3e} vs torch fp64 ({'ok' if ok else 'FAIL'})")
+        np.save(pbias, bias.numpy())
+        for name, (flags, tol) in MODES.items():
+            fused = "--activation" in flags
+            extra = ["--bias", pbias] if fused else []
+            subprocess.run([ck, "run", "gemm", "--backend", "cuda", "--input-a", pa,
+                            "--input-b", pb, "--output", pc, *flags, *extra],
+                           check=True, stdout=subprocess.DEVNULL)
+            c = torch.from_numpy(np.load(pc)).cuda().double()
+            ref = ab
+            if fused:
+                ref = torch.nn.functional.gelu(ab + bias.bfloat16().cuda().double(), approximate="tanh")
+            err = (torch.linalg.norm(c - ref) / torch.linalg.norm(ref)).item()
+            good = err <= tol
+            ok &= good
+            print(f"gemm {m}x{n}x{k} ({name}): relative error {err:.3e} vs torch fp64 ({'ok' if good else 'FAIL'})")
     return ok
 
 

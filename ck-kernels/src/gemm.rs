@@ -384,21 +384,17 @@ pub mod host {
         c: &mut DeviceBuffer<f32>,
         (m, n, k): (u32, u32, u32),
     ) -> Result<LaunchStats, LaunchError> {
-        use crate::gemm_sm90::{GemmBf16Wgmma, GemmBf16WgmmaN128, BM};
-        if kernel != Bf16Kernel::MmaSync && (!n.is_multiple_of(8) || !k.is_multiple_of(8)) {
+        if kernel == Bf16Kernel::MmaSync {
+            return GemmBf16::launch(device, config(m, n), a, b, c, m, n, k);
+        }
+        if !n.is_multiple_of(8) || !k.is_multiple_of(8) {
             return Err(LaunchError::invalid(
                 "shape-unsupported",
                 format!("{} needs N and K to be multiples of 8 (16-byte rows); got N = {n}, K = {k} (launch_bf16 sends such shapes to gemm_bf16)", kernel.name()),
             ));
         }
-        let tiles = |bn: u32| LaunchConfig::new(m.div_ceil(BM) * n.div_ceil(bn), 256);
-        match kernel {
-            Bf16Kernel::MmaSync => GemmBf16::launch(device, config(m, n), a, b, c, m, n, k),
-            Bf16Kernel::Wgmma128x256 => GemmBf16Wgmma::launch(device, tiles(256), a, b, c, m, n, k),
-            Bf16Kernel::Wgmma128x128 => {
-                GemmBf16WgmmaN128::launch(device, tiles(128), a, b, c, m, n, k)
-            }
-        }
+        let plain = crate::gemm_fused::EpilogueArgs::default();
+        crate::gemm_fused::launch(device, kernel, (a, b), c, (m, n, k), &plain)
     }
 
     /// Launches `gemm_bf16_plain` (plain shared layouts) on device buffers.

@@ -1,5 +1,7 @@
-//! `gemm_bf16_wgmma` and `gemm_bf16_wgmma_n128`: `C[M,N] = A[M,K] · B[K,N]` (bf16 in, f32 out,
-//! row-major) on Hopper's warpgroup MMA (`wgmma`, sm_90a), for any M and any N, K that are
+//! `gemm_bf16_wgmma` and `gemm_bf16_wgmma_n128` (f32 C), `gemm_bf16_wgmma_bf16` and
+//! `gemm_bf16_wgmma_n128_bf16` (bf16 C): `C[M,N] = act(alpha · A[M,K] · B[K,N] + beta · D +
+//! bias)` (bf16 A and B, f32 accumulation, row-major, the [`crate::epilogue`] applied in
+//! registers) on Hopper's warpgroup MMA (`wgmma`, sm_90a), for any M and any N, K that are
 //! multiples of 8 (rows of A and B must be 16-byte aligned for `cp.async`;
 //! [`crate::gemm::host::Bf16Kernel::for_shape`] sends other shapes to the `mma.sync` kernel).
 //!
@@ -17,6 +19,7 @@
 //! f32 accumulators per thread; 128 × 128 copies 32 KiB for 2.1 MFLOP (64 FLOP per byte) but
 //! makes twice the blocks, which pays when the larger tiles leave SMs idle.
 
+use crate::epilogue::Epilogue;
 use ck_core::device::*;
 use ck_core::distribution::TileDistribution;
 use ck_core::tile::{make_tile_window, unroll, DistributedTensor, View2};
@@ -171,11 +174,13 @@ fn block_tile(block: u32, (tiles_m, tiles_n): (u32, u32), bn: u32) -> (u32, u32)
     ((first_row + at % rows) * BM, at / rows * bn)
 }
 
-/// The kernel body for block tiles `T`, with the shared memory of its kernel.
+/// The kernel body for block tiles `T` and C of element type `O`, with the shared memory of
+/// its kernel.
 #[inline(always)]
-fn gemm_wgmma<T: WgmmaTile, const SMEM: usize>(
-    (a, b, c): (Global<Bf16>, Global<Bf16>, GlobalMut<f32>),
+fn gemm_wgmma<T: WgmmaTile, O: Real, const SMEM: usize>(
+    (a, b, c): (Global<Bf16>, Global<Bf16>, GlobalMut<O>),
     (m, n, k): (u32, u32, u32),
+    epilogue: Epilogue<O>,
     smem: SharedArray<Bf16, SMEM>,
 ) {
     let stage_bytes = A_BYTES + BK * T::BN * 2;
@@ -235,35 +240,62 @@ fn gemm_wgmma<T: WgmmaTile, const SMEM: usize>(
         wgmma_wait::<MMA_IN_FLIGHT>(&mut acc.data);
     }
     wgmma_wait::<0>(&mut acc.data);
+    if !epilogue.is_identity() {
+        // In place: a second tile of 128 values would not fit beside the accumulators.
+        let p = T::C::partition_index(thread_idx());
+        T::C::for_each_y(|y, d| {
+            let [r, col] = T::C::x_index(p, y);
+            let (row, col) = (bm + r as u32, bn + col as u32);
+            // Outside C the value is never stored (the window's padding): D is not read there.
+            if row < m && col < n {
+                acc.set(d, epilogue.apply(acc.get(d), (row, col, n)));
+            }
+        });
+    }
     let origin = [bm as i32, bn as i32];
-    make_tile_window::<T::C, _>(View2::<_, f32, 2>::new(c, m, n, n), origin).store(&acc);
+    let out = acc.map(O::from_f32);
+    make_tile_window::<T::C, _>(View2::<_, O, 2>::new(c, m, n, n), origin).store(&out);
 }
 
-/// `C = A · B` (bf16 A and B, f32 C) with wgmma on 128 × 256 tiles: grid
-/// ⌈M/128⌉ · ⌈N/256⌉ blocks.
-#[tile_kernel(block = 256, distributions(ACopy, BCopy256, CWgmma256))]
-pub fn gemm_bf16_wgmma(
-    a: Global<Bf16>,
-    b: Global<Bf16>,
-    c: GlobalMut<f32>,
-    m: u32,
-    n: u32,
-    k: u32,
-) {
-    let smem = shared!(Bf16; smem_elems(256));
-    gemm_wgmma::<Tile128x256, { smem_elems(256) }>((a, b, c), (m, n, k), smem);
+/// Declares a wgmma GEMM kernel: block tile `$tile`, C of element type `$o`.
+macro_rules! wgmma_gemm_kernel {
+    ($(#[$doc:meta])* $name:ident, $tile:ty, $bn:literal, $o:ty, $bcopy:ident, $c:ident) => {
+        $(#[$doc])*
+        #[tile_kernel(block = 256, distributions(ACopy, $bcopy, $c))]
+        #[allow(clippy::too_many_arguments)]
+        pub fn $name(
+            a: Global<Bf16>,
+            b: Global<Bf16>,
+            c: GlobalMut<$o>,
+            d: Global<$o>,
+            bias: Global<$o>,
+            m: u32,
+            n: u32,
+            k: u32,
+            alpha: f32,
+            beta: f32,
+            flags: u32,
+        ) {
+            let smem = shared!(Bf16; smem_elems($bn));
+            let epilogue = Epilogue { alpha, beta, d, bias, flags };
+            gemm_wgmma::<$tile, $o, { smem_elems($bn) }>((a, b, c), (m, n, k), epilogue, smem);
+        }
+    };
 }
 
-/// `C = A · B` with wgmma on 128 × 128 tiles: grid ⌈M/128⌉ · ⌈N/128⌉ blocks.
-#[tile_kernel(block = 256, distributions(ACopy, BCopy128, CWgmma128))]
-pub fn gemm_bf16_wgmma_n128(
-    a: Global<Bf16>,
-    b: Global<Bf16>,
-    c: GlobalMut<f32>,
-    m: u32,
-    n: u32,
-    k: u32,
-) {
-    let smem = shared!(Bf16; smem_elems(128));
-    gemm_wgmma::<Tile128x128, { smem_elems(128) }>((a, b, c), (m, n, k), smem);
-}
+wgmma_gemm_kernel!(
+    /// f32 C on 128 × 256 tiles: grid ⌈M/128⌉ · ⌈N/256⌉ blocks.
+    gemm_bf16_wgmma, Tile128x256, 256, f32, BCopy256, CWgmma256
+);
+wgmma_gemm_kernel!(
+    /// f32 C on 128 × 128 tiles: grid ⌈M/128⌉ · ⌈N/128⌉ blocks.
+    gemm_bf16_wgmma_n128, Tile128x128, 128, f32, BCopy128, CWgmma128
+);
+wgmma_gemm_kernel!(
+    /// bf16 C on 128 × 256 tiles.
+    gemm_bf16_wgmma_bf16, Tile128x256, 256, Bf16, BCopy256, CWgmma256
+);
+wgmma_gemm_kernel!(
+    /// bf16 C on 128 × 128 tiles.
+    gemm_bf16_wgmma_n128_bf16, Tile128x128, 128, Bf16, BCopy128, CWgmma128
+);

@@ -12,7 +12,8 @@
 //! | [`add_rmsnorm`] | `add_rmsnorm_{f32,bf16}_*`: `r = x + residual` written out, `y = rmsnorm(r) · gamma` |
 //! | [`rmsnorm`] | `rmsnorm_{f32,bf16}_*`: one kernel per row-length class |
 //! | [`gemm`] | `gemm_f32` (SIMT), `gemm_bf16` (`mma.sync` + `ldmatrix` from XOR-swizzled LDS) |
-//! | [`gemm_sm90`] | `gemm_bf16_wgmma` (sm_90a: `cp.async` pipeline, 128-byte swizzle, `wgmma`) |
+//! | [`gemm_sm90`] | `gemm_bf16_wgmma*` (sm_90a: `cp.async` pipeline, 128-byte swizzle, `wgmma`), f32 or bf16 C |
+//! | [`epilogue`] | the GEMM's fused epilogue: `act(alpha · A·B + beta · D + bias)` |
 //! | [`softmax`] | `softmax_{f32,bf16}_*`: row softmax, online (max, sum) for long rows |
 //! | [`lds_probe`] | `lds_probe_xor`, `lds_probe_plain`: the spec's TV8 LDS tile |
 #![cfg_attr(target_arch = "nvptx64", no_std, feature(abi_ptx))]
@@ -25,8 +26,11 @@ pub mod checks;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod cli;
 pub mod elementwise;
+pub mod epilogue;
 pub mod exercise;
 pub mod gemm;
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod gemm_fused;
 pub mod gemm_sm90;
 pub mod layernorm;
 pub mod lds_probe;

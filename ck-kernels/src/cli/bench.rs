@@ -474,6 +474,8 @@ fn bench_gemm(
         })
         .map_err(launch_error)?;
         // One row per kernel: our TFLOP/s and, when the peers ran, cuBLAS's and the ratio.
+        // `dtype` names the case and the peer's key: f32, bf16_f32out (bf16 in, f32 C), bf16
+        // (bf16 C), bf16_bias_gelu (bf16 C = gelu(A·B + bias)).
         let row = |dtype: &str, kernel: &str, t: Duration| {
             let key = format!("{m}x{n}x{k}");
             let ours = 2.0 * m as f64 * n as f64 * k as f64 / t.as_secs_f64() / 1e12;
@@ -518,7 +520,30 @@ fn bench_gemm(
             } else {
                 kernel.name().to_string()
             };
-            rows.push(row("bf16", &name, t));
+            rows.push(row("bf16_f32out", &name, t));
+        }
+        // bf16 C, plain and with a fused bias + GELU, on the wgmma kernel launch_bf16 picks.
+        if picked != Bf16Kernel::MmaSync {
+            use crate::epilogue::Activation;
+            use crate::gemm_fused::{launch, EpilogueArgs};
+            let mut c16 = DeviceBuffer::<Bf16>::zeros(device, m as usize * n as usize)
+                .map_err(launch_error)?;
+            let bias: Vec<Bf16> = (0..n).map(|_| Bf16::from_f32(rng.f32())).collect();
+            let bias = DeviceBuffer::from_slice(device, &bias).map_err(launch_error)?;
+            let gelu = EpilogueArgs {
+                bias: Some(&bias),
+                activation: Activation::Gelu,
+                ..Default::default()
+            };
+            for (dtype, args) in [("bf16", EpilogueArgs::default()), ("bf16_bias_gelu", gelu)] {
+                let t = timed(warmup, iters, || {
+                    launch(device, picked, (&ad, &bd), &mut c16, (m, n, k), &args)
+                        .map(|s| s.elapsed)
+                })
+                .map_err(launch_error)?;
+                let name = format!("{}_bf16", picked.name());
+                rows.push(row(dtype, &name, t));
+            }
         }
     }
     Ok(rows)

@@ -191,6 +191,25 @@ pub struct GemmArgs {
     /// f32, or bf16 operands (rounded before the kernel; f32 accumulation) [default: f32]
     #[arg(long, value_name = "f32|bf16")]
     dtype: Option<String>,
+    /// C's element type: f32, or bf16 (rounded once; written to the .npy as float32); bf16
+    /// operands [default: f32]
+    #[arg(long, value_name = "f32|bf16")]
+    out_dtype: Option<String>,
+    /// Fused epilogue C = act(alpha·A·B + beta·D + bias): the bias, a float32 .npy (N,)
+    #[arg(long, value_name = "BIAS.npy")]
+    bias: Option<String>,
+    /// The epilogue's D, a float32 .npy (M, N)
+    #[arg(long, value_name = "D.npy")]
+    residual: Option<String>,
+    /// The epilogue's alpha [default: 1]
+    #[arg(long)]
+    alpha: Option<f32>,
+    /// The epilogue's beta [default: 1]
+    #[arg(long)]
+    beta: Option<f32>,
+    /// The epilogue's activation [default: none]
+    #[arg(long, value_name = "none|relu|gelu|silu")]
+    activation: Option<String>,
     #[command(flatten)]
     backend: BackendArg,
     #[command(flatten)]
@@ -791,14 +810,96 @@ fn gemm_cmd(args: &GemmArgs) -> Result<(), CliError> {
         }
     }
     let device = device(&args.backend)?;
-    let (c, stats) =
-        gemm(&device, &a.data, &b.data, (m as u32, n as u32, k as u32)).map_err(launch_error)?;
+    let shape = (m as u32, n as u32, k as u32);
+    let fused = args.out_dtype.is_some()
+        || args.bias.is_some()
+        || args.residual.is_some()
+        || args.alpha.is_some()
+        || args.beta.is_some()
+        || args.activation.is_some();
+    let (c, stats, what) = if fused {
+        let (c, stats, what) = gemm_fused_cmd(args, &device, (&a.data, &b.data), (m, n, k))?;
+        (c, stats, what)
+    } else {
+        let (c, stats) = gemm(&device, &a.data, &b.data, shape).map_err(launch_error)?;
+        (c, stats, format!("{dtype} operands, f32 accumulation"))
+    };
     write_npy(out, vec![m, n], c)?;
     let summary = format!(
-        "gemm {m}×{k} · {k}×{n} ({dtype} operands, f32 accumulation) on {} → {out}",
+        "gemm {m}×{k} · {k}×{n} ({what}) on {} → {out}",
         device.name()
     );
     report_files(args.json.json, summary, &stats)
+}
+
+/// `ck run gemm` with an epilogue or bf16 C: the fused wgmma GEMM (bf16 operands).
+fn gemm_fused_cmd(
+    args: &GemmArgs,
+    device: &ck_core::host::Device,
+    (a, b): (&[f32], &[f32]),
+    (m, n, k): (usize, usize, usize),
+) -> Result<(Vec<f32>, ck_core::host::LaunchStats, String), CliError> {
+    use crate::epilogue::Activation;
+    use crate::gemm_fused::{gemm, HostEpilogue};
+    use crate::npy;
+    if args.dtype.as_deref() == Some("f32") {
+        return Err(CliError::new(
+            "dtype",
+            "the fused epilogue and bf16 C run on the bf16 tensor-core GEMM; drop --dtype f32 (the operands are rounded to bf16)",
+        ));
+    }
+    let read = |path: &Option<String>,
+                shape: &[usize],
+                what: &str|
+     -> Result<Option<Vec<f32>>, CliError> {
+        let Some(p) = path else { return Ok(None) };
+        let t = npy::read(p).map_err(|e| CliError::new("npy", e))?;
+        if t.shape != shape {
+            return Err(CliError::new(
+                "shape-mismatch",
+                format!(
+                    "{what} {p} is {:?}; for a {m}×{n} C it must be {shape:?}",
+                    t.shape
+                ),
+            ));
+        }
+        Ok(Some(t.data))
+    };
+    let d = read(&args.residual, &[m, n], "--residual")?;
+    let bias = read(&args.bias, &[n], "--bias")?;
+    let activation = match args.activation.as_deref() {
+        None => Activation::None,
+        Some(s) => Activation::parse(s).ok_or_else(|| {
+            CliError::usage(format!(
+                "--activation: `{s}` is not none, relu, gelu or silu"
+            ))
+        })?,
+    };
+    let epilogue = HostEpilogue {
+        alpha: args.alpha.unwrap_or(1.0),
+        beta: args.beta.unwrap_or(1.0),
+        d: d.as_deref(),
+        bias: bias.as_deref(),
+        activation,
+    };
+    let shape = (m as u32, n as u32, k as u32);
+    let out_dtype = args.out_dtype.as_deref().unwrap_or("f32");
+    let (c, stats) = match out_dtype {
+        "f32" => gemm::<f32>(device, (a, b), shape, epilogue),
+        "bf16" => gemm::<ck_core::device::Bf16>(device, (a, b), shape, epilogue),
+        other => {
+            return Err(CliError::new(
+                "dtype",
+                format!("unsupported --out-dtype `{other}`; use f32 or bf16"),
+            ))
+        }
+    }
+    .map_err(launch_error)?;
+    Ok((
+        c,
+        stats,
+        format!("bf16 operands, {out_dtype} C, fused epilogue"),
+    ))
 }
 
 /// `ck run gemm-lds [--layout xor|plain|both]`: one 256 × 256 × 256 bf16 `mma.sync` GEMM

@@ -1,0 +1,257 @@
+//! Host side of the fused GEMM: `C = act(alpha · A·B + beta · D + bias)` with bf16 A and B,
+//! f32 accumulation, f32 or bf16 C (and D, bias), on the wgmma kernels of [`crate::gemm_sm90`].
+//! The epilogue runs in registers before the one store of C ([`crate::epilogue`]).
+
+use crate::epilogue::{Activation, ACTIVATION_SHIFT, HAS_BIAS, HAS_D};
+use crate::gemm::host::Bf16Kernel;
+use crate::gemm_sm90::*;
+use ck_core::device::{Bf16, Real};
+use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats};
+
+/// The epilogue of one GEMM: `C = act(alpha · A·B + beta · D + bias)`.
+pub struct EpilogueArgs<'a, O> {
+    pub alpha: f32,
+    pub beta: f32,
+    /// `m × n` (the residual), or none.
+    pub d: Option<&'a DeviceBuffer<O>>,
+    /// `n` (one value per column), or none.
+    pub bias: Option<&'a DeviceBuffer<O>>,
+    pub activation: Activation,
+}
+
+impl<O> Default for EpilogueArgs<'_, O> {
+    /// `C = A·B`.
+    fn default() -> Self {
+        EpilogueArgs {
+            alpha: 1.0,
+            beta: 1.0,
+            d: None,
+            bias: None,
+            activation: Activation::None,
+        }
+    }
+}
+
+impl<O> EpilogueArgs<'_, O> {
+    /// True for `C = A·B`.
+    pub fn is_identity(&self) -> bool {
+        self.alpha == 1.0
+            && self.d.is_none()
+            && self.bias.is_none()
+            && self.activation == Activation::None
+    }
+
+    fn flags(&self) -> u32 {
+        (self.d.is_some() as u32 * HAS_D)
+            | (self.bias.is_some() as u32 * HAS_BIAS)
+            | self.activation.code() << ACTIVATION_SHIFT
+    }
+}
+
+/// C's element types: which kernels write them.
+pub trait GemmOutput: Real {
+    /// Launches the wgmma kernel `kernel` writing this type.
+    #[allow(clippy::too_many_arguments)]
+    fn launch_wgmma(
+        device: &Device,
+        kernel: Bf16Kernel,
+        cfg: LaunchConfig,
+        ab: (&DeviceBuffer<Bf16>, &DeviceBuffer<Bf16>),
+        c: &mut DeviceBuffer<Self>,
+        d_bias: (&DeviceBuffer<Self>, &DeviceBuffer<Self>),
+        mnk: (u32, u32, u32),
+        scalars: (f32, f32, u32),
+    ) -> Result<LaunchStats, LaunchError>;
+}
+
+macro_rules! gemm_output {
+    ($o:ty, $wide:ident, $narrow:ident) => {
+        impl GemmOutput for $o {
+            fn launch_wgmma(
+                device: &Device,
+                kernel: Bf16Kernel,
+                cfg: LaunchConfig,
+                (a, b): (&DeviceBuffer<Bf16>, &DeviceBuffer<Bf16>),
+                c: &mut DeviceBuffer<$o>,
+                (d, bias): (&DeviceBuffer<$o>, &DeviceBuffer<$o>),
+                (m, n, k): (u32, u32, u32),
+                (alpha, beta, flags): (f32, f32, u32),
+            ) -> Result<LaunchStats, LaunchError> {
+                match kernel {
+                    Bf16Kernel::Wgmma128x128 => {
+                        $narrow::launch(device, cfg, a, b, c, d, bias, m, n, k, alpha, beta, flags)
+                    }
+                    _ => $wide::launch(device, cfg, a, b, c, d, bias, m, n, k, alpha, beta, flags),
+                }
+            }
+        }
+    };
+}
+gemm_output!(f32, GemmBf16Wgmma, GemmBf16WgmmaN128);
+gemm_output!(Bf16, GemmBf16WgmmaBf16, GemmBf16WgmmaN128Bf16);
+
+/// `C = act(alpha · A·B + beta · D + bias)` on device buffers (A `m × k`, B `k × n`, C and D
+/// `m × n`, bias `n`, row-major) with the wgmma kernel `kernel` (`Wgmma128x256` or
+/// `Wgmma128x128`; N and K multiples of 8).
+pub fn launch<O: GemmOutput>(
+    device: &Device,
+    kernel: Bf16Kernel,
+    (a, b): (&DeviceBuffer<Bf16>, &DeviceBuffer<Bf16>),
+    c: &mut DeviceBuffer<O>,
+    (m, n, k): (u32, u32, u32),
+    epilogue: &EpilogueArgs<'_, O>,
+) -> Result<LaunchStats, LaunchError> {
+    if kernel == Bf16Kernel::MmaSync || !n.is_multiple_of(8) || !k.is_multiple_of(8) {
+        return Err(LaunchError::invalid(
+            "shape-unsupported",
+            format!("the fused GEMM runs on the wgmma kernels, which need N and K to be multiples of 8 (16-byte rows); got N = {n}, K = {k} ({})", kernel.name()),
+        ));
+    }
+    let want = |what: &str, len: usize, expect: usize| {
+        if len == expect {
+            Ok(())
+        } else {
+            Err(LaunchError::invalid(
+                "shape-mismatch",
+                format!("{what} has {len} elements; for an {m} × {n} C it needs {expect}"),
+            ))
+        }
+    };
+    let mn = m as usize * n as usize;
+    want("C", c.len(), mn)?;
+    let empty = DeviceBuffer::<O>::empty(device)?;
+    let d = match epilogue.d {
+        Some(d) => {
+            want("D", d.len(), mn)?;
+            d
+        }
+        None => &empty,
+    };
+    let bias = match epilogue.bias {
+        Some(b) => {
+            want("bias", b.len(), n as usize)?;
+            b
+        }
+        None => &empty,
+    };
+    for (what, v) in [("alpha", epilogue.alpha), ("beta", epilogue.beta)] {
+        if !v.is_finite() {
+            return Err(LaunchError::invalid(
+                "bad-scale",
+                format!("{what} is {v}; give a finite number"),
+            ));
+        }
+    }
+    if m == 0 || n == 0 {
+        return Ok(LaunchStats::default());
+    }
+    let bn = if kernel == Bf16Kernel::Wgmma128x128 {
+        128
+    } else {
+        256
+    };
+    let cfg = LaunchConfig::new(m.div_ceil(BM) * n.div_ceil(bn), 256);
+    let scalars = (epilogue.alpha, epilogue.beta, epilogue.flags());
+    O::launch_wgmma(
+        device,
+        kernel,
+        cfg,
+        (a, b),
+        c,
+        (d, bias),
+        (m, n, k),
+        scalars,
+    )
+}
+
+/// The fp64 reference of the epilogue over `ab` (the product A·B, `m × n`, in f64).
+pub fn reference(
+    ab: &[f64],
+    (m, n): (u32, u32),
+    (alpha, beta): (f32, f32),
+    (d, bias): (Option<&[f32]>, Option<&[f32]>),
+    activation: Activation,
+) -> Vec<f64> {
+    let act = |x: f64| match activation {
+        Activation::None => x,
+        Activation::Relu => x.max(0.0),
+        Activation::Gelu => {
+            let u = (2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x);
+            0.5 * x * (1.0 + u.tanh())
+        }
+        Activation::Silu => x / (1.0 + (-x).exp()),
+    };
+    (0..m as usize * n as usize)
+        .map(|i| {
+            let mut x = alpha as f64 * ab[i];
+            if let Some(d) = d {
+                x += beta as f64 * d[i] as f64;
+            }
+            if let Some(b) = bias {
+                x += b[i % n as usize] as f64;
+            }
+            act(x)
+        })
+        .collect()
+}
+
+/// The epilogue's inputs on the host (f32 values, rounded to C's element type).
+#[derive(Clone, Copy, Debug)]
+pub struct HostEpilogue<'a> {
+    pub alpha: f32,
+    pub beta: f32,
+    pub d: Option<&'a [f32]>,
+    pub bias: Option<&'a [f32]>,
+    pub activation: Activation,
+}
+
+impl Default for HostEpilogue<'_> {
+    fn default() -> Self {
+        HostEpilogue {
+            alpha: 1.0,
+            beta: 1.0,
+            d: None,
+            bias: None,
+            activation: Activation::None,
+        }
+    }
+}
+
+/// `C = act(alpha · A·B + beta · D + bias)` on `device` from host values: A and B rounded to
+/// bf16, D and bias to `O`, C (`O`) widened to f32, on the wgmma kernel
+/// [`Bf16Kernel::for_shape`] picks.
+pub fn gemm<O: GemmOutput>(
+    device: &Device,
+    (a, b): (&[f32], &[f32]),
+    (m, n, k): (u32, u32, u32),
+    epilogue: HostEpilogue<'_>,
+) -> Result<(Vec<f32>, LaunchStats), LaunchError> {
+    if a.len() != m as usize * k as usize || b.len() != k as usize * n as usize {
+        return Err(LaunchError::invalid(
+            "shape-mismatch",
+            format!(
+                "A has {} elements and B {}, but the shapes are {m}×{k} and {k}×{n}",
+                a.len(),
+                b.len()
+            ),
+        ));
+    }
+    fn upload<T: Real>(device: &Device, v: &[f32]) -> Result<DeviceBuffer<T>, LaunchError> {
+        let v: Vec<T> = v.iter().map(|&x| T::from_f32(x)).collect();
+        DeviceBuffer::from_slice(device, &v)
+    }
+    let (ad, bd) = (upload::<Bf16>(device, a)?, upload::<Bf16>(device, b)?);
+    let d = epilogue.d.map(|d| upload::<O>(device, d)).transpose()?;
+    let bias = epilogue.bias.map(|b| upload::<O>(device, b)).transpose()?;
+    let mut c = upload::<O>(device, &vec![f32::NAN; m as usize * n as usize])?;
+    let args = EpilogueArgs {
+        alpha: epilogue.alpha,
+        beta: epilogue.beta,
+        d: d.as_ref(),
+        bias: bias.as_ref(),
+        activation: epilogue.activation,
+    };
+    let kernel = Bf16Kernel::for_shape(device, (m, n, k));
+    let stats = launch(device, kernel, (&ad, &bd), &mut c, (m, n, k), &args)?;
+    Ok((c.to_vec()?.iter().map(|v| v.to_f32()).collect(), stats))
+}

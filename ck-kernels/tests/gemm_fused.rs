@@ -1,0 +1,218 @@
+//! The fused GEMM (`act(alpha · A·B + beta · D + bias)`, f32 or bf16 C) on the emulator, against
+//! an fp64 reference: every epilogue option, both output types, both wgmma tiles, odd M and
+//! edges in N.
+
+use ck_core::device::{Bf16, Real};
+use ck_core::host::{Device, DeviceBuffer};
+use ck_kernels::checks::Rng;
+use ck_kernels::epilogue::Activation;
+use ck_kernels::gemm::host::{reference as product, Bf16Kernel};
+use ck_kernels::gemm_fused::{launch, reference, EpilogueArgs, GemmOutput};
+
+/// One epilogue: alpha, beta, with D, with bias, activation.
+type Case = (f32, f32, bool, bool, Activation);
+
+const CASES: [Case; 8] = [
+    (1.0, 1.0, false, false, Activation::None),
+    (0.5, 1.0, false, false, Activation::None),
+    (1.0, -2.0, true, false, Activation::None),
+    (1.0, 1.0, false, true, Activation::None),
+    (1.0, 1.0, false, false, Activation::Relu),
+    (1.0, 1.0, false, false, Activation::Gelu),
+    (1.0, 1.0, false, false, Activation::Silu),
+    (1.5, 0.25, true, true, Activation::Gelu),
+];
+
+fn round<O: Real>(v: &[f32]) -> Vec<f32> {
+    v.iter().map(|&x| O::from_f32(x).to_f32()).collect()
+}
+
+/// Runs every case on `kernel` with C of type `O`; `tol(want, scale)` bounds each element's
+/// error.
+fn check<O: GemmOutput>(kernel: Bf16Kernel, tol: impl Fn(f64, f64) -> f64) {
+    let device = Device::emulator();
+    let mut rng = Rng(29);
+    for (m, n, k) in [(1u32, 8u32, 8u32), (130, 136, 72), (67, 264, 24)] {
+        let a: Vec<f32> = (0..m * k).map(|_| rng.f32()).collect();
+        let b: Vec<f32> = (0..k * n).map(|_| rng.f32()).collect();
+        let d: Vec<f32> = round::<O>(&(0..m * n).map(|_| rng.f32()).collect::<Vec<_>>());
+        let bias: Vec<f32> = round::<O>(&(0..n).map(|_| rng.f32()).collect::<Vec<_>>());
+        let (a, b) = (round::<Bf16>(&a), round::<Bf16>(&b));
+        let ab = product(&a, &b, (m, n, k));
+        let upload = |v: &[f32]| {
+            let v: Vec<Bf16> = v.iter().map(|&x| Bf16::from_f32(x)).collect();
+            DeviceBuffer::from_slice(&device, &v).unwrap()
+        };
+        let (ad, bd) = (upload(&a), upload(&b));
+        let as_o = |v: &[f32]| {
+            let v: Vec<O> = v.iter().map(|&x| O::from_f32(x)).collect();
+            DeviceBuffer::from_slice(&device, &v).unwrap()
+        };
+        let (dd, biasd) = (as_o(&d), as_o(&bias));
+        for (alpha, beta, with_d, with_bias, activation) in CASES {
+            let args = EpilogueArgs {
+                alpha,
+                beta,
+                d: with_d.then_some(&dd),
+                bias: with_bias.then_some(&biasd),
+                activation,
+            };
+            let mut cd = as_o(&vec![f32::NAN; (m * n) as usize]);
+            launch(&device, kernel, (&ad, &bd), &mut cd, (m, n, k), &args).unwrap();
+            let got: Vec<f32> = cd.to_vec().unwrap().iter().map(|v| v.to_f32()).collect();
+            let want = reference(
+                &ab,
+                (m, n),
+                (alpha, beta),
+                (with_d.then_some(&d[..]), with_bias.then_some(&bias[..])),
+                activation,
+            );
+            let scale = want.iter().fold(0.0f64, |s, w| s.max(w.abs()));
+            for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (g as f64 - w).abs() <= tol(w, scale),
+                    "{}x{n}x{k} {:?} case {:?}: C[{}, {}] = {g}, want {w}",
+                    m,
+                    kernel,
+                    (alpha, beta, with_d, with_bias, activation),
+                    i / n as usize,
+                    i % n as usize
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn fused_gemm_f32_output_matches_fp64() {
+    // f32 accumulation of ≤ 72 bf16 products: ~1e-6 of the largest value.
+    for kernel in [Bf16Kernel::Wgmma128x256, Bf16Kernel::Wgmma128x128] {
+        check::<f32>(kernel, |_, scale| 1e-5 * scale);
+    }
+}
+
+#[test]
+fn fused_gemm_bf16_output_is_the_reference_rounded_once() {
+    // One bf16 rounding (half an ulp: at most 2⁻⁸ relative) over the f32 result's own error.
+    for kernel in [Bf16Kernel::Wgmma128x256, Bf16Kernel::Wgmma128x128] {
+        check::<Bf16>(kernel, |w, scale| w.abs() * 2f64.powi(-8) + 1e-5 * scale);
+    }
+}
+
+#[test]
+fn bad_epilogues_are_errors() {
+    let device = Device::emulator();
+    let z = |len: usize| DeviceBuffer::<Bf16>::zeros(&device, len).unwrap();
+    let (a, b) = (z(8 * 8), z(8 * 8));
+    let mut c = DeviceBuffer::<f32>::zeros(&device, 64).unwrap();
+    let short = DeviceBuffer::<f32>::zeros(&device, 7).unwrap();
+    let rule = |args: EpilogueArgs<'_, f32>, kernel, c: &mut DeviceBuffer<f32>, n| {
+        launch(&device, kernel, (&a, &b), c, (8, n, 8), &args)
+            .unwrap_err()
+            .rule()
+    };
+    let bias = EpilogueArgs {
+        bias: Some(&short),
+        ..Default::default()
+    };
+    assert_eq!(
+        rule(bias, Bf16Kernel::Wgmma128x256, &mut c, 8),
+        "shape-mismatch"
+    );
+    let d = EpilogueArgs {
+        d: Some(&short),
+        ..Default::default()
+    };
+    assert_eq!(
+        rule(d, Bf16Kernel::Wgmma128x128, &mut c, 8),
+        "shape-mismatch"
+    );
+    let nan = EpilogueArgs {
+        alpha: f32::NAN,
+        ..Default::default()
+    };
+    assert_eq!(rule(nan, Bf16Kernel::Wgmma128x256, &mut c, 8), "bad-scale");
+    let plain = EpilogueArgs::default();
+    assert_eq!(
+        rule(plain, Bf16Kernel::MmaSync, &mut c, 8),
+        "shape-unsupported"
+    );
+}
+
+#[test]
+fn ck_run_gemm_applies_the_epilogue_and_writes_bf16_c() {
+    use ck_kernels::npy::{read, write, Array};
+    let dir = std::env::temp_dir().join(format!("ck-gemm-fused-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = |f: &str| dir.join(f).to_str().unwrap().to_string();
+    let mut rng = Rng(41);
+    let (m, n, k) = (70u32, 136u32, 48u32);
+    let mut save = |f: &str, shape: Vec<usize>| {
+        let data: Vec<f32> = (0..shape.iter().product()).map(|_| rng.f32()).collect();
+        write(
+            &path(f),
+            &Array {
+                shape,
+                data: data.clone(),
+            },
+        )
+        .unwrap();
+        data
+    };
+    let a = save("a.npy", vec![m as usize, k as usize]);
+    let b = save("b.npy", vec![k as usize, n as usize]);
+    let bias = save("bias.npy", vec![n as usize]);
+    let d = save("d.npy", vec![m as usize, n as usize]);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ck"))
+        .args([
+            "run",
+            "gemm",
+            "--input-a",
+            &path("a.npy"),
+            "--input-b",
+            &path("b.npy"),
+        ])
+        .args([
+            "--output",
+            &path("c.npy"),
+            "--out-dtype",
+            "bf16",
+            "--bias",
+            &path("bias.npy"),
+        ])
+        .args([
+            "--residual",
+            &path("d.npy"),
+            "--alpha",
+            "0.5",
+            "--beta",
+            "2",
+        ])
+        .args(["--activation", "silu"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let c = read(&path("c.npy")).unwrap();
+    assert_eq!(c.shape, [m as usize, n as usize]);
+    let (a, b) = (round::<Bf16>(&a), round::<Bf16>(&b));
+    let (d, bias) = (round::<Bf16>(&d), round::<Bf16>(&bias));
+    let want = reference(
+        &product(&a, &b, (m, n, k)),
+        (m, n),
+        (0.5, 2.0),
+        (Some(&d), Some(&bias)),
+        Activation::Silu,
+    );
+    let scale = want.iter().fold(0.0f64, |s, w| s.max(w.abs()));
+    for (&g, &w) in c.data.iter().zip(&want) {
+        assert!(
+            (g as f64 - w).abs() <= w.abs() * 2f64.powi(-8) + 1e-5 * scale,
+            "{g} vs {w}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
