@@ -6,9 +6,13 @@
 //! gelu(x) = x/2 · (1 + tanh(√(2/π) · (x + 0.044715 x³)))      silu(x) = x / (1 + e^−x)
 //! ```
 //!
-//! No pass over C after the GEMM: D and bias are read where each thread holds its results.
+//! No pass over C after the GEMM: the kernel stages its C tile through shared memory so that
+//! each thread holds runs of 4 consecutive columns, and a warp reads D and bias and writes C
+//! in contiguous, whole-sector accesses.
 
 use ck_core::device::*;
+use ck_core::tile::{make_tile_window, DistributedTensor, View2};
+use ck_core::TileDistribution;
 
 /// The activation applied last.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -40,7 +44,7 @@ impl Activation {
         self as u32
     }
 
-    /// `act(x)` in f32 (on the GPU with `ex2.approx`, relative error ~2⁻²²).
+    /// `act(x)` in f32 (on the GPU with `ex2.approx` and `rcp.approx`, relative error ~2⁻²¹).
     #[inline(always)]
     pub fn apply(code: u32, x: f32) -> f32 {
         const LOG2_E: f32 = core::f32::consts::LOG2_E;
@@ -48,11 +52,13 @@ impl Activation {
             1 => x.max(0.0),
             2 => {
                 let u = 0.797_884_6 * (x + 0.044_715 * x * x * x);
-                // tanh(u) = 1 − 2 / (e^{2u} + 1): ±1, not NaN, where e^{2u} overflows.
-                let tanh = 1.0 - 2.0 / (math::exp2(2.0 * LOG2_E * u) + 1.0);
+                // tanh(u) = 1 − 2 / (e^{2u} + 1): ±1, not NaN, where e^{2u} overflows. The
+                // approximate reciprocal: an IEEE division per element costs more than the
+                // MMAs of a K = 1024 GEMM.
+                let tanh = 1.0 - 2.0 * math::rcp(math::exp2(2.0 * LOG2_E * u) + 1.0);
                 0.5 * x * (1.0 + tanh)
             }
-            3 => x / (1.0 + math::exp2(-LOG2_E * x)),
+            3 => x * math::rcp(1.0 + math::exp2(-LOG2_E * x)),
             _ => x,
         }
     }
@@ -82,17 +88,64 @@ impl<O: Real> Epilogue<O> {
         self.flags == 0 && self.alpha == 1.0
     }
 
-    /// C's value at `[row, col]` (inside the `m × n` matrix) from the product's `v`.
+    /// C's value from the product's `v` and D's and bias's values at its place (either `0.0`
+    /// when its flag is not set).
     #[inline(always)]
-    #[track_caller]
-    pub fn apply(&self, v: f32, (row, col, n): (u32, u32, u32)) -> f32 {
-        let mut x = self.alpha * v;
-        if self.flags & HAS_D != 0 {
-            x += self.beta * self.d.load(row * n + col).to_f32();
-        }
-        if self.flags & HAS_BIAS != 0 {
-            x += self.bias.load(col).to_f32();
-        }
-        Activation::apply(self.flags >> ACTIVATION_SHIFT, x)
+    pub fn combine(&self, v: f32, d: f32, bias: f32) -> f32 {
+        Activation::apply(
+            self.flags >> ACTIVATION_SHIFT,
+            self.alpha * v + self.beta * d + bias,
+        )
     }
 }
+
+/// C's element types (accessed in vectors of 4).
+pub trait CElement: Real {
+    /// The `D`-distributed values of the `rows × cols` matrix `v` (row stride `stride`) at
+    /// `origin`, widened to f32 (0 outside it).
+    fn load_f32<D: TileDistribution<X = [i32; 2]>>(
+        v: Global<Self>,
+        shape: (u32, u32, u32),
+        origin: [i32; 2],
+    ) -> DistributedTensor<D, f32>;
+
+    /// Stores `t` rounded to this type into the `rows × cols` matrix `c` at `origin` (nothing
+    /// outside it).
+    fn store_f32<D: TileDistribution<X = [i32; 2]>>(
+        c: GlobalMut<Self>,
+        shape: (u32, u32, u32),
+        origin: [i32; 2],
+        t: &DistributedTensor<D, f32>,
+    );
+}
+
+macro_rules! c_element {
+    ($t:ty, $vec:literal) => {
+        impl CElement for $t {
+            #[inline(always)]
+            fn load_f32<D: TileDistribution<X = [i32; 2]>>(
+                v: Global<$t>,
+                (rows, cols, stride): (u32, u32, u32),
+                origin: [i32; 2],
+            ) -> DistributedTensor<D, f32> {
+                let view = View2::<_, $t, $vec>::new(v, rows, cols, stride);
+                make_tile_window::<D, _>(view, origin)
+                    .load::<$t>()
+                    .map(<$t>::to_f32)
+            }
+
+            #[inline(always)]
+            fn store_f32<D: TileDistribution<X = [i32; 2]>>(
+                c: GlobalMut<$t>,
+                (rows, cols, stride): (u32, u32, u32),
+                origin: [i32; 2],
+                t: &DistributedTensor<D, f32>,
+            ) {
+                let view = View2::<_, $t, $vec>::new(c, rows, cols, stride);
+                make_tile_window::<D, _>(view, origin).store(&t.map(<$t>::from_f32));
+            }
+        }
+    };
+}
+c_element!(f32, 4);
+c_element!(Bf16, 4);

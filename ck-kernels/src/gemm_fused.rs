@@ -2,6 +2,7 @@
 //! f32 accumulation, f32 or bf16 C (and D, bias), on the wgmma kernels of [`crate::gemm_sm90`].
 //! The epilogue runs in registers before the one store of C ([`crate::epilogue`]).
 
+use crate::epilogue::CElement;
 use crate::epilogue::{Activation, ACTIVATION_SHIFT, HAS_BIAS, HAS_D};
 use crate::gemm::host::Bf16Kernel;
 use crate::gemm_sm90::*;
@@ -49,7 +50,7 @@ impl<O> EpilogueArgs<'_, O> {
 }
 
 /// C's element types: which kernels write them.
-pub trait GemmOutput: Real {
+pub trait GemmOutput: CElement {
     /// Launches the wgmma kernel `kernel` writing this type.
     #[allow(clippy::too_many_arguments)]
     fn launch_wgmma(

@@ -1,7 +1,7 @@
 //! `gemm_bf16_wgmma` and `gemm_bf16_wgmma_n128` (f32 C), `gemm_bf16_wgmma_bf16` and
 //! `gemm_bf16_wgmma_n128_bf16` (bf16 C): `C[M,N] = act(alpha · A[M,K] · B[K,N] + beta · D +
-//! bias)` (bf16 A and B, f32 accumulation, row-major, the [`crate::epilogue`] applied in
-//! registers) on Hopper's warpgroup MMA (`wgmma`, sm_90a), for any M and any N, K that are
+//! bias)` (bf16 A and B, f32 accumulation, row-major, the [`crate::epilogue`]) on Hopper's
+//! warpgroup MMA (`wgmma`, sm_90a), for any M and any N, K that are
 //! multiples of 8 (rows of A and B must be 16-byte aligned for `cp.async`;
 //! [`crate::gemm::host::Bf16Kernel::for_shape`] sends other shapes to the `mma.sync` kernel).
 //!
@@ -15,11 +15,16 @@
 //! moves on with them in flight; the one barrier per stage publishes the copies and says every
 //! MMA two stages back is done, so its buffer can be refilled.
 //!
+//! After the last stage the C tile is staged through the freed stage buffers (f32, rows padded
+//! to `BN + 8` words so the accumulator layout's stores are conflict-free) and read back in
+//! slabs of rows in runs of 4 columns ([`CRows256`], [`CRows128`]): the epilogue reads bias once
+//! and D in contiguous runs, and each warp stores whole rows of C.
+//!
 //! Per stage a 128 × 256 block copies 48 KiB and does 4.2 MFLOP (85 FLOP per byte) with 128
 //! f32 accumulators per thread; 128 × 128 copies 32 KiB for 2.1 MFLOP (64 FLOP per byte) but
 //! makes twice the blocks, which pays when the larger tiles leave SMs idle.
 
-use crate::epilogue::Epilogue;
+use crate::epilogue::{CElement, Epilogue, HAS_BIAS, HAS_D};
 use ck_core::device::*;
 use ck_core::distribution::TileDistribution;
 use ck_core::tile::{make_tile_window, unroll, DistributedTensor, View2};
@@ -100,6 +105,39 @@ tile_distribution! {
     }
 }
 
+tile_distribution! {
+    /// 8 rows × 256 columns of C in runs of 4 consecutive columns: warp `w` has row `w`, lane
+    /// `l` columns 4l..4l + 4 and 128 + 4l..: a warp's accesses are contiguous (512 bytes of
+    /// f32 or 256 of bf16), in shared memory conflict-free and in global memory whole sectors.
+    pub struct CRows256 {
+        warp_size: 32, block_size: 256,
+        h: { m: [warp: 8], n: [rep: 2, lane: 32, vec: 4] },
+        p: [[m.warp], [n.lane]],
+        y: [n.rep, n.vec],
+    }
+}
+
+tile_distribution! {
+    /// 16 rows × 128 columns of C in runs of 4: warp `w` has rows 2w + lane / 16.
+    pub struct CRows128 {
+        warp_size: 32, block_size: 256,
+        h: { m: [warp: 8, lane: 2], n: [rep: 2, lane: 16, vec: 4] },
+        p: [[m.warp], [m.lane, n.lane]],
+        y: [n.rep, n.vec],
+    }
+}
+
+/// The staged C tile's row stride in f32 words: `BN + 8` ≡ 8 (mod 32), so the 8-byte stores
+/// of the accumulator layout (rows g = 0..3 of a half-warp, 8 words each) hit distinct banks.
+const fn staged_stride(bn: u32) -> u32 {
+    bn + 8
+}
+
+/// f32 elements of the staged C tile.
+const fn staged_elems(bn: u32) -> usize {
+    (BM * staged_stride(bn)) as usize
+}
+
 /// A block tile of the wgmma GEMM, `BM × BN`: what depends on its width.
 pub trait WgmmaTile {
     /// Block tile columns (a multiple of 64: B is stored in 64-column panels).
@@ -110,6 +148,8 @@ pub trait WgmmaTile {
     type Acc: WgmmaAccumulators;
     /// C's tile in the accumulator layout.
     type C: TileDistribution<X = [i32; 2], Buffer<f32> = Self::Acc>;
+    /// A slab of C's rows in runs of 4 columns, for the epilogue and the store.
+    type CRows: TileDistribution<X = [i32; 2]>;
 }
 
 /// 128 × 256 tiles (`gemm_bf16_wgmma`): 85 FLOP per byte copied, 128 accumulators per thread.
@@ -122,6 +162,7 @@ impl WgmmaTile for Tile128x256 {
     type BCopy = BCopy256;
     type Acc = [f32; 128];
     type C = CWgmma256;
+    type CRows = CRows256;
 }
 
 impl WgmmaTile for Tile128x128 {
@@ -129,6 +170,7 @@ impl WgmmaTile for Tile128x128 {
     type BCopy = BCopy128;
     type Acc = [f32; 64];
     type C = CWgmma128;
+    type CRows = CRows128;
 }
 
 /// The bf16 operands as views: `[m, k]` A and `[k, n]` B, row-major, rows of 8-element
@@ -177,7 +219,7 @@ fn block_tile(block: u32, (tiles_m, tiles_n): (u32, u32), bn: u32) -> (u32, u32)
 /// The kernel body for block tiles `T` and C of element type `O`, with the shared memory of
 /// its kernel.
 #[inline(always)]
-fn gemm_wgmma<T: WgmmaTile, O: Real, const SMEM: usize>(
+fn gemm_wgmma<T: WgmmaTile, O: CElement, const SMEM: usize, const STAGED: usize>(
     (a, b, c): (Global<Bf16>, Global<Bf16>, GlobalMut<O>),
     (m, n, k): (u32, u32, u32),
     epilogue: Epilogue<O>,
@@ -199,69 +241,91 @@ fn gemm_wgmma<T: WgmmaTile, O: Real, const SMEM: usize>(
     });
     let wg = warp_id() / 4;
     let mut acc = DistributedTensor::<T::C, f32>::splat(0.0);
-    for kt in 0..k_tiles {
-        // This thread's copies of stage kt have landed; the barrier publishes everyone's
-        // (to the MMA's async proxy, hence the fence) and says every warpgroup is done with
-        // stage kt − 1 − MMA_IN_FLIGHT, whose buffer the next copies overwrite.
-        cp_async_wait::<{ COPY_AHEAD - 1 }>();
-        fence_proxy_async();
-        block_sync();
-        let ahead = kt + COPY_AHEAD;
-        if ahead < k_tiles {
-            let at = stage_at(ahead % STAGES);
-            copy_stage::<T, SMEM>((&a, &b), &smem, at, (bm, bn, ahead * BK));
-        }
-        cp_async_commit();
-        let stage = smem.shared_address(stage_at(kt % STAGES));
-        wgmma_fence();
-        unroll::<4>(|kk| {
-            let kk = kk as u32;
-            let a_desc = SmemMatrix {
-                start: stage + wg * 64 * 128 + kk * 32,
-                lbo: 16,
-                sbo: 1024,
-                swizzle: SwizzleMode::B128,
-            };
-            // B: 64-column panels of BK rows × 128 bytes; a k-slice is 16 rows further.
-            let b_desc = SmemMatrix {
-                start: stage + A_BYTES + kk * 16 * 128,
-                lbo: PANEL_BYTES,
-                sbo: 1024,
-                swizzle: SwizzleMode::B128,
-            };
-            wgmma_bf16(
-                &mut acc.data,
-                a_desc.descriptor(),
-                b_desc.descriptor(),
-                true,
-            );
-        });
-        wgmma_commit();
-        wgmma_wait::<MMA_IN_FLIGHT>(&mut acc.data);
-    }
-    wgmma_wait::<0>(&mut acc.data);
-    if !epilogue.is_identity() {
-        // In place: a second tile of 128 values would not fit beside the accumulators.
-        let p = T::C::partition_index(thread_idx());
-        T::C::for_each_y(|y, d| {
-            let [r, col] = T::C::x_index(p, y);
-            let (row, col) = (bm + r as u32, bn + col as u32);
-            // Outside C the value is never stored (the window's padding): D is not read there.
-            if row < m && col < n {
-                acc.set(d, epilogue.apply(acc.get(d), (row, col, n)));
+    // The loop and its last wait in one branch: with K = 0 the zero accumulators then join
+    // after every MMA path, and ptxas does not see them written inside an MMA pipeline stage.
+    if k_tiles > 0 {
+        for kt in 0..k_tiles {
+            // This thread's copies of stage kt have landed; the barrier publishes everyone's
+            // (to the MMA's async proxy, hence the fence) and says every warpgroup is done with
+            // stage kt − 1 − MMA_IN_FLIGHT, whose buffer the next copies overwrite.
+            cp_async_wait::<{ COPY_AHEAD - 1 }>();
+            fence_proxy_async();
+            block_sync();
+            let ahead = kt + COPY_AHEAD;
+            if ahead < k_tiles {
+                let at = stage_at(ahead % STAGES);
+                copy_stage::<T, SMEM>((&a, &b), &smem, at, (bm, bn, ahead * BK));
             }
-        });
+            cp_async_commit();
+            let stage = smem.shared_address(stage_at(kt % STAGES));
+            wgmma_fence();
+            unroll::<4>(|kk| {
+                let kk = kk as u32;
+                let a_desc = SmemMatrix {
+                    start: stage + wg * 64 * 128 + kk * 32,
+                    lbo: 16,
+                    sbo: 1024,
+                    swizzle: SwizzleMode::B128,
+                };
+                // B: 64-column panels of BK rows × 128 bytes; a k-slice is 16 rows further.
+                let b_desc = SmemMatrix {
+                    start: stage + A_BYTES + kk * 16 * 128,
+                    lbo: PANEL_BYTES,
+                    sbo: 1024,
+                    swizzle: SwizzleMode::B128,
+                };
+                wgmma_bf16(
+                    &mut acc.data,
+                    a_desc.descriptor(),
+                    b_desc.descriptor(),
+                    true,
+                );
+            });
+            wgmma_commit();
+            wgmma_wait::<MMA_IN_FLIGHT>(&mut acc.data);
+        }
+        wgmma_wait::<0>(&mut acc.data);
     }
-    let origin = [bm as i32, bn as i32];
-    let out = acc.map(O::from_f32);
-    make_tile_window::<T::C, _>(View2::<_, O, 2>::new(c, m, n, n), origin).store(&out);
+    // Every warpgroup's MMAs are done with the stage buffers: they stage C, so that the
+    // epilogue sees runs of consecutive columns and each warp's stores are contiguous.
+    block_sync();
+    let staged = smem.reinterpret::<f32, STAGED>();
+    let stride = staged_stride(T::BN);
+    make_tile_window::<T::C, _>(View2::<_, f32, 2>::new(staged, BM, T::BN, stride), [0, 0])
+        .store(&acc);
+    block_sync();
+    let rows = T::CRows::X_LENGTHS[0] as u32;
+    let mut slab =
+        make_tile_window::<T::CRows, _>(View2::<_, f32, 4>::new(staged, BM, T::BN, stride), [0, 0]);
+    // Bias: the same for every slab (a view with row stride 0).
+    let bias = if epilogue.flags & HAS_BIAS != 0 {
+        O::load_f32::<T::CRows>(epilogue.bias, (rows, n, 0), [0, bn as i32])
+    } else {
+        DistributedTensor::zeros()
+    };
+    for r in 0..BM / rows {
+        let origin = [(bm + r * rows) as i32, bn as i32];
+        let mut x = slab.load::<f32>();
+        if !epilogue.is_identity() {
+            let d = if epilogue.flags & HAS_D != 0 {
+                O::load_f32::<T::CRows>(epilogue.d, (m, n, n), origin)
+            } else {
+                DistributedTensor::zeros()
+            };
+            x = x
+                .zip_map(&d, |v, d| (v, d))
+                .zip_map(&bias, |(v, d), b| epilogue.combine(v, d, b));
+        }
+        O::store_f32::<T::CRows>(c, (m, n, n), origin, &x);
+        slab.move_by([rows as i32, 0]);
+    }
 }
 
 /// Declares a wgmma GEMM kernel: block tile `$tile`, C of element type `$o`.
 macro_rules! wgmma_gemm_kernel {
-    ($(#[$doc:meta])* $name:ident, $tile:ty, $bn:literal, $o:ty, $bcopy:ident, $c:ident) => {
+    ($(#[$doc:meta])* $name:ident, $tile:ty, $bn:literal, $o:ty, $bcopy:ident, $c:ident, $rows:ident) => {
         $(#[$doc])*
-        #[tile_kernel(block = 256, distributions(ACopy, $bcopy, $c))]
+        #[tile_kernel(block = 256, distributions(ACopy, $bcopy, $c, $rows))]
         #[allow(clippy::too_many_arguments)]
         pub fn $name(
             a: Global<Bf16>,
@@ -278,24 +342,29 @@ macro_rules! wgmma_gemm_kernel {
         ) {
             let smem = shared!(Bf16; smem_elems($bn));
             let epilogue = Epilogue { alpha, beta, d, bias, flags };
-            gemm_wgmma::<$tile, $o, { smem_elems($bn) }>((a, b, c), (m, n, k), epilogue, smem);
+            gemm_wgmma::<$tile, $o, { smem_elems($bn) }, { staged_elems($bn) }>(
+                (a, b, c),
+                (m, n, k),
+                epilogue,
+                smem,
+            );
         }
     };
 }
 
 wgmma_gemm_kernel!(
     /// f32 C on 128 × 256 tiles: grid ⌈M/128⌉ · ⌈N/256⌉ blocks.
-    gemm_bf16_wgmma, Tile128x256, 256, f32, BCopy256, CWgmma256
+    gemm_bf16_wgmma, Tile128x256, 256, f32, BCopy256, CWgmma256, CRows256
 );
 wgmma_gemm_kernel!(
     /// f32 C on 128 × 128 tiles: grid ⌈M/128⌉ · ⌈N/128⌉ blocks.
-    gemm_bf16_wgmma_n128, Tile128x128, 128, f32, BCopy128, CWgmma128
+    gemm_bf16_wgmma_n128, Tile128x128, 128, f32, BCopy128, CWgmma128, CRows128
 );
 wgmma_gemm_kernel!(
     /// bf16 C on 128 × 256 tiles.
-    gemm_bf16_wgmma_bf16, Tile128x256, 256, Bf16, BCopy256, CWgmma256
+    gemm_bf16_wgmma_bf16, Tile128x256, 256, Bf16, BCopy256, CWgmma256, CRows256
 );
 wgmma_gemm_kernel!(
     /// bf16 C on 128 × 128 tiles.
-    gemm_bf16_wgmma_n128_bf16, Tile128x128, 128, Bf16, BCopy128, CWgmma128
+    gemm_bf16_wgmma_n128_bf16, Tile128x128, 128, Bf16, BCopy128, CWgmma128, CRows128
 );

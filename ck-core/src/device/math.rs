@@ -95,3 +95,24 @@ pub fn log2(x: f32) -> f32 {
         x.log2()
     }
 }
+
+/// `1 / x`, approximately. On the GPU `rcp.approx.ftz.f32` (maximum relative error 2⁻²³;
+/// one SFU instruction, where `/` is an IEEE division subroutine; `1/±0 = ±∞`, `1/±∞ = ±0`),
+/// on the emulator the correctly rounded value. For epilogues and activations, where
+/// a division's last bit does not matter and its cost does.
+#[inline(always)]
+pub fn rcp(x: f32) -> f32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let r: f32;
+        // SAFETY: a pure register-to-register instruction.
+        unsafe {
+            core::arch::asm!("rcp.approx.ftz.f32 {0}, {1};", out(reg32) r, in(reg32) x, options(pure, nomem, nostack))
+        };
+        r
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        1.0 / x
+    }
+}

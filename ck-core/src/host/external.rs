@@ -37,6 +37,17 @@ impl Device {
 }
 
 impl<T: Element> DeviceBuffer<T> {
+    /// A buffer of no elements, for a kernel argument the kernel is told not to use (an
+    /// optional input left out). On a GPU it allocates nothing: an allocation would go through
+    /// the context's default stream, which waits for work queued on other streams.
+    pub fn empty(device: &Device) -> Result<DeviceBuffer<T>, LaunchError> {
+        match device {
+            Device::Emulator { .. } => DeviceBuffer::zeros(device, 0),
+            // SAFETY: zero bytes at address 0: nothing is ever read, written or freed there.
+            Device::Cuda(_) => unsafe { DeviceBuffer::from_cuda_ptr(device, 0, 0) },
+        }
+    }
+
     /// A buffer over `len` elements of `T` at `ptr` in device memory that another library
     /// owns: dropping it frees nothing. Errors: the emulator (`argument-device`), or a pointer
     /// not aligned to 16 bytes, which the kernels' vector accesses need (`misaligned-buffer`).

@@ -530,6 +530,23 @@ impl<T: Element, const N: usize> SharedArray<T, N> {
         }
     }
 
+    /// The same shared bytes as `M` elements of `U`, for a later phase of a kernel (a GEMM's
+    /// stage buffers reused to stage C). `M` elements of `U` must fit in the array and its
+    /// start must be aligned for `U`: compile-time checks.
+    pub const fn reinterpret<U: Element, const M: usize>(&self) -> SharedArray<U, M> {
+        const {
+            assert!(
+                M * U::BYTES as usize <= N * T::BYTES as usize,
+                "reinterpret: the new array is larger than the shared memory it reuses"
+            );
+        }
+        assert!(
+            self.offset.is_multiple_of(U::BYTES),
+            "reinterpret: the shared array's start is not aligned for the new element type"
+        );
+        SharedArray::at_offset(self.offset as usize)
+    }
+
     /// Number of elements.
     pub const fn len(&self) -> u32 {
         N as u32
