@@ -197,13 +197,69 @@ def softmax(x, *, out=None):
     return y
 
 
-def gemm(a, b, *, out=None):
-    """``a @ b`` with float32 accumulation and a float32 result: ``a`` ``[M, K]``, ``b``
-    ``[K, N]``, both float32 or both bfloat16 (tensor cores on the GPU)."""
-    c = _Call(a=a, b=b)
+_ACTIVATIONS = {"none": 0, "relu": 1, "gelu": 2, "silu": 3}
+
+
+def gemm(
+    a,
+    b,
+    *,
+    out=None,
+    out_dtype=None,
+    bias=None,
+    residual=None,
+    alpha=1.0,
+    beta=1.0,
+    activation="none",
+):
+    """``act(alpha · a @ b + beta · residual + bias)`` with float32 accumulation: ``a``
+    ``[M, K]``, ``b`` ``[K, N]``, ``residual`` ``[M, N]``, ``bias`` ``[N]``, ``activation``
+    one of none, relu, gelu (tanh form), silu. The result is float32, or bfloat16 with
+    ``out_dtype=torch.bfloat16`` (torch tensors only: numpy has no bfloat16).
+
+    Plain products of float32 or bfloat16 operands run on the GEMM for their type; an epilogue
+    or a bfloat16 result runs on the bf16 tensor-core GEMM with the epilogue fused (float32
+    operands are rounded to bfloat16 first, as ``ck run gemm`` does)."""
+    if activation not in _ACTIVATIONS:
+        raise _error(
+            ValueError,
+            "bad-activation",
+            f"activation {activation!r}; use one of {', '.join(_ACTIVATIONS)}",
+        )
+    extra = {k: v for k, v in (("bias", bias), ("residual", residual)) if v is not None}
+    c = _Call(a=a, b=b, **extra)
+    bf16_out = out_dtype is not None and out_dtype not in ("float32", _np.float32) and (
+        not c.torch or out_dtype != _torch.float32
+    )
+    if bf16_out and not (c.torch and out_dtype == _torch.bfloat16):
+        raise _error(
+            TypeError,
+            "dtype-unsupported",
+            f"out_dtype {out_dtype!r}: the result is float32, or torch.bfloat16 for torch tensors",
+        )
+    fused = bool(extra) or alpha != 1.0 or activation != "none" or bf16_out
+    if fused and c.cuda and a.dtype != _torch.bfloat16:  # the GPU kernel reads bf16 in place
+        a, b = a.to(_torch.bfloat16), b.to(_torch.bfloat16)
     shape = (a.shape[0], b.shape[-1]) if len(a.shape) == 2 and len(b.shape) == 2 else (0, 0)
-    res = _out(c, out, shape, float32=True)
-    _native.gemm(c.capsule(a), c.capsule(b), c.capsule(res), c.stream)
+    if out is None:
+        res = c.empty(shape, float32=True) if not bf16_out else _torch.empty(
+            shape, dtype=_torch.bfloat16, device=c.device
+        )
+    else:
+        res = _out(c, out, shape)
+    if c.torch:  # the epilogue's inputs in the result's type
+        extra = {k: v.to(res.dtype) for k, v in extra.items()}
+    _native.gemm(
+        c.capsule(a),
+        c.capsule(b),
+        c.capsule(res),
+        c.capsule(extra["residual"]) if "residual" in extra else None,
+        c.capsule(extra["bias"]) if "bias" in extra else None,
+        float(alpha),
+        float(beta),
+        _ACTIVATIONS[activation],
+        c.stream,
+    )
     return res
 
 

@@ -278,7 +278,10 @@ pub fn layernorm(
     }
     let (mut mb, mut rb) = match &stats {
         Some((a, b)) => (be.buffer::<f32>(a)?, be.buffer::<f32>(b)?),
-        None => (be.empty_f32(&x)?, be.empty_f32(&x)?),
+        None => {
+            let empty = || DeviceBuffer::<f32>::empty(be.device()).map_err(launch_error);
+            (empty()?, empty()?)
+        }
     };
     by_dtype!(dtype, T => {
         let (xb, gb, bb, mut yb) = (
@@ -324,16 +327,29 @@ pub fn softmax(x: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>, stream: Option<u64>) 
     })
 }
 
-/// `c = a · b` (`a` M × K, `b` K × N, both float32 or both bfloat16; `c` float32).
+/// `c = act(alpha · a·b + beta · d + bias)` (`a` M × K, `b` K × N; `c` and `d` M × N, `bias`
+/// N). Without an epilogue and with a float32 `c`: float32 or bfloat16 `a`, `b` on the GEMM
+/// for their type. With one, or a bfloat16 `c`: the bf16 tensor-core GEMM with the fused
+/// epilogue (on the emulator float32 `a`, `b` are rounded to bfloat16; on a GPU they must be
+/// bfloat16), `d` and `bias` of `c`'s type. `activation`: 0 none, 1 relu, 2 gelu, 3 silu.
 #[pyfunction]
-#[pyo3(signature = (a, b, c, stream=None))]
+#[pyo3(signature = (a, b, c, d=None, bias=None, alpha=1.0, beta=1.0, activation=0, stream=None))]
+#[allow(clippy::too_many_arguments)]
 pub fn gemm(
     a: &Bound<'_, PyAny>,
     b: &Bound<'_, PyAny>,
     c: &Bound<'_, PyAny>,
+    d: Option<&Bound<'_, PyAny>>,
+    bias: Option<&Bound<'_, PyAny>>,
+    alpha: f32,
+    beta: f32,
+    activation: u32,
     stream: Option<u64>,
 ) -> PyResult<()> {
+    use kernels::epilogue::Activation;
     let (a, b, c) = (tensor("a", a)?, tensor("b", b)?, tensor("c", c)?);
+    let d = d.map(|d| tensor("d", d)).transpose()?;
+    let bias = bias.map(|t| tensor("bias", t)).transpose()?;
     let dtype = same_dtype(&[&a, &b])?;
     let ([m, k], [k2, n]) = (matrix(&a)?, matrix(&b)?);
     if k != k2 {
@@ -342,21 +358,80 @@ pub fn gemm(
             format!("its rows must match `a`'s columns ({k})"),
         ));
     }
-    if c.dtype != Dtype::F32 {
+    expect_shape(&c, &[m, n])?;
+    let activation = match activation {
+        0 => Activation::None,
+        1 => Activation::Relu,
+        2 => Activation::Gelu,
+        3 => Activation::Silu,
+        other => {
+            return Err(value_error(
+                "bad-activation",
+                format!("activation code {other}; use none, relu, gelu or silu"),
+            ))
+        }
+    };
+    let mnk = (to_u32("M", m)?, to_u32("N", n)?, to_u32("K", k)?);
+    let mut all = vec![&a, &b, &c];
+    all.extend(d.iter());
+    all.extend(bias.iter());
+    let be = Backend::of(&all, stream)?;
+    let fused = d.is_some()
+        || bias.is_some()
+        || alpha != 1.0
+        || activation != Activation::None
+        || c.dtype == Dtype::Bf16;
+    if !fused {
+        if m == 0 || n == 0 {
+            return Ok(()); // C is empty (K = 0 runs: the kernel writes the empty sum, 0)
+        }
+        return by_dtype!(dtype, T => {
+            let (ab, bb, mut cb) = (be.buffer::<T>(&a)?, be.buffer::<T>(&b)?, be.buffer::<f32>(&c)?);
+            T::gemm(be.device(), &ab, &bb, &mut cb, mnk).map_err(launch_error)?;
+            be.finish(&cb, &c)
+        });
+    }
+    if !be.device().is_emulator() && dtype != Dtype::Bf16 {
         return Err(type_error(
-            "dtype-mismatch",
-            format!("`c` is {}; the GEMM writes float32", c.describe()),
+            "dtype-unsupported",
+            format!(
+                "`a` is {}; the fused GEMM on the GPU takes bfloat16 operands",
+                a.describe()
+            ),
         ));
     }
-    expect_shape(&c, &[m, n])?;
-    let mnk = (to_u32("M", m)?, to_u32("N", n)?, to_u32("K", k)?);
-    let be = Backend::of(&[&a, &b, &c], stream)?;
-    if m == 0 || n == 0 {
-        return Ok(()); // C is empty (K = 0 runs: the kernel writes the empty sum, 0)
+    if let Some(t) = d.iter().chain(bias.iter()).find(|t| t.dtype != c.dtype) {
+        return Err(type_error(
+            "dtype-mismatch",
+            format!(
+                "`{}` is {}; give it `c`'s type ({})",
+                t.name,
+                t.describe(),
+                c.dtype.name()
+            ),
+        ));
     }
-    by_dtype!(dtype, T => {
-        let (ab, bb, mut cb) = (be.buffer::<T>(&a)?, be.buffer::<T>(&b)?, be.buffer::<f32>(&c)?);
-        T::gemm(be.device(), &ab, &bb, &mut cb, mnk).map_err(launch_error)?;
+    if let Some(d) = &d {
+        expect_shape(d, &[m, n])?;
+    }
+    if let Some(bias) = &bias {
+        expect_shape(bias, &[n])?;
+    }
+    let (ab, bb) = (be.bf16(&a)?, be.bf16(&b)?);
+    let kernel = kernels::gemm::host::Bf16Kernel::for_shape(be.device(), mnk);
+    by_dtype!(c.dtype, O => {
+        let db = d.as_ref().map(|t| be.buffer::<O>(t)).transpose()?;
+        let biasb = bias.as_ref().map(|t| be.buffer::<O>(t)).transpose()?;
+        let mut cb = be.buffer::<O>(&c)?;
+        let args = kernels::gemm_fused::EpilogueArgs {
+            alpha,
+            beta,
+            d: db.as_ref(),
+            bias: biasb.as_ref(),
+            activation,
+        };
+        kernels::gemm_fused::launch(be.device(), kernel, (&ab, &bb), &mut cb, mnk, &args)
+            .map_err(launch_error)?;
         be.finish(&cb, &c)
     })
 }

@@ -118,3 +118,19 @@ def test_empty_tensors_give_empty_results():
     assert mean.shape == (4,) and np.isnan(mean).all() and np.isnan(rstd).all()
     q = np.ones((1, 1, 0, 64), np.float32)
     assert ck_rs.attention(q, np.ones((1, 1, 3, 64), np.float32), np.ones((1, 1, 3, 64), np.float32)).shape == q.shape
+
+
+@pytest.mark.parametrize("activation", ["none", "relu", "gelu", "silu"])
+def test_gemm_fused_epilogue(activation):
+    m, n, k = 130, 136, 72
+    a, b, bias, d = randn(m, k), randn(k, n), randn(n), randn(m, n)
+    c = ck_rs.gemm(a, b, bias=bias, residual=d, alpha=0.5, beta=2.0, activation=activation)
+    assert c.dtype == np.float32 and c.shape == (m, n)
+    x = 0.5 * (ref.bf16_round(a).astype(np.float64) @ ref.bf16_round(b)) + 2.0 * d + bias
+    want = {
+        "none": x,
+        "relu": np.maximum(x, 0),
+        "gelu": 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3))),
+        "silu": x / (1 + np.exp(-x)),
+    }[activation]
+    assert ref.rel_err(c, want) < 1e-5

@@ -108,3 +108,14 @@ def test_cuda_misaligned_tensor_is_an_error():
 def test_cpu_and_cuda_tensors_do_not_mix():
     with pytest.raises(ValueError, match=r"^error\[device-mismatch\]"):
         ck_rs.rmsnorm(torch.ones(2, 8, device="cuda"), torch.ones(8))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_gemm_bf16_result_with_bias_and_gelu(device):
+    a, b = randn(130, 72, device=device, dtype=torch.bfloat16), randn(72, 136, device=device, dtype=torch.bfloat16)
+    bias = randn(136, device=device)
+    c = ck_rs.gemm(a, b, bias=bias, activation="gelu", out_dtype=torch.bfloat16)
+    assert c.dtype == torch.bfloat16 and c.device == a.device
+    x = np64(a) @ np64(b) + np64(bias.to(torch.bfloat16))
+    want = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
+    assert ref.rel_err(np64(c), want) < 4e-3
