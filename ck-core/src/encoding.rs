@@ -46,6 +46,7 @@
 
 use crate::adaptor::TensorAdaptor;
 use crate::dims::{Dims, MAX_DIMS};
+pub use crate::encoding_msg::ComponentNames;
 use crate::error::Error;
 use crate::magic::magic;
 use crate::transform::{tri, Transform};

@@ -9,16 +9,68 @@ use crate::Index;
 pub const MSG_LEN: usize = 400;
 type Msg = MsgBuf<MSG_LEN>;
 
-const fn component(m: Msg, major: Index, minor: Index) -> Msg {
+/// What messages call an encoding's components: CK's raw spelling (`R[j]`, `H[x][j]`, `H[x]` or
+/// `X{x}`) by default, or the names a front end gives them (`` `r.t` ``, `` `m.warp` ``,
+/// `` `m` ``): the message builder names each component as it writes it.
+#[derive(Clone, Copy, Debug)]
+pub struct ComponentNames<'a> {
+    /// Each X dim's name (none: the raw spelling).
+    pub x: &'a [&'a str],
+    /// Each X dim's components' names.
+    pub h: &'a [&'a [&'a str]],
+    /// The R components' names.
+    pub r: &'a [&'a str],
+}
+
+impl ComponentNames<'static> {
+    /// CK's raw spelling.
+    pub const RAW: ComponentNames<'static> = ComponentNames {
+        x: &[],
+        h: &[],
+        r: &[],
+    };
+}
+
+const fn quoted(m: Msg, prefix: &str, name: &str) -> Msg {
+    m.push_str("`")
+        .push_str(prefix)
+        .push_str(name)
+        .push_str("`")
+}
+
+/// Component `minor` of R (`major` 0) or of X dim `major − 1`.
+const fn component(m: Msg, major: Index, minor: Index, names: &ComponentNames) -> Msg {
+    let j = minor as usize;
     if major == 0 {
+        if j < names.r.len() {
+            return quoted(m, "r.", names.r[j]);
+        }
         m.push_str("R[").push_int(minor as i64).push_str("]")
     } else {
+        let x = major as usize - 1;
+        if x < names.x.len() && x < names.h.len() && j < names.h[x].len() {
+            return m
+                .push_str("`")
+                .push_str(names.x[x])
+                .push_str(".")
+                .push_str(names.h[x][j])
+                .push_str("`");
+        }
         m.push_str("H[")
             .push_int(major as i64 - 1)
             .push_str("][")
             .push_int(minor as i64)
             .push_str("]")
     }
+}
+
+/// X dim `x`: its name, or `raw` and its index (`H[x]` where the message speaks of its
+/// components, `X{x}` of its positions).
+const fn x_dim(m: Msg, x: i64, raw: (&str, &str), names: &ComponentNames) -> Msg {
+    if x >= 0 && (x as usize) < names.x.len() {
+        return quoted(m, "", names.x[x as usize]);
+    }
+    m.push_str(raw.0).push_int(x).push_str(raw.1)
 }
 
 const fn claimant(m: Msg, loc: Loc) -> Msg {
@@ -30,17 +82,22 @@ const fn claimant(m: Msg, loc: Loc) -> Msg {
 }
 
 impl Violation {
-    /// The message (without the `error[rule]:` prefix). Components are named `R[j]` and
-    /// `H[x][j]`; front ends with named components substitute their names.
+    /// The message (without the `error[rule]:` prefix), components in CK's raw spelling
+    /// (`R[j]`, `H[x][j]`).
     pub const fn message(&self, enc: &Encoding) -> Msg {
+        self.message_named(enc, &ComponentNames::RAW)
+    }
+
+    /// The message with components called by `names` (a front end's named spelling).
+    pub const fn message_named(&self, enc: &Encoding, names: &ComponentNames) -> Msg {
         let m = Msg::new();
         let [a, b, c, _d] = self.values;
         use EncodingRule as R;
         match self.rule {
             R::LengthNotPositive => {
                 let m = match self.loc {
-                    Loc::R(j) => component(m, 0, j as Index),
-                    Loc::H(x, j) => component(m, x as Index + 1, j as Index),
+                    Loc::R(j) => component(m, 0, j as Index, names),
+                    Loc::H(x, j) => component(m, x as Index + 1, j as Index, names),
                     _ => m,
                 };
                 m.push_str(" has length ")
@@ -48,10 +105,8 @@ impl Violation {
                     .push_str("; every length must be at least 1 (use 1 for a level that is not split)")
             }
             R::EmptyX => m.push_str("the encoding has no X dimension; give h at least one list, e.g. [[64]]"),
-            R::EmptyH => m
-                .push_str("H[")
-                .push_int(a as i64)
-                .push_str("] has no components; give it at least one length (1 if the dim is not split)"),
+            R::EmptyH => x_dim(m, a as i64, ("H[", "]"), names)
+                .push_str(" has no components; give it at least one length (1 if the dim is not split)"),
             R::NoY => m.push_str(
                 "the encoding has no Y dimension, so threads own no elements; claim at least one H \
                  component with a Y",
@@ -87,18 +142,19 @@ impl Violation {
                         .push_int(a as i64)
                         .push_str(", but the encoding has no X dimension, so only major 0 (R) exists")
                 } else if c == -1 {
-                    m.push_str(" uses major ")
+                    let m = m
+                        .push_str(" uses major ")
                         .push_int(a as i64)
                         .push_str(", but majors are 0 (R) and 1..=")
                         .push_int(b as i64)
-                        .push_str(" (H[0].. H[")
-                        .push_int(b as i64 - 1)
-                        .push_str("])")
+                        .push_str(" (");
+                    let m = x_dim(m, 0, ("H[", "]"), names).push_str(".. ");
+                    x_dim(m, b as i64 - 1, ("H[", "]"), names).push_str(")")
                 } else {
                     let m = m.push_str(" refers to ");
-                    let m = component(m, c, a);
+                    let m = component(m, c, a, names);
                     let m = if c == 0 { m.push_str(" but R has ") } else {
-                        m.push_str(" but H[").push_int(c as i64 - 1).push_str("] has ")
+                        x_dim(m.push_str(" but "), c as i64 - 1, ("H[", "]"), names).push_str(" has ")
                     };
                     let lens = if c == 0 { enc.r_lengths() } else { enc.h_lengths(c as usize - 1) };
                     m.push_int(b as i64)
@@ -122,7 +178,7 @@ impl Violation {
                 .push_int(a as i64)
                 .push_str(" P dimensions; the partition index supports 1 ([lane]) or 2 ([warp, lane])"),
             R::ClaimedTwice => {
-                let m = component(m, a, b).push_str(" is claimed by both ");
+                let m = component(m, a, b, names).push_str(" is claimed by both ");
                 let m = claimant(m, self.other).push_str(" and ");
                 claimant(m, self.loc).push_str(
                     "; a component belongs to exactly one P or Y — remove this claim or point it at \
@@ -131,22 +187,24 @@ impl Violation {
             }
             R::Unclaimed => {
                 let m = match self.loc {
-                    Loc::H(x, j) => component(m, x as Index + 1, j as Index),
+                    Loc::H(x, j) => component(m, x as Index + 1, j as Index, names),
                     _ => m,
                 };
                 let x = match self.loc {
                     Loc::H(x, _) => x as i64,
                     _ => 0,
                 };
-                m.push_str(" (length ")
+                let m = m
+                    .push_str(" (length ")
                     .push_int(a as i64)
                     .push_str(") is claimed by no P and no Y, so it is pinned to 0: ")
                     .push_int(c as i64)
                     .push_str(" of the ")
                     .push_int(b as i64)
-                    .push_str(" positions of X")
-                    .push_int(x)
-                    .push_str(" would never be touched — add it to a P or a Y, or set its length to 1")
+                    .push_str(" positions of ");
+                x_dim(m, x, ("X", ""), names).push_str(
+                    " would never be touched — add it to a P or a Y, or set its length to 1",
+                )
             }
             R::WarpSizeMismatch => {
                 if self.values[3] == 1 {
@@ -199,13 +257,14 @@ impl Violation {
                         .push_int(b as i64)
                         .push_str(" X dims")
                 } else {
-                    m.push_str("shape[")
+                    let m = m
+                        .push_str("shape[")
                         .push_int(c as i64)
                         .push_str("] is ")
                         .push_int(a as i64)
-                        .push_str(" but H[")
-                        .push_int(c as i64)
-                        .push_str("] multiplies to ")
+                        .push_str(" but ");
+                    x_dim(m, c as i64, ("H[", "]"), names)
+                        .push_str(" multiplies to ")
                         .push_int(b as i64)
                         .push_str("; fix the shape or the H lengths ")
                         .push_list(enc.h_lengths(c as usize).as_slice())
@@ -238,7 +297,7 @@ impl Violation {
                 .push_str("); choose a length that divides or is a multiple of the trailing digits"),
             R::RUnowned => {
                 let m = match self.loc {
-                    Loc::R(j) => component(m, 0, j as Index),
+                    Loc::R(j) => component(m, 0, j as Index, names),
                     _ => m,
                 };
                 m.push_str(" (length ")
@@ -248,7 +307,7 @@ impl Violation {
             }
             R::UnclaimedUnit => {
                 let m = match self.loc {
-                    Loc::H(x, j) => component(m, x as Index + 1, j as Index),
+                    Loc::H(x, j) => component(m, x as Index + 1, j as Index, names),
                     _ => m,
                 };
                 m.push_str(" (length 1) is claimed by no P and no Y; harmless, but claiming it with a Y \

@@ -7,7 +7,7 @@
 use crate::diag::Diagnostic;
 use crate::parse::{DistributionDef, Int, Len, List, Spelling};
 use ck_core::encoding::{
-    Checks, Encoding, EncodingRule, Loc, Violation, MAX_COMPONENTS, MAX_P, MAX_X,
+    Checks, ComponentNames, Encoding, EncodingRule, Loc, Violation, MAX_COMPONENTS, MAX_P, MAX_X,
 };
 use ck_core::{Dims, Index};
 use proc_macro2::Span;
@@ -259,11 +259,34 @@ pub fn span_of(def: &DistributionDef, loc: Loc) -> Span {
     }
 }
 
-/// The diagnostic for a violation: ck-core's message, with components renamed for the named
-/// spelling, at the span of its token.
+/// The diagnostic for a violation: ck-core's message, components called by the named
+/// spelling's names where it was used, at the span of its token.
 pub fn diagnostic(def: &DistributionDef, enc: Option<&Encoding>, v: &Violation) -> Diagnostic {
     let message = match enc {
-        Some(e) => rename(def, v.message(e).as_str()),
+        Some(e) => {
+            let named = (def.spelling == Spelling::Named)
+                .then_some(def.names.as_ref())
+                .flatten();
+            match named {
+                Some(names) => {
+                    let x: Vec<&str> = names.x.iter().map(String::as_str).collect();
+                    let h: Vec<Vec<&str>> = names
+                        .h
+                        .iter()
+                        .map(|c| c.iter().map(String::as_str).collect())
+                        .collect();
+                    let h: Vec<&[&str]> = h.iter().map(Vec::as_slice).collect();
+                    let r: Vec<&str> = names.r.iter().map(String::as_str).collect();
+                    let table = ComponentNames {
+                        x: &x,
+                        h: &h,
+                        r: &r,
+                    };
+                    v.message_named(e, &table).as_str().to_string()
+                }
+                None => v.message(e).as_str().to_string(),
+            }
+        }
         None => {
             // Capacity errors raised before an encoding exists.
             let empty = Encoding::new(&[], &[], &[], &[], &[], &[]).expect("empty encoding fits");
@@ -278,29 +301,43 @@ pub fn diagnostic(def: &DistributionDef, enc: Option<&Encoding>, v: &Violation) 
     }
 }
 
-/// Replaces `H[x][j]`, `R[j]` and `H[x]` by the names of the named spelling.
-pub fn rename(def: &DistributionDef, message: &str) -> String {
-    let Some(names) = (def.spelling == Spelling::Named)
-        .then_some(def.names.as_ref())
-        .flatten()
-    else {
-        return message.to_string();
-    };
-    let mut out = message.to_string();
-    for (x, comps) in names.h.iter().enumerate() {
-        for (j, c) in comps.iter().enumerate() {
-            out = out.replace(&format!("H[{x}][{j}]"), &format!("`{}.{c}`", names.x[x]));
+#[cfg(test)]
+mod tests {
+    use crate::analyze_source;
+
+    fn messages(src: &str) -> Vec<String> {
+        match analyze_source(src) {
+            Ok(_) => vec![],
+            Err(diags) => diags.into_iter().map(|d| d.message).collect(),
         }
     }
-    for (j, c) in names.r.iter().enumerate() {
-        out = out.replace(&format!("R[{j}]"), &format!("`r.{c}`"));
-    }
-    for (x, name) in names.x.iter().enumerate() {
-        out = out.replace(&format!("H[{x}]"), &format!("`{name}`"));
-        out = out.replace(
-            &format!("positions of X{x} "),
-            &format!("positions of `{name}` "),
+
+    /// Messages name components as the definition spelled them: `x.component` and `x`.
+    #[test]
+    fn named_spelling_messages_use_the_names_raw_ones_the_indices() {
+        let named = messages(
+            "struct T { warp_size: 32, block_size: 64,
+               h: { m: [warp: 2, lane: 32], n: [rep: 4, vec: 2] },
+               p: [[m.warp], [m.lane]], y: [n.vec] }",
+        );
+        assert_eq!(named.len(), 1, "{named:?}");
+        assert!(
+            named[0].starts_with("`n.rep` (length 4) is claimed by no P and no Y")
+                && named[0].contains("positions of `n` would never be touched"),
+            "{}",
+            named[0]
+        );
+        let raw = messages(
+            "struct T { warp_size: 32, block_size: 64, r: [],
+               h: [[2, 32], [4, 2]], p_major: [[1], [1]], p_minor: [[0], [1]],
+               y_major: [2], y_minor: [1] }",
+        );
+        assert_eq!(raw.len(), 1, "{raw:?}");
+        assert!(
+            raw[0].starts_with("H[1][0] (length 4) is claimed by no P and no Y")
+                && raw[0].contains("positions of X1 would never be touched"),
+            "{}",
+            raw[0]
         );
     }
-    out
 }
