@@ -1,0 +1,529 @@
+//! Tile-distribution encodings (CK's `tile_distribution_encoding`, spec §4–§5).
+//!
+//! An encoding says how a tile of `NX` dimensions is spread over the threads of a block and the
+//! registers of each thread. Each tile dim `X_x` is a mixed-radix number whose digits are the
+//! *H components* `H[x][0..]` (digit 0 most significant). Every digit is *claimed* by exactly one
+//! of:
+//! * a partition dim `P_p` (thread coordinates: `P = [warp, lane]` or `[lane]`), each of which is
+//!   itself a mixed-radix number over the components it lists; `R` components (replication) can
+//!   only be claimed by P's: threads that differ only in R digits hold the same data;
+//! * a per-thread dim `Y_y`, which claims exactly one H component; the Y box is the thread's
+//!   register buffer, laid out row-major in Y order (`D`).
+//!
+//! A component is addressed as `(major, minor)`: major 0 = `R[minor]`, major `x+1` = `H[x][minor]`.
+//!
+//! ## Worked example: RMSNorm on NVIDIA (spec TV1c)
+//! ```text
+//!   H = [[2, 2, 2, 1],  [2, 2, 16, 8]]      X = [8, 512]
+//!         Rm Wm Tm Vm    Rn Wn Tn  Vn
+//!   P0 (warp) = [Wm, Wn]  P1 (lane) = [Tm, Tn]   Y = [Rm, Vm, Rn, Vn]
+//!   m = Rm·4 + Wm·2 + Tm·1 + Vm        (place values scan([2,2,2,1]) = [4,2,1,1])
+//!   n = Rn·256 + Wn·128 + Tn·8 + Vn    (place values scan([2,2,16,8]) = [256,128,8,1])
+//!   warp 3 = (Wm 1, Wn 1), lane 31 = (Tm 1, Tn 15), y = [1,0,1,7]  →  x = [7, 511]
+//! ```
+//! ```
+//! use ck_core::encoding::{Encoding, Checks};
+//! use ck_core::Dims;
+//! let e = Encoding::new(
+//!     &[],
+//!     &[&[2, 2, 2, 1], &[2, 2, 16, 8]],
+//!     &[&[1, 2], &[1, 2]],
+//!     &[&[1, 1], &[2, 2]],
+//!     &[1, 1, 2, 2],
+//!     &[0, 3, 0, 3],
+//! ).unwrap();
+//! assert!(e.first_error(&Checks::warp(32).block(128)).is_none());
+//! assert_eq!(e.x_lengths().as_slice(), &[8, 512]);
+//! let x = e.x_index(&Dims::from_slice(&[3, 31]), &Dims::from_slice(&[1, 0, 1, 7]));
+//! assert_eq!(x.as_slice(), &[7, 511]);
+//! // The same encoding on 64-lane waves is rejected: P1 spans 2·16 = 32 lanes.
+//! let v = e.first_error(&Checks::warp(64)).unwrap();
+//! assert_eq!(v.rule.name(), "warp-size-mismatch");
+//! ```
+//!
+//! Everything here is `const fn` over fixed-capacity data; the `tile_distribution!` macro calls
+//! it at expansion time and never re-derives the math.
+
+use crate::adaptor::TensorAdaptor;
+use crate::dims::{Dims, MAX_DIMS};
+pub use crate::encoding_msg::ComponentNames;
+use crate::error::Error;
+use crate::magic::magic;
+use crate::transform::{tri, Transform};
+use crate::Index;
+
+/// Most X dims (CK's `kMaxNumDim`).
+pub const MAX_X: usize = 10;
+/// Most P dims an encoding can hold (the default partition index supports 1 or 2).
+pub const MAX_P: usize = 4;
+/// Most components per list (CK's `kMaxNumDim`).
+pub const MAX_COMPONENTS: usize = 10;
+
+/// A tile-distribution encoding, one-to-one with CK's `tile_distribution_encoding<Rs, Hss,
+/// Ps2RHssMajor, Ps2RHssMinor, Ys2RHsMajor, Ys2RHsMinor>`. It may be invalid: check it with
+/// [`Encoding::first_error`] / [`Encoding::error`] before using the derived tables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Encoding {
+    r: Dims,
+    h: [Dims; MAX_X],
+    nx: usize,
+    p_major: [Dims; MAX_P],
+    p_minor: [Dims; MAX_P],
+    np_major: usize,
+    np_minor: usize,
+    y_major: Dims,
+    y_minor: Dims,
+}
+
+/// The rules an encoding is checked against (spec §4.3, §16). [`EncodingRule::name`] is the
+/// stable name used in `error[name]` diagnostics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EncodingRule {
+    /// A length in R or H is ≤ 0.
+    LengthNotPositive,
+    /// No X dimension.
+    EmptyX,
+    /// An X dimension without H components.
+    EmptyH,
+    /// No Y dimension.
+    NoY,
+    /// Major and minor lists of different lengths.
+    ListLengthMismatch,
+    /// A (major, minor) reference outside the encoding.
+    IndexOutOfRange,
+    /// A Y claims an R component.
+    YMapsToR,
+    /// A P lists no component.
+    EmptyP,
+    /// NP is not 1 or 2.
+    PCount,
+    /// A component is claimed twice.
+    ClaimedTwice,
+    /// An H component of length > 1 is claimed by nobody.
+    Unclaimed,
+    /// The lane dim does not span exactly `warp_size` lanes (or the warp size is not 32/64).
+    WarpSizeMismatch,
+    /// The declared block size does not match the P lengths.
+    BlockSizeMismatch,
+    /// A declared tile shape does not match the H products.
+    ShapeMismatch,
+    /// More dims/components than supported.
+    CapacityExceeded,
+    /// The tile (every R and H length multiplied) has more than `2³¹ − 1` elements: its indices
+    /// would overflow CK's 32-bit `index_t`.
+    TileTooLarge,
+    /// A slice would cut through a P-claimed digit.
+    SliceThroughP,
+    /// A slice length does not factor through the digits.
+    SliceNotFactor,
+    /// Warning: an R component of length > 1 is owned by no P.
+    RUnowned,
+    /// Warning: an H component of length 1 is claimed by nobody.
+    UnclaimedUnit,
+}
+
+impl EncodingRule {
+    /// The stable kebab-case name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            EncodingRule::LengthNotPositive => "length-not-positive",
+            EncodingRule::EmptyX => "empty-x",
+            EncodingRule::EmptyH => "empty-h",
+            EncodingRule::NoY => "no-y",
+            EncodingRule::ListLengthMismatch => "list-length-mismatch",
+            EncodingRule::IndexOutOfRange => "index-out-of-range",
+            EncodingRule::YMapsToR => "y-maps-to-r",
+            EncodingRule::EmptyP => "empty-p",
+            EncodingRule::PCount => "p-count",
+            EncodingRule::ClaimedTwice => "claimed-twice",
+            EncodingRule::Unclaimed => "unclaimed",
+            EncodingRule::WarpSizeMismatch => "warp-size-mismatch",
+            EncodingRule::BlockSizeMismatch => "block-size-mismatch",
+            EncodingRule::ShapeMismatch => "shape-mismatch",
+            EncodingRule::CapacityExceeded => "capacity-exceeded",
+            EncodingRule::TileTooLarge => "tile-too-large",
+            EncodingRule::SliceThroughP => "slice-through-p",
+            EncodingRule::SliceNotFactor => "slice-not-factor",
+            EncodingRule::RUnowned => "r-unowned",
+            EncodingRule::UnclaimedUnit => "unclaimed-unit",
+        }
+    }
+
+    /// True for the rules that only warn (the encoding is still usable): an R component no P
+    /// owns, an unclaimed H component of length 1.
+    pub const fn is_warning(self) -> bool {
+        matches!(self, EncodingRule::RUnowned | EncodingRule::UnclaimedUnit)
+    }
+
+    /// True for rules that depend on length values (not only on the structure of the lists).
+    pub const fn depends_on_lengths(self) -> bool {
+        matches!(
+            self,
+            EncodingRule::LengthNotPositive
+                | EncodingRule::TileTooLarge
+                | EncodingRule::Unclaimed
+                | EncodingRule::WarpSizeMismatch
+                | EncodingRule::BlockSizeMismatch
+                | EncodingRule::ShapeMismatch
+                | EncodingRule::RUnowned
+                | EncodingRule::UnclaimedUnit
+        )
+    }
+}
+
+/// Where in the encoding a violation is: the token a diagnostic points at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Loc {
+    /// The whole encoding.
+    Whole,
+    /// `R[j]`.
+    R(u8),
+    /// `H[x][j]`.
+    H(u8, u8),
+    /// The list `H[x]`.
+    HList(u8),
+    /// The list of H lists.
+    HAll,
+    /// `p_major[p][k]`.
+    PMajor(u8, u8),
+    /// `p_minor[p][k]`.
+    PMinor(u8, u8),
+    /// The list `p_major[p]` (the whole P dim).
+    PMajorList(u8),
+    /// The list `p_minor[p]`.
+    PMinorList(u8),
+    /// The list of P dims.
+    PMajorAll,
+    /// The list of P minor lists.
+    PMinorAll,
+    /// `y_major[y]`.
+    YMajor(u8),
+    /// `y_minor[y]`.
+    YMinor(u8),
+    /// The Y major list.
+    YMajorAll,
+    /// The Y minor list.
+    YMinorAll,
+    /// The declared warp size.
+    WarpSize,
+    /// The declared block size.
+    BlockSize,
+    /// `shape[x]`.
+    Shape(u8),
+    /// The declared shape.
+    ShapeAll,
+}
+
+/// One violated rule: where, and the values its message quotes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// The rule.
+    pub rule: EncodingRule,
+    /// The offending token.
+    pub loc: Loc,
+    /// For `claimed-twice`: the first claim.
+    pub other: Loc,
+    /// Values quoted by the message (meaning depends on the rule).
+    pub values: [Index; 4],
+}
+
+const fn viol(rule: EncodingRule, loc: Loc, a: Index, b: Index, c: Index, d: Index) -> Violation {
+    Violation {
+        rule,
+        loc,
+        other: Loc::Whole,
+        values: [a, b, c, d],
+    }
+}
+
+/// What an encoding is checked against besides its own consistency.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Checks {
+    /// Threads per warp: 32 (NVIDIA) or 64 (AMD CDNA).
+    pub warp_size: u32,
+    /// Threads per block, 0 if not declared.
+    pub block_size: u32,
+    /// Declared tile shape, empty if not declared.
+    pub shape: Dims,
+}
+
+impl Checks {
+    /// Checks for a warp size, no block size or shape declared.
+    pub const fn warp(warp_size: u32) -> Checks {
+        Checks {
+            warp_size,
+            block_size: 0,
+            shape: Dims::EMPTY,
+        }
+    }
+
+    /// With a declared block size.
+    pub const fn block(mut self, block_size: u32) -> Checks {
+        self.block_size = block_size;
+        self
+    }
+
+    /// With a declared tile shape.
+    pub const fn shape(mut self, shape: Dims) -> Checks {
+        self.shape = shape;
+        self
+    }
+}
+
+/// The source of one digit of an X coordinate in the closed form `X_x = Σ digit · place`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DigitSource {
+    /// Nobody claims the component (length 1): the digit is 0.
+    Zero,
+    /// `y[i]`.
+    Y(u8),
+    /// A digit of `p[p]`: `(p / divisor) % length`, or `p / divisor` for the most significant
+    /// component (`top`), which a merge never reduces.
+    P {
+        /// Which P dim.
+        p: u8,
+        /// Place value of the component inside the P dim.
+        divisor: Index,
+        /// Length of the component.
+        length: Index,
+        /// True for the P dim's first (most significant) component.
+        top: bool,
+    },
+}
+
+/// One term `digit · place` of an X coordinate's closed form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct XTerm {
+    /// Where the digit comes from.
+    pub source: DigitSource,
+    /// Its place value inside X: `scan(H[x])_j`.
+    pub place: Index,
+}
+
+const fn dims_or_capacity(s: &[Index], loc: Loc) -> Result<Dims, Violation> {
+    if s.len() > MAX_COMPONENTS {
+        return Err(viol(
+            EncodingRule::CapacityExceeded,
+            loc,
+            s.len() as Index,
+            MAX_COMPONENTS as Index,
+            0,
+            0,
+        ));
+    }
+    Ok(Dims::from_slice(s))
+}
+
+macro_rules! tryv {
+    ($e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(e) => return Err(e),
+        }
+    };
+}
+
+// After `tryv!`, which they use (macros are in scope from their definition on).
+mod algebra;
+mod checks;
+mod tables;
+
+impl Encoding {
+    /// An encoding from CK's six lists. Only capacities are checked here (at most
+    /// [`MAX_X`] X dims, [`MAX_P`] P dims, [`MAX_COMPONENTS`] entries per list); every other rule
+    /// is checked by [`Encoding::error`].
+    pub const fn new(
+        r: &[Index],
+        h: &[&[Index]],
+        p_major: &[&[Index]],
+        p_minor: &[&[Index]],
+        y_major: &[Index],
+        y_minor: &[Index],
+    ) -> Result<Encoding, Violation> {
+        if h.len() > MAX_X {
+            return Err(viol(
+                EncodingRule::CapacityExceeded,
+                Loc::HAll,
+                h.len() as Index,
+                MAX_X as Index,
+                0,
+                0,
+            ));
+        }
+        if p_major.len() > MAX_P {
+            return Err(viol(
+                EncodingRule::PCount,
+                Loc::PMajorAll,
+                p_major.len() as Index,
+                0,
+                0,
+                0,
+            ));
+        }
+        if p_minor.len() > MAX_P {
+            return Err(viol(
+                EncodingRule::PCount,
+                Loc::PMinorAll,
+                p_minor.len() as Index,
+                0,
+                0,
+                0,
+            ));
+        }
+        let mut e = Encoding {
+            r: tryv!(dims_or_capacity(r, Loc::Whole)),
+            h: [Dims::EMPTY; MAX_X],
+            nx: h.len(),
+            p_major: [Dims::EMPTY; MAX_P],
+            p_minor: [Dims::EMPTY; MAX_P],
+            np_major: p_major.len(),
+            np_minor: p_minor.len(),
+            y_major: tryv!(dims_or_capacity(y_major, Loc::YMajorAll)),
+            y_minor: tryv!(dims_or_capacity(y_minor, Loc::YMinorAll)),
+        };
+        let mut i = 0;
+        while i < h.len() {
+            e.h[i] = tryv!(dims_or_capacity(h[i], Loc::HList(i as u8)));
+            i += 1;
+        }
+        i = 0;
+        while i < p_major.len() {
+            e.p_major[i] = tryv!(dims_or_capacity(p_major[i], Loc::PMajorList(i as u8)));
+            i += 1;
+        }
+        i = 0;
+        while i < p_minor.len() {
+            e.p_minor[i] = tryv!(dims_or_capacity(p_minor[i], Loc::PMinorList(i as u8)));
+            i += 1;
+        }
+        Ok(e)
+    }
+
+    /// `R` lengths.
+    pub const fn r_lengths(&self) -> Dims {
+        self.r
+    }
+
+    /// `H[x]` lengths.
+    pub const fn h_lengths(&self, x: usize) -> Dims {
+        assert!(x < self.nx);
+        self.h[x]
+    }
+
+    /// Number of X dims.
+    pub const fn nx(&self) -> usize {
+        self.nx
+    }
+
+    /// Number of P dims.
+    pub const fn np(&self) -> usize {
+        self.np_major
+    }
+
+    /// Number of Y dims.
+    pub const fn ny(&self) -> usize {
+        self.y_major.len()
+    }
+
+    /// Number of R components.
+    pub const fn nr(&self) -> usize {
+        self.r.len()
+    }
+
+    /// `p_major[p]`.
+    pub const fn p_major(&self, p: usize) -> Dims {
+        self.p_major[p]
+    }
+
+    /// `p_minor[p]`.
+    pub const fn p_minor(&self, p: usize) -> Dims {
+        self.p_minor[p]
+    }
+
+    /// `y_major`.
+    pub const fn y_major(&self) -> Dims {
+        self.y_major
+    }
+
+    /// `y_minor`.
+    pub const fn y_minor(&self) -> Dims {
+        self.y_minor
+    }
+
+    /// Number of components under `major` (NR for 0, |H[major−1]| otherwise), or −1 if the
+    /// major is out of range.
+    pub const fn components(&self, major: Index) -> Index {
+        if major == 0 {
+            self.r.len() as Index
+        } else if major >= 1 && (major as usize) <= self.nx {
+            self.h[major as usize - 1].len() as Index
+        } else {
+            -1
+        }
+    }
+
+    /// Length of component `(major, minor)`, or `None` if it does not exist.
+    pub const fn component_length(&self, major: Index, minor: Index) -> Option<Index> {
+        let n = self.components(major);
+        if n < 0 || minor < 0 || minor >= n {
+            return None;
+        }
+        if major == 0 {
+            Some(self.r.get(minor as usize))
+        } else {
+            Some(self.h[major as usize - 1].get(minor as usize))
+        }
+    }
+}
+
+/// `v`, or `Index::MAX + 1` once past `Index::MAX` (so products of lengths ≤ `Index::MAX` never
+/// overflow i64).
+const fn saturate(v: i64) -> i64 {
+    if v > Index::MAX as i64 {
+        Index::MAX as i64 + 1
+    } else {
+        v
+    }
+}
+
+const fn dims_eq(a: &Dims, b: &Dims) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a.get(i) != b.get(i) {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+const fn loc_eq(a: Loc, b: Loc) -> bool {
+    match (a, b) {
+        (Loc::PMinor(p, k), Loc::PMinor(q, l)) => p == q && k == l,
+        (Loc::YMinor(y), Loc::YMinor(z)) => y == z,
+        _ => false,
+    }
+}
+
+const fn concat(a: &Dims, b: &Dims, loc: Loc) -> Result<Dims, Violation> {
+    if a.len() + b.len() > MAX_COMPONENTS {
+        return Err(viol(
+            EncodingRule::CapacityExceeded,
+            loc,
+            (a.len() + b.len()) as Index,
+            MAX_COMPONENTS as Index,
+            0,
+            0,
+        ));
+    }
+    let mut out = *a;
+    let mut i = 0;
+    while i < b.len() {
+        out = out.push(b.get(i));
+        i += 1;
+    }
+    Ok(out)
+}
