@@ -110,19 +110,6 @@ impl Backend {
         Ok(())
     }
 
-    /// A buffer of no elements (an output the kernel is told to skip): on a GPU a view of
-    /// none of `like`'s memory, so that nothing is allocated (an allocation would go through
-    /// the context's default stream and wait for the caller's work).
-    pub fn empty_f32(&self, like: &Tensor<'_>) -> PyResult<DeviceBuffer<f32>> {
-        match &self.device {
-            Device::Emulator { .. } => DeviceBuffer::zeros(&self.device, 0).map_err(launch_error),
-            // SAFETY: zero bytes of `like`'s memory, which is alive for the call.
-            Device::Cuda(_) => unsafe {
-                DeviceBuffer::from_cuda_ptr(&self.device, like.ptr, 0).map_err(launch_error)
-            },
-        }
-    }
-
     /// `t` as a bfloat16 kernel argument: on the emulator a float32 tensor is rounded to
     /// bfloat16 first; on a GPU `t` must be bfloat16 (checked by the caller).
     pub fn bf16(&self, t: &Tensor<'_>) -> PyResult<DeviceBuffer<Bf16>> {
