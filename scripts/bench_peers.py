@@ -223,6 +223,10 @@ def rows_and_copy(result):
     print(f"copy: torch {result['copy']['torch_gbps']:.0f} GB/s", flush=True)
 
 
+# `ck bench gemm`'s batched case: 16 products of 2048³.
+BMM_SHAPE = (16, 2048, 2048, 2048)
+
+
 def gemm_peers(result):
     torch.backends.cuda.matmul.allow_tf32 = False
     result["gemm"] = {}
@@ -252,6 +256,15 @@ def gemm_peers(result):
             del a, b
         result["gemm"][f"{m}x{n}x{k}"] = row
         print(f"gemm {m}x{n}x{k}: cuBLAS " + ", ".join(f"{key[:-7]} {v:.0f}" for key, v in row.items() if key.endswith("_tflops")) + " TFLOP/s", flush=True)
+    # Batched: torch.bmm, bf16 in and out.
+    batch, m, n, k = BMM_SHAPE
+    a = torch.randn(batch, m, k, device="cuda").bfloat16()
+    b = torch.randn(batch, k, n, device="cuda").bfloat16()
+    t = median_ms(lambda: torch.bmm(a, b), warmup=5, iters=20)
+    key = f"{batch}x{m}x{n}x{k}"
+    result["gemm"][key] = {"bmm_bf16_tflops": 2 * batch * m * n * k / t / 1e9}
+    print(f"gemm batched {key}: torch.bmm bf16 {result['gemm'][key]['bmm_bf16_tflops']:.0f} TFLOP/s", flush=True)
+    del a, b
 
 
 if __name__ == "__main__":

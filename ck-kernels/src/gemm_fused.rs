@@ -99,6 +99,20 @@ pub fn launch<O: GemmOutput>(
     kernel: Bf16Kernel,
     (a, b): (&DeviceBuffer<Bf16>, &DeviceBuffer<Bf16>),
     c: &mut DeviceBuffer<O>,
+    mnk: (u32, u32, u32),
+    epilogue: &EpilogueArgs<'_, O>,
+) -> Result<LaunchStats, LaunchError> {
+    launch_batched(device, kernel, (a, b), c, 1, mnk, epilogue)
+}
+
+/// [`launch`] for `batch` products at once: A `[batch, m, k]`, B `[batch, k, n]`, C and D
+/// `[batch, m, n]` (contiguous), one bias `n` for all.
+pub fn launch_batched<O: GemmOutput>(
+    device: &Device,
+    kernel: Bf16Kernel,
+    (a, b): (&DeviceBuffer<Bf16>, &DeviceBuffer<Bf16>),
+    c: &mut DeviceBuffer<O>,
+    batch: u32,
     (m, n, k): (u32, u32, u32),
     epilogue: &EpilogueArgs<'_, O>,
 ) -> Result<LaunchStats, LaunchError> {
@@ -108,29 +122,42 @@ pub fn launch<O: GemmOutput>(
             format!("the fused GEMM runs on the wgmma kernels, which need N and K to be multiples of 8 (16-byte rows); got N = {n}, K = {k} ({})", kernel.name()),
         ));
     }
-    let want = |what: &str, len: usize, expect: usize| {
-        if len == expect {
+    let elems = |r: u32, c: u32| batch as u64 * r as u64 * c as u64;
+    if [elems(m, k), elems(k, n), elems(m, n)]
+        .iter()
+        .any(|&e| e > u32::MAX as u64)
+    {
+        return Err(LaunchError::invalid(
+            "argument-size",
+            format!(
+                "{batch} products of {m}×{k} · {k}×{n} exceed the kernels' 32-bit element indices"
+            ),
+        ));
+    }
+    let want = |what: &str, len: usize, expect: u64| {
+        if len as u64 == expect {
             Ok(())
         } else {
             Err(LaunchError::invalid(
                 "shape-mismatch",
-                format!("{what} has {len} elements; for an {m} × {n} C it needs {expect}"),
+                format!("{what} has {len} elements; for {batch} product(s) of {m}×{k} · {k}×{n} it needs {expect}"),
             ))
         }
     };
-    let mn = m as usize * n as usize;
-    want("C", c.len(), mn)?;
+    want("A", a.len(), elems(m, k))?;
+    want("B", b.len(), elems(k, n))?;
+    want("C", c.len(), elems(m, n))?;
     let empty = DeviceBuffer::<O>::empty(device)?;
     let d = match epilogue.d {
         Some(d) => {
-            want("D", d.len(), mn)?;
+            want("D", d.len(), elems(m, n))?;
             d
         }
         None => &empty,
     };
     let bias = match epilogue.bias {
         Some(b) => {
-            want("bias", b.len(), n as usize)?;
+            want("bias", b.len(), n as u64)?;
             b
         }
         None => &empty,
@@ -143,7 +170,7 @@ pub fn launch<O: GemmOutput>(
             ));
         }
     }
-    if m == 0 || n == 0 {
+    if batch == 0 || m == 0 || n == 0 {
         return Ok(LaunchStats::default());
     }
     let bn = if kernel == Bf16Kernel::Wgmma128x128 {
@@ -151,7 +178,7 @@ pub fn launch<O: GemmOutput>(
     } else {
         256
     };
-    let cfg = LaunchConfig::new(m.div_ceil(BM) * n.div_ceil(bn), 256);
+    let cfg = LaunchConfig::new(batch * m.div_ceil(BM) * n.div_ceil(bn), 256);
     let scalars = (epilogue.alpha, epilogue.beta, epilogue.flags());
     O::launch_wgmma(
         device,
@@ -218,20 +245,23 @@ impl Default for HostEpilogue<'_> {
     }
 }
 
-/// `C = act(alpha · A·B + beta · D + bias)` on `device` from host values: A and B rounded to
-/// bf16, D and bias to `O`, C (`O`) widened to f32, on the wgmma kernel
-/// [`Bf16Kernel::for_shape`] picks.
+/// `C = act(alpha · A·B + beta · D + bias)` for `batch` products on `device` from host values
+/// (A `[batch, m, k]`, B `[batch, k, n]`, D and C `[batch, m, n]`): A and B rounded to bf16, D
+/// and bias to `O`, C (`O`) widened to f32, on the wgmma kernel [`Bf16Kernel::for_shape`]
+/// picks for the batch's rows.
 pub fn gemm<O: GemmOutput>(
     device: &Device,
     (a, b): (&[f32], &[f32]),
+    batch: u32,
     (m, n, k): (u32, u32, u32),
     epilogue: HostEpilogue<'_>,
 ) -> Result<(Vec<f32>, LaunchStats), LaunchError> {
-    if a.len() != m as usize * k as usize || b.len() != k as usize * n as usize {
+    let size = |r: u32, c: u32| batch as usize * r as usize * c as usize;
+    if a.len() != size(m, k) || b.len() != size(k, n) {
         return Err(LaunchError::invalid(
             "shape-mismatch",
             format!(
-                "A has {} elements and B {}, but the shapes are {m}×{k} and {k}×{n}",
+                "A has {} elements and B {}, but the shapes are {batch} × {m}×{k} and {batch} × {k}×{n}",
                 a.len(),
                 b.len()
             ),
@@ -244,7 +274,7 @@ pub fn gemm<O: GemmOutput>(
     let (ad, bd) = (upload::<Bf16>(device, a)?, upload::<Bf16>(device, b)?);
     let d = epilogue.d.map(|d| upload::<O>(device, d)).transpose()?;
     let bias = epilogue.bias.map(|b| upload::<O>(device, b)).transpose()?;
-    let mut c = upload::<O>(device, &vec![f32::NAN; m as usize * n as usize])?;
+    let mut c = upload::<O>(device, &vec![f32::NAN; size(m, n)])?;
     let args = EpilogueArgs {
         alpha: epilogue.alpha,
         beta: epilogue.beta,
@@ -252,7 +282,7 @@ pub fn gemm<O: GemmOutput>(
         bias: bias.as_ref(),
         activation: epilogue.activation,
     };
-    let kernel = Bf16Kernel::for_shape(device, (m, n, k));
-    let stats = launch(device, kernel, (&ad, &bd), &mut c, (m, n, k), &args)?;
+    let kernel = Bf16Kernel::for_shape(device, (batch.saturating_mul(m), n, k));
+    let stats = launch_batched(device, kernel, (&ad, &bd), &mut c, batch, (m, n, k), &args)?;
     Ok((c.to_vec()?.iter().map(|v| v.to_f32()).collect(), stats))
 }

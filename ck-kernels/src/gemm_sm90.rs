@@ -228,7 +228,20 @@ fn gemm_wgmma<T: WgmmaTile, O: CElement, const SMEM: usize, const STAGED: usize>
     let stage_bytes = A_BYTES + BK * T::BN * 2;
     let first = (1024 - smem.shared_address(0) % 1024) % 1024 / 2;
     let tiles = (m.div_ceil(BM), n.div_ceil(T::BN));
-    let (bm, bn) = block_tile(block_idx(), tiles, T::BN);
+    // A batch of products, `[batch, m, k] · [batch, k, n]`: the grid is the tiles of each
+    // product in turn, and a block works on its product's slices (checked once, here).
+    let per_product = tiles.0 * tiles.1;
+    let (product, block) = (block_idx() / per_product, block_idx() % per_product);
+    let (a, b) = (
+        a.slice(product * m * k, m * k),
+        b.slice(product * k * n, k * n),
+    );
+    let c = c.slice(product * m * n, m * n);
+    let mut epilogue = epilogue;
+    if epilogue.flags & HAS_D != 0 {
+        epilogue.d = epilogue.d.slice(product * m * n, m * n);
+    }
+    let (bm, bn) = block_tile(block, tiles, T::BN);
     let stage_at = |s: u32| first + s * stage_bytes / 2;
     let k_tiles = k.div_ceil(BK);
     let (a, b) = (Operand::new(a, m, k, k), Operand::new(b, k, n, n));

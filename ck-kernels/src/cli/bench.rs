@@ -546,5 +546,44 @@ fn bench_gemm(
             }
         }
     }
+    if !device.is_emulator() && args.shapes.is_none() {
+        rows.push(bench_bmm(device, peers, (warmup, iters))?);
+    }
     Ok(rows)
+}
+
+/// Batched GEMM, 16 products of 2048³ (bf16 in and out) against torch.bmm from the peers.
+fn bench_bmm(
+    device: &Device,
+    peers: &Value,
+    (warmup, iters): (usize, usize),
+) -> Result<Value, CliError> {
+    use crate::gemm::host::Bf16Kernel;
+    use crate::gemm_fused::{launch_batched, EpilogueArgs};
+    let (batch, m, n, k) = (16u32, 2048u32, 2048u32, 2048u32);
+    let mut rng = Rng(0xb33);
+    let rand = |rng: &mut Rng, len: u32| -> Vec<Bf16> {
+        (0..len).map(|_| Bf16::from_f32(rng.f32())).collect()
+    };
+    let a =
+        DeviceBuffer::from_slice(device, &rand(&mut rng, batch * m * k)).map_err(launch_error)?;
+    let b =
+        DeviceBuffer::from_slice(device, &rand(&mut rng, batch * k * n)).map_err(launch_error)?;
+    let mut c =
+        DeviceBuffer::<Bf16>::zeros(device, (batch * m * n) as usize).map_err(launch_error)?;
+    let kernel = Bf16Kernel::for_shape(device, (batch * m, n, k));
+    let plain = EpilogueArgs::default();
+    let t = timed(warmup, iters, || {
+        launch_batched(device, kernel, (&a, &b), &mut c, batch, (m, n, k), &plain)
+            .map(|s| s.elapsed)
+    })
+    .map_err(launch_error)?;
+    let key = format!("{batch}x{m}x{n}x{k}");
+    let ours = 2.0 * batch as f64 * m as f64 * n as f64 * k as f64 / t.as_secs_f64() / 1e12;
+    let mut row = json!({"case": format!("bmm_bf16 {key}"), "kernel": format!("{}_bf16", kernel.name()), "ms": t.as_secs_f64() * 1e3, "ours_tflops": ours});
+    if let Some(p) = peers["gemm"][&key]["bmm_bf16_tflops"].as_f64() {
+        row["cublas_tflops"] = json!(p);
+        row["vs_cublas"] = json!(ours / p);
+    }
+    Ok(row)
 }

@@ -781,11 +781,19 @@ fn gemm_cmd(args: &GemmArgs) -> Result<(), CliError> {
         npy::read(pa).map_err(|m| CliError::new("npy", m))?,
         npy::read(pb).map_err(|m| CliError::new("npy", m))?,
     );
-    let (&[m, k], &[k2, n]) = (&a.shape[..], &b.shape[..]) else {
-        return Err(CliError::new(
-            "shape-mismatch",
-            format!("A {:?} and B {:?} must both be 2-D", a.shape, b.shape),
-        ));
+    // 2-D, or 3-D with a leading batch dimension (the fused tensor-core GEMM, per product).
+    let (batch, m, k, k2, n) = match (&a.shape[..], &b.shape[..]) {
+        (&[m, k], &[k2, n]) => (1, m, k, k2, n),
+        (&[ba, m, k], &[bb, k2, n]) if ba == bb => (ba, m, k, k2, n),
+        _ => {
+            return Err(CliError::new(
+                "shape-mismatch",
+                format!(
+                    "A {:?} and B {:?} must both be 2-D, or both 3-D with one batch size",
+                    a.shape, b.shape
+                ),
+            ))
+        }
     };
     if k != k2 {
         return Err(CliError::new(
@@ -811,20 +819,26 @@ fn gemm_cmd(args: &GemmArgs) -> Result<(), CliError> {
     }
     let device = device(&args.backend)?;
     let shape = (m as u32, n as u32, k as u32);
-    let fused = args.out_dtype.is_some()
+    let batched = a.shape.len() == 3;
+    let fused = batched
+        || args.out_dtype.is_some()
         || args.bias.is_some()
         || args.residual.is_some()
         || args.alpha.is_some()
         || args.beta.is_some()
         || args.activation.is_some();
     let (c, stats, what) = if fused {
-        let (c, stats, what) = gemm_fused_cmd(args, &device, (&a.data, &b.data), (m, n, k))?;
-        (c, stats, what)
+        gemm_fused_cmd(args, &device, (&a.data, &b.data), batch, (m, n, k))?
     } else {
         let (c, stats) = gemm(&device, &a.data, &b.data, shape).map_err(launch_error)?;
         (c, stats, format!("{dtype} operands, f32 accumulation"))
     };
-    write_npy(out, vec![m, n], c)?;
+    let c_shape = if batched {
+        vec![batch, m, n]
+    } else {
+        vec![m, n]
+    };
+    write_npy(out, c_shape, c)?;
     let summary = format!(
         "gemm {m}×{k} · {k}×{n} ({what}) on {} → {out}",
         device.name()
@@ -837,6 +851,7 @@ fn gemm_fused_cmd(
     args: &GemmArgs,
     device: &ck_core::host::Device,
     (a, b): (&[f32], &[f32]),
+    batch: usize,
     (m, n, k): (usize, usize, usize),
 ) -> Result<(Vec<f32>, ck_core::host::LaunchStats, String), CliError> {
     use crate::epilogue::Activation;
@@ -865,7 +880,12 @@ fn gemm_fused_cmd(
         }
         Ok(Some(t.data))
     };
-    let d = read(&args.residual, &[m, n], "--residual")?;
+    let d_shape = if batch > 1 {
+        vec![batch, m, n]
+    } else {
+        vec![m, n]
+    };
+    let d = read(&args.residual, &d_shape, "--residual")?;
     let bias = read(&args.bias, &[n], "--bias")?;
     let activation = match args.activation.as_deref() {
         None => Activation::None,
@@ -885,8 +905,8 @@ fn gemm_fused_cmd(
     let shape = (m as u32, n as u32, k as u32);
     let out_dtype = args.out_dtype.as_deref().unwrap_or("f32");
     let (c, stats) = match out_dtype {
-        "f32" => gemm::<f32>(device, (a, b), shape, epilogue),
-        "bf16" => gemm::<ck_core::device::Bf16>(device, (a, b), shape, epilogue),
+        "f32" => gemm::<f32>(device, (a, b), batch as u32, shape, epilogue),
+        "bf16" => gemm::<ck_core::device::Bf16>(device, (a, b), batch as u32, shape, epilogue),
         other => {
             return Err(CliError::new(
                 "dtype",
