@@ -287,3 +287,82 @@ fn batched_products_each_match_their_reference() {
         check_batched::<Bf16>(kernel, |w, scale| w.abs() * 2f64.powi(-8) + 1e-5 * scale);
     }
 }
+
+#[test]
+fn ck_run_gemm_takes_3d_inputs_as_a_batch() {
+    use ck_kernels::npy::{read, write, Array};
+    let dir = std::env::temp_dir().join(format!("ck-gemm-batched-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = |f: &str| dir.join(f).to_str().unwrap().to_string();
+    let mut rng = Rng(61);
+    let (batch, m, n, k) = (2usize, 9usize, 16usize, 8usize);
+    let mut save = |f: &str, shape: Vec<usize>| {
+        let data: Vec<f32> = (0..shape.iter().product()).map(|_| rng.f32()).collect();
+        write(
+            &path(f),
+            &Array {
+                shape,
+                data: data.clone(),
+            },
+        )
+        .unwrap();
+        data
+    };
+    let a = round::<Bf16>(&save("a.npy", vec![batch, m, k]));
+    let b = round::<Bf16>(&save("b.npy", vec![batch, k, n]));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ck"))
+        .args([
+            "run",
+            "gemm",
+            "--input-a",
+            &path("a.npy"),
+            "--input-b",
+            &path("b.npy"),
+        ])
+        .args(["--output", &path("c.npy")])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let c = read(&path("c.npy")).unwrap();
+    assert_eq!(c.shape, [batch, m, n]);
+    for p in 0..batch {
+        let want = product(
+            &a[p * m * k..][..m * k],
+            &b[p * k * n..][..k * n],
+            (9, 16, 8),
+        );
+        for (&g, &w) in c.data[p * m * n..][..m * n].iter().zip(&want) {
+            assert!(
+                (g as f64 - w).abs() <= 1e-5 * (1.0 + w.abs()),
+                "product {p}: {g} vs {w}"
+            );
+        }
+    }
+    // Batches must agree.
+    write(
+        &path("b1.npy"),
+        &Array {
+            shape: vec![1, k, n],
+            data: b[..k * n].to_vec(),
+        },
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ck"))
+        .args([
+            "run",
+            "gemm",
+            "--input-a",
+            &path("a.npy"),
+            "--input-b",
+            &path("b1.npy"),
+        ])
+        .args(["--output", &path("c.npy")])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("error[shape-mismatch]"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
