@@ -7,16 +7,27 @@ forward through torch's scaled_dot_product_attention with its flash (FlashAttent
 cuDNN backends (TFLOP/s = 4·B·H·S²·D / time, halved for causal).
 
 Usage: bench_peers.py OUT.json [SECTION ...]   (sections: rows, gemm, attention; default all)
-Times: CUDA events around each call, 10 warm-up calls, median of 30; random normal inputs.
+Times: CUDA events around 10 back-to-back calls, per call; 10 warm-up calls, median of 30;
+random normal inputs.
 GB/s counts x read + gamma (and beta) read + y write (RMSNorm, LayerNorm) or read + write (copy).
 """
 import json
 import sys
 
+import importlib.util
+import pathlib
+
 import torch
 import torch.nn.functional as F
-import triton
-import triton.language as tl
+
+# The Triton kernels live in the Python package (its `python -m ck_rs.bench` uses them too);
+# loaded by path, so the package need not be built or installed.
+_spec = importlib.util.spec_from_file_location(
+    "ck_rs_peers", pathlib.Path(__file__).resolve().parent.parent / "python/ck_rs/peers.py")
+_peers = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_peers)
+triton_rmsnorm, triton_layernorm = _peers.triton_rmsnorm, _peers.triton_layernorm
+triton_add_rmsnorm, triton_softmax = _peers.triton_add_rmsnorm, _peers.triton_softmax
 
 SHAPES = [(4096, 4096), (16384, 8192), (65536, 1024)]
 GEMM_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024)]
@@ -27,94 +38,15 @@ ATTENTION_CASES = [(16, 16, 1024, 64, False), (16, 16, 1024, 128, False), (4, 16
 EPS = 1e-6
 
 
-@triton.jit
-def _rmsnorm(x_ptr, g_ptr, y_ptr, n, eps, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < n
-    x = tl.load(x_ptr + row * n + cols, mask=mask, other=0.0).to(tl.float32)
-    g = tl.load(g_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    r = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n + eps)
-    tl.store(y_ptr + row * n + cols, (x * r * g).to(y_ptr.dtype.element_ty), mask=mask)
-
-
-@triton.jit
-def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, n, eps, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < n
-    x = tl.load(x_ptr + row * n + cols, mask=mask, other=0.0).to(tl.float32)
-    mean = tl.sum(x, axis=0) / n
-    d = tl.where(mask, x - mean, 0.0)
-    r = 1.0 / tl.sqrt(tl.sum(d * d, axis=0) / n + eps)
-    g = tl.load(g_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    b = tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    tl.store(y_ptr + row * n + cols, (d * r * g + b).to(y_ptr.dtype.element_ty), mask=mask)
-
-
-def triton_layernorm(x, g, b):
-    m, n = x.shape
-    y = torch.empty_like(x)
-    block = triton.next_power_of_2(n)
-    _layernorm[(m,)](x, g, b, y, n, EPS, BLOCK=block, num_warps=min(16, max(4, block // 1024)))
-    return y
-
-
-@triton.jit
-def _add_rmsnorm(x_ptr, res_ptr, g_ptr, r_ptr, y_ptr, n, eps, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < n
-    x = tl.load(x_ptr + row * n + cols, mask=mask, other=0.0)
-    res = tl.load(res_ptr + row * n + cols, mask=mask, other=0.0)
-    r = (x.to(tl.float32) + res.to(tl.float32)).to(r_ptr.dtype.element_ty)
-    tl.store(r_ptr + row * n + cols, r, mask=mask)
-    rf = r.to(tl.float32)
-    s = 1.0 / tl.sqrt(tl.sum(rf * rf, axis=0) / n + eps)
-    g = tl.load(g_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    tl.store(y_ptr + row * n + cols, (rf * s * g).to(y_ptr.dtype.element_ty), mask=mask)
-
-
-def triton_add_rmsnorm(x, res, g):
-    m, n = x.shape
-    r, y = torch.empty_like(x), torch.empty_like(x)
-    block = triton.next_power_of_2(n)
-    _add_rmsnorm[(m,)](x, res, g, r, y, n, EPS, BLOCK=block, num_warps=min(16, max(4, block // 1024)))
-    return r, y
-
-
-@triton.jit
-def _softmax(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < n
-    x = tl.load(x_ptr + row * n + cols, mask=mask, other=-float("inf")).to(tl.float32)
-    e = tl.exp(x - tl.max(x, axis=0))
-    tl.store(y_ptr + row * n + cols, (e / tl.sum(e, axis=0)).to(y_ptr.dtype.element_ty), mask=mask)
-
-
-def triton_softmax(x):
-    m, n = x.shape
-    y = torch.empty_like(x)
-    block = triton.next_power_of_2(n)
-    _softmax[(m,)](x, y, n, BLOCK=block, num_warps=min(16, max(4, block // 1024)))
-    return y
-
-
 def torch_add_rmsnorm(x, res, g):
     r = x + res
     return r, F.rms_norm(r, (x.shape[1],), g, EPS)
 
 
-def triton_rmsnorm(x, g):
-    m, n = x.shape
-    y = torch.empty_like(x)
-    block = triton.next_power_of_2(n)
-    _rmsnorm[(m,)](x, g, y, n, EPS, BLOCK=block, num_warps=min(16, max(4, block // 1024)))
-    return y
-
-
-def median_ms(fn, warmup=10, iters=30):
+def median_ms(fn, warmup=10, iters=30, batch=10):
+    """Median over `iters` of the time per call of `batch` back-to-back calls. Timing single
+    calls would count the launch latency of an idle GPU (tens of µs for a Triton launch from
+    Python) against the peer: with the queue kept full it is the kernel's own time."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -122,10 +54,11 @@ def median_ms(fn, warmup=10, iters=30):
     for _ in range(iters):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
-        fn()
+        for _ in range(batch):
+            fn()
         b.record()
         b.synchronize()
-        times.append(a.elapsed_time(b))
+        times.append(a.elapsed_time(b) / batch)
     times.sort()
     return times[len(times) // 2]
 
@@ -156,7 +89,7 @@ def attention_peers():
 
 def main(out, sections):
     torch.manual_seed(0)
-    result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__}
+    result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": _peers.triton.__version__}
     if "rows" in sections:
         rows_and_copy(result)
     if "gemm" in sections:

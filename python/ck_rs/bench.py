@@ -1,7 +1,8 @@
 """``python -m ck_rs.bench``: on a CUDA GPU, the per-call cost of ``ck_rs.rmsnorm`` on a
 1 × 1024 tensor next to torch's ``F.rms_norm`` (CUDA events around 10 000 back-to-back calls,
 and wall time of the Python loop), then the bandwidth (bytes read + written over time) of the
-operators next to torch's on large tensors."""
+operators next to torch's and, where Triton is installed, Triton's (``ck_rs.peers``) on large
+tensors."""
 
 import argparse
 import time
@@ -10,6 +11,11 @@ import torch
 import torch.nn.functional as F
 
 import ck_rs
+
+try:  # Triton is optional
+    from ck_rs import peers as triton_peers
+except ImportError:
+    triton_peers = None
 
 
 def per_call_us(fn, calls):
@@ -75,22 +81,29 @@ def main():
     print(f"ratio ck_rs / torch: events {ours[0] / torch_[0]:.2f}, wall {ours[1] / torch_[1]:.2f}")
 
     print("\nbandwidth, GB/s (x read and y written once), medians of 10 back-to-back calls")
-    print(f"{'case':>34} {'ck_rs':>8} {'torch':>8} {'ratio':>6}")
+    print(f"{'case':>34} {'ck_rs':>8} {'torch':>8} {'triton':>8} {'vs best':>8}")
     for dtype in (torch.float32, torch.bfloat16):
         for m, n in ((4096, 4096), (16384, 8192), (65536, 1024)):
             x = torch.randn(m, n, device=dev, dtype=dtype)
             g, b = torch.randn(n, device=dev, dtype=dtype), torch.randn(n, device=dev, dtype=dtype)
             nbytes = 2 * x.numel() * x.element_size()
+            tp = triton_peers
             cases = [
-                ("rmsnorm", lambda: ck_rs.rmsnorm(x, g), lambda: F.rms_norm(x, (n,), g, 1e-6)),
-                ("layernorm", lambda: ck_rs.layernorm(x, g, b), lambda: F.layer_norm(x, (n,), g, b)),
-                ("softmax", lambda: ck_rs.softmax(x), lambda: torch.softmax(x, -1)),
+                ("rmsnorm", lambda: ck_rs.rmsnorm(x, g), lambda: F.rms_norm(x, (n,), g, 1e-6),
+                 tp and (lambda: tp.triton_rmsnorm(x, g))),
+                ("layernorm", lambda: ck_rs.layernorm(x, g, b), lambda: F.layer_norm(x, (n,), g, b),
+                 tp and (lambda: tp.triton_layernorm(x, g, b))),
+                ("softmax", lambda: ck_rs.softmax(x), lambda: torch.softmax(x, -1),
+                 tp and (lambda: tp.triton_softmax(x))),
             ]
-            for name, ours_fn, torch_fn in cases:
+            for name, ours_fn, torch_fn, triton_fn in cases:
                 a, t = median_ms(ours_fn), median_ms(torch_fn)
+                tt = median_ms(triton_fn) if triton_fn else None
+                best = min(t, tt) if tt else t
                 gb = lambda ms: nbytes / ms / 1e6
                 case = f"{name} {str(dtype)[6:]} {m}x{n}"
-                print(f"{case:>34} {gb(a):8.0f} {gb(t):8.0f} {t / a:6.2f}")
+                tri = f"{gb(tt):8.0f}" if tt else f"{'-':>8}"
+                print(f"{case:>34} {gb(a):8.0f} {gb(t):8.0f} {tri} {best / a:8.2f}")
 
 
 if __name__ == "__main__":
