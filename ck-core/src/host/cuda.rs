@@ -151,6 +151,38 @@ impl CudaDevice {
         Ok(f)
     }
 
+    /// The GPU time per round of `reps` rounds of `f`, launches queued back to back on this
+    /// device's stream between two events (no wait, so no launch latency between kernels).
+    pub(crate) fn time_queued(
+        &self,
+        reps: u32,
+        f: &mut dyn FnMut(&super::Device) -> Result<(), LaunchError>,
+    ) -> Result<Duration, LaunchError> {
+        let queued = super::Device::Cuda(Arc::new(CudaDevice {
+            ordinal: self.ordinal,
+            name: self.name.clone(),
+            multiprocessors: self.multiprocessors,
+            ctx: self.ctx.clone(),
+            stream: self.stream.clone(),
+            timed: false,
+            modules: self.modules.clone(),
+            functions: self.functions.clone(),
+        }));
+        let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let start = self.stream.record_event(flags).map_err(backend)?;
+        for _ in 0..reps {
+            f(&queued)?;
+        }
+        let end = self.stream.record_event(flags).map_err(backend)?;
+        end.synchronize().map_err(|e| {
+            LaunchError::invalid("cuda", format!("a queued kernel failed on the GPU: {e}"))
+        })?;
+        let ms = start.elapsed_ms(&end).map_err(backend)?;
+        Ok(Duration::from_secs_f64(
+            ms as f64 / 1e3 / reps.max(1) as f64,
+        ))
+    }
+
     pub(crate) fn alloc(&self, bytes: usize) -> Result<CudaSlice<u8>, LaunchError> {
         self.stream.alloc_zeros::<u8>(bytes.max(1)).map_err(backend)
     }

@@ -69,6 +69,27 @@ impl Device {
         }
     }
 
+    /// The time per round of `reps` rounds of `f`, which launches kernels on the device it is
+    /// given: on a GPU, launches queued back to back on this device's stream (not waited for)
+    /// between two CUDA events, so a short kernel is not charged the launch latency of an idle
+    /// GPU; on the emulator, wall time. For benchmarks.
+    pub fn time_queued(
+        &self,
+        reps: u32,
+        mut f: impl FnMut(&Device) -> Result<(), LaunchError>,
+    ) -> Result<Duration, LaunchError> {
+        match self {
+            Device::Emulator { .. } => {
+                let start = Instant::now();
+                for _ in 0..reps {
+                    f(self)?;
+                }
+                Ok(start.elapsed() / reps.max(1))
+            }
+            Device::Cuda(d) => d.time_queued(reps, &mut f),
+        }
+    }
+
     /// Shared memory one block may use, in bytes (the H100's 227 KiB, so that what runs on the
     /// emulator fits the GPU).
     pub fn shared_memory_limit(&self) -> usize {

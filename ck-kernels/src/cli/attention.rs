@@ -184,8 +184,8 @@ pub fn bench(
             causal,
             scale: None,
         };
-        let t = timed(warmup, iters, || {
-            launch(device, (&q, &k, &v), &mut o, &mut lse, shape, options).map(|s| s.elapsed)
+        let t = timed(device, warmup, iters, |d| {
+            launch(d, (&q, &k, &v), &mut o, &mut lse, shape, options).map(|_| ())
         })
         .map_err(launch_error)?;
         let Shape {

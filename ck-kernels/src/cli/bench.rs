@@ -23,6 +23,30 @@ fn median(mut v: Vec<Duration>) -> Duration {
 }
 
 pub(super) fn timed(
+    device: &Device,
+    warmup: usize,
+    iters: usize,
+    mut f: impl FnMut(&Device) -> Result<(), LaunchError>,
+) -> Result<Duration, LaunchError> {
+    for _ in 0..warmup {
+        f(device)?;
+    }
+    // On a GPU each sample is QUEUED launches back to back between two events (the peers of
+    // `bench_peers.py` are timed the same way), so a short kernel is not charged the launch
+    // latency of an idle GPU; on the emulator, one launch.
+    let reps = if device.is_emulator() { 1 } else { QUEUED };
+    let mut v = Vec::with_capacity(iters);
+    for _ in 0..iters {
+        v.push(device.time_queued(reps, &mut f)?);
+    }
+    Ok(median(v))
+}
+
+/// Launches per timed sample on a GPU.
+const QUEUED: u32 = 10;
+
+/// The median of `iters` calls of `f`, each returning its own time (the driver's copy).
+fn timed_each(
     warmup: usize,
     iters: usize,
     mut f: impl FnMut() -> Result<Duration, LaunchError>,
@@ -30,10 +54,7 @@ pub(super) fn timed(
     for _ in 0..warmup {
         f()?;
     }
-    let mut v = Vec::with_capacity(iters);
-    for _ in 0..iters {
-        v.push(f()?);
-    }
+    let v = (0..iters).map(|_| f()).collect::<Result<Vec<_>, _>>()?;
     Ok(median(v))
 }
 
@@ -318,32 +339,32 @@ fn bench_rows(
                 Dtype::F32 => {
                     let mut r = RowRun::new(device, x.clone(), g.clone(), b.clone())
                         .map_err(launch_error)?;
-                    timed(warmup, iters, || {
+                    timed(device, warmup, iters, |d| {
                         match op {
-                            RowOp::Rmsnorm => rms_f32(device, &r.x, &r.g, &mut r.y, shape),
-                            RowOp::Layernorm => ln_f32(device, r.layernorm_buffers(), shape),
+                            RowOp::Rmsnorm => rms_f32(d, &r.x, &r.g, &mut r.y, shape),
+                            RowOp::Layernorm => ln_f32(d, r.layernorm_buffers(), shape),
                             RowOp::AddRmsnorm => {
-                                add_f32(device, (&r.x, &r.b, &r.g), (&mut r.r, &mut r.y), shape)
+                                add_f32(d, (&r.x, &r.b, &r.g), (&mut r.r, &mut r.y), shape)
                             }
-                            RowOp::Softmax => sm_f32(device, &r.x, &mut r.y, (m, n)),
+                            RowOp::Softmax => sm_f32(d, &r.x, &mut r.y, (m, n)),
                         }
-                        .map(|s| s.elapsed)
+                        .map(|_| ())
                     })
                 }
                 Dtype::Bf16 => {
                     let round = |v: &[f32]| v.iter().map(|&a| Bf16::from_f32(a)).collect();
                     let mut r = RowRun::new(device, round(&x), round(&g), round(&b))
                         .map_err(launch_error)?;
-                    timed(warmup, iters, || {
+                    timed(device, warmup, iters, |d| {
                         match op {
-                            RowOp::Rmsnorm => rms_bf16(device, &r.x, &r.g, &mut r.y, shape),
-                            RowOp::Layernorm => ln_bf16(device, r.layernorm_buffers(), shape),
+                            RowOp::Rmsnorm => rms_bf16(d, &r.x, &r.g, &mut r.y, shape),
+                            RowOp::Layernorm => ln_bf16(d, r.layernorm_buffers(), shape),
                             RowOp::AddRmsnorm => {
-                                add_bf16(device, (&r.x, &r.b, &r.g), (&mut r.r, &mut r.y), shape)
+                                add_bf16(d, (&r.x, &r.b, &r.g), (&mut r.r, &mut r.y), shape)
                             }
-                            RowOp::Softmax => sm_bf16(device, &r.x, &mut r.y, (m, n)),
+                            RowOp::Softmax => sm_bf16(d, &r.x, &mut r.y, (m, n)),
                         }
-                        .map(|s| s.elapsed)
+                        .map(|_| ())
                     })
                 }
             }
@@ -402,31 +423,31 @@ fn bench_copy(
     let n = (bytes / 4) as u32;
     let src = DeviceBuffer::<f32>::zeros(device, n as usize).map_err(launch_error)?;
     let mut dst = DeviceBuffer::<f32>::zeros(device, n as usize).map_err(launch_error)?;
-    let driver = timed(warmup, iters, || dst.copy_from(&src)).map_err(launch_error)?;
-    let k32 = timed(warmup, iters, || {
+    let driver = timed_each(warmup, iters, || dst.copy_from(&src)).map_err(launch_error)?;
+    let k32 = timed(device, warmup, iters, |d| {
         CopyF32::launch(
-            device,
+            d,
             LaunchConfig::new(n.div_ceil(TILE_F32), 256),
             &src,
             &mut dst,
             n,
         )
-        .map(|s| s.elapsed)
+        .map(|_| ())
     })
     .map_err(launch_error)?;
     drop((src, dst));
     let nb = (bytes / 2) as u32;
     let src = DeviceBuffer::<Bf16>::zeros(device, nb as usize).map_err(launch_error)?;
     let mut dst = DeviceBuffer::<Bf16>::zeros(device, nb as usize).map_err(launch_error)?;
-    let k16 = timed(warmup, iters, || {
+    let k16 = timed(device, warmup, iters, |d| {
         CopyBf16::launch(
-            device,
+            d,
             LaunchConfig::new(nb.div_ceil(TILE_BF16), 256),
             &src,
             &mut dst,
             nb,
         )
-        .map(|s| s.elapsed)
+        .map(|_| ())
     })
     .map_err(launch_error)?;
     let d = gbps(moved, driver);
@@ -469,8 +490,8 @@ fn bench_gemm(
         );
         let mut cd =
             DeviceBuffer::<f32>::zeros(device, m as usize * n as usize).map_err(launch_error)?;
-        let t = timed(warmup, iters, || {
-            launch_f32(device, &ad, &bd, &mut cd, (m, n, k)).map(|s| s.elapsed)
+        let t = timed(device, warmup, iters, |d| {
+            launch_f32(d, &ad, &bd, &mut cd, (m, n, k)).map(|_| ())
         })
         .map_err(launch_error)?;
         // One row per kernel: our TFLOP/s and, when the peers ran, cuBLAS's and the ratio.
@@ -511,8 +532,8 @@ fn bench_gemm(
             );
         }
         for kernel in kernels {
-            let t = timed(warmup, iters, || {
-                launch_bf16_with(device, kernel, &ad, &bd, &mut cd, (m, n, k)).map(|s| s.elapsed)
+            let t = timed(device, warmup, iters, |d| {
+                launch_bf16_with(d, kernel, &ad, &bd, &mut cd, (m, n, k)).map(|_| ())
             })
             .map_err(launch_error)?;
             let name = if kernel == picked {
@@ -536,9 +557,8 @@ fn bench_gemm(
                 ..Default::default()
             };
             for (dtype, args) in [("bf16", EpilogueArgs::default()), ("bf16_bias_gelu", gelu)] {
-                let t = timed(warmup, iters, || {
-                    launch(device, picked, (&ad, &bd), &mut c16, (m, n, k), &args)
-                        .map(|s| s.elapsed)
+                let t = timed(device, warmup, iters, |d| {
+                    launch(d, picked, (&ad, &bd), &mut c16, (m, n, k), &args).map(|_| ())
                 })
                 .map_err(launch_error)?;
                 let name = format!("{}_bf16", picked.name());
@@ -573,9 +593,8 @@ fn bench_bmm(
         DeviceBuffer::<Bf16>::zeros(device, (batch * m * n) as usize).map_err(launch_error)?;
     let kernel = Bf16Kernel::for_shape(device, (batch * m, n, k));
     let plain = EpilogueArgs::default();
-    let t = timed(warmup, iters, || {
-        launch_batched(device, kernel, (&a, &b), &mut c, batch, (m, n, k), &plain)
-            .map(|s| s.elapsed)
+    let t = timed(device, warmup, iters, |d| {
+        launch_batched(d, kernel, (&a, &b), &mut c, batch, (m, n, k), &plain).map(|_| ())
     })
     .map_err(launch_error)?;
     let key = format!("{batch}x{m}x{n}x{k}");
