@@ -130,6 +130,12 @@ def _out(call, out, shape, like=None, float32=False, name="out"):
             "device-mismatch",
             f"`{name}` is on {out.device} but the inputs on {call.device}",
         )
+    if not call.torch and not out.flags.writeable:
+        raise _error(
+            ValueError,
+            "read-only",
+            f"`{name}` is a read-only array; pass a writeable one (or leave it out for a new one)",
+        )
     return out
 
 

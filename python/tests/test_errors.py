@@ -41,6 +41,13 @@ def test_bad_input_raises_with_its_rule(call, kind, rule):
     assert str(e.value).startswith(f"error[{rule}]"), str(e.value)
 
 
+def test_a_read_only_out_is_an_error_not_a_silent_copy():
+    out = f32(2, 8)
+    out.flags.writeable = False
+    with pytest.raises(ValueError, match=r"^error\[read-only\]"):
+        ck_rs.rmsnorm(f32(2, 8), f32(8), out=out)
+
+
 def test_read_only_and_offset_arrays_are_fine_on_the_emulator():
     x = np.arange(1, 20, dtype=np.float32)[3:].reshape(2, 8)  # starts 12 bytes into its buffer
     x.flags.writeable = False
