@@ -101,8 +101,12 @@ fn layernorm_tile<D, T, const VEC: usize, const LONG: bool>(
             "layernorm: row longer than the tile; use the _long kernel"
         );
         let stats = row_stats(&acc, (n, eps), scratch);
-        let (g, b) = (wg.load::<T>(), wb.load::<T>());
-        wy.store(&normalize(&first, &shift, &stats, (&g, &b)));
+        // gamma, then beta once x·gamma is made: x, gamma and beta are never all live.
+        let scaled = first
+            .zip_map(&shift, |v, s| v - s)
+            .zip_map(&stats, |d, (md, r)| (d - md) * r)
+            .zip_map(&wg.load::<T>(), |v, g| v * g.to_f32());
+        wy.store(&scaled.zip_map(&wb.load::<T>(), |v, b| T::from_f32(v + b.to_f32())));
         stats
     } else {
         // Longer rows: the other tiles for the sums, then every tile again for y.
