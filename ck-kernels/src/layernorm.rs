@@ -137,9 +137,17 @@ fn layernorm_tile<D, T, const VEC: usize, const LONG: bool>(
 }
 
 macro_rules! layernorm_kernel {
+    // Launch bounds only where given: with `min_blocks_per_sm = 1` ptxas takes registers freely
+    // (the bf16 row kernel went 77 → 120).
     ($name:ident, $dist:ident, $t:ty, $vec:literal, $block:literal, $long:literal) => {
+        layernorm_kernel!(@ $name, $dist, $t, $vec, $long, [block = $block, distributions($dist)]);
+    };
+    ($name:ident, $dist:ident, $t:ty, $vec:literal, $block:literal, $long:literal, min_blocks_per_sm = $mb:literal) => {
+        layernorm_kernel!(@ $name, $dist, $t, $vec, $long, [block = $block, min_blocks_per_sm = $mb, distributions($dist)]);
+    };
+    (@ $name:ident, $dist:ident, $t:ty, $vec:literal, $long:literal, [$($opts:tt)*]) => {
         #[doc = concat!("LayerNorm with `", stringify!($dist), "` tiles, `", stringify!($t), "` in and out.")]
-        #[tile_kernel(block = $block, distributions($dist))]
+        #[tile_kernel($($opts)*)]
         #[allow(clippy::too_many_arguments)]
         pub fn $name(
             x: Global<$t>,
@@ -171,7 +179,17 @@ layernorm_kernel!(layernorm_f32_c8192, RowF32x8192, f32, 4, 256, false);
 layernorm_kernel!(layernorm_f32_long, RowF32x8192, f32, 4, 256, true);
 layernorm_kernel!(layernorm_bf16_rows, RowsBf16, Bf16, 8, 256, false);
 layernorm_kernel!(layernorm_bf16_c4096, RowBf16x4096, Bf16, 8, 128, false);
-layernorm_kernel!(layernorm_bf16_c8192, RowBf16x8192, Bf16, 8, 256, false);
+// Three blocks per SM (80 registers; 12 bytes spilled in the epilogue): the row is 16 KiB of
+// loads, and the third block's are what keeps the memory system busy.
+layernorm_kernel!(
+    layernorm_bf16_c8192,
+    RowBf16x8192,
+    Bf16,
+    8,
+    256,
+    false,
+    min_blocks_per_sm = 3
+);
 layernorm_kernel!(layernorm_bf16_long, RowBf16x8192, Bf16, 8, 256, true);
 
 /// Host side: configuration, launch, CPU reference.
