@@ -57,6 +57,7 @@ pub mod sfc;
 pub mod swizzle;
 #[cfg(any(feature = "std", target_arch = "nvptx64"))]
 pub mod tile;
+pub mod tma;
 pub mod transform;
 pub mod wgmma;
 

@@ -81,6 +81,10 @@ pub enum Fault {
     /// The kernel uses a hardware mode the emulator does not model (it would compute something
     /// the GPU does not): e.g. a 32- or 64-byte wgmma swizzle.
     Unmodelled,
+    /// A barrier used against its contract: an mbarrier used before its `init`, a named
+    /// barrier id outside 1..=15 or a thread count that is not whole warps, arrivals at one
+    /// named barrier naming different counts, a TMA copy into a misaligned destination.
+    BarrierMisuse,
 }
 
 impl Fault {
@@ -96,6 +100,7 @@ impl Fault {
             Fault::Panic => "kernel-panic",
             Fault::ForeignHandle => "foreign-handle",
             Fault::Unmodelled => "emulator-unmodelled",
+            Fault::BarrierMisuse => "barrier-misuse",
         }
     }
 }

@@ -91,6 +91,17 @@ impl SmemMatrix {
             | (mode << 62)
     }
 
+    /// The descriptor of the same operand `bytes` further on in shared memory (a multiple of
+    /// 16): one add, where [`SmemMatrix::descriptor`] masks and shifts every field. Exact
+    /// because the start field holds `address >> 4` in its low 14 bits and every shared
+    /// address is below 2¹⁸, so the sum never carries out of the field — the way a kernel
+    /// steps a descriptor along K or to the next pipeline stage.
+    pub const fn advance(descriptor: u64, bytes: u32) -> u64 {
+        // A 32-bit add of the low word: the high word (SBO, swizzle) is left as it is.
+        let low = (descriptor as u32).wrapping_add(bytes >> 4);
+        (descriptor & 0xffff_ffff_0000_0000) | low as u64
+    }
+
     /// Decodes a descriptor made by [`SmemMatrix::descriptor`] (other swizzle modes read as
     /// none: the emulator rejects them before calling this).
     pub const fn from_descriptor(d: u64) -> SmemMatrix {
@@ -209,6 +220,29 @@ mod tests {
                 let g = ((swizzle_128b(row * 128 + c * 16) % 128) / 16) as usize;
                 assert!(!groups[g]);
                 groups[g] = true;
+            }
+        }
+    }
+
+    #[test]
+    fn advancing_a_descriptor_moves_only_its_start() {
+        // Every 16-byte start and offset of the 256 KiB shared window whose sum stays in it.
+        for start in (0..1u32 << 18).step_by(16 * 97) {
+            for bytes in (0..(1u32 << 18) - start).step_by(16 * 89) {
+                let m = SmemMatrix {
+                    start,
+                    lbo: 16,
+                    sbo: 1024,
+                    swizzle: SwizzleMode::B128,
+                };
+                let moved = SmemMatrix {
+                    start: start + bytes,
+                    ..m
+                };
+                assert_eq!(
+                    SmemMatrix::advance(m.descriptor(), bytes),
+                    moved.descriptor()
+                );
             }
         }
     }

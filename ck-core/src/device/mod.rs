@@ -7,7 +7,8 @@
 //! | barriers | [`block_sync`], [`warp_sync`] |
 //! | warp exchange | [`shfl_xor`], [`shfl_down`], [`shfl_up`], [`shfl_idx`], [`ballot`], [`warp_reduce`] |
 //! | memory | [`Global`], [`GlobalMut`] (kernel arguments), [`SharedArray`] (from `shared!`) with `load`, `store`, `load_vec`, `store_vec`, `atomic_add`, `atomic_max` |
-//! | Hopper (sm_90a) | [`cp_async_16`], [`cp_async_16_unchecked`], [`cp_async_commit`], [`cp_async_wait`], [`fence_proxy_async`], [`wgmma_fence`], [`wgmma_bf16`], [`wgmma_bf16_b_kmajor`], [`wgmma_bf16_a_regs`], [`wgmma_commit`], [`wgmma_wait`], `SharedArray::shared_address` |
+//! | Hopper (sm_90a) | [`cp_async_16`], [`cp_async_16_unchecked`], [`cp_async_commit`], [`cp_async_wait`], [`fence_proxy_async`], [`wgmma_fence`], [`wgmma_fence_operands`], [`wgmma_bf16`], [`wgmma_bf16_b_kmajor`], [`wgmma_bf16_a_regs`], [`wgmma_commit`], [`wgmma_wait`], `SharedArray::shared_address` |
+//! | asynchronous pipelines (sm_90) | [`Mbarrier`] (`shared!(Mbarrier; N)`: `init`, `arrive`, `arrive_expect_tx`, `wait`), [`fence_barrier_init`], [`Tma`] (`copy_to_shared`, `prefetch`), [`named_barrier_sync`], [`named_barrier_arrive`], [`setmaxnreg_inc`], [`setmaxnreg_dec`] |
 //! | buffer views | [`buffer_view::BufferView`]: CK's `get`/`set`/`update` with validity and invalid-value fill |
 //!
 //! Shared memory is declared inside a `#[tile_kernel]` function with `shared!(T; N)`: the macro
@@ -27,9 +28,10 @@ pub(crate) mod emu;
 #[cfg(all(feature = "std", not(target_arch = "nvptx64")))]
 pub use emu::{
     ballot, block_dim, block_idx, block_sync, cp_async_16, cp_async_16_unchecked, cp_async_commit,
-    cp_async_wait, fence_proxy_async, grid_dim, lane_id, ldmatrix_x4, ldmatrix_x4_trans,
-    mma_m16n8k16_bf16, shfl_down, shfl_idx, shfl_up, shfl_xor, thread_idx, warp_id, warp_sync,
-    wgmma_commit, wgmma_fence, Global, GlobalMut, SharedArray,
+    cp_async_wait, fence_barrier_init, fence_proxy_async, grid_dim, lane_id, ldmatrix_x4,
+    ldmatrix_x4_trans, mma_m16n8k16_bf16, named_barrier_arrive, named_barrier_sync, setmaxnreg_dec,
+    setmaxnreg_inc, shfl_down, shfl_idx, shfl_up, shfl_xor, thread_idx, warp_id, warp_sync,
+    wgmma_commit, wgmma_fence, wgmma_fence_operands, Global, GlobalMut, SharedArray, Tma,
 };
 
 #[cfg(all(feature = "std", not(target_arch = "nvptx64")))]
@@ -43,10 +45,27 @@ pub(crate) use ptx::view_outside_memory;
 #[cfg(target_arch = "nvptx64")]
 pub use ptx::{
     ballot, block_dim, block_idx, block_sync, cp_async_16, cp_async_16_unchecked, cp_async_commit,
-    cp_async_wait, fence_proxy_async, grid_dim, lane_id, ldmatrix_x4, ldmatrix_x4_trans,
-    mma_m16n8k16_bf16, shfl_down, shfl_idx, shfl_up, shfl_xor, thread_idx, warp_id, warp_sync,
-    wgmma_commit, wgmma_fence, Global, GlobalMut, SharedArray,
+    cp_async_wait, fence_barrier_init, fence_proxy_async, grid_dim, lane_id, ldmatrix_x4,
+    ldmatrix_x4_trans, mma_m16n8k16_bf16, named_barrier_arrive, named_barrier_sync, setmaxnreg_dec,
+    setmaxnreg_inc, shfl_down, shfl_idx, shfl_up, shfl_xor, thread_idx, warp_id, warp_sync,
+    wgmma_commit, wgmma_fence, wgmma_fence_operands, Global, GlobalMut, SharedArray, Tma,
 };
+
+/// An mbarrier: 8 bytes of shared memory that count arrivals and asynchronous-copy bytes in
+/// phases (PTX `mbarrier`). Declare them with `shared!(Mbarrier; N)`; the array's methods
+/// `init(i, arrivals)`, `arrive(i)`, `arrive_expect_tx(i, bytes)` and `wait(i, parity)` act on
+/// barrier `i`. Phase `k` completes when its `arrivals` arrivals and every byte announced by
+/// `arrive_expect_tx` (and delivered by [`Tma`] copies) are in; `wait(i, k % 2)` returns once
+/// it has, and orders everything the arriving threads did before arriving (the copies' bytes
+/// included) before what the waiting thread does next.
+///
+/// The producer/consumer ring of a pipeline is two barriers per stage: "full" (the producer
+/// announces a copy's bytes, the copy completes it) and "empty" (each consumer arrives when it
+/// is done with the stage). Use `n` of stage `s` waits for phase `n` of full\[s\] (parity
+/// `n % 2`) and, before refilling, phase `n − 1` of empty\[s\].
+#[repr(C, align(8))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Mbarrier(u64);
 
 /// One thread's f32 accumulators of a warpgroup MMA `m64nNk16`: `N / 2` registers. Implemented
 /// for `[f32; 32]` (N = 64), `[f32; 64]` (N = 128) and `[f32; 128]` (N = 256); see

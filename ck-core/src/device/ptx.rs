@@ -7,10 +7,15 @@ use core::arch::nvptx;
 use core::arch::{asm, global_asm};
 use core::marker::PhantomData;
 
+mod pipeline;
 mod sm90;
+pub use pipeline::{
+    fence_barrier_init, named_barrier_arrive, named_barrier_sync, setmaxnreg_dec, setmaxnreg_inc,
+    Tma,
+};
 pub use sm90::{
     cp_async_16, cp_async_16_unchecked, cp_async_commit, cp_async_wait, fence_proxy_async,
-    wgmma_commit, wgmma_fence,
+    wgmma_commit, wgmma_fence, wgmma_fence_operands,
 };
 
 /// A panicking kernel (a failed bounds check or assertion) traps: the launch fails with an error
@@ -482,7 +487,7 @@ fn from_words<T: Element, const N: usize>(w: [u32; 4]) -> [T; N] {
     out
 }
 
-impl<T: Element, const N: usize> SharedArray<T, N> {
+impl<T, const N: usize> SharedArray<T, N> {
     /// The array at byte `offset` of the block's shared memory (emitted by `#[tile_kernel]`).
     #[doc(hidden)]
     pub const fn at_offset(offset: usize) -> Self {
@@ -492,6 +497,14 @@ impl<T: Element, const N: usize> SharedArray<T, N> {
         }
     }
 
+    /// Shared-window byte address of the array's start.
+    #[inline(always)]
+    pub(crate) fn base_addr(&self) -> u32 {
+        smem_base() + self.offset
+    }
+}
+
+impl<T: Element, const N: usize> SharedArray<T, N> {
     /// The same shared bytes as `M` elements of `U`, for a later phase of a kernel (a GEMM's
     /// stage buffers reused to stage C). `M` elements of `U` must fit in the array and its
     /// start must be aligned for `U`: compile-time checks.

@@ -230,14 +230,13 @@ impl CudaDevice {
     ) -> Result<LaunchStats, LaunchError> {
         let f = self.function(spec)?;
         let mut b = self.stream.launch_builder(&f);
+        // The second word of a buffer (its length) or a tensor map (its box's bytes).
         let lens: Vec<u32> = args
             .iter()
-            .map(|a| {
-                if let KernelArg::Buffer { len, .. } = a {
-                    *len
-                } else {
-                    0
-                }
+            .map(|a| match a {
+                KernelArg::Buffer { len, .. } => *len,
+                KernelArg::TensorMap { box_bytes, .. } => *box_bytes,
+                _ => 0,
             })
             .collect();
         for (a, len) in args.iter().zip(&lens) {
@@ -250,6 +249,16 @@ impl CudaDevice {
                         )
                     })?;
                     b.arg(slice);
+                    b.arg(len);
+                }
+                KernelArg::TensorMap { map, .. } => {
+                    let map = map.ok_or_else(|| {
+                        LaunchError::invalid(
+                            "argument-device",
+                            "a tensor map of another device was passed to a CUDA launch".into(),
+                        )
+                    })?;
+                    b.arg(map);
                     b.arg(len);
                 }
                 KernelArg::U32(v) => {

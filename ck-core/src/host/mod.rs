@@ -6,10 +6,12 @@ use std::prelude::rust_2021::*;
 mod cuda;
 mod external;
 pub mod module;
+mod tensor_map;
 
 pub use crate::kernel::{KernelSpec, Module};
 pub use crate::report::{Fault, KernelError, LaunchStats};
 pub use cuda::CudaDevice;
+pub use tensor_map::TensorMap;
 
 use crate::device::emu;
 use crate::device::emu::memory::EmuMemory;
@@ -320,7 +322,17 @@ impl<'a> RawBuffer<'a> {
 #[doc(hidden)]
 #[derive(Clone, Copy)]
 pub enum KernelArg<'a> {
-    Buffer { buffer: RawBuffer<'a>, len: u32 },
+    Buffer {
+        buffer: RawBuffer<'a>,
+        len: u32,
+    },
+    /// A [`TensorMap`]: its tensor's memory, and on a GPU the encoded map (passed as its
+    /// address and the box's bytes).
+    TensorMap {
+        buffer: RawBuffer<'a>,
+        map: Option<&'a cudarc::driver::CudaSlice<u8>>,
+        box_bytes: u32,
+    },
     U32(u32),
     I32(i32),
     F32(f32),
@@ -462,14 +474,9 @@ pub fn launch(
 ) -> Result<LaunchStats, LaunchError> {
     validate(device, spec, cfg)?;
     let foreign = args.iter().any(|a| match a {
-        KernelArg::Buffer {
-            buffer: RawBuffer::Emu(_),
-            ..
-        } => !device.is_emulator(),
-        KernelArg::Buffer {
-            buffer: RawBuffer::Cuda(_),
-            ..
-        } => device.is_emulator(),
+        KernelArg::Buffer { buffer, .. } | KernelArg::TensorMap { buffer, .. } => {
+            matches!(buffer, RawBuffer::Emu(_)) != device.is_emulator()
+        }
         _ => false,
     });
     if foreign {
@@ -489,13 +496,7 @@ pub fn launch(
             // through these, so a buffer cannot be freed while a kernel reads it.
             let buffers: Arc<[Arc<EmuMemory>]> = args
                 .iter()
-                .filter_map(|a| match a {
-                    KernelArg::Buffer {
-                        buffer: RawBuffer::Emu(m),
-                        ..
-                    } => Some(Arc::clone(m)),
-                    _ => None,
-                })
+                .filter_map(|a| a.emulated().map(Arc::clone))
                 .collect();
             let mut st = emu::launch(
                 spec.name,

@@ -57,6 +57,12 @@ enum Param {
         name: Ident,
         ty: Type,
     },
+    /// `Tma<T, R>`: a host `TensorMap` (on the GPU: its map's address and box bytes).
+    Tma {
+        name: Ident,
+        elem: Type,
+        rank: Box<syn::GenericArgument>,
+    },
 }
 
 const SCALARS: &[&str] = &[
@@ -151,7 +157,7 @@ fn classify(arg: &FnArg) -> syn::Result<Param> {
     let unsupported = || {
         syn::Error::new(
             pt.ty.span(),
-            "error[kernel-argument]: unsupported kernel argument type; use Global<T>, GlobalMut<T> or a scalar (u32, i32, f32, ..)",
+            "error[kernel-argument]: unsupported kernel argument type; use Global<T>, GlobalMut<T>, Tma<T, R> or a scalar (u32, i32, f32, ..)",
         )
     };
     let Type::Path(tp) = &*pt.ty else {
@@ -168,6 +174,16 @@ fn classify(arg: &FnArg) -> syn::Result<Param> {
                 name,
                 elem: elem.clone(),
                 mutable: id == "GlobalMut",
+            })
+        }
+        ("Tma", syn::PathArguments::AngleBracketed(a)) if a.args.len() == 2 => {
+            let syn::GenericArgument::Type(elem) = &a.args[0] else {
+                return Err(unsupported());
+            };
+            Ok(Param::Tma {
+                name,
+                elem: elem.clone(),
+                rank: Box::new(a.args[1].clone()),
             })
         }
         (s, syn::PathArguments::None) if SCALARS.contains(&s) => Ok(Param::Scalar {
@@ -205,6 +221,9 @@ fn stub(f: &ItemFn, params: Option<&[Param]>) -> TokenStream {
                 quote!(#name: &::ck_core::host::DeviceBuffer<#elem>)
             }
             Param::Scalar { name, ty } => quote!(#name: #ty),
+            Param::Tma { name, elem, rank } => {
+                quote!(#name: &::ck_core::host::TensorMap<'_, #elem, #rank>)
+            }
         });
         quote! {
             #[cfg(not(target_arch = "nvptx64"))]
@@ -409,6 +428,19 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
                 ptx_params.push(quote!(#name: #ty));
                 call_args.push(quote!(#name));
             }
+            Param::Tma { name, elem, rank } => {
+                let (map, bytes) = (
+                    format_ident!("{}_map", name),
+                    format_ident!("{}_box_bytes", name),
+                );
+                host_params.push(quote!(#name: &::ck_core::host::TensorMap<'_, #elem, #rank>));
+                host_handles.push(quote!(let #name = #name.tma();));
+                host_args.push(quote!(#name.arg()));
+                ptx_params.push(quote!(#map: *const u8, #bytes: u32));
+                // SAFETY (emitted): the entry point's contract, see its `# Safety`.
+                ptx_handles.push(quote!(let #name = unsafe { ::ck_core::device::Tma::<#elem, #rank>::from_raw(#map, #bytes) };));
+                call_args.push(quote!(#name));
+            }
         }
     }
     let launch_doc = format!(
@@ -479,7 +511,9 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
         /// # Safety
         /// Each pointer addresses its length's elements of device memory for the whole kernel
         /// (the launcher passes every buffer's pointer with its own length, and a writable
-        /// buffer is borrowed mutably for the launch).
+        /// buffer is borrowed mutably for the launch); each tensor-map pointer addresses a
+        /// driver-encoded map of the parameter's rank and element, with its box's bytes, over a
+        /// buffer borrowed for the launch.
         #[cfg(target_arch = "nvptx64")]
         #[unsafe(no_mangle)]
         #[allow(clippy::too_many_arguments)]

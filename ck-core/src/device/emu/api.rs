@@ -306,7 +306,7 @@ fn check_slice<T: Element>(start: u32, len: u32, size: u32) {
 /// The reference lives as long as the block's state, which the launch keeps until every
 /// thread of the block has finished (`ctx`'s lifetime is the kernel's).
 #[track_caller]
-fn buffer_of_launch(buffer: u64, len: u32) -> &'static EmuMemory {
+pub(crate) fn buffer_of_launch(buffer: u64, len: u32) -> &'static EmuMemory {
     let c = ctx();
     let st = c.state();
     match st.buffers.iter().find(|m| m.id == buffer) {
@@ -520,7 +520,7 @@ pub struct SharedArray<T, const N: usize> {
     _t: PhantomData<T>,
 }
 
-impl<T: Element, const N: usize> SharedArray<T, N> {
+impl<T, const N: usize> SharedArray<T, N> {
     /// The array at byte `offset` of the block's shared memory (emitted by `#[tile_kernel]`).
     #[doc(hidden)]
     pub const fn at_offset(offset: usize) -> Self {
@@ -530,6 +530,13 @@ impl<T: Element, const N: usize> SharedArray<T, N> {
         }
     }
 
+    /// Byte offset of the array in the block's shared memory.
+    pub(crate) fn byte_offset(&self) -> u32 {
+        self.offset
+    }
+}
+
+impl<T: Element, const N: usize> SharedArray<T, N> {
     /// The same shared bytes as `M` elements of `U`, for a later phase of a kernel (a GEMM's
     /// stage buffers reused to stage C). `M` elements of `U` must fit in the array and its
     /// start must be aligned for `U`: compile-time checks.
@@ -559,11 +566,6 @@ impl<T: Element, const N: usize> SharedArray<T, N> {
 
     fn mem(&self) -> &EmuMemory {
         &ctx().state().shared
-    }
-
-    /// Byte offset of the array in the block's shared memory.
-    pub(crate) fn byte_offset(&self) -> u32 {
-        self.offset
     }
 
     /// Element `i`.

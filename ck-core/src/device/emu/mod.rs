@@ -15,11 +15,17 @@
 use std::prelude::rust_2021::*;
 
 mod api;
+mod clocks;
 pub(crate) mod memory;
+mod pipeline;
 mod sm90;
 mod state;
 
 pub use api::*;
+pub use pipeline::{
+    fence_barrier_init, named_barrier_arrive, named_barrier_sync, setmaxnreg_dec, setmaxnreg_inc,
+    Tma,
+};
 pub use sm90::*;
 
 use crate::report::{Fault, KernelError, LaunchStats};
@@ -83,6 +89,18 @@ pub(crate) enum Event {
     Warp {
         op: WarpOp,
         value: Payload,
+        site: Site,
+    },
+    /// Until the mbarrier at shared byte `offset` reaches `phase`.
+    Mbarrier {
+        offset: usize,
+        phase: u32,
+        site: Site,
+    },
+    /// Until named barrier `id` completes `generation`.
+    Named {
+        id: u32,
+        generation: u32,
         site: Site,
     },
 }
@@ -160,6 +178,16 @@ enum TState {
     AtWarp {
         op: WarpOp,
         value: Payload,
+        site: Site,
+    },
+    AtMbarrier {
+        offset: usize,
+        phase: u32,
+        site: Site,
+    },
+    AtNamed {
+        id: u32,
+        generation: u32,
         site: Site,
     },
     Done,
@@ -314,6 +342,24 @@ fn schedule(
                 Ok(CoroutineResult::Yield(Event::Warp { op, value, site })) => {
                     TState::AtWarp { op, value, site }
                 }
+                Ok(CoroutineResult::Yield(Event::Mbarrier {
+                    offset,
+                    phase,
+                    site,
+                })) => TState::AtMbarrier {
+                    offset,
+                    phase,
+                    site,
+                },
+                Ok(CoroutineResult::Yield(Event::Named {
+                    id,
+                    generation,
+                    site,
+                })) => TState::AtNamed {
+                    id,
+                    generation,
+                    site,
+                },
                 Ok(CoroutineResult::Return(())) => TState::Done,
                 Err(payload) => {
                     if let Some(e) = state.error.borrow_mut().take() {
@@ -341,6 +387,22 @@ fn schedule(
         }
         if ts.iter().all(|s| matches!(s, TState::Done)) {
             return Ok(());
+        }
+        // Threads whose mbarrier phase or named barrier has completed.
+        for s in ts.iter_mut() {
+            let go = match *s {
+                TState::AtMbarrier { offset, phase, .. } => {
+                    pipeline::mbarrier_reached(state, offset, phase)
+                }
+                TState::AtNamed { id, generation, .. } => {
+                    pipeline::named_passed(state, id, generation)
+                }
+                _ => false,
+            };
+            if go {
+                *s = TState::Runnable([0; 4]);
+                progressed = true;
+            }
         }
         // Warp rendezvous.
         for w in 0..n.div_ceil(32) {
@@ -478,6 +540,8 @@ fn schedule(
             for (i, t) in lanes.clone().enumerate() {
                 ts[t] = TState::Runnable(replies[i]);
             }
+            let lane_ids: Vec<u32> = lanes.clone().map(|t| t as u32).collect();
+            state.clocks.borrow_mut().rendezvous(&lane_ids);
             state.warp_epoch.borrow_mut()[w] += 1;
             progressed = true;
         }
@@ -525,14 +589,19 @@ fn schedule(
             for &t in &waiting {
                 ts[t] = TState::Runnable([0; 4]);
             }
-            state.epoch.set(state.epoch.get() + 1);
+            let all: Vec<u32> = (0..n as u32).collect();
+            state.clocks.borrow_mut().rendezvous(&all);
             for e in state.warp_epoch.borrow_mut().iter_mut() {
                 *e += 1;
             }
             progressed = true;
         }
         if !progressed {
-            return fail(Fault::Deadlock, (0..n as u32).collect(), describe_waits(ts));
+            return fail(
+                Fault::Deadlock,
+                (0..n as u32).collect(),
+                describe_waits(state, ts),
+            );
         }
     }
 }
@@ -650,12 +719,23 @@ fn ldmatrix(
 }
 
 /// "threads 0..=31 wait in shfl_xor at a.rs:3:5; threads 32..=63 wait at block_sync at a.rs:9:5".
-fn describe_waits(ts: &[TState]) -> String {
+fn describe_waits(state: &BlockState, ts: &[TState]) -> String {
     let mut groups: Vec<(String, Vec<u32>)> = Vec::new();
     for (t, s) in ts.iter().enumerate() {
         let what = match s {
             TState::AtBarrier(site) => format!("wait at block_sync at {site}"),
             TState::AtWarp { op, site, .. } => format!("wait in {} at {site}", op.name()),
+            TState::AtMbarrier { offset, site, .. } => format!(
+                "wait for the {} at {site}",
+                pipeline::describe_mbarrier(state, *offset)
+            ),
+            TState::AtNamed { id, site, .. } => {
+                let nb = &state.named.borrow()[*id as usize];
+                format!(
+                    "wait at named barrier {id} at {site} ({} of {} threads arrived)",
+                    nb.arrived, nb.count
+                )
+            }
             TState::Done => "exited".to_string(),
             TState::Runnable(_) => "are runnable".to_string(),
         };

@@ -13,7 +13,7 @@
 
 use std::prelude::rust_2021::*;
 
-use super::state::{Kind, PendingCopy, Site};
+use super::state::{Kind, PendingChunk, PendingCopy, Site};
 use super::{abort, ctx, Global, SharedArray};
 use crate::device::{shfl_idx, Element, WgmmaA, WgmmaAccumulators};
 use crate::report::Fault;
@@ -107,9 +107,14 @@ pub unsafe fn cp_async_16_unchecked<T: Element, const N: usize>(
     st.async_copies.borrow_mut()[c.tid as usize]
         .open
         .push(PendingCopy { offset, words });
-    st.async_pending
-        .borrow_mut()
-        .insert(offset / 16, (c.tid, site));
+    st.async_pending.borrow_mut().insert(
+        offset / 16,
+        PendingChunk {
+            writer: c.tid,
+            site,
+            via: None,
+        },
+    );
 }
 
 /// The 16 source bytes of a copy as little-endian words (zeros where `valid` is false).
@@ -156,6 +161,9 @@ pub fn fence_proxy_async() {}
 
 /// `wgmma.fence.sync.aligned` (the emulator's MMAs complete when issued).
 pub fn wgmma_fence() {}
+
+/// Pins a register A operand before [`wgmma_fence`] (the emulator has no registers to pin).
+pub fn wgmma_fence_operands<const N: usize>(_regs: &mut [u32; N]) {}
 
 /// `wgmma.commit_group.sync.aligned`.
 pub fn wgmma_commit() {}

@@ -3,10 +3,11 @@
 
 use std::prelude::rust_2021::*;
 
+use super::clocks::{Clocks, Released};
 use super::memory::EmuMemory;
 use crate::bank::{global_sectors, shared_wavefronts, LaneAccess};
 use crate::report::{Fault, KernelError, LaunchStats};
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::panic::Location;
 use std::sync::Arc;
@@ -31,13 +32,12 @@ impl Kind {
     }
 }
 
-/// Who accessed a byte of shared memory, and when (block epoch = barriers passed, warp epoch =
-/// warp-level rendezvous passed).
+/// Who accessed a byte of shared memory, and when (the thread's own clock then: see
+/// [`Clocks`]).
 #[derive(Clone, Copy, Debug)]
 struct Stamp {
     tid: u32,
-    epoch: u32,
-    warp_epoch: u32,
+    clock: u32,
     site: Site,
 }
 
@@ -45,12 +45,6 @@ struct Stamp {
 struct ByteStamps {
     write: Option<Stamp>,
     reads: [Option<Stamp>; 2],
-}
-
-/// Ordered before `tid` at (`epoch`, `warp_epoch`)? Same thread, an earlier barrier, or the same
-/// warp before a warp-level rendezvous.
-fn ordered(s: &Stamp, tid: u32, epoch: u32, warp_epoch: u32) -> bool {
-    s.tid == tid || s.epoch != epoch || (s.tid / 32 == tid / 32 && s.warp_epoch != warp_epoch)
 }
 
 /// (thread, call site, kind, global?, warp epoch): which of a lane's accesses this is.
@@ -72,6 +66,53 @@ pub(crate) struct PendingCopy {
     pub words: [u32; 4],
 }
 
+/// A 16-byte shared chunk an asynchronous copy will write: who issued it, where, and what lands
+/// it (`via`: the mbarrier offset of a TMA copy; `None`: the issuer's `cp_async_wait`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PendingChunk {
+    pub writer: u32,
+    pub site: Site,
+    pub via: Option<usize>,
+}
+
+/// One mbarrier (keyed by its shared byte offset): arrivals and transaction bytes still due in
+/// the current phase, the clocks released into it, those of the last completed phase of each
+/// parity, and the TMA bytes that land when the phase completes.
+pub(crate) struct MbarrierState {
+    pub arrivals: u32,
+    pub pending: u32,
+    pub tx: i64,
+    pub phase: u32,
+    pub released: Released,
+    pub completed: [Released; 2],
+    pub landing: Vec<PendingCopy>,
+}
+
+impl MbarrierState {
+    pub fn new(arrivals: u32) -> MbarrierState {
+        MbarrierState {
+            arrivals,
+            pending: arrivals,
+            tx: 0,
+            phase: 0,
+            released: Released::default(),
+            completed: [Released::default(), Released::default()],
+            landing: Vec::new(),
+        }
+    }
+}
+
+/// One named barrier (`bar.sync id, count`): the count of the current generation, threads
+/// arrived so far (those waiting among them), and what they released.
+#[derive(Default)]
+pub(crate) struct NamedBarrier {
+    pub count: u32,
+    pub arrived: u32,
+    pub waiting: Vec<u32>,
+    pub generation: u32,
+    pub released: Released,
+}
+
 /// One thread's `cp.async` copies: those since its last commit, and its committed groups, oldest
 /// first, until a wait retires them.
 #[derive(Default)]
@@ -87,7 +128,9 @@ pub(crate) struct BlockState {
     pub shared: EmuMemory,
     /// The global buffers the launch received (what handles resolve to).
     pub buffers: Arc<[Arc<EmuMemory>]>,
-    pub epoch: Cell<u32>,
+    /// Happens-before among the block's threads.
+    pub clocks: RefCell<Clocks>,
+    /// Warp-level rendezvous passed, per warp (what groups lanes' accesses into instructions).
     pub warp_epoch: RefCell<Vec<u32>>,
     stamps: RefCell<Vec<ByteStamps>>,
     groups: RefCell<HashMap<GroupKey, Vec<LaneAccess>>>,
@@ -95,8 +138,12 @@ pub(crate) struct BlockState {
     pub error: RefCell<Option<KernelError>>,
     /// Per thread: its `cp.async` copies not yet retired by a wait.
     pub async_copies: RefCell<Vec<AsyncCopies>>,
-    /// 16-byte shared chunks (offset / 16) with a copy in flight: issuing thread and site.
-    pub async_pending: RefCell<HashMap<usize, (u32, Site)>>,
+    /// 16-byte shared chunks (offset / 16) with an asynchronous copy in flight.
+    pub async_pending: RefCell<HashMap<usize, PendingChunk>>,
+    /// Initialised mbarriers by shared byte offset.
+    pub mbarriers: RefCell<HashMap<usize, MbarrierState>>,
+    /// Named barriers 1..=15 (index 0 unused: `block_sync`'s).
+    pub named: RefCell<Vec<NamedBarrier>>,
 }
 
 impl BlockState {
@@ -112,7 +159,7 @@ impl BlockState {
             block,
             shared: EmuMemory::new(shared_bytes),
             buffers,
-            epoch: Cell::new(0),
+            clocks: RefCell::new(Clocks::new(block_dim as usize)),
             warp_epoch: RefCell::new(vec![0; block_dim.div_ceil(32) as usize]),
             stamps: RefCell::new(vec![ByteStamps::default(); shared_bytes]),
             groups: RefCell::new(HashMap::new()),
@@ -120,6 +167,8 @@ impl BlockState {
             error: RefCell::new(None),
             async_copies: RefCell::new((0..block_dim).map(|_| AsyncCopies::default()).collect()),
             async_pending: RefCell::new(HashMap::new()),
+            mbarriers: RefCell::new(HashMap::new()),
+            named: RefCell::new((0..16).map(|_| NamedBarrier::default()).collect()),
         }
     }
 
@@ -191,24 +240,33 @@ impl BlockState {
         }
         let hit = (offset / 16..(offset + bytes as usize).div_ceil(16))
             .find_map(|chunk| pending.get(&chunk).map(|&w| (chunk, w)));
-        let Some((chunk, (writer, copy_site))) = hit else {
+        let Some((chunk, c)) = hit else {
             return false;
         };
         drop(pending);
         let byte = offset.max(chunk * 16);
+        let (writer, copy_site) = (c.writer, c.site);
+        let verb = match kind {
+            Kind::Load => "read",
+            _ => "write",
+        };
+        let message = match c.via {
+            None => format!(
+                "thread {tid} {verb}s shared byte {byte} (at {site}) before thread {writer}'s cp_async_16 into it \
+                 (at {copy_site}) has landed: thread {writer} must cp_async_wait for that copy's group \
+                 (and a block_sync must follow) before any thread touches those bytes"
+            ),
+            Some(bar) => format!(
+                "thread {tid} {verb}s shared byte {byte} (at {site}) before the TMA copy into it that thread {writer} \
+                 issued (at {copy_site}) has completed: wait for the mbarrier at shared byte {bar} it signals \
+                 before touching those bytes"
+            ),
+        };
         self.fault(
             Fault::SharedRace,
             vec![writer, tid],
             Some(byte as u64),
-            format!(
-                "thread {tid} {}s shared byte {byte} (at {site}) before thread {writer}'s cp_async_16 into it \
-                 (at {copy_site}) has landed: thread {writer} must cp_async_wait for that copy's group \
-                 (and a block_sync must follow) before any thread touches those bytes",
-                match kind {
-                    Kind::Load => "read",
-                    _ => "write",
-                }
-            ),
+            message,
         );
         true
     }
@@ -227,12 +285,11 @@ impl BlockState {
         if self.touches_pending_copy(tid, site, kind, offset, bytes) {
             return;
         }
-        let epoch = self.epoch.get();
-        let warp_epoch = self.warp_epoch.borrow()[(tid / 32) as usize];
+        let clocks = self.clocks.borrow();
+        let ordered = |s: &Stamp| clocks.ordered(tid, s.tid, s.clock);
         let me = Stamp {
             tid,
-            epoch,
-            warp_epoch,
+            clock: clocks.own(tid),
             site,
         };
         let mut stamps = self.stamps.borrow_mut();
@@ -241,17 +298,17 @@ impl BlockState {
             let conflict = match kind {
                 Kind::Load => s
                     .write
-                    .filter(|w| !ordered(w, tid, epoch, warp_epoch))
+                    .filter(|w| !ordered(w))
                     .map(|w| ("reads", w, "wrote")),
                 Kind::Store | Kind::Atomic => s
                     .write
-                    .filter(|w| !ordered(w, tid, epoch, warp_epoch) && !same_value)
+                    .filter(|w| !ordered(w) && !same_value)
                     .map(|w| ("writes", w, "wrote"))
                     .or_else(|| {
                         s.reads
                             .iter()
                             .flatten()
-                            .find(|r| !ordered(r, tid, epoch, warp_epoch))
+                            .find(|r| !ordered(r))
                             .map(|r| ("writes", *r, "read"))
                     }),
             };
@@ -263,7 +320,8 @@ impl BlockState {
                     Some(b as u64),
                     format!(
                         "thread {tid} {what} shared byte {b} (at {site}) while thread {} {other_did} it (at {}) \
-                         with no block_sync between them",
+                         with nothing ordering the two (a block_sync, a warp operation, or an mbarrier the \
+                         first thread arrived at and the second waited for)",
                         other.tid, other.site
                     ),
                 );

@@ -89,6 +89,25 @@ pub fn wgmma_fence() {
     unsafe { asm!("wgmma.fence.sync.aligned;", options(nostack)) };
 }
 
+/// Pins `regs` where this call stands: their values are computed before it and read after it
+/// (an empty `asm` that reads and writes each register, CUTLASS's `warpgroup_fence_operand`).
+/// Call it on a register A operand just before [`wgmma_fence`], so that the operand is complete
+/// when the fence is passed: ptxas then issues the group's MMAs back to back, instead of fencing
+/// (and tracking) each one whose operand was still being written (advisory C7519).
+#[inline(always)]
+pub fn wgmma_fence_operands<const N: usize>(regs: &mut [u32; N]) {
+    for r in regs.iter_mut() {
+        // SAFETY: an empty instruction; it only keeps `r` in a register at this point.
+        unsafe {
+            asm!(
+                "// fence operand {0}",
+                inout(reg32) * r,
+                options(nostack, nomem)
+            )
+        };
+    }
+}
+
 /// `wgmma.commit_group.sync.aligned`: the MMAs issued since the last commit form one group.
 #[inline(always)]
 pub fn wgmma_commit() {

@@ -1,0 +1,452 @@
+//! Hopper's asynchronous pipeline in the emulator: mbarriers, named barriers, TMA copies and
+//! `setmaxnreg`, with the sanitizer's rules.
+//!
+//! * An **mbarrier** is state beside shared memory, keyed by its byte offset. `init` is a write
+//!   of its 8 bytes and every later use a read of them, so a thread that uses a barrier without
+//!   being ordered after its `init` (a `block_sync` between) is a `shared-race`. Each phase
+//!   completes when its arrivals and its transaction bytes are all in; an arrival *releases*
+//!   the arriving thread's accesses into the phase, and a `wait` that returns *acquires* them
+//!   (see `clocks`), so what a producer wrote before arriving is ordered before what a consumer
+//!   reads after waiting — and nothing else is.
+//! * A **TMA copy** reads the tensor when issued and writes its shared bytes when the phase of
+//!   the mbarrier it signals completes; until then touching them (any thread) is a
+//!   `shared-race` naming the copy, and after it a thread that did not wait for that phase is
+//!   unordered with the copy's writes (a `shared-race` too). Issuing a copy over bytes another
+//!   thread read is a race unless that read is ordered before the issue — the consumer arrived
+//!   at an "empty" barrier the producer waited for.
+//! * A **named barrier** (`bar.sync id, n`) completes when `n` threads have arrived (waiting or
+//!   not); its waiters learn what every arriving thread did before arriving.
+//! * **setmaxnreg** changes no semantics: registers are not modelled.
+//!
+//! Misuse is `barrier-misuse`: an mbarrier used before its `init`, more arrivals than a phase
+//! expects, a named barrier id outside 1..=15 or a thread count that is not whole warps, two
+//! counts for one barrier generation, a TMA destination not aligned as its swizzle needs.
+
+use std::prelude::rust_2021::*;
+
+use super::api::buffer_of_launch;
+use super::state::{BlockState, Kind, MbarrierState, PendingChunk, PendingCopy, Site};
+use super::{abort, ctx, Event, SharedArray};
+use crate::device::{Element, Mbarrier};
+use crate::report::Fault;
+use crate::tma::TmaGeometry;
+use std::marker::PhantomData;
+use std::panic::Location;
+
+/// Records `fault` for the current thread and stops it.
+fn fail(fault: Fault, address: Option<u64>, message: String) -> ! {
+    let c = ctx();
+    c.state().fault(fault, vec![c.tid], address, message);
+    abort()
+}
+
+/// The shared byte offset of barrier `i` of `bars` (`out-of-bounds` past the array).
+fn barrier_offset<const N: usize>(bars: &SharedArray<Mbarrier, N>, i: u32, site: Site) -> usize {
+    if i as usize >= N {
+        let c = ctx();
+        c.state().out_of_bounds(
+            c.tid,
+            site,
+            ("shared", Kind::Load),
+            (i as u64, 1, "Mbarrier"),
+            N as u64,
+        );
+        abort();
+    }
+    bars.byte_offset() as usize + 8 * i as usize
+}
+
+/// A use of the initialised barrier at `offset` by the current thread: a read of its bytes
+/// (race-checked against the `init`).
+fn touch(st: &BlockState, tid: u32, offset: usize, site: Site) {
+    if !st.mbarriers.borrow().contains_key(&offset) {
+        fail(
+            Fault::BarrierMisuse,
+            Some(offset as u64),
+            format!("thread {tid} uses the mbarrier at shared byte {offset} (at {site}) before any thread initialised it; init it (one thread), then block_sync"),
+        );
+    }
+    st.check_race(tid, site, Kind::Load, offset, 8, false);
+    if st.error.borrow().is_some() {
+        abort();
+    }
+}
+
+/// Completes the barrier's phase if its arrivals and bytes are all in: the TMA bytes land and
+/// the phase's released clocks become what a wait on it acquires.
+fn complete_if_done(st: &BlockState, b: &mut MbarrierState) {
+    if b.pending > 0 || b.tx != 0 {
+        return;
+    }
+    let mut pending = st.async_pending.borrow_mut();
+    for copy in b.landing.drain(..) {
+        for (i, w) in copy.words.iter().enumerate() {
+            st.shared.store(copy.offset + 4 * i, 4, *w);
+        }
+        pending.remove(&(copy.offset / 16));
+    }
+    b.completed[(b.phase % 2) as usize] = std::mem::take(&mut b.released);
+    b.phase += 1;
+    b.pending = b.arrivals;
+}
+
+/// One arrival of the current thread on the barrier at `offset`, expecting `tx` more bytes.
+fn arrive_at(offset: usize, tx: u32, site: Site) {
+    let c = ctx();
+    let st = c.state();
+    touch(st, c.tid, offset, site);
+    let mut bars = st.mbarriers.borrow_mut();
+    let b = bars.get_mut(&offset).expect("touched");
+    if b.pending == 0 {
+        drop(bars);
+        fail(
+            Fault::BarrierMisuse,
+            Some(offset as u64),
+            format!("thread {} arrives (at {site}) at the mbarrier at shared byte {offset} whose phase already has all its arrivals and waits only for bytes; a phase takes exactly the arrivals its init names", c.tid),
+        );
+    }
+    b.tx += tx as i64;
+    st.clocks.borrow_mut().release(c.tid, &mut b.released);
+    b.pending -= 1;
+    complete_if_done(st, b);
+}
+
+impl<const N: usize> SharedArray<Mbarrier, N> {
+    /// `mbarrier.init`: barrier `i` expects `arrivals` (1 to 2²⁰ − 1) arrivals per phase,
+    /// starting in phase 0. One thread initialises; a `block_sync` (after
+    /// [`fence_barrier_init`]) must come before any other thread uses it.
+    #[track_caller]
+    pub fn init(&self, i: u32, arrivals: u32) {
+        let site = Location::caller();
+        let offset = barrier_offset(self, i, site);
+        let c = ctx();
+        let st = c.state();
+        if arrivals == 0 || arrivals >= 1 << 20 {
+            fail(
+                Fault::BarrierMisuse,
+                Some(offset as u64),
+                format!("thread {}: mbarrier init with {arrivals} arrivals (at {site}); a phase expects 1 to 2^20 - 1 arrivals", c.tid),
+            );
+        }
+        st.check_race(c.tid, site, Kind::Store, offset, 8, false);
+        if st.error.borrow().is_some() {
+            abort();
+        }
+        st.mbarriers
+            .borrow_mut()
+            .insert(offset, MbarrierState::new(arrivals));
+    }
+
+    /// `mbarrier.arrive`: one arrival on barrier `i`, releasing this thread's earlier accesses
+    /// to the threads that wait for the phase.
+    #[track_caller]
+    pub fn arrive(&self, i: u32) {
+        let site = Location::caller();
+        arrive_at(barrier_offset(self, i, site), 0, site);
+    }
+
+    /// `mbarrier.arrive.expect_tx`: the phase also waits for `bytes` more bytes of TMA copies,
+    /// then one arrival.
+    #[track_caller]
+    pub fn arrive_expect_tx(&self, i: u32, bytes: u32) {
+        let site = Location::caller();
+        arrive_at(barrier_offset(self, i, site), bytes, site);
+    }
+
+    /// Waits until the phase of barrier `i` with parity `parity` (0 or 1) has completed, then
+    /// acquires what its arrivals released.
+    #[track_caller]
+    pub fn wait(&self, i: u32, parity: u32) {
+        let site = Location::caller();
+        let offset = barrier_offset(self, i, site);
+        let c = ctx();
+        let st = c.state();
+        touch(st, c.tid, offset, site);
+        if parity > 1 {
+            fail(
+                Fault::BarrierMisuse,
+                Some(offset as u64),
+                format!(
+                    "thread {}: mbarrier wait for parity {parity} (at {site}); a parity is 0 or 1",
+                    c.tid
+                ),
+            );
+        }
+        let phase = st.mbarriers.borrow()[&offset].phase;
+        // The phase with this parity: the current one (wait for it), or the one before (done).
+        if phase % 2 == parity {
+            c.suspend(Event::Mbarrier {
+                offset,
+                phase: phase + 1,
+                site,
+            });
+        }
+        let bars = st.mbarriers.borrow();
+        st.clocks
+            .borrow_mut()
+            .acquire(c.tid, &bars[&offset].completed[parity as usize]);
+    }
+}
+
+/// `fence.mbarrier_init.release.cluster` (the emulator's `init`s are visible at once; the
+/// `block_sync` that must follow orders them).
+pub fn fence_barrier_init() {}
+
+/// Checks a named barrier's id and thread count.
+fn check_named(id: u32, threads: u32, site: Site) {
+    let c = ctx();
+    if !(1..=15).contains(&id)
+        || threads == 0
+        || !threads.is_multiple_of(32)
+        || threads > c.block_dim.next_multiple_of(32)
+    {
+        fail(
+            Fault::BarrierMisuse,
+            None,
+            format!("thread {}: named barrier {id} for {threads} threads (at {site}); ids are 1 to 15 (0 is block_sync's) and the count is whole warps, at most the block's", c.tid),
+        );
+    }
+}
+
+/// Arrives at named barrier `id`; returns the generation arrived at and whether this arrival
+/// completed it.
+fn named_arrive(id: u32, threads: u32, wait: bool, site: Site) -> (u32, bool) {
+    check_named(id, threads, site);
+    let c = ctx();
+    let st = c.state();
+    let mut named = st.named.borrow_mut();
+    let nb = &mut named[id as usize];
+    if nb.arrived == 0 {
+        nb.count = threads;
+    } else if nb.count != threads {
+        let count = nb.count;
+        drop(named);
+        fail(
+            Fault::BarrierMisuse,
+            None,
+            format!("thread {}: named barrier {id} for {threads} threads (at {site}) while threads already arrived for {count}; every arrival at one barrier names the same count", c.tid),
+        );
+    }
+    let mut clocks = st.clocks.borrow_mut();
+    clocks.release(c.tid, &mut nb.released);
+    nb.arrived += 1;
+    if wait {
+        nb.waiting.push(c.tid);
+    }
+    let generation = nb.generation;
+    if nb.arrived < nb.count {
+        return (generation, false);
+    }
+    let released = std::mem::take(&mut nb.released);
+    for t in nb.waiting.drain(..) {
+        clocks.acquire(t, &released);
+    }
+    nb.arrived = 0;
+    nb.generation += 1;
+    (generation, true)
+}
+
+/// `bar.sync id, threads`: waits until `threads` threads (whole warps) have arrived at named
+/// barrier `id` (1 to 15), counting those that [`named_barrier_arrive`]d; then this thread is
+/// ordered after everything they did before arriving.
+#[track_caller]
+pub fn named_barrier_sync(id: u32, threads: u32) {
+    let site = Location::caller();
+    let (generation, done) = named_arrive(id, threads, true, site);
+    if !done {
+        ctx().suspend(Event::Named {
+            id,
+            generation,
+            site,
+        });
+    }
+}
+
+/// `bar.arrive id, threads`: arrives at named barrier `id` without waiting.
+#[track_caller]
+pub fn named_barrier_arrive(id: u32, threads: u32) {
+    named_arrive(id, threads, false, Location::caller());
+}
+
+/// `setmaxnreg.inc` (registers are not modelled: only the count is checked).
+pub fn setmaxnreg_inc<const REGS: u32>() {
+    const {
+        assert!(
+            REGS >= 24 && REGS <= 256 && REGS.is_multiple_of(8),
+            "error[setmaxnreg]: REGS must be 24 to 256, a multiple of 8"
+        )
+    };
+}
+
+/// `setmaxnreg.dec` (registers are not modelled: only the count is checked).
+pub fn setmaxnreg_dec<const REGS: u32>() {
+    const {
+        assert!(
+            REGS >= 24 && REGS <= 256 && REGS.is_multiple_of(8),
+            "error[setmaxnreg]: REGS must be 24 to 256, a multiple of 8"
+        )
+    };
+}
+
+/// A global tensor as the TMA copy engine sees it, rank `R` (a kernel argument made from a
+/// host `TensorMap`): in the emulator, the tensor's buffer and the map's checked geometry.
+pub struct Tma<T, const R: usize> {
+    buffer: u64,
+    geometry: TmaGeometry<R>,
+    _t: PhantomData<T>,
+}
+
+impl<T, const R: usize> Clone for Tma<T, R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T, const R: usize> Copy for Tma<T, R> {}
+
+impl<T: Element, const R: usize> Tma<T, R> {
+    /// The handle of a tensor map over emulated buffer `buffer` (used by the host launcher).
+    #[doc(hidden)]
+    pub fn from_emulated(buffer: u64, geometry: TmaGeometry<R>) -> Self {
+        Tma {
+            buffer,
+            geometry,
+            _t: PhantomData,
+        }
+    }
+
+    /// Bytes one copy writes to shared memory (and counts on its mbarrier).
+    pub fn box_bytes(&self) -> u32 {
+        self.geometry.box_bytes()
+    }
+
+    /// `prefetch.tensormap` (nothing to fetch in the emulator).
+    pub fn prefetch(&self) {}
+
+    /// `cp.async.bulk.tensor`: copies the box at `coords` (elements, innermost first; outside
+    /// the tensor reads as zeros) into `dst` from element `dst_elem`, and completes its
+    /// [`Self::box_bytes`] on barrier `bar` of `bars` (see the module documentation).
+    #[track_caller]
+    pub fn copy_to_shared<const N: usize, const B: usize>(
+        &self,
+        coords: [i32; R],
+        dst: &SharedArray<T, N>,
+        dst_elem: u32,
+        bars: &SharedArray<Mbarrier, B>,
+        bar: u32,
+    ) {
+        let site = Location::caller();
+        let bar = barrier_offset(bars, bar, site);
+        let c = ctx();
+        let st = c.state();
+        touch(st, c.tid, bar, site);
+        let g = &self.geometry;
+        if dst_elem as u64 + g.box_elems() as u64 > N as u64 {
+            st.out_of_bounds(
+                c.tid,
+                site,
+                ("shared", Kind::Store),
+                (dst_elem as u64, g.box_elems(), T::NAME),
+                N as u64,
+            );
+            abort();
+        }
+        let start = (dst.byte_offset() + dst_elem * T::BYTES) as usize;
+        if !start.is_multiple_of(g.shared_alignment() as usize) {
+            fail(
+                Fault::Misaligned,
+                Some(dst_elem as u64),
+                format!("thread {}: TMA copy into shared byte {start} (at {site}); its destination must be {}-byte aligned ({:?} swizzle)", c.tid, g.shared_alignment(), g.swizzle()),
+            );
+        }
+        let src = buffer_of_launch(self.buffer, 0);
+        // The box as it will lie in shared memory: every element read (or zero) now.
+        let mut image = vec![0u8; g.box_bytes() as usize];
+        let bd = g.box_dims();
+        let e = T::BYTES as usize;
+        for k in 0..g.box_elems() {
+            let mut within = [0u32; R];
+            let mut rest = k;
+            for (w, &d) in within.iter_mut().zip(&bd) {
+                *w = rest % d;
+                rest /= d;
+            }
+            if let Some(at) = g.global_byte(coords, within) {
+                if at as usize + e > src.bytes() {
+                    fail(
+                        Fault::OutOfBounds,
+                        Some(at / e as u64),
+                        format!("thread {}: TMA copy (at {site}) reads byte {at} of a tensor of {} bytes; the tensor map is larger than its buffer", c.tid, src.bytes()),
+                    );
+                }
+                let bits = src.load(at as usize, T::BYTES).to_le_bytes();
+                let to = g.shared_byte(within) as usize;
+                image[to..to + e].copy_from_slice(&bits[..e]);
+            }
+        }
+        let chunks: Vec<PendingCopy> = image
+            .chunks(16)
+            .enumerate()
+            .map(|(q, bytes)| {
+                let mut words = [0u32; 4];
+                for (w, b) in words.iter_mut().zip(bytes.chunks(4)) {
+                    *w = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                }
+                PendingCopy {
+                    offset: start + 16 * q,
+                    words,
+                }
+            })
+            .collect();
+        // The copy may write any time after it is issued: it races with unordered accesses now.
+        for chunk in &chunks {
+            st.check_race(c.tid, site, Kind::Store, chunk.offset, 16, false);
+            if st.error.borrow().is_some() {
+                abort();
+            }
+        }
+        let mut pending = st.async_pending.borrow_mut();
+        for chunk in &chunks {
+            pending.insert(
+                chunk.offset / 16,
+                PendingChunk {
+                    writer: c.tid,
+                    site,
+                    via: Some(bar),
+                },
+            );
+        }
+        drop(pending);
+        let mut bars = st.mbarriers.borrow_mut();
+        let b = bars.get_mut(&bar).expect("touched");
+        // The copy's completion releases the issuer's view (its writes are stamped with it).
+        st.clocks.borrow_mut().release(c.tid, &mut b.released);
+        b.tx -= g.box_bytes() as i64;
+        b.landing.extend(chunks);
+        complete_if_done(st, b);
+    }
+}
+
+/// What a thread suspended at an mbarrier needs to go on: the barrier's phase has reached
+/// `phase`.
+pub(crate) fn mbarrier_reached(st: &BlockState, offset: usize, phase: u32) -> bool {
+    st.mbarriers
+        .borrow()
+        .get(&offset)
+        .is_some_and(|b| b.phase >= phase)
+}
+
+/// A description of the barrier at `offset` for a deadlock report.
+pub(crate) fn describe_mbarrier(st: &BlockState, offset: usize) -> String {
+    match st.mbarriers.borrow().get(&offset) {
+        Some(b) => format!(
+            "mbarrier at shared byte {offset} (phase {}: {} of {} arrivals and {} bytes still due)",
+            b.phase, b.pending, b.arrivals, b.tx
+        ),
+        None => format!("mbarrier at shared byte {offset}"),
+    }
+}
+
+/// Whether named barrier `id` has completed `generation`.
+pub(crate) fn named_passed(st: &BlockState, id: u32, generation: u32) -> bool {
+    st.named.borrow()[id as usize].generation > generation
+}

@@ -1,0 +1,235 @@
+//! Hopper's asynchronous-pipeline primitives on the GPU: mbarriers, named barriers, the TMA
+//! copy engine and `setmaxnreg`. The emulator's versions (`device::emu::pipeline`) document
+//! the semantics and the sanitizer's rules.
+
+use super::{Element, SharedArray};
+use crate::device::Mbarrier;
+use core::arch::{asm, nvptx};
+use core::marker::PhantomData;
+
+/// Stops the kernel (an index a safe primitive cannot honour).
+#[inline(always)]
+fn trap() -> ! {
+    // SAFETY: `trap` aborts the kernel; nothing runs after it.
+    unsafe { nvptx::trap() }
+}
+
+impl<const N: usize> SharedArray<Mbarrier, N> {
+    /// Shared address of barrier `i`; past the array the kernel traps.
+    #[inline(always)]
+    fn barrier(&self, i: u32) -> u32 {
+        if i as usize >= N {
+            trap();
+        }
+        self.base_addr() + 8 * i
+    }
+
+    /// `mbarrier.init`: barrier `i` expects `arrivals` arrivals per phase, starting in phase 0.
+    #[inline(always)]
+    pub fn init(&self, i: u32, arrivals: u32) {
+        let a = self.barrier(i);
+        // SAFETY: writes the barrier's 8 shared bytes, inside the array (checked above).
+        unsafe {
+            asm!("mbarrier.init.shared::cta.b64 [{0}], {1};", in(reg32) a, in(reg32) arrivals, options(nostack))
+        };
+    }
+
+    /// `mbarrier.arrive`: one arrival on barrier `i` (a release of this thread's earlier
+    /// memory accesses to whoever waits for the phase).
+    #[inline(always)]
+    pub fn arrive(&self, i: u32) {
+        let a = self.barrier(i);
+        // SAFETY: updates the barrier's shared bytes, inside the array.
+        unsafe {
+            asm!("{{ .reg .b64 st; mbarrier.arrive.shared::cta.b64 st, [{0}]; }}", in(reg32) a, options(nostack))
+        };
+    }
+
+    /// `mbarrier.arrive.expect_tx`: the phase also waits for `bytes` more bytes of
+    /// asynchronous copies (a TMA copy's `complete_tx`), then one arrival.
+    #[inline(always)]
+    pub fn arrive_expect_tx(&self, i: u32, bytes: u32) {
+        let a = self.barrier(i);
+        // SAFETY: updates the barrier's shared bytes, inside the array.
+        unsafe {
+            asm!("{{ .reg .b64 st; mbarrier.arrive.expect_tx.shared::cta.b64 st, [{0}], {1}; }}", in(reg32) a, in(reg32) bytes, options(nostack))
+        };
+    }
+
+    /// Waits until the phase of barrier `i` whose parity is `parity` (0 or 1) has completed
+    /// (`mbarrier.try_wait.parity`, acquire): phase `k` completes when its arrivals and bytes
+    /// are all in, and `wait(i, k % 2)` returns once it has.
+    #[inline(always)]
+    pub fn wait(&self, i: u32, parity: u32) {
+        let a = self.barrier(i);
+        loop {
+            let done: u32;
+            // SAFETY: reads the barrier's shared bytes, inside the array.
+            unsafe {
+                asm!(
+                    "{{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [{1}], {2}; selp.u32 {0}, 1, 0, p; }}",
+                    out(reg32) done,
+                    in(reg32) a,
+                    in(reg32) parity,
+                    options(nostack)
+                )
+            };
+            if done != 0 {
+                break;
+            }
+        }
+    }
+}
+
+/// `fence.mbarrier_init.release.cluster`: makes this thread's `init`s visible to the copy
+/// engine and to other threads; a [`block_sync`](super::block_sync) follows, before any use.
+#[inline(always)]
+pub fn fence_barrier_init() {
+    // SAFETY: a fence; touches no memory.
+    unsafe { asm!("fence.mbarrier_init.release.cluster;", options(nostack)) };
+}
+
+/// `bar.sync id, threads`: waits until `threads` threads (whole warps) have arrived at named
+/// barrier `id` (1 to 15; 0 is [`block_sync`](super::block_sync)'s), counting those that
+/// [`named_barrier_arrive`]d.
+#[inline(always)]
+pub fn named_barrier_sync(id: u32, threads: u32) {
+    // SAFETY: a barrier touches no memory (a count no one completes hangs the launch, as a
+    // divergent block_sync does; the emulator reports it as a deadlock).
+    unsafe { asm!("bar.sync {0}, {1};", in(reg32) id, in(reg32) threads, options(nostack)) };
+}
+
+/// `bar.arrive id, threads`: arrives at named barrier `id` without waiting.
+#[inline(always)]
+pub fn named_barrier_arrive(id: u32, threads: u32) {
+    // SAFETY: as for `named_barrier_sync`.
+    unsafe { asm!("bar.arrive {0}, {1};", in(reg32) id, in(reg32) threads, options(nostack)) };
+}
+
+/// `setmaxnreg.inc.sync.aligned.u32 REGS`: this warpgroup may use up to `REGS` registers per
+/// thread (24 to 256, a multiple of 8), taken from those other warpgroups released. Every
+/// thread of the warpgroup executes it; the kernel needs launch bounds
+/// (`#[tile_kernel(min_blocks_per_sm = 1)]`) for ptxas to honour it.
+#[inline(always)]
+pub fn setmaxnreg_inc<const REGS: u32>() {
+    const {
+        assert!(
+            REGS >= 24 && REGS <= 256 && REGS.is_multiple_of(8),
+            "error[setmaxnreg]: REGS must be 24 to 256, a multiple of 8"
+        )
+    };
+    // SAFETY: changes the register budget of the warpgroup; touches no memory.
+    unsafe {
+        asm!("setmaxnreg.inc.sync.aligned.u32 {r};", r = const REGS, options(nostack, nomem))
+    };
+}
+
+/// `setmaxnreg.dec.sync.aligned.u32 REGS`: this warpgroup gives up registers down to `REGS`
+/// per thread (see [`setmaxnreg_inc`]).
+#[inline(always)]
+pub fn setmaxnreg_dec<const REGS: u32>() {
+    const {
+        assert!(
+            REGS >= 24 && REGS <= 256 && REGS.is_multiple_of(8),
+            "error[setmaxnreg]: REGS must be 24 to 256, a multiple of 8"
+        )
+    };
+    // SAFETY: changes the register budget of the warpgroup; touches no memory.
+    unsafe {
+        asm!("setmaxnreg.dec.sync.aligned.u32 {r};", r = const REGS, options(nostack, nomem))
+    };
+}
+
+/// A global tensor as the TMA copy engine sees it, rank `R` (a kernel argument made from a
+/// host `TensorMap`): the address of its 128-byte tensor map in global memory, and the bytes
+/// one copy moves.
+pub struct Tma<T, const R: usize> {
+    map: *const u8,
+    box_bytes: u32,
+    _t: PhantomData<T>,
+}
+
+impl<T, const R: usize> Clone for Tma<T, R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T, const R: usize> Copy for Tma<T, R> {}
+
+impl<T: Element, const R: usize> Tma<T, R> {
+    /// The handle of the tensor map at `map` whose box is `box_bytes` bytes.
+    ///
+    /// # Safety
+    /// `map` is the device address of a tensor map of rank `R` and element `T`, encoded by the
+    /// driver, whose box has `box_bytes` bytes and whose tensor stays allocated while the
+    /// kernel runs (the generated entry point's contract: the launcher passes a host
+    /// `TensorMap`'s).
+    #[inline(always)]
+    pub unsafe fn from_raw(map: *const u8, box_bytes: u32) -> Self {
+        Tma {
+            map,
+            box_bytes,
+            _t: PhantomData,
+        }
+    }
+
+    /// Bytes one copy writes to shared memory (and counts on its mbarrier).
+    #[inline(always)]
+    pub fn box_bytes(&self) -> u32 {
+        self.box_bytes
+    }
+
+    /// `prefetch.tensormap`: fetches the tensor map into the cache ahead of the first copy.
+    #[inline(always)]
+    pub fn prefetch(&self) {
+        // SAFETY: a prefetch of the map's (valid) address; no architectural effect.
+        unsafe { asm!("prefetch.tensormap [{0}];", in(reg64) self.map, options(nostack)) };
+    }
+
+    /// `cp.async.bulk.tensor.Rd.shared::cluster.global.mbarrier::complete_tx::bytes`: copies the
+    /// box at `coords` (elements, innermost first; outside the tensor reads as zeros) into
+    /// `dst` from element `dst_elem`, and completes its [`Self::box_bytes`] on barrier `bar`
+    /// of `bars`. A box that does not fit in `dst` from `dst_elem`, or a barrier past `bars`,
+    /// traps. The destination must be aligned to 128 bytes (1024 with the 128-byte swizzle).
+    #[inline(always)]
+    pub fn copy_to_shared<const N: usize, const B: usize>(
+        &self,
+        coords: [i32; R],
+        dst: &SharedArray<T, N>,
+        dst_elem: u32,
+        bars: &SharedArray<Mbarrier, B>,
+        bar: u32,
+    ) {
+        if dst_elem as u64 * T::BYTES as u64 + self.box_bytes as u64 > N as u64 * T::BYTES as u64 {
+            trap();
+        }
+        let (d, b, m) = (
+            dst.base_addr() + dst_elem * T::BYTES,
+            bars.barrier(bar),
+            self.map,
+        );
+        let c = |k: usize| if k < R { coords[k] } else { 0 };
+        // SAFETY: the copy engine reads the tensor through the map (inside the tensor's
+        // footprint, which the host checked against its buffer; outside reads as zeros) and
+        // writes `box_bytes` bytes of shared memory from `d`, inside `dst` (checked above).
+        unsafe {
+            match R {
+                1 => {
+                    asm!("cp.async.bulk.tensor.1d.shared::cluster.global.mbarrier::complete_tx::bytes [{0}], [{1}, {{{2}}}], [{3}];", in(reg32) d, in(reg64) m, in(reg32) c(0), in(reg32) b, options(nostack))
+                }
+                2 => {
+                    asm!("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [{0}], [{1}, {{{2}, {3}}}], [{4}];", in(reg32) d, in(reg64) m, in(reg32) c(0), in(reg32) c(1), in(reg32) b, options(nostack))
+                }
+                3 => {
+                    asm!("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [{0}], [{1}, {{{2}, {3}, {4}}}], [{5}];", in(reg32) d, in(reg64) m, in(reg32) c(0), in(reg32) c(1), in(reg32) c(2), in(reg32) b, options(nostack))
+                }
+                4 => {
+                    asm!("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [{0}], [{1}, {{{2}, {3}, {4}, {5}}}], [{6}];", in(reg32) d, in(reg64) m, in(reg32) c(0), in(reg32) c(1), in(reg32) c(2), in(reg32) c(3), in(reg32) b, options(nostack))
+                }
+                _ => {
+                    asm!("cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes [{0}], [{1}, {{{2}, {3}, {4}, {5}, {6}}}], [{7}];", in(reg32) d, in(reg64) m, in(reg32) c(0), in(reg32) c(1), in(reg32) c(2), in(reg32) c(3), in(reg32) c(4), in(reg32) b, options(nostack))
+                }
+            }
+        }
+    }
+}
