@@ -54,6 +54,31 @@ fn every_length_pair_both_head_dims_causal_and_not() {
     }
 }
 
+/// One block (an emulator with one worker runs a persistent grid of one) walks every item:
+/// its Q buffers and key/value stages turn over many times, across items of different heads
+/// and of different lengths (the last query tile is partial).
+#[test]
+fn one_persistent_block_walks_every_item() {
+    let device = Device::Emulator { workers: 1 };
+    for head_dim in [64, 128] {
+        let s = Shape {
+            batch: 2,
+            ..shape(3, 1, 300, 257, head_dim)
+        };
+        let outcome = attention_case(&device, s, FULL, 5).unwrap();
+        assert!(outcome.mismatch.is_none(), "{s:?}: {:?}", outcome.mismatch);
+    }
+}
+
+/// The grid: one block per multiprocessor without a mask, a block per item under one.
+#[test]
+fn persistent_without_a_mask_one_block_per_item_with_one() {
+    use ck_kernels::attention::host::grid_blocks;
+    assert_eq!(grid_blocks(2048, false, 132), 132);
+    assert_eq!(grid_blocks(100, false, 132), 100);
+    assert_eq!(grid_blocks(2048, true, 132), 2048);
+}
+
 #[test]
 fn grouped_query_heads() {
     check(shape(4, 2, 130, 130, 64), CAUSAL);
@@ -101,4 +126,15 @@ fn bad_shapes_are_errors() {
     assert_eq!(rule(s, s.q_len(), s.kv_len()), "gqa-heads");
     let s = shape(2, 1, 4, 4, 64);
     assert_eq!(rule(s, s.q_len() - 1, s.kv_len()), "shape-mismatch");
+    // The kernels take the max of the raw scores: a scale that is not positive is refused.
+    for scale in [0.0, -0.5, f32::INFINITY] {
+        let options = Options {
+            causal: false,
+            scale: Some(scale),
+        };
+        let q = vec![0.0; s.q_len()];
+        let kv = vec![0.0; s.kv_len()];
+        let e = attention(&device, (&q, &kv, &kv), s, options).unwrap_err();
+        assert_eq!(e.rule(), "bad-scale", "scale {scale}");
+    }
 }

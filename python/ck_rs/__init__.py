@@ -279,8 +279,8 @@ def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False):
     bfloat16 and the output is float32 again. With ``return_lse=True`` returns ``(o, lse)``,
     the row log-sum-exp ``[batch, heads, seq_q]`` in float32."""
     c = _Call(q=q, k=k, v=v)
-    if scale is not None and not _math.isfinite(scale):
-        raise _error(ValueError, "bad-scale", f"the scale is {scale}; give a finite number")
+    if scale is not None and not (_math.isfinite(scale) and scale > 0):
+        raise _error(ValueError, "bad-scale", f"the scale is {scale}; give a positive finite number")
     widen = c.cuda and q.dtype == _torch.float32
     if widen:  # the GPU kernel reads bfloat16 in place: convert on the device
         q, k, v = (t.to(_torch.bfloat16) for t in (q, k, v))

@@ -33,6 +33,7 @@ def f32(*shape):
         (lambda: ck_rs.attention(f32(1, 3, 4, 64), f32(1, 2, 4, 64), f32(1, 2, 4, 64)), ValueError, "gqa-heads"),
         (lambda: ck_rs.attention(f32(1, 2, 4, 64), f32(1, 2, 5, 64), f32(1, 2, 4, 64)), ValueError, "shape-mismatch"),
         (lambda: ck_rs.attention(f32(1, 2, 4, 64), f32(1, 2, 4, 64), f32(1, 2, 4, 64), scale=float("inf")), ValueError, "bad-scale"),
+        (lambda: ck_rs.attention(f32(1, 2, 4, 64), f32(1, 2, 4, 64), f32(1, 2, 4, 64), scale=-0.5), ValueError, "bad-scale"),
     ],
 )
 def test_bad_input_raises_with_its_rule(call, kind, rule):

@@ -2,7 +2,8 @@
 //! reference (a plain softmax per row, not the online one).
 
 use super::*;
-use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats};
+use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats, TensorMap};
+use ck_core::wgmma::SwizzleMode;
 
 /// An attention problem: Q `[batch, heads, sq, head_dim]`, K and V
 /// `[batch, kv_heads, sk, head_dim]`, O like Q, the log-sum-exp `[batch, heads, sq]`.
@@ -116,6 +117,20 @@ fn check_len(what: &str, len: usize, expected: usize, shape: &Shape) -> Result<(
     ))
 }
 
+/// Blocks of the grid for `items` items on `multiprocessors` SMs. Without a mask every item
+/// costs the same, so one block per SM takes every SM-th item (persistent: the next item's
+/// tiles are copied while the last one's output is written — H100, 16 × 16 heads of 1024:
+/// 0.291 against 0.311 ms). Under a causal mask items cost from one key tile to all of them,
+/// and a static split leaves some blocks with half again the mean (16 heads of 16384: 2.71
+/// against 1.91 ms), so every item gets a block of its own and the hardware deals them out.
+pub fn grid_blocks(items: u32, causal: bool, multiprocessors: u32) -> u32 {
+    if causal {
+        items
+    } else {
+        items.min(multiprocessors.max(1))
+    }
+}
+
 /// Launches the kernel for `shape.head_dim` on device buffers: `o` and `lse` receive O and the
 /// row log-sum-exp.
 #[allow(clippy::too_many_arguments)]
@@ -138,10 +153,10 @@ pub fn launch(
     check_len("O", o.len(), shape.q_len(), &shape)?;
     check_len("LSE", lse.len(), shape.lse_len(), &shape)?;
     let scale = options.scale_for(shape.head_dim);
-    if !scale.is_finite() {
+    if !(scale.is_finite() && scale > 0.0) {
         return Err(LaunchError::invalid(
             "bad-scale",
-            format!("the scale is {scale}; it must be a finite number"),
+            format!("the scale is {scale}; it must be a positive finite number"),
         ));
     }
     if shape.lse_len() == 0 {
@@ -149,16 +164,60 @@ pub fn launch(
     }
     let Shape { sq, sk, heads, .. } = shape;
     let group = shape.heads / shape.kv_heads;
-    let grid = sq.div_ceil(BM) * shape.batch * heads;
-    let cfg = LaunchConfig::new(grid, 256);
+    let items = sq.div_ceil(BM) * shape.batch * heads;
+    let blocks = grid_blocks(items, options.causal, device.multiprocessors());
+    let cfg = LaunchConfig::new(blocks, THREADS);
     let sl = scale * LOG2_E;
     let causal = options.causal;
+    let d = shape.head_dim as u64;
+    // [head dim, seq, batch · heads] in 64-column panels of 128 rows.
+    let heads_of = |x, seq: u32, n: u32| {
+        TensorMap::dense(x, [d, seq as u64, n as u64], [64, BN, 1], SwizzleMode::B128)
+    };
+    let qm = heads_of(q, sq, shape.batch * heads)?;
+    // With no keys the kernel reads neither K nor V (there is no key tile), but a tensor map
+    // has at least one row: describe Q then.
+    let (km, vm) = if sk == 0 {
+        (
+            heads_of(q, sq, shape.batch * heads)?,
+            heads_of(q, sq, shape.batch * heads)?,
+        )
+    } else {
+        let n = shape.batch * shape.kv_heads;
+        (heads_of(k, sk, n)?, heads_of(v, sk, n)?)
+    };
     match shape.head_dim {
         64 => AttentionD64::launch(
-            device, cfg, q, k, v, o, lse, sq, sk, heads, group, sl, causal,
+            device,
+            cfg,
+            &qm,
+            &km,
+            &vm,
+            o,
+            lse,
+            sq,
+            sk,
+            shape.batch,
+            heads,
+            group,
+            sl,
+            causal,
         ),
         _ => AttentionD128::launch(
-            device, cfg, q, k, v, o, lse, sq, sk, heads, group, sl, causal,
+            device,
+            cfg,
+            &qm,
+            &km,
+            &vm,
+            o,
+            lse,
+            sq,
+            sk,
+            shape.batch,
+            heads,
+            group,
+            sl,
+            causal,
         ),
     }
 }

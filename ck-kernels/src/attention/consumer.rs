@@ -1,0 +1,242 @@
+//! A consumer warpgroup: the online softmax of its 64 query rows of each item against the
+//! item's key tiles, then O and the log-sum-exp.
+
+use super::schedule::*;
+use super::{HeadDim, RowStats, Scores};
+use ck_core::device::*;
+use ck_core::tile::{
+    broadcast_x, make_tile_window, reduce_x_in_warp, unroll, DistributedTensor, View1, View2,
+};
+use ck_core::wgmma::{SmemMatrix, SwizzleMode};
+
+/// The K-major operand (Q's rows or a key tile, head dim along the 128-byte swizzled rows of
+/// 64-column panels) whose first row is row `row` of the tile at shared byte `tile`; its
+/// `kk`-th 16-column slice is [`SmemMatrix::advance`]d by [`k_step`]`(kk)`.
+#[inline(always)]
+fn k_major(tile: u32, row: u32) -> u64 {
+    SmemMatrix {
+        start: tile + row * 128,
+        lbo: 16,
+        sbo: 1024,
+        swizzle: SwizzleMode::B128,
+    }
+    .descriptor()
+}
+
+/// Bytes from a K-major operand to its `kk`-th 16-column slice: 32 bytes per slice within a
+/// panel of four, a panel further on after that.
+const fn k_step(kk: u32) -> u32 {
+    kk / 4 * PANEL_BYTES + kk % 4 * 32
+}
+
+/// The value tile at shared byte `tile` as an N-major B operand (N = the head dim, across the
+/// 64-column panels); keys `16·kk..` are 16 rows (2048 bytes) further on.
+#[inline(always)]
+fn values(tile: u32) -> u64 {
+    SmemMatrix {
+        start: tile,
+        lbo: PANEL_BYTES,
+        sbo: 1024,
+        swizzle: SwizzleMode::B128,
+    }
+    .descriptor()
+}
+
+/// Sets the scores of keys past `sk`, and of keys above the causal diagonal, to −∞ (the tile
+/// starts at query row `q0` and key `key0`).
+#[inline(always)]
+fn mask(s: &mut DistributedTensor<Scores, f32>, (q0, key0): (u32, u32), pb: &Problem) {
+    let diag = pb.sk as i64 - pb.sq as i64;
+    let p = Scores::partition_index(thread_idx());
+    Scores::for_each_y(|y, d| {
+        let [r, c] = Scores::x_index(p, y);
+        let (row, key) = (q0 + r as u32, key0 + c as u32);
+        let visible = key < pb.sk && (!pb.causal || key as i64 <= row as i64 + diag);
+        if !visible {
+            s.set(d, f32::NEG_INFINITY);
+        }
+    });
+}
+
+/// Issues `S = Q·Kᵀ` for this warpgroup's rows (`q`, a [`k_major`] descriptor) against the
+/// key tile `k`.
+#[inline(always)]
+fn issue_scores<H: HeadDim>(scores: &mut DistributedTensor<Scores, f32>, q: u64, k: u64) {
+    wgmma_fence();
+    unroll::<8>(|kk| {
+        let kk = kk as u32;
+        if kk < H::D / 16 {
+            let (a, b) = (
+                SmemMatrix::advance(q, k_step(kk)),
+                SmemMatrix::advance(k, k_step(kk)),
+            );
+            wgmma_bf16_b_kmajor(&mut scores.data, a, b, kk > 0);
+        }
+    });
+    wgmma_commit();
+}
+
+/// The A operand of `O += P·V`: P rounded to bf16 pairs in the score tile's accumulator order
+/// (the A fragment of keys `16·kk..` is words `4·kk..4·kk + 4`).
+type Packed = [u32; 32];
+
+/// Issues `O += P·V` with P packed in registers.
+#[inline(always)]
+fn issue_values<H: HeadDim>(acc: &mut DistributedTensor<H::Out, f32>, p: &mut Packed, v: u64) {
+    // Every word of P is written before the fence, so the eight MMAs issue back to back.
+    wgmma_fence_operands(p);
+    wgmma_fence();
+    unroll::<8>(|kk| {
+        let a = [0, 1, 2, 3].map(|i| p[4 * kk + i]);
+        let b = SmemMatrix::advance(v, 16 * 128 * kk as u32);
+        wgmma_bf16_a_regs(&mut acc.data, a, b, true);
+    });
+    wgmma_commit();
+}
+
+/// The online softmax of one tile's scores (key tile `j`): masks, moves the running max, sum
+/// and `O` onto the new max, and returns `P = exp2(S − max)` packed for the next MMA.
+#[inline(always)]
+fn softmax_tile<H: HeadDim>(
+    scores: &mut DistributedTensor<Scores, f32>,
+    rows: &mut Rows<H>,
+    (j, w, pb): (u32, &Work, &Problem),
+) -> Packed {
+    let key0 = j * BN;
+    let crosses_diagonal =
+        pb.causal && (key0 + BN) as i64 - 1 > w.q0 as i64 + pb.sk as i64 - pb.sq as i64;
+    if key0 + BN > pb.sk || crosses_diagonal {
+        mask(scores, (w.q0, key0), pb);
+    }
+    // The scale is positive (the host checks), so the max of the scaled scores is the scaled
+    // max, and each probability is one fused multiply-add and one exp2 of the raw score.
+    let tile_max = reduce_x_in_warp::<Scores, RowStats, f32, 1>(scores, f32::max);
+    let new_max = rows.max.zip_map(&tile_max, |m, t| m.max(t * pb.scale_log2));
+    // A row that has seen no key keeps −∞; exponentiate against 0 so it stays 0, not NaN.
+    let base = new_max.map(|m| if m == f32::NEG_INFINITY { 0.0 } else { m });
+    let rescale = rows.max.zip_map(&base, |old, b| math::exp2(old - b));
+    let p = scores.zip_map(&broadcast_x::<Scores, RowStats, f32, 1>(&base), |x, b| {
+        math::exp2(math::fma(x, pb.scale_log2, -b))
+    });
+    let tile_sum = reduce_x_in_warp::<Scores, RowStats, f32, 1>(&p, |a, b| a + b);
+    rows.sum = rows
+        .sum
+        .zip_map(&rescale, |l, r| l * r)
+        .zip_map(&tile_sum, |l, t| l + t);
+    rows.max = new_max;
+    rows.acc = rows.acc.zip_map(
+        &broadcast_x::<H::Out, RowStats, f32, 1>(&rescale),
+        |o, r| o * r,
+    );
+    core::array::from_fn(|i| Bf16::pack2(p.get(2 * i), p.get(2 * i + 1)))
+}
+
+/// This warp is done with a buffer: its lanes' MMAs have read it (they waited for them); one
+/// lane arrives for the warp.
+#[inline(always)]
+fn release<const SMEM: usize>(smem: &Smem<SMEM>, bar: u32) {
+    warp_sync();
+    if lane_id() == 0 {
+        smem.bars.arrive(bar);
+    }
+}
+
+/// The running state of one item's rows: `O`, and per row the running max (scaled, log₂
+/// domain) and sum.
+struct Rows<H: HeadDim> {
+    acc: DistributedTensor<H::Out, f32>,
+    max: DistributedTensor<RowStats, f32>,
+    sum: DistributedTensor<RowStats, f32>,
+}
+
+/// Every item of the block: wait for its Q, run its key tiles through the ring, write O and
+/// the LSE. The MMAs of tile `j`'s values and tile `j + 1`'s keys are issued together.
+#[inline(always)]
+pub fn consume<H: HeadDim, const SMEM: usize>(
+    (o, lse): (GlobalMut<Bf16>, GlobalMut<f32>),
+    smem: &Smem<SMEM>,
+    lay: Layout,
+    pb: &Problem,
+) {
+    let wg = warp_id() / 4;
+    let tile = |at: u32| smem.tiles.shared_address(at);
+    let (keys, vals) = (
+        |s: u32| k_major(tile(lay.k(s)), 0),
+        |s: u32| values(tile(lay.v(s))),
+    );
+    let mut t = 0;
+    for (i, w) in (0u32..).zip(pb.my_items()) {
+        let (qb, q_parity) = q_buffer(i);
+        let q = k_major(tile(lay.q(qb)), 64 * wg);
+        let mut rows = Rows::<H> {
+            acc: DistributedTensor::splat(0.0),
+            max: DistributedTensor::splat(f32::NEG_INFINITY),
+            sum: DistributedTensor::splat(0.0),
+        };
+        let mut scores = DistributedTensor::<Scores, f32>::splat(0.0);
+        smem.bars.wait(q_full(qb), q_parity);
+        if w.key_tiles > 0 {
+            let (s, parity) = lay.stage(t);
+            smem.bars.wait(k_full(s), parity);
+            issue_scores::<H>(&mut scores, q, keys(s));
+            wgmma_wait::<0>(&mut scores.data);
+            release(smem, k_empty(s));
+        }
+        for j in 0..w.key_tiles {
+            let mut p = softmax_tile::<H>(&mut scores, &mut rows, (j, &w, pb));
+            let (s, parity) = lay.stage(t + j);
+            smem.bars.wait(v_full(s), parity);
+            issue_values::<H>(&mut rows.acc, &mut p, vals(s));
+            if j + 1 < w.key_tiles {
+                let (s1, parity1) = lay.stage(t + j + 1);
+                smem.bars.wait(k_full(s1), parity1);
+                issue_scores::<H>(&mut scores, q, keys(s1));
+                wgmma_wait::<1>(&mut rows.acc.data);
+                release(smem, v_empty(s));
+                wgmma_wait::<0>(&mut scores.data);
+                release(smem, k_empty(s1));
+            } else {
+                wgmma_wait::<0>(&mut rows.acc.data);
+                release(smem, v_empty(s));
+            }
+        }
+        release(smem, q_empty(qb));
+        t += w.key_tiles;
+        store(rows, (o, lse), &w, pb);
+    }
+}
+
+/// O (normalised by the row sums) and the LSE of one item's rows.
+#[inline(always)]
+fn store<H: HeadDim>(
+    rows: Rows<H>,
+    (o, lse): (GlobalMut<Bf16>, GlobalMut<f32>),
+    w: &Work,
+    pb: &Problem,
+) {
+    // rcp.approx (1 ulp of f32) is far below the bf16 rounding of O.
+    let inv = rows.sum.map(|l| if l > 0.0 { math::rcp(l) } else { 0.0 });
+    let out = rows
+        .acc
+        .zip_map(&broadcast_x::<H::Out, RowStats, f32, 1>(&inv), |o, i| {
+            Bf16::from_f32(o * i)
+        });
+    // Views end at this head's last row, so the padding rows of the tile are not written.
+    let head_end = (w.bh + 1) * pb.sq;
+    let origin = (w.bh * pb.sq + w.q0) as i32;
+    let ov = View2::<_, Bf16, 2>::new(o, head_end, H::D, H::D);
+    make_tile_window::<H::Out, _>(ov, [origin, 0]).store(&out);
+    // LSE = ln Σ exp(scale·s) = (max + log₂ sum) · ln 2; −∞ for a row that saw no key.
+    let row_lse = rows.max.zip_map(&rows.sum, |m, l| {
+        if l > 0.0 {
+            (m + math::log2(l)) * core::f32::consts::LN_2
+        } else {
+            f32::NEG_INFINITY
+        }
+    });
+    // The quad's four lanes hold the same rows: one of them writes.
+    if lane_id().is_multiple_of(4) {
+        let lv = View1::<_, f32, 1>::new(lse, head_end);
+        make_tile_window::<RowStats, _>(lv, [origin]).store(&row_lse);
+    }
+}
