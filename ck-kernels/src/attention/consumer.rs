@@ -164,24 +164,33 @@ pub fn consume<H: HeadDim, const SMEM: usize>(
         |s: u32| k_major(tile(lay.k(s)), 0),
         |s: u32| values(tile(lay.v(s))),
     );
-    let mut t = 0;
-    for (i, w) in (0u32..).zip(pb.my_items()) {
+    // Waits for item `i`'s Q and, if it has keys, for key tile `t` of the block: the
+    // descriptors of its first scores.
+    let prepare = |(i, w): (u32, Work), t: u32| {
         let (qb, q_parity) = q_buffer(i);
+        smem.bars.wait(q_full(qb), q_parity);
+        (w.key_tiles > 0).then(|| {
+            let (s, parity) = lay.stage(t);
+            smem.bars.wait(k_full(s), parity);
+            (k_major(tile(lay.q(qb)), 64 * wg), keys(s))
+        })
+    };
+    let mut items = (0u32..).zip(pb.my_items()).peekable();
+    let mut t = 0;
+    let mut scores = DistributedTensor::<Scores, f32>::splat(0.0);
+    if let Some((q, k)) = items.peek().and_then(|&first| prepare(first, t)) {
+        issue_scores::<H>(&mut scores, q, k);
+        wgmma_wait::<0>(&mut scores.data);
+        release(smem, k_empty(lay.stage(t).0));
+    }
+    while let Some((i, w)) = items.next() {
+        let (qb, _) = q_buffer(i);
         let q = k_major(tile(lay.q(qb)), 64 * wg);
         let mut rows = Rows::<H> {
             acc: DistributedTensor::splat(0.0),
             max: DistributedTensor::splat(f32::NEG_INFINITY),
             sum: DistributedTensor::splat(0.0),
         };
-        let mut scores = DistributedTensor::<Scores, f32>::splat(0.0);
-        smem.bars.wait(q_full(qb), q_parity);
-        if w.key_tiles > 0 {
-            let (s, parity) = lay.stage(t);
-            smem.bars.wait(k_full(s), parity);
-            issue_scores::<H>(&mut scores, q, keys(s));
-            wgmma_wait::<0>(&mut scores.data);
-            release(smem, k_empty(s));
-        }
         for j in 0..w.key_tiles {
             let mut p = softmax_tile::<H>(&mut scores, &mut rows, (j, &w, pb));
             let (s, parity) = lay.stage(t + j);
@@ -202,7 +211,18 @@ pub fn consume<H: HeadDim, const SMEM: usize>(
         }
         release(smem, q_empty(qb));
         t += w.key_tiles;
-        store(rows, (o, lse), &w, pb);
+        // The next item's first scores run on the tensor cores while this one's output is
+        // written (issue and wait in one branch: ptxas serialises MMAs whose wait it cannot
+        // pair with them, C7518).
+        match items.peek().and_then(|&next| prepare(next, t)) {
+            Some((q, k)) => {
+                issue_scores::<H>(&mut scores, q, k);
+                store(rows, (o, lse), &w, pb);
+                wgmma_wait::<0>(&mut scores.data);
+                release(smem, k_empty(lay.stage(t).0));
+            }
+            None => store(rows, (o, lse), &w, pb),
+        }
     }
 }
 
