@@ -310,18 +310,15 @@ fn bad_launches_are_refused_before_running() {
         block: None,
         ..Neighbour::SPEC
     };
-    refuse(
-        ck_core::host::launch(&d, &big, LaunchConfig::new(1, 32), &[], &|| {}),
-        "shared-memory",
-    );
+    let checked = |spec: &KernelSpec, cfg| {
+        ck_core::host::validate(&d, spec, cfg).map(|()| ck_core::host::LaunchStats::default())
+    };
+    refuse(checked(&big, LaunchConfig::new(1, 32)), "shared-memory");
     let any = KernelSpec {
         block: None,
         ..Neighbour::SPEC
     };
-    refuse(
-        ck_core::host::launch(&d, &any, LaunchConfig::new(1, 2048), &[], &|| {}),
-        "block-size",
-    );
+    refuse(checked(&any, LaunchConfig::new(1, 2048)), "block-size");
     // The refused launches wrote nothing.
     assert!(out.to_vec().unwrap().iter().all(|&v| v == 0));
 }

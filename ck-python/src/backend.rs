@@ -32,24 +32,31 @@ fn gpu(ordinal: usize) -> PyResult<Device> {
 }
 
 impl Backend {
-    /// The backend of `tensors`, which must all be in one place: the emulator for CPU memory,
-    /// CUDA device `i` on `stream` (a `CUstream` of device `i`'s primary context) for CUDA.
-    pub fn of(tensors: &[&Tensor<'_>], stream: Option<u64>) -> PyResult<Backend> {
-        let place = tensors[0].place;
-        if let Some(t) = tensors.iter().find(|t| t.place != place) {
+    /// The backend of `tensors`, which must all be in one place: the emulator for CPU memory
+    /// (also for no tensor at all), CUDA device `i` on `stream` for CUDA.
+    ///
+    /// # Safety
+    /// `stream`, when the tensors are on a GPU, is a live `CUstream` of that device's primary
+    /// context (e.g. torch's current stream) that outlives the backend and the kernels queued
+    /// on it.
+    pub unsafe fn of(tensors: &[&Tensor<'_>], stream: Option<u64>) -> PyResult<Backend> {
+        let place = tensors.first().map_or(Place::Cpu, |t| t.place());
+        if let Some(t) = tensors.iter().find(|t| t.place() != place) {
             return Err(value_error(
                 "device-mismatch",
                 format!(
                     "`{}` is on {:?} but `{}` on {:?}; put every tensor of a call on one device",
-                    tensors[0].name, place, t.name, t.place
+                    tensors[0].name(),
+                    place,
+                    t.name(),
+                    t.place()
                 ),
             ));
         }
         let device = match (place, stream) {
             (Place::Cpu, _) => Device::emulator(),
             (Place::Cuda(i), Some(s)) => {
-                // SAFETY: the Python layer passes the current torch stream of device `i`, which
-                // torch keeps alive; the kernels are queued on it and ordered by torch.
+                // SAFETY: the caller's promise (`# Safety`).
                 unsafe { gpu(i)?.on_cuda_stream(s) }.map_err(launch_error)?
             }
             (Place::Cuda(_), None) => {
@@ -71,7 +78,7 @@ impl Backend {
         match &self.device {
             Device::Emulator { .. } => {
                 let values: Vec<T> = t
-                    .host_bytes()
+                    .host_bytes()?
                     .chunks_exact(T::BYTES as usize)
                     .map(|c| {
                         let mut w = [0u8; 4];
@@ -85,7 +92,8 @@ impl Backend {
             // allocated while the capsule lives, and for the queued kernels torch's caching
             // allocator keeps it until the stream has passed them.
             Device::Cuda(_) => unsafe {
-                DeviceBuffer::from_cuda_ptr(&self.device, t.ptr, t.len()).map_err(launch_error)
+                DeviceBuffer::from_cuda_ptr(&self.device, t.device_ptr(), t.len())
+                    .map_err(launch_error)
             },
         }
     }
@@ -105,7 +113,7 @@ impl Backend {
                         .take(T::BYTES as usize)
                 })
                 .collect();
-            t.write_host_bytes(&bytes);
+            t.write_host_bytes(&bytes)?;
         }
         Ok(())
     }
@@ -113,9 +121,9 @@ impl Backend {
     /// `t` as a bfloat16 kernel argument: on the emulator a float32 tensor is rounded to
     /// bfloat16 first; on a GPU `t` must be bfloat16 (checked by the caller).
     pub fn bf16(&self, t: &Tensor<'_>) -> PyResult<DeviceBuffer<Bf16>> {
-        if self.device.is_emulator() && t.dtype == Dtype::F32 {
+        if self.device.is_emulator() && t.dtype() == Dtype::F32 {
             let values: Vec<Bf16> = t
-                .host_bytes()
+                .host_bytes()?
                 .chunks_exact(4)
                 .map(|c| Bf16::from_f32(f32::from_le_bytes([c[0], c[1], c[2], c[3]])))
                 .collect();
@@ -126,14 +134,14 @@ impl Backend {
 
     /// [`Backend::finish`] for a bfloat16 result, widened to float32 for a float32 tensor.
     pub fn finish_bf16(&self, b: &DeviceBuffer<Bf16>, t: &Tensor<'_>) -> PyResult<()> {
-        if self.device.is_emulator() && t.dtype == Dtype::F32 {
+        if self.device.is_emulator() && t.dtype() == Dtype::F32 {
             let bytes: Vec<u8> = b
                 .to_vec()
                 .map_err(launch_error)?
                 .iter()
                 .flat_map(|v| v.to_f32().to_le_bytes())
                 .collect();
-            t.write_host_bytes(&bytes);
+            t.write_host_bytes(&bytes)?;
             return Ok(());
         }
         self.finish(b, t)

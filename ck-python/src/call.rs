@@ -84,7 +84,9 @@ impl<'py> Call<'py> {
             tensors.push(Tensor::from_capsule(name, &capsule)?);
         }
         let refs: Vec<&Tensor<'py>> = tensors.iter().collect();
-        let backend = Backend::of(&refs, stream)?;
+        // SAFETY: `stream` is what `export` read from torch for these tensors' device: its
+        // current stream, which torch keeps alive while work is queued on it.
+        let backend = unsafe { Backend::of(&refs, stream)? };
         Ok(Call { tensors, backend })
     }
 
@@ -95,12 +97,15 @@ impl<'py> Call<'py> {
 
     /// The tensor `name`.
     pub fn tensor(&self, name: &str) -> PyResult<&Tensor<'py>> {
-        self.tensors.iter().find(|t| t.name == name).ok_or_else(|| {
-            value_error(
-                "unknown-argument",
-                format!("no tensor `{name}` was given to this call"),
-            )
-        })
+        self.tensors
+            .iter()
+            .find(|t| t.name() == name)
+            .ok_or_else(|| {
+                value_error(
+                    "unknown-argument",
+                    format!("no tensor `{name}` was given to this call"),
+                )
+            })
     }
 
     /// Elements of `name`, as the u32 kernels index with.
@@ -121,7 +126,7 @@ impl<'py> Call<'py> {
     /// another): on the emulator a copy in its memory, on a GPU the tensor's own memory.
     pub fn input<T: TensorElement>(&self, name: &str) -> PyResult<DeviceBuffer<T>> {
         let t = self.tensor(name)?;
-        if t.dtype != T::DTYPE {
+        if t.dtype() != T::DTYPE {
             return Err(type_error(
                 "dtype-mismatch",
                 format!(

@@ -84,17 +84,18 @@ pub enum Place {
     Cuda(usize),
 }
 
-/// One tensor argument, valid while its capsule is alive.
+/// One tensor argument, valid while its capsule is alive. Its fields are read through
+/// accessors: the memory behind `ptr` is only ever touched through the checks of this crate.
 pub struct Tensor<'py> {
     /// The argument's name, for messages.
-    pub name: &'static str,
+    name: &'static str,
     /// Keeps the producer's tensor alive.
     _capsule: Bound<'py, PyCapsule>,
     /// The first element (`data + byte_offset`).
-    pub ptr: u64,
-    pub place: Place,
-    pub dtype: Dtype,
-    pub shape: Vec<usize>,
+    ptr: u64,
+    place: Place,
+    dtype: Dtype,
+    shape: Vec<usize>,
 }
 
 impl<'py> Tensor<'py> {
@@ -170,6 +171,31 @@ impl<'py> Tensor<'py> {
         })
     }
 
+    /// The argument's name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Where its memory is.
+    pub fn place(&self) -> Place {
+        self.place
+    }
+
+    /// Its element type.
+    pub fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+
+    /// Its shape (row-major, contiguous).
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// The device address of its first element (a CUDA tensor).
+    pub(crate) fn device_ptr(&self) -> u64 {
+        self.ptr
+    }
+
     /// Elements.
     pub fn len(&self) -> usize {
         self.shape.iter().product()
@@ -180,23 +206,39 @@ impl<'py> Tensor<'py> {
         self.len() == 0
     }
 
-    /// The tensor's bytes in host memory (a CPU tensor).
-    pub fn host_bytes(&self) -> &[u8] {
+    /// An error unless the tensor is in host memory (what the two copies below read and write).
+    fn check_cpu(&self) -> PyResult<()> {
+        match self.place {
+            Place::Cpu => Ok(()),
+            Place::Cuda(i) => Err(value_error(
+                "device-mismatch",
+                format!("`{}` is on CUDA device {i}, not in host memory", self.name),
+            )),
+        }
+    }
+
+    /// A copy of a CPU tensor's bytes (a copy: no reference into memory Python owns outlives
+    /// the call).
+    pub(crate) fn host_bytes(&self) -> PyResult<Vec<u8>> {
+        self.check_cpu()?;
         let bytes = self.len() * self.dtype.bytes();
         if bytes == 0 {
-            return &[];
+            return Ok(Vec::new());
         }
         // SAFETY: a CPU tensor's `bytes` bytes from `ptr` are its memory (DLPack), alive while
-        // the capsule is.
-        unsafe { std::slice::from_raw_parts(self.ptr as *const u8, bytes) }
+        // the capsule is; they are copied out at once.
+        Ok(unsafe { std::slice::from_raw_parts(self.ptr as *const u8, bytes) }.to_vec())
     }
 
     /// Overwrites a CPU tensor's bytes with `data` (as many bytes as it holds).
-    pub fn write_host_bytes(&self, data: &[u8]) {
+    pub(crate) fn write_host_bytes(&self, data: &[u8]) -> PyResult<()> {
+        self.check_cpu()?;
         let bytes = (self.len() * self.dtype.bytes()).min(data.len());
-        // SAFETY: as in `host_bytes`; the output tensors are fresh or given as `out=` by the
-        // caller, who hands their memory to the kernel for the call.
+        // SAFETY: as in `host_bytes`, and no Rust reference into that memory exists (reads
+        // copy it out); the output tensors are fresh or given as `out=` by the caller, who
+        // hands their memory to the kernel for the call.
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr as *mut u8, bytes) };
+        Ok(())
     }
 
     /// "float32 [2, 8]": for messages.

@@ -79,16 +79,16 @@ fn tensor<'py>(name: &'static str, obj: &Bound<'py, PyAny>) -> PyResult<Tensor<'
 
 /// Every tensor has `first`'s element type.
 fn same_dtype(ts: &[&Tensor<'_>]) -> PyResult<Dtype> {
-    let d = ts[0].dtype;
-    match ts.iter().find(|t| t.dtype != d) {
+    let d = ts[0].dtype();
+    match ts.iter().find(|t| t.dtype() != d) {
         Some(t) => Err(type_error(
             "dtype-mismatch",
             format!(
                 "`{}` is {} but `{}` is {}; give every tensor of the call one element type",
-                ts[0].name,
+                ts[0].name(),
                 d.name(),
-                t.name,
-                t.dtype.name()
+                t.name(),
+                t.dtype().name()
             ),
         )),
         None => Ok(d),
@@ -98,7 +98,7 @@ fn same_dtype(ts: &[&Tensor<'_>]) -> PyResult<Dtype> {
 fn shape_error(t: &Tensor<'_>, want: String) -> PyErr {
     value_error(
         "shape-mismatch",
-        format!("`{}` is {}; {want}", t.name, t.describe()),
+        format!("`{}` is {}; {want}", t.name(), t.describe()),
     )
 }
 
@@ -117,13 +117,13 @@ fn to_u32(what: &str, v: usize) -> PyResult<u32> {
 /// `(rows, columns)` of a row-wise operator's `x`: the last dimension, and the others
 /// flattened.
 fn rows_of(x: &Tensor<'_>) -> PyResult<(u32, u32)> {
-    let Some(&n) = x.shape.last() else {
+    let Some(&n) = x.shape().last() else {
         return Err(shape_error(
             x,
             "give at least one dimension (rows are the last)".into(),
         ));
     };
-    let m: usize = x.shape[..x.shape.len() - 1].iter().product();
+    let m: usize = x.shape()[..x.shape().len() - 1].iter().product();
     Ok((
         to_u32("the number of rows", m)?,
         to_u32("the row length", n)?,
@@ -132,7 +132,7 @@ fn rows_of(x: &Tensor<'_>) -> PyResult<(u32, u32)> {
 
 /// `t` has exactly `shape`.
 fn expect_shape(t: &Tensor<'_>, shape: &[usize]) -> PyResult<()> {
-    if t.shape != shape {
+    if t.shape() != shape {
         return Err(shape_error(t, format!("it must be {shape:?}")));
     }
     Ok(())
@@ -163,9 +163,11 @@ pub fn rmsnorm(
     let dtype = same_dtype(&[&x, &gamma, &y])?;
     let (m, n) = rows_of(&x)?;
     expect_shape(&gamma, &[n as usize])?;
-    expect_shape(&y, &x.shape)?;
+    expect_shape(&y, x.shape())?;
     check_eps(eps)?;
-    let be = Backend::of(&[&x, &gamma, &y], stream)?;
+    // SAFETY: `stream` is the handle `ck_rs` passes: torch's current stream of the tensors'
+    // device, which torch keeps alive while work is queued on it.
+    let be = unsafe { Backend::of(&[&x, &gamma, &y], stream)? };
     if m == 0 || n == 0 {
         return Ok(()); // no element to compute
     }
@@ -199,10 +201,12 @@ pub fn add_rmsnorm(
     let (m, n) = rows_of(&x)?;
     expect_shape(&gamma, &[n as usize])?;
     for t in [&res, &r, &y] {
-        expect_shape(t, &x.shape)?;
+        expect_shape(t, x.shape())?;
     }
     check_eps(eps)?;
-    let be = Backend::of(&all, stream)?;
+    // SAFETY: `stream` is the handle `ck_rs` passes: torch's current stream of the tensors'
+    // device, which torch keeps alive while work is queued on it.
+    let be = unsafe { Backend::of(&all, stream)? };
     if m == 0 || n == 0 {
         return Ok(());
     }
@@ -241,7 +245,7 @@ pub fn layernorm(
     let (m, n) = rows_of(&x)?;
     expect_shape(&gamma, &[n as usize])?;
     expect_shape(&beta, &[n as usize])?;
-    expect_shape(&y, &x.shape)?;
+    expect_shape(&y, x.shape())?;
     check_eps(eps)?;
     let stats = match (mean, rstd) {
         (Some(a), Some(b)) => Some((tensor("mean", a)?, tensor("rstd", b)?)),
@@ -256,21 +260,23 @@ pub fn layernorm(
     let mut all = vec![&x, &gamma, &beta, &y];
     if let Some((a, b)) = &stats {
         for t in [a, b] {
-            if t.dtype != Dtype::F32 {
+            if t.dtype() != Dtype::F32 {
                 return Err(type_error(
                     "dtype-mismatch",
                     format!(
                         "`{}` is {}; the statistics are float32",
-                        t.name,
+                        t.name(),
                         t.describe()
                     ),
                 ));
             }
-            expect_shape(t, &x.shape[..x.shape.len() - 1])?;
+            expect_shape(t, &x.shape()[..x.shape().len() - 1])?;
         }
         all.extend([a, b]);
     }
-    let be = Backend::of(&all, stream)?;
+    // SAFETY: `stream` is the handle `ck_rs` passes: torch's current stream of the tensors'
+    // device, which torch keeps alive while work is queued on it.
+    let be = unsafe { Backend::of(&all, stream)? };
     if m == 0 || n == 0 {
         // No element to compute; the statistics of empty rows (n = 0) are NaN, written by
         // the Python layer.
@@ -315,8 +321,10 @@ pub fn softmax(x: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>, stream: Option<u64>) 
     let (x, y) = (tensor("x", x)?, tensor("y", y)?);
     let dtype = same_dtype(&[&x, &y])?;
     let (m, n) = rows_of(&x)?;
-    expect_shape(&y, &x.shape)?;
-    let be = Backend::of(&[&x, &y], stream)?;
+    expect_shape(&y, x.shape())?;
+    // SAFETY: `stream` is the handle `ck_rs` passes: torch's current stream of the tensors'
+    // device, which torch keeps alive while work is queued on it.
+    let be = unsafe { Backend::of(&[&x, &y], stream)? };
     if m == 0 || n == 0 {
         return Ok(());
     }
@@ -375,12 +383,14 @@ pub fn gemm(
     let mut all = vec![&a, &b, &c];
     all.extend(d.iter());
     all.extend(bias.iter());
-    let be = Backend::of(&all, stream)?;
+    // SAFETY: `stream` is the handle `ck_rs` passes: torch's current stream of the tensors'
+    // device, which torch keeps alive while work is queued on it.
+    let be = unsafe { Backend::of(&all, stream)? };
     let fused = d.is_some()
         || bias.is_some()
         || alpha != 1.0
         || activation != Activation::None
-        || c.dtype == Dtype::Bf16;
+        || c.dtype() == Dtype::Bf16;
     if !fused {
         if m == 0 || n == 0 {
             return Ok(()); // C is empty (K = 0 runs: the kernel writes the empty sum, 0)
@@ -400,14 +410,14 @@ pub fn gemm(
             ),
         ));
     }
-    if let Some(t) = d.iter().chain(bias.iter()).find(|t| t.dtype != c.dtype) {
+    if let Some(t) = d.iter().chain(bias.iter()).find(|t| t.dtype() != c.dtype()) {
         return Err(type_error(
             "dtype-mismatch",
             format!(
                 "`{}` is {}; give it `c`'s type ({})",
-                t.name,
+                t.name(),
                 t.describe(),
-                c.dtype.name()
+                c.dtype().name()
             ),
         ));
     }
@@ -419,7 +429,7 @@ pub fn gemm(
     }
     let (ab, bb) = (be.bf16(&a)?, be.bf16(&b)?);
     let kernel = kernels::gemm::host::Bf16Kernel::for_shape(be.device(), mnk);
-    by_dtype!(c.dtype, O => {
+    by_dtype!(c.dtype(), O => {
         let db = d.as_ref().map(|t| be.buffer::<O>(t)).transpose()?;
         let biasb = bias.as_ref().map(|t| be.buffer::<O>(t)).transpose()?;
         let mut cb = be.buffer::<O>(&c)?;
@@ -437,7 +447,7 @@ pub fn gemm(
 }
 
 fn matrix(t: &Tensor<'_>) -> PyResult<[usize; 2]> {
-    match t.shape[..] {
+    match t.shape()[..] {
         [r, c] => Ok([r, c]),
         _ => Err(shape_error(t, "give a matrix (2 dimensions)".into())),
     }
@@ -462,7 +472,7 @@ pub fn attention(
     let (q, k, v) = (tensor("q", q)?, tensor("k", k)?, tensor("v", v)?);
     let (o, lse) = (tensor("o", o)?, tensor("lse", lse)?);
     let four = |t: &Tensor<'_>| -> PyResult<[usize; 4]> {
-        match t.shape[..] {
+        match t.shape()[..] {
             [b, h, s, d] => Ok([b, h, s, d]),
             _ => Err(shape_error(t, "give [batch, heads, seq, head_dim]".into())),
         }
@@ -473,14 +483,14 @@ pub fn attention(
             &k,
             format!(
                 "it must be [{batch}, kv_heads, seq_k, {d}] for q {:?}",
-                q.shape
+                q.shape()
             ),
         ));
     }
-    expect_shape(&v, &k.shape)?;
-    expect_shape(&o, &q.shape)?;
+    expect_shape(&v, k.shape())?;
+    expect_shape(&o, q.shape())?;
     expect_shape(&lse, &[batch, heads, sq])?;
-    if lse.dtype != Dtype::F32 {
+    if lse.dtype() != Dtype::F32 {
         return Err(type_error(
             "dtype-mismatch",
             format!("`lse` is {}; the log-sum-exp is float32", lse.describe()),
@@ -496,17 +506,19 @@ pub fn attention(
     };
     let options = kernels::attention::host::Options { causal, scale };
     let all = [&q, &k, &v, &o, &lse];
-    let be = Backend::of(&all, stream)?;
+    // SAFETY: `stream` is the handle `ck_rs` passes: torch's current stream of the tensors'
+    // device, which torch keeps alive while work is queued on it.
+    let be = unsafe { Backend::of(&all, stream)? };
     if !be.device().is_emulator() {
         if let Some(t) = [&q, &k, &v, &o]
             .into_iter()
-            .find(|t| t.dtype != Dtype::Bf16)
+            .find(|t| t.dtype() != Dtype::Bf16)
         {
             return Err(type_error(
                 "dtype-unsupported",
                 format!(
                     "`{}` is {}; attention on the GPU takes bfloat16 q, k, v and o",
-                    t.name,
+                    t.name(),
                     t.describe()
                 ),
             ));

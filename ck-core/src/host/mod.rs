@@ -464,8 +464,16 @@ pub fn validate(device: &Device, spec: &KernelSpec, cfg: LaunchConfig) -> Result
 }
 
 /// Validates and runs a kernel. `args` are its arguments as the GPU receives them; `body` is
-/// what every emulated thread executes.
-pub fn launch(
+/// what every emulated thread executes. Generated launchers (`#[tile_kernel]`) call it; a
+/// configuration can be checked without running anything with [`validate`].
+///
+/// # Safety
+/// `spec` names a kernel whose PTX entry takes exactly `args` (each buffer as its pointer and
+/// length, each tensor map as its map's address and box bytes, each scalar by value, in this
+/// order) and whose body is `body` over the same arguments — what `#[tile_kernel]` generates
+/// from one signature. On a GPU the arguments are passed to the entry unchecked, so any other
+/// list would let the kernel read or write memory it was not given.
+pub unsafe fn launch(
     device: &Device,
     spec: &KernelSpec,
     cfg: LaunchConfig,

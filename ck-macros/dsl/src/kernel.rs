@@ -379,8 +379,10 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
     let info_name = format_ident!("__ck_kernel_info_{}", name);
     let dist_checks = opts.distributions.iter().map(|d| {
         let msg = format!("error[block-size-mismatch]: kernel `{name_str}` is declared with block = {} but distribution `{}` needs a different block size", opts.block.unwrap_or(0), quote!(#d));
+        let warp = format!("error[warp-size-mismatch]: distribution `{}` of kernel `{name_str}` is written for another warp size than the 32 lanes of NVIDIA warps (and the emulator's); write it with warp_size: 32", quote!(#d));
+        let warp_check = quote_spanned!(d.span()=> const _: () = ::core::assert!(#d::WARP_SIZE == ::ck_core::device::WARP_SIZE, #warp););
         match opts.block {
-            Some(b) => quote_spanned!(d.span()=> const _: () = ::core::assert!(#d::BLOCK_SIZE == #b, #msg);),
+            Some(b) => quote_spanned!(d.span()=> const _: () = ::core::assert!(#d::BLOCK_SIZE == #b, #msg); #warp_check),
             None => quote_spanned!(d.span()=> ::core::compile_error!("error[kernel-options]: distributions(..) needs `block = N` to check against");),
         }
     });
@@ -487,10 +489,14 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
             ) -> ::core::result::Result<::ck_core::host::LaunchStats, ::ck_core::host::LaunchError> {
                 #(#host_checks)*
                 let args = [#(#host_args),*];
-                ::ck_core::host::launch(device, &Self::SPEC, cfg, &args, &|| {
-                    #(#host_handles)*
-                    #body_name(#(#call_args),*)
-                })
+                // SAFETY: `args`, `SPEC` and the body come from this one signature, as the PTX
+                // entry point below does: the entry takes exactly these arguments.
+                unsafe {
+                    ::ck_core::host::launch(device, &Self::SPEC, cfg, &args, &|| {
+                        #(#host_handles)*
+                        #body_name(#(#call_args),*)
+                    })
+                }
             }
         }
 
