@@ -4,6 +4,7 @@
 //! plain `Copy` data: the violated [`Rule`], the position it concerns and up to two values. The
 //! human message is built by `Display`, which names the rule and says what to change.
 
+use crate::rules::{self, RuleId};
 use crate::Index;
 use core::fmt;
 
@@ -61,32 +62,37 @@ pub enum Rule {
 }
 
 impl Rule {
+    /// The rule's identifier in the one vocabulary ([`crate::rules`]).
+    pub const fn id(self) -> RuleId {
+        match self {
+            Rule::LengthNotPositive => rules::LENGTH_NOT_POSITIVE,
+            Rule::NegativeParameter => rules::NEGATIVE_PARAMETER,
+            Rule::ListLengthMismatch => rules::LIST_LENGTH_MISMATCH,
+            Rule::EmptyList => rules::EMPTY_LIST,
+            Rule::CapacityExceeded => rules::CAPACITY_EXCEEDED,
+            Rule::IndexOutOfRange => rules::INDEX_OUT_OF_RANGE,
+            Rule::XorNotPowerOfTwo => rules::XOR_NOT_POWER_OF_TWO,
+            Rule::SliceOutOfRange => rules::SLICE_OUT_OF_RANGE,
+            Rule::IndexOverflow => rules::INDEX_OVERFLOW,
+            Rule::SfcNotDivisible => rules::SFC_NOT_DIVISIBLE,
+            Rule::SfcOrderNotPermutation => rules::SFC_ORDER_NOT_PERMUTATION,
+            Rule::AdaptorArity => rules::ADAPTOR_ARITY,
+            Rule::AdaptorHiddenReused => rules::ADAPTOR_HIDDEN_REUSED,
+            Rule::AdaptorOrder => rules::ADAPTOR_ORDER,
+            Rule::AdaptorTopBottom => rules::ADAPTOR_TOP_BOTTOM,
+            Rule::AdaptorDangling => rules::ADAPTOR_DANGLING,
+            Rule::AdaptorIdsNotPermutation => rules::ADAPTOR_IDS_NOT_PERMUTATION,
+            Rule::ChainMismatch => rules::CHAIN_MISMATCH,
+            Rule::DescriptorBottom => rules::DESCRIPTOR_BOTTOM,
+            Rule::LdsKPack => rules::LDS_K_PACK,
+            Rule::LdsLayer => rules::LDS_MLDS_LAYER,
+            Rule::SwizzleBits => rules::SWIZZLE_BITS,
+        }
+    }
+
     /// The stable kebab-case name.
     pub const fn name(self) -> &'static str {
-        match self {
-            Rule::LengthNotPositive => "length-not-positive",
-            Rule::NegativeParameter => "negative-parameter",
-            Rule::ListLengthMismatch => "list-length-mismatch",
-            Rule::EmptyList => "empty-list",
-            Rule::CapacityExceeded => "capacity-exceeded",
-            Rule::IndexOutOfRange => "index-out-of-range",
-            Rule::XorNotPowerOfTwo => "xor-not-power-of-two",
-            Rule::SliceOutOfRange => "slice-out-of-range",
-            Rule::IndexOverflow => "index-overflow",
-            Rule::SfcNotDivisible => "sfc-not-divisible",
-            Rule::SfcOrderNotPermutation => "sfc-order-not-permutation",
-            Rule::AdaptorArity => "adaptor-arity",
-            Rule::AdaptorHiddenReused => "adaptor-hidden-reused",
-            Rule::AdaptorOrder => "adaptor-order",
-            Rule::AdaptorTopBottom => "adaptor-top-bottom",
-            Rule::AdaptorDangling => "adaptor-dangling",
-            Rule::AdaptorIdsNotPermutation => "adaptor-ids-not-permutation",
-            Rule::ChainMismatch => "chain-mismatch",
-            Rule::DescriptorBottom => "descriptor-bottom",
-            Rule::LdsKPack => "lds-k-pack",
-            Rule::LdsLayer => "lds-mlds-layer",
-            Rule::SwizzleBits => "swizzle-bits",
-        }
+        self.id().name()
     }
 }
 

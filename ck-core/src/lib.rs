@@ -53,6 +53,7 @@ pub mod magic;
 pub mod msg;
 #[cfg(all(feature = "std", not(target_arch = "nvptx64")))]
 pub mod report;
+pub mod rules;
 pub mod sfc;
 pub mod swizzle;
 #[cfg(any(feature = "std", target_arch = "nvptx64"))]

@@ -5,6 +5,7 @@
 
 use std::prelude::rust_2021::*;
 
+use crate::rules::{self, RuleId};
 use core::fmt;
 use core::time::Duration;
 
@@ -88,20 +89,25 @@ pub enum Fault {
 }
 
 impl Fault {
+    /// The fault's identifier in the one vocabulary ([`crate::rules`]).
+    pub fn id(self) -> RuleId {
+        match self {
+            Fault::OutOfBounds => rules::OUT_OF_BOUNDS,
+            Fault::Misaligned => rules::MISALIGNED_ACCESS,
+            Fault::SharedRace => rules::SHARED_RACE,
+            Fault::BarrierDivergence => rules::BARRIER_DIVERGENCE,
+            Fault::WarpDivergence => rules::WARP_DIVERGENCE,
+            Fault::Deadlock => rules::DEADLOCK,
+            Fault::Panic => rules::KERNEL_PANIC,
+            Fault::ForeignHandle => rules::FOREIGN_HANDLE,
+            Fault::Unmodelled => rules::EMULATOR_UNMODELLED,
+            Fault::BarrierMisuse => rules::BARRIER_MISUSE,
+        }
+    }
+
     /// Stable rule name.
     pub fn name(self) -> &'static str {
-        match self {
-            Fault::OutOfBounds => "out-of-bounds",
-            Fault::Misaligned => "misaligned-access",
-            Fault::SharedRace => "shared-race",
-            Fault::BarrierDivergence => "barrier-divergence",
-            Fault::WarpDivergence => "warp-divergence",
-            Fault::Deadlock => "deadlock",
-            Fault::Panic => "kernel-panic",
-            Fault::ForeignHandle => "foreign-handle",
-            Fault::Unmodelled => "emulator-unmodelled",
-            Fault::BarrierMisuse => "barrier-misuse",
-        }
+        self.id().name()
     }
 }
 

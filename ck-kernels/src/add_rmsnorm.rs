@@ -159,7 +159,7 @@ pub mod host {
         let size = m as usize * n as usize;
         if x.len() != size || residual.len() != size || gamma.len() != n as usize {
             return Err(LaunchError::invalid(
-                "shape-mismatch",
+                ck_core::rules::SHAPE_MISMATCH,
                 format!(
                     "x has {} elements, residual {} and gamma {}, but the shape is {m} × {n}",
                     x.len(),

@@ -389,7 +389,7 @@ pub mod host {
         }
         if !n.is_multiple_of(8) || !k.is_multiple_of(8) {
             return Err(LaunchError::invalid(
-                "shape-unsupported",
+                ck_core::rules::SHAPE_UNSUPPORTED,
                 format!("{} needs N and K to be multiples of 8 (16-byte rows); got N = {n}, K = {k} (launch_bf16 sends such shapes to gemm_bf16)", kernel.name()),
             ));
         }
@@ -411,7 +411,7 @@ pub mod host {
     fn check_shapes(a: &[f32], b: &[f32], (m, n, k): (u32, u32, u32)) -> Result<(), LaunchError> {
         if a.len() != m as usize * k as usize || b.len() != k as usize * n as usize {
             return Err(LaunchError::invalid(
-                "shape-mismatch",
+                ck_core::rules::SHAPE_MISMATCH,
                 format!(
                     "A has {} elements and B {}, but the shapes are {m}×{k} and {k}×{n}",
                     a.len(),

@@ -118,7 +118,7 @@ pub fn launch_batched<O: GemmOutput>(
 ) -> Result<LaunchStats, LaunchError> {
     if kernel == Bf16Kernel::MmaSync || !n.is_multiple_of(8) || !k.is_multiple_of(8) {
         return Err(LaunchError::invalid(
-            "shape-unsupported",
+            ck_core::rules::SHAPE_UNSUPPORTED,
             format!("the fused GEMM runs on the wgmma kernels, which need N and K to be multiples of 8 (16-byte rows); got N = {n}, K = {k} ({})", kernel.name()),
         ));
     }
@@ -128,7 +128,7 @@ pub fn launch_batched<O: GemmOutput>(
         .any(|&e| e > u32::MAX as u64)
     {
         return Err(LaunchError::invalid(
-            "argument-size",
+            ck_core::rules::ARGUMENT_SIZE,
             format!(
                 "{batch} products of {m}×{k} · {k}×{n} exceed the kernels' 32-bit element indices"
             ),
@@ -139,7 +139,7 @@ pub fn launch_batched<O: GemmOutput>(
             Ok(())
         } else {
             Err(LaunchError::invalid(
-                "shape-mismatch",
+                ck_core::rules::SHAPE_MISMATCH,
                 format!("{what} has {len} elements; for {batch} product(s) of {m}×{k} · {k}×{n} it needs {expect}"),
             ))
         }
@@ -165,7 +165,7 @@ pub fn launch_batched<O: GemmOutput>(
     for (what, v) in [("alpha", epilogue.alpha), ("beta", epilogue.beta)] {
         if !v.is_finite() {
             return Err(LaunchError::invalid(
-                "bad-scale",
+                ck_core::rules::BAD_SCALE,
                 format!("{what} is {v}; give a finite number"),
             ));
         }
@@ -259,7 +259,7 @@ pub fn gemm<O: GemmOutput>(
     let size = |r: u32, c: u32| batch as usize * r as usize * c as usize;
     if a.len() != size(m, k) || b.len() != size(k, n) {
         return Err(LaunchError::invalid(
-            "shape-mismatch",
+            ck_core::rules::SHAPE_MISMATCH,
             format!(
                 "A has {} elements and B {}, but the shapes are {batch} × {m}×{k} and {batch} × {k}×{n}",
                 a.len(),

@@ -225,7 +225,7 @@ pub mod host {
             (0, 0) => Ok(0),
             (a, r) if a >= m as usize && r >= m as usize => Ok(m),
             (a, r) => Err(LaunchError::invalid(
-                "shape-mismatch",
+                ck_core::rules::SHAPE_MISMATCH,
                 format!("mean and rstd hold {a} and {r} elements; give {m} each (one per row), or empty buffers to skip the statistics"),
             )),
         }
@@ -306,7 +306,7 @@ pub mod host {
         let size = m as usize * n as usize;
         if x.len() != size || gamma.len() != n as usize || beta.len() != n as usize {
             return Err(LaunchError::invalid(
-                "shape-mismatch",
+                ck_core::rules::SHAPE_MISMATCH,
                 format!(
                     "x has {} elements, gamma {} and beta {}, but the shape is {m} × {n}",
                     x.len(),

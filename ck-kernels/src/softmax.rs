@@ -155,7 +155,7 @@ pub mod host {
         let size = m as usize * n as usize;
         if x.len() != size {
             return Err(LaunchError::invalid(
-                "shape-mismatch",
+                ck_core::rules::SHAPE_MISMATCH,
                 format!("x has {} elements, but the shape is {m} × {n}", x.len()),
             ));
         }

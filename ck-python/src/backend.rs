@@ -7,6 +7,7 @@ use crate::dlpack::{Place, Tensor};
 use crate::errors::{launch_error, value_error};
 use ck_core::device::{Bf16, Element};
 use ck_core::host::{Device, DeviceBuffer};
+use ck_core::rules;
 use pyo3::prelude::*;
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
@@ -43,7 +44,7 @@ impl Backend {
         let place = tensors.first().map_or(Place::Cpu, |t| t.place());
         if let Some(t) = tensors.iter().find(|t| t.place() != place) {
             return Err(value_error(
-                "device-mismatch",
+                rules::DEVICE_MISMATCH,
                 format!(
                     "`{}` is on {:?} but `{}` on {:?}; put every tensor of a call on one device",
                     tensors[0].name(),
@@ -61,7 +62,7 @@ impl Backend {
             }
             (Place::Cuda(_), None) => {
                 return Err(value_error(
-                    "no-stream",
+                    rules::NO_STREAM,
                     "CUDA tensors need the stream to run on; call through `ck_rs`, which passes torch's current stream".into(),
                 ))
             }

@@ -5,6 +5,7 @@ use crate::dlpack::{Dtype, Tensor};
 use crate::errors::{type_error, value_error};
 use ck_core::device::{Bf16, Element};
 use ck_core::host::{Device, DeviceBuffer};
+use ck_core::rules;
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
 
@@ -51,7 +52,7 @@ fn export<'py>(name: &str, obj: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyAn
     }
     if !obj.hasattr("__dlpack__")? {
         return Err(type_error(
-            "not-a-tensor",
+            rules::NOT_A_TENSOR,
             format!(
                 "`{name}` is a {}; pass a numpy array, a torch tensor or another DLPack tensor",
                 obj.get_type().name()?
@@ -65,7 +66,7 @@ fn export<'py>(name: &str, obj: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyAn
     };
     let capsule = obj.call_method0("__dlpack__").map_err(|e| {
         value_error(
-            "not-a-tensor",
+            rules::NOT_A_TENSOR,
             format!("`{name}` cannot be exported through DLPack ({e}); pass a writeable, contiguous copy"),
         )
     })?;
@@ -102,7 +103,7 @@ impl<'py> Call<'py> {
             .find(|t| t.name() == name)
             .ok_or_else(|| {
                 value_error(
-                    "unknown-argument",
+                    rules::UNKNOWN_ARGUMENT,
                     format!("no tensor `{name}` was given to this call"),
                 )
             })
@@ -113,7 +114,7 @@ impl<'py> Call<'py> {
         let t = self.tensor(name)?;
         u32::try_from(t.len()).map_err(|_| {
             value_error(
-                "argument-size",
+                rules::ARGUMENT_SIZE,
                 format!(
                     "`{name}` has {} elements; kernels index with 32 bits",
                     t.len()
@@ -128,7 +129,7 @@ impl<'py> Call<'py> {
         let t = self.tensor(name)?;
         if t.dtype() != T::DTYPE {
             return Err(type_error(
-                "dtype-mismatch",
+                rules::DTYPE_MISMATCH,
                 format!(
                     "`{name}` is {}; this kernel takes {}",
                     t.describe(),

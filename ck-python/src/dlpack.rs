@@ -13,6 +13,7 @@
 //! empty tensor has any).
 
 use crate::errors::{type_error, value_error};
+use ck_core::rules;
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
 use std::ffi::c_void;
@@ -104,13 +105,13 @@ impl<'py> Tensor<'py> {
     pub fn from_capsule(name: &'static str, obj: &Bound<'py, PyAny>) -> PyResult<Tensor<'py>> {
         let capsule = obj.cast::<PyCapsule>().map_err(|_| {
             type_error(
-                "not-a-tensor",
+                rules::NOT_A_TENSOR,
                 format!("`{name}` is not a DLPack capsule; pass a numpy array or a torch tensor"),
             )
         })?;
         let raw = capsule.pointer_checked(Some(c"dltensor")).map_err(|_| {
             value_error(
-                "not-a-tensor",
+                rules::NOT_A_TENSOR,
                 format!("`{name}`'s DLPack capsule was already consumed; pass the tensor again"),
             )
         })?;
@@ -132,7 +133,7 @@ impl<'py> Tensor<'py> {
             (DL_BFLOAT, 16, 1) => Dtype::Bf16,
             (code, bits, lanes) => {
                 return Err(type_error(
-                    "dtype-unsupported",
+                    rules::DTYPE_UNSUPPORTED,
                     format!("`{name}` has DLPack dtype (code {code}, {bits} bits, {lanes} lanes); the kernels take float32 or bfloat16 — convert it (e.g. `.astype(np.float32)` or `.to(torch.bfloat16)`)"),
                 ))
             }
@@ -142,7 +143,7 @@ impl<'py> Tensor<'py> {
             DL_CUDA => Place::Cuda(t.device.device_id.max(0) as usize),
             other => {
                 return Err(value_error(
-                    "device-unsupported",
+                    rules::DEVICE_UNSUPPORTED,
                     format!("`{name}` is in DLPack device memory of type {other}; the kernels take CPU (emulator) or CUDA tensors"),
                 ))
             }
@@ -154,7 +155,7 @@ impl<'py> Tensor<'py> {
             for (&len, &stride) in shape.iter().zip(&strides).rev() {
                 if len > 1 && stride != expect {
                     return Err(value_error(
-                        "not-contiguous",
+                        rules::NOT_CONTIGUOUS,
                         format!("`{name}` (shape {shape:?}) has strides {strides:?}; the kernels take row-major contiguous tensors — pass `.contiguous()` / `np.ascontiguousarray(...)`"),
                     ));
                 }
@@ -211,7 +212,7 @@ impl<'py> Tensor<'py> {
         match self.place {
             Place::Cpu => Ok(()),
             Place::Cuda(i) => Err(value_error(
-                "device-mismatch",
+                rules::DEVICE_MISMATCH,
                 format!("`{}` is on CUDA device {i}, not in host memory", self.name),
             )),
         }

@@ -9,6 +9,7 @@
 //! | `RuntimeError` | no GPU, no PTX module (`no-ptx`, `ptx-module`), a CUDA driver error |
 
 use ck_core::host::{LaunchError, LaunchStats};
+use ck_core::rules::{self, RuleId};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::{PyErr, PyResult};
@@ -20,27 +21,27 @@ create_exception!(
     "A bug the emulator's sanitizer found in a kernel (out-of-bounds or misaligned access, data race, ...): the message names the rule, the block, the threads and the address."
 );
 
-fn framed(rule: &str, message: &str) -> String {
-    format!("error[{rule}]: {message}")
+fn framed(rule: RuleId, message: &str) -> String {
+    format!("{rule}: {message}")
 }
 
-pub fn type_error(rule: &str, message: String) -> PyErr {
+pub fn type_error(rule: RuleId, message: String) -> PyErr {
     PyTypeError::new_err(framed(rule, &message))
 }
 
-pub fn value_error(rule: &str, message: String) -> PyErr {
+pub fn value_error(rule: RuleId, message: String) -> PyErr {
     PyValueError::new_err(framed(rule, &message))
 }
 
 /// A launch's error as the exception of its kind.
 pub fn launch_error(e: LaunchError) -> PyErr {
     let text = framed(e.rule(), &e.message());
+    let runtime = [rules::NO_GPU, rules::NO_PTX, rules::PTX_MODULE, rules::CUDA];
     match e {
         LaunchError::Kernel(_) => KernelFault::new_err(text),
-        LaunchError::Invalid {
-            rule: "no-gpu" | "no-ptx" | "ptx-module" | "cuda",
-            ..
-        } => PyRuntimeError::new_err(text),
+        LaunchError::Invalid { rule, .. } if runtime.contains(&rule) => {
+            PyRuntimeError::new_err(text)
+        }
         LaunchError::Invalid { .. } => PyValueError::new_err(text),
     }
 }

@@ -60,7 +60,7 @@ pub mod host {
     ) -> Result<LaunchStats, LaunchError> {
         if n > MAX_COLS {
             return Err(LaunchError::invalid(
-                "shape-unsupported",
+                ck_core::rules::SHAPE_UNSUPPORTED,
                 format!("softmax_rows takes rows of up to {MAX_COLS} columns; got {n}"),
             ));
         }
@@ -76,7 +76,7 @@ pub mod host {
     ) -> Result<(Vec<f32>, LaunchStats), LaunchError> {
         if x.len() != m as usize * n as usize {
             return Err(LaunchError::invalid(
-                "shape-mismatch",
+                ck_core::rules::SHAPE_MISMATCH,
                 format!("x has {} elements, but the shape is {m} × {n}", x.len()),
             ));
         }

@@ -166,7 +166,7 @@ pub mod host {
     ) -> Result<(Vec<f32>, LaunchStats), LaunchError> {
         if x.len() != m as usize * n as usize {
             return Err(LaunchError::invalid(
-                "shape-mismatch",
+                ck_core::rules::SHAPE_MISMATCH,
                 format!("x has {} elements, but the shape is {m} × {n}", x.len()),
             ));
         }

@@ -4,6 +4,7 @@
 
 use ck_core::device::{Bf16, Element};
 use ck_core::host::{Device, DeviceBuffer, LaunchError, LaunchStats};
+use ck_core::rules;
 use ck_kernels as kernels;
 use ck_python::{launch_error, type_error, value_error, Backend, Dtype, Tensor};
 use pyo3::prelude::*;
@@ -82,7 +83,7 @@ fn same_dtype(ts: &[&Tensor<'_>]) -> PyResult<Dtype> {
     let d = ts[0].dtype();
     match ts.iter().find(|t| t.dtype() != d) {
         Some(t) => Err(type_error(
-            "dtype-mismatch",
+            rules::DTYPE_MISMATCH,
             format!(
                 "`{}` is {} but `{}` is {}; give every tensor of the call one element type",
                 ts[0].name(),
@@ -97,7 +98,7 @@ fn same_dtype(ts: &[&Tensor<'_>]) -> PyResult<Dtype> {
 
 fn shape_error(t: &Tensor<'_>, want: String) -> PyErr {
     value_error(
-        "shape-mismatch",
+        rules::SHAPE_MISMATCH,
         format!("`{}` is {}; {want}", t.name(), t.describe()),
     )
 }
@@ -105,7 +106,7 @@ fn shape_error(t: &Tensor<'_>, want: String) -> PyErr {
 fn to_u32(what: &str, v: usize) -> PyResult<u32> {
     u32::try_from(v).map_err(|_| {
         value_error(
-            "argument-size",
+            rules::ARGUMENT_SIZE,
             format!(
                 "{what} is {v}; kernels index with 32 bits (at most {})",
                 u32::MAX
@@ -142,7 +143,7 @@ fn expect_shape(t: &Tensor<'_>, shape: &[usize]) -> PyResult<()> {
 fn check_eps(eps: f32) -> PyResult<()> {
     if !(eps.is_finite() && eps >= 0.0) {
         return Err(value_error(
-            "bad-eps",
+            rules::BAD_EPS,
             format!("eps is {eps}; give a finite, non-negative number"),
         ));
     }
@@ -252,7 +253,7 @@ pub fn layernorm(
         (None, None) => None,
         _ => {
             return Err(value_error(
-                "shape-mismatch",
+                rules::SHAPE_MISMATCH,
                 "give both `mean` and `rstd`, or neither".into(),
             ))
         }
@@ -262,7 +263,7 @@ pub fn layernorm(
         for t in [a, b] {
             if t.dtype() != Dtype::F32 {
                 return Err(type_error(
-                    "dtype-mismatch",
+                    rules::DTYPE_MISMATCH,
                     format!(
                         "`{}` is {}; the statistics are float32",
                         t.name(),
@@ -374,7 +375,7 @@ pub fn gemm(
         3 => Activation::Silu,
         other => {
             return Err(value_error(
-                "bad-activation",
+                rules::BAD_ACTIVATION,
                 format!("activation code {other}; use none, relu, gelu or silu"),
             ))
         }
@@ -403,7 +404,7 @@ pub fn gemm(
     }
     if !be.device().is_emulator() && dtype != Dtype::Bf16 {
         return Err(type_error(
-            "dtype-unsupported",
+            rules::DTYPE_UNSUPPORTED,
             format!(
                 "`a` is {}; the fused GEMM on the GPU takes bfloat16 operands",
                 a.describe()
@@ -412,7 +413,7 @@ pub fn gemm(
     }
     if let Some(t) = d.iter().chain(bias.iter()).find(|t| t.dtype() != c.dtype()) {
         return Err(type_error(
-            "dtype-mismatch",
+            rules::DTYPE_MISMATCH,
             format!(
                 "`{}` is {}; give it `c`'s type ({})",
                 t.name(),
@@ -492,7 +493,7 @@ pub fn attention(
     expect_shape(&lse, &[batch, heads, sq])?;
     if lse.dtype() != Dtype::F32 {
         return Err(type_error(
-            "dtype-mismatch",
+            rules::DTYPE_MISMATCH,
             format!("`lse` is {}; the log-sum-exp is float32", lse.describe()),
         ));
     }
@@ -515,7 +516,7 @@ pub fn attention(
             .find(|t| t.dtype() != Dtype::Bf16)
         {
             return Err(type_error(
-                "dtype-unsupported",
+                rules::DTYPE_UNSUPPORTED,
                 format!(
                     "`{}` is {}; attention on the GPU takes bfloat16 q, k, v and o",
                     t.name(),

@@ -83,8 +83,8 @@ pub fn error_rules(src: &str) -> Vec<&'static str> {
         Ok(_) => Vec::new(),
         Err(d) => d
             .iter()
-            .filter(|d| d.severity == ck_dsl::Severity::Error)
-            .map(|d| d.rule)
+            .filter(|d| d.severity() == ck_dsl::Severity::Error)
+            .map(|d| d.rule.name())
             .collect(),
     }
 }

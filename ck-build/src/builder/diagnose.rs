@@ -5,6 +5,7 @@
 //! kernel, the `abi_ptx` feature missing).
 
 use super::BuildError;
+use ck_core::rules;
 use std::path::Path;
 
 /// One error the compiler reported (from cargo's JSON messages).
@@ -90,7 +91,7 @@ pub fn explain(krate: &str, dir: &Path, errors: &[CompilerError]) -> BuildError 
         .find(|e| e.code == "E0463" && e.message.contains("`std`"))
     {
         (
-            "ptx-needs-no-std",
+            rules::PTX_NEEDS_NO_STD,
             format!(
                 "crate `{krate}` needs std{}, which the GPU does not have: make the crate no_std on the GPU with `#![cfg_attr(target_arch = \"nvptx64\", no_std, feature(abi_ptx))]` at the top of {}, and gate host-only code and dependencies with `#[cfg(not(target_arch = \"nvptx64\"))]`",
                 where_(e),
@@ -99,7 +100,7 @@ pub fn explain(krate: &str, dir: &Path, errors: &[CompilerError]) -> BuildError 
         )
     } else if let Some(e) = errors.iter().find(|e| uses_std(e)) {
         (
-            "ptx-uses-std",
+            rules::PTX_USES_STD,
             format!(
                 "crate `{krate}` uses std{}, which does not exist on the GPU: use `core::` (kernels cannot allocate: fixed-size arrays instead of Vec), or move the code out of the kernel behind `#[cfg(not(target_arch = \"nvptx64\"))]`",
                 where_(e)
@@ -110,7 +111,7 @@ pub fn explain(krate: &str, dir: &Path, errors: &[CompilerError]) -> BuildError 
         .find(|e| e.code == "E0658" && e.message.contains("ptx-kernel"))
     {
         (
-            "ptx-needs-feature",
+            rules::PTX_NEEDS_FEATURE,
             format!(
                 "crate `{krate}`{}: kernel entry points need the `abi_ptx` feature on the GPU: add `#![cfg_attr(target_arch = \"nvptx64\", no_std, feature(abi_ptx))]` at the top of {}",
                 where_(e),
@@ -119,7 +120,7 @@ pub fn explain(krate: &str, dir: &Path, errors: &[CompilerError]) -> BuildError 
         )
     } else {
         (
-            "ptx-compile",
+            rules::PTX_COMPILE,
             format!(
                 "crate `{krate}` does not compile for nvptx64-nvidia-cuda{}: {}",
                 where_(&first),

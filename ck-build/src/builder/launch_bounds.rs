@@ -17,6 +17,7 @@
 //! and the statics are removed, so the module holds only the kernels.
 
 use super::BuildError;
+use ck_core::rules;
 
 const PREFIX: &str = "__ck_kernel_info_";
 
@@ -73,13 +74,13 @@ pub fn extract(ptx: &str) -> Result<(String, Vec<KernelInfo>), BuildError> {
             .collect();
         let w = words(line).filter(|w| w.len() == 4).ok_or_else(|| {
             BuildError::new(
-                "ptx-kernel-info",
+                rules::PTX_KERNEL_INFO,
                 format!("cannot read the kernel facts of `{name}` from the module: `{}`; ck-build and ck-macros are of different versions", line.trim()),
             )
         })?;
         if w[0] != 1 {
             return Err(BuildError::new(
-                "ptx-kernel-info",
+                rules::PTX_KERNEL_INFO,
                 format!("kernel `{name}` was compiled by a ck-macros whose kernel facts are version {} (this ck-build reads version 1); use matching versions of ck-macros and ck-build", w[0]),
             ));
         }
@@ -105,7 +106,7 @@ pub fn apply(ptx: &str, infos: &[KernelInfo]) -> Result<String, BuildError> {
         let entry = format!(".entry {}(", k.name);
         let start = out.find(&entry).ok_or_else(|| {
             BuildError::new(
-                "ptx-kernel-info",
+                rules::PTX_KERNEL_INFO,
                 format!(
                     "kernel `{}` is declared but its entry is not in the module",
                     k.name
@@ -117,7 +118,7 @@ pub fn apply(ptx: &str, infos: &[KernelInfo]) -> Result<String, BuildError> {
         let brace = close + out[close..].find('{').unwrap_or(0);
         if brace <= close {
             return Err(BuildError::new(
-                "ptx-kernel-info",
+                rules::PTX_KERNEL_INFO,
                 format!("cannot find the body of entry `{}`", k.name),
             ));
         }

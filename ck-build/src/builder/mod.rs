@@ -18,23 +18,24 @@ pub mod launch_bounds;
 pub mod ptxas;
 pub mod toolchain;
 
+use ck_core::rules::{self, RuleId};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// An error for the user: a stable rule name and what to change.
+/// An error for the user: its rule and what to change.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BuildError {
-    /// Stable rule name (`no-ptx-toolchain`, `ptx-needs-no-std`, `ptx-spill`, …).
-    pub rule: &'static str,
+    /// The rule (`no-ptx-toolchain`, `ptx-needs-no-std`, `ptx-spill`, …).
+    pub rule: RuleId,
     /// What went wrong and how to fix it.
     pub message: String,
 }
 
 impl BuildError {
     /// An error under `rule`.
-    pub fn new(rule: &'static str, message: String) -> BuildError {
+    pub fn new(rule: RuleId, message: String) -> BuildError {
         BuildError { rule, message }
     }
 }
@@ -89,14 +90,14 @@ pub struct Report {
 }
 
 fn run_error(what: &str, e: std::io::Error) -> BuildError {
-    BuildError::new("ptx-build", format!("cannot run {what}: {e}"))
+    BuildError::new(rules::PTX_BUILD, format!("cannot run {what}: {e}"))
 }
 
 /// The crate of `manifest`: (library name, target directory, crate folder).
 fn locate(manifest: &Path) -> Result<(String, PathBuf, PathBuf), BuildError> {
     if !manifest.is_file() {
         return Err(BuildError::new(
-            "manifest-not-found",
+            rules::MANIFEST_NOT_FOUND,
             format!(
                 "{} does not exist; pass the kernel crate's Cargo.toml with --manifest-path",
                 manifest.display()
@@ -119,7 +120,7 @@ fn locate(manifest: &Path) -> Result<(String, PathBuf, PathBuf), BuildError> {
         .map_err(|e| run_error("cargo metadata", e))?;
     if !out.status.success() {
         return Err(BuildError::new(
-            "manifest-invalid",
+            rules::MANIFEST_INVALID,
             format!(
                 "cargo cannot read {}: {}",
                 manifest.display(),
@@ -128,7 +129,7 @@ fn locate(manifest: &Path) -> Result<(String, PathBuf, PathBuf), BuildError> {
         ));
     }
     let meta: Value = serde_json::from_slice(&out.stdout)
-        .map_err(|e| BuildError::new("manifest-invalid", format!("cargo metadata: {e}")))?;
+        .map_err(|e| BuildError::new(rules::MANIFEST_INVALID, format!("cargo metadata: {e}")))?;
     let target = PathBuf::from(meta["target_directory"].as_str().unwrap_or("target"));
     let package = meta["packages"]
         .as_array()
@@ -137,7 +138,7 @@ fn locate(manifest: &Path) -> Result<(String, PathBuf, PathBuf), BuildError> {
         .find(|p| p["manifest_path"].as_str().map(Path::new) == Some(manifest.as_path()))
         .ok_or_else(|| {
             BuildError::new(
-                "manifest-invalid",
+                rules::MANIFEST_INVALID,
                 format!(
                     "{} is a workspace manifest; pass the kernel crate's own Cargo.toml",
                     manifest.display()
@@ -156,7 +157,7 @@ fn locate(manifest: &Path) -> Result<(String, PathBuf, PathBuf), BuildError> {
         .and_then(|t| t["name"].as_str())
         .ok_or_else(|| {
             BuildError::new(
-                "ptx-no-lib",
+                rules::PTX_NO_LIB,
                 format!("package `{}` has no library target: kernels live in a library crate (src/lib.rs)", package["name"].as_str().unwrap_or("?")),
             )
         })?;
@@ -282,7 +283,7 @@ fn compile(
     match ptx {
         Some(p) if status.success() => Ok(p),
         _ => Err(BuildError::new(
-            "ptx-build",
+            rules::PTX_BUILD,
             format!(
                 "building crate `{krate}` for nvptx64-nvidia-cuda failed ({status}):\n{}",
                 stderr_text.trim()
@@ -320,14 +321,14 @@ pub fn build(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Report, B
     let linked = compile(opts, &tc, &krate, &target, &dir, progress)?;
     let text = std::fs::read_to_string(&linked).map_err(|e| {
         BuildError::new(
-            "ptx-build",
+            rules::PTX_BUILD,
             format!("cannot read {}: {e}", linked.display()),
         )
     })?;
     let (text, infos) = launch_bounds::extract(&text)?;
     if infos.is_empty() {
         return Err(BuildError::new(
-            "ptx-no-kernels",
+            rules::PTX_NO_KERNELS,
             format!(
                 "crate `{krate}` has no #[tile_kernel] functions, so its module would be empty"
             ),
@@ -355,7 +356,7 @@ pub fn build(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Report, B
     let _ = std::fs::write(out_dir.join(format!("{krate}.ptxas.log")), &log);
     if !out.status.success() {
         return Err(BuildError::new(
-            "ptxas",
+            rules::PTXAS,
             format!("ptxas rejected {}:\n{}", ptx.display(), log.trim()),
         ));
     }
@@ -418,9 +419,9 @@ fn check(
     }
     if let Some(first) = errors.first() {
         let rule = if first.contains("serialised") {
-            "wgmma-serialized"
+            rules::WGMMA_SERIALIZED
         } else {
-            "ptx-spill"
+            rules::PTX_SPILL
         };
         return Err(BuildError::new(rule, errors.join("\n")));
     }

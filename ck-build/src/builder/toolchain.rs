@@ -13,6 +13,7 @@
 //! Neither is `error[no-ptx-toolchain]` with the commands that install one.
 
 use super::BuildError;
+use ck_core::rules;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -58,14 +59,14 @@ fn installed(tools: &Path) -> bool {
 fn from_installer(tools: &Path, progress: &mut dyn FnMut(&str)) -> Result<Toolchain, BuildError> {
     std::fs::create_dir_all(tools).map_err(|e| {
         BuildError::new(
-            "no-ptx-toolchain",
+            rules::NO_PTX_TOOLCHAIN,
             format!("cannot create {}: {e}", tools.display()),
         )
     })?;
     let script = tools.join("ptx-toolchain.sh");
     std::fs::write(&script, INSTALLER).map_err(|e| {
         BuildError::new(
-            "no-ptx-toolchain",
+            rules::NO_PTX_TOOLCHAIN,
             format!("cannot write {}: {e}", script.display()),
         )
     })?;
@@ -80,10 +81,10 @@ fn from_installer(tools: &Path, progress: &mut dyn FnMut(&str)) -> Result<Toolch
         .env("CK_PTX_TOOLS", tools)
         .stderr(std::process::Stdio::inherit())
         .output()
-        .map_err(|e| BuildError::new("no-ptx-toolchain", format!("cannot run bash: {e}")))?;
+        .map_err(|e| BuildError::new(rules::NO_PTX_TOOLCHAIN, format!("cannot run bash: {e}")))?;
     if !out.status.success() {
         return Err(BuildError::new(
-            "no-ptx-toolchain",
+            rules::NO_PTX_TOOLCHAIN,
             format!("the PTX toolchain installer failed ({}; its output is above); it needs apt-get (Debian packages) and pip (PyPI)", out.status),
         ));
     }
@@ -96,7 +97,7 @@ fn from_installer(tools: &Path, progress: &mut dyn FnMut(&str)) -> Result<Toolch
     let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
     let (Some(linker), Some(ptxas)) = (get("CK_LLVM_BITCODE_LINKER"), get("PTXAS")) else {
         return Err(BuildError::new(
-            "no-ptx-toolchain",
+            rules::NO_PTX_TOOLCHAIN,
             "the installer did not report a linker and ptxas".to_string(),
         ));
     };
@@ -150,7 +151,7 @@ pub fn find(
     if let Some(sysroot) = rustup_nightly() {
         let ptxas = system_ptxas().ok_or_else(|| {
             BuildError::new(
-                "no-ptx-toolchain",
+                rules::NO_PTX_TOOLCHAIN,
                 "no ptxas: install the CUDA toolkit, or `pip install nvidia-cuda-nvcc` and set PTXAS to its bin/ptxas".to_string(),
             )
         })?;
@@ -165,7 +166,7 @@ pub fn find(
         });
     }
     Err(BuildError::new(
-        "no-ptx-toolchain",
+        rules::NO_PTX_TOOLCHAIN,
         format!(
             "no Rust toolchain for nvptx64-nvidia-cuda; either run `ck build-ptx --install-toolchain` (installs Debian's rustc-web 1.96, llvm-22 and ptxas into {}, about 1.5 GB; nothing outside it changes; set CK_PTX_TOOLS for another folder), or `rustup toolchain install nightly --target nvptx64-nvidia-cuda --component llvm-bitcode-linker --component llvm-tools` with ptxas from the CUDA toolkit",
             tools.display()

@@ -125,34 +125,40 @@ pub enum EncodingRule {
 impl EncodingRule {
     /// The stable kebab-case name.
     pub const fn name(self) -> &'static str {
+        self.id().name()
+    }
+
+    /// The rule's identifier in the one vocabulary ([`crate::rules`]): its name, and whether
+    /// it only warns.
+    pub const fn id(self) -> crate::rules::RuleId {
         match self {
-            EncodingRule::LengthNotPositive => "length-not-positive",
-            EncodingRule::EmptyX => "empty-x",
-            EncodingRule::EmptyH => "empty-h",
-            EncodingRule::NoY => "no-y",
-            EncodingRule::ListLengthMismatch => "list-length-mismatch",
-            EncodingRule::IndexOutOfRange => "index-out-of-range",
-            EncodingRule::YMapsToR => "y-maps-to-r",
-            EncodingRule::EmptyP => "empty-p",
-            EncodingRule::PCount => "p-count",
-            EncodingRule::ClaimedTwice => "claimed-twice",
-            EncodingRule::Unclaimed => "unclaimed",
-            EncodingRule::WarpSizeMismatch => "warp-size-mismatch",
-            EncodingRule::BlockSizeMismatch => "block-size-mismatch",
-            EncodingRule::ShapeMismatch => "shape-mismatch",
-            EncodingRule::CapacityExceeded => "capacity-exceeded",
-            EncodingRule::TileTooLarge => "tile-too-large",
-            EncodingRule::SliceThroughP => "slice-through-p",
-            EncodingRule::SliceNotFactor => "slice-not-factor",
-            EncodingRule::RUnowned => "r-unowned",
-            EncodingRule::UnclaimedUnit => "unclaimed-unit",
+            EncodingRule::LengthNotPositive => crate::rules::LENGTH_NOT_POSITIVE,
+            EncodingRule::EmptyX => crate::rules::EMPTY_X,
+            EncodingRule::EmptyH => crate::rules::EMPTY_H,
+            EncodingRule::NoY => crate::rules::NO_Y,
+            EncodingRule::ListLengthMismatch => crate::rules::LIST_LENGTH_MISMATCH,
+            EncodingRule::IndexOutOfRange => crate::rules::INDEX_OUT_OF_RANGE,
+            EncodingRule::YMapsToR => crate::rules::Y_MAPS_TO_R,
+            EncodingRule::EmptyP => crate::rules::EMPTY_P,
+            EncodingRule::PCount => crate::rules::P_COUNT,
+            EncodingRule::ClaimedTwice => crate::rules::CLAIMED_TWICE,
+            EncodingRule::Unclaimed => crate::rules::UNCLAIMED,
+            EncodingRule::WarpSizeMismatch => crate::rules::WARP_SIZE_MISMATCH,
+            EncodingRule::BlockSizeMismatch => crate::rules::BLOCK_SIZE_MISMATCH,
+            EncodingRule::ShapeMismatch => crate::rules::SHAPE_MISMATCH,
+            EncodingRule::CapacityExceeded => crate::rules::CAPACITY_EXCEEDED,
+            EncodingRule::TileTooLarge => crate::rules::TILE_TOO_LARGE,
+            EncodingRule::SliceThroughP => crate::rules::SLICE_THROUGH_P,
+            EncodingRule::SliceNotFactor => crate::rules::SLICE_NOT_FACTOR,
+            EncodingRule::RUnowned => crate::rules::R_UNOWNED,
+            EncodingRule::UnclaimedUnit => crate::rules::UNCLAIMED_UNIT,
         }
     }
 
     /// True for the rules that only warn (the encoding is still usable): an R component no P
     /// owns, an unclaimed H component of length 1.
     pub const fn is_warning(self) -> bool {
-        matches!(self, EncodingRule::RUnowned | EncodingRule::UnclaimedUnit)
+        self.id().is_warning()
     }
 
     /// True for rules that depend on length values (not only on the structure of the lists).

@@ -5,6 +5,7 @@
 //! without waiting.
 
 use super::{KernelArg, KernelSpec, LaunchConfig, LaunchError, LaunchStats, Module};
+use crate::rules;
 use cudarc::driver::sys::CUfunction_attribute_enum;
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig as CuConfig,
@@ -43,7 +44,7 @@ impl std::fmt::Debug for CudaDevice {
 }
 
 fn backend(e: impl std::fmt::Display) -> LaunchError {
-    LaunchError::invalid("cuda", format!("CUDA driver error: {e}"))
+    LaunchError::invalid(rules::CUDA, format!("CUDA driver error: {e}"))
 }
 
 impl CudaDevice {
@@ -51,12 +52,15 @@ impl CudaDevice {
         // SAFETY: only probes whether the driver library can be loaded.
         if !unsafe { cudarc::driver::sys::is_culib_present() } {
             return Err(LaunchError::invalid(
-                "no-gpu",
+                rules::NO_GPU,
                 "no CUDA driver library (libcuda.so) on this machine; use the emulator (--backend emu)".into(),
             ));
         }
         let ctx = CudaContext::new(ordinal).map_err(|e| {
-            LaunchError::invalid("no-gpu", format!("cannot open CUDA device {ordinal}: {e}"))
+            LaunchError::invalid(
+                rules::NO_GPU,
+                format!("cannot open CUDA device {ordinal}: {e}"),
+            )
         })?;
         let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
         let multiprocessors = ctx
@@ -116,7 +120,7 @@ impl CudaDevice {
                 .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
                 .map_err(|e| {
                     LaunchError::invalid(
-                        "ptx-module",
+                        rules::PTX_MODULE,
                         format!("the driver rejected the module of `{}` ({source}): {e}; rebuild it with `ck build-ptx --manifest-path {}/Cargo.toml`", m.crate_name, m.manifest_dir),
                     )
                 })
@@ -135,7 +139,7 @@ impl CudaDevice {
             return Ok(f.clone());
         }
         let f = self.module(&spec.module)?.load_function(spec.name).map_err(|e| {
-            LaunchError::invalid("ptx-module", format!("kernel `{}` is not in the PTX module of `{}` ({e}); rebuild it with `ck build-ptx --manifest-path {}/Cargo.toml`", spec.name, spec.module.crate_name, spec.module.manifest_dir))
+            LaunchError::invalid(rules::PTX_MODULE, format!("kernel `{}` is not in the PTX module of `{}` ({e}); rebuild it with `ck build-ptx --manifest-path {}/Cargo.toml`", spec.name, spec.module.crate_name, spec.module.manifest_dir))
         })?;
         if spec.shared_bytes > 48 * 1024 {
             f.set_attribute(
@@ -175,7 +179,10 @@ impl CudaDevice {
         }
         let end = self.stream.record_event(flags).map_err(backend)?;
         end.synchronize().map_err(|e| {
-            LaunchError::invalid("cuda", format!("a queued kernel failed on the GPU: {e}"))
+            LaunchError::invalid(
+                rules::CUDA,
+                format!("a queued kernel failed on the GPU: {e}"),
+            )
         })?;
         let ms = start.elapsed_ms(&end).map_err(backend)?;
         Ok(Duration::from_secs_f64(
@@ -244,7 +251,7 @@ impl CudaDevice {
                 KernelArg::Buffer { buffer, .. } => {
                     let slice = buffer.cuda_slice().ok_or_else(|| {
                         LaunchError::invalid(
-                            "argument-device",
+                            rules::ARGUMENT_DEVICE,
                             "a buffer of another device was passed to a CUDA launch".into(),
                         )
                     })?;
@@ -254,7 +261,7 @@ impl CudaDevice {
                 KernelArg::TensorMap { map, .. } => {
                     let map = map.ok_or_else(|| {
                         LaunchError::invalid(
-                            "argument-device",
+                            rules::ARGUMENT_DEVICE,
                             "a tensor map of another device was passed to a CUDA launch".into(),
                         )
                     })?;
@@ -306,7 +313,7 @@ impl CudaDevice {
         end.record(&self.stream).map_err(backend)?;
         self.stream.synchronize().map_err(|e| {
             LaunchError::invalid(
-                "cuda",
+                rules::CUDA,
                 format!("kernel `{}` failed on the GPU: {e}", spec.name),
             )
         })?;

@@ -11,6 +11,7 @@
 
 use super::{Device, DeviceBuffer, LaunchError, Storage};
 use crate::device::Element;
+use crate::rules;
 use std::mem::ManuallyDrop;
 use std::prelude::rust_2021::*;
 use std::sync::Arc;
@@ -29,7 +30,7 @@ impl Device {
             // SAFETY: the caller's promise.
             Device::Cuda(d) => Ok(Device::Cuda(Arc::new(unsafe { d.on_stream(stream) }))),
             Device::Emulator { .. } => Err(LaunchError::invalid(
-                "argument-device",
+                rules::ARGUMENT_DEVICE,
                 "a CUDA stream was given for the emulator".into(),
             )),
         }
@@ -63,13 +64,13 @@ impl<T: Element> DeviceBuffer<T> {
     ) -> Result<DeviceBuffer<T>, LaunchError> {
         let Device::Cuda(d) = device else {
             return Err(LaunchError::invalid(
-                "argument-device",
+                rules::ARGUMENT_DEVICE,
                 "a CUDA pointer was given for the emulator".into(),
             ));
         };
         if !ptr.is_multiple_of(16) {
             return Err(LaunchError::invalid(
-                "misaligned-buffer",
+                rules::MISALIGNED_BUFFER,
                 format!("device pointer {ptr:#x} is not 16-byte aligned; pass a tensor that starts on a 16-byte boundary (e.g. a fresh or `.contiguous()` copy)"),
             ));
         }

@@ -16,6 +16,7 @@ pub use tensor_map::TensorMap;
 use crate::device::emu;
 use crate::device::emu::memory::EmuMemory;
 use crate::device::Element;
+use crate::rules::{self, RuleId};
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -220,7 +221,7 @@ impl<T: Element> DeviceBuffer<T> {
     pub fn copy_from(&mut self, src: &DeviceBuffer<T>) -> Result<Duration, LaunchError> {
         if src.len != self.len {
             return Err(LaunchError::invalid(
-                "argument-size",
+                rules::ARGUMENT_SIZE,
                 format!("copy of {} elements into {}", src.len, self.len),
             ));
         }
@@ -239,7 +240,7 @@ impl<T: Element> DeviceBuffer<T> {
                 Storage::Cuda { slice: from, .. },
             ) => device.copy(from, dst),
             _ => Err(LaunchError::invalid(
-                "argument-device",
+                rules::ARGUMENT_DEVICE,
                 "buffers of different devices".into(),
             )),
         }
@@ -250,7 +251,7 @@ impl<T: Element> DeviceBuffer<T> {
     pub fn check_argument(&self, name: &str) -> Result<(), LaunchError> {
         if self.len > u32::MAX as usize {
             return Err(LaunchError::invalid(
-                "argument-size",
+                rules::ARGUMENT_SIZE,
                 format!(
                     "buffer `{name}` has {} elements; kernels index buffers with u32 (at most {})",
                     self.len,
@@ -380,9 +381,9 @@ pub enum LaunchError {
     /// Refused or failed outside the kernel (bad configuration or arguments, no GPU, a driver
     /// error).
     Invalid {
-        /// Stable rule name (`block-size`, `shared-memory`, `argument-size`, `argument-device`,
-        /// `grid-size`, `no-gpu`, `ptx-module`, `cuda`).
-        rule: &'static str,
+        /// The rule (`block-size`, `shared-memory`, `argument-size`, `argument-device`,
+        /// `grid-size`, `no-gpu`, `ptx-module`, `cuda`, …).
+        rule: RuleId,
         /// What is wrong and what to change.
         message: String,
     },
@@ -392,20 +393,20 @@ pub enum LaunchError {
 
 impl LaunchError {
     /// A refused launch.
-    pub fn invalid(rule: &'static str, message: String) -> LaunchError {
+    pub fn invalid(rule: RuleId, message: String) -> LaunchError {
         LaunchError::Invalid { rule, message }
     }
 
-    /// Stable rule name.
-    pub fn rule(&self) -> &'static str {
+    /// The rule.
+    pub fn rule(&self) -> RuleId {
         match self {
-            LaunchError::Invalid { rule, .. } => rule,
-            LaunchError::Kernel(e) => e.fault.name(),
+            LaunchError::Invalid { rule, .. } => *rule,
+            LaunchError::Kernel(e) => e.fault.id(),
         }
     }
 
-    /// What went wrong and what to change, without the `error[rule]: ` frame that `Display`
-    /// puts in front (for printers that add their own, like the `ck` command's).
+    /// What went wrong and what to change, without the `error[rule]: ` frame (printers add
+    /// it from [`LaunchError::rule`]).
     pub fn message(&self) -> String {
         match self {
             LaunchError::Invalid { message, .. } => message.clone(),
@@ -414,10 +415,11 @@ impl LaunchError {
     }
 }
 
-/// `error[rule]: message`: [`LaunchError::rule`] framed around [`LaunchError::message`].
+/// [`LaunchError::message`]: what went wrong and what to change. Like every error of ck-rs it
+/// leaves the `error[rule]` frame to the printer: `eprintln!("{}: {e}", e.rule())`.
 impl fmt::Display for LaunchError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "error[{}]: {}", self.rule(), self.message())
+        f.write_str(&self.message())
     }
 }
 
@@ -427,7 +429,7 @@ impl std::error::Error for LaunchError {}
 pub fn validate(device: &Device, spec: &KernelSpec, cfg: LaunchConfig) -> Result<(), LaunchError> {
     if cfg.block == 0 || cfg.block > MAX_BLOCK_THREADS {
         return Err(LaunchError::invalid(
-            "block-size",
+            rules::BLOCK_SIZE,
             format!(
                 "kernel `{}`: block of {} threads; it must have 1 to {MAX_BLOCK_THREADS}",
                 spec.name, cfg.block
@@ -437,14 +439,14 @@ pub fn validate(device: &Device, spec: &KernelSpec, cfg: LaunchConfig) -> Result
     if let Some(b) = spec.block {
         if b != cfg.block {
             return Err(LaunchError::invalid(
-                "block-size",
+                rules::BLOCK_SIZE,
                 format!("kernel `{}` is written for blocks of {b} threads (#[tile_kernel(block = {b})]) but is launched with {}", spec.name, cfg.block),
             ));
         }
     }
     if cfg.grid == 0 || cfg.grid > i32::MAX as u32 {
         return Err(LaunchError::invalid(
-            "grid-size",
+            rules::GRID_SIZE,
             format!(
                 "kernel `{}`: grid of {} blocks; it must have 1 to {}",
                 spec.name,
@@ -456,7 +458,7 @@ pub fn validate(device: &Device, spec: &KernelSpec, cfg: LaunchConfig) -> Result
     let limit = device.shared_memory_limit();
     if spec.shared_bytes > limit {
         return Err(LaunchError::invalid(
-            "shared-memory",
+            rules::SHARED_MEMORY,
             format!("kernel `{}` declares {} bytes of shared memory; the device allows {limit} per block", spec.name, spec.shared_bytes),
         ));
     }
@@ -489,7 +491,7 @@ pub unsafe fn launch(
     });
     if foreign {
         return Err(LaunchError::invalid(
-            "argument-device",
+            rules::ARGUMENT_DEVICE,
             format!(
                 "kernel `{}`: a buffer was allocated on another device than {}",
                 spec.name,

@@ -14,6 +14,7 @@
 
 use super::LaunchError;
 use crate::kernel::Module;
+use crate::rules;
 use std::path::{Path, PathBuf};
 use std::prelude::rust_2021::*;
 
@@ -85,7 +86,7 @@ pub fn find_ptx(m: &Module) -> Result<(PtxSource, String), LaunchError> {
         std::fs::read_to_string(p)
             .map(|text| (PtxSource::File(p.to_path_buf()), text))
             .map_err(|e| {
-                LaunchError::invalid("no-ptx", format!("cannot read {}: {e}", p.display()))
+                LaunchError::invalid(rules::NO_PTX, format!("cannot read {}: {e}", p.display()))
             })
     };
     if let Some(p) = overrides.iter().find(|p| p.is_file()) {
@@ -105,7 +106,7 @@ pub fn find_ptx(m: &Module) -> Result<(PtxSource, String), LaunchError> {
         .map(|p| p.display().to_string())
         .collect();
     Err(LaunchError::invalid(
-        "no-ptx",
+        rules::NO_PTX,
         format!(
             "no PTX module for crate `{}`: none embedded, none at {}; build it with `ck build-ptx --manifest-path {}/Cargo.toml` (or point CK_PTX at the .ptx file or its folder)",
             m.crate_name,

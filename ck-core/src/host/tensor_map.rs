@@ -14,6 +14,7 @@
 //! # Ok(()) }
 //! ```
 
+use crate::rules;
 use std::prelude::rust_2021::*;
 
 use super::{DeviceBuffer, KernelArg, LaunchError, RawBuffer, Storage};
@@ -49,11 +50,11 @@ impl<'a, T: Element, const R: usize> TensorMap<'a, T, R> {
         swizzle: SwizzleMode,
     ) -> Result<TensorMap<'a, T, R>, LaunchError> {
         let geometry = TmaGeometry::new(dims, strides, box_dims, T::BYTES, swizzle)
-            .map_err(|e| LaunchError::invalid("tensor-map", e.to_string()))?;
+            .map_err(|e| LaunchError::invalid(rules::TENSOR_MAP, e.to_string()))?;
         let have = buffer.len() as u64 * T::BYTES as u64;
         if geometry.footprint_bytes() > have {
             return Err(LaunchError::invalid(
-                "tensor-map",
+                rules::TENSOR_MAP,
                 format!(
                     "a tensor of dims {dims:?} and byte strides {strides:?} reaches byte {} but its buffer has {have} bytes",
                     geometry.footprint_bytes()
@@ -151,7 +152,7 @@ fn encode<const R: usize>(ptr: u64, g: &TmaGeometry<R>) -> Result<Vec<u8>, Launc
     };
     if r != sys::CUresult::CUDA_SUCCESS {
         return Err(LaunchError::invalid(
-            "tensor-map",
+            rules::TENSOR_MAP,
             format!("the CUDA driver refused the tensor map (dims {dims:?}, strides {strides:?}, box {box_dims:?}): {r:?}"),
         ));
     }

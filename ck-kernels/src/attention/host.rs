@@ -77,7 +77,7 @@ impl Shape {
     pub fn check(&self) -> Result<(), LaunchError> {
         if self.head_dim != 64 && self.head_dim != 128 {
             return Err(LaunchError::invalid(
-                "head-dim-unsupported",
+                ck_core::rules::HEAD_DIM_UNSUPPORTED,
                 format!(
                     "head_dim is {}; the attention kernels take 64 or 128 (pad the head dim with zeros to the next one)",
                     self.head_dim
@@ -86,7 +86,7 @@ impl Shape {
         }
         if self.kv_heads == 0 || !self.heads.is_multiple_of(self.kv_heads) {
             return Err(LaunchError::invalid(
-                "gqa-heads",
+                ck_core::rules::GQA_HEADS,
                 format!(
                     "{} query heads cannot share {} key/value heads: the key/value heads must divide the query heads",
                     self.heads, self.kv_heads
@@ -95,7 +95,7 @@ impl Shape {
         }
         if self.q_len().max(self.kv_len()) >= 1 << 32 {
             return Err(LaunchError::invalid(
-                "too-large",
+                ck_core::rules::TOO_LARGE,
                 format!(
                     "Q has {} elements and K {}; the kernels index with 32 bits (split the batch)",
                     self.q_len(),
@@ -112,7 +112,7 @@ fn check_len(what: &str, len: usize, expected: usize, shape: &Shape) -> Result<(
         return Ok(());
     }
     Err(LaunchError::invalid(
-        "shape-mismatch",
+        ck_core::rules::SHAPE_MISMATCH,
         format!("{what} has {len} elements, but {shape:?} needs {expected}"),
     ))
 }
@@ -155,7 +155,7 @@ pub fn launch(
     let scale = options.scale_for(shape.head_dim);
     if !(scale.is_finite() && scale > 0.0) {
         return Err(LaunchError::invalid(
-            "bad-scale",
+            ck_core::rules::BAD_SCALE,
             format!("the scale is {scale}; it must be a positive finite number"),
         ));
     }

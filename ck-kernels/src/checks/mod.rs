@@ -265,7 +265,7 @@ pub fn run_exercise(
             rmsnorm_case(device, dtype, (257, n.max(1)), seed)
         }
         other => Err(LaunchError::invalid(
-            "unknown-kernel",
+            ck_core::rules::UNKNOWN_KERNEL,
             format!(
                 "unknown kernel `{other}`; available: {}, bank-probe",
                 EXERCISES.join(", ")
@@ -443,7 +443,7 @@ pub fn run_lds_probe(device: &Device, swizzled: bool) -> Result<Outcome, LaunchE
 /// Runs bank-probe with stride `stride` and width `width`.
 pub fn run_bank_probe(device: &Device, stride: u32, width: u32) -> Result<Outcome, LaunchError> {
     bank_probe::check_parameters(stride, width)
-        .map_err(|m| LaunchError::invalid("probe-parameters", m))?;
+        .map_err(|m| LaunchError::invalid(ck_core::rules::PROBE_PARAMETERS, m))?;
     let mut out = DeviceBuffer::<u32>::zeros(device, (bank_probe::THREADS * width / 4) as usize)?;
     let stats = BankProbe::launch(
         device,

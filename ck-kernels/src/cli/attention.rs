@@ -42,7 +42,7 @@ pub struct AttentionArgs {
 
 /// Reads a 4-D .npy and returns it with its dims.
 fn read4(path: &str, what: &str) -> Result<(crate::npy::Array, [u32; 4]), CliError> {
-    let a = crate::npy::read(path).map_err(|m| CliError::new("npy", m))?;
+    let a = crate::npy::read(path).map_err(|m| CliError::new(ck_core::rules::NPY, m))?;
     let dims: Option<[u32; 4]> = a
         .shape
         .iter()
@@ -52,7 +52,7 @@ fn read4(path: &str, what: &str) -> Result<(crate::npy::Array, [u32; 4]), CliErr
     match dims {
         Some(d) => Ok((a, d)),
         None => Err(CliError::new(
-            "shape-mismatch",
+            ck_core::rules::SHAPE_MISMATCH,
             format!(
                 "{path} ({what}) has shape {:?}; it must be a 4-D array [batch, heads, seq, head_dim]",
                 a.shape
@@ -70,7 +70,7 @@ pub fn run(args: &AttentionArgs) -> Result<(), CliError> {
     let [kb, kv_heads, sk, k_dim] = kd;
     if kb != batch || k_dim != head_dim || vd != kd {
         return Err(CliError::new(
-            "shape-mismatch",
+            ck_core::rules::SHAPE_MISMATCH,
             format!(
                 "Q is {:?}, K {:?} and V {:?}: K and V must be equal, with Q's batch and head_dim",
                 q.shape, k.shape, v.shape

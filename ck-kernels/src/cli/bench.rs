@@ -98,9 +98,9 @@ fn peers(args: &BenchArgs) -> Result<Value, CliError> {
     match args.peers.as_deref() {
         Some(p) => {
             let text = std::fs::read_to_string(p)
-                .map_err(|e| CliError::new("io", format!("cannot read {p}: {e}")))?;
+                .map_err(|e| CliError::new(ck_core::rules::IO, format!("cannot read {p}: {e}")))?;
             serde_json::from_str(&text)
-                .map_err(|e| CliError::new("peers", format!("{p} is not JSON: {e}")))
+                .map_err(|e| CliError::new(ck_core::rules::PEERS, format!("{p} is not JSON: {e}")))
         }
         None => Ok(json!({})),
     }
@@ -318,7 +318,10 @@ fn bench_rows(
         .split(',')
         .map(|d| {
             Dtype::parse(d).ok_or_else(|| {
-                CliError::new("dtype", format!("unsupported dtype `{d}`; use f32 or bf16"))
+                CliError::new(
+                    ck_core::rules::DTYPE,
+                    format!("unsupported dtype `{d}`; use f32 or bf16"),
+                )
             })
         })
         .collect::<Result<_, _>>()?;

@@ -34,7 +34,7 @@ pub fn run(args: &EncodingArgs) -> Result<(), CliError> {
             .map_err(|e| CliError::usage(format!("cannot read stdin: {e}")))?
     } else {
         std::fs::read_to_string(path)
-            .map_err(|e| CliError::new("io", format!("cannot read {path}: {e}")))?
+            .map_err(|e| CliError::new(ck_core::rules::IO, format!("cannot read {path}: {e}")))?
     };
     let analysis = ck_dsl::analyze_source(&src).map_err(|d| diagnostics_error(path, &d))?;
     for w in &analysis.checked.warnings {
@@ -42,7 +42,7 @@ pub fn run(args: &EncodingArgs) -> Result<(), CliError> {
     }
     if analysis.checked.parametric {
         return Err(CliError::new(
-            "parametric-encoding",
+            ck_core::rules::PARAMETRIC_ENCODING,
             "some lengths (or the warp/block size) are not integer literals; `ck encoding` \
              evaluates literal encodings only — substitute the values",
         ));
@@ -53,7 +53,7 @@ pub fn run(args: &EncodingArgs) -> Result<(), CliError> {
     );
     if let Some(svg) = &args.svg {
         std::fs::write(svg, t.svg(&analysis.def.ident.to_string()))
-            .map_err(|e| CliError::new("io", format!("cannot write {svg}: {e}")))?;
+            .map_err(|e| CliError::new(ck_core::rules::IO, format!("cannot write {svg}: {e}")))?;
     }
     if args.json {
         let mut doc = t.summary_json();
@@ -75,7 +75,7 @@ fn located(path: &str, d: &Diagnostic) -> String {
 fn diagnostics_error(path: &str, diags: &[Diagnostic]) -> CliError {
     let errors: Vec<&Diagnostic> = diags
         .iter()
-        .filter(|d| d.severity == Severity::Error)
+        .filter(|d| d.severity() == Severity::Error)
         .collect();
     let first = errors.first().copied().unwrap_or(&diags[0]);
     let (line, col) = first.line_column();

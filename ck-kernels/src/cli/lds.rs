@@ -71,7 +71,7 @@ pub fn run(args: &LdsArgs) -> Result<(), CliError> {
         .collect();
     if let Some(path) = &args.svg {
         std::fs::write(path, svg(&layout))
-            .map_err(|e| CliError::new("io", format!("cannot write {path}: {e}")))?;
+            .map_err(|e| CliError::new(ck_core::rules::IO, format!("cannot write {path}: {e}")))?;
     }
     if args.json {
         let offsets: Vec<Vec<i32>> = (0..m)

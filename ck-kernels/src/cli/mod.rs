@@ -12,13 +12,14 @@ mod new;
 mod run;
 mod sfc;
 
+use ck_core::rules::{self, RuleId};
 use clap::{CommandFactory, Parser, Subcommand};
 
-/// An error for the user: the rule name printed as `error[rule]` and a message saying what to do.
+/// An error for the user: the rule, printed as `error[rule]`, and a message saying what to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CliError {
-    /// Stable rule name (`usage`, or a ck-core rule such as `sfc-not-divisible`).
-    pub rule: String,
+    /// The rule (`usage`, or any rule of [`ck_core::rules`] such as `sfc-not-divisible`).
+    pub rule: RuleId,
     /// What went wrong and how to fix it.
     pub message: String,
     /// Further complete `error[..]: ..` lines (a front end reports every violation at once).
@@ -27,9 +28,9 @@ pub struct CliError {
 
 impl CliError {
     /// An error under rule `rule`.
-    pub fn new(rule: impl Into<String>, message: impl Into<String>) -> CliError {
+    pub fn new(rule: RuleId, message: impl Into<String>) -> CliError {
         CliError {
-            rule: rule.into(),
+            rule,
             message: message.into(),
             more: Vec::new(),
         }
@@ -37,13 +38,13 @@ impl CliError {
 
     /// A malformed command line.
     pub fn usage(message: impl Into<String>) -> CliError {
-        CliError::new("usage", message)
+        CliError::new(rules::USAGE, message)
     }
 }
 
 impl From<ck_core::Error> for CliError {
     fn from(e: ck_core::Error) -> CliError {
-        CliError::new(e.rule.name(), e.to_string())
+        CliError::new(e.rule.id(), e.to_string())
     }
 }
 
@@ -136,7 +137,7 @@ pub fn main_with_args(argv: &[String]) -> i32 {
     match result {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("error[{}]: {}", e.rule, e.message);
+            eprintln!("{}: {}", e.rule, e.message);
             for more in &e.more {
                 eprintln!("{more}");
             }

@@ -80,7 +80,7 @@ pub fn run(args: &NewArgs) -> Result<(), CliError> {
     }
     if path.read_dir().is_ok_and(|mut d| d.next().is_some()) {
         return Err(CliError::new(
-            "new-exists",
+            ck_core::rules::NEW_EXISTS,
             format!(
                 "{} exists and is not empty; give a new folder",
                 path.display()
@@ -136,7 +136,12 @@ pub fn run(args: &NewArgs) -> Result<(), CliError> {
         let at = path.join(file);
         std::fs::create_dir_all(at.parent().unwrap_or(path))
             .and_then(|()| std::fs::write(&at, text))
-            .map_err(|e| CliError::new("io", format!("cannot write {}: {e}", at.display())))?;
+            .map_err(|e| {
+                CliError::new(
+                    ck_core::rules::IO,
+                    format!("cannot write {}: {e}", at.display()),
+                )
+            })?;
     }
     println!(
         "created kernel crate `{name}` in {}\n  cd {0}\n  cargo test                                # the kernel on the CPU emulator\n  ck build-ptx --manifest-path Cargo.toml   # target/ptx/{krate}.ptx for the GPU",

@@ -294,7 +294,7 @@ pub(crate) fn device(args: &BackendArg) -> Result<Device, CliError> {
         "emu" => Ok(Device::emulator()),
         "cuda" => Device::cuda(0).map_err(launch_error),
         other => Err(CliError::new(
-            "backend",
+            ck_core::rules::BACKEND,
             format!("unknown backend `{other}`; available: emu, cuda"),
         )),
     }
@@ -338,7 +338,7 @@ fn print_stats(st: &LaunchStats) {
 /// Writes an f32 array of `shape` to the .npy file `path`.
 pub(super) fn write_npy(path: &str, shape: Vec<usize>, data: Vec<f32>) -> Result<(), CliError> {
     crate::npy::write(path, &crate::npy::Array { shape, data })
-        .map_err(|msg| CliError::new("io", msg))
+        .map_err(|msg| CliError::new(ck_core::rules::IO, msg))
 }
 
 /// The end of a `ck run` on files: the counters as JSON, or `summary` and the counters.
@@ -392,7 +392,7 @@ pub fn run(command: &RunCommand) -> Result<(), CliError> {
                 uint("width", &a.width, None)?,
             );
             crate::bank_probe::check_parameters(stride, width)
-                .map_err(|m| CliError::new("probe-parameters", m))?;
+                .map_err(|m| CliError::new(ck_core::rules::PROBE_PARAMETERS, m))?;
             let device = device(&a.backend)?;
             let o = checks::run_bank_probe(&device, stride, width).map_err(launch_error)?;
             let desc = format!("128 threads, {width}-byte accesses, stride {stride}");
@@ -441,7 +441,7 @@ fn report(
     } = outcome;
     if let Some(m) = mismatch {
         return Err(CliError::new(
-            "wrong-result",
+            ck_core::rules::WRONG_RESULT,
             format!("{kernel} on {}: {m}", device.name()),
         ));
     }
@@ -472,7 +472,7 @@ fn bank_probe_sweep(args: &BankProbeArgs) -> Result<(), CliError> {
             let o = checks::run_bank_probe(&device, stride, width).map_err(launch_error)?;
             if let Some(m) = o.mismatch {
                 return Err(CliError::new(
-                    "wrong-result",
+                    ck_core::rules::WRONG_RESULT,
                     format!("bank-probe W={width} S={stride}: {m}"),
                 ));
             }
@@ -547,7 +547,7 @@ pub fn cross_check(args: &CrossCheckArgs) -> Result<(), CliError> {
     }
     if bad > 0 {
         return Err(CliError::new(
-            "cross-backend-mismatch",
+            ck_core::rules::CROSS_BACKEND_MISMATCH,
             format!("{bad} case(s) differ between the emulator and the GPU"),
         ));
     }
@@ -598,7 +598,7 @@ fn dtype_option(value: Option<&str>) -> Result<crate::rows::Dtype, CliError> {
     let name = value.unwrap_or("f32");
     crate::rows::Dtype::parse(name).ok_or_else(|| {
         CliError::new(
-            "dtype",
+            ck_core::rules::DTYPE,
             format!("unsupported dtype `{name}`; use f32 or bf16"),
         )
     })
@@ -610,10 +610,10 @@ fn read_rows(
     vectors: &[&str],
 ) -> Result<(crate::npy::Array, Vec<crate::npy::Array>), CliError> {
     use crate::npy;
-    let x = npy::read(input).map_err(|m| CliError::new("npy", m))?;
+    let x = npy::read(input).map_err(|m| CliError::new(ck_core::rules::NPY, m))?;
     let [m, n] = x.shape[..] else {
         return Err(CliError::new(
-            "shape-mismatch",
+            ck_core::rules::SHAPE_MISMATCH,
             format!(
                 "{input} has shape {:?}; it must be a 2-D array (M, N)",
                 x.shape
@@ -622,16 +622,16 @@ fn read_rows(
     };
     if m == 0 || n == 0 || m > u32::MAX as usize || m * n > i32::MAX as usize {
         return Err(CliError::new(
-            "shape-mismatch",
+            ck_core::rules::SHAPE_MISMATCH,
             format!("shape ({m}, {n}) is empty or too large (at most 2^31 − 1 elements)"),
         ));
     }
     let mut vs = Vec::new();
     for &path in vectors {
-        let v = npy::read(path).map_err(|m| CliError::new("npy", m))?;
+        let v = npy::read(path).map_err(|m| CliError::new(ck_core::rules::NPY, m))?;
         if v.shape != [n] {
             return Err(CliError::new(
-                "shape-mismatch",
+                ck_core::rules::SHAPE_MISMATCH,
                 format!(
                     "{path} has shape {:?}; it must be ({n},) for an input of shape ({m}, {n})",
                     v.shape
@@ -684,10 +684,10 @@ fn add_rmsnorm_cmd(args: &AddRmsnormArgs) -> Result<(), CliError> {
     let dtype = dtype_option(args.dtype.as_deref())?;
     let (x, v) = read_rows(&args.input, &[&args.gamma])?;
     let (m, n) = (x.shape[0], x.shape[1]);
-    let res = npy::read(&args.residual).map_err(|e| CliError::new("npy", e))?;
+    let res = npy::read(&args.residual).map_err(|e| CliError::new(ck_core::rules::NPY, e))?;
     if res.shape != x.shape {
         return Err(CliError::new(
-            "shape-mismatch",
+            ck_core::rules::SHAPE_MISMATCH,
             format!(
                 "{} has shape {:?}; it must be ({m}, {n}) like the input",
                 args.residual, res.shape
@@ -753,7 +753,7 @@ fn lds_probe_cmd(args: &LayoutArgs) -> Result<(), CliError> {
         let o = checks::run_lds_probe(&device, swizzled).map_err(launch_error)?;
         if let Some(m) = o.mismatch {
             return Err(CliError::new(
-                "wrong-result",
+                ck_core::rules::WRONG_RESULT,
                 format!("lds-probe {name}: {m}"),
             ));
         }
@@ -773,13 +773,13 @@ fn gemm_cmd(args: &GemmArgs) -> Result<(), CliError> {
     let dtype = args.dtype.as_deref().unwrap_or("f32");
     if dtype != "f32" && dtype != "bf16" {
         return Err(CliError::new(
-            "dtype",
+            ck_core::rules::DTYPE,
             format!("unsupported dtype `{dtype}`; use f32 or bf16"),
         ));
     }
     let (mut a, mut b) = (
-        npy::read(pa).map_err(|m| CliError::new("npy", m))?,
-        npy::read(pb).map_err(|m| CliError::new("npy", m))?,
+        npy::read(pa).map_err(|m| CliError::new(ck_core::rules::NPY, m))?,
+        npy::read(pb).map_err(|m| CliError::new(ck_core::rules::NPY, m))?,
     );
     // 2-D, or 3-D with a leading batch dimension (the fused tensor-core GEMM, per product).
     let (batch, m, k, k2, n) = match (&a.shape[..], &b.shape[..]) {
@@ -787,7 +787,7 @@ fn gemm_cmd(args: &GemmArgs) -> Result<(), CliError> {
         (&[ba, m, k], &[bb, k2, n]) if ba == bb => (ba, m, k, k2, n),
         _ => {
             return Err(CliError::new(
-                "shape-mismatch",
+                ck_core::rules::SHAPE_MISMATCH,
                 format!(
                     "A {:?} and B {:?} must both be 2-D, or both 3-D with one batch size",
                     a.shape, b.shape
@@ -797,7 +797,7 @@ fn gemm_cmd(args: &GemmArgs) -> Result<(), CliError> {
     };
     if k != k2 {
         return Err(CliError::new(
-            "shape-mismatch",
+            ck_core::rules::SHAPE_MISMATCH,
             format!("A is {m}×{k} but B is {k2}×{n}; the inner dimensions must agree"),
         ));
     }
@@ -807,7 +807,7 @@ fn gemm_cmd(args: &GemmArgs) -> Result<(), CliError> {
         || m * n > i32::MAX as usize
     {
         return Err(CliError::new(
-            "shape-mismatch",
+            ck_core::rules::SHAPE_MISMATCH,
             format!("shapes {m}×{k} · {k}×{n} are empty or too large"),
         ));
     }
@@ -859,7 +859,7 @@ fn gemm_fused_cmd(
     use crate::npy;
     if args.dtype.as_deref() == Some("f32") {
         return Err(CliError::new(
-            "dtype",
+            ck_core::rules::DTYPE,
             "the fused epilogue and bf16 C run on the bf16 tensor-core GEMM; drop --dtype f32 (the operands are rounded to bf16)",
         ));
     }
@@ -868,10 +868,10 @@ fn gemm_fused_cmd(
                 what: &str|
      -> Result<Option<Vec<f32>>, CliError> {
         let Some(p) = path else { return Ok(None) };
-        let t = npy::read(p).map_err(|e| CliError::new("npy", e))?;
+        let t = npy::read(p).map_err(|e| CliError::new(ck_core::rules::NPY, e))?;
         if t.shape != shape {
             return Err(CliError::new(
-                "shape-mismatch",
+                ck_core::rules::SHAPE_MISMATCH,
                 format!(
                     "{what} {p} is {:?}; for a {m}×{n} C it must be {shape:?}",
                     t.shape
@@ -909,7 +909,7 @@ fn gemm_fused_cmd(
         "bf16" => gemm::<ck_core::device::Bf16>(device, (a, b), batch as u32, shape, epilogue),
         other => {
             return Err(CliError::new(
-                "dtype",
+                ck_core::rules::DTYPE,
                 format!("unsupported --out-dtype `{other}`; use f32 or bf16"),
             ))
         }
@@ -965,7 +965,7 @@ fn gemm_lds_cmd(args: &LayoutArgs) -> Result<(), CliError> {
         let err = checks::norm_relative_error(&cd.to_vec().map_err(launch_error)?, &want);
         if err.is_nan() || err > 1e-5 {
             return Err(CliError::new(
-                "wrong-result",
+                ck_core::rules::WRONG_RESULT,
                 format!("gemm-lds {name}: relative error {err:e} against fp64"),
             ));
         }

@@ -9,6 +9,7 @@ use crate::parse::{DistributionDef, Int, Len, List, Spelling};
 use ck_core::encoding::{
     Checks, ComponentNames, Encoding, EncodingRule, Loc, Violation, MAX_COMPONENTS, MAX_P, MAX_X,
 };
+use ck_core::rules;
 use ck_core::{Dims, Index};
 use proc_macro2::Span;
 
@@ -122,8 +123,8 @@ pub fn check(def: &DistributionDef) -> Result<Checked, Vec<Diagnostic>> {
     }
     if errors.is_empty() && !parametric {
         if let Err(e) = encoding.adaptor() {
-            errors.push(Diagnostic::error(
-                e.rule.name(),
+            errors.push(Diagnostic::new(
+                e.rule.id(),
                 def.h.span,
                 format!("the encoding's index arithmetic does not fit: {e}"),
             ));
@@ -159,8 +160,8 @@ fn capacity(def: &DistributionDef) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     let mut over = |n: usize, max: usize, span: Span, what: &str| {
         if n > max {
-            out.push(Diagnostic::error(
-                "capacity-exceeded",
+            out.push(Diagnostic::new(
+                rules::CAPACITY_EXCEEDED,
                 span,
                 format!("{what} has {n} entries; at most {max} are supported"),
             ));
@@ -191,8 +192,7 @@ fn capacity(def: &DistributionDef) -> Vec<Diagnostic> {
         (def.p_minor.items.len(), def.p_minor.span),
     ] {
         if l > MAX_P {
-            out.push(Diagnostic::error(
-                "p-count",
+            out.push(Diagnostic::new(rules::P_COUNT,
                 what,
                 format!("the encoding has {l} P dimensions; the partition index supports 1 ([lane]) or 2 ([warp, lane])"),
             ));
@@ -294,11 +294,7 @@ pub fn diagnostic(def: &DistributionDef, enc: Option<&Encoding>, v: &Violation) 
         }
     };
     let span = span_of(def, v.loc);
-    if v.rule.is_warning() {
-        Diagnostic::warning(v.rule.name(), span, message)
-    } else {
-        Diagnostic::error(v.rule.name(), span, message)
-    }
+    Diagnostic::new(v.rule.id(), span, message)
 }
 
 #[cfg(test)]

@@ -1,58 +1,39 @@
 //! Diagnostics: a rule name, a message that says what to change, and the token it points at.
 
+pub use ck_core::rules::Severity;
+use ck_core::rules::{self, RuleId};
 use proc_macro2::{Span, TokenStream};
 use quote::quote_spanned;
-
-/// Error or warning.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Severity {
-    /// Fails the build.
-    Error,
-    /// Reported, the expansion still succeeds.
-    Warning,
-}
 
 /// One finding of the front end.
 #[derive(Clone, Debug)]
 pub struct Diagnostic {
-    /// Stable rule name (`unclaimed`, `warp-size-mismatch`, …).
-    pub rule: &'static str,
+    /// The rule (`unclaimed`, `warp-size-mismatch`, …), which says error or warning.
+    pub rule: RuleId,
     /// What is wrong and what to change.
     pub message: String,
     /// The offending token.
     pub span: Span,
-    /// Error or warning.
-    pub severity: Severity,
 }
 
 impl Diagnostic {
-    /// An error.
-    pub fn error(rule: &'static str, span: Span, message: impl Into<String>) -> Diagnostic {
+    /// A finding under `rule` (an error or a warning, as the rule is).
+    pub fn new(rule: RuleId, span: Span, message: impl Into<String>) -> Diagnostic {
         Diagnostic {
             rule,
             message: message.into(),
             span,
-            severity: Severity::Error,
         }
     }
 
-    /// A warning.
-    pub fn warning(rule: &'static str, span: Span, message: impl Into<String>) -> Diagnostic {
-        Diagnostic {
-            rule,
-            message: message.into(),
-            span,
-            severity: Severity::Warning,
-        }
+    /// Error or warning.
+    pub fn severity(&self) -> Severity {
+        self.rule.severity()
     }
 
     /// `error[rule]: message` / `warning[rule]: message`.
     pub fn headline(&self) -> String {
-        let kind = match self.severity {
-            Severity::Error => "error",
-            Severity::Warning => "warning",
-        };
-        format!("{kind}[{}]: {}", self.rule, self.message)
+        format!("{}: {}", self.rule, self.message)
     }
 
     /// Line and column (1-based) of the token, where the span knows them.
@@ -67,10 +48,10 @@ impl Diagnostic {
     pub fn to_tokens(&self) -> TokenStream {
         let text = self.headline();
         let span = self.span;
-        match self.severity {
+        match self.severity() {
             Severity::Error => quote_spanned!(span=> ::core::compile_error! { #text }),
             Severity::Warning => {
-                let name = syn::Ident::new(&self.rule.replace('-', "_"), span);
+                let name = syn::Ident::new(&self.rule.name().replace('-', "_"), span);
                 quote_spanned! {span=>
                     const _: () = {
                         #[deprecated(note = #text)]
@@ -86,6 +67,6 @@ impl Diagnostic {
 
 impl From<syn::Error> for Diagnostic {
     fn from(e: syn::Error) -> Diagnostic {
-        Diagnostic::error("syntax", e.span(), e.to_string())
+        Diagnostic::new(rules::SYNTAX, e.span(), e.to_string())
     }
 }

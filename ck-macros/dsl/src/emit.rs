@@ -10,6 +10,7 @@ use crate::check::Checked;
 use crate::lower::{Lowered, PDigit, Term};
 use crate::parse::{DistributionDef, Len};
 use ck_core::magic::magic;
+use ck_core::rules;
 use ck_core::Index;
 use proc_macro2::{Literal, TokenStream};
 use quote::{format_ident, quote};
@@ -410,6 +411,10 @@ fn parametric_bodies(def: &DistributionDef) -> Bodies {
         pub const VALID: () = Self::ENCODING.assert_valid(&Self::CHECKS);
     };
     let checked = |e: TokenStream| quote!({ let () = Self::VALID; #e });
+    let capacity_msg = format!(
+        "{}: a distribution with const-generic lengths holds at most 256 registers per thread",
+        rules::CAPACITY_EXCEEDED
+    );
     let dims = |n: &str| {
         let n = format_ident!("{}", n);
         quote!(::ck_core::Dims::from_slice(&#n))
@@ -424,7 +429,7 @@ fn parametric_bodies(def: &DistributionDef) -> Bodies {
             let n = Self::ENCODING.thread_buffer_size() as usize;
             ::core::assert!(
                 n <= ::ck_core::distribution::PARAMETRIC_BUFFER_CAPACITY,
-                "error[capacity-exceeded]: a distribution with const-generic lengths holds at most 256 registers per thread"
+                #capacity_msg
             );
             n
         }}),

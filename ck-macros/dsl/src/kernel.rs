@@ -23,6 +23,7 @@
 //! `ck_build::embed_ptx()` and the module exists, `CK_EMBED_PTX` names it and the module text is
 //! embedded in the launcher's spec.
 
+use ck_core::rules;
 use darling::ast::NestedMeta;
 use darling::util::PathList;
 use darling::FromMeta;
@@ -117,7 +118,8 @@ impl VisitMut for SharedRewriter {
                     Err(err) => self.errors.push(syn::Error::new(
                         err.span(),
                         format!(
-                            "error[shared-syntax]: expected `shared!(ElementType; length)`: {err}"
+                            "{}: expected `shared!(ElementType; length)`: {err}",
+                            rules::SHARED_SYNTAX
                         ),
                     )),
                 }
@@ -144,20 +146,23 @@ fn classify(arg: &FnArg) -> syn::Result<Param> {
     let FnArg::Typed(pt) = arg else {
         return Err(syn::Error::new(
             arg.span(),
-            "error[kernel-argument]: a kernel has no `self`",
+            format!("{}: a kernel has no `self`", rules::KERNEL_ARGUMENT),
         ));
     };
     let Pat::Ident(pi) = &*pt.pat else {
         return Err(syn::Error::new(
             pt.pat.span(),
-            "error[kernel-argument]: kernel arguments must be plain names",
+            format!(
+                "{}: kernel arguments must be plain names",
+                rules::KERNEL_ARGUMENT
+            ),
         ));
     };
     let name = pi.ident.clone();
     let unsupported = || {
         syn::Error::new(
             pt.ty.span(),
-            "error[kernel-argument]: unsupported kernel argument type; use Global<T>, GlobalMut<T>, Tma<T, R> or a scalar (u32, i32, f32, ..)",
+            format!("{}: unsupported kernel argument type; use Global<T>, GlobalMut<T>, Tma<T, R> or a scalar (u32, i32, f32, ..)", rules::KERNEL_ARGUMENT),
         )
     };
     let Type::Path(tp) = &*pt.ty else {
@@ -280,7 +285,10 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
         if b == 0 || b > 1024 {
             errors.push(syn::Error::new(
                 Span::call_site(),
-                format!("error[block-size]: block = {b}; a block has 1 to 1024 threads"),
+                format!(
+                    "{}: block = {b}; a block has 1 to 1024 threads",
+                    rules::BLOCK_SIZE
+                ),
             ));
         }
     }
@@ -288,13 +296,14 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
         if opts.block.is_none() {
             errors.push(syn::Error::new(
                 Span::call_site(),
-                "error[kernel-options]: min_blocks_per_sm needs `block = N` (launch bounds are a block size and a block count)",
+                format!("{}: min_blocks_per_sm needs `block = N` (launch bounds are a block size and a block count)", rules::KERNEL_OPTIONS),
             ));
         } else if n == 0 || n > 32 {
             errors.push(syn::Error::new(
                 Span::call_site(),
                 format!(
-                    "error[kernel-options]: min_blocks_per_sm = {n}; an SM holds 1 to 32 blocks"
+                    "{}: min_blocks_per_sm = {n}; an SM holds 1 to 32 blocks",
+                    rules::KERNEL_OPTIONS
                 ),
             ));
         }
@@ -306,19 +315,28 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
     {
         errors.push(syn::Error::new(
             sig.fn_token.span(),
-            "error[kernel-signature]: a kernel is a plain `fn` (not async, const or unsafe)",
+            format!(
+                "{}: a kernel is a plain `fn` (not async, const or unsafe)",
+                rules::KERNEL_SIGNATURE
+            ),
         ));
     }
     if !sig.generics.params.is_empty() {
         errors.push(syn::Error::new(
             sig.generics.span(),
-            "error[kernel-signature]: kernels cannot be generic; write one kernel per instance",
+            format!(
+                "{}: kernels cannot be generic; write one kernel per instance",
+                rules::KERNEL_SIGNATURE
+            ),
         ));
     }
     if let syn::ReturnType::Type(_, ty) = &sig.output {
         errors.push(syn::Error::new(
             ty.span(),
-            "error[kernel-signature]: a kernel returns nothing; write results through a GlobalMut",
+            format!(
+                "{}: a kernel returns nothing; write results through a GlobalMut",
+                rules::KERNEL_SIGNATURE
+            ),
         ));
     }
     let mut params = Vec::new();
@@ -378,12 +396,15 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
     };
     let info_name = format_ident!("__ck_kernel_info_{}", name);
     let dist_checks = opts.distributions.iter().map(|d| {
-        let msg = format!("error[block-size-mismatch]: kernel `{name_str}` is declared with block = {} but distribution `{}` needs a different block size", opts.block.unwrap_or(0), quote!(#d));
-        let warp = format!("error[warp-size-mismatch]: distribution `{}` of kernel `{name_str}` is written for another warp size than the 32 lanes of NVIDIA warps (and the emulator's); write it with warp_size: 32", quote!(#d));
+        let msg = format!("{}: kernel `{name_str}` is declared with block = {} but distribution `{}` needs a different block size", rules::BLOCK_SIZE_MISMATCH, opts.block.unwrap_or(0), quote!(#d));
+        let warp = format!("{}: distribution `{}` of kernel `{name_str}` is written for another warp size than the 32 lanes of NVIDIA warps (and the emulator's); write it with warp_size: 32", rules::WARP_SIZE_MISMATCH, quote!(#d));
         let warp_check = quote_spanned!(d.span()=> const _: () = ::core::assert!(#d::WARP_SIZE == ::ck_core::device::WARP_SIZE, #warp););
         match opts.block {
             Some(b) => quote_spanned!(d.span()=> const _: () = ::core::assert!(#d::BLOCK_SIZE == #b, #msg); #warp_check),
-            None => quote_spanned!(d.span()=> ::core::compile_error!("error[kernel-options]: distributions(..) needs `block = N` to check against");),
+            None => {
+                let m = format!("{}: distributions(..) needs `block = N` to check against", rules::KERNEL_OPTIONS);
+                quote_spanned!(d.span()=> ::core::compile_error!(#m);)
+            }
         }
     });
 
@@ -445,6 +466,10 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
             }
         }
     }
+    let shared_memory_msg = format!(
+        "{}: the kernel's shared! arrays exceed the 227 KiB a block may use",
+        rules::SHARED_MEMORY
+    );
     let launch_doc = format!(
         "Launches `{name_str}` on `device` (the configuration and arguments are checked first)."
     );
@@ -474,7 +499,7 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
 
         const _: () = ::core::assert!(
             #launcher::SPEC.shared_bytes <= ::ck_core::kernel::MAX_SHARED_BYTES,
-            "error[shared-memory]: the kernel's shared! arrays exceed the 227 KiB a block may use"
+            #shared_memory_msg
         );
         #(#dist_checks)*
 

@@ -17,6 +17,7 @@ pub mod static_for;
 
 pub use diag::{Diagnostic, Severity};
 
+use ck_core::rules;
 use proc_macro2::TokenStream;
 use quote::quote;
 
@@ -39,8 +40,8 @@ pub fn analyze_tokens(tokens: TokenStream) -> Result<Analysis, Vec<Diagnostic>> 
 /// still wrapped in `tile_distribution! { .. }` (what the `ck encoding` command reads).
 pub fn analyze_source(src: &str) -> Result<Analysis, Vec<Diagnostic>> {
     let tokens: TokenStream = src.parse().map_err(|e: proc_macro2::LexError| {
-        vec![Diagnostic::error(
-            "syntax",
+        vec![Diagnostic::new(
+            rules::SYNTAX,
             e.span(),
             format!("cannot tokenize the input: {e}"),
         )]

@@ -17,6 +17,7 @@
 //! ```
 
 use crate::diag::Diagnostic;
+use ck_core::rules;
 use proc_macro2::{Span, TokenStream};
 use syn::parse::{ParseStream, Parser};
 use syn::spanned::Spanned;
@@ -280,8 +281,8 @@ fn parse_def(input: ParseStream, diags: &mut Vec<Diagnostic>) -> syn::Result<Dis
     generics.where_clause = input.parse()?;
     for p in &generics.params {
         if !matches!(p, syn::GenericParam::Const(_)) {
-            diags.push(Diagnostic::error(
-                "unsupported-generic",
+            diags.push(Diagnostic::new(
+                rules::UNSUPPORTED_GENERIC,
                 p.span(),
                 "a distribution can only be generic over const parameters (e.g. `const VEC: i32`)",
             ));
@@ -299,8 +300,8 @@ fn parse_def(input: ParseStream, diags: &mut Vec<Diagnostic>) -> syn::Result<Dis
         content.parse::<Token![:]>()?;
         let key = name.to_string();
         if seen.contains(&key) {
-            diags.push(Diagnostic::error(
-                "duplicate-field",
+            diags.push(Diagnostic::new(
+                rules::DUPLICATE_FIELD,
                 name.span(),
                 format!("`{key}` is given twice; keep one"),
             ));
@@ -358,8 +359,8 @@ fn parse_def(input: ParseStream, diags: &mut Vec<Diagnostic>) -> syn::Result<Dis
             "p" => f.p = Some(list(&content, |c| list(c, parse_ref))?),
             "y" => f.y = Some(list(&content, parse_ref)?),
             _ => {
-                diags.push(Diagnostic::error(
-                    "unknown-field",
+                diags.push(Diagnostic::new(
+                    rules::UNKNOWN_FIELD,
                     name.span(),
                     format!(
                         "unknown field `{key}`; the raw spelling has {}, the named spelling {}",
@@ -394,15 +395,14 @@ fn assemble(
         f.p_major.is_some() || f.p_minor.is_some() || f.y_major.is_some() || f.y_minor.is_some();
     let named_used = f.p.is_some() || f.y.is_some();
     if raw_used && named_used {
-        diags.push(Diagnostic::error(
-            "mixed-spelling",
+        diags.push(Diagnostic::new(rules::MIXED_SPELLING,
             at,
             "use either the raw fields (p_major, p_minor, y_major, y_minor) or the named ones (p, y), not both",
         ));
     }
     if f.warp_size.is_none() {
-        diags.push(Diagnostic::error(
-            "missing-field",
+        diags.push(Diagnostic::new(
+            rules::MISSING_FIELD,
             at,
             "`warp_size` is required: 32 for NVIDIA GPUs, 64 for AMD CDNA",
         ));
@@ -416,15 +416,14 @@ fn assemble(
     match spelling {
         Spelling::Raw => {
             if f.h_named.is_some() {
-                diags.push(Diagnostic::error(
-                    "mixed-spelling",
+                diags.push(Diagnostic::new(rules::MIXED_SPELLING,
                     f.h_named.as_ref().map(|h| h.0.span).unwrap_or(at),
                     "the raw spelling lists H as `[[..], [..]]`; named H components (`{ m: [..] }`) need the named `p` and `y` fields",
                 ));
             }
             if f.r_names.is_some() {
-                diags.push(Diagnostic::error(
-                    "mixed-spelling",
+                diags.push(Diagnostic::new(
+                    rules::MIXED_SPELLING,
                     r.span,
                     "the raw spelling lists R as plain lengths, e.g. `r: [2, 4]`",
                 ));
@@ -437,8 +436,7 @@ fn assemble(
                 ("y_minor", f.y_minor.is_some()),
             ] {
                 if !present {
-                    diags.push(Diagnostic::error(
-                        "missing-field",
+                    diags.push(Diagnostic::new(rules::MISSING_FIELD,
                         at,
                         format!("`{field}` is required (raw spelling: r, h, p_major, p_minor, y_major, y_minor)"),
                     ));
@@ -464,15 +462,15 @@ fn assemble(
         }
         Spelling::Named => {
             if f.h_raw.is_some() {
-                diags.push(Diagnostic::error(
-                    "mixed-spelling",
+                diags.push(Diagnostic::new(
+                    rules::MIXED_SPELLING,
                     f.h_raw.as_ref().map(|h| h.span).unwrap_or(at),
                     "the named spelling gives H as `{ m: [repeat: 2, lane: 16, ..], n: [..] }`",
                 ));
             }
             if !r.items.is_empty() && f.r_names.is_none() {
-                diags.push(Diagnostic::error(
-                    "mixed-spelling",
+                diags.push(Diagnostic::new(
+                    rules::MIXED_SPELLING,
                     r.span,
                     "the named spelling names R components, e.g. `r: [warps_m: 2, lanes_m: 4]`",
                 ));
@@ -483,8 +481,8 @@ fn assemble(
                 ("y", f.y.is_some()),
             ] {
                 if !present {
-                    diags.push(Diagnostic::error(
-                        "missing-field",
+                    diags.push(Diagnostic::new(
+                        rules::MISSING_FIELD,
                         at,
                         format!("`{field}` is required (named spelling: h, p, y; r optional)"),
                     ));
@@ -560,8 +558,8 @@ fn check_unique_names(r: &[Ident], x: &[Ident], h: &[Vec<Ident>], diags: &mut Ve
     let mut dup = |list: &[Ident], what: &str| {
         for (i, a) in list.iter().enumerate() {
             if list[..i].iter().any(|b| b == a) {
-                diags.push(Diagnostic::error(
-                    "duplicate-name",
+                diags.push(Diagnostic::new(
+                    rules::DUPLICATE_NAME,
                     a.span(),
                     format!("{what} `{a}` is named twice; give each a distinct name"),
                 ));
@@ -581,8 +579,8 @@ fn check_unique_names(r: &[Ident], x: &[Ident], h: &[Vec<Ident>], diags: &mut Ve
     }
     for xi in x {
         if xi == "r" {
-            diags.push(Diagnostic::error(
-                "duplicate-name",
+            diags.push(Diagnostic::new(
+                rules::DUPLICATE_NAME,
                 xi.span(),
                 "`r` names the R components; choose another name for this X dimension",
             ));
@@ -602,8 +600,8 @@ fn resolve_ref(r: &Ref, names: &Names, diags: &mut Vec<Diagnostic>) -> (i64, i64
         if !names.r.is_empty() {
             known.push("r".into());
         }
-        diags.push(Diagnostic::error(
-            "unknown-name",
+        diags.push(Diagnostic::new(
+            rules::UNKNOWN_NAME,
             r.x.span(),
             format!(
                 "no X dimension or R named `{x}`; known: {}",
@@ -615,8 +613,8 @@ fn resolve_ref(r: &Ref, names: &Names, diags: &mut Vec<Diagnostic>) -> (i64, i64
     match comps.iter().position(|n| *n == c) {
         Some(j) => (major, j as i64),
         None => {
-            diags.push(Diagnostic::error(
-                "unknown-name",
+            diags.push(Diagnostic::new(
+                rules::UNKNOWN_NAME,
                 r.component.span(),
                 format!(
                     "`{x}` has no component `{c}`; its components are {}",

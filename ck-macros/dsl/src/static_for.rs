@@ -6,6 +6,7 @@
 //! `i: i32 in ..` (default `usize`). Bounds and step are integer literals.
 
 use crate::diag::Diagnostic;
+use ck_core::rules;
 use proc_macro2::{Literal, TokenStream};
 use quote::quote;
 use syn::parse::{Parse, ParseStream};
@@ -93,7 +94,7 @@ fn unroll(s: StaticFor) -> syn::Result<TokenStream> {
             .unwrap_or_else(|| s.end.span());
         return Err(syn::Error::new(
             at,
-            "error[static-for-step]: the step must be at least 1",
+            format!("{}: the step must be at least 1", rules::STATIC_FOR_STEP),
         ));
     }
     let last = if s.inclusive { end } else { end - 1 };
@@ -105,7 +106,10 @@ fn unroll(s: StaticFor) -> syn::Result<TokenStream> {
     if count > MAX_COPIES {
         return Err(syn::Error::new(
             s.end.span(),
-            format!("error[static-for-too-long]: {count} copies of the body; at most {MAX_COPIES} (use a plain loop)"),
+            format!(
+                "{}: {count} copies of the body; at most {MAX_COPIES} (use a plain loop)",
+                rules::STATIC_FOR_TOO_LONG
+            ),
         ));
     }
     let ty = s.ty.map(|t| quote!(#t)).unwrap_or_else(|| quote!(usize));

@@ -159,7 +159,7 @@ fn main() {
     let device = match value("--backend").map(String::as_str) {
         None | Some("emu") => emu.clone(),
         Some("cuda") => Device::cuda(0).unwrap_or_else(|e| {
-            eprintln!("{e}");
+            eprintln!("{}: {e}", e.rule());
             std::process::exit(1)
         }),
         Some(other) => usage(&format!("unknown backend `{other}`")),
@@ -186,7 +186,7 @@ fn main() {
             std::process::exit(1)
         }
         Err(e) => {
-            eprintln!("{e}");
+            eprintln!("{}: {e}", e.rule());
             std::process::exit(1)
         }
     }
