@@ -106,6 +106,8 @@ pub struct PhaseCost {
 /// one model behind [`shared_wavefronts`] and the compile-time check
 /// [`LdsLayout::assert_max_ways`](crate::lds::LdsLayout::assert_max_ways).
 pub const fn worst_bank(accesses: &[LaneAccess], phase: u32, per_phase: u32) -> PhaseCost {
+    // A phase of no lanes is one of every lane (a zero would divide below).
+    let per_phase = if per_phase == 0 { 32 } else { per_phase };
     // Distinct words of this phase (at most 32 lanes × 4 words) and the first lane of each.
     let mut words = [0u64; 128];
     let mut first_lane = [0u32; 128];

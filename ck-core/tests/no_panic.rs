@@ -1,7 +1,7 @@
 //! The public host API on arbitrary input returns errors, never panics: proptest strategies
 //! (shrinking, failures persisted under `proptest-regressions/`) over the constructors of
-//! encodings, transforms, descriptors, space-filling curves and LDS layouts, and — for whatever
-//! they accept — the derived tables and maps callers use next.
+//! encodings, transforms, descriptors, space-filling curves, LDS layouts, the bank model and
+//! device buffers, and — for whatever they accept — the derived tables and maps callers use next.
 
 use ck_core::encoding::Checks;
 use ck_core::lds::LdsLayout;
@@ -93,6 +93,30 @@ proptest! {
             .flatten()
         {
             let _ = (l.element_space_size(), l.offset(at.0 % l.m_per_block(), at.1 % l.k_per_block()));
+        }
+    }
+
+    #[test]
+    fn bank_model(lanes in prop::collection::vec((0u32..40, any::<u64>(), 0u32..=16), 0..40),
+                  phase in 0u32..40, per_phase in 0u32..40) {
+        let accesses: Vec<ck_core::bank::LaneAccess> = lanes
+            .iter()
+            .map(|&(lane, byte_address, bytes)| ck_core::bank::LaneAccess {
+                lane,
+                byte_address: byte_address >> 8,
+                bytes,
+            })
+            .collect();
+        let _ = ck_core::bank::worst_bank(&accesses, phase, per_phase);
+        let _ = ck_core::bank::shared_wavefronts(&accesses);
+    }
+
+    #[test]
+    fn device_buffers(len in prop_oneof![0usize..64, Just(usize::MAX), Just(usize::MAX / 2)]) {
+        let device = ck_core::host::Device::emulator();
+        match ck_core::host::DeviceBuffer::<f32>::zeros(&device, len) {
+            Ok(b) => prop_assert_eq!(b.len(), len),
+            Err(e) => prop_assert_eq!(e.rule(), "argument-size"),
         }
     }
 }

@@ -126,6 +126,21 @@ impl Drop for Storage {
     }
 }
 
+/// Bytes of `len` elements of `T`: an error (rule `argument-size`) past the address space.
+fn byte_size<T: Element>(len: usize) -> Result<usize, LaunchError> {
+    len.checked_mul(T::BYTES as usize)
+        .filter(|&b| b <= isize::MAX as usize)
+        .ok_or_else(|| {
+            LaunchError::invalid(
+                rules::ARGUMENT_SIZE,
+                format!(
+                    "a buffer of {len} elements of {} is larger than memory",
+                    T::NAME
+                ),
+            )
+        })
+}
+
 /// A buffer in device memory.
 pub struct DeviceBuffer<T> {
     storage: Storage,
@@ -147,6 +162,7 @@ fn to_bytes<T: Element>(data: &[T]) -> Vec<u8> {
 impl<T: Element> DeviceBuffer<T> {
     /// A copy of `data` on `device`.
     pub fn from_slice(device: &Device, data: &[T]) -> Result<DeviceBuffer<T>, LaunchError> {
+        byte_size::<T>(data.len())?;
         let storage = match device {
             Device::Emulator { .. } => {
                 let m = EmuMemory::new(data.len() * T::BYTES as usize);
@@ -168,7 +184,7 @@ impl<T: Element> DeviceBuffer<T> {
 
     /// `len` zeroed elements on `device`.
     pub fn zeros(device: &Device, len: usize) -> Result<DeviceBuffer<T>, LaunchError> {
-        let bytes = len * T::BYTES as usize;
+        let bytes = byte_size::<T>(len)?;
         let storage = match device {
             Device::Emulator { .. } => Storage::Emu(Arc::new(EmuMemory::new(bytes))),
             Device::Cuda(d) => Storage::Cuda {
