@@ -116,3 +116,39 @@ pub fn is_encoding_rule(rule: &str) -> bool {
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 struct ReadmeDoctests;
+
+/// The files under the workspace's source folders (not its tests) whose extension is one of
+/// `extensions`: what the source-wide checks (SAFETY comments, the rule vocabulary) read.
+pub fn workspace_sources(extensions: &[&str]) -> Vec<std::path::PathBuf> {
+    use std::path::{Path, PathBuf};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut out = Vec::new();
+    let mut dirs: Vec<PathBuf> = [
+        "ck-core/src",
+        "ck-kernels/src",
+        "ck-build/src",
+        "ck-macros",
+        "examples/src",
+        "ck-python/src",
+        "python/src",
+        "python/ck_rs",
+    ]
+    .iter()
+    .map(|d| root.join(d))
+    .collect();
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path
+                .extension()
+                .is_some_and(|e| extensions.iter().any(|x| e == *x))
+            {
+                out.push(path);
+            }
+        }
+    }
+    assert!(out.len() > 20, "found only {} source files", out.len());
+    out
+}

@@ -5,36 +5,11 @@
 
 use ck_core::rules::{self, Severity};
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The sources a rule can be written in.
 fn sources() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let mut out = Vec::new();
-    let mut dirs: Vec<PathBuf> = [
-        "ck-core/src",
-        "ck-kernels/src",
-        "ck-build/src",
-        "ck-macros",
-        "examples/src",
-        "ck-python/src",
-        "python/src",
-        "python/ck_rs",
-    ]
-    .iter()
-    .map(|d| root.join(d))
-    .collect();
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs" || e == "py") {
-                out.push(path);
-            }
-        }
-    }
-    out
+    ck_tests::workspace_sources(&["rs", "py"])
 }
 
 /// `(severity, name)` of every `error[name]` / `warning[name]` in `text` whose name is

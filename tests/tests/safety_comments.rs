@@ -2,36 +2,11 @@
 //! `// SAFETY:` comment on it or just above), and every `unsafe fn` states its contract (a
 //! `# Safety` section in its documentation) — the rule a reviewer checks by grepping.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The workspace's Rust sources (not tests: they exercise the contracts, they do not add any).
 fn sources() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let mut out = Vec::new();
-    let mut dirs: Vec<PathBuf> = [
-        "ck-core/src",
-        "ck-kernels/src",
-        "ck-build/src",
-        "ck-macros",
-        "examples/src",
-        "ck-python/src",
-        "python/src",
-    ]
-    .iter()
-    .map(|d| root.join(d))
-    .collect();
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                out.push(path);
-            }
-        }
-    }
-    assert!(out.len() > 20, "found only {} source files", out.len());
-    out
+    ck_tests::workspace_sources(&["rs"])
 }
 
 /// The code of a line: without its `//` comment (string literals containing `//` are rare
