@@ -186,39 +186,30 @@ pub fn launch(
         let n = shape.batch * shape.kv_heads;
         (heads_of(k, sk, n)?, heads_of(v, sk, n)?)
     };
+    // The two kernels take the same arguments.
+    macro_rules! launch_as {
+        ($kernel:ident) => {
+            $kernel::launch(
+                device,
+                cfg,
+                &qm,
+                &km,
+                &vm,
+                o,
+                lse,
+                sq,
+                sk,
+                shape.batch,
+                heads,
+                group,
+                sl,
+                causal,
+            )
+        };
+    }
     match shape.head_dim {
-        64 => AttentionD64::launch(
-            device,
-            cfg,
-            &qm,
-            &km,
-            &vm,
-            o,
-            lse,
-            sq,
-            sk,
-            shape.batch,
-            heads,
-            group,
-            sl,
-            causal,
-        ),
-        _ => AttentionD128::launch(
-            device,
-            cfg,
-            &qm,
-            &km,
-            &vm,
-            o,
-            lse,
-            sq,
-            sk,
-            shape.batch,
-            heads,
-            group,
-            sl,
-            causal,
-        ),
+        64 => launch_as!(AttentionD64),
+        _ => launch_as!(AttentionD128),
     }
 }
 
