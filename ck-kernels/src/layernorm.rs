@@ -66,7 +66,7 @@ fn normalize<D: TileDistribution, T: Real>(
 /// The shared body of every configuration.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn layernorm_tile<D, T, const VEC: usize, const LONG: bool>(
+fn layernorm_tile<D, T, const VEC: usize, const LONG: bool, const PAD: bool>(
     (x, gamma, beta): (Global<T>, Global<T>, Global<T>),
     y: GlobalMut<T>,
     (mean_out, rstd_out, stats_rows): (GlobalMut<f32>, GlobalMut<f32>, u32),
@@ -91,8 +91,22 @@ fn layernorm_tile<D, T, const VEC: usize, const LONG: bool>(
     let first = wx.load::<T>().map(T::to_f32);
     let first_n = n.min(cols as u32) as f32;
     let shift = block_reduce_x::<D, f32, 1, SCRATCH>(&first, add, scratch).map(|s| s / first_n);
-    // 2. Σd and Σd² over the row, then y.
-    let mut acc = deviations(&first, &shift, &wx.valid_mask::<T>());
+    // 2. Σd and Σd² over the row, then y. Without padding (CK's `kPadN = false`: the row is
+    // exactly the tile, a kernel of its own) no element needs its validity: the mask's index
+    // arithmetic and selects were a third of the bf16 kernels' instructions. (Rows past `m`
+    // read zeros with a zero shift and are never written.)
+    let mut acc = if PAD {
+        deviations(&first, &shift, &wx.valid_mask::<T>())
+    } else {
+        assert!(
+            n == cols as u32,
+            "layernorm: an unpadded kernel for a row that is not the tile"
+        );
+        first.zip_map(&shift, |v, s| {
+            let d = v - s;
+            (d, d * d)
+        })
+    };
     let stats = if !LONG {
         // The row is in registers: one read of x. (Kernels without the long-row path are only
         // launched for rows that fit: a separate kernel keeps its registers out of this one.)
@@ -139,13 +153,13 @@ fn layernorm_tile<D, T, const VEC: usize, const LONG: bool>(
 macro_rules! layernorm_kernel {
     // Launch bounds only where given: with `min_blocks_per_sm = 1` ptxas takes registers freely
     // (the bf16 row kernel went 77 → 120).
-    ($name:ident, $dist:ident, $t:ty, $vec:literal, $block:literal, $long:literal) => {
-        layernorm_kernel!(@ $name, $dist, $t, $vec, $long, [block = $block, distributions($dist)]);
+    ($name:ident, $dist:ident, $t:ty, $vec:literal, $block:literal, $long:literal, $pad:literal) => {
+        layernorm_kernel!(@ $name, $dist, $t, $vec, $long, $pad, [block = $block, distributions($dist)]);
     };
-    ($name:ident, $dist:ident, $t:ty, $vec:literal, $block:literal, $long:literal, min_blocks_per_sm = $mb:literal) => {
-        layernorm_kernel!(@ $name, $dist, $t, $vec, $long, [block = $block, min_blocks_per_sm = $mb, distributions($dist)]);
+    ($name:ident, $dist:ident, $t:ty, $vec:literal, $block:literal, $long:literal, $pad:literal, min_blocks_per_sm = $mb:literal) => {
+        layernorm_kernel!(@ $name, $dist, $t, $vec, $long, $pad, [block = $block, min_blocks_per_sm = $mb, distributions($dist)]);
     };
-    (@ $name:ident, $dist:ident, $t:ty, $vec:literal, $long:literal, [$($opts:tt)*]) => {
+    (@ $name:ident, $dist:ident, $t:ty, $vec:literal, $long:literal, $pad:literal, [$($opts:tt)*]) => {
         #[doc = concat!("LayerNorm with `", stringify!($dist), "` tiles, `", stringify!($t), "` in and out.")]
         #[tile_kernel($($opts)*)]
         #[allow(clippy::too_many_arguments)]
@@ -162,7 +176,7 @@ macro_rules! layernorm_kernel {
             eps: f32,
         ) {
             let scratch = shared!(u32; SCRATCH);
-            layernorm_tile::<$dist, $t, $vec, $long>(
+            layernorm_tile::<$dist, $t, $vec, $long, $pad>(
                 (x, gamma, beta),
                 y,
                 (mean, rstd, stats_rows),
@@ -173,12 +187,12 @@ macro_rules! layernorm_kernel {
     };
 }
 
-layernorm_kernel!(layernorm_f32_rows, RowsF32, f32, 4, 256, false);
-layernorm_kernel!(layernorm_f32_c4096, RowF32x4096, f32, 4, 128, false);
-layernorm_kernel!(layernorm_f32_c8192, RowF32x8192, f32, 4, 256, false);
-layernorm_kernel!(layernorm_f32_long, RowF32x8192, f32, 4, 256, true);
-layernorm_kernel!(layernorm_bf16_rows, RowsBf16, Bf16, 8, 256, false);
-layernorm_kernel!(layernorm_bf16_c4096, RowBf16x4096, Bf16, 8, 128, false);
+layernorm_kernel!(layernorm_f32_rows, RowsF32, f32, 4, 256, false, true);
+layernorm_kernel!(layernorm_f32_c4096, RowF32x4096, f32, 4, 128, false, true);
+layernorm_kernel!(layernorm_f32_c8192, RowF32x8192, f32, 4, 256, false, true);
+layernorm_kernel!(layernorm_f32_long, RowF32x8192, f32, 4, 256, true, true);
+layernorm_kernel!(layernorm_bf16_rows, RowsBf16, Bf16, 8, 256, false, true);
+layernorm_kernel!(layernorm_bf16_c4096, RowBf16x4096, Bf16, 8, 128, false, true);
 // Three blocks per SM (80 registers; 12 bytes spilled in the epilogue): the row is 16 KiB of
 // loads, and the third block's are what keeps the memory system busy.
 layernorm_kernel!(
@@ -188,9 +202,23 @@ layernorm_kernel!(
     8,
     256,
     false,
+    true,
     min_blocks_per_sm = 3
 );
-layernorm_kernel!(layernorm_bf16_long, RowBf16x8192, Bf16, 8, 256, true);
+layernorm_kernel!(layernorm_bf16_long, RowBf16x8192, Bf16, 8, 256, true, true);
+// Rows exactly the tile's width (bf16, where the mask's instructions were the limit).
+layernorm_kernel!(layernorm_bf16_rows_full, RowsBf16, Bf16, 8, 256, false, false);
+layernorm_kernel!(layernorm_bf16_c4096_full, RowBf16x4096, Bf16, 8, 128, false, false);
+layernorm_kernel!(
+    layernorm_bf16_c8192_full,
+    RowBf16x8192,
+    Bf16,
+    8,
+    256,
+    false,
+    false,
+    min_blocks_per_sm = 3
+);
 
 /// Host side: configuration, launch, CPU reference.
 #[cfg(not(target_arch = "nvptx64"))]
@@ -267,12 +295,23 @@ pub mod host {
         let cfg = tile.launch_config(Dtype::Bf16, m);
         let s = stats_rows(&b, m)?;
         let (x, g, be, y, mu, r) = (b.x, b.gamma, b.beta, b.y, b.mean, b.rstd);
+        // Rows exactly the tile's width need no padding mask: kernels of their own.
+        let full = n == tile.columns(Dtype::Bf16);
         match tile {
+            RowTile::Rows if full => {
+                LayernormBf16RowsFull::launch(device, cfg, x, g, be, y, mu, r, s, m, n, eps)
+            }
             RowTile::Rows => {
                 LayernormBf16Rows::launch(device, cfg, x, g, be, y, mu, r, s, m, n, eps)
             }
+            RowTile::Row4096 if full => {
+                LayernormBf16C4096Full::launch(device, cfg, x, g, be, y, mu, r, s, m, n, eps)
+            }
             RowTile::Row4096 => {
                 LayernormBf16C4096::launch(device, cfg, x, g, be, y, mu, r, s, m, n, eps)
+            }
+            RowTile::Row8192 if full => {
+                LayernormBf16C8192Full::launch(device, cfg, x, g, be, y, mu, r, s, m, n, eps)
             }
             RowTile::Row8192 if n <= LONG_ROWS => {
                 LayernormBf16C8192::launch(device, cfg, x, g, be, y, mu, r, s, m, n, eps)

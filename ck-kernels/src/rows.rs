@@ -150,6 +150,21 @@ impl RowTile {
         }
     }
 
+    /// Columns of this tile for `dtype` (a row of exactly this many needs no padding).
+    pub fn columns(self, dtype: Dtype) -> u32 {
+        fn of<D: TileDistribution<X = [i32; 2]>>() -> u32 {
+            D::X_LENGTHS[1] as u32
+        }
+        match (dtype, self) {
+            (Dtype::F32, RowTile::Rows) => of::<RowsF32>(),
+            (Dtype::F32, RowTile::Row4096) => of::<RowF32x4096>(),
+            (Dtype::F32, RowTile::Row8192) => of::<RowF32x8192>(),
+            (Dtype::Bf16, RowTile::Rows) => of::<RowsBf16>(),
+            (Dtype::Bf16, RowTile::Row4096) => of::<RowBf16x4096>(),
+            (Dtype::Bf16, RowTile::Row8192) => of::<RowBf16x8192>(),
+        }
+    }
+
     /// The launch configuration for `m` rows.
     #[cfg(not(target_arch = "nvptx64"))]
     pub fn launch_config(self, dtype: Dtype, m: u32) -> ck_core::host::LaunchConfig {

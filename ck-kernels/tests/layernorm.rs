@@ -69,6 +69,15 @@ fn bf16_matches_fp64_of_the_rounded_inputs() {
     }
 }
 
+/// Rows exactly a tile wide run the unpadded bf16 kernels (no validity mask); 11 rows of 1024
+/// leave the last 8-row block with padding rows.
+#[test]
+fn bf16_rows_that_fill_their_tile() {
+    for (m, n) in [(11, 1024), (3, 4096), (2, 8192)] {
+        check(m, n, 0.0, Dtype::Bf16, (1e-2, 1e-5));
+    }
+}
+
 #[test]
 fn large_offsets_keep_their_variance() {
     // x = 1e4 + U(-1, 1): E[x²] − E[x]² in f32 would leave nothing of the variance (the ulp of
