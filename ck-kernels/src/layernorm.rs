@@ -192,7 +192,15 @@ layernorm_kernel!(layernorm_f32_c4096, RowF32x4096, f32, 4, 128, false, true);
 layernorm_kernel!(layernorm_f32_c8192, RowF32x8192, f32, 4, 256, false, true);
 layernorm_kernel!(layernorm_f32_long, RowF32x8192, f32, 4, 256, true, true);
 layernorm_kernel!(layernorm_bf16_rows, RowsBf16, Bf16, 8, 256, false, true);
-layernorm_kernel!(layernorm_bf16_c4096, RowBf16x4096, Bf16, 8, 128, false, true);
+layernorm_kernel!(
+    layernorm_bf16_c4096,
+    RowBf16x4096,
+    Bf16,
+    8,
+    128,
+    false,
+    true
+);
 // Three blocks per SM (80 registers; 12 bytes spilled in the epilogue): the row is 16 KiB of
 // loads, and the third block's are what keeps the memory system busy.
 layernorm_kernel!(
@@ -207,8 +215,24 @@ layernorm_kernel!(
 );
 layernorm_kernel!(layernorm_bf16_long, RowBf16x8192, Bf16, 8, 256, true, true);
 // Rows exactly the tile's width (bf16, where the mask's instructions were the limit).
-layernorm_kernel!(layernorm_bf16_rows_full, RowsBf16, Bf16, 8, 256, false, false);
-layernorm_kernel!(layernorm_bf16_c4096_full, RowBf16x4096, Bf16, 8, 128, false, false);
+layernorm_kernel!(
+    layernorm_bf16_rows_full,
+    RowsBf16,
+    Bf16,
+    8,
+    256,
+    false,
+    false
+);
+layernorm_kernel!(
+    layernorm_bf16_c4096_full,
+    RowBf16x4096,
+    Bf16,
+    8,
+    128,
+    false,
+    false
+);
 layernorm_kernel!(
     layernorm_bf16_c8192_full,
     RowBf16x8192,

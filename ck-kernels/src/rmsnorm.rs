@@ -21,7 +21,7 @@ const SCRATCH: usize = 256;
 
 /// The shared body of every configuration.
 #[inline(always)]
-fn rmsnorm_tile<D, T, const VEC: usize>(
+fn rmsnorm_tile<D, T, const VEC: usize, const PAD: bool>(
     x: Global<T>,
     gamma: Global<T>,
     y: GlobalMut<T>,
@@ -33,10 +33,22 @@ fn rmsnorm_tile<D, T, const VEC: usize>(
 {
     let [rows, cols] = D::X_LENGTHS;
     let row0 = (block_idx() * rows as u32) as i32;
-    let xv = View2::<_, T, VEC>::new(x, m, n, n);
-    let gv = View2::<_, T, VEC>::new(gamma, rows as u32, n, 0);
-    let yv = View2::<_, T, VEC>::new(y, m, n, n);
-    let tiles = n.div_ceil(cols as u32) as i32;
+    // Without padding (CK's `kPadN = false`: rows exactly the tile, a kernel of its own) the
+    // views' column count is the tile's constant, so no column check survives and the
+    // column-tile loop below is not compiled in.
+    assert!(
+        PAD || n == cols as u32,
+        "rmsnorm: an unpadded kernel for a row that is not the tile"
+    );
+    let width = if PAD { n } else { cols as u32 };
+    let xv = View2::<_, T, VEC>::new(x, m, width, width);
+    let gv = View2::<_, T, VEC>::new(gamma, rows as u32, width, 0);
+    let yv = View2::<_, T, VEC>::new(y, m, width, width);
+    let tiles = if PAD {
+        n.div_ceil(cols as u32) as i32
+    } else {
+        1
+    };
     let add = |a: f32, b: f32| a + b;
     let inv_n = 1.0 / n as f32;
     if tiles == 1 {
@@ -83,22 +95,26 @@ fn rmsnorm_tile<D, T, const VEC: usize>(
 }
 
 macro_rules! rmsnorm_kernel {
-    ($name:ident, $dist:ident, $t:ty, $vec:literal, $block:literal) => {
+    ($name:ident, $dist:ident, $t:ty, $vec:literal, $block:literal, $pad:literal) => {
         #[doc = concat!("RMSNorm with `", stringify!($dist), "` tiles, `", stringify!($t), "` in and out.")]
         #[tile_kernel(block = $block, distributions($dist))]
         pub fn $name(x: Global<$t>, gamma: Global<$t>, y: GlobalMut<$t>, m: u32, n: u32, eps: f32) {
             let scratch = shared!(u32; SCRATCH);
-            rmsnorm_tile::<$dist, $t, $vec>(x, gamma, y, (m, n, eps), &scratch);
+            rmsnorm_tile::<$dist, $t, $vec, $pad>(x, gamma, y, (m, n, eps), &scratch);
         }
     };
 }
 
-rmsnorm_kernel!(rmsnorm_f32_rows, RowsF32, f32, 4, 256);
-rmsnorm_kernel!(rmsnorm_f32_c4096, RowF32x4096, f32, 4, 128);
-rmsnorm_kernel!(rmsnorm_f32_c8192, RowF32x8192, f32, 4, 256);
-rmsnorm_kernel!(rmsnorm_bf16_rows, RowsBf16, Bf16, 8, 256);
-rmsnorm_kernel!(rmsnorm_bf16_c4096, RowBf16x4096, Bf16, 8, 128);
-rmsnorm_kernel!(rmsnorm_bf16_c8192, RowBf16x8192, Bf16, 8, 256);
+rmsnorm_kernel!(rmsnorm_f32_rows, RowsF32, f32, 4, 256, true);
+rmsnorm_kernel!(rmsnorm_f32_c4096, RowF32x4096, f32, 4, 128, true);
+rmsnorm_kernel!(rmsnorm_f32_c8192, RowF32x8192, f32, 4, 256, true);
+rmsnorm_kernel!(rmsnorm_bf16_rows, RowsBf16, Bf16, 8, 256, true);
+rmsnorm_kernel!(rmsnorm_bf16_c4096, RowBf16x4096, Bf16, 8, 128, true);
+rmsnorm_kernel!(rmsnorm_bf16_c8192, RowBf16x8192, Bf16, 8, 256, true);
+// Rows exactly the tile's width (bf16, where registers limit the loads in flight).
+rmsnorm_kernel!(rmsnorm_bf16_rows_full, RowsBf16, Bf16, 8, 256, false);
+rmsnorm_kernel!(rmsnorm_bf16_c4096_full, RowBf16x4096, Bf16, 8, 128, false);
+rmsnorm_kernel!(rmsnorm_bf16_c8192_full, RowBf16x8192, Bf16, 8, 256, false);
 
 /// Host side: configuration choice, launch, CPU reference.
 #[cfg(not(target_arch = "nvptx64"))]
@@ -135,9 +151,20 @@ pub mod host {
     ) -> Result<LaunchStats, LaunchError> {
         let tile = RowTile::for_columns(n);
         let cfg = tile.launch_config(Dtype::Bf16, m);
+        // Rows exactly the tile's width need no padding: kernels of their own.
+        let full = n == tile.columns(Dtype::Bf16);
         match tile {
+            RowTile::Rows if full => {
+                RmsnormBf16RowsFull::launch(device, cfg, x, gamma, y, m, n, eps)
+            }
             RowTile::Rows => RmsnormBf16Rows::launch(device, cfg, x, gamma, y, m, n, eps),
+            RowTile::Row4096 if full => {
+                RmsnormBf16C4096Full::launch(device, cfg, x, gamma, y, m, n, eps)
+            }
             RowTile::Row4096 => RmsnormBf16C4096::launch(device, cfg, x, gamma, y, m, n, eps),
+            RowTile::Row8192 if full => {
+                RmsnormBf16C8192Full::launch(device, cfg, x, gamma, y, m, n, eps)
+            }
             RowTile::Row8192 => RmsnormBf16C8192::launch(device, cfg, x, gamma, y, m, n, eps),
         }
     }
