@@ -99,12 +99,23 @@ impl Dims {
         self.v[i] = value;
     }
 
-    /// A copy with `value` appended (panics if full).
-    pub const fn push(mut self, value: Index) -> Dims {
-        assert!((self.len as usize) < MAX_DIMS, "Dims capacity exceeded");
+    /// A copy with `value` appended. Panics if it already holds [`MAX_DIMS`] entries (a
+    /// compile error in const contexts); see [`Dims::try_push`].
+    pub const fn push(self, value: Index) -> Dims {
+        match self.try_push(value) {
+            Some(d) => d,
+            None => panic!("Dims capacity exceeded"),
+        }
+    }
+
+    /// A copy with `value` appended, or `None` if it already holds [`MAX_DIMS`] entries.
+    pub const fn try_push(mut self, value: Index) -> Option<Dims> {
+        if self.len as usize >= MAX_DIMS {
+            return None;
+        }
         self.v[self.len as usize] = value;
         self.len += 1;
-        self
+        Some(self)
     }
 
     /// The used entries.

@@ -209,10 +209,7 @@ impl Encoding {
         x_vector_lengths: &Dims,
         x_vector_strides: &Dims,
     ) -> VectorPlan {
-        let a = match self.adaptor() {
-            Ok(a) => a,
-            Err(_) => panic!("invalid encoding"),
-        };
+        let a = self.adaptor();
         let mut gl = [-1 as Index; crate::adaptor::MAX_HIDDEN];
         let mut gs = [-1 as Index; crate::adaptor::MAX_HIDDEN];
         let mut x = 0;

@@ -1,7 +1,7 @@
 //! Messages for encoding violations: what is wrong, where, and what to change. Built in `const
 //! fn` so const evaluation can panic with the same text the macro reports at expansion time.
 
-use crate::encoding::{Encoding, EncodingRule, Loc, Violation};
+use crate::encoding::{Encoding, EncodingRule, Loc, UncheckedEncoding, Violation};
 use crate::msg::MsgBuf;
 use crate::Index;
 
@@ -84,12 +84,13 @@ const fn claimant(m: Msg, loc: Loc) -> Msg {
 impl Violation {
     /// The message (without the `error[rule]:` prefix), components in CK's raw spelling
     /// (`R[j]`, `H[x][j]`).
-    pub const fn message(&self, enc: &Encoding) -> Msg {
+    pub const fn message(&self, enc: &UncheckedEncoding) -> Msg {
         self.message_named(enc, &ComponentNames::RAW)
     }
 
     /// The message with components called by `names` (a front end's named spelling).
-    pub const fn message_named(&self, enc: &Encoding, names: &ComponentNames) -> Msg {
+    pub const fn message_named(&self, enc: &UncheckedEncoding, names: &ComponentNames) -> Msg {
+        let enc = &enc.0;
         let m = Msg::new();
         let [a, b, c, _d] = self.values;
         use EncodingRule as R;
@@ -273,6 +274,12 @@ impl Violation {
             R::TileTooLarge => m.push_str(
                 "the tile (every R and H length multiplied) has more than 2^31 − 1 elements, past CK's 32-bit index_t; split it into smaller tiles",
             ),
+            R::CapacityExceeded if self.values[3] == 1 => m
+                .push_str("the encoding has ")
+                .push_int(a as i64)
+                .push_str(" dims and components in all (X dims, R and H components, P dims); its index adaptor holds at most ")
+                .push_int(b as i64)
+                .push_str(": split fewer levels"),
             R::CapacityExceeded => m
                 .push_str("this list has ")
                 .push_int(a as i64)

@@ -1,12 +1,15 @@
 //! The public host API on arbitrary input returns errors, never panics: proptest strategies
-//! (shrinking, failures persisted under `proptest-regressions/`) over the constructors of
-//! encodings, transforms, descriptors, space-filling curves, LDS layouts, the bank model and
-//! device buffers, and — for whatever they accept — the derived tables and maps callers use next.
+//! (shrinking; failures persisted beside this file, in `no_panic.proptest-regressions`) over
+//! the constructors of multi-indices, encodings (arbitrary and nearly valid lists),
+//! transforms, descriptors, space-filling curves, LDS layouts, the bank model and device
+//! buffers, and — for whatever they accept — the derived tables and maps callers use next.
+//! An [`Encoding`] is checked once, when it is made: its tables are then total.
 
-use ck_core::encoding::Checks;
+use ck_core::encoding::{Checks, UncheckedEncoding};
 use ck_core::lds::LdsLayout;
 use ck_core::{Dims, Encoding, SpaceFillingCurve, TensorDescriptor, Transform};
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 
 /// Lengths and indices around the interesting edges: negative, zero, small, and large enough to
 /// overflow products.
@@ -26,44 +29,155 @@ fn slices(v: &[Vec<i32>]) -> Vec<&[i32]> {
     v.iter().map(Vec::as_slice).collect()
 }
 
-/// Everything an accepted, checked encoding offers.
-fn use_encoding(e: &Encoding, warp_size: u32) {
+/// Everything an unchecked encoding offers, and — when it checks — every derived table at
+/// the corners of its P and Y boxes.
+fn use_encoding(u: &UncheckedEncoding, warp_size: u32) {
     let checks = Checks::warp(warp_size);
     for n in 0..4 {
         // Errors and warnings are told apart by the rule itself.
-        if let Some(v) = e.error(&checks, n) {
+        if let Some(v) = u.error(&checks, n) {
             assert!(!v.rule.is_warning(), "{:?} reported as an error", v.rule);
+            let _ = v.message(u);
         }
-        if let Some(w) = e.warning(n) {
+        if let Some(w) = u.warning(n) {
             assert!(w.rule.is_warning(), "{:?} reported as a warning", w.rule);
         }
     }
-    if e.first_error(&checks).is_some() {
-        return;
+    let structural = (0..)
+        .map_while(|n| u.error(&checks, n))
+        .find(|v| v.rule.is_structural());
+    let e = match u.check() {
+        Ok(e) => e,
+        Err(v) => {
+            assert!(v.rule.is_structural(), "{:?} refused by check", v.rule);
+            return;
+        }
+    };
+    // What `check` accepts breaks no structural rule, and only the others remain to report.
+    assert_eq!(structural, None);
+    if let Some(v) = e.first_error(&checks) {
+        assert!(
+            !v.rule.is_structural(),
+            "{:?} on a checked encoding",
+            v.rule
+        );
     }
-    let ys = e.y_lengths();
-    let _ = (e.x_lengths(), e.thread_buffer_size(), e.block_size());
-    let _ = e.adaptor();
-    for t in [0, 1, 31, 255] {
-        let p = e.partition_index(t, warp_size);
-        let last = Dims::from_slice(&ys.as_slice().iter().map(|l| l - 1).collect::<Vec<_>>());
-        let _ = (e.x_index(&p, &last), e.rs_index(&p), e.d_index(&last));
+    let corner = |lengths: Dims, last: bool| {
+        let v: Vec<i32> = lengths
+            .as_slice()
+            .iter()
+            .map(|&l| if last { l - 1 } else { 0 })
+            .collect();
+        Dims::from_slice(&v)
+    };
+    let ps = Dims::from_slice(&(0..e.np()).map(|p| e.p_length(p)).collect::<Vec<_>>());
+    let _ = (
+        e.x_lengths(),
+        e.thread_buffer_size(),
+        e.block_size(),
+        e.adaptor(),
+    );
+    for last in [false, true] {
+        let (p, y) = (corner(ps, last), corner(e.y_lengths(), last));
+        assert_eq!(e.x_index(&p, &y), e.x_index_closed_form(&p, &y));
+        let _ = (e.rs_index(&p), e.d_index(&y));
     }
+    let _ = e.partition_index(0, warp_size);
     for x in 0..e.nx() {
-        let _ = e.reduce(&[x as i32]);
-        let _ = e.slice_x(x, 1);
+        let _ = (e.span(x), e.reduce(&[x as i32]), e.slice_x(x, 1));
     }
 }
 
+/// CK's six lists.
+type Lists = (
+    Vec<i32>,
+    Vec<Vec<i32>>,
+    Vec<Vec<i32>>,
+    Vec<Vec<i32>>,
+    Vec<i32>,
+    Vec<i32>,
+);
+
+/// Mostly valid lists (arbitrary ones almost never are): small R and H lengths, each H
+/// component given to P0, P1 or a Y and each R component to P0, P1 or nobody, as drawn; then,
+/// half the time, one entry of one list overwritten with an arbitrary value.
+fn near_valid() -> impl Strategy<Value = Lists> {
+    let r = prop::collection::vec(1i32..=4, 0..=2);
+    let h = prop::collection::vec(prop::collection::vec(1i32..=4, 1..=3), 1..=3);
+    let owners = prop::collection::vec(0u8..3, 11);
+    let mutation = prop::option::of((0usize..6, 0usize..12, int()));
+    (r, h, owners, 1usize..=2, mutation).prop_map(|(r, h, owners, np, mutation)| {
+        let (mut pm, mut pn) = (vec![Vec::new(); np], vec![Vec::new(); np]);
+        let (mut ym, mut yn) = (Vec::new(), Vec::new());
+        let components = r.iter().map(|_| 0).chain(
+            h.iter()
+                .enumerate()
+                .flat_map(|(x, l)| l.iter().map(move |_| x as i32 + 1)),
+        );
+        let mut minor = vec![0i32; h.len() + 1];
+        for (major, owner) in components.zip(owners.iter().cycle()) {
+            let m = minor[major as usize];
+            minor[major as usize] += 1;
+            match *owner as usize {
+                p if p < np => {
+                    pm[p].push(major);
+                    pn[p].push(m);
+                }
+                _ if major > 0 => {
+                    ym.push(major);
+                    yn.push(m);
+                }
+                _ => {} // an R component nobody owns
+            }
+        }
+        let mut lists: Lists = (r, h, pm, pn, ym, yn);
+        if let Some((list, at, value)) = mutation {
+            let flat: Vec<&mut i32> = match list {
+                0 => lists.0.iter_mut().collect(),
+                1 => lists.1.iter_mut().flatten().collect(),
+                2 => lists.2.iter_mut().flatten().collect(),
+                3 => lists.3.iter_mut().flatten().collect(),
+                4 => lists.4.iter_mut().collect(),
+                _ => lists.5.iter_mut().collect(),
+            };
+            let n = flat.len();
+            if let Some(slot) = flat.into_iter().nth(at % n.max(1)) {
+                *slot = value;
+            }
+        }
+        lists
+    })
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig {
+        cases: 2000,
+        // Beside this file: a failing case is replayed first on the next run.
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))),
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn near_valid_encodings((r, h, pm, pn, ym, yn) in near_valid(), warp_size in prop_oneof![Just(32u32), Just(64)]) {
+        if let Ok(u) = UncheckedEncoding::new(&r, &slices(&h), &slices(&pm), &slices(&pn), &ym, &yn) {
+            use_encoding(&u, warp_size);
+        }
+    }
 
     #[test]
     fn encodings(r in list(3), h in lists(3, 4), pm in lists(3, 3), pn in lists(3, 3),
                  ym in list(5), yn in list(5), warp_size in prop_oneof![Just(32u32), Just(64), Just(16)]) {
-        if let Ok(e) = Encoding::new(&r, &slices(&h), &slices(&pm), &slices(&pn), &ym, &yn) {
-            use_encoding(&e, warp_size);
+        if let Ok(u) = UncheckedEncoding::new(&r, &slices(&h), &slices(&pm), &slices(&pn), &ym, &yn) {
+            use_encoding(&u, warp_size);
         }
+    }
+
+    #[test]
+    fn dims(values in prop::collection::vec(any::<i32>(), 0..20)) {
+        let d = Dims::try_from_slice(&values);
+        prop_assert_eq!(d.is_some(), values.len() <= ck_core::dims::MAX_DIMS);
+        let pushed = values.iter().try_fold(Dims::EMPTY, |d, &v| d.try_push(v));
+        prop_assert_eq!(pushed, d);
     }
 
     #[test]
@@ -125,7 +239,7 @@ proptest! {
 fn a_tile_past_32_bit_indices_is_an_error() {
     use ck_core::encoding::EncodingRule;
     // 65536 × 65536 elements: every length valid, the product 2³² past index_t.
-    let e = Encoding::new(
+    let v = Encoding::new(
         &[],
         &[&[65536], &[64, 1024]],
         &[&[2, 2]],
@@ -133,8 +247,7 @@ fn a_tile_past_32_bit_indices_is_an_error() {
         &[1, 2],
         &[0, 0],
     )
-    .unwrap();
-    let v = e.first_error(&Checks::warp(32)).expect("too large");
+    .expect_err("too large");
     assert_eq!(v.rule, EncodingRule::TileTooLarge);
     assert_eq!(v.rule.name(), "tile-too-large");
 }

@@ -45,7 +45,8 @@ impl Encoding {
         out.y_major = tryv!(concat(&self.y_major, &inner.y_major, Loc::YMajorAll));
         let shifted = self.shift_minors(&inner.y_major, &inner.y_minor);
         out.y_minor = tryv!(concat(&self.y_minor, &shifted, Loc::YMinorAll));
-        Ok(out)
+        // What the operation built is checked like any other encoding.
+        out.unchecked().check()
     }
 
     /// Inner minors shifted past this encoding's components of the same major.
@@ -158,7 +159,8 @@ impl Encoding {
         }
         out.y_major = ym;
         out.y_minor = yn;
-        Ok(out)
+        // What the operation built is checked like any other encoding.
+        out.unchecked().check()
     }
 
     /// `tile_distribution_encoding_shuffle_t`: `Y'[i] = Y[perm[i]]` (changes only the D order).
@@ -193,7 +195,8 @@ impl Encoding {
             out.y_minor.set(i, self.y_minor.get(d.get(i) as usize));
             i += 1;
         }
-        Ok(out)
+        // What the operation built is checked like any other encoding.
+        out.unchecked().check()
     }
 
     /// True if `other` is the same encoding: the same R, H, P and Y lists.
@@ -302,6 +305,7 @@ impl Encoding {
             }
             out.h[x].set(j, new_len);
         }
-        Ok(out)
+        // What the operation built is checked like any other encoding.
+        out.unchecked().check()
     }
 }

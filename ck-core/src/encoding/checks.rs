@@ -3,11 +3,32 @@
 
 use super::*;
 
-impl Encoding {
+/// Which violations a scan reports.
+#[derive(Clone, Copy)]
+enum Scope<'a> {
+    /// The structural rules: what [`Encoding`]'s derived tables need.
+    Structure,
+    /// Every error, the target's (warp size, block size, shape) included.
+    Errors(&'a Checks),
+    /// The warnings.
+    Warnings,
+}
+
+impl Scope<'_> {
+    const fn reports(&self, rule: EncodingRule) -> bool {
+        match self {
+            Scope::Structure => rule.is_structural(),
+            Scope::Errors(_) => !rule.is_warning(),
+            Scope::Warnings => rule.is_warning(),
+        }
+    }
+}
+
+impl UncheckedEncoding {
     /// The `n`-th error (0-based) found against `checks`, in a fixed order; `None` past the last.
     /// Host code collects them all; const evaluation takes the first.
     pub const fn error(&self, checks: &Checks, n: usize) -> Option<Violation> {
-        self.scan(checks, n, false)
+        self.0.scan(Scope::Errors(checks), n)
     }
 
     /// The first error, if any.
@@ -17,19 +38,80 @@ impl Encoding {
 
     /// The `n`-th warning (spec §16's warn list for encodings: `r-unowned`, `unclaimed-unit`).
     pub const fn warning(&self, n: usize) -> Option<Violation> {
-        self.scan(&Checks::warp(32), n, true)
+        self.0.scan(Scope::Warnings, n)
     }
 
-    /// Panics (a compile error in const evaluation) with the first error's rule and message.
-    pub const fn assert_valid(&self, checks: &Checks) {
-        if let Some(v) = self.first_error(checks) {
-            let m = crate::msg::MsgBuf::<512>::new()
-                .push_str("error[")
-                .push_str(v.rule.name())
-                .push_str("]: ")
-                .push_str(v.message(self).as_str());
-            panic!("{}", m.as_str());
+    /// The encoding, if it breaks no structural rule ([`EncodingRule::is_structural`]): the
+    /// rules a tile distribution adds (an X and a Y, every component claimed, the target's
+    /// warp and block sizes) are [`Encoding::first_error`]'s.
+    pub const fn check(&self) -> Result<Encoding, Violation> {
+        if let Some(v) = self.0.scan(Scope::Structure, 0) {
+            return Err(v);
         }
+        // The structural rules bound every length, product and count the adaptor takes; it is
+        // built once here so that `Encoding::adaptor` cannot fail.
+        match self.0.build_adaptor() {
+            Ok(_) => Ok(self.0),
+            Err(_) => Err(viol(
+                EncodingRule::CapacityExceeded,
+                Loc::HAll,
+                self.0.hidden_dims() as Index,
+                crate::adaptor::MAX_HIDDEN as Index,
+                0,
+                1,
+            )),
+        }
+    }
+
+    /// The encoding as a tile distribution for `checks`, or a panic — a compile error in const
+    /// evaluation — with the first error's rule and message.
+    pub const fn expect_valid(&self, checks: &Checks) -> Encoding {
+        if let Some(v) = self.first_error(checks) {
+            panic_with(&v, self);
+        }
+        match self.check() {
+            Ok(e) => e,
+            Err(v) => panic_with(&v, self),
+        }
+    }
+}
+
+const fn panic_with(v: &Violation, e: &UncheckedEncoding) -> ! {
+    let m = crate::msg::MsgBuf::<512>::new()
+        .push_str("error[")
+        .push_str(v.rule.name())
+        .push_str("]: ")
+        .push_str(v.message(e).as_str());
+    panic!("{}", m.as_str());
+}
+
+impl Encoding {
+    /// The `n`-th error against `checks` (only the rules that are not structural can apply:
+    /// see [`UncheckedEncoding::error`]).
+    pub const fn error(&self, checks: &Checks, n: usize) -> Option<Violation> {
+        self.scan(Scope::Errors(checks), n)
+    }
+
+    /// The first error against `checks`, if any: `None` means this encoding is a tile
+    /// distribution for that target.
+    pub const fn first_error(&self, checks: &Checks) -> Option<Violation> {
+        self.error(checks, 0)
+    }
+
+    /// The `n`-th warning.
+    pub const fn warning(&self, n: usize) -> Option<Violation> {
+        self.scan(Scope::Warnings, n)
+    }
+
+    /// Dims and components the adaptor numbers: X dims, R and H components, one per P.
+    const fn hidden_dims(&self) -> usize {
+        let mut n = self.nx + self.r.len() + self.np_major;
+        let mut x = 0;
+        while x < self.nx {
+            n += self.h[x].len();
+            x += 1;
+        }
+        n
     }
 
     /// Claim of component `(major, minor)`: `Some(loc)` of the first claimant.
@@ -153,18 +235,21 @@ impl Encoding {
     }
 
     #[allow(unused_assignments)] // the last `report!` bumps a counter nobody reads
-    const fn scan(&self, checks: &Checks, n: usize, warnings: bool) -> Option<Violation> {
+    const fn scan(&self, scope: Scope, n: usize) -> Option<Violation> {
         let mut count = 0usize;
         macro_rules! report {
             ($v:expr) => {{
-                if count == n {
-                    return Some($v);
+                let v = $v;
+                if scope.reports(v.rule) {
+                    if count == n {
+                        return Some(v);
+                    }
+                    count += 1;
                 }
-                count += 1;
             }};
         }
         use EncodingRule as R;
-        if warnings {
+        if let Scope::Warnings = scope {
             let mut j = 0;
             while j < self.r.len() {
                 let l = self.r.get(j);
@@ -416,7 +501,21 @@ impl Encoding {
             }
             x += 1;
         }
-        // Threads.
+        if self.hidden_dims() > crate::adaptor::MAX_HIDDEN {
+            report!(viol(
+                R::CapacityExceeded,
+                Loc::HAll,
+                self.hidden_dims() as Index,
+                crate::adaptor::MAX_HIDDEN as Index,
+                0,
+                1
+            ));
+        }
+        // The target: threads and the declared shape.
+        let checks = match scope {
+            Scope::Errors(checks) => checks,
+            _ => return None,
+        };
         let w = checks.warp_size as Index;
         if w != 32 && w != 64 {
             report!(viol(R::WarpSizeMismatch, Loc::WarpSize, w, 0, 0, 1));

@@ -60,8 +60,19 @@ pub const MAX_P: usize = 4;
 pub const MAX_COMPONENTS: usize = 10;
 
 /// A tile-distribution encoding, one-to-one with CK's `tile_distribution_encoding<Rs, Hss,
-/// Ps2RHssMajor, Ps2RHssMinor, Ys2RHsMajor, Ys2RHsMinor>`. It may be invalid: check it with
-/// [`Encoding::first_error`] / [`Encoding::error`] before using the derived tables.
+/// Ps2RHssMajor, Ps2RHssMinor, Ys2RHsMajor, Ys2RHsMinor>`, that breaks no structural rule
+/// ([`EncodingRule::is_structural`]): every reference exists, every component of length > 1
+/// is claimed exactly once, every length is positive and every product fits an [`Index`]. So
+/// its derived tables — lengths, the adaptor, the closed forms — are total. Whether it is a
+/// tile distribution for a target (an X and a Y, the warp and block sizes) is
+/// [`Encoding::first_error`]'s question; the algebra's results (a reduction's rows, which may
+/// have no Y) need not be one.
+///
+/// Made by [`Encoding::new`] or [`UncheckedEncoding::check`]; the [`UncheckedEncoding`] is what
+/// a front end holds while it collects every violation of a definition.
+///
+/// (Inside this module an `Encoding` value may still be unchecked: [`UncheckedEncoding`] wraps
+/// one, and the algebra checks what it builds before returning it.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Encoding {
     r: Dims,
@@ -74,6 +85,21 @@ pub struct Encoding {
     y_major: Dims,
     y_minor: Dims,
 }
+
+/// An encoding as written, possibly breaking any rule: [`UncheckedEncoding::error`] lists
+/// every violation (a front end reports them all), [`UncheckedEncoding::check`] makes the
+/// [`Encoding`] whose tables can be derived.
+///
+/// ```
+/// use ck_core::encoding::{Checks, UncheckedEncoding};
+/// // P0 claims H[0][1], which does not exist; Y claims nothing.
+/// let u = UncheckedEncoding::new(&[], &[&[32]], &[&[1]], &[&[1]], &[], &[]).unwrap();
+/// let rules: Vec<_> = (0..).map_while(|n| u.error(&Checks::warp(32), n)).map(|v| v.rule.name()).collect();
+/// assert_eq!(rules, ["no-y", "index-out-of-range", "unclaimed"]);
+/// assert_eq!(u.check().unwrap_err().rule.name(), "index-out-of-range");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UncheckedEncoding(pub(crate) Encoding);
 
 /// The rules an encoding is checked against (spec §4.3, §16). [`EncodingRule::name`] is the
 /// stable name used in `error[name]` diagnostics.
@@ -159,6 +185,28 @@ impl EncodingRule {
     /// owns, an unclaimed H component of length 1.
     pub const fn is_warning(self) -> bool {
         self.id().is_warning()
+    }
+
+    /// True for the rules every [`Encoding`] keeps, which its derived tables need: positive
+    /// lengths with products in range, consistent lists, existing references, no Y on an R
+    /// component, one or two non-empty P dims, every component of length > 1 claimed once,
+    /// capacities. The others are rules for a tile distribution and its target (an X, a Y,
+    /// the warp and block sizes, a declared shape) or for the algebra.
+    pub const fn is_structural(self) -> bool {
+        matches!(
+            self,
+            EncodingRule::LengthNotPositive
+                | EncodingRule::EmptyH
+                | EncodingRule::ListLengthMismatch
+                | EncodingRule::IndexOutOfRange
+                | EncodingRule::YMapsToR
+                | EncodingRule::EmptyP
+                | EncodingRule::PCount
+                | EncodingRule::ClaimedTwice
+                | EncodingRule::Unclaimed
+                | EncodingRule::CapacityExceeded
+                | EncodingRule::TileTooLarge
+        )
     }
 
     /// True for rules that depend on length values (not only on the structure of the lists).
@@ -335,9 +383,8 @@ mod checks;
 mod tables;
 
 impl Encoding {
-    /// An encoding from CK's six lists. Only capacities are checked here (at most
-    /// [`MAX_X`] X dims, [`MAX_P`] P dims, [`MAX_COMPONENTS`] entries per list); every other rule
-    /// is checked by [`Encoding::error`].
+    /// An encoding from CK's six lists: the first structural violation if there is one
+    /// ([`UncheckedEncoding::new`], then [`UncheckedEncoding::check`]).
     pub const fn new(
         r: &[Index],
         h: &[&[Index]],
@@ -346,6 +393,37 @@ impl Encoding {
         y_major: &[Index],
         y_minor: &[Index],
     ) -> Result<Encoding, Violation> {
+        match UncheckedEncoding::new(r, h, p_major, p_minor, y_major, y_minor) {
+            Ok(u) => u.check(),
+            Err(v) => Err(v),
+        }
+    }
+
+    /// The smallest encoding: one X of length 1 whose one component P0 claims, no Y.
+    /// `tile_distribution!` gives it to a definition with errors, so that the rest of the crate
+    /// still type-checks (and const-evaluates) while the errors are reported.
+    pub const UNIT: Encoding = match Encoding::new(&[], &[&[1]], &[&[1]], &[&[0]], &[], &[]) {
+        Ok(e) => e,
+        Err(_) => panic!("the unit encoding breaks no structural rule"),
+    };
+
+    /// The same lists, for the messages of [`Violation::message`].
+    pub const fn unchecked(&self) -> UncheckedEncoding {
+        UncheckedEncoding(*self)
+    }
+}
+
+impl UncheckedEncoding {
+    /// The six lists as written. Only capacities are checked here (at most [`MAX_X`] X dims,
+    /// [`MAX_P`] P dims, [`MAX_COMPONENTS`] entries per list): they are what can be stored.
+    pub const fn new(
+        r: &[Index],
+        h: &[&[Index]],
+        p_major: &[&[Index]],
+        p_minor: &[&[Index]],
+        y_major: &[Index],
+        y_minor: &[Index],
+    ) -> Result<UncheckedEncoding, Violation> {
         if h.len() > MAX_X {
             return Err(viol(
                 EncodingRule::CapacityExceeded,
@@ -402,18 +480,23 @@ impl Encoding {
             e.p_minor[i] = tryv!(dims_or_capacity(p_minor[i], Loc::PMinorList(i as u8)));
             i += 1;
         }
-        Ok(e)
+        Ok(UncheckedEncoding(e))
     }
+}
 
+impl Encoding {
     /// `R` lengths.
     pub const fn r_lengths(&self) -> Dims {
         self.r
     }
 
-    /// `H[x]` lengths.
+    /// `H[x]` lengths (empty past the last X).
     pub const fn h_lengths(&self, x: usize) -> Dims {
-        assert!(x < self.nx);
-        self.h[x]
+        if x < self.nx {
+            self.h[x]
+        } else {
+            Dims::EMPTY
+        }
     }
 
     /// Number of X dims.
@@ -436,14 +519,22 @@ impl Encoding {
         self.r.len()
     }
 
-    /// `p_major[p]`.
+    /// `p_major[p]` (empty past the last P).
     pub const fn p_major(&self, p: usize) -> Dims {
-        self.p_major[p]
+        if p < self.np_major {
+            self.p_major[p]
+        } else {
+            Dims::EMPTY
+        }
     }
 
-    /// `p_minor[p]`.
+    /// `p_minor[p]` (empty past the last P).
     pub const fn p_minor(&self, p: usize) -> Dims {
-        self.p_minor[p]
+        if p < self.np_minor {
+            self.p_minor[p]
+        } else {
+            Dims::EMPTY
+        }
     }
 
     /// `y_major`.

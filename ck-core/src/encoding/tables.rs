@@ -1,5 +1,9 @@
-//! The tables derived from a valid encoding (spec §4.2, §5): lengths, partition and Y
-//! indices, the X coordinate of a (P, Y) pair and its closed form, spans.
+//! The tables derived from an encoding (spec §4.2, §5): lengths, partition and Y indices, the
+//! X coordinate of a (P, Y) pair and its closed form, spans.
+//!
+//! They are total because every [`Encoding`] passed the structural rules: each component a
+//! P or Y names exists (`component_length` is `Some`) and the adaptor builds. The panics below
+//! state that invariant; none can be reached from outside this module.
 
 use super::*;
 
@@ -22,7 +26,7 @@ impl Encoding {
         while y < self.ny() {
             match self.component_length(self.y_major.get(y), self.y_minor.get(y)) {
                 Some(l) => d.set(y, l),
-                None => panic!("invalid encoding"),
+                None => panic!("unreachable: a checked encoding's references exist"),
             }
             y += 1;
         }
@@ -64,7 +68,17 @@ impl Encoding {
     /// The ps_ys_to_xs adaptor of spec §5.1, with its exact hidden-id numbering: X dims
     /// `0..NX` (bottom), then R components, then the H components of each X, then one id per P;
     /// top = `[P_0 .. P_{NP−1}] ++ [component of Y_0, ..]`.
-    pub const fn adaptor(&self) -> Result<TensorAdaptor, Error> {
+    pub const fn adaptor(&self) -> TensorAdaptor {
+        match self.build_adaptor() {
+            Ok(a) => a,
+            Err(_) => {
+                panic!("unreachable: a checked encoding's adaptor was built when it was checked")
+            }
+        }
+    }
+
+    /// The adaptor, or why it cannot be built (what [`UncheckedEncoding::check`] asks).
+    pub(super) const fn build_adaptor(&self) -> Result<TensorAdaptor, Error> {
         let nx = self.nx;
         let nr = self.r.len();
         let np = self.np_major;
@@ -106,7 +120,7 @@ impl Encoding {
                 let (major, minor) = (ma.get(k), mi.get(k));
                 lens = lens.push(match self.component_length(major, minor) {
                     Some(l) => l,
-                    None => panic!("invalid encoding"),
+                    None => panic!("unreachable: a checked encoding's references exist"),
                 });
                 lower[1 + nx + p] = lower[1 + nx + p].push(rh_id[major as usize][minor as usize]);
                 k += 1;
@@ -149,10 +163,7 @@ impl Encoding {
     /// The model: `X(P, Y)` by evaluating the ps_ys_to_xs adaptor (the reference the macro's
     /// straight-line code is tested against).
     pub const fn x_index(&self, p: &Dims, y: &Dims) -> Dims {
-        let a = match self.adaptor() {
-            Ok(a) => a,
-            Err(_) => panic!("invalid encoding"),
-        };
+        let a = self.adaptor();
         let mut top = *p;
         let mut i = 0;
         while i < y.len() {
@@ -165,10 +176,7 @@ impl Encoding {
     /// The R index of a thread: the digits its P values give the R components (0 for R
     /// components no P owns), read off the adaptor's hidden values (spec §5.4).
     pub const fn rs_index(&self, p: &Dims) -> Dims {
-        let a = match self.adaptor() {
-            Ok(a) => a,
-            Err(_) => panic!("invalid encoding"),
-        };
+        let a = self.adaptor();
         let mut top = *p;
         let mut i = 0;
         while i < self.ny() {
@@ -222,7 +230,7 @@ impl Encoding {
                 if ma.get(k) == major && mi.get(k) == minor {
                     let length = match self.component_length(major, minor) {
                         Some(l) => l,
-                        None => panic!("invalid encoding"),
+                        None => panic!("unreachable: a checked encoding's references exist"),
                     };
                     return DigitSource::P {
                         p: p as u8,

@@ -40,17 +40,15 @@ pub fn run(args: &EncodingArgs) -> Result<(), CliError> {
     for w in &analysis.checked.warnings {
         eprintln!("{}", located(path, w));
     }
-    if analysis.checked.parametric {
+    // Only literal encodings are derived at expansion time.
+    let Some(encoding) = &analysis.checked.encoding else {
         return Err(CliError::new(
             ck_core::rules::PARAMETRIC_ENCODING,
             "some lengths (or the warp/block size) are not integer literals; `ck encoding` \
              evaluates literal encodings only — substitute the values",
         ));
-    }
-    let t = Tables::new(
-        &analysis.checked.encoding,
-        analysis.checked.warp_size.unwrap_or(32),
-    );
+    };
+    let t = Tables::new(encoding, analysis.checked.warp_size.unwrap_or(32));
     if let Some(svg) = &args.svg {
         std::fs::write(svg, t.svg(&analysis.def.ident.to_string()))
             .map_err(|e| CliError::new(ck_core::rules::IO, format!("cannot write {svg}: {e}")))?;

@@ -7,7 +7,8 @@
 use crate::diag::Diagnostic;
 use crate::parse::{DistributionDef, Int, Len, List, Spelling};
 use ck_core::encoding::{
-    Checks, ComponentNames, Encoding, EncodingRule, Loc, Violation, MAX_COMPONENTS, MAX_P, MAX_X,
+    Checks, ComponentNames, Encoding, EncodingRule, Loc, UncheckedEncoding, Violation,
+    MAX_COMPONENTS, MAX_P, MAX_X,
 };
 use ck_core::rules;
 use ck_core::{Dims, Index};
@@ -16,8 +17,9 @@ use proc_macro2::Span;
 /// A definition that passed every check that can run at expansion time.
 #[derive(Clone, Debug)]
 pub struct Checked {
-    /// The encoding; non-literal lengths hold a placeholder (see `parametric`).
-    pub encoding: Encoding,
+    /// The encoding, when every length is a literal (`None` when `parametric`: const
+    /// evaluation checks and derives it).
+    pub encoding: Option<Encoding>,
     /// True if some length, the warp size or the block size is not a literal: the remaining
     /// checks then run in const evaluation and the emitted code is generic.
     pub parametric: bool,
@@ -74,7 +76,7 @@ pub fn check(def: &DistributionDef) -> Result<Checked, Vec<Diagnostic>> {
     let hs: Vec<&[Index]> = h.iter().map(Vec::as_slice).collect();
     let pms: Vec<&[Index]> = pm.iter().map(Vec::as_slice).collect();
     let pns: Vec<&[Index]> = pn.iter().map(Vec::as_slice).collect();
-    let encoding = match Encoding::new(&r, &hs, &pms, &pns, &ym, &yn) {
+    let unchecked = match UncheckedEncoding::new(&r, &hs, &pms, &pns, &ym, &yn) {
         Ok(e) => e,
         Err(v) => return Err(vec![diagnostic(def, None, &v)]),
     };
@@ -112,45 +114,40 @@ pub fn check(def: &DistributionDef) -> Result<Checked, Vec<Diagnostic>> {
         shape,
     };
 
-    for v in (0..).map_while(|n| encoding.error(&checks, n)) {
+    for v in (0..).map_while(|n| unchecked.error(&checks, n)) {
         if parametric && v.rule.depends_on_lengths() && !located_at_literal(def, v.loc) {
             continue; // left to const evaluation
         }
         if v.rule == EncodingRule::WarpSizeMismatch && warp_size.is_none() {
             continue;
         }
-        errors.push(diagnostic(def, Some(&encoding), &v));
-    }
-    if errors.is_empty() && !parametric {
-        if let Err(e) = encoding.adaptor() {
-            errors.push(Diagnostic::new(
-                e.rule.id(),
-                def.h.span,
-                format!("the encoding's index arithmetic does not fit: {e}"),
-            ));
-        }
+        errors.push(diagnostic(def, Some(&unchecked), &v));
     }
     if !errors.is_empty() {
         return Err(errors);
     }
-    let warnings = if parametric {
-        Vec::new()
-    } else {
-        (0..)
-            .map_while(|n| encoding.warning(n))
-            .map(|v| diagnostic(def, Some(&encoding), &v))
-            .collect()
-    };
-    let block_size = if parametric {
-        None
-    } else {
-        Some(encoding.block_size() as u32)
-    };
+    if parametric {
+        return Ok(Checked {
+            encoding: None,
+            parametric,
+            warp_size,
+            block_size: None,
+            warnings: Vec::new(),
+        });
+    }
+    // No error was found, so no structural rule is broken: `check` builds the adaptor.
+    let encoding = unchecked
+        .check()
+        .map_err(|v| vec![diagnostic(def, Some(&unchecked), &v)])?;
+    let warnings = (0..)
+        .map_while(|n| unchecked.warning(n))
+        .map(|v| diagnostic(def, Some(&unchecked), &v))
+        .collect();
     Ok(Checked {
-        encoding,
+        encoding: Some(encoding),
         parametric,
         warp_size,
-        block_size,
+        block_size: Some(encoding.block_size() as u32),
         warnings,
     })
 }
@@ -261,7 +258,11 @@ pub fn span_of(def: &DistributionDef, loc: Loc) -> Span {
 
 /// The diagnostic for a violation: ck-core's message, components called by the named
 /// spelling's names where it was used, at the span of its token.
-pub fn diagnostic(def: &DistributionDef, enc: Option<&Encoding>, v: &Violation) -> Diagnostic {
+pub fn diagnostic(
+    def: &DistributionDef,
+    enc: Option<&UncheckedEncoding>,
+    v: &Violation,
+) -> Diagnostic {
     let message = match enc {
         Some(e) => {
             let named = (def.spelling == Spelling::Named)
@@ -289,7 +290,8 @@ pub fn diagnostic(def: &DistributionDef, enc: Option<&Encoding>, v: &Violation) 
         }
         None => {
             // Capacity errors raised before an encoding exists.
-            let empty = Encoding::new(&[], &[], &[], &[], &[], &[]).expect("empty encoding fits");
+            let empty =
+                UncheckedEncoding::new(&[], &[], &[], &[], &[], &[]).expect("empty encoding fits");
             v.message(&empty).as_str().to_string()
         }
     };

@@ -180,8 +180,10 @@ fn counts(def: &DistributionDef) -> [usize; 4] {
     ]
 }
 
-/// The `Encoding::new(..)` expression; lengths as written (literals or const expressions).
-fn encoding_expr(def: &DistributionDef) -> TokenStream {
+/// The `ENCODING` constant's expression, lengths as written (literals or const expressions).
+/// Literal lengths were checked at expansion; const-generic ones are checked here, in const
+/// evaluation, against `Self::CHECKS` (a compile error names the violated rule).
+fn encoding_expr(def: &DistributionDef, parametric: bool) -> TokenStream {
     let len = |l: &Len| {
         let e = &l.expr;
         match l.value {
@@ -205,10 +207,20 @@ fn encoding_expr(def: &DistributionDef) -> TokenStream {
     let pn = def.p_minor.items.iter().map(ints);
     let ym = ints(&def.y_major);
     let yn = ints(&def.y_minor);
-    quote! {
-        match ::ck_core::Encoding::new(&[#(#r),*], &[#(#h),*], &[#(#pm),*], &[#(#pn),*], #ym, #yn) {
-            ::core::result::Result::Ok(e) => e,
-            ::core::result::Result::Err(_) => ::core::panic!("tile_distribution!: capacities are checked at expansion"),
+    let lists = quote!(&[#(#r),*], &[#(#h),*], &[#(#pm),*], &[#(#pn),*], #ym, #yn);
+    if parametric {
+        quote! {
+            match ::ck_core::encoding::UncheckedEncoding::new(#lists) {
+                ::core::result::Result::Ok(u) => u.expect_valid(&Self::CHECKS),
+                ::core::result::Result::Err(_) => ::core::panic!("tile_distribution!: capacities are checked at expansion"),
+            }
+        }
+    } else {
+        quote! {
+            match ::ck_core::Encoding::new(#lists) {
+                ::core::result::Result::Ok(e) => e,
+                ::core::result::Result::Err(_) => ::core::panic!("tile_distribution!: the encoding was checked at expansion"),
+            }
         }
     }
 }
@@ -358,7 +370,7 @@ fn literal_bodies(def: &DistributionDef, l: &Lowered) -> Bodies {
         quote!(f(#y, #d);)
     });
     Bodies {
-        encoding: encoding_expr(def),
+        encoding: encoding_expr(def, false),
         x_lengths: list(&l.x_lengths),
         y_lengths: list(&l.y_lengths),
         r_lengths: list(&l.r_lengths),
@@ -407,10 +419,7 @@ fn parametric_bodies(def: &DistributionDef) -> Bodies {
         /// What the encoding was checked against.
         pub const CHECKS: ::ck_core::encoding::Checks =
             ::ck_core::encoding::Checks { warp_size: #warp, block_size: #block, shape: #shape };
-        /// Evaluating this checks the encoding (a compile error names the violated rule).
-        pub const VALID: () = Self::ENCODING.assert_valid(&Self::CHECKS);
     };
-    let checked = |e: TokenStream| quote!({ let () = Self::VALID; #e });
     let capacity_msg = format!(
         "{}: a distribution with const-generic lengths holds at most 256 registers per thread",
         rules::CAPACITY_EXCEEDED
@@ -421,33 +430,33 @@ fn parametric_bodies(def: &DistributionDef) -> Bodies {
     };
     let (pd, yd) = (dims("p"), dims("y"));
     Bodies {
-        encoding: encoding_expr(def),
-        x_lengths: checked(arr(quote!(Self::ENCODING.x_lengths()))),
-        y_lengths: checked(arr(quote!(Self::ENCODING.y_lengths()))),
-        r_lengths: checked(arr(quote!(Self::ENCODING.r_lengths()))),
-        thread_buffer_size: checked(quote! {{
+        encoding: encoding_expr(def, true),
+        x_lengths: arr(quote!(Self::ENCODING.x_lengths())),
+        y_lengths: arr(quote!(Self::ENCODING.y_lengths())),
+        r_lengths: arr(quote!(Self::ENCODING.r_lengths())),
+        thread_buffer_size: quote! {{
             let n = Self::ENCODING.thread_buffer_size() as usize;
             ::core::assert!(
                 n <= ::ck_core::distribution::PARAMETRIC_BUFFER_CAPACITY,
                 #capacity_msg
             );
             n
-        }}),
+        }},
         warp_size: warp,
-        block_size: checked(quote!(Self::ENCODING.block_size() as u32)),
-        partition_index: checked(arr(quote!(
+        block_size: quote!(Self::ENCODING.block_size() as u32),
+        partition_index: arr(quote!(
             Self::ENCODING.partition_index(thread_id, Self::WARP_SIZE)
-        ))),
-        x_index: checked(arr(quote!(Self::ENCODING.x_index_closed_form(&#pd, &#yd)))),
-        d_index: checked(quote!(Self::ENCODING.d_index(&#yd) as usize)),
-        rs_index: checked(arr(quote!(Self::ENCODING.rs_index_closed_form(&#pd)))),
-        for_each_y: checked(quote!(::ck_core::distribution::for_each_y(
+        )),
+        x_index: arr(quote!(Self::ENCODING.x_index_closed_form(&#pd, &#yd))),
+        d_index: quote!(Self::ENCODING.d_index(&#yd) as usize),
+        rs_index: arr(quote!(Self::ENCODING.rs_index_closed_form(&#pd))),
+        for_each_y: quote!(::ck_core::distribution::for_each_y(
             &Self::ENCODING,
             |y, d| f(::ck_core::distribution::array(y), d)
-        ))),
-        sweep: checked(quote!(::ck_core::distribution::sweep(
-            &Self::ENCODING,
-            |y, d| f(::ck_core::distribution::array(y), d)
+        )),
+        sweep: quote!(::ck_core::distribution::sweep(&Self::ENCODING, |y, d| f(
+            ::ck_core::distribution::array(y),
+            d
         ))),
         extra,
         // Generic lengths cannot size an array on stable Rust: a fixed capacity, checked.
@@ -457,10 +466,9 @@ fn parametric_bodies(def: &DistributionDef) -> Bodies {
 
 /// The full expansion of a checked definition.
 pub fn emit(def: &DistributionDef, checked: &Checked) -> TokenStream {
-    let bodies = if checked.parametric {
-        parametric_bodies(def)
-    } else {
-        literal_bodies(def, &crate::lower::lower(checked))
+    let bodies = match &checked.encoding {
+        Some(e) => literal_bodies(def, &crate::lower::lower(checked, e)),
+        None => parametric_bodies(def),
     };
     let items = frame(def, counts(def), bodies);
     let warnings = checked.warnings.iter().map(|w| w.to_tokens());
@@ -476,12 +484,7 @@ pub fn stub(def: &DistributionDef) -> TokenStream {
     ));
     let zeros = |n: usize| quote!([0; #n]);
     let bodies = Bodies {
-        encoding: quote!(
-            match ::ck_core::Encoding::new(&[], &[], &[], &[], &[], &[]) {
-                ::core::result::Result::Ok(e) => e,
-                ::core::result::Result::Err(_) => ::core::panic!(),
-            }
-        ),
+        encoding: quote!(::ck_core::Encoding::UNIT),
         x_lengths: zeros(nx),
         y_lengths: zeros(ny),
         r_lengths: zeros(nr),

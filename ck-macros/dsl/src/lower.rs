@@ -5,6 +5,7 @@
 use crate::check::Checked;
 use ck_core::distribution::for_each_point;
 use ck_core::encoding::DigitSource;
+use ck_core::Encoding;
 use ck_core::Index;
 
 /// One digit of a P coordinate, `(p / divisor) % length` (no `%` for the top digit).
@@ -83,9 +84,8 @@ fn p_digit(e: &ck_core::Encoding, major: Index, minor: Index) -> Option<PDigit> 
     })
 }
 
-/// Lowers a checked, non-parametric encoding.
-pub fn lower(c: &Checked) -> Lowered {
-    let e = &c.encoding;
+/// Lowers a checked definition with literal lengths, whose encoding is `e`.
+pub fn lower(c: &Checked, e: &Encoding) -> Lowered {
     let x_terms = (0..e.nx())
         .map(|x| {
             let n = e.h_lengths(x).len();
