@@ -3,6 +3,10 @@
 //! CK Tile uses compile-time `sequence<>`s and `array<index_t, N>`s; a Rust `const fn` cannot
 //! allocate, so every multi-index here is a [`Dims`]: up to [`MAX_DIMS`] values plus a length.
 //! Unused slots are always zero, so the derived equality is equality of the used prefix.
+//!
+//! Like slices, the plain methods panic on a misuse (an index out of range, a full `Dims`,
+//! lengths that differ, an overflow) — a compile error where they run in const evaluation —
+//! and each has a checked form returning `Option` for values not known to be in range.
 
 use crate::Index;
 
@@ -32,14 +36,25 @@ impl Dims {
         v: [0; MAX_DIMS],
     };
 
-    /// `n` copies of `value`. Panics (at compile time in const contexts) if `n > MAX_DIMS`.
+    /// `n` copies of `value`. Panics if `n > MAX_DIMS`; see [`Dims::try_splat`].
     pub const fn splat(n: usize, value: Index) -> Dims {
-        assert!(n <= MAX_DIMS, "Dims capacity exceeded");
+        match Dims::try_splat(n, value) {
+            Some(d) => d,
+            None => panic!("Dims capacity exceeded"),
+        }
+    }
+
+    /// `n` copies of `value`, or `None` if `n > MAX_DIMS`.
+    pub const fn try_splat(n: usize, value: Index) -> Option<Dims> {
+        if n > MAX_DIMS {
+            return None;
+        }
         let mut d = Dims::EMPTY;
         while (d.len as usize) < n {
-            d = d.push(value);
+            d.v[d.len as usize] = value;
+            d.len += 1;
         }
-        d
+        Some(d)
     }
 
     /// Copies a slice. Panics if it is longer than [`MAX_DIMS`]; see [`Dims::try_from_slice`].
@@ -75,28 +90,59 @@ impl Dims {
         self.len == 0
     }
 
-    /// Entry `i` (panics if out of range).
+    /// Entry `i`. Panics if `i >= len`; see [`Dims::try_get`].
     pub const fn get(&self, i: usize) -> Index {
-        assert!(i < self.len as usize, "Dims index out of range");
-        self.v[i]
+        match self.try_get(i) {
+            Some(v) => v,
+            None => panic!("Dims index out of range"),
+        }
     }
 
-    /// The last entry (panics if empty).
+    /// Entry `i`, or `None` if `i >= len`.
+    pub const fn try_get(&self, i: usize) -> Option<Index> {
+        if i < self.len as usize {
+            Some(self.v[i])
+        } else {
+            None
+        }
+    }
+
+    /// The last entry. Panics if empty; see [`Dims::try_last`].
     pub const fn last(&self) -> Index {
-        self.get(self.len as usize - 1)
+        match self.try_last() {
+            Some(v) => v,
+            None => panic!("Dims index out of range"),
+        }
     }
 
-    /// A copy with entry `i` replaced.
-    pub const fn with(mut self, i: usize, value: Index) -> Dims {
-        assert!(i < self.len as usize, "Dims index out of range");
+    /// The last entry, or `None` if empty.
+    pub const fn try_last(&self) -> Option<Index> {
+        match self.len {
+            0 => None,
+            n => Some(self.v[n as usize - 1]),
+        }
+    }
+
+    /// A copy with entry `i` replaced. Panics if `i >= len`; see [`Dims::try_with`].
+    pub const fn with(self, i: usize, value: Index) -> Dims {
+        match self.try_with(i, value) {
+            Some(d) => d,
+            None => panic!("Dims index out of range"),
+        }
+    }
+
+    /// A copy with entry `i` replaced, or `None` if `i >= len`.
+    pub const fn try_with(mut self, i: usize, value: Index) -> Option<Dims> {
+        if i >= self.len as usize {
+            return None;
+        }
         self.v[i] = value;
-        self
+        Some(self)
     }
 
-    /// Sets entry `i`.
+    /// Sets entry `i`. Panics if `i >= len`; see [`Dims::try_with`].
     pub const fn set(&mut self, i: usize, value: Index) {
-        assert!(i < self.len as usize, "Dims index out of range");
-        self.v[i] = value;
+        *self = self.with(i, value);
     }
 
     /// A copy with `value` appended. Panics if it already holds [`MAX_DIMS`] entries (a
@@ -123,7 +169,8 @@ impl Dims {
         self.v.split_at(self.len as usize).0
     }
 
-    /// Product of all entries (1 for the empty index).
+    /// Product of all entries (1 for the empty index). Overflow panics in debug builds and
+    /// wraps in release builds, as `*` does; see [`Dims::checked_product`].
     pub const fn product(&self) -> Index {
         let mut p = 1;
         let mut i = 0;
@@ -134,7 +181,21 @@ impl Dims {
         p
     }
 
-    /// Sum of all entries.
+    /// Product of all entries, or `None` on overflow.
+    pub const fn checked_product(&self) -> Option<Index> {
+        let mut p: Index = 1;
+        let mut i = 0;
+        while i < self.len as usize {
+            p = match p.checked_mul(self.v[i]) {
+                Some(p) => p,
+                None => return None,
+            };
+            i += 1;
+        }
+        Some(p)
+    }
+
+    /// Sum of all entries (overflow as for [`Dims::product`]; see [`Dims::checked_sum`]).
     pub const fn sum(&self) -> Index {
         let mut s = 0;
         let mut i = 0;
@@ -143,6 +204,20 @@ impl Dims {
             i += 1;
         }
         s
+    }
+
+    /// Sum of all entries, or `None` on overflow.
+    pub const fn checked_sum(&self) -> Option<Index> {
+        let mut s: Index = 0;
+        let mut i = 0;
+        while i < self.len as usize {
+            s = match s.checked_add(self.v[i]) {
+                Some(s) => s,
+                None => return None,
+            };
+            i += 1;
+        }
+        Some(s)
     }
 
     /// CK's reverse exclusive scan: `scan[i] = Π self[i+1..]`, `scan[last] = 1`. These are the
@@ -160,7 +235,7 @@ impl Dims {
         out
     }
 
-    /// Elementwise sum (lengths must match).
+    /// Elementwise sum. Panics if the lengths differ; see [`Dims::checked_add`].
     pub const fn add(&self, other: &Dims) -> Dims {
         assert!(self.len == other.len, "Dims length mismatch");
         let mut out = *self;
@@ -172,7 +247,24 @@ impl Dims {
         out
     }
 
-    /// Elementwise difference (lengths must match).
+    /// Elementwise sum, or `None` if the lengths differ or an entry overflows.
+    pub const fn checked_add(&self, other: &Dims) -> Option<Dims> {
+        if self.len != other.len {
+            return None;
+        }
+        let mut out = *self;
+        let mut i = 0;
+        while i < self.len as usize {
+            out.v[i] = match self.v[i].checked_add(other.v[i]) {
+                Some(v) => v,
+                None => return None,
+            };
+            i += 1;
+        }
+        Some(out)
+    }
+
+    /// Elementwise difference. Panics if the lengths differ; see [`Dims::checked_sub`].
     pub const fn sub(&self, other: &Dims) -> Dims {
         assert!(self.len == other.len, "Dims length mismatch");
         let mut out = *self;
@@ -184,7 +276,24 @@ impl Dims {
         out
     }
 
-    /// Dot product (lengths must match).
+    /// Elementwise difference, or `None` if the lengths differ or an entry overflows.
+    pub const fn checked_sub(&self, other: &Dims) -> Option<Dims> {
+        if self.len != other.len {
+            return None;
+        }
+        let mut out = *self;
+        let mut i = 0;
+        while i < self.len as usize {
+            out.v[i] = match self.v[i].checked_sub(other.v[i]) {
+                Some(v) => v,
+                None => return None,
+            };
+            i += 1;
+        }
+        Some(out)
+    }
+
+    /// Dot product. Panics if the lengths differ; see [`Dims::checked_dot`].
     pub const fn dot(&self, other: &Dims) -> Index {
         assert!(self.len == other.len, "Dims length mismatch");
         let mut s = 0;
@@ -194,6 +303,27 @@ impl Dims {
             i += 1;
         }
         s
+    }
+
+    /// Dot product, or `None` if the lengths differ or a term or the sum overflows.
+    pub const fn checked_dot(&self, other: &Dims) -> Option<Index> {
+        if self.len != other.len {
+            return None;
+        }
+        let mut s: Index = 0;
+        let mut i = 0;
+        while i < self.len as usize {
+            let term = match self.v[i].checked_mul(other.v[i]) {
+                Some(t) => t,
+                None => return None,
+            };
+            s = match s.checked_add(term) {
+                Some(s) => s,
+                None => return None,
+            };
+            i += 1;
+        }
+        Some(s)
     }
 
     /// True if every entry is zero.

@@ -35,7 +35,7 @@ fn x_of(e: &Encoding, w: u32, warp: u32, lane: u32, y: &[i32]) -> Vec<i32> {
 }
 
 fn errors(e: &UncheckedEncoding, c: &Checks) -> Vec<Violation> {
-    (0..).map_while(|n| e.error(c, n)).collect()
+    e.errors(c).iter().copied().collect()
 }
 
 fn rule_names(e: &UncheckedEncoding, c: &Checks) -> Vec<&'static str> {
@@ -348,16 +348,10 @@ fn tv9_span_order_versus_d_order() {
 fn warnings_and_messages() {
     let e = Encoding::new(&[2, 1], &[&[64, 1]], &[&[1]], &[&[0]], &[1], &[1]).unwrap();
     assert!(errors(&e.unchecked(), &Checks::warp(64)).is_empty());
-    let w: Vec<_> = (0..)
-        .map_while(|n| e.warning(n))
-        .map(|v| v.rule.name())
-        .collect();
+    let w: Vec<_> = e.warnings().iter().map(|v| v.rule.name()).collect();
     assert_eq!(w, ["r-unowned"]);
     let e = Encoding::new(&[], &[&[64, 1, 4]], &[&[1]], &[&[0]], &[1], &[2]).unwrap();
-    let w: Vec<_> = (0..)
-        .map_while(|n| e.warning(n))
-        .map(|v| v.rule.name())
-        .collect();
+    let w: Vec<_> = e.warnings().iter().map(|v| v.rule.name()).collect();
     assert_eq!(w, ["unclaimed-unit"]);
 }
 

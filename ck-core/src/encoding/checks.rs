@@ -25,27 +25,26 @@ impl Scope<'_> {
 }
 
 impl UncheckedEncoding {
-    /// The `n`-th error (0-based) found against `checks`, in a fixed order; `None` past the last.
-    /// Host code collects them all; const evaluation takes the first.
-    pub const fn error(&self, checks: &Checks, n: usize) -> Option<Violation> {
-        self.0.scan(Scope::Errors(checks), n)
+    /// Every error against `checks`, in a fixed order, from one scan.
+    pub const fn errors(&self, checks: &Checks) -> Violations {
+        self.0.scan(Scope::Errors(checks), usize::MAX)
     }
 
-    /// The first error, if any.
+    /// The first error, if any (the scan stops there: what const evaluation needs).
     pub const fn first_error(&self, checks: &Checks) -> Option<Violation> {
-        self.error(checks, 0)
+        self.0.scan(Scope::Errors(checks), 1).first()
     }
 
-    /// The `n`-th warning (spec §16's warn list for encodings: `r-unowned`, `unclaimed-unit`).
-    pub const fn warning(&self, n: usize) -> Option<Violation> {
-        self.0.scan(Scope::Warnings, n)
+    /// The warnings (spec §16's warn list for encodings: `r-unowned`, `unclaimed-unit`).
+    pub const fn warnings(&self) -> Violations {
+        self.0.scan(Scope::Warnings, usize::MAX)
     }
 
     /// The encoding, if it breaks no structural rule ([`EncodingRule::is_structural`]): the
     /// rules a tile distribution adds (an X and a Y, every component claimed, the target's
     /// warp and block sizes) are [`Encoding::first_error`]'s.
     pub const fn check(&self) -> Result<Encoding, Violation> {
-        if let Some(v) = self.0.scan(Scope::Structure, 0) {
+        if let Some(v) = self.0.scan(Scope::Structure, 1).first() {
             return Err(v);
         }
         // The structural rules bound every length, product and count the adaptor takes; it is
@@ -76,6 +75,83 @@ impl UncheckedEncoding {
     }
 }
 
+/// The violations one scan found, in the scan's order: the first [`Violations::CAPACITY`] are
+/// kept, [`Violations::found`] counts them all.
+///
+/// ```
+/// use ck_core::encoding::{Checks, EncodingRule, UncheckedEncoding};
+/// // H0 = [4, 0] has a zero length, and P0 names X2, which does not exist.
+/// let e = UncheckedEncoding::new(&[], &[&[4, 0]], &[&[2]], &[&[0]], &[1, 1], &[0, 1]).unwrap();
+/// let errors = e.errors(&Checks::warp(32));
+/// let rules: Vec<_> = errors.iter().map(|v| v.rule).collect();
+/// assert_eq!(rules, [EncodingRule::LengthNotPositive, EncodingRule::IndexOutOfRange]);
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Violations {
+    items: [Violation; Violations::CAPACITY],
+    found: usize,
+}
+
+impl Violations {
+    /// How many violations are kept; an encoding within ck-core's capacities that breaks more
+    /// rules than this is reported by its first ones (and the count).
+    pub const CAPACITY: usize = 64;
+
+    const NONE: Violations = Violations {
+        items: [viol(EncodingRule::EmptyX, Loc::Whole, 0, 0, 0, 0); Violations::CAPACITY],
+        found: 0,
+    };
+
+    const fn push(&mut self, v: Violation) {
+        if self.found < Self::CAPACITY {
+            self.items[self.found] = v;
+        }
+        self.found += 1;
+    }
+
+    /// The first violation, if any.
+    pub const fn first(&self) -> Option<Violation> {
+        if self.found == 0 {
+            None
+        } else {
+            Some(self.items[0])
+        }
+    }
+
+    /// How many violations the scan found (kept or not).
+    pub const fn found(&self) -> usize {
+        self.found
+    }
+
+    /// True if there are none.
+    pub const fn is_empty(&self) -> bool {
+        self.found == 0
+    }
+
+    /// The kept violations.
+    pub const fn as_slice(&self) -> &[Violation] {
+        let kept = if self.found < Self::CAPACITY {
+            self.found
+        } else {
+            Self::CAPACITY
+        };
+        self.items.split_at(kept).0
+    }
+
+    /// The kept violations, in order.
+    pub fn iter(&self) -> core::slice::Iter<'_, Violation> {
+        self.as_slice().iter()
+    }
+}
+
+impl<'a> IntoIterator for &'a Violations {
+    type Item = &'a Violation;
+    type IntoIter = core::slice::Iter<'a, Violation>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
 const fn panic_with(v: &Violation, e: &UncheckedEncoding) -> ! {
     let m = crate::msg::MsgBuf::<512>::new()
         .push_str("error[")
@@ -86,21 +162,21 @@ const fn panic_with(v: &Violation, e: &UncheckedEncoding) -> ! {
 }
 
 impl Encoding {
-    /// The `n`-th error against `checks` (only the rules that are not structural can apply:
-    /// see [`UncheckedEncoding::error`]).
-    pub const fn error(&self, checks: &Checks, n: usize) -> Option<Violation> {
-        self.scan(Scope::Errors(checks), n)
+    /// Every error against `checks` (only the rules that are not structural can apply: see
+    /// [`UncheckedEncoding::errors`]).
+    pub const fn errors(&self, checks: &Checks) -> Violations {
+        self.scan(Scope::Errors(checks), usize::MAX)
     }
 
     /// The first error against `checks`, if any: `None` means this encoding is a tile
     /// distribution for that target.
     pub const fn first_error(&self, checks: &Checks) -> Option<Violation> {
-        self.error(checks, 0)
+        self.scan(Scope::Errors(checks), 1).first()
     }
 
-    /// The `n`-th warning.
-    pub const fn warning(&self, n: usize) -> Option<Violation> {
-        self.scan(Scope::Warnings, n)
+    /// The warnings.
+    pub const fn warnings(&self) -> Violations {
+        self.scan(Scope::Warnings, usize::MAX)
     }
 
     /// Dims and components the adaptor numbers: X dims, R and H components, one per P.
@@ -234,17 +310,17 @@ impl Encoding {
         true
     }
 
-    #[allow(unused_assignments)] // the last `report!` bumps a counter nobody reads
-    const fn scan(&self, scope: Scope, n: usize) -> Option<Violation> {
-        let mut count = 0usize;
+    /// One pass over the rules in `scope`, stopping once `limit` violations are found.
+    const fn scan(&self, scope: Scope, limit: usize) -> Violations {
+        let mut out = Violations::NONE;
         macro_rules! report {
             ($v:expr) => {{
                 let v = $v;
                 if scope.reports(v.rule) {
-                    if count == n {
-                        return Some(v);
+                    out.push(v);
+                    if out.found() >= limit {
+                        return out;
                     }
-                    count += 1;
                 }
             }};
         }
@@ -270,7 +346,7 @@ impl Encoding {
                 }
                 x += 1;
             }
-            return None;
+            return out;
         }
         // Shape of the lists.
         if self.nx == 0 {
@@ -514,7 +590,7 @@ impl Encoding {
         // The target: threads and the declared shape.
         let checks = match scope {
             Scope::Errors(checks) => checks,
-            _ => return None,
+            _ => return out,
         };
         let w = checks.warp_size as Index;
         if w != 32 && w != 64 {
@@ -572,6 +648,6 @@ impl Encoding {
                 }
             }
         }
-        None
+        out
     }
 }

@@ -86,7 +86,7 @@ pub struct Encoding {
     y_minor: Dims,
 }
 
-/// An encoding as written, possibly breaking any rule: [`UncheckedEncoding::error`] lists
+/// An encoding as written, possibly breaking any rule: [`UncheckedEncoding::errors`] lists
 /// every violation (a front end reports them all), [`UncheckedEncoding::check`] makes the
 /// [`Encoding`] whose tables can be derived.
 ///
@@ -94,7 +94,7 @@ pub struct Encoding {
 /// use ck_core::encoding::{Checks, UncheckedEncoding};
 /// // P0 claims H[0][1], which does not exist; Y claims nothing.
 /// let u = UncheckedEncoding::new(&[], &[&[32]], &[&[1]], &[&[1]], &[], &[]).unwrap();
-/// let rules: Vec<_> = (0..).map_while(|n| u.error(&Checks::warp(32), n)).map(|v| v.rule.name()).collect();
+/// let rules: Vec<_> = u.errors(&Checks::warp(32)).iter().map(|v| v.rule.name()).collect();
 /// assert_eq!(rules, ["no-y", "index-out-of-range", "unclaimed"]);
 /// assert_eq!(u.check().unwrap_err().rule.name(), "index-out-of-range");
 /// ```
@@ -380,6 +380,7 @@ macro_rules! tryv {
 // After `tryv!`, which they use (macros are in scope from their definition on).
 mod algebra;
 mod checks;
+pub use checks::Violations;
 mod tables;
 
 impl Encoding {

@@ -114,7 +114,8 @@ pub fn check(def: &DistributionDef) -> Result<Checked, Vec<Diagnostic>> {
         shape,
     };
 
-    for v in (0..).map_while(|n| unchecked.error(&checks, n)) {
+    let violations = unchecked.errors(&checks);
+    for &v in &violations {
         if parametric && v.rule.depends_on_lengths() && !located_at_literal(def, v.loc) {
             continue; // left to const evaluation
         }
@@ -122,6 +123,10 @@ pub fn check(def: &DistributionDef) -> Result<Checked, Vec<Diagnostic>> {
             continue;
         }
         errors.push(diagnostic(def, Some(&unchecked), &v));
+    }
+    let unlisted = violations.found() - violations.iter().len();
+    if let (Some(last), true) = (errors.last_mut(), unlisted > 0) {
+        last.message += &format!(" ({unlisted} more violations are not listed: fix these first)");
     }
     if !errors.is_empty() {
         return Err(errors);
@@ -139,9 +144,10 @@ pub fn check(def: &DistributionDef) -> Result<Checked, Vec<Diagnostic>> {
     let encoding = unchecked
         .check()
         .map_err(|v| vec![diagnostic(def, Some(&unchecked), &v)])?;
-    let warnings = (0..)
-        .map_while(|n| unchecked.warning(n))
-        .map(|v| diagnostic(def, Some(&unchecked), &v))
+    let warnings = unchecked
+        .warnings()
+        .iter()
+        .map(|v| diagnostic(def, Some(&unchecked), v))
         .collect();
     Ok(Checked {
         encoding: Some(encoding),
@@ -336,6 +342,26 @@ mod tests {
                 && raw[0].contains("positions of X1 would never be touched"),
             "{}",
             raw[0]
+        );
+    }
+
+    /// Past the first `Violations::CAPACITY`, violations are counted, not dropped silently.
+    #[test]
+    fn violations_past_the_list_are_counted() {
+        // 8 lists of 10 zero lengths: 80 `length-not-positive` errors, then `capacity-exceeded`
+        // (8 + 80 + 1 hidden dimensions).
+        let zeros = ["[0, 0, 0, 0, 0, 0, 0, 0, 0, 0]"; 8].join(", ");
+        let m = messages(&format!(
+            "struct T {{ warp_size: 32, r: [], h: [{zeros}], p_major: [[1]], p_minor: [[0]],
+               y_major: [1], y_minor: [1] }}"
+        ));
+        let cap = ck_core::encoding::Violations::CAPACITY;
+        assert_eq!(m.len(), cap, "{m:?}");
+        assert!(m[..cap - 1].iter().all(|m| !m.contains("not listed")));
+        assert!(
+            m[cap - 1].ends_with("(17 more violations are not listed: fix these first)"),
+            "{}",
+            m[cap - 1]
         );
     }
 }
