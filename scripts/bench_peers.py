@@ -106,6 +106,18 @@ def rows_and_copy(result):
     ms = median_ms(lambda: y.copy_(x))
     result["copy"] = {"bytes": 2 * x.numel() * 4, "ms": ms, "torch_gbps": 2 * x.numel() * 4 / ms / 1e6}
     del x, y
+    copies = {}
+
+    def copy_gbps(bytes_):
+        """A device copy moving the same bytes (half read, half written): what a kernel of this
+        size can reach, launch ramp and tail included."""
+        if bytes_ not in copies:
+            a = torch.empty(bytes_ // 2, dtype=torch.uint8, device="cuda")
+            b = torch.empty_like(a)
+            copies[bytes_] = 2 * a.numel() / median_ms(lambda: b.copy_(a)) / 1e6
+            del a, b
+        return copies[bytes_]
+
     for m, n in SHAPES:
         for name, dt in [("f32", torch.float32), ("bf16", torch.bfloat16)]:
             x = torch.randn(m, n, device="cuda").to(dt)
@@ -116,7 +128,7 @@ def rows_and_copy(result):
             t_torch = median_ms(lambda: F.rms_norm(x, (n,), g, EPS))
             t_triton = median_ms(lambda: triton_rmsnorm(x, g))
             result["rmsnorm"][f"{name} {m}x{n}"] = {
-                "torch_ms": t_torch, "torch_gbps": bytes_ / t_torch / 1e6,
+                "copy_gbps": copy_gbps(bytes_), "torch_ms": t_torch, "torch_gbps": bytes_ / t_torch / 1e6,
                 "triton_ms": t_triton, "triton_gbps": bytes_ / t_triton / 1e6, "triton_maxerr": err,
             }
             print(f"rmsnorm {name} {m}x{n}: torch {bytes_ / t_torch / 1e6:.0f} GB/s, triton {bytes_ / t_triton / 1e6:.0f} GB/s", flush=True)
@@ -127,7 +139,7 @@ def rows_and_copy(result):
             t_torch = median_ms(lambda: F.layer_norm(x, (n,), g, b, EPS))
             t_triton = median_ms(lambda: triton_layernorm(x, g, b))
             result["layernorm"][f"{name} {m}x{n}"] = {
-                "torch_ms": t_torch, "torch_gbps": bytes_ / t_torch / 1e6,
+                "copy_gbps": copy_gbps(bytes_), "torch_ms": t_torch, "torch_gbps": bytes_ / t_torch / 1e6,
                 "triton_ms": t_triton, "triton_gbps": bytes_ / t_triton / 1e6, "triton_maxerr": err,
             }
             print(f"layernorm {name} {m}x{n}: torch {bytes_ / t_torch / 1e6:.0f} GB/s, triton {bytes_ / t_triton / 1e6:.0f} GB/s (triton max err {err:.1e})", flush=True)
@@ -138,7 +150,7 @@ def rows_and_copy(result):
             t_torch = median_ms(lambda: torch_add_rmsnorm(x, res, g))
             t_triton = median_ms(lambda: triton_add_rmsnorm(x, res, g))
             result["add-rmsnorm"][f"{name} {m}x{n}"] = {
-                "torch_ms": t_torch, "torch_gbps": bytes_ / t_torch / 1e6,
+                "copy_gbps": copy_gbps(bytes_), "torch_ms": t_torch, "torch_gbps": bytes_ / t_torch / 1e6,
                 "triton_ms": t_triton, "triton_gbps": bytes_ / t_triton / 1e6, "triton_maxerr": err,
             }
             print(f"add-rmsnorm {name} {m}x{n}: torch {bytes_ / t_torch / 1e6:.0f} GB/s, triton {bytes_ / t_triton / 1e6:.0f} GB/s (triton max err {err:.1e})", flush=True)
@@ -148,7 +160,7 @@ def rows_and_copy(result):
             t_torch = median_ms(lambda: torch.softmax(x, dim=1))
             t_triton = median_ms(lambda: triton_softmax(x))
             result["softmax"][f"{name} {m}x{n}"] = {
-                "torch_ms": t_torch, "torch_gbps": bytes_ / t_torch / 1e6,
+                "copy_gbps": copy_gbps(bytes_), "torch_ms": t_torch, "torch_gbps": bytes_ / t_torch / 1e6,
                 "triton_ms": t_triton, "triton_gbps": bytes_ / t_triton / 1e6, "triton_maxerr": err,
             }
             print(f"softmax {name} {m}x{n}: torch {bytes_ / t_torch / 1e6:.0f} GB/s, triton {bytes_ / t_triton / 1e6:.0f} GB/s (triton max err {err:.1e})", flush=True)

