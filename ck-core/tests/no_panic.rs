@@ -160,7 +160,7 @@ fn near_valid() -> impl Strategy<Value = Lists> {
 proptest! {
     #![proptest_config(ProptestConfig {
         // Under miri (CI runs this file there) a case costs ~1000× more: a sample of each.
-        cases: if cfg!(miri) { 12 } else { 2000 },
+        cases: if cfg!(miri) { 6 } else { 2000 },
         // Beside this file: a failing case is replayed first on the next run.
         failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))),
         ..ProptestConfig::default()
