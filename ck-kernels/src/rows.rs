@@ -135,10 +135,11 @@ impl RowTile {
         }
     }
 
-    /// `(rows per block, threads per block)` of this tile for `dtype`.
-    pub fn shape(self, dtype: Dtype) -> (u32, u32) {
-        fn of<D: TileDistribution<X = [i32; 2]>>() -> (u32, u32) {
-            (D::X_LENGTHS[0] as u32, D::BLOCK_SIZE)
+    /// `(rows, columns, threads)` of this tile's distribution for `dtype`.
+    fn dims(self, dtype: Dtype) -> (u32, u32, u32) {
+        fn of<D: TileDistribution<X = [i32; 2]>>() -> (u32, u32, u32) {
+            let [rows, cols] = D::X_LENGTHS;
+            (rows as u32, cols as u32, D::BLOCK_SIZE)
         }
         match (dtype, self) {
             (Dtype::F32, RowTile::Rows) => of::<RowsF32>(),
@@ -150,19 +151,15 @@ impl RowTile {
         }
     }
 
+    /// `(rows per block, threads per block)` of this tile for `dtype`.
+    pub fn shape(self, dtype: Dtype) -> (u32, u32) {
+        let (rows, _, threads) = self.dims(dtype);
+        (rows, threads)
+    }
+
     /// Columns of this tile for `dtype` (a row of exactly this many needs no padding).
     pub fn columns(self, dtype: Dtype) -> u32 {
-        fn of<D: TileDistribution<X = [i32; 2]>>() -> u32 {
-            D::X_LENGTHS[1] as u32
-        }
-        match (dtype, self) {
-            (Dtype::F32, RowTile::Rows) => of::<RowsF32>(),
-            (Dtype::F32, RowTile::Row4096) => of::<RowF32x4096>(),
-            (Dtype::F32, RowTile::Row8192) => of::<RowF32x8192>(),
-            (Dtype::Bf16, RowTile::Rows) => of::<RowsBf16>(),
-            (Dtype::Bf16, RowTile::Row4096) => of::<RowBf16x4096>(),
-            (Dtype::Bf16, RowTile::Row8192) => of::<RowBf16x8192>(),
-        }
+        self.dims(dtype).1
     }
 
     /// The launch configuration for `m` rows.

@@ -86,7 +86,7 @@ impl UncheckedEncoding {
 /// let rules: Vec<_> = errors.iter().map(|v| v.rule).collect();
 /// assert_eq!(rules, [EncodingRule::LengthNotPositive, EncodingRule::IndexOutOfRange]);
 /// ```
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub struct Violations {
     items: [Violation; Violations::CAPACITY],
     found: usize,
@@ -141,6 +141,15 @@ impl Violations {
     /// The kept violations, in order.
     pub fn iter(&self) -> core::slice::Iter<'_, Violation> {
         self.as_slice().iter()
+    }
+}
+
+impl core::fmt::Debug for Violations {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Violations")
+            .field("kept", &self.as_slice())
+            .field("found", &self.found)
+            .finish()
     }
 }
 

@@ -349,7 +349,7 @@ mod tests {
     #[test]
     fn violations_past_the_list_are_counted() {
         // 8 lists of 10 zero lengths: 80 `length-not-positive` errors, then `capacity-exceeded`
-        // (8 + 80 + 1 hidden dimensions).
+        // (8 X dims + 80 components + 1 P = 89 hidden dimensions; the adaptor holds 64).
         let zeros = ["[0, 0, 0, 0, 0, 0, 0, 0, 0, 0]"; 8].join(", ");
         let m = messages(&format!(
             "struct T {{ warp_size: 32, r: [], h: [{zeros}], p_major: [[1]], p_minor: [[0]],
