@@ -122,27 +122,44 @@ impl SmemMatrix {
         d >> 62 <= 1
     }
 
-    /// Shared byte address of element (`mn`, `k`) of the operand (mn < 256), per the canonical
-    /// layouts in the module documentation. One wgmma reads k < 16 (16-bit types); the
+    /// Shared byte address of element (`mn`, `k`) of an operand of 16-bit elements (mn < 256),
+    /// per the canonical layouts in the module documentation. One wgmma reads k < 16; the
     /// formulas hold for a whole 128-byte row (k < 64, K-major) and any k (MN-major), so a
     /// kernel's copies address a stage of 64 k through the same layout the MMAs read.
     pub const fn byte_address(&self, major: Major, mn: u32, k: u32) -> u32 {
+        self.element_address(major, mn, k, 2)
+    }
+
+    /// [`SmemMatrix::byte_address`] for elements of `bytes` bytes (1 for the 8-bit floats,
+    /// whose MMA reads k < 32 and a 128-byte row holds 128 k): the layouts place bytes, so
+    /// K-major rows advance `bytes · k` and an MN-major row holds `128 / bytes` (swizzled) or
+    /// `16 / bytes` (plain) elements.
+    pub const fn element_address(&self, major: Major, mn: u32, k: u32, bytes: u32) -> u32 {
         match (self.swizzle, major) {
             (SwizzleMode::B128, Major::K) => {
-                swizzle_128b(self.start + (mn % 8) * 128 + (mn / 8) * self.sbo + 2 * k)
+                swizzle_128b(self.start + (mn % 8) * 128 + (mn / 8) * self.sbo + bytes * k)
             }
-            (SwizzleMode::B128, Major::MN) => swizzle_128b(
-                self.start
-                    + 2 * (mn % 64)
-                    + (mn / 64) * self.lbo
-                    + (k % 8) * 128
-                    + (k / 8) * self.sbo,
-            ),
+            (SwizzleMode::B128, Major::MN) => {
+                let row = 128 / bytes;
+                swizzle_128b(
+                    self.start
+                        + bytes * (mn % row)
+                        + (mn / row) * self.lbo
+                        + (k % 8) * 128
+                        + (k / 8) * self.sbo,
+                )
+            }
             (SwizzleMode::None, Major::K) => {
-                self.start + (mn % 8) * 16 + (mn / 8) * self.sbo + 2 * (k % 8) + (k / 8) * self.lbo
+                let kb = bytes * k;
+                self.start + (mn % 8) * 16 + (mn / 8) * self.sbo + kb % 16 + (kb / 16) * self.lbo
             }
             (SwizzleMode::None, Major::MN) => {
-                self.start + 2 * (mn % 8) + (mn / 8) * self.sbo + (k % 8) * 16 + (k / 8) * self.lbo
+                let row = 16 / bytes;
+                self.start
+                    + bytes * (mn % row)
+                    + (mn / row) * self.sbo
+                    + (k % 8) * 16
+                    + (k / 8) * self.lbo
             }
         }
     }
@@ -185,6 +202,32 @@ mod tests {
                         assert!(!seen[(at / 2) as usize]);
                         seen[(at / 2) as usize] = true;
                     }
+                }
+            }
+        }
+        assert!(seen.iter().all(|&s| s));
+    }
+
+    /// The fp8 GEMM's tiles: 128-byte rows of 128 one-byte k, four k-slices of 32 (start + 32
+    /// bytes each); every byte of a 64-row tile is read once, at its row's permuted chunk.
+    #[test]
+    fn k_major_descriptors_of_bytes_walk_a_stored_tile() {
+        let mut seen = [false; 64 * 128];
+        for slice in 0..4 {
+            let a = SmemMatrix {
+                start: slice * 32,
+                lbo: 16,
+                sbo: 1024,
+                swizzle: SwizzleMode::B128,
+            };
+            for mn in 0..64 {
+                for k in 0..32 {
+                    let kk = slice * 32 + k;
+                    let at = a.element_address(Major::K, mn, k, 1);
+                    let stored = mn * 128 + ((kk / 16) ^ (mn % 8)) * 16 + kk % 16;
+                    assert_eq!(at, stored, "mn {mn} k {kk}");
+                    assert!(!seen[at as usize]);
+                    seen[at as usize] = true;
                 }
             }
         }

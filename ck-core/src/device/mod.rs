@@ -7,7 +7,7 @@
 //! | barriers | [`block_sync`], [`warp_sync`] |
 //! | warp exchange | [`shfl_xor`], [`shfl_down`], [`shfl_up`], [`shfl_idx`], [`ballot`], [`warp_reduce`] |
 //! | memory | [`Global`], [`GlobalMut`] (kernel arguments), [`SharedArray`] (from `shared!`) with `load`, `store`, `load_vec`, `store_vec`, `atomic_add`, `atomic_max` |
-//! | Hopper (sm_90a) | [`cp_async_16`], [`cp_async_16_unchecked`], [`cp_async_commit`], [`cp_async_wait`], [`fence_proxy_async`], [`wgmma_fence`], [`wgmma_fence_operands`], [`wgmma_bf16`], [`wgmma_bf16_b_kmajor`], [`wgmma_bf16_a_regs`], [`wgmma_commit`], [`wgmma_wait`], `SharedArray::shared_address` |
+//! | Hopper (sm_90a) | [`cp_async_16`], [`cp_async_16_unchecked`], [`cp_async_commit`], [`cp_async_wait`], [`fence_proxy_async`], [`wgmma_fence`], [`wgmma_fence_operands`], [`wgmma_bf16`], [`wgmma_bf16_b_kmajor`], [`wgmma_bf16_a_regs`], [`wgmma_fp8`], [`wgmma_commit`], [`wgmma_wait`], `SharedArray::shared_address` |
 //! | asynchronous pipelines (sm_90) | [`Mbarrier`] (`shared!(Mbarrier; N)`: `init`, `arrive`, `arrive_expect_tx`, `wait`), [`fence_barrier_init`], [`Tma`] (`copy_to_shared`, `prefetch`), [`named_barrier_sync`], [`named_barrier_arrive`], [`setmaxnreg_inc`], [`setmaxnreg_dec`] |
 //! | buffer views | [`buffer_view::BufferView`]: CK's `get`/`set`/`update` with validity and invalid-value fill |
 //!
@@ -17,9 +17,11 @@
 
 pub mod buffer_view;
 mod element;
+mod fp8;
 pub mod math;
 
 pub use element::{Atomic, AtomicKind, Bf16, Element, Element32, Real};
+pub use fp8::{E4m3, E5m2, Fp8, Fp8Kind};
 
 use crate::wgmma::Major;
 
@@ -77,6 +79,10 @@ pub trait WgmmaAccumulators {
     /// stored `b_major`.
     #[track_caller]
     fn mma_bf16(&mut self, a: WgmmaA, b: u64, b_major: Major, accumulate: bool);
+    /// One `m64nNk32` 8-bit float MMA on these registers: A and B K-major in shared memory,
+    /// of the formats `kinds` (A's, B's).
+    #[track_caller]
+    fn mma_fp8(&mut self, a: u64, b: u64, kinds: (Fp8Kind, Fp8Kind), accumulate: bool);
     /// [`wgmma_wait`] on these registers.
     fn wait<const PENDING: u32>(&mut self);
 }
@@ -126,6 +132,23 @@ pub fn wgmma_bf16_b_kmajor(acc: &mut impl WgmmaAccumulators, a: u64, b: u64, acc
 #[inline(always)]
 pub fn wgmma_bf16_a_regs(acc: &mut impl WgmmaAccumulators, a: [u32; 4], b: u64, accumulate: bool) {
     acc.mma_bf16(WgmmaA::Regs(a), b, Major::MN, accumulate);
+}
+
+/// `wgmma.mma_async.sync.aligned.m64nNk32.f32.{A}.{B}` (sm_90a; `A`, `B` ∈ {e4m3, e5m2}), N =
+/// `acc`'s [`N`](WgmmaAccumulators::N): A (64 × 32) and B (32 × N) both K-major (the only
+/// layout the ISA has for 8-bit types; B's element (k, n) is the descriptor's matrix at row n,
+/// byte k) in shared memory as the descriptors say (`SmemMatrix` with 1-byte elements: a
+/// 128-byte row holds 128 k). `acc += A · B` in f32, or `acc = A · B` without `accumulate`,
+/// asynchronously until [`wgmma_wait`]. The accumulators' layout is the bf16 MMA's.
+#[track_caller]
+#[inline(always)]
+pub fn wgmma_fp8<A: Fp8, B: Fp8>(
+    acc: &mut impl WgmmaAccumulators,
+    a: u64,
+    b: u64,
+    accumulate: bool,
+) {
+    acc.mma_fp8(a, b, (A::KIND, B::KIND), accumulate);
 }
 
 /// `wgmma.wait_group.sync.aligned PENDING`: waits until at most `PENDING` of the warpgroup's

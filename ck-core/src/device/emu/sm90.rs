@@ -15,7 +15,7 @@ use std::prelude::rust_2021::*;
 
 use super::state::{Kind, PendingChunk, PendingCopy, Site};
 use super::{abort, ctx, Global, SharedArray};
-use crate::device::{shfl_idx, Element, WgmmaA, WgmmaAccumulators};
+use crate::device::{shfl_idx, E4m3, E5m2, Element, Fp8Kind, WgmmaA, WgmmaAccumulators};
 use crate::report::Fault;
 use crate::wgmma::{Major, SmemMatrix};
 use std::panic::Location;
@@ -175,7 +175,14 @@ macro_rules! accumulators {
 
             #[track_caller]
             fn mma_bf16(&mut self, a: WgmmaA, b: u64, b_major: Major, accumulate: bool) {
-                mma_bf16(self, $n, (a, b, b_major), accumulate, Location::caller());
+                let operands = (a, b, b_major, Types::Bf16);
+                mma(self, $n, operands, accumulate, Location::caller());
+            }
+
+            #[track_caller]
+            fn mma_fp8(&mut self, a: u64, b: u64, kinds: (Fp8Kind, Fp8Kind), accumulate: bool) {
+                let operands = (WgmmaA::Smem(a), b, Major::K, Types::Fp8(kinds.0, kinds.1));
+                mma(self, $n, operands, accumulate, Location::caller());
             }
 
             /// The emulator's MMAs complete when issued.
@@ -188,14 +195,42 @@ accumulators!(32, 64);
 accumulators!(64, 128);
 accumulators!(128, 256);
 
-/// `wgmma.mma_async m64nNk16.f32.bf16.bf16` (see `device::wgmma_bf16`) for this thread's
-/// registers `acc` (N / 2 of them): each is the exact sum of its 16 products and its old
-/// value, rounded once to f32. A from registers gathers the thread's two rows from its quad
+/// The operand types of an MMA.
+#[derive(Clone, Copy)]
+enum Types {
+    /// `m64nNk16.f32.bf16.bf16`.
+    Bf16,
+    /// `m64nNk32.f32.{A}.{B}`, 8-bit floats (K-major only).
+    Fp8(Fp8Kind, Fp8Kind),
+}
+
+impl Types {
+    /// K of one MMA.
+    fn k(self) -> usize {
+        match self {
+            Types::Bf16 => 16,
+            Types::Fp8(..) => 32,
+        }
+    }
+}
+
+/// The value of an 8-bit float.
+fn fp8_value(kind: Fp8Kind, bits: u32) -> f64 {
+    match kind {
+        Fp8Kind::E4m3 => E4m3(bits as u8).to_f32() as f64,
+        Fp8Kind::E5m2 => E5m2(bits as u8).to_f32() as f64,
+    }
+}
+
+/// `wgmma.mma_async m64nNkK` (see `device::wgmma_bf16`, `device::wgmma_fp8`) for this
+/// thread's registers `acc` (N / 2 of them): each is the exact sum of its K products and its
+/// old value, rounded once to f32 (the GPU's fp8 MMAs accumulate with fewer bits: compare
+/// with a tolerance). A from registers (bf16 only) gathers the thread's two rows from its quad
 /// (the four lanes that hold them) with shuffles, so the whole warp must issue the MMA.
-fn mma_bf16(
+fn mma(
     acc: &mut [f32],
     n: u32,
-    (a, b, b_major): (WgmmaA, u64, Major),
+    (a, b, b_major, types): (WgmmaA, u64, Major, Types),
     accumulate: bool,
     site: Site,
 ) {
@@ -229,9 +264,15 @@ fn mma_bf16(
         }
     }
     let mb = SmemMatrix::from_descriptor(b);
-    let element = |addr: u32| -> f64 {
+    let elem_bytes = match types {
+        Types::Bf16 => 2,
+        Types::Fp8(..) => 1,
+    };
+    // The value of the operand element at shared byte `addr`; `side` 0 is A, 1 is B.
+    let element = |addr: u32, side: usize| -> f64 {
+        let bytes = elem_bytes as usize;
         let addr = addr as usize;
-        if addr + 2 > st.shared.bytes() {
+        if addr + bytes > st.shared.bytes() {
             st.fault(
                 Fault::OutOfBounds,
                 vec![c.tid],
@@ -244,21 +285,27 @@ fn mma_bf16(
             );
             abort();
         }
-        st.check_race(c.tid, site, Kind::Load, addr, 2, false);
+        st.check_race(c.tid, site, Kind::Load, addr, bytes as u32, false);
         if st.error.borrow().is_some() {
             abort();
         }
-        f32::from_bits(st.shared.load(addr, 2) << 16) as f64
+        let bits = st.shared.load(addr, bytes as u32);
+        match types {
+            Types::Bf16 => f32::from_bits(bits << 16) as f64,
+            Types::Fp8(a, b) => fp8_value(if side == 0 { a } else { b }, bits),
+        }
     };
     let t = c.tid % 128;
     let (w, r, col0) = (t / 32, t % 32 / 4, 2 * (t % 4));
-    let mut rows = [[0f64; 16]; 2];
+    let kk = types.k();
+    let mut rows = [[0f64; 32]; 2];
     match a {
         WgmmaA::Smem(a) => {
             let ma = SmemMatrix::from_descriptor(a);
             for (h, row) in rows.iter_mut().enumerate() {
-                for (k, v) in row.iter_mut().enumerate() {
-                    *v = element(ma.byte_address(Major::K, 16 * w + 8 * h as u32 + r, k as u32));
+                for (k, v) in row[..kk].iter_mut().enumerate() {
+                    let m = 16 * w + 8 * h as u32 + r;
+                    *v = element(ma.element_address(Major::K, m, k as u32, elem_bytes), 0);
                 }
             }
         }
@@ -280,13 +327,13 @@ fn mma_bf16(
     for j in 0..n / 8 {
         for e in 0..2u32 {
             let col = 8 * j + col0 + e;
-            let column: Vec<f64> = (0..16)
-                .map(|k| element(mb.byte_address(b_major, col, k)))
+            let column: Vec<f64> = (0..kk as u32)
+                .map(|k| element(mb.element_address(b_major, col, k, elem_bytes), 1))
                 .collect();
             for (h, row) in rows.iter().enumerate() {
                 let d = (4 * j + 2 * h as u32 + e) as usize;
                 let old = if accumulate { acc[d] as f64 } else { 0.0 };
-                let dot: f64 = row.iter().zip(&column).map(|(x, y)| x * y).sum();
+                let dot: f64 = row[..kk].iter().zip(&column).map(|(x, y)| x * y).sum();
                 acc[d] = (dot + old) as f32;
             }
         }

@@ -2,7 +2,7 @@
 //! warpgroup MMA. The emulator's versions (`device::emu::sm90`) document the semantics.
 
 use super::{Global, SharedArray};
-use crate::device::{Element, WgmmaA, WgmmaAccumulators};
+use crate::device::{Element, Fp8Kind, WgmmaA, WgmmaAccumulators};
 use crate::wgmma::Major;
 use core::arch::asm;
 
@@ -158,6 +158,30 @@ macro_rules! wgmma_ss {
     };
 }
 
+/// 8-bit floats: A and B K-major from shared memory (the instruction has no transpose
+/// operands), `$ab` the types (`"e4m3.e4m3"`, …), `$shape` with k32.
+macro_rules! wgmma_fp8_ss {
+    ($shape:literal, $ab:literal, $acc:ident, $a:expr, $b:expr, $scale_d:expr; $($i:literal)*) => {
+        asm!(
+            "{{",
+            ".reg .pred p;",
+            "setp.ne.b32 p, {sd}, 0;",
+            concat!(
+                "wgmma.mma_async.sync.aligned.", $shape, ".f32.", $ab, " {{{0}",
+                $(", {", stringify!($i), "}",)*
+                "}}, {da}, {db}, p, 1, 1;"
+            ),
+            "}}",
+            inout(reg32) $acc[0],
+            $(inout(reg32) $acc[$i],)*
+            da = in(reg64) $a,
+            db = in(reg64) $b,
+            sd = in(reg32) $scale_d,
+            options(nostack)
+        )
+    };
+}
+
 /// A from four registers per thread, B from shared memory (`imm-trans-b = $trans_b`).
 macro_rules! wgmma_rs {
     ($shape:literal, $trans_b:literal, $acc:ident, $a:expr, $b:expr, $scale_d:expr; $($i:literal)*) => {
@@ -199,7 +223,7 @@ macro_rules! wait_asm {
 }
 
 macro_rules! accumulators {
-    ($regs:tt, $n:literal, $shape:literal) => {
+    ($regs:tt, $n:literal, $shape:literal, $shape8:literal) => {
         impl WgmmaAccumulators for [f32; $regs] {
             const N: u32 = $n;
 
@@ -229,6 +253,31 @@ macro_rules! accumulators {
             }
 
             #[inline(always)]
+            fn mma_fp8(&mut self, a: u64, b: u64, kinds: (Fp8Kind, Fp8Kind), accumulate: bool) {
+                use Fp8Kind::{E4m3, E5m2};
+                let acc = self;
+                let sd = accumulate as u32;
+                // SAFETY: as for `mma_bf16`: shared reads through the descriptors, writes only
+                // to the bound accumulator registers.
+                unsafe {
+                    match kinds {
+                        (E4m3, E4m3) => {
+                            acc_indices!($regs, wgmma_fp8_ss!($shape8, "e4m3.e4m3", acc, a, b, sd))
+                        }
+                        (E4m3, E5m2) => {
+                            acc_indices!($regs, wgmma_fp8_ss!($shape8, "e4m3.e5m2", acc, a, b, sd))
+                        }
+                        (E5m2, E4m3) => {
+                            acc_indices!($regs, wgmma_fp8_ss!($shape8, "e5m2.e4m3", acc, a, b, sd))
+                        }
+                        (E5m2, E5m2) => {
+                            acc_indices!($regs, wgmma_fp8_ss!($shape8, "e5m2.e5m2", acc, a, b, sd))
+                        }
+                    }
+                }
+            }
+
+            #[inline(always)]
             fn wait<const PENDING: u32>(&mut self) {
                 let acc = self;
                 // SAFETY: waits for the warpgroup's MMAs; touches only the bound registers.
@@ -238,6 +287,6 @@ macro_rules! accumulators {
     };
 }
 
-accumulators!(32, 64, "m64n64k16");
-accumulators!(64, 128, "m64n128k16");
-accumulators!(128, 256, "m64n256k16");
+accumulators!(32, 64, "m64n64k16", "m64n64k32");
+accumulators!(64, 128, "m64n128k16", "m64n128k32");
+accumulators!(128, 256, "m64n256k16", "m64n256k32");
