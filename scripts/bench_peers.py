@@ -199,6 +199,18 @@ def gemm_peers(result):
                         continue
                     row[f"{key}_tflops"] = 2 * m * n * k / t / 1e9
             del a, b
+        # e4m3 operands with per-tensor scales, bf16 C: torch._scaled_mm (cuBLASLt), B given
+        # column-major as it requires (and as ck's fp8 kernels take it: [N, K] rows).
+        try:
+            a8 = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
+            b8 = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn).t()
+            one = torch.tensor(1.0, device="cuda")
+            fn = lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+            t = median_ms(fn, warmup=5, iters=20)
+            row["fp8_e4m3_tflops"] = 2 * m * n * k / t / 1e9
+            del a8, b8
+        except (RuntimeError, TypeError, AttributeError) as e:
+            print(f"gemm {m}x{n}x{k}: no fp8 peer ({e})", flush=True)
         result["gemm"][f"{m}x{n}x{k}"] = row
         print(f"gemm {m}x{n}x{k}: cuBLAS " + ", ".join(f"{key[:-7]} {v:.0f}" for key, v in row.items() if key.endswith("_tflops")) + " TFLOP/s", flush=True)
     # Batched: torch.bmm, bf16 in and out.

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Checks `ck run gemm --backend cuda` at full benchmark sizes against torch, three ways per
+"""Checks `ck run gemm --backend cuda` at full benchmark sizes against torch, four ways per
 shape: `--dtype bf16` (bf16-rounded operands on the f32 GEMM), `--out-dtype f32` (the wgmma
-tensor-core GEMM, f32 C) and `--out-dtype bf16 --bias --activation gelu` (the wgmma GEMM with
-the fused epilogue, bf16 C). The reference is computed on the GPU in fp64 from the same
+tensor-core GEMM, f32 C), `--out-dtype bf16 --bias --activation gelu` (the wgmma GEMM with
+the fused epilogue, bf16 C) and `--dtype fp8-e4m3 --out-dtype bf16` (the TMA fp8 GEMM). The reference is computed on the GPU in fp64 from the same
 bf16-rounded operands; the norm-wise relative error must be <= 1e-5 for f32 C (only the f32
 accumulation differs) and <= 4e-3 for bf16 C (one rounding). The fp64 CPU reference of the
 tests is too slow at these sizes.
@@ -21,7 +21,19 @@ MODES = {
     "bf16 operands, f32 GEMM": (["--dtype", "bf16"], 1e-5),
     "wgmma, f32 C": (["--out-dtype", "f32"], 1e-5),
     "wgmma, bf16 C = gelu(A·B + bias)": (["--out-dtype", "bf16", "--activation", "gelu"], 4e-3),
+    # The fp8 tensor cores accumulate with fewer bits than f32: a looser bound.
+    "fp8 e4m3 (TMA), bf16 C": (["--dtype", "fp8-e4m3", "--out-dtype", "bf16"], 1e-2),
 }
+
+
+def e4m3_reference(a, b):
+    """A·B from the e4m3 operands `ck run gemm --dtype fp8-e4m3` makes: one scale per tensor
+    mapping its largest magnitude to 448, values rounded to nearest even (torch's conversion;
+    no value exceeds the range, so saturation never applies), the product in fp64."""
+    def q(x):
+        s = x.abs().max().item() / 448.0
+        return (x / s).to(torch.float8_e4m3fn).double() * s
+    return q(a.cuda()) @ q(b.cuda())
 
 
 def check(ck, m, n, k):
@@ -43,7 +55,7 @@ def check(ck, m, n, k):
                             "--input-b", pb, "--output", pc, *flags, *extra],
                            check=True, stdout=subprocess.DEVNULL)
             c = torch.from_numpy(np.load(pc)).cuda().double()
-            ref = ab
+            ref = e4m3_reference(a, b) if "fp8-e4m3" in flags else ab
             if fused:
                 ref = torch.nn.functional.gelu(ab + bias.bfloat16().cuda().double(), approximate="tanh")
             err = (torch.linalg.norm(c - ref) / torch.linalg.norm(ref)).item()

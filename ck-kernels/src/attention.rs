@@ -54,15 +54,8 @@ pub const LOG2_E: f32 = core::f32::consts::LOG2_E;
 /// head dim 128.
 pub use crate::gemm_sm90::CWgmma128 as Scores;
 
-tile_distribution! {
-    /// `O`'s 128 × 64 tile (head dim 64) in the accumulator layout ([`Scores`] with j < 8).
-    pub struct Out64 {
-        warp_size: 32, block_size: 256,
-        h: { m: [wg: 2, w: 4, h: 2, g: 8], n: [j: 8, t: 4, e: 2] },
-        p: [[m.wg, m.w], [m.g, n.t]],
-        y: [n.j, m.h, n.e],
-    }
-}
+/// `O`'s 128 × 64 tile (head dim 64) in the accumulator layout ([`Scores`] with j < 8).
+pub use crate::gemm_sm90::CWgmma64 as Out64;
 
 tile_distribution! {
     /// One value per query row: [`Scores`] (or [`Out64`]) reduced over its columns. The lane

@@ -99,11 +99,11 @@ impl<O: Real> Epilogue<O> {
     }
 }
 
-/// C's element types (accessed in vectors of 4).
+/// C's element types (accessed in vectors of `V` elements).
 pub trait CElement: Real {
     /// The `D`-distributed values of the `rows × cols` matrix `v` (row stride `stride`) at
     /// `origin`, widened to f32 (0 outside it).
-    fn load_f32<D: TileDistribution<X = [i32; 2]>>(
+    fn load_f32<D: TileDistribution<X = [i32; 2]>, const V: usize>(
         v: Global<Self>,
         shape: (u32, u32, u32),
         origin: [i32; 2],
@@ -111,7 +111,7 @@ pub trait CElement: Real {
 
     /// Stores `t` rounded to this type into the `rows × cols` matrix `c` at `origin` (nothing
     /// outside it).
-    fn store_f32<D: TileDistribution<X = [i32; 2]>>(
+    fn store_f32<D: TileDistribution<X = [i32; 2]>, const V: usize>(
         c: GlobalMut<Self>,
         shape: (u32, u32, u32),
         origin: [i32; 2],
@@ -120,32 +120,32 @@ pub trait CElement: Real {
 }
 
 macro_rules! c_element {
-    ($t:ty, $vec:literal) => {
+    ($t:ty) => {
         impl CElement for $t {
             #[inline(always)]
-            fn load_f32<D: TileDistribution<X = [i32; 2]>>(
+            fn load_f32<D: TileDistribution<X = [i32; 2]>, const V: usize>(
                 v: Global<$t>,
                 (rows, cols, stride): (u32, u32, u32),
                 origin: [i32; 2],
             ) -> DistributedTensor<D, f32> {
-                let view = View2::<_, $t, $vec>::new(v, rows, cols, stride);
+                let view = View2::<_, $t, V>::new(v, rows, cols, stride);
                 make_tile_window::<D, _>(view, origin)
                     .load::<$t>()
                     .map(<$t>::to_f32)
             }
 
             #[inline(always)]
-            fn store_f32<D: TileDistribution<X = [i32; 2]>>(
+            fn store_f32<D: TileDistribution<X = [i32; 2]>, const V: usize>(
                 c: GlobalMut<$t>,
                 (rows, cols, stride): (u32, u32, u32),
                 origin: [i32; 2],
                 t: &DistributedTensor<D, f32>,
             ) {
-                let view = View2::<_, $t, $vec>::new(c, rows, cols, stride);
+                let view = View2::<_, $t, V>::new(c, rows, cols, stride);
                 make_tile_window::<D, _>(view, origin).store(&t.map(<$t>::from_f32));
             }
         }
     };
 }
-c_element!(f32, 4);
-c_element!(Bf16, 4);
+c_element!(f32);
+c_element!(Bf16);

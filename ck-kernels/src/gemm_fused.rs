@@ -42,7 +42,8 @@ impl<O> EpilogueArgs<'_, O> {
             && self.activation == Activation::None
     }
 
-    fn flags(&self) -> u32 {
+    /// The kernels' `flags` argument.
+    pub fn flags(&self) -> u32 {
         (self.d.is_some() as u32 * HAS_D)
             | (self.bias.is_some() as u32 * HAS_BIAS)
             | self.activation.code() << ACTIVATION_SHIFT
@@ -122,6 +123,43 @@ pub fn launch_batched<O: GemmOutput>(
             format!("the fused GEMM runs on the wgmma kernels, which need N and K to be multiples of 8 (16-byte rows); got N = {n}, K = {k} ({})", kernel.name()),
         ));
     }
+    check_problem(batch, (m, n, k), (a.len(), b.len(), c.len()), epilogue)?;
+    let empty = DeviceBuffer::<O>::empty(device)?;
+    let (d, bias) = (
+        epilogue.d.unwrap_or(&empty),
+        epilogue.bias.unwrap_or(&empty),
+    );
+    if batch == 0 || m == 0 || n == 0 {
+        return Ok(LaunchStats::default());
+    }
+    let bn = if kernel == Bf16Kernel::Wgmma128x128 {
+        128
+    } else {
+        256
+    };
+    let cfg = LaunchConfig::new(batch * m.div_ceil(BM) * n.div_ceil(bn), 256);
+    let scalars = (epilogue.alpha, epilogue.beta, epilogue.flags());
+    O::launch_wgmma(
+        device,
+        kernel,
+        cfg,
+        (a, b),
+        c,
+        (d, bias),
+        (m, n, k),
+        scalars,
+    )
+}
+
+/// The checks of every fused GEMM launch, for `batch` products of `m × k` by `k × n` with A, B
+/// and C of `lens` elements: indices within 32 bits, operands of the shapes' lengths, D and
+/// bias (if given) of C's and a row's, finite alpha and beta.
+pub fn check_problem<O: ck_core::device::Element>(
+    batch: u32,
+    (m, n, k): (u32, u32, u32),
+    (a, b, c): (usize, usize, usize),
+    epilogue: &EpilogueArgs<'_, O>,
+) -> Result<(), LaunchError> {
     let elems = |r: u32, c: u32| batch as u64 * r as u64 * c as u64;
     if [elems(m, k), elems(k, n), elems(m, n)]
         .iter()
@@ -144,24 +182,15 @@ pub fn launch_batched<O: GemmOutput>(
             ))
         }
     };
-    want("A", a.len(), elems(m, k))?;
-    want("B", b.len(), elems(k, n))?;
-    want("C", c.len(), elems(m, n))?;
-    let empty = DeviceBuffer::<O>::empty(device)?;
-    let d = match epilogue.d {
-        Some(d) => {
-            want("D", d.len(), elems(m, n))?;
-            d
-        }
-        None => &empty,
-    };
-    let bias = match epilogue.bias {
-        Some(b) => {
-            want("bias", b.len(), n as u64)?;
-            b
-        }
-        None => &empty,
-    };
+    want("A", a, elems(m, k))?;
+    want("B", b, elems(k, n))?;
+    want("C", c, elems(m, n))?;
+    if let Some(d) = epilogue.d {
+        want("D", d.len(), elems(m, n))?;
+    }
+    if let Some(bias) = epilogue.bias {
+        want("bias", bias.len(), n as u64)?;
+    }
     for (what, v) in [("alpha", epilogue.alpha), ("beta", epilogue.beta)] {
         if !v.is_finite() {
             return Err(LaunchError::invalid(
@@ -170,26 +199,7 @@ pub fn launch_batched<O: GemmOutput>(
             ));
         }
     }
-    if batch == 0 || m == 0 || n == 0 {
-        return Ok(LaunchStats::default());
-    }
-    let bn = if kernel == Bf16Kernel::Wgmma128x128 {
-        128
-    } else {
-        256
-    };
-    let cfg = LaunchConfig::new(batch * m.div_ceil(BM) * n.div_ceil(bn), 256);
-    let scalars = (epilogue.alpha, epilogue.beta, epilogue.flags());
-    O::launch_wgmma(
-        device,
-        kernel,
-        cfg,
-        (a, b),
-        c,
-        (d, bias),
-        (m, n, k),
-        scalars,
-    )
+    Ok(())
 }
 
 /// The fp64 reference of the epilogue over `ab` (the product A·B, `m × n`, in f64).

@@ -106,6 +106,16 @@ tile_distribution! {
 }
 
 tile_distribution! {
+    /// A 128 × 64 tile in the wgmma accumulator layout ([`CWgmma256`] with j < 8).
+    pub struct CWgmma64 {
+        warp_size: 32, block_size: 256,
+        h: { m: [wg: 2, w: 4, h: 2, g: 8], n: [j: 8, t: 4, e: 2] },
+        p: [[m.wg, m.w], [m.g, n.t]],
+        y: [n.j, m.h, n.e],
+    }
+}
+
+tile_distribution! {
     /// 8 rows × 256 columns of C in runs of 4 consecutive columns: warp `w` has row `w`, lane
     /// `l` columns 4l..4l + 4 and 128 + 4l..: a warp's accesses are contiguous (512 bytes of
     /// f32 or 256 of bf16), in shared memory conflict-free and in global memory whole sectors.
@@ -208,7 +218,7 @@ fn copy_stage<T: WgmmaTile, const SMEM: usize>(
 /// `GROUP_M` tile rows column by column, so the blocks resident at once share few A and B
 /// panels (Triton's grouped order).
 #[inline(always)]
-fn block_tile(block: u32, (tiles_m, tiles_n): (u32, u32), bn: u32) -> (u32, u32) {
+pub(crate) fn block_tile(block: u32, (tiles_m, tiles_n): (u32, u32), bn: u32) -> (u32, u32) {
     let per_group = GROUP_M * tiles_n;
     let first_row = block / per_group * GROUP_M;
     let rows = (tiles_m - first_row).min(GROUP_M);
@@ -312,7 +322,7 @@ fn gemm_wgmma<T: WgmmaTile, O: CElement, const SMEM: usize, const STAGED: usize>
         make_tile_window::<T::CRows, _>(View2::<_, f32, 4>::new(staged, BM, T::BN, stride), [0, 0]);
     // Bias: the same for every slab (a view with row stride 0).
     let bias = if epilogue.flags & HAS_BIAS != 0 {
-        O::load_f32::<T::CRows>(epilogue.bias, (rows, n, 0), [0, bn as i32])
+        O::load_f32::<T::CRows, 4>(epilogue.bias, (rows, n, 0), [0, bn as i32])
     } else {
         DistributedTensor::zeros()
     };
@@ -321,7 +331,7 @@ fn gemm_wgmma<T: WgmmaTile, O: CElement, const SMEM: usize, const STAGED: usize>
         let mut x = slab.load::<f32>();
         if !epilogue.is_identity() {
             let d = if epilogue.flags & HAS_D != 0 {
-                O::load_f32::<T::CRows>(epilogue.d, (m, n, n), origin)
+                O::load_f32::<T::CRows, 4>(epilogue.d, (m, n, n), origin)
             } else {
                 DistributedTensor::zeros()
             };
@@ -329,7 +339,7 @@ fn gemm_wgmma<T: WgmmaTile, O: CElement, const SMEM: usize, const STAGED: usize>
                 .zip_map(&d, |v, d| (v, d))
                 .zip_map(&bias, |(v, d), b| epilogue.combine(v, d, b));
         }
-        O::store_f32::<T::CRows>(c, (m, n, n), origin, &x);
+        O::store_f32::<T::CRows, 4>(c, (m, n, n), origin, &x);
         slab.move_by([rows as i32, 0]);
     }
 }

@@ -572,10 +572,89 @@ fn bench_gemm(
                 rows.push(row(dtype, &name, t));
             }
         }
+        if n.is_multiple_of(8) && k.is_multiple_of(16) {
+            rows.extend(
+                bench_gemm_tma(device, (&ad, &bd), (m, n, k), (&a, &b), (warmup, iters))?
+                    .into_iter()
+                    .map(|(dtype, kernel, t)| row(dtype, kernel, t)),
+            );
+        }
     }
     if !device.is_emulator() && args.shapes.is_none() {
-        rows.push(bench_bmm(device, peers, (warmup, iters))?);
+        rows.extend(bench_bmm(device, peers, (warmup, iters))?);
     }
+    Ok(rows)
+}
+
+/// The TMA, warp-specialised GEMMs on one shape: bf16 operands with bf16 C (plain and
+/// bias + GELU) and f32 C, and e4m3 operands (per-tensor scales) with bf16 C. Returns
+/// (case, kernel, time) rows.
+fn bench_gemm_tma(
+    device: &Device,
+    (ad, bd): (&DeviceBuffer<Bf16>, &DeviceBuffer<Bf16>),
+    (m, n, k): (u32, u32, u32),
+    (a, b): (&[f32], &[f32]),
+    (warmup, iters): (usize, usize),
+) -> Result<Vec<(&'static str, &'static str, Duration)>, CliError> {
+    use crate::epilogue::Activation;
+    use crate::gemm_fused::EpilogueArgs;
+    use crate::gemm_tma::host::{launch, quantize};
+    use crate::gemm_tma::{Bf16Operands, Fp8Operands};
+    use ck_core::device::E4m3;
+    let mut rows = Vec::new();
+    let mut c16 =
+        DeviceBuffer::<Bf16>::zeros(device, m as usize * n as usize).map_err(launch_error)?;
+    let mut c32 =
+        DeviceBuffer::<f32>::zeros(device, m as usize * n as usize).map_err(launch_error)?;
+    let bias: Vec<Bf16> = (0..n)
+        .map(|i| Bf16::from_f32((i % 7) as f32 / 7.0 - 0.5))
+        .collect();
+    let bias = DeviceBuffer::from_slice(device, &bias).map_err(launch_error)?;
+    let gelu = EpilogueArgs {
+        bias: Some(&bias),
+        activation: Activation::Gelu,
+        ..Default::default()
+    };
+    let plain = EpilogueArgs::default();
+    for (dtype, args) in [("bf16", &plain), ("bf16_bias_gelu", &gelu)] {
+        let t = timed(device, warmup, iters, |d| {
+            launch::<Bf16Operands, Bf16>(d, (ad, bd), &mut c16, 1, (m, n, k), args).map(|_| ())
+        })
+        .map_err(launch_error)?;
+        rows.push((dtype, "gemm_tma_bf16", t));
+    }
+    let t = timed(device, warmup, iters, |d| {
+        launch::<Bf16Operands, f32>(
+            d,
+            (ad, bd),
+            &mut c32,
+            1,
+            (m, n, k),
+            &EpilogueArgs::default(),
+        )
+        .map(|_| ())
+    })
+    .map_err(launch_error)?;
+    rows.push(("bf16_f32out", "gemm_tma_bf16_f32", t));
+    // e4m3 operands: A as is, B transposed to [n, k]; the scales go into alpha.
+    let bt: Vec<f32> = (0..k as usize * n as usize)
+        .map(|i| b[(i % k as usize) * n as usize + i / k as usize])
+        .collect();
+    let ((qa, sa), (qb, sb)) = (quantize::<E4m3>(a), quantize::<E4m3>(&bt));
+    let (a8, b8) = (
+        DeviceBuffer::from_slice(device, &qa).map_err(launch_error)?,
+        DeviceBuffer::from_slice(device, &qb).map_err(launch_error)?,
+    );
+    let scaled = EpilogueArgs {
+        alpha: sa * sb,
+        ..Default::default()
+    };
+    let t = timed(device, warmup, iters, |d| {
+        launch::<Fp8Operands<E4m3, E4m3>, Bf16>(d, (&a8, &b8), &mut c16, 1, (m, n, k), &scaled)
+            .map(|_| ())
+    })
+    .map_err(launch_error)?;
+    rows.push(("fp8_e4m3", "gemm_fp8_e4m3", t));
     Ok(rows)
 }
 
@@ -584,7 +663,7 @@ fn bench_bmm(
     device: &Device,
     peers: &Value,
     (warmup, iters): (usize, usize),
-) -> Result<Value, CliError> {
+) -> Result<Vec<Value>, CliError> {
     use crate::gemm::host::Bf16Kernel;
     use crate::gemm_fused::{launch_batched, EpilogueArgs};
     let (batch, m, n, k) = (16u32, 2048u32, 2048u32, 2048u32);
@@ -604,12 +683,30 @@ fn bench_bmm(
         launch_batched(d, kernel, (&a, &b), &mut c, batch, (m, n, k), &plain).map(|_| ())
     })
     .map_err(launch_error)?;
+    let t_tma = timed(device, warmup, iters, |d| {
+        crate::gemm_tma::host::launch::<crate::gemm_tma::Bf16Operands, Bf16>(
+            d,
+            (&a, &b),
+            &mut c,
+            batch,
+            (m, n, k),
+            &plain,
+        )
+        .map(|_| ())
+    })
+    .map_err(launch_error)?;
     let key = format!("{batch}x{m}x{n}x{k}");
-    let ours = 2.0 * batch as f64 * m as f64 * n as f64 * k as f64 / t.as_secs_f64() / 1e12;
-    let mut row = json!({"case": format!("bmm_bf16 {key}"), "kernel": format!("{}_bf16", kernel.name()), "ms": t.as_secs_f64() * 1e3, "ours_tflops": ours});
-    if let Some(p) = peers["gemm"][&key]["bmm_bf16_tflops"].as_f64() {
-        row["cublas_tflops"] = json!(p);
-        row["vs_cublas"] = json!(ours / p);
-    }
-    Ok(row)
+    let row = |kernel: String, t: Duration| {
+        let ours = 2.0 * batch as f64 * m as f64 * n as f64 * k as f64 / t.as_secs_f64() / 1e12;
+        let mut row = json!({"case": format!("bmm_bf16 {key}"), "kernel": kernel, "ms": t.as_secs_f64() * 1e3, "ours_tflops": ours});
+        if let Some(p) = peers["gemm"][&key]["bmm_bf16_tflops"].as_f64() {
+            row["cublas_tflops"] = json!(p);
+            row["vs_cublas"] = json!(ours / p);
+        }
+        row
+    };
+    Ok(vec![
+        row(format!("{}_bf16", kernel.name()), t),
+        row("gemm_tma_bf16".into(), t_tma),
+    ])
 }

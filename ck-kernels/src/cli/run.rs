@@ -188,8 +188,9 @@ pub struct GemmArgs {
     /// Where to write C (float32 .npy)
     #[arg(long, value_name = "C.npy")]
     output: String,
-    /// f32, or bf16 operands (rounded before the kernel; f32 accumulation) [default: f32]
-    #[arg(long, value_name = "f32|bf16")]
+    /// f32, bf16 operands (rounded before the kernel; f32 accumulation), or fp8-e4m3 operands
+    /// (quantised with one scale per tensor, the scales applied in the epilogue) [default: f32]
+    #[arg(long, value_name = "f32|bf16|fp8-e4m3")]
     dtype: Option<String>,
     /// C's element type: f32, or bf16 (rounded once; written to the .npy as float32); bf16
     /// operands [default: f32]
@@ -771,10 +772,10 @@ fn gemm_cmd(args: &GemmArgs) -> Result<(), CliError> {
     use crate::npy;
     let (pa, pb, out) = (&*args.input_a, &*args.input_b, &*args.output);
     let dtype = args.dtype.as_deref().unwrap_or("f32");
-    if dtype != "f32" && dtype != "bf16" {
+    if !["f32", "bf16", "fp8-e4m3"].contains(&dtype) {
         return Err(CliError::new(
             ck_core::rules::DTYPE,
-            format!("unsupported dtype `{dtype}`; use f32 or bf16"),
+            format!("unsupported dtype `{dtype}`; use f32, bf16 or fp8-e4m3"),
         ));
     }
     let (mut a, mut b) = (
@@ -821,6 +822,7 @@ fn gemm_cmd(args: &GemmArgs) -> Result<(), CliError> {
     let shape = (m as u32, n as u32, k as u32);
     let batched = a.shape.len() == 3;
     let fused = batched
+        || dtype == "fp8-e4m3"
         || args.out_dtype.is_some()
         || args.bias.is_some()
         || args.residual.is_some()
@@ -846,7 +848,7 @@ fn gemm_cmd(args: &GemmArgs) -> Result<(), CliError> {
     report_files(args.json.json, summary, &stats)
 }
 
-/// `ck run gemm` with an epilogue or bf16 C: the fused wgmma GEMM (bf16 operands).
+/// `ck run gemm` with an epilogue, bf16 C or fp8 operands: the fused tensor-core GEMMs.
 fn gemm_fused_cmd(
     args: &GemmArgs,
     device: &ck_core::host::Device,
@@ -856,6 +858,7 @@ fn gemm_fused_cmd(
 ) -> Result<(Vec<f32>, ck_core::host::LaunchStats, String), CliError> {
     use crate::epilogue::Activation;
     use crate::gemm_fused::{gemm, HostEpilogue};
+    use crate::gemm_tma::host::gemm_fp8;
     use crate::npy;
     if args.dtype.as_deref() == Some("f32") {
         return Err(CliError::new(
@@ -904,10 +907,15 @@ fn gemm_fused_cmd(
     };
     let shape = (m as u32, n as u32, k as u32);
     let out_dtype = args.out_dtype.as_deref().unwrap_or("f32");
-    let (c, stats) = match out_dtype {
-        "f32" => gemm::<f32>(device, (a, b), batch as u32, shape, epilogue),
-        "bf16" => gemm::<ck_core::device::Bf16>(device, (a, b), batch as u32, shape, epilogue),
-        other => {
+    let fp8 = args.dtype.as_deref() == Some("fp8-e4m3");
+    let (batch, ab) = (batch as u32, (a, b));
+    type Bf16 = ck_core::device::Bf16;
+    let (c, stats) = match (out_dtype, fp8) {
+        ("f32", false) => gemm::<f32>(device, ab, batch, shape, epilogue),
+        ("bf16", false) => gemm::<Bf16>(device, ab, batch, shape, epilogue),
+        ("f32", true) => gemm_fp8::<f32>(device, ab, batch, shape, epilogue),
+        ("bf16", true) => gemm_fp8::<Bf16>(device, ab, batch, shape, epilogue),
+        (other, _) => {
             return Err(CliError::new(
                 ck_core::rules::DTYPE,
                 format!("unsupported --out-dtype `{other}`; use f32 or bf16"),
@@ -915,10 +923,15 @@ fn gemm_fused_cmd(
         }
     }
     .map_err(launch_error)?;
+    let operands = if fp8 {
+        "e4m3 operands (per-tensor scales)"
+    } else {
+        "bf16 operands"
+    };
     Ok((
         c,
         stats,
-        format!("bf16 operands, {out_dtype} C, fused epilogue"),
+        format!("{operands}, {out_dtype} C, fused epilogue"),
     ))
 }
 

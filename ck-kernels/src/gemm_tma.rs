@@ -1,0 +1,583 @@
+//! `gemm_tma_*` and `gemm_fp8_*`: `C[b] = act(alpha · A[b]·B[b] + beta · D[b] + bias)` on
+//! Hopper (sm_90a) with the copies on the TMA engine and a warp-specialised, persistent block —
+//! bf16 operands (`B` as `[K, N]`) or 8-bit floats (`B` as `[N, K]`, the only layout the fp8
+//! MMA reads), f32 accumulation, bf16 or f32 C, the [`crate::epilogue`], any batch of products.
+//!
+//! One block per multiprocessor takes the `128 × 256` tiles of C `block, block + grid, …` (in
+//! the grouped order of [`crate::gemm_sm90`], product by product). A block has three
+//! warpgroups:
+//!
+//! * **the producer** (one thread of warpgroup 2, which gives its registers to the others):
+//!   for every tile and every K stage, waits until the stage's buffer is free, announces its
+//!   48 KiB on the stage's "full" mbarrier and issues TMA copies of A's `128 × BK` slice and
+//!   B's `BK × 256` slice, where `BK` is one 128-byte row (64 bf16 or 128 fp8). The copy engine
+//!   writes them in the 128-byte swizzle the MMAs read, zero-fills what lies outside the
+//!   matrices, and completes the barrier. The ring of four stages runs on across tiles, so the
+//!   next tile's operands arrive while the consumers write this one's C;
+//! * **two consumer warpgroups** (64 rows of the tile each): per stage, wait on "full", issue
+//!   four `m64n256k16` (bf16) or `m64n256k32` (fp8) MMAs over their rows, leave them in flight
+//!   and release the *previous* stage (its MMAs are done once one group is pending) with one
+//!   arrival per warp on its "empty" mbarrier. After the last stage, the epilogue runs on the
+//!   accumulators in registers, 32 columns at a time ([`CWgmma32`]); f32 C is stored straight
+//!   from the accumulator layout (a quad's pairs of columns fill 32-byte sectors), bf16 C is
+//!   staged per warpgroup through shared memory and stored in 16-byte vectors ([`CRows64`]).
+//!
+//! Neither side passes a block barrier after the start and the consumers issue no copy: the
+//! MMAs are all they do until the epilogue.
+//!
+//! Shapes: rows of A, B and C start 16-byte aligned, as the copy engine and the slices of a
+//! batch need (K a multiple of 8 for bf16, of 16 for fp8; N a multiple of 8).
+
+use crate::epilogue::{CElement, Epilogue, HAS_BIAS, HAS_D};
+use crate::gemm_sm90::{block_tile, CWgmma256};
+use ck_core::device::*;
+use ck_core::tile::{make_tile_window, unroll, DistributedTensor, View2};
+use ck_core::wgmma::{SmemMatrix, SwizzleMode};
+use ck_macros::tile_distribution;
+use ck_macros::tile_kernel;
+
+/// Block tile rows and columns.
+pub const BM: u32 = 128;
+pub const BN: u32 = 256;
+/// Threads per block: two consumer warpgroups, then the producer's.
+pub const THREADS: u32 = 384;
+/// Stages in the ring.
+const STAGES: u32 = 4;
+/// Bytes of one row of a stage (one K stage: 64 bf16 or 128 fp8), the swizzle's row.
+const ROW_BYTES: u32 = 128;
+/// Bytes of A's and B's slices of one stage.
+pub const A_STAGE_BYTES: u32 = BM * ROW_BYTES;
+pub const B_STAGE_BYTES: u32 = BN * ROW_BYTES;
+/// bf16 B is copied in 64-column panels of 64 rows × 128 bytes.
+const PANEL_BYTES: u32 = 64 * ROW_BYTES;
+/// Consumer warps, each arriving once at an "empty" barrier when done with a stage.
+const CONSUMER_WARPS: u32 = 8;
+/// mbarriers: "full" and "empty" per stage.
+pub const BARRIERS: usize = 2 * STAGES as usize;
+
+/// Stage `s` is full / empty.
+const fn full(s: u32) -> u32 {
+    s
+}
+const fn empty(s: u32) -> u32 {
+    STAGES + s
+}
+
+/// Elements of type `elem_bytes` in a ring of stages of `stage_bytes`, plus up to 1 KiB to
+/// start it on a 1024-byte boundary (the swizzle XORs absolute address bits).
+pub const fn ring_elems(stage_bytes: u32, elem_bytes: u32) -> usize {
+    ((STAGES * stage_bytes + 1024) / elem_bytes) as usize
+}
+
+/// What depends on the operand types: how B is laid out and copied, and the MMA.
+pub trait Operands {
+    /// A's and B's element types.
+    type A: Element;
+    type B: Element;
+    /// K per stage (a 128-byte row of A).
+    const BK: u32;
+    /// B's TMA box (innermost first): `[64, BK, 1]` for row-major bf16 B (four per stage),
+    /// `[BK, 256, 1]` for K-major fp8 B.
+    const B_BOX: [u32; 3];
+    /// Copies B's slice of stage `k0..k0 + BK`, columns `bn..bn + 256`, of product `batch`
+    /// into the ring at element `at`, completing on barrier `bar`.
+    fn copy_b<const N: usize, const NB: usize>(
+        b: &Tma<Self::B, 3>,
+        ring: &SharedArray<Self::B, N>,
+        at: u32,
+        k0_bn_batch: (u32, u32, u32),
+        bars_bar: (&SharedArray<Mbarrier, NB>, u32),
+    );
+    /// The descriptor of k-slice `kk` (of four) of the B stage at shared byte `stage`.
+    fn b_slice(stage: u32, kk: u32) -> u64;
+    /// One MMA: `acc += A_slice · B_slice`.
+    fn mma(acc: &mut [f32; 128], a: u64, b: u64);
+}
+
+/// bf16 A `[M, K]` and B `[K, N]`, both row-major.
+pub struct Bf16Operands;
+
+impl Operands for Bf16Operands {
+    type A = Bf16;
+    type B = Bf16;
+    const BK: u32 = 64;
+    const B_BOX: [u32; 3] = [64, 64, 1];
+
+    #[inline(always)]
+    fn copy_b<const N: usize, const NB: usize>(
+        b: &Tma<Bf16, 3>,
+        ring: &SharedArray<Bf16, N>,
+        at: u32,
+        (k0, bn, batch): (u32, u32, u32),
+        (bars, bar): (&SharedArray<Mbarrier, NB>, u32),
+    ) {
+        unroll::<4>(|p| {
+            let p = p as u32;
+            let coords = [(bn + 64 * p) as i32, k0 as i32, batch as i32];
+            b.copy_to_shared(coords, ring, at + p * PANEL_BYTES / 2, bars, bar);
+        });
+    }
+
+    #[inline(always)]
+    fn b_slice(stage: u32, kk: u32) -> u64 {
+        // N-major: 64-column panels of 64 rows × 128 bytes; a k-slice is 16 rows further.
+        SmemMatrix {
+            start: stage + kk * 16 * ROW_BYTES,
+            lbo: PANEL_BYTES,
+            sbo: 1024,
+            swizzle: SwizzleMode::B128,
+        }
+        .descriptor()
+    }
+
+    #[inline(always)]
+    fn mma(acc: &mut [f32; 128], a: u64, b: u64) {
+        wgmma_bf16(acc, a, b, true);
+    }
+}
+
+/// 8-bit float A `[M, K]` (format `A`) and B given transposed, `[N, K]` (format `B`), both
+/// row-major — K-major, as the fp8 MMA requires.
+pub struct Fp8Operands<A, B>(core::marker::PhantomData<(A, B)>);
+
+impl<A: Fp8, B: Fp8> Operands for Fp8Operands<A, B> {
+    type A = A;
+    type B = B;
+    const BK: u32 = 128;
+    const B_BOX: [u32; 3] = [128, BN, 1];
+
+    #[inline(always)]
+    fn copy_b<const N: usize, const NB: usize>(
+        b: &Tma<B, 3>,
+        ring: &SharedArray<B, N>,
+        at: u32,
+        (k0, bn, batch): (u32, u32, u32),
+        (bars, bar): (&SharedArray<Mbarrier, NB>, u32),
+    ) {
+        b.copy_to_shared([k0 as i32, bn as i32, batch as i32], ring, at, bars, bar);
+    }
+
+    #[inline(always)]
+    fn b_slice(stage: u32, kk: u32) -> u64 {
+        k_major(stage + kk * 32)
+    }
+
+    #[inline(always)]
+    fn mma(acc: &mut [f32; 128], a: u64, b: u64) {
+        wgmma_fp8::<A, B>(acc, a, b, true);
+    }
+}
+
+/// A K-major operand of 128-byte rows from shared byte `start` (a k-slice of 32 bytes).
+#[inline(always)]
+fn k_major(start: u32) -> u64 {
+    SmemMatrix {
+        start,
+        lbo: 16,
+        sbo: 1024,
+        swizzle: SwizzleMode::B128,
+    }
+    .descriptor()
+}
+
+tile_distribution! {
+    /// A 128 × 32 tile in the wgmma accumulator layout ([`CWgmma256`] with j < 4): the 32-column
+    /// slice `q` of a [`CWgmma256`] tile, whose registers are its 16q..16q + 16.
+    pub struct CWgmma32 {
+        warp_size: 32, block_size: 256,
+        h: { m: [wg: 2, w: 4, h: 2, g: 8], n: [j: 4, t: 4, e: 2] },
+        p: [[m.wg, m.w], [m.g, n.t]],
+        y: [n.j, m.h, n.e],
+    }
+}
+
+tile_distribution! {
+    /// A staged 128 × 64 slice of C read back in 16-byte vectors: warp `w` of warpgroup `wg`
+    /// reads rows `64·wg + 16·rep + 4w + lane / 8`, 8 columns per lane — each quarter-warp one
+    /// row's 128 contiguous bytes (conflict-free in shared memory, whole lines in global).
+    pub struct CRows64 {
+        warp_size: 32, block_size: 256,
+        h: { m: [wg: 2, rep: 4, w: 4, l: 4], n: [l: 8, vec: 8] },
+        p: [[m.wg, m.w], [m.l, n.l]],
+        y: [m.rep, n.vec],
+    }
+}
+
+/// Row stride of a staged slice of C, in elements: 64 columns + 8, so the accumulator layout's
+/// 4-byte stores (8 rows × 4 lanes of a warp) fall in 32 distinct banks, and rows start 16-byte
+/// aligned.
+const STAGED_STRIDE: u32 = 72;
+
+/// Elements of a kernel's C staging buffer for elements of `bytes` bytes: a 128 × 64 slice
+/// for bf16; one vector for f32, which is stored straight from the accumulators.
+pub const fn staging_elems(bytes: u32) -> usize {
+    if bytes == 2 {
+        (BM * STAGED_STRIDE) as usize
+    } else {
+        4
+    }
+}
+
+/// C's element types and how the tile's 32-column slices reach global memory.
+pub trait TmaOutput: CElement {
+    /// Stores the 128 × 32 slice `x` (the epilogue applied) of the `m × n` C at `origin`,
+    /// the `H`-th (0 or 1) half of a 64-column slice, through `staging` if this type uses it.
+    fn store_half<const NC: usize, const H: u32>(
+        x: &DistributedTensor<CWgmma32, f32>,
+        c: GlobalMut<Self>,
+        staging: SharedArray<Self, NC>,
+        mn: (u32, u32),
+        origin: [i32; 2],
+    );
+}
+
+impl TmaOutput for f32 {
+    /// Straight from the accumulator layout: a quad's 8-byte stores fill a 32-byte sector.
+    #[inline(always)]
+    fn store_half<const NC: usize, const H: u32>(
+        x: &DistributedTensor<CWgmma32, f32>,
+        c: GlobalMut<f32>,
+        _staging: SharedArray<f32, NC>,
+        (m, n): (u32, u32),
+        origin: [i32; 2],
+    ) {
+        f32::store_f32::<CWgmma32, 2>(c, (m, n, n), origin, x);
+    }
+}
+
+impl TmaOutput for Bf16 {
+    /// Through shared memory (the accumulator layout's 4-byte stores would write half
+    /// sectors): each warpgroup stages its 64 rows of a 64-column slice, half by half, then
+    /// stores them in 16-byte vectors. The warpgroup's named barrier (1 + wg) orders the
+    /// buffer's reuse.
+    #[inline(always)]
+    fn store_half<const NC: usize, const H: u32>(
+        x: &DistributedTensor<CWgmma32, f32>,
+        c: GlobalMut<Bf16>,
+        staging: SharedArray<Bf16, NC>,
+        (m, n): (u32, u32),
+        origin: [i32; 2],
+    ) {
+        let wg = warp_id() / 4;
+        if H == 0 {
+            // The warpgroup has read the previous slice out of the buffer.
+            named_barrier_sync(1 + wg, 128);
+        }
+        let staged = View2::<_, Bf16, 2>::new(staging, BM, 64, STAGED_STRIDE);
+        make_tile_window::<CWgmma32, _>(staged, [0, 32 * H as i32]).store(&x.map(Bf16::from_f32));
+        if H == 1 {
+            named_barrier_sync(1 + wg, 128);
+            let staged = View2::<_, Bf16, 8>::new(staging, BM, 64, STAGED_STRIDE);
+            let rows = make_tile_window::<CRows64, _>(staged, [0, 0]).load::<Bf16>();
+            let slice = [origin[0], origin[1] - 32];
+            make_tile_window::<CRows64, _>(View2::<_, Bf16, 8>::new(c, m, n, n), slice)
+                .store(&rows);
+        }
+    }
+}
+
+/// The shared memory of a kernel: A's and B's rings and the mbarriers.
+pub struct Smem<A, B, const NA: usize, const NB: usize> {
+    pub a: SharedArray<A, NA>,
+    pub b: SharedArray<B, NB>,
+    pub bars: SharedArray<Mbarrier, BARRIERS>,
+}
+
+/// The problem: `batch` products of `m × k` by `k × n`, in tiles.
+#[derive(Clone, Copy)]
+struct Problem {
+    m: u32,
+    n: u32,
+    k_stages: u32,
+    tiles_m: u32,
+    tiles_n: u32,
+    tiles: u32,
+}
+
+impl Problem {
+    #[inline(always)]
+    fn new((m, n, k, batch): (u32, u32, u32, u32), bk: u32) -> Problem {
+        let (tiles_m, tiles_n) = (m.div_ceil(BM), n.div_ceil(BN));
+        Problem {
+            m,
+            n,
+            k_stages: k.div_ceil(bk),
+            tiles_m,
+            tiles_n,
+            tiles: batch * tiles_m * tiles_n,
+        }
+    }
+
+    /// This block's tiles, as (product, first row, first column): `block, block + grid, …`.
+    #[inline(always)]
+    fn my_tiles(&self) -> impl Iterator<Item = (u32, u32, u32)> + '_ {
+        let per_product = self.tiles_m * self.tiles_n;
+        let mut next = block_idx();
+        core::iter::from_fn(move || {
+            let i = next;
+            next += grid_dim();
+            (i < self.tiles).then(|| {
+                let (bm, bn) = block_tile(i % per_product, (self.tiles_m, self.tiles_n), BN);
+                (i / per_product, bm, bn)
+            })
+        })
+    }
+}
+
+/// Stage use `t` of the block (over all its tiles): its stage and the parity of that use.
+#[inline(always)]
+fn stage(t: u32) -> (u32, u32) {
+    (t % STAGES, (t / STAGES) % 2)
+}
+
+/// Element `first` of `ring`: the first on a 1024-byte boundary.
+#[inline(always)]
+fn aligned_start<T: Element, const N: usize>(ring: &SharedArray<T, N>) -> u32 {
+    (1024 - ring.shared_address(0) % 1024) % 1024 / T::BYTES
+}
+
+/// Every stage of every tile of the block, into the ring as its buffers are released.
+#[inline(always)]
+fn produce<P: Operands, const NA: usize, const NB: usize>(
+    (a, b): (&Tma<P::A, 3>, &Tma<P::B, 3>),
+    smem: &Smem<P::A, P::B, NA, NB>,
+    pb: &Problem,
+) {
+    a.prefetch();
+    b.prefetch();
+    let (a0, b0) = (aligned_start(&smem.a), aligned_start(&smem.b));
+    let mut t = 0;
+    for (product, bm, bn) in pb.my_tiles() {
+        for ks in 0..pb.k_stages {
+            let (s, parity) = stage(t);
+            if t >= STAGES {
+                // Use n − 1 of this stage has been released by every consumer warp.
+                smem.bars.wait(empty(s), parity ^ 1);
+            }
+            smem.bars
+                .arrive_expect_tx(full(s), A_STAGE_BYTES + B_STAGE_BYTES);
+            let k0 = ks * P::BK;
+            let a_at = a0 + s * A_STAGE_BYTES / <P::A as Element>::BYTES;
+            let coords = [k0 as i32, bm as i32, product as i32];
+            a.copy_to_shared(coords, &smem.a, a_at, &smem.bars, full(s));
+            let b_at = b0 + s * B_STAGE_BYTES / <P::B as Element>::BYTES;
+            P::copy_b(b, &smem.b, b_at, (k0, bn, product), (&smem.bars, full(s)));
+            t += 1;
+        }
+    }
+}
+
+/// This warp is done with stage `s`: its MMAs have read it (the warpgroup waited for them).
+#[inline(always)]
+fn release<A, B, const NA: usize, const NB: usize>(smem: &Smem<A, B, NA, NB>, s: u32) {
+    warp_sync();
+    if lane_id() == 0 {
+        smem.bars.arrive(empty(s));
+    }
+}
+
+/// Every tile of the block: its MMAs stage by stage, then the epilogue and the store of C.
+#[inline(always)]
+fn consume<P: Operands, O: TmaOutput, const NA: usize, const NB: usize, const NC: usize>(
+    (c, epilogue, staging): (GlobalMut<O>, Epilogue<O>, SharedArray<O, NC>),
+    smem: &Smem<P::A, P::B, NA, NB>,
+    pb: &Problem,
+) {
+    let wg = warp_id() / 4;
+    let a_base = smem.a.shared_address(aligned_start(&smem.a));
+    let b_base = smem.b.shared_address(aligned_start(&smem.b));
+    let (m, n) = (pb.m, pb.n);
+    let mut t = 0;
+    for (product, bm, bn) in pb.my_tiles() {
+        let mut acc = DistributedTensor::<CWgmma256, f32>::splat(0.0);
+        // The loop and its last wait in one branch: with no K stage the zero accumulators join
+        // after every MMA path (see `gemm_sm90`).
+        if pb.k_stages > 0 {
+            for ks in 0..pb.k_stages {
+                let (s, parity) = stage(t);
+                smem.bars.wait(full(s), parity);
+                let a_stage = a_base + s * A_STAGE_BYTES + wg * 64 * ROW_BYTES;
+                let b_stage = b_base + s * B_STAGE_BYTES;
+                wgmma_fence();
+                unroll::<4>(|kk| {
+                    let kk = kk as u32;
+                    P::mma(
+                        &mut acc.data,
+                        k_major(a_stage + kk * 32),
+                        P::b_slice(b_stage, kk),
+                    );
+                });
+                wgmma_commit();
+                wgmma_wait::<1>(&mut acc.data);
+                if ks > 0 {
+                    release(smem, stage(t - 1).0);
+                }
+                t += 1;
+            }
+            wgmma_wait::<0>(&mut acc.data);
+            release(smem, stage(t - 1).0);
+        }
+        store_tile(acc, (c, &epilogue, staging), (product, bm, bn), (m, n));
+    }
+}
+
+/// The epilogue and the store of one tile of C, 32 columns at a time (so the accumulators, D
+/// and bias of a slice are live together, not of the whole tile: 128 + 3 · 16 registers).
+#[inline(always)]
+fn store_tile<O: TmaOutput, const NC: usize>(
+    acc: DistributedTensor<CWgmma256, f32>,
+    (c, epilogue, staging): (GlobalMut<O>, &Epilogue<O>, SharedArray<O, NC>),
+    (product, bm, bn): (u32, u32, u32),
+    (m, n): (u32, u32),
+) {
+    let c = c.slice(product * m * n, m * n);
+    let d = if epilogue.flags & HAS_D != 0 {
+        epilogue.d.slice(product * m * n, m * n)
+    } else {
+        epilogue.d
+    };
+    // Four calls with a constant slice (not a closure, which LLVM may outline and then index
+    // the accumulators through the stack).
+    let tile = (c, d, epilogue, staging, [bm, bn], (m, n));
+    store_slice::<O, NC, 0>(&acc, tile);
+    store_slice::<O, NC, 1>(&acc, tile);
+    store_slice::<O, NC, 2>(&acc, tile);
+    store_slice::<O, NC, 3>(&acc, tile);
+    store_slice::<O, NC, 4>(&acc, tile);
+    store_slice::<O, NC, 5>(&acc, tile);
+    store_slice::<O, NC, 6>(&acc, tile);
+    store_slice::<O, NC, 7>(&acc, tile);
+}
+
+/// Columns `32Q..32Q + 32` of the tile at `origin`: a [`CWgmma32`] tile whose registers are
+/// the accumulators' `16Q..16Q + 16`.
+#[inline(always)]
+#[allow(clippy::type_complexity)]
+fn store_slice<O: TmaOutput, const NC: usize, const Q: u32>(
+    acc: &DistributedTensor<CWgmma256, f32>,
+    (c, d, epilogue, staging, [bm, bn], (m, n)): (
+        GlobalMut<O>,
+        Global<O>,
+        &Epilogue<O>,
+        SharedArray<O, NC>,
+        [u32; 2],
+        (u32, u32),
+    ),
+) {
+    let mut x = DistributedTensor::<CWgmma32, f32> {
+        data: core::array::from_fn(|i| acc.data[16 * Q as usize + i]),
+    };
+    let origin = [bm as i32, (bn + 32 * Q) as i32];
+    if !epilogue.is_identity() {
+        let d = if epilogue.flags & HAS_D != 0 {
+            O::load_f32::<CWgmma32, 2>(d, (m, n, n), origin)
+        } else {
+            DistributedTensor::zeros()
+        };
+        // Bias: the same in every row (a view with row stride 0).
+        let bias = if epilogue.flags & HAS_BIAS != 0 {
+            O::load_f32::<CWgmma32, 2>(epilogue.bias, (BM, n, 0), [0, origin[1]])
+        } else {
+            DistributedTensor::zeros()
+        };
+        x = x
+            .zip_map(&d, |v, d| (v, d))
+            .zip_map(&bias, |(v, d), b| epilogue.combine(v, d, b));
+    }
+    // Const generic arithmetic is not stable: the half's parity as a match.
+    match Q % 2 {
+        0 => O::store_half::<NC, 0>(&x, c, staging, (m, n), origin),
+        _ => O::store_half::<NC, 1>(&x, c, staging, (m, n), origin),
+    }
+}
+
+/// The kernel body: the barriers, then the producer and the consumers.
+#[inline(always)]
+fn gemm_tma<P: Operands, O: TmaOutput, const NA: usize, const NB: usize, const NC: usize>(
+    (a, b): (Tma<P::A, 3>, Tma<P::B, 3>),
+    (c, epilogue, staging): (GlobalMut<O>, Epilogue<O>, SharedArray<O, NC>),
+    mnk_batch: (u32, u32, u32, u32),
+    smem: Smem<P::A, P::B, NA, NB>,
+) {
+    let pb = Problem::new(mnk_batch, P::BK);
+    if thread_idx() == 0 {
+        for s in 0..STAGES {
+            smem.bars.init(full(s), 1);
+            smem.bars.init(empty(s), CONSUMER_WARPS);
+        }
+        fence_barrier_init();
+    }
+    block_sync();
+    if warp_id() >= CONSUMER_WARPS {
+        setmaxnreg_dec::<40>();
+        if thread_idx() == 32 * CONSUMER_WARPS {
+            produce::<P, NA, NB>((&a, &b), &smem, &pb);
+        }
+    } else {
+        setmaxnreg_inc::<232>();
+        consume::<P, O, NA, NB, NC>((c, epilogue, staging), &smem, &pb);
+    }
+}
+
+/// Declares a TMA GEMM kernel on operands `$p` (element types `$a`, `$b`) writing `$o`.
+macro_rules! tma_gemm_kernel {
+    ($(#[$doc:meta])* $name:ident, $p:ty, $a:ty, $b:ty, $o:ty) => {
+        $(#[$doc])*
+        #[tile_kernel(block = 384, min_blocks_per_sm = 1)]
+        #[allow(clippy::too_many_arguments)]
+        pub fn $name(
+            a: Tma<$a, 3>,
+            b: Tma<$b, 3>,
+            c: GlobalMut<$o>,
+            d: Global<$o>,
+            bias: Global<$o>,
+            m: u32,
+            n: u32,
+            k: u32,
+            batch: u32,
+            alpha: f32,
+            beta: f32,
+            flags: u32,
+        ) {
+            let smem = Smem {
+                a: shared!($a; ring_elems(A_STAGE_BYTES, <$a as Element>::BYTES)),
+                b: shared!($b; ring_elems(B_STAGE_BYTES, <$b as Element>::BYTES)),
+                bars: shared!(Mbarrier; BARRIERS),
+            };
+            let staging = shared!($o; staging_elems(<$o as Element>::BYTES));
+            let epilogue = Epilogue { alpha, beta, d, bias, flags };
+            gemm_tma::<
+                $p,
+                $o,
+                { ring_elems(A_STAGE_BYTES, <$a as Element>::BYTES) },
+                { ring_elems(B_STAGE_BYTES, <$b as Element>::BYTES) },
+                { staging_elems(<$o as Element>::BYTES) },
+            >((a, b), (c, epilogue, staging), (m, n, k, batch), smem);
+        }
+    };
+}
+
+tma_gemm_kernel!(
+    /// bf16 A `[batch, M, K]` · B `[batch, K, N]` → bf16 C; persistent grid of at most one
+    /// block of 384 threads per multiprocessor (see the module documentation).
+    gemm_tma_bf16, Bf16Operands, Bf16, Bf16, Bf16
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → f32 C.
+    gemm_tma_bf16_f32, Bf16Operands, Bf16, Bf16, f32
+);
+tma_gemm_kernel!(
+    /// e4m3 A `[batch, M, K]` · (e4m3 B `[batch, N, K]`)ᵀ → bf16 C.
+    gemm_fp8_e4m3, Fp8Operands<E4m3, E4m3>, E4m3, E4m3, Bf16
+);
+tma_gemm_kernel!(
+    /// e4m3 A · (e4m3 B)ᵀ → f32 C.
+    gemm_fp8_e4m3_f32, Fp8Operands<E4m3, E4m3>, E4m3, E4m3, f32
+);
+tma_gemm_kernel!(
+    /// e4m3 A · (e5m2 B)ᵀ → bf16 C (e5m2's range for gradients).
+    gemm_fp8_e4m3_e5m2, Fp8Operands<E4m3, E5m2>, E4m3, E5m2, Bf16
+);
+
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod host;

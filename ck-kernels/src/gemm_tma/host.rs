@@ -1,0 +1,241 @@
+//! Host side of the TMA GEMMs: the operands' tensor maps, the checks, the launch, and the
+//! per-tensor quantisation of the fp8 operands.
+
+use super::*;
+use crate::gemm_fused::{check_problem, EpilogueArgs, GemmOutput};
+use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats, TensorMap};
+use ck_core::rules;
+
+/// Operand types with a TMA GEMM kernel writing C of type `O`.
+pub trait TmaGemm<O: GemmOutput>: Operands {
+    /// The kernel's name.
+    const KERNEL: &'static str;
+    /// What K must be a multiple of (16-byte rows of A, and of B when it is K-major).
+    const K_MULTIPLE: u32 = 16 / <Self::A as Element>::BYTES;
+    /// B's tensor map over `b` for `batch` products (`k × n` row-major, or `n × k`).
+    fn b_map<'a>(
+        b: &'a DeviceBuffer<Self::B>,
+        k_n_batch: (u32, u32, u32),
+    ) -> Result<TensorMap<'a, Self::B, 3>, LaunchError>;
+    /// Launches the kernel.
+    #[allow(clippy::too_many_arguments)]
+    fn launch_kernel(
+        device: &Device,
+        cfg: LaunchConfig,
+        maps: (&TensorMap<'_, Self::A, 3>, &TensorMap<'_, Self::B, 3>),
+        c: &mut DeviceBuffer<O>,
+        d_bias: (&DeviceBuffer<O>, &DeviceBuffer<O>),
+        mnk_batch: (u32, u32, u32, u32),
+        scalars: (f32, f32, u32),
+    ) -> Result<LaunchStats, LaunchError>;
+}
+
+/// A `[batch, m, k]` (or a row-major B^T `[batch, n, k]`) in boxes of one stage's 128-byte
+/// rows by `rows`.
+fn k_major_map<T: Element>(
+    x: &DeviceBuffer<T>,
+    (k, rows, batch): (u32, u32, u32),
+    box_rows: u32,
+) -> Result<TensorMap<'_, T, 3>, LaunchError> {
+    let box_k = ROW_BYTES / T::BYTES;
+    TensorMap::dense(
+        x,
+        [k as u64, rows as u64, batch as u64],
+        [box_k, box_rows, 1],
+        SwizzleMode::B128,
+    )
+}
+
+macro_rules! tma_gemm {
+    ($p:ty, $o:ty, $kernel:ident, $name:literal, b_k_major: $kmajor:literal) => {
+        impl TmaGemm<$o> for $p {
+            const KERNEL: &'static str = $name;
+
+            fn b_map<'a>(
+                b: &'a DeviceBuffer<Self::B>,
+                (k, n, batch): (u32, u32, u32),
+            ) -> Result<TensorMap<'a, Self::B, 3>, LaunchError> {
+                if $kmajor {
+                    k_major_map(b, (k, n, batch), BN)
+                } else {
+                    let bx = <$p as Operands>::B_BOX;
+                    TensorMap::dense(b, [n as u64, k as u64, batch as u64], bx, SwizzleMode::B128)
+                }
+            }
+
+            fn launch_kernel(
+                device: &Device,
+                cfg: LaunchConfig,
+                (a, b): (&TensorMap<'_, Self::A, 3>, &TensorMap<'_, Self::B, 3>),
+                c: &mut DeviceBuffer<$o>,
+                (d, bias): (&DeviceBuffer<$o>, &DeviceBuffer<$o>),
+                (m, n, k, batch): (u32, u32, u32, u32),
+                (alpha, beta, flags): (f32, f32, u32),
+            ) -> Result<LaunchStats, LaunchError> {
+                $kernel::launch(
+                    device, cfg, a, b, c, d, bias, m, n, k, batch, alpha, beta, flags,
+                )
+            }
+        }
+    };
+}
+
+tma_gemm!(Bf16Operands, Bf16, GemmTmaBf16, "gemm_tma_bf16", b_k_major: false);
+tma_gemm!(Bf16Operands, f32, GemmTmaBf16F32, "gemm_tma_bf16_f32", b_k_major: false);
+tma_gemm!(Fp8Operands<E4m3, E4m3>, Bf16, GemmFp8E4m3, "gemm_fp8_e4m3", b_k_major: true);
+tma_gemm!(Fp8Operands<E4m3, E4m3>, f32, GemmFp8E4m3F32, "gemm_fp8_e4m3_f32", b_k_major: true);
+tma_gemm!(Fp8Operands<E4m3, E5m2>, Bf16, GemmFp8E4m3E5m2, "gemm_fp8_e4m3_e5m2", b_k_major: true);
+
+/// `C = act(alpha · A·B + beta · D + bias)` for `batch` products on the TMA kernel of operands
+/// `P`: A `[batch, m, k]`; B `[batch, k, n]` for bf16, `[batch, n, k]` (B transposed) for the
+/// 8-bit floats; C and D `[batch, m, n]`; bias `n`; all row-major and contiguous. For fp8 with
+/// per-tensor scales `sa`, `sb` (A = A_real / sa), pass `alpha = sa · sb`.
+///
+/// ```
+/// use ck_core::device::{Bf16, E4m3};
+/// use ck_core::host::{Device, DeviceBuffer};
+/// use ck_kernels::gemm_fused::EpilogueArgs;
+/// use ck_kernels::gemm_tma::{host, Fp8Operands};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let device = Device::emulator();
+/// let (m, n, k) = (64u32, 128u32, 256u32);
+/// let a: Vec<f32> = (0..m * k).map(|i| (i % 15) as f32 * 0.5 - 3.5).collect(); // [m, k]
+/// let bt: Vec<f32> = (0..n * k).map(|i| (i % 8) as f32 * 0.25).collect(); // B as [n, k]
+/// let ((qa, sa), (qb, sb)) = (host::quantize::<E4m3>(&a), host::quantize::<E4m3>(&bt));
+/// let (a8, b8) = (DeviceBuffer::from_slice(&device, &qa)?, DeviceBuffer::from_slice(&device, &qb)?);
+/// let mut c = DeviceBuffer::<Bf16>::zeros(&device, (m * n) as usize)?;
+/// let scales = EpilogueArgs { alpha: sa * sb, ..Default::default() };
+/// host::launch::<Fp8Operands<E4m3, E4m3>, Bf16>(&device, (&a8, &b8), &mut c, 1, (m, n, k), &scales)?;
+/// // The scales are 2⁻⁷ and 2⁻⁸ (3.5 and 1.75 map to 448): every operand is exact in e4m3,
+/// // so C[0, 0] = Σ_k a[0, k] · bt[0, k], rounded once to bf16.
+/// let want: f32 = (0..k).map(|k| ((k % 15) as f32 * 0.5 - 3.5) * (k % 8) as f32 * 0.25).sum();
+/// assert!((c.to_vec()?[0].to_f32() - want).abs() <= want.abs() / 256.0);
+/// # Ok(()) }
+/// ```
+///
+/// Errors: `shape-unsupported` where a row of A, B or C would not start 16-byte aligned (K not
+/// a multiple of 8 for bf16 or 16 for fp8; N not a multiple of 8), and the checks of
+/// [`check_problem`].
+pub fn launch<P: TmaGemm<O>, O: GemmOutput>(
+    device: &Device,
+    (a, b): (&DeviceBuffer<P::A>, &DeviceBuffer<P::B>),
+    c: &mut DeviceBuffer<O>,
+    batch: u32,
+    (m, n, k): (u32, u32, u32),
+    epilogue: &EpilogueArgs<'_, O>,
+) -> Result<LaunchStats, LaunchError> {
+    if !k.is_multiple_of(P::K_MULTIPLE) || !n.is_multiple_of(8) {
+        return Err(LaunchError::invalid(
+            rules::SHAPE_UNSUPPORTED,
+            format!(
+                "{} copies 16-byte rows of A and B with TMA: K must be a multiple of {} and N of 8; got N = {n}, K = {k}",
+                P::KERNEL,
+                P::K_MULTIPLE,
+            ),
+        ));
+    }
+    check_problem(batch, (m, n, k), (a.len(), b.len(), c.len()), epilogue)?;
+    if batch == 0 || m == 0 || n == 0 {
+        return Ok(LaunchStats::default());
+    }
+    let empty = DeviceBuffer::<O>::empty(device)?;
+    let (d, bias) = (
+        epilogue.d.unwrap_or(&empty),
+        epilogue.bias.unwrap_or(&empty),
+    );
+    // With K = 0 nothing is copied (C is the epilogue of zeros), but a tensor map needs a
+    // tensor: maps over one stage of zeros stand in.
+    let (stand_in_a, stand_in_b);
+    let (a_map, b_map) = if k == 0 {
+        stand_in_a = DeviceBuffer::<P::A>::zeros(device, (ROW_BYTES * BM) as usize)?;
+        stand_in_b = DeviceBuffer::<P::B>::zeros(device, (ROW_BYTES * BN) as usize)?;
+        (
+            k_major_map(&stand_in_a, (P::BK, BM, 1), BM)?,
+            P::b_map(&stand_in_b, (P::BK, BN, 1))?,
+        )
+    } else {
+        (
+            k_major_map(a, (k, m, batch), BM)?,
+            P::b_map(b, (k, n, batch))?,
+        )
+    };
+    let tiles = batch * m.div_ceil(BM) * n.div_ceil(BN);
+    let cfg = LaunchConfig::new(tiles.min(device.multiprocessors()), THREADS);
+    let scalars = (epilogue.alpha, epilogue.beta, epilogue.flags());
+    P::launch_kernel(
+        device,
+        cfg,
+        (&a_map, &b_map),
+        c,
+        (d, bias),
+        (m, n, k, batch),
+        scalars,
+    )
+}
+
+/// `x` in the 8-bit format `T` with a per-tensor scale: `(q, s)` with `x ≈ s · q`, `s` mapping
+/// the largest magnitude of `x` to `T::MAX` (1 for an all-zero or non-finite `x`'s zero max).
+pub fn quantize<T: Fp8>(x: &[f32]) -> (Vec<T>, f32) {
+    let amax = x
+        .iter()
+        .filter(|v| v.is_finite())
+        .fold(0f32, |m, v| m.max(v.abs()));
+    let scale = if amax > 0.0 { amax / T::MAX } else { 1.0 };
+    (x.iter().map(|&v| T::from_f32(v / scale)).collect(), scale)
+}
+
+/// `C = act(alpha · A·B + beta · D + bias)` for `batch` products from host values, with A and
+/// B quantised to e4m3 per tensor ([`quantize`]; B given as `[batch, k, n]` and transposed
+/// here, the fp8 kernels' layout) and the scales folded into alpha: C (`O`) widened to f32.
+pub fn gemm_fp8<O: GemmOutput>(
+    device: &Device,
+    (a, b): (&[f32], &[f32]),
+    batch: u32,
+    (m, n, k): (u32, u32, u32),
+    epilogue: crate::gemm_fused::HostEpilogue<'_>,
+) -> Result<(Vec<f32>, LaunchStats), LaunchError>
+where
+    Fp8Operands<E4m3, E4m3>: TmaGemm<O>,
+{
+    let (mk, kn) = ((m * k) as usize, (k * n) as usize);
+    if a.len() != batch as usize * mk || b.len() != batch as usize * kn {
+        return Err(LaunchError::invalid(
+            rules::SHAPE_MISMATCH,
+            format!(
+                "A has {} elements and B {}, but the shapes are {batch} × {m}×{k} and {batch} × {k}×{n}",
+                a.len(),
+                b.len()
+            ),
+        ));
+    }
+    let bt: Vec<f32> = (0..batch as usize * kn)
+        .map(|i| {
+            let (p, r) = (i / kn, i % kn);
+            let (col, kk) = (r / k as usize, r % k as usize);
+            b[p * kn + kk * n as usize + col]
+        })
+        .collect();
+    let (qa, sa) = quantize::<E4m3>(a);
+    let (qb, sb) = quantize::<E4m3>(&bt);
+    let (ad, bd) = (
+        DeviceBuffer::from_slice(device, &qa)?,
+        DeviceBuffer::from_slice(device, &qb)?,
+    );
+    let upload = |v: &[f32]| -> Result<DeviceBuffer<O>, LaunchError> {
+        let v: Vec<O> = v.iter().map(|&x| O::from_f32(x)).collect();
+        DeviceBuffer::from_slice(device, &v)
+    };
+    let d = epilogue.d.map(upload).transpose()?;
+    let bias = epilogue.bias.map(upload).transpose()?;
+    let mut c = upload(&vec![f32::NAN; batch as usize * (m * n) as usize])?;
+    let args = EpilogueArgs {
+        alpha: epilogue.alpha * sa * sb,
+        beta: epilogue.beta,
+        d: d.as_ref(),
+        bias: bias.as_ref(),
+        activation: epilogue.activation,
+    };
+    let stats =
+        launch::<Fp8Operands<E4m3, E4m3>, O>(device, (&ad, &bd), &mut c, batch, (m, n, k), &args)?;
+    Ok((c.to_vec()?.iter().map(|v| v.to_f32()).collect(), stats))
+}

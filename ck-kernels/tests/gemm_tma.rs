@@ -1,0 +1,194 @@
+//! The TMA, warp-specialised GEMMs on the emulator against fp64 references computed here:
+//! bf16 and fp8 (e4m3 × e4m3, e4m3 × e5m2) operands, f32 and bf16 C, epilogues, batches, edge
+//! tiles, more tiles than blocks (each block walks several), K = 0, and the shape errors.
+
+use ck_core::device::{Bf16, E4m3, E5m2, Element, Real};
+use ck_core::host::{Device, DeviceBuffer};
+use ck_kernels::checks::Rng;
+use ck_kernels::epilogue::Activation;
+use ck_kernels::gemm_fused::{reference, EpilogueArgs, GemmOutput};
+use ck_kernels::gemm_tma::host::{launch, quantize, TmaGemm};
+use ck_kernels::gemm_tma::{Bf16Operands, Fp8Operands};
+
+/// The value of 8-bit float bits with `e` exponent and `m` mantissa bits, from the format's
+/// definition (E4M3: no infinities, NaN only at all ones; E5M2: IEEE specials).
+fn decode_fp8(bits: u8, e: u32, m: u32) -> f64 {
+    let sign = if bits & 0x80 != 0 { -1.0 } else { 1.0 };
+    let exp = ((bits & 0x7f) >> m) as i32;
+    let man = (bits & ((1 << m) - 1)) as f64;
+    let bias = (1 << (e - 1)) - 1;
+    assert!(
+        exp < (1 << e) - 1 || (e == 4 && man < 7.0),
+        "NaN or inf operand {bits:#x}"
+    );
+    let v = if exp == 0 {
+        man / (1 << m) as f64 * 2f64.powi(1 - bias)
+    } else {
+        (1.0 + man / (1 << m) as f64) * 2f64.powi(exp - bias)
+    };
+    sign * v
+}
+
+/// How a test value of an operand type reads back in f64.
+trait Operand: Element + Real {
+    fn value(self) -> f64;
+}
+impl Operand for Bf16 {
+    fn value(self) -> f64 {
+        f32::from_bits((self.0 as u32) << 16) as f64
+    }
+}
+impl Operand for E4m3 {
+    fn value(self) -> f64 {
+        decode_fp8(self.0, 4, 3)
+    }
+}
+impl Operand for E5m2 {
+    fn value(self) -> f64 {
+        decode_fp8(self.0, 5, 2)
+    }
+}
+
+/// One problem: `batch` products of `m × k` by `k × n`.
+type Shape = (u32, u32, u32, u32);
+
+/// Runs `C = act(alpha · A·B + beta · D + bias)` on the TMA kernel of `P` for each case and
+/// checks every element of C against fp64; `b_t` says B is given as `[n, k]`.
+fn check<P, O>(shape: Shape, cases: &[(f32, f32, bool, bool, Activation)], b_t: bool, tol: f64)
+where
+    P: TmaGemm<O>,
+    P::A: Operand,
+    P::B: Operand,
+    O: GemmOutput,
+{
+    let device = Device::emulator();
+    let (batch, m, n, k) = shape;
+    let (mk, kn, mn) = ((m * k) as usize, (k * n) as usize, (m * n) as usize);
+    let mut rng = Rng(0x7a ^ (m * 131 + n * 7 + k) as u64);
+    let a: Vec<P::A> = (0..batch as usize * mk)
+        .map(|_| P::A::from_f32(4.0 * rng.f32()))
+        .collect();
+    let b: Vec<P::B> = (0..batch as usize * kn)
+        .map(|_| P::B::from_f32(4.0 * rng.f32()))
+        .collect();
+    let round = |v: Vec<f32>| -> Vec<f32> { v.iter().map(|&x| O::from_f32(x).to_f32()).collect() };
+    let d = round((0..batch as usize * mn).map(|_| rng.f32()).collect());
+    let bias = round((0..n).map(|_| rng.f32()).collect());
+    let upload_o = |v: &[f32]| {
+        let v: Vec<O> = v.iter().map(|&x| O::from_f32(x)).collect();
+        DeviceBuffer::from_slice(&device, &v).unwrap()
+    };
+    let (ad, bd) = (
+        DeviceBuffer::from_slice(&device, &a).unwrap(),
+        DeviceBuffer::from_slice(&device, &b).unwrap(),
+    );
+    let (dd, biasd) = (upload_o(&d), upload_o(&bias));
+    for &(alpha, beta, with_d, with_bias, activation) in cases {
+        let args = EpilogueArgs {
+            alpha,
+            beta,
+            d: with_d.then_some(&dd),
+            bias: with_bias.then_some(&biasd),
+            activation,
+        };
+        let mut cd = upload_o(&vec![f32::NAN; batch as usize * mn]);
+        launch::<P, O>(&device, (&ad, &bd), &mut cd, batch, (m, n, k), &args).unwrap();
+        let c = cd.to_vec().unwrap();
+        for p in 0..batch as usize {
+            // A·B in fp64 from the operands' values, B read as [k, n] or [n, k].
+            let ab: Vec<f64> = (0..mn)
+                .map(|i| {
+                    let (r, col) = (i / n as usize, i % n as usize);
+                    (0..k as usize)
+                        .map(|kk| {
+                            let bv = if b_t {
+                                b[p * kn + col * k as usize + kk]
+                            } else {
+                                b[p * kn + kk * n as usize + col]
+                            };
+                            a[p * mk + r * k as usize + kk].value() * bv.value()
+                        })
+                        .sum()
+                })
+                .collect();
+            let dp = &d[p * mn..(p + 1) * mn];
+            let want = reference(
+                &ab,
+                (m, n),
+                (alpha, beta),
+                (with_d.then_some(dp), with_bias.then_some(&bias[..])),
+                activation,
+            );
+            for (i, w) in want.iter().enumerate() {
+                let got = c[p * mn + i].to_f32() as f64;
+                let bound = tol * (w.abs() + 1.0);
+                assert!(
+                    (got - w).abs() <= bound,
+                    "{shape:?} case {alpha}/{beta}/{with_d}/{with_bias}/{activation:?}: product {p}, C[{}, {}] = {got}, want {w}",
+                    i / n as usize,
+                    i % n as usize
+                );
+            }
+        }
+    }
+}
+
+const PLAIN: [(f32, f32, bool, bool, Activation); 1] = [(1.0, 1.0, false, false, Activation::None)];
+const EPILOGUES: [(f32, f32, bool, bool, Activation); 3] = [
+    (0.5, 1.0, false, false, Activation::None),
+    (1.0, -2.0, true, true, Activation::Silu),
+    (1.5, 0.25, true, true, Activation::Gelu),
+];
+
+/// f32 C: the products are exact in f32 up to accumulation order; bf16 C: one rounding.
+const F32_TOL: f64 = 1e-5;
+const BF16_TOL: f64 = 1.0 / 128.0;
+
+#[test]
+fn bf16_operands_f32_and_bf16_c() {
+    // Two stages of K, edge tiles in M and N, three tiles per block on the emulator's blocks.
+    check::<Bf16Operands, f32>((1, 130, 264, 72), &EPILOGUES, false, F32_TOL);
+    check::<Bf16Operands, Bf16>((1, 1, 8, 8), &PLAIN, false, BF16_TOL);
+    check::<Bf16Operands, Bf16>((3, 67, 24, 136), &EPILOGUES[1..2], false, BF16_TOL);
+}
+
+#[test]
+fn fp8_operands() {
+    check::<Fp8Operands<E4m3, E4m3>, Bf16>((1, 65, 272, 144), &EPILOGUES[..2], true, BF16_TOL);
+    check::<Fp8Operands<E4m3, E4m3>, f32>((2, 130, 40, 16), &PLAIN, true, F32_TOL);
+    check::<Fp8Operands<E4m3, E5m2>, Bf16>((1, 17, 24, 160), &PLAIN, true, BF16_TOL);
+}
+
+#[test]
+fn no_k_leaves_the_epilogue_of_zeros() {
+    check::<Bf16Operands, f32>((2, 5, 16, 0), &EPILOGUES[1..2], false, F32_TOL);
+    check::<Fp8Operands<E4m3, E4m3>, Bf16>((1, 3, 8, 0), &EPILOGUES[2..], true, BF16_TOL);
+}
+
+#[test]
+fn rows_that_tma_cannot_copy_are_refused() {
+    let device = Device::emulator();
+    let a = DeviceBuffer::<E4m3>::zeros(&device, 8 * 24).unwrap();
+    let b = DeviceBuffer::<E4m3>::zeros(&device, 8 * 24).unwrap();
+    let mut c = DeviceBuffer::<Bf16>::zeros(&device, 64).unwrap();
+    let args = EpilogueArgs::default();
+    let e =
+        launch::<Fp8Operands<E4m3, E4m3>, Bf16>(&device, (&a, &b), &mut c, 1, (8, 8, 24), &args)
+            .unwrap_err();
+    assert_eq!(e.rule(), "shape-unsupported", "{e}");
+    assert!(e.to_string().contains("K must be a multiple of 16"), "{e}");
+}
+
+#[test]
+fn per_tensor_quantisation_maps_the_largest_magnitude_to_the_format_max() {
+    let x = [0.5f32, -3.0, 1.25, 0.0];
+    let (q, s) = quantize::<E4m3>(&x);
+    assert_eq!(s, 3.0 / 448.0);
+    assert_eq!(q[1].to_f32(), -448.0);
+    // Each value within half a step of E4M3's 3 mantissa bits (relative 2⁻⁴).
+    for (v, q) in x.iter().zip(&q) {
+        assert!((q.to_f32() * s - v).abs() <= v.abs() / 16.0, "{v} → {q:?}");
+    }
+    let (_, s) = quantize::<E5m2>(&[0.0, 0.0]);
+    assert_eq!(s, 1.0);
+}
