@@ -78,6 +78,30 @@ pub const fn swizzle_128b(addr: u32) -> u32 {
 }
 
 impl SmemMatrix {
+    /// A K-major operand in the 128-byte swizzle from shared byte `start`: rows of 128 bytes,
+    /// atoms of 8 rows 1024 bytes apart (SBO; LBO is unused and set to 16). The A operand of
+    /// every kernel here, and B given as `[N, K]`; a k-slice of an MMA is `start` + 32 bytes.
+    pub const fn k_major_128b(start: u32) -> SmemMatrix {
+        SmemMatrix {
+            start,
+            lbo: 16,
+            sbo: 1024,
+            swizzle: SwizzleMode::B128,
+        }
+    }
+
+    /// An MN-major operand in the 128-byte swizzle from shared byte `start`: panels of 128
+    /// bytes of MN (64 16-bit elements) by K rows, `panel_bytes` apart (LBO), atoms of 8 K rows
+    /// 1024 bytes apart (SBO). B given as `[K, N]`; a k16-slice is `start` + 16 rows (2048 bytes).
+    pub const fn mn_major_128b(start: u32, panel_bytes: u32) -> SmemMatrix {
+        SmemMatrix {
+            start,
+            lbo: panel_bytes,
+            sbo: 1024,
+            swizzle: SwizzleMode::B128,
+        }
+    }
+
     /// The 64-bit descriptor: start >> 4 in bits 0..14, LBO >> 4 in 16..30, SBO >> 4 in
     /// 32..46, base offset 0 (atoms 1024-byte aligned), swizzle mode in 62..64.
     pub const fn descriptor(&self) -> u64 {

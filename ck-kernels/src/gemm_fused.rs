@@ -263,25 +263,48 @@ pub fn gemm<O: GemmOutput>(
     device: &Device,
     (a, b): (&[f32], &[f32]),
     batch: u32,
-    (m, n, k): (u32, u32, u32),
+    mnk: (u32, u32, u32),
     epilogue: HostEpilogue<'_>,
 ) -> Result<(Vec<f32>, LaunchStats), LaunchError> {
+    let (ad, bd) = (upload::<Bf16>(device, a)?, upload::<Bf16>(device, b)?);
+    let (m, n, k) = mnk;
+    let kernel = Bf16Kernel::for_shape(device, (batch.saturating_mul(m), n, k));
+    run_on_host_values::<O>(
+        (a.len(), b.len()),
+        batch,
+        mnk,
+        device,
+        epilogue,
+        |c, args| launch_batched(device, kernel, (&ad, &bd), c, batch, mnk, args),
+    )
+}
+
+/// `values` rounded to `T` in a new device buffer.
+pub fn upload<T: Real>(device: &Device, values: &[f32]) -> Result<DeviceBuffer<T>, LaunchError> {
+    let v: Vec<T> = values.iter().map(|&x| T::from_f32(x)).collect();
+    DeviceBuffer::from_slice(device, &v)
+}
+
+/// What every GEMM from host values shares: the operands' lengths checked against `batch`
+/// products of `m × k` by `k × n` (`lens`: A's and B's), D and bias uploaded as `O`, C
+/// allocated (NaN, so an unwritten element shows), `launch` run on them, C widened to f32.
+pub fn run_on_host_values<O: GemmOutput>(
+    (a_len, b_len): (usize, usize),
+    batch: u32,
+    (m, n, k): (u32, u32, u32),
+    device: &Device,
+    epilogue: HostEpilogue<'_>,
+    launch: impl FnOnce(&mut DeviceBuffer<O>, &EpilogueArgs<'_, O>) -> Result<LaunchStats, LaunchError>,
+) -> Result<(Vec<f32>, LaunchStats), LaunchError> {
     let size = |r: u32, c: u32| batch as usize * r as usize * c as usize;
-    if a.len() != size(m, k) || b.len() != size(k, n) {
+    if a_len != size(m, k) || b_len != size(k, n) {
         return Err(LaunchError::invalid(
             ck_core::rules::SHAPE_MISMATCH,
             format!(
-                "A has {} elements and B {}, but the shapes are {batch} × {m}×{k} and {batch} × {k}×{n}",
-                a.len(),
-                b.len()
+                "A has {a_len} elements and B {b_len}, but the shapes are {batch} × {m}×{k} and {batch} × {k}×{n}"
             ),
         ));
     }
-    fn upload<T: Real>(device: &Device, v: &[f32]) -> Result<DeviceBuffer<T>, LaunchError> {
-        let v: Vec<T> = v.iter().map(|&x| T::from_f32(x)).collect();
-        DeviceBuffer::from_slice(device, &v)
-    }
-    let (ad, bd) = (upload::<Bf16>(device, a)?, upload::<Bf16>(device, b)?);
     let d = epilogue.d.map(|d| upload::<O>(device, d)).transpose()?;
     let bias = epilogue.bias.map(|b| upload::<O>(device, b)).transpose()?;
     let mut c = upload::<O>(device, &vec![f32::NAN; size(m, n)])?;
@@ -292,7 +315,6 @@ pub fn gemm<O: GemmOutput>(
         bias: bias.as_ref(),
         activation: epilogue.activation,
     };
-    let kernel = Bf16Kernel::for_shape(device, (batch.saturating_mul(m), n, k));
-    let stats = launch_batched(device, kernel, (&ad, &bd), &mut c, batch, (m, n, k), &args)?;
+    let stats = launch(&mut c, &args)?;
     Ok((c.to_vec()?.iter().map(|v| v.to_f32()).collect(), stats))
 }

@@ -28,7 +28,7 @@ use crate::epilogue::{CElement, Epilogue, HAS_BIAS, HAS_D};
 use ck_core::device::*;
 use ck_core::distribution::TileDistribution;
 use ck_core::tile::{make_tile_window, unroll, DistributedTensor, View2};
-use ck_core::wgmma::{swizzle_128b, SmemMatrix, SwizzleMode};
+use ck_core::wgmma::{swizzle_128b, SmemMatrix};
 use ck_macros::{tile_distribution, tile_kernel};
 
 /// Block tile rows.
@@ -284,19 +284,10 @@ fn gemm_wgmma<T: WgmmaTile, O: CElement, const SMEM: usize, const STAGED: usize>
             wgmma_fence();
             unroll::<4>(|kk| {
                 let kk = kk as u32;
-                let a_desc = SmemMatrix {
-                    start: stage + wg * 64 * 128 + kk * 32,
-                    lbo: 16,
-                    sbo: 1024,
-                    swizzle: SwizzleMode::B128,
-                };
+                let a_desc = SmemMatrix::k_major_128b(stage + wg * 64 * 128 + kk * 32);
                 // B: 64-column panels of BK rows × 128 bytes; a k-slice is 16 rows further.
-                let b_desc = SmemMatrix {
-                    start: stage + A_BYTES + kk * 16 * 128,
-                    lbo: PANEL_BYTES,
-                    sbo: 1024,
-                    swizzle: SwizzleMode::B128,
-                };
+                let b_desc =
+                    SmemMatrix::mn_major_128b(stage + A_BYTES + kk * 16 * 128, PANEL_BYTES);
                 wgmma_bf16(
                     &mut acc.data,
                     a_desc.descriptor(),

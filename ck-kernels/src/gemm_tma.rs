@@ -121,13 +121,7 @@ impl Operands for Bf16Operands {
     #[inline(always)]
     fn b_slice(stage: u32, kk: u32) -> u64 {
         // N-major: 64-column panels of 64 rows × 128 bytes; a k-slice is 16 rows further.
-        SmemMatrix {
-            start: stage + kk * 16 * ROW_BYTES,
-            lbo: PANEL_BYTES,
-            sbo: 1024,
-            swizzle: SwizzleMode::B128,
-        }
-        .descriptor()
+        SmemMatrix::mn_major_128b(stage + kk * 16 * ROW_BYTES, PANEL_BYTES).descriptor()
     }
 
     #[inline(always)]
@@ -171,13 +165,7 @@ impl<A: Fp8, B: Fp8> Operands for Fp8Operands<A, B> {
 /// A K-major operand of 128-byte rows from shared byte `start` (a k-slice of 32 bytes).
 #[inline(always)]
 fn k_major(start: u32) -> u64 {
-    SmemMatrix {
-        start,
-        lbo: 16,
-        sbo: 1024,
-        swizzle: SwizzleMode::B128,
-    }
-    .descriptor()
+    SmemMatrix::k_major_128b(start).descriptor()
 }
 
 tile_distribution! {

@@ -6,8 +6,9 @@ use ck_core::device::{Bf16, E4m3, E5m2, Element, Real};
 use ck_core::host::{Device, DeviceBuffer};
 use ck_kernels::checks::Rng;
 use ck_kernels::epilogue::Activation;
+use ck_kernels::gemm_fused::HostEpilogue;
 use ck_kernels::gemm_fused::{reference, EpilogueArgs, GemmOutput};
-use ck_kernels::gemm_tma::host::{launch, quantize, TmaGemm};
+use ck_kernels::gemm_tma::host::{gemm_fp8, launch, quantize, TmaGemm};
 use ck_kernels::gemm_tma::{Bf16Operands, Fp8Operands};
 
 /// The value of 8-bit float bits with `e` exponent and `m` mantissa bits, from the format's
@@ -191,4 +192,52 @@ fn per_tensor_quantisation_maps_the_largest_magnitude_to_the_format_max() {
     }
     let (_, s) = quantize::<E5m2>(&[0.0, 0.0]);
     assert_eq!(s, 1.0);
+}
+
+/// `gemm_fp8` from host values: B given as `[batch, k, n]`, quantised per tensor with
+/// power-of-two scales (the largest magnitudes 3.5 and 1.75 map to 448), so every operand is
+/// exact in e4m3 and C is the fp64 product rounded once to bf16, with a bias added.
+#[test]
+fn fp8_from_host_values_transposes_b_and_applies_the_scales() {
+    let device = Device::emulator();
+    let (batch, m, n, k) = (2u32, 33u32, 40u32, 48u32);
+    let a: Vec<f32> = (0..batch * m * k)
+        .map(|i| (i % 15) as f32 * 0.5 - 3.5)
+        .collect();
+    let b: Vec<f32> = (0..batch * k * n).map(|i| (i % 8) as f32 * 0.25).collect();
+    let bias: Vec<f32> = (0..n).map(|j| j as f32).collect();
+    let epilogue = HostEpilogue {
+        bias: Some(&bias),
+        ..Default::default()
+    };
+    let (c, _) = gemm_fp8::<Bf16>(&device, (&a, &b), batch, (m, n, k), epilogue).unwrap();
+    let (mk, kn) = ((m * k) as usize, (k * n) as usize);
+    for p in 0..batch as usize {
+        for r in 0..m as usize {
+            for col in 0..n as usize {
+                let want: f64 = (0..k as usize)
+                    .map(|kk| {
+                        a[p * mk + r * k as usize + kk] as f64
+                            * b[p * kn + kk * n as usize + col] as f64
+                    })
+                    .sum::<f64>()
+                    + col as f64;
+                let got = c[p * (m * n) as usize + r * n as usize + col] as f64;
+                assert!(
+                    (got - want).abs() <= want.abs() / 256.0,
+                    "C[{p}, {r}, {col}] = {got}, want {want}"
+                );
+            }
+        }
+    }
+    // A B of the wrong length is an error, not a panic.
+    let e = gemm_fp8::<Bf16>(
+        &device,
+        (&a, &b[1..]),
+        batch,
+        (m, n, k),
+        HostEpilogue::default(),
+    )
+    .unwrap_err();
+    assert_eq!(e.rule(), "shape-mismatch", "{e}");
 }

@@ -39,13 +39,7 @@ fn mma_b_kmajor(a: Global<Bf16>, b: Global<Bf16>, c: GlobalMut<f32>) {
     block_sync();
     let desc = |m: u32| {
         let start = smem.shared_address(first + m * 4096);
-        SmemMatrix {
-            start,
-            lbo: 16,
-            sbo: 1024,
-            swizzle: SwizzleMode::B128,
-        }
-        .descriptor()
+        SmemMatrix::k_major_128b(start).descriptor()
     };
     let mut acc = [0f32; 32];
     wgmma_fence();

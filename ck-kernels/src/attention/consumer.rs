@@ -7,20 +7,14 @@ use ck_core::device::*;
 use ck_core::tile::{
     broadcast_x, make_tile_window, reduce_x_in_warp, unroll, DistributedTensor, View1, View2,
 };
-use ck_core::wgmma::{SmemMatrix, SwizzleMode};
+use ck_core::wgmma::SmemMatrix;
 
 /// The K-major operand (Q's rows or a key tile, head dim along the 128-byte swizzled rows of
 /// 64-column panels) whose first row is row `row` of the tile at shared byte `tile`; its
 /// `kk`-th 16-column slice is [`SmemMatrix::advance`]d by [`k_step`]`(kk)`.
 #[inline(always)]
 fn k_major(tile: u32, row: u32) -> u64 {
-    SmemMatrix {
-        start: tile + row * 128,
-        lbo: 16,
-        sbo: 1024,
-        swizzle: SwizzleMode::B128,
-    }
-    .descriptor()
+    SmemMatrix::k_major_128b(tile + row * 128).descriptor()
 }
 
 /// Bytes from a K-major operand to its `kk`-th 16-column slice: 32 bytes per slice within a
@@ -33,13 +27,7 @@ const fn k_step(kk: u32) -> u32 {
 /// 64-column panels); keys `16·kk..` are 16 rows (2048 bytes) further on.
 #[inline(always)]
 fn values(tile: u32) -> u64 {
-    SmemMatrix {
-        start: tile,
-        lbo: PANEL_BYTES,
-        sbo: 1024,
-        swizzle: SwizzleMode::B128,
-    }
-    .descriptor()
+    SmemMatrix::mn_major_128b(tile, PANEL_BYTES).descriptor()
 }
 
 /// Sets the scores of keys past `sk`, and of keys above the causal diagonal, to −∞ (the tile

@@ -430,59 +430,40 @@ pub fn gemm_tma_case(
     (batch, m, n, k): (u32, u32, u32, u32),
     seed: u64,
 ) -> Result<Outcome, LaunchError> {
-    use crate::gemm_fused::EpilogueArgs;
-    use crate::gemm_tma::host::launch;
+    use crate::gemm::host::reference;
+    use crate::gemm_fused::{upload, EpilogueArgs};
+    use crate::gemm_tma::host::{launch, transpose_batched};
     use crate::gemm_tma::{Bf16Operands, Fp8Operands};
-    use ck_core::device::{Bf16, E4m3, Real};
-    fn values<T: Real>(rng: &mut Rng, len: u32) -> (Vec<T>, Vec<f64>) {
-        let q: Vec<T> = (0..len).map(|_| T::from_f32(4.0 * rng.f32())).collect();
-        let v = q.iter().map(|x| x.to_f32() as f64).collect();
-        (q, v)
-    }
+    use ck_core::device::{Bf16, E4m3};
     let mut rng = Rng(seed.max(1));
+    // Values of the operand type, as f32 (exact): A [batch, m, k], B [batch, k, n].
+    let mut operand = |len: u32| -> Vec<f32> {
+        (0..len)
+            .map(|_| {
+                let v = 4.0 * rng.f32();
+                if fp8 {
+                    E4m3::from_f32(v).to_f32()
+                } else {
+                    Bf16::from_f32(v).to_f32()
+                }
+            })
+            .collect()
+    };
+    let (a, b) = (operand(batch * m * k), operand(batch * k * n));
     let mut c = DeviceBuffer::<f32>::zeros(device, (batch * m * n) as usize)?;
-    let args = EpilogueArgs::default();
-    let shape = (m, n, k);
-    let (av, bv, stats) = if fp8 {
-        let ((a, av), (b, bv)) = (
-            values::<E4m3>(&mut rng, batch * m * k),
-            values::<E4m3>(&mut rng, batch * k * n),
-        );
-        let (a, b) = (
-            DeviceBuffer::from_slice(device, &a)?,
-            DeviceBuffer::from_slice(device, &b)?,
-        );
-        let stats =
-            launch::<Fp8Operands<E4m3, E4m3>, f32>(device, (&a, &b), &mut c, batch, shape, &args)?;
-        (av, bv, stats)
+    let (args, shape) = (EpilogueArgs::default(), (m, n, k));
+    let stats = if fp8 {
+        let bt = transpose_batched(&b, batch, (k, n));
+        let (ad, bd) = (upload::<E4m3>(device, &a)?, upload::<E4m3>(device, &bt)?);
+        launch::<Fp8Operands<E4m3, E4m3>, f32>(device, (&ad, &bd), &mut c, batch, shape, &args)?
     } else {
-        let ((a, av), (b, bv)) = (
-            values::<Bf16>(&mut rng, batch * m * k),
-            values::<Bf16>(&mut rng, batch * k * n),
-        );
-        let (a, b) = (
-            DeviceBuffer::from_slice(device, &a)?,
-            DeviceBuffer::from_slice(device, &b)?,
-        );
-        let stats = launch::<Bf16Operands, f32>(device, (&a, &b), &mut c, batch, shape, &args)?;
-        (av, bv, stats)
+        let (ad, bd) = (upload::<Bf16>(device, &a)?, upload::<Bf16>(device, &b)?);
+        launch::<Bf16Operands, f32>(device, (&ad, &bd), &mut c, batch, shape, &args)?
     };
     let c = c.to_vec()?;
-    let (mk, kn, mn) = ((m * k) as usize, (k * n) as usize, (m * n) as usize);
-    let want: Vec<f64> = (0..batch as usize * mn)
-        .map(|i| {
-            let (p, r, col) = (i / mn, i % mn / n as usize, i % n as usize);
-            (0..k as usize)
-                .map(|kk| {
-                    let b = if fp8 {
-                        bv[p * kn + col * k as usize + kk]
-                    } else {
-                        bv[p * kn + kk * n as usize + col]
-                    };
-                    av[p * mk + r * k as usize + kk] * b
-                })
-                .sum()
-        })
+    let (mk, kn) = ((m * k) as usize, (k * n) as usize);
+    let want: Vec<f64> = (0..batch as usize)
+        .flat_map(|p| reference(&a[p * mk..(p + 1) * mk], &b[p * kn..(p + 1) * kn], shape))
         .collect();
     let err = norm_relative_error(&c, &want);
     Ok(Outcome::within(

@@ -637,9 +637,7 @@ fn bench_gemm_tma(
     .map_err(launch_error)?;
     rows.push(("bf16_f32out", "gemm_tma_bf16_f32", t));
     // e4m3 operands: A as is, B transposed to [n, k]; the scales go into alpha.
-    let bt: Vec<f32> = (0..k as usize * n as usize)
-        .map(|i| b[(i % k as usize) * n as usize + i / k as usize])
-        .collect();
+    let bt = crate::gemm_tma::host::transpose_batched(b, 1, (k, n));
     let ((qa, sa), (qb, sb)) = (quantize::<E4m3>(a), quantize::<E4m3>(&bt));
     let (a8, b8) = (
         DeviceBuffer::from_slice(device, &qa).map_err(launch_error)?,

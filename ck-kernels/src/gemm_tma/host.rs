@@ -2,7 +2,9 @@
 //! per-tensor quantisation of the fp8 operands.
 
 use super::*;
-use crate::gemm_fused::{check_problem, EpilogueArgs, GemmOutput};
+use crate::gemm_fused::{
+    check_problem, run_on_host_values, EpilogueArgs, GemmOutput, HostEpilogue,
+};
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats, TensorMap};
 use ck_core::rules;
 
@@ -174,7 +176,8 @@ pub fn launch<P: TmaGemm<O>, O: GemmOutput>(
 }
 
 /// `x` in the 8-bit format `T` with a per-tensor scale: `(q, s)` with `x ≈ s · q`, `s` mapping
-/// the largest magnitude of `x` to `T::MAX` (1 for an all-zero or non-finite `x`'s zero max).
+/// the largest finite magnitude of `x` to `T::MAX` (1 when there is none but zeros);
+/// infinities saturate to `±T::MAX`, NaN stays NaN.
 pub fn quantize<T: Fp8>(x: &[f32]) -> (Vec<T>, f32) {
     let amax = x
         .iter()
@@ -182,6 +185,17 @@ pub fn quantize<T: Fp8>(x: &[f32]) -> (Vec<T>, f32) {
         .fold(0f32, |m, v| m.max(v.abs()));
     let scale = if amax > 0.0 { amax / T::MAX } else { 1.0 };
     (x.iter().map(|&v| T::from_f32(v / scale)).collect(), scale)
+}
+
+/// `B` `[batch, k, n]` as `[batch, n, k]`: the fp8 kernels' layout of B.
+pub fn transpose_batched(b: &[f32], batch: u32, (k, n): (u32, u32)) -> Vec<f32> {
+    let (k, n) = (k as usize, n as usize);
+    (0..batch as usize * k * n)
+        .map(|i| {
+            let (p, r) = (i / (k * n), i % (k * n));
+            b[p * k * n + (r % k) * n + r / k]
+        })
+        .collect()
 }
 
 /// `C = act(alpha · A·B + beta · D + bias)` for `batch` products from host values, with A and
@@ -192,50 +206,28 @@ pub fn gemm_fp8<O: GemmOutput>(
     (a, b): (&[f32], &[f32]),
     batch: u32,
     (m, n, k): (u32, u32, u32),
-    epilogue: crate::gemm_fused::HostEpilogue<'_>,
+    epilogue: HostEpilogue<'_>,
 ) -> Result<(Vec<f32>, LaunchStats), LaunchError>
 where
     Fp8Operands<E4m3, E4m3>: TmaGemm<O>,
 {
-    let (mk, kn) = ((m * k) as usize, (k * n) as usize);
-    if a.len() != batch as usize * mk || b.len() != batch as usize * kn {
-        return Err(LaunchError::invalid(
-            rules::SHAPE_MISMATCH,
-            format!(
-                "A has {} elements and B {}, but the shapes are {batch} × {m}×{k} and {batch} × {k}×{n}",
-                a.len(),
-                b.len()
-            ),
-        ));
-    }
-    let bt: Vec<f32> = (0..batch as usize * kn)
-        .map(|i| {
-            let (p, r) = (i / kn, i % kn);
-            let (col, kk) = (r / k as usize, r % k as usize);
-            b[p * kn + kk * n as usize + col]
-        })
-        .collect();
-    let (qa, sa) = quantize::<E4m3>(a);
-    let (qb, sb) = quantize::<E4m3>(&bt);
+    let lens = (a.len(), b.len());
+    // Only transposed when its length is right (the shared check below reports a wrong one).
+    let bt = if b.len() == batch as usize * (k * n) as usize {
+        transpose_batched(b, batch, (k, n))
+    } else {
+        Vec::new()
+    };
+    let ((qa, sa), (qb, sb)) = (quantize::<E4m3>(a), quantize::<E4m3>(&bt));
     let (ad, bd) = (
         DeviceBuffer::from_slice(device, &qa)?,
         DeviceBuffer::from_slice(device, &qb)?,
     );
-    let upload = |v: &[f32]| -> Result<DeviceBuffer<O>, LaunchError> {
-        let v: Vec<O> = v.iter().map(|&x| O::from_f32(x)).collect();
-        DeviceBuffer::from_slice(device, &v)
-    };
-    let d = epilogue.d.map(upload).transpose()?;
-    let bias = epilogue.bias.map(upload).transpose()?;
-    let mut c = upload(&vec![f32::NAN; batch as usize * (m * n) as usize])?;
-    let args = EpilogueArgs {
+    let scaled = HostEpilogue {
         alpha: epilogue.alpha * sa * sb,
-        beta: epilogue.beta,
-        d: d.as_ref(),
-        bias: bias.as_ref(),
-        activation: epilogue.activation,
+        ..epilogue
     };
-    let stats =
-        launch::<Fp8Operands<E4m3, E4m3>, O>(device, (&ad, &bd), &mut c, batch, (m, n, k), &args)?;
-    Ok((c.to_vec()?.iter().map(|v| v.to_f32()).collect(), stats))
+    run_on_host_values(lens, batch, (m, n, k), device, scaled, |c, args| {
+        launch::<Fp8Operands<E4m3, E4m3>, O>(device, (&ad, &bd), c, batch, (m, n, k), args)
+    })
 }

@@ -135,41 +135,19 @@ macro_rules! acc_indices {
     };
 }
 
-/// A and B from shared memory (`imm-trans-a = 0`, `imm-trans-b = $trans_b`).
+/// A and B from shared memory: `$types` the D, A and B types (`".f32.bf16.bf16"`), `$tail`
+/// the operands after the scales — `", 0, 1"` (imm-trans-a 0, imm-trans-b 1) or `", 0, 0"` for
+/// 16-bit types, nothing for 8-bit ones, which have no transpose operands (always K-major).
 macro_rules! wgmma_ss {
-    ($shape:literal, $trans_b:literal, $acc:ident, $a:expr, $b:expr, $scale_d:expr; $($i:literal)*) => {
+    ($shape:literal, $types:literal, $tail:literal, $acc:ident, $a:expr, $b:expr, $scale_d:expr; $($i:literal)*) => {
         asm!(
             "{{",
             ".reg .pred p;",
             "setp.ne.b32 p, {sd}, 0;",
             concat!(
-                "wgmma.mma_async.sync.aligned.", $shape, ".f32.bf16.bf16 {{{0}",
+                "wgmma.mma_async.sync.aligned.", $shape, $types, " {{{0}",
                 $(", {", stringify!($i), "}",)*
-                "}}, {da}, {db}, p, 1, 1, 0, ", $trans_b, ";"
-            ),
-            "}}",
-            inout(reg32) $acc[0],
-            $(inout(reg32) $acc[$i],)*
-            da = in(reg64) $a,
-            db = in(reg64) $b,
-            sd = in(reg32) $scale_d,
-            options(nostack)
-        )
-    };
-}
-
-/// 8-bit floats: A and B K-major from shared memory (the instruction has no transpose
-/// operands), `$ab` the types (`"e4m3.e4m3"`, …), `$shape` with k32.
-macro_rules! wgmma_fp8_ss {
-    ($shape:literal, $ab:literal, $acc:ident, $a:expr, $b:expr, $scale_d:expr; $($i:literal)*) => {
-        asm!(
-            "{{",
-            ".reg .pred p;",
-            "setp.ne.b32 p, {sd}, 0;",
-            concat!(
-                "wgmma.mma_async.sync.aligned.", $shape, ".f32.", $ab, " {{{0}",
-                $(", {", stringify!($i), "}",)*
-                "}}, {da}, {db}, p, 1, 1;"
+                "}}, {da}, {db}, p, 1, 1", $tail, ";"
             ),
             "}}",
             inout(reg32) $acc[0],
@@ -237,10 +215,16 @@ macro_rules! accumulators {
                 unsafe {
                     match (a, b_major) {
                         (WgmmaA::Smem(da), Major::MN) => {
-                            acc_indices!($regs, wgmma_ss!($shape, "1", acc, da, b, sd))
+                            acc_indices!(
+                                $regs,
+                                wgmma_ss!($shape, ".f32.bf16.bf16", ", 0, 1", acc, da, b, sd)
+                            )
                         }
                         (WgmmaA::Smem(da), Major::K) => {
-                            acc_indices!($regs, wgmma_ss!($shape, "0", acc, da, b, sd))
+                            acc_indices!(
+                                $regs,
+                                wgmma_ss!($shape, ".f32.bf16.bf16", ", 0, 0", acc, da, b, sd)
+                            )
                         }
                         (WgmmaA::Regs(ra), Major::MN) => {
                             acc_indices!($regs, wgmma_rs!($shape, "1", acc, ra, b, sd))
@@ -262,16 +246,28 @@ macro_rules! accumulators {
                 unsafe {
                     match kinds {
                         (E4m3, E4m3) => {
-                            acc_indices!($regs, wgmma_fp8_ss!($shape8, "e4m3.e4m3", acc, a, b, sd))
+                            acc_indices!(
+                                $regs,
+                                wgmma_ss!($shape8, ".f32.e4m3.e4m3", "", acc, a, b, sd)
+                            )
                         }
                         (E4m3, E5m2) => {
-                            acc_indices!($regs, wgmma_fp8_ss!($shape8, "e4m3.e5m2", acc, a, b, sd))
+                            acc_indices!(
+                                $regs,
+                                wgmma_ss!($shape8, ".f32.e4m3.e5m2", "", acc, a, b, sd)
+                            )
                         }
                         (E5m2, E4m3) => {
-                            acc_indices!($regs, wgmma_fp8_ss!($shape8, "e5m2.e4m3", acc, a, b, sd))
+                            acc_indices!(
+                                $regs,
+                                wgmma_ss!($shape8, ".f32.e5m2.e4m3", "", acc, a, b, sd)
+                            )
                         }
                         (E5m2, E5m2) => {
-                            acc_indices!($regs, wgmma_fp8_ss!($shape8, "e5m2.e5m2", acc, a, b, sd))
+                            acc_indices!(
+                                $regs,
+                                wgmma_ss!($shape8, ".f32.e5m2.e5m2", "", acc, a, b, sd)
+                            )
                         }
                     }
                 }
