@@ -10,8 +10,8 @@ use ck_kernels::rmsnorm::host::{reference, rmsnorm, Dtype};
 use ck_macros::{tile_distribution, tile_kernel};
 
 /// Each thread copies the 16 bytes (4 × u32) at `[t / 4, 4 · (t % 4) + shift]` of a `rows ×
-/// cols` view (row stride `stride`) of `x` into shared memory with `copy_16_async`, then writes
-/// them out: 16 rows of 16 elements.
+/// cols` view (row stride `stride`) of `x` into shared memory with `copy_16_async` (with
+/// `copy_16` when `elementwise` is 1), then writes them out: 16 rows of 16 elements.
 #[tile_kernel(block = 64)]
 fn view_copy(
     x: Global<u32>,
@@ -20,11 +20,16 @@ fn view_copy(
     cols: u32,
     stride: u32,
     shift: u32,
+    elementwise: u32,
 ) {
     let v = View2::<_, u32, 4>::new(x, rows, cols, stride);
     let s = shared!(u32; 256);
     let t = thread_idx();
-    v.copy_16_async(&s, 4 * t, [t / 4, 4 * (t % 4) + shift]);
+    if elementwise == 1 {
+        v.copy_16(&s, 4 * t, [t / 4, 4 * (t % 4) + shift]);
+    } else {
+        v.copy_16_async(&s, 4 * t, [t / 4, 4 * (t % 4) + shift]);
+    }
     cp_async_commit();
     cp_async_wait::<0>();
     for e in 0..4 {
@@ -405,7 +410,7 @@ fn view_copies_are_whole_vectors_inside_the_view_or_zeros() {
     let d = Device::emulator();
     for (rows, cols, stride, shift) in [
         (16, 16, 16, 0),
-        (5, 10, 12, 0),
+        (5, 12, 12, 0),
         (3, 12, 16, 4),
         (0, 4, 4, 0),
     ] {
@@ -426,6 +431,7 @@ fn view_copies_are_whole_vectors_inside_the_view_or_zeros() {
             cols,
             stride,
             shift,
+            0,
         )
         .unwrap();
         let got = out.to_vec().unwrap();
@@ -450,8 +456,59 @@ fn view_copies_are_whole_vectors_inside_the_view_or_zeros() {
     // A vector that starts off a 16-byte boundary is a fault, not a silent split copy.
     let x = DeviceBuffer::from_slice(&d, &[0u32; 64]).unwrap();
     let mut out = DeviceBuffer::zeros(&d, 256).unwrap();
-    let err = ViewCopy::launch(&d, LaunchConfig::new(1, 64), &x, &mut out, 4, 16, 16, 1)
+    let err = ViewCopy::launch(&d, LaunchConfig::new(1, 64), &x, &mut out, 4, 16, 16, 1, 0)
         .unwrap_err()
         .to_string();
     assert!(err.contains("not 16-byte aligned"), "{err}");
+    // Rows that are not whole vectors would lose their last partial vector: a fault that names
+    // copy_16.
+    let mut out = DeviceBuffer::zeros(&d, 256).unwrap();
+    let err = ViewCopy::launch(&d, LaunchConfig::new(1, 64), &x, &mut out, 4, 10, 12, 0, 0)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("View2::copy_16"), "{err}");
+}
+
+#[test]
+fn element_copies_take_every_element_of_any_view_and_zeros_outside_it() {
+    let d = Device::emulator();
+    for (rows, cols, stride, shift) in [
+        (5, 10, 12, 0),
+        (4, 7, 9, 1),
+        (2, 16, 18, 3),
+        (16, 16, 16, 0),
+    ] {
+        let len = (rows - 1) * stride + cols;
+        let x: Vec<u32> = (1..=len).collect();
+        let xb = DeviceBuffer::from_slice(&d, &x).unwrap();
+        let mut out = DeviceBuffer::zeros(&d, 256).unwrap();
+        ViewCopy::launch(
+            &d,
+            LaunchConfig::new(1, 64),
+            &xb,
+            &mut out,
+            rows,
+            cols,
+            stride,
+            shift,
+            1,
+        )
+        .unwrap();
+        let got = out.to_vec().unwrap();
+        for t in 0..64u32 {
+            let (r, c) = (t / 4, 4 * (t % 4) + shift);
+            for e in 0..4 {
+                let want = if r < rows && c + e < cols {
+                    x[(r * stride + c + e) as usize]
+                } else {
+                    0
+                };
+                assert_eq!(
+                    got[(4 * t + e) as usize],
+                    want,
+                    "{rows}x{cols}/{stride} shift {shift}: thread {t} element {e}"
+                );
+            }
+        }
+    }
 }

@@ -37,7 +37,7 @@ pub use emu::{
 };
 
 #[cfg(all(feature = "std", not(target_arch = "nvptx64")))]
-pub(crate) use emu::view_outside_memory;
+pub(crate) use emu::{copy_16_async_on_partial_vectors, view_outside_memory};
 
 #[cfg(target_arch = "nvptx64")]
 mod ptx;

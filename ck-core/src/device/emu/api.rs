@@ -264,6 +264,24 @@ pub(crate) fn view_outside_memory(size: u32) -> ! {
     abort();
 }
 
+/// The fault of a `copy_16_async` over a view whose rows are not whole 16-byte vectors (`cols`
+/// or `row_stride` not a multiple of `elems`): a partial vector would be lost as padding.
+#[track_caller]
+pub(crate) fn copy_16_async_on_partial_vectors(cols: u32, row_stride: u32, elems: u32) -> ! {
+    let c = ctx();
+    c.state().fault(
+        Fault::Misaligned,
+        vec![c.tid],
+        None,
+        format!(
+            "thread {}: copy_16_async (at {}) over a view of {cols} columns, row stride {row_stride}: cp.async copies whole vectors of {elems} elements, so the columns and the stride must be multiples of {elems}; copy such rows with View2::copy_16 (element by element), or pad them",
+            c.tid,
+            Location::caller()
+        ),
+    );
+    abort();
+}
+
 /// Faults unless elements `start..start + len` lie in a buffer of `size` elements and `start`
 /// is 16-byte aligned (what [`Global::slice`] needs; a trap on the GPU).
 #[track_caller]
