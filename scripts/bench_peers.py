@@ -222,6 +222,45 @@ def gemm_peers(result):
     result["gemm"][key] = {"bmm_bf16_tflops": 2 * batch * m * n * k / t / 1e9}
     print(f"gemm batched {key}: torch.bmm bf16 {result['gemm'][key]['bmm_bf16_tflops']:.0f} TFLOP/s", flush=True)
     del a, b
+    grouped_peers(result)
+
+
+def grouped_cases():
+    """The grouped GEMMs of `ck bench gemm` (the same list there): mixture-of-experts layers,
+    tokens per expert, N, K; keyed `moe{experts} {tokens}x{n}x{k}`."""
+    cases = [([1024, 3072, 512, 2560, 1536, 2048, 4096, 1536], 4096, 4096),
+             ([37 * g % 256 for g in range(64)], 2048, 2048)]
+    return {f"moe{len(t)} {sum(t)}x{n}x{k}": (t, n, k) for t, n, k in cases}
+
+
+def grouped_peers(result):
+    """bf16 in and out: torch._grouped_mm (A [tokens, K], B [experts, K, N], end offsets) and a
+    loop of torch.mm into C's row blocks; the faster is the peer."""
+    for key, (tokens, n, k) in grouped_cases().items():
+        a = torch.randn(sum(tokens), k, device="cuda").bfloat16()
+        b = torch.randn(len(tokens), k, n, device="cuda").bfloat16()
+        c = torch.empty(sum(tokens), n, device="cuda").bfloat16()
+        offs = torch.tensor(tokens, device="cuda", dtype=torch.int32).cumsum(0, dtype=torch.int32)
+        starts = [sum(tokens[:g]) for g in range(len(tokens))]
+
+        def loop():
+            for g, (s, t) in enumerate(zip(starts, tokens)):
+                if t:
+                    torch.mm(a[s:s + t], b[g], out=c[s:s + t])
+
+        flops = 2 * sum(tokens) * n * k
+        row = {"mm_loop_tflops": flops / median_ms(loop, warmup=3, iters=20, batch=3) / 1e9}
+        try:
+            got = torch._grouped_mm(a, b, offs=offs)
+            loop()
+            assert torch.allclose(got.float(), c.float(), rtol=2e-2, atol=1e-1), "disagrees with torch.mm"
+            row["grouped_mm_tflops"] = flops / median_ms(lambda: torch._grouped_mm(a, b, offs=offs), warmup=3, iters=20) / 1e9
+        except (RuntimeError, TypeError, AttributeError, AssertionError) as e:
+            print(f"gemm grouped {key}: no torch._grouped_mm peer ({e})", flush=True)
+        row["grouped_bf16_tflops"] = max(row.values())
+        result["gemm"][key] = row
+        print(f"gemm grouped {key}: " + ", ".join(f"{name[:-7]} {v:.0f}" for name, v in row.items()) + " TFLOP/s", flush=True)
+        del a, b, c
 
 
 if __name__ == "__main__":

@@ -191,6 +191,11 @@ pub fn check_problem<O: ck_core::device::Element>(
     if let Some(bias) = epilogue.bias {
         want("bias", bias.len(), n as u64)?;
     }
+    check_scales(epilogue)
+}
+
+/// Errors `bad-scale` unless the epilogue's alpha and beta are finite.
+pub fn check_scales<O>(epilogue: &EpilogueArgs<'_, O>) -> Result<(), LaunchError> {
     for (what, v) in [("alpha", epilogue.alpha), ("beta", epilogue.beta)] {
         if !v.is_finite() {
             return Err(LaunchError::invalid(
@@ -286,8 +291,7 @@ pub fn upload<T: Real>(device: &Device, values: &[f32]) -> Result<DeviceBuffer<T
 }
 
 /// What every GEMM from host values shares: the operands' lengths checked against `batch`
-/// products of `m × k` by `k × n` (`lens`: A's and B's), D and bias uploaded as `O`, C
-/// allocated (NaN, so an unwritten element shows), `launch` run on them, C widened to f32.
+/// products of `m × k` by `k × n` (`lens`: A's and B's), then [`run_with_host_epilogue`].
 pub fn run_on_host_values<O: GemmOutput>(
     (a_len, b_len): (usize, usize),
     batch: u32,
@@ -305,9 +309,20 @@ pub fn run_on_host_values<O: GemmOutput>(
             ),
         ));
     }
+    run_with_host_epilogue(device, size(m, n), epilogue, launch)
+}
+
+/// D and bias of `epilogue` uploaded as `O`, C of `c_len` elements allocated (NaN, so an
+/// unwritten element shows), `launch` run on them, C widened to f32.
+pub fn run_with_host_epilogue<O: GemmOutput>(
+    device: &Device,
+    c_len: usize,
+    epilogue: HostEpilogue<'_>,
+    launch: impl FnOnce(&mut DeviceBuffer<O>, &EpilogueArgs<'_, O>) -> Result<LaunchStats, LaunchError>,
+) -> Result<(Vec<f32>, LaunchStats), LaunchError> {
     let d = epilogue.d.map(|d| upload::<O>(device, d)).transpose()?;
     let bias = epilogue.bias.map(|b| upload::<O>(device, b)).transpose()?;
-    let mut c = upload::<O>(device, &vec![f32::NAN; size(m, n)])?;
+    let mut c = upload::<O>(device, &vec![f32::NAN; c_len])?;
     let args = EpilogueArgs {
         alpha: epilogue.alpha,
         beta: epilogue.beta,

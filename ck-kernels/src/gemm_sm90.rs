@@ -49,7 +49,7 @@ const PANEL_BYTES: u32 = BK * 128;
 
 /// Shared elements of the kernel with block tiles `BM × bn`: the stages plus up to 1 KiB to
 /// start them on a 1024-byte boundary (the swizzle XORs absolute address bits).
-const fn smem_elems(bn: u32) -> usize {
+pub(crate) const fn smem_elems(bn: u32) -> usize {
     ((STAGES * (A_BYTES + BK * bn * 2) + 1024) / 2) as usize
 }
 
@@ -144,7 +144,7 @@ const fn staged_stride(bn: u32) -> u32 {
 }
 
 /// f32 elements of the staged C tile.
-const fn staged_elems(bn: u32) -> usize {
+pub(crate) const fn staged_elems(bn: u32) -> usize {
     (BM * staged_stride(bn)) as usize
 }
 
@@ -189,8 +189,10 @@ type Operand = View2<Global<Bf16>, Bf16, 8>;
 
 /// Issues the copies of one stage (A rows `bm..`, B columns `bn..`, K from `k0`) into the stage
 /// buffers that start at element `tile` of `smem`; outside the matrices the copies zero-fill.
+/// `VECTOR_ROWS`: the rows of A and B are whole 16-byte vectors (N and K multiples of 8), so
+/// the copies are `cp.async`; otherwise they go element by element.
 #[inline(always)]
-fn copy_stage<T: WgmmaTile, const SMEM: usize>(
+fn copy_stage<T: WgmmaTile, const SMEM: usize, const VECTOR_ROWS: bool>(
     (a, b): (&Operand, &Operand),
     smem: &SharedArray<Bf16, SMEM>,
     tile: u32,
@@ -200,7 +202,11 @@ fn copy_stage<T: WgmmaTile, const SMEM: usize>(
     unroll::<4>(|rep| {
         let [r, c] = ACopy::x_index(pa, [rep as i32, 0]).map(|x| x as u32);
         let at = tile + swizzle_128b(r * 128 + c * 2) / 2;
-        a.copy_16_async(smem, at, [bm + r, k0 + c]);
+        if VECTOR_ROWS {
+            a.copy_16_async(smem, at, [bm + r, k0 + c]);
+        } else {
+            a.copy_16(smem, at, [bm + r, k0 + c]);
+        }
     });
     let pb = T::BCopy::partition_index(thread_idx());
     // BK · BN / 8 chunks over 256 threads.
@@ -209,7 +215,11 @@ fn copy_stage<T: WgmmaTile, const SMEM: usize>(
             let [r, c] = T::BCopy::x_index(pb, [rep as i32, 0]).map(|x| x as u32);
             let panel = (c / 64) * PANEL_BYTES;
             let at = tile + (A_BYTES + panel + swizzle_128b(r * 128 + (c % 64) * 2)) / 2;
-            b.copy_16_async(smem, at, [k0 + r, bn + c]);
+            if VECTOR_ROWS {
+                b.copy_16_async(smem, at, [k0 + r, bn + c]);
+            } else {
+                b.copy_16(smem, at, [k0 + r, bn + c]);
+            }
         }
     });
 }
@@ -227,7 +237,8 @@ pub(crate) fn block_tile(block: u32, (tiles_m, tiles_n): (u32, u32), bn: u32) ->
 }
 
 /// The kernel body for block tiles `T` and C of element type `O`, with the shared memory of
-/// its kernel.
+/// its kernel: a batch of products, `[batch, m, k] · [batch, k, n]`. The grid is the tiles of
+/// each product in turn, and a block works on its product's slices (checked once, here).
 #[inline(always)]
 fn gemm_wgmma<T: WgmmaTile, O: CElement, const SMEM: usize, const STAGED: usize>(
     (a, b, c): (Global<Bf16>, Global<Bf16>, GlobalMut<O>),
@@ -235,11 +246,7 @@ fn gemm_wgmma<T: WgmmaTile, O: CElement, const SMEM: usize, const STAGED: usize>
     epilogue: Epilogue<O>,
     smem: SharedArray<Bf16, SMEM>,
 ) {
-    let stage_bytes = A_BYTES + BK * T::BN * 2;
-    let first = (1024 - smem.shared_address(0) % 1024) % 1024 / 2;
     let tiles = (m.div_ceil(BM), n.div_ceil(T::BN));
-    // A batch of products, `[batch, m, k] · [batch, k, n]`: the grid is the tiles of each
-    // product in turn, and a block works on its product's slices (checked once, here).
     let per_product = tiles.0 * tiles.1;
     let (product, block) = (block_idx() / per_product, block_idx() % per_product);
     let (a, b) = (
@@ -251,17 +258,47 @@ fn gemm_wgmma<T: WgmmaTile, O: CElement, const SMEM: usize, const STAGED: usize>
     if epilogue.flags & HAS_D != 0 {
         epilogue.d = epilogue.d.slice(product * m * n, m * n);
     }
-    let (bm, bn) = block_tile(block, tiles, T::BN);
+    let origin = block_tile(block, tiles, T::BN);
+    gemm_tile::<T, O, SMEM, STAGED, true>((a, b, c), (m, n, k), origin, epilogue, smem);
+}
+
+/// One block's `BM × T::BN` tile of `C = epilogue(A · B)` at `(bm, bn)`, for `[m, k]` A,
+/// `[k, n]` B and `[m, n]` C (and D), row-major; bias has `n` elements. `VECTOR_ROWS`: N and
+/// K are multiples of 8 ([`copy_stage`]).
+#[inline(always)]
+pub(crate) fn gemm_tile<
+    T: WgmmaTile,
+    O: CElement,
+    const SMEM: usize,
+    const STAGED: usize,
+    const VECTOR_ROWS: bool,
+>(
+    (a, b, c): (Global<Bf16>, Global<Bf16>, GlobalMut<O>),
+    (m, n, k): (u32, u32, u32),
+    (bm, bn): (u32, u32),
+    epilogue: Epilogue<O>,
+    smem: SharedArray<Bf16, SMEM>,
+) {
+    let stage_bytes = A_BYTES + BK * T::BN * 2;
+    let first = (1024 - smem.shared_address(0) % 1024) % 1024 / 2;
     let stage_at = |s: u32| first + s * stage_bytes / 2;
     let k_tiles = k.div_ceil(BK);
     let (a, b) = (Operand::new(a, m, k, k), Operand::new(b, k, n, n));
-    unroll::<{ COPY_AHEAD as usize }>(|s| {
-        let s = s as u32;
+    let prologue = |s: u32| {
         if s < k_tiles {
-            copy_stage::<T, SMEM>((&a, &b), &smem, stage_at(s), (bm, bn, s * BK));
+            copy_stage::<T, SMEM, VECTOR_ROWS>((&a, &b), &smem, stage_at(s), (bm, bn, s * BK));
         }
         cp_async_commit();
-    });
+    };
+    if VECTOR_ROWS {
+        unroll::<{ COPY_AHEAD as usize }>(|s| prologue(s as u32));
+    } else {
+        // A loop: the element copies make the closure too large to inline into `unroll`, and
+        // a call would cost a stack frame.
+        for s in 0..COPY_AHEAD {
+            prologue(s);
+        }
+    }
     let wg = warp_id() / 4;
     let mut acc = DistributedTensor::<T::C, f32>::splat(0.0);
     // The loop and its last wait in one branch: with K = 0 the zero accumulators then join
@@ -277,7 +314,7 @@ fn gemm_wgmma<T: WgmmaTile, O: CElement, const SMEM: usize, const STAGED: usize>
             let ahead = kt + COPY_AHEAD;
             if ahead < k_tiles {
                 let at = stage_at(ahead % STAGES);
-                copy_stage::<T, SMEM>((&a, &b), &smem, at, (bm, bn, ahead * BK));
+                copy_stage::<T, SMEM, VECTOR_ROWS>((&a, &b), &smem, at, (bm, bn, ahead * BK));
             }
             cp_async_commit();
             let stage = smem.shared_address(stage_at(kt % STAGES));

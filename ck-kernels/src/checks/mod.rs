@@ -2,8 +2,10 @@
 //! CPU references, and compares two devices bit for bit (`ck run`, `ck cross-check`, the tests).
 
 mod attention;
+mod gemm;
 
 pub use attention::attention_case;
+pub use gemm::{gemm_bf16_case, gemm_case, gemm_grouped_case, gemm_tma_case, grouped_problems};
 
 use crate::attention::host::{Options, Shape};
 use crate::bank_probe::{self, BankProbe};
@@ -33,6 +35,7 @@ pub const EXERCISES: &[&str] = &[
     "gemm-bf16",
     "gemm-wgmma",
     "gemm-wgmma-n128",
+    "gemm-grouped",
     "attention-check",
 ];
 
@@ -231,6 +234,7 @@ pub fn run_exercise(
             let k = n.clamp(1, 4096).next_multiple_of(8);
             gemm_bf16_case(device, kernel, (257, 264, k), seed)
         }
+        "gemm-grouped" => gemm_grouped_case(device, &grouped_problems(n.clamp(1, 4096)), seed),
         "attention-check" => {
             let shape = Shape {
                 batch: 1,
@@ -387,93 +391,6 @@ pub fn softmax_case(
     ))
 }
 
-/// GEMM of seeded random matrices, checked against fp64 (norm-wise relative error ≤ 1e-5).
-pub fn gemm_case(
-    device: &Device,
-    (m, n, k): (u32, u32, u32),
-    seed: u64,
-) -> Result<Outcome, LaunchError> {
-    use crate::gemm::host::{gemm, reference};
-    let mut rng = Rng(seed.max(1));
-    let a: Vec<f32> = (0..m * k).map(|_| rng.f32()).collect();
-    let b: Vec<f32> = (0..k * n).map(|_| rng.f32()).collect();
-    let (c, stats) = gemm(device, &a, &b, (m, n, k))?;
-    let err = norm_relative_error(&c, &reference(&a, &b, (m, n, k)));
-    Ok(Outcome::within(&c, stats, err, 1e-5))
-}
-
-/// The tensor-core GEMM `kernel` on seeded random matrices (rounded to bf16), checked against
-/// fp64 on the same rounded operands (norm-wise relative error ≤ 1e-5: only the f32 accumulation
-/// differs).
-pub fn gemm_bf16_case(
-    device: &Device,
-    kernel: Bf16Kernel,
-    (m, n, k): (u32, u32, u32),
-    seed: u64,
-) -> Result<Outcome, LaunchError> {
-    use crate::gemm::host::{gemm_bf16_with, reference};
-    let mut rng = Rng(seed.max(1));
-    let round = |v: f32| ck_core::device::Bf16::from_f32(v).to_f32();
-    let a: Vec<f32> = (0..m * k).map(|_| round(rng.f32())).collect();
-    let b: Vec<f32> = (0..k * n).map(|_| round(rng.f32())).collect();
-    let (c, stats) = gemm_bf16_with(device, kernel, &a, &b, (m, n, k))?;
-    let err = norm_relative_error(&c, &reference(&a, &b, (m, n, k)));
-    Ok(Outcome::within(&c, stats, err, 1e-5))
-}
-
-/// The TMA GEMM on seeded random operands, f32 C: bf16 operands (`fp8` false) or e4m3 ones
-/// (B as `[n, k]`), `batch` products, against fp64 on the operands' values (norm-wise relative
-/// error ≤ 1e-5 for bf16; 1e-3 for e4m3, whose tensor cores accumulate with fewer bits).
-pub fn gemm_tma_case(
-    device: &Device,
-    fp8: bool,
-    (batch, m, n, k): (u32, u32, u32, u32),
-    seed: u64,
-) -> Result<Outcome, LaunchError> {
-    use crate::gemm::host::reference;
-    use crate::gemm_fused::{upload, EpilogueArgs};
-    use crate::gemm_tma::host::{launch, transpose_batched};
-    use crate::gemm_tma::{Bf16Operands, Fp8Operands};
-    use ck_core::device::{Bf16, E4m3};
-    let mut rng = Rng(seed.max(1));
-    // Values of the operand type, as f32 (exact): A [batch, m, k], B [batch, k, n].
-    let mut operand = |len: u32| -> Vec<f32> {
-        (0..len)
-            .map(|_| {
-                let v = 4.0 * rng.f32();
-                if fp8 {
-                    E4m3::from_f32(v).to_f32()
-                } else {
-                    Bf16::from_f32(v).to_f32()
-                }
-            })
-            .collect()
-    };
-    let (a, b) = (operand(batch * m * k), operand(batch * k * n));
-    let mut c = DeviceBuffer::<f32>::zeros(device, (batch * m * n) as usize)?;
-    let (args, shape) = (EpilogueArgs::default(), (m, n, k));
-    let stats = if fp8 {
-        let bt = transpose_batched(&b, batch, (k, n));
-        let (ad, bd) = (upload::<E4m3>(device, &a)?, upload::<E4m3>(device, &bt)?);
-        launch::<Fp8Operands<E4m3, E4m3>, f32>(device, (&ad, &bd), &mut c, batch, shape, &args)?
-    } else {
-        let (ad, bd) = (upload::<Bf16>(device, &a)?, upload::<Bf16>(device, &b)?);
-        launch::<Bf16Operands, f32>(device, (&ad, &bd), &mut c, batch, shape, &args)?
-    };
-    let c = c.to_vec()?;
-    let (mk, kn) = ((m * k) as usize, (k * n) as usize);
-    let want: Vec<f64> = (0..batch as usize)
-        .flat_map(|p| reference(&a[p * mk..(p + 1) * mk], &b[p * kn..(p + 1) * kn], shape))
-        .collect();
-    let err = norm_relative_error(&c, &want);
-    Ok(Outcome::within(
-        &c,
-        stats,
-        err,
-        if fp8 { 1e-3 } else { 1e-5 },
-    ))
-}
-
 /// Runs the LDS probe over the XOR (`swizzled`) or the plain layout.
 pub fn run_lds_probe(device: &Device, swizzled: bool) -> Result<Outcome, LaunchError> {
     use crate::lds_probe::{reference, LdsProbePlain, LdsProbeXor};
@@ -617,63 +534,7 @@ pub fn cross_check(a: &Device, b: &Device) -> Result<Vec<CrossCheck>, LaunchErro
             );
         }
     }
-    for (m, n, k) in [(1u32, 1u32, 1u32), (17, 33, 65), (257, 129, 73)] {
-        record(
-            format!("gemm f32 {m}x{n}x{k}"),
-            gemm_case(a, (m, n, k), 11)?,
-            gemm_case(b, (m, n, k), 11)?,
-            1e-5,
-        );
-    }
-    // bf16: the mma.sync kernel on any shape, the wgmma kernels where N and K are multiples of 8.
-    let wgmma = [Bf16Kernel::Wgmma128x256, Bf16Kernel::Wgmma128x128];
-    for (m, n, k) in [
-        (1u32, 1u32, 1u32),
-        (17, 33, 65),
-        (257, 129, 73),
-        (1, 8, 8),
-        (136, 264, 328),
-    ] {
-        let aligned = n.is_multiple_of(8) && k.is_multiple_of(8);
-        for kernel in [Bf16Kernel::MmaSync]
-            .into_iter()
-            .chain(wgmma.into_iter().filter(|_| aligned))
-        {
-            // The tensor cores' internal accumulation order and precision are not specified
-            // (the emulator rounds each MMA's exact sum once): the devices may differ by a few
-            // f32 ulps per k16 step, while both stay within 1e-5 of fp64.
-            record(
-                format!("gemm bf16 {m}x{n}x{k} {}", kernel.name()),
-                gemm_bf16_case(a, kernel, (m, n, k), 13)?,
-                gemm_bf16_case(b, kernel, (m, n, k), 13)?,
-                1e-4,
-            );
-        }
-    }
-    // The TMA GEMMs: one tile, edge tiles, batches with more tiles than the emulator's blocks.
-    for (batch, m, n, k) in [
-        (1u32, 1u32, 8u32, 16u32),
-        (1, 257, 264, 336),
-        (3, 130, 136, 144),
-    ] {
-        for fp8 in [false, true] {
-            // The emulator rounds each MMA's exact sum once; the GPU's bf16 MMAs differ by a
-            // few f32 ulps per step, and its fp8 MMAs accumulate with fewer bits (measured on
-            // an H100: 2e-4 norm-wise from fp64 at K = 336, up to 8 % on elements that nearly
-            // cancel, against the operands' own rounding of 2⁻⁴).
-            let (what, tolerance) = if fp8 {
-                ("gemm_fp8_e4m3_f32", 0.25)
-            } else {
-                ("gemm_tma_bf16_f32", 5e-4)
-            };
-            record(
-                format!("gemm tma {batch}x{m}x{n}x{k} {what}"),
-                gemm_tma_case(a, fp8, (batch, m, n, k), 19)?,
-                gemm_tma_case(b, fp8, (batch, m, n, k), 19)?,
-                tolerance,
-            );
-        }
-    }
+    gemm::cross_check_cases(a, b, &mut record)?;
     // Both head dims, causal with Sq ≠ Sk (rows above the corner see no key), grouped heads.
     for (sq, sk, head_dim, causal) in [
         (1u32, 1u32, 64u32, false),

@@ -5,6 +5,7 @@
 
 mod attention;
 mod bench;
+mod bench_gemm;
 mod build_ptx;
 mod encoding;
 mod lds;

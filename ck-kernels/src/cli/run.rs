@@ -266,6 +266,8 @@ pub enum RunCommand {
     GemmWgmma(ExerciseArgs),
     /// The wgmma bf16 GEMM, 128 × 128 tiles (sm_90a)
     GemmWgmmaN128(ExerciseArgs),
+    /// The grouped bf16 GEMM: five problems of mixed shapes (two of depth N) in one launch
+    GemmGrouped(ExerciseArgs),
     /// A shared-memory access pattern whose bank conflicts are known: thread (warp w, lane l)
     /// stores W bytes at w·8192 + l·S·W, loads them back
     BankProbe(BankProbeArgs),
@@ -386,6 +388,7 @@ pub fn run(command: &RunCommand) -> Result<(), CliError> {
         GemmBf16(a) => exercise("gemm-bf16", a),
         GemmWgmma(a) => exercise("gemm-wgmma", a),
         GemmWgmmaN128(a) => exercise("gemm-wgmma-n128", a),
+        GemmGrouped(a) => exercise("gemm-grouped", a),
         BankProbe(a) if a.sweep => bank_probe_sweep(a),
         BankProbe(a) => {
             let (stride, width) = (

@@ -1,0 +1,336 @@
+//! Host side of the grouped GEMM: where each problem's operands lie in the shared buffers, the
+//! table the kernel reads, the checks and the launch.
+//!
+//! ```
+//! use ck_core::device::Bf16;
+//! use ck_core::host::Device;
+//! use ck_kernels::gemm_fused::HostEpilogue;
+//! use ck_kernels::gemm_grouped::host::{GroupedGemm, Operand, Problem};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let device = Device::emulator();
+//! // Two experts of a mixture-of-experts layer, 3 and 5 tokens, and a 1 × 1 × 1 problem.
+//! let problems = [Problem::new(3, 16, 8), Problem::new(5, 16, 8), Problem::new(1, 1, 1)];
+//! let grouped = GroupedGemm::new(&device, &problems)?;
+//! let a: Vec<Vec<f32>> = problems.iter().map(|p| vec![1.0; (p.m * p.k) as usize]).collect();
+//! let b: Vec<Vec<f32>> = problems.iter().enumerate()
+//!     .map(|(g, p)| vec![g as f32 + 1.0; (p.k * p.n) as usize]).collect();
+//! let (a, b) = (grouped.pack(Operand::A, &a)?, grouped.pack(Operand::B, &b)?);
+//! let (c, _) = grouped.gemm_on_host_values::<Bf16>(&device, (&a, &b), HostEpilogue::default())?;
+//! let c = grouped.unpack(Operand::C, &c);
+//! // C_g = A_g · B_g: k ones times (g + 1).
+//! assert_eq!((c[0][0], c[1][79], c[2][0]), (8.0, 16.0, 3.0));
+//! # Ok(()) }
+//! ```
+
+use super::*;
+use crate::gemm_fused::{
+    check_scales, run_with_host_epilogue, upload, EpilogueArgs, GemmOutput, HostEpilogue,
+};
+use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats};
+use ck_core::rules;
+
+/// One problem of a grouped GEMM: `[m, k]` A times `[k, n]` B, row-major.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Problem {
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+}
+
+impl Problem {
+    pub const fn new(m: u32, n: u32, k: u32) -> Self {
+        Problem { m, n, k }
+    }
+
+    /// Elements of `operand`: `m·k` (A), `k·n` (B), `m·n` (C and D), `n` (bias).
+    pub const fn len(&self, operand: Operand) -> u64 {
+        let (m, n, k) = (self.m as u64, self.n as u64, self.k as u64);
+        match operand {
+            Operand::A => m * k,
+            Operand::B => k * n,
+            Operand::C => m * n,
+            Operand::Bias => n,
+        }
+    }
+}
+
+/// The buffers a grouped GEMM reads and writes; D lies like C.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operand {
+    A,
+    B,
+    C,
+    Bias,
+}
+
+const OPERANDS: [Operand; 4] = [Operand::A, Operand::B, Operand::C, Operand::Bias];
+
+/// Each problem's operands start on an 8-element boundary of their buffer (16 bytes of bf16,
+/// 32 of f32), as the kernels' row vectors need.
+pub const ALIGN: u32 = 8;
+
+/// A list of problems laid out in shared buffers, with their table on the device: made once,
+/// launched any number of times.
+///
+/// Problem `g`'s operands follow problem `g − 1`'s in each buffer, at the next multiple of
+/// [`ALIGN`] elements. Where every N and K is a multiple of 8 that is plain concatenation:
+/// a mixture-of-experts layer's tokens `[Σ m_g, k]`, its experts' weights `[groups, k, n]` and
+/// its output `[Σ m_g, n]` are the buffers as they are.
+pub struct GroupedGemm {
+    problems: Vec<Problem>,
+    /// Per problem, the offsets of A, B, C and the bias.
+    offsets: Vec<[u32; 4]>,
+    /// Elements of each buffer.
+    lens: [u32; 4],
+    tiles: u32,
+    /// [`super::field`]'s table; none when there are no tiles.
+    table: Option<DeviceBuffer<u32>>,
+}
+
+impl GroupedGemm {
+    /// Lays out `problems` and uploads their table to `device`. Errors: `argument-size` when a
+    /// buffer would pass 2³² elements or the grid 2³² blocks.
+    pub fn new(device: &Device, problems: &[Problem]) -> Result<GroupedGemm, LaunchError> {
+        let too_large = |what: String| {
+            LaunchError::invalid(
+                rules::ARGUMENT_SIZE,
+                format!("{what} exceeds the kernels' 32-bit indices; split the group into several launches"),
+            )
+        };
+        let mut ends = [0u64; 4];
+        let mut tiles = 0u64;
+        let mut offsets = Vec::with_capacity(problems.len());
+        let mut first_tiles = Vec::with_capacity(problems.len());
+        for p in problems {
+            let mut at = [0u32; 4];
+            for (i, operand) in OPERANDS.into_iter().enumerate() {
+                let start = ends[i].next_multiple_of(ALIGN as u64);
+                ends[i] = start + p.len(operand);
+                if ends[i] > u32::MAX as u64 {
+                    return Err(too_large(format!(
+                        "the {operand:?} buffer of {} problems",
+                        problems.len()
+                    )));
+                }
+                at[i] = start as u32;
+            }
+            offsets.push(at);
+            first_tiles.push(tiles as u32);
+            tiles += super::tiles(p.m, p.n) as u64;
+            if tiles > u32::MAX as u64 {
+                return Err(too_large(format!(
+                    "the grid of {} problems",
+                    problems.len()
+                )));
+            }
+        }
+        let fields: [&dyn Fn(usize) -> u32; field::COUNT as usize] = [
+            &|g| first_tiles[g],
+            &|g| problems[g].m,
+            &|g| problems[g].n,
+            &|g| problems[g].k,
+            &|g| offsets[g][0],
+            &|g| offsets[g][1],
+            &|g| offsets[g][2],
+            &|g| offsets[g][3],
+        ];
+        let table: Vec<u32> = fields
+            .iter()
+            .flat_map(|f| (0..problems.len()).map(f))
+            .collect();
+        let table = if tiles > 0 {
+            Some(DeviceBuffer::from_slice(device, &table)?)
+        } else {
+            None
+        };
+        Ok(GroupedGemm {
+            problems: problems.to_vec(),
+            offsets,
+            lens: ends.map(|e| e as u32),
+            tiles: tiles as u32,
+            table,
+        })
+    }
+
+    /// The problems, in order.
+    pub fn problems(&self) -> &[Problem] {
+        &self.problems
+    }
+
+    /// Where problem `g`'s `operand` starts in its buffer, in elements.
+    pub fn offset(&self, g: usize, operand: Operand) -> u32 {
+        self.offsets[g][operand as usize]
+    }
+
+    /// Elements of `operand`'s buffer (C's for D).
+    pub fn len(&self, operand: Operand) -> u32 {
+        self.lens[operand as usize]
+    }
+
+    /// True when there are no problems.
+    pub fn is_empty(&self) -> bool {
+        self.problems.is_empty()
+    }
+
+    /// Blocks of the launch: every problem's 128 × 256 tiles.
+    pub fn tiles(&self) -> u32 {
+        self.tiles
+    }
+
+    /// One problem's values per entry of `values` placed in `operand`'s buffer (zeros between
+    /// problems). Errors: `shape-mismatch` when the count or a length is not the problems'.
+    pub fn pack<V: AsRef<[f32]>>(
+        &self,
+        operand: Operand,
+        values: &[V],
+    ) -> Result<Vec<f32>, LaunchError> {
+        if values.len() != self.problems.len() {
+            return Err(LaunchError::invalid(
+                rules::SHAPE_MISMATCH,
+                format!(
+                    "{} {operand:?} operands for {} problems",
+                    values.len(),
+                    self.problems.len()
+                ),
+            ));
+        }
+        let mut out = vec![0.0; self.len(operand) as usize];
+        for (g, (p, v)) in self.problems.iter().zip(values).enumerate() {
+            let v = v.as_ref();
+            if v.len() as u64 != p.len(operand) {
+                return Err(LaunchError::invalid(
+                    rules::SHAPE_MISMATCH,
+                    format!(
+                        "problem {g} ({}×{}×{}): {operand:?} has {} elements, not {}",
+                        p.m,
+                        p.n,
+                        p.k,
+                        v.len(),
+                        p.len(operand)
+                    ),
+                ));
+            }
+            let at = self.offset(g, operand) as usize;
+            out[at..at + v.len()].copy_from_slice(v);
+        }
+        Ok(out)
+    }
+
+    /// Each problem's part of `operand`'s buffer `values` (which has [`GroupedGemm::len`]
+    /// elements).
+    pub fn unpack<'v, T>(&self, operand: Operand, values: &'v [T]) -> Vec<&'v [T]> {
+        (0..self.problems.len())
+            .map(|g| {
+                let at = self.offset(g, operand) as usize;
+                &values[at..at + self.problems[g].len(operand) as usize]
+            })
+            .collect()
+    }
+
+    /// Every problem's `C_g = act(alpha · A_g·B_g + beta · D_g + bias_g)` in one launch, on
+    /// buffers laid out by this group (D like C; the epilogue's alpha, beta and activation are
+    /// the same for all problems).
+    ///
+    /// Errors: `shape-mismatch` when a buffer's length is not the layout's, `bad-scale` for a
+    /// non-finite alpha or beta, and the launch's errors.
+    pub fn launch<O: GroupedOutput>(
+        &self,
+        device: &Device,
+        (a, b): (&DeviceBuffer<Bf16>, &DeviceBuffer<Bf16>),
+        c: &mut DeviceBuffer<O>,
+        epilogue: &EpilogueArgs<'_, O>,
+    ) -> Result<LaunchStats, LaunchError> {
+        let lens = [
+            ("A", Some(a.len()), Operand::A),
+            ("B", Some(b.len()), Operand::B),
+            ("C", Some(c.len()), Operand::C),
+            ("D", epilogue.d.map(|d| d.len()), Operand::C),
+            ("bias", epilogue.bias.map(|b| b.len()), Operand::Bias),
+        ];
+        for (what, len, operand) in lens {
+            if let Some(len) = len.filter(|&l| l != self.len(operand) as usize) {
+                return Err(LaunchError::invalid(
+                    rules::SHAPE_MISMATCH,
+                    format!(
+                        "{what} has {len} elements; the group's layout needs {} (GroupedGemm::len, GroupedGemm::pack)",
+                        self.len(operand)
+                    ),
+                ));
+            }
+        }
+        check_scales(epilogue)?;
+        let Some(table) = &self.table else {
+            return Ok(LaunchStats::default());
+        };
+        let empty = DeviceBuffer::<O>::empty(device)?;
+        let d_bias = (
+            epilogue.d.unwrap_or(&empty),
+            epilogue.bias.unwrap_or(&empty),
+        );
+        let groups = self.problems.len() as u32;
+        O::launch_grouped(
+            device,
+            LaunchConfig::new(self.tiles, 256),
+            (a, b),
+            c,
+            d_bias,
+            (table, groups),
+            (epilogue.alpha, epilogue.beta, epilogue.flags()),
+        )
+    }
+
+    /// [`GroupedGemm::launch`] from host values laid out by this group ([`GroupedGemm::pack`]):
+    /// A and B rounded to bf16, D and bias (in `epilogue`) to `O`; returns C's buffer widened
+    /// to f32 ([`GroupedGemm::unpack`] splits it).
+    pub fn gemm_on_host_values<O: GroupedOutput>(
+        &self,
+        device: &Device,
+        (a, b): (&[f32], &[f32]),
+        epilogue: HostEpilogue<'_>,
+    ) -> Result<(Vec<f32>, LaunchStats), LaunchError> {
+        let (ad, bd) = (upload::<Bf16>(device, a)?, upload::<Bf16>(device, b)?);
+        run_with_host_epilogue::<O>(
+            device,
+            self.len(Operand::C) as usize,
+            epilogue,
+            |c, args| self.launch(device, (&ad, &bd), c, args),
+        )
+    }
+}
+
+/// C's element types with a grouped kernel.
+pub trait GroupedOutput: GemmOutput {
+    /// Launches the grouped kernel writing this type.
+    #[allow(clippy::too_many_arguments)]
+    fn launch_grouped(
+        device: &Device,
+        cfg: LaunchConfig,
+        ab: (&DeviceBuffer<Bf16>, &DeviceBuffer<Bf16>),
+        c: &mut DeviceBuffer<Self>,
+        d_bias: (&DeviceBuffer<Self>, &DeviceBuffer<Self>),
+        table: (&DeviceBuffer<u32>, u32),
+        scalars: (f32, f32, u32),
+    ) -> Result<LaunchStats, LaunchError>;
+}
+
+macro_rules! grouped_output {
+    ($o:ty, $kernel:ident) => {
+        impl GroupedOutput for $o {
+            fn launch_grouped(
+                device: &Device,
+                cfg: LaunchConfig,
+                (a, b): (&DeviceBuffer<Bf16>, &DeviceBuffer<Bf16>),
+                c: &mut DeviceBuffer<$o>,
+                (d, bias): (&DeviceBuffer<$o>, &DeviceBuffer<$o>),
+                (table, groups): (&DeviceBuffer<u32>, u32),
+                (alpha, beta, flags): (f32, f32, u32),
+            ) -> Result<LaunchStats, LaunchError> {
+                $kernel::launch(
+                    device, cfg, a, b, c, d, bias, table, groups, alpha, beta, flags,
+                )
+            }
+        }
+    };
+}
+grouped_output!(Bf16, GemmGroupedBf16);
+grouped_output!(f32, GemmGroupedBf16F32);
