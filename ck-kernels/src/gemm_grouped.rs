@@ -23,7 +23,8 @@
 //!
 //! Shapes are free: where a problem's rows are not whole 16-byte vectors (N or K not a multiple
 //! of 8), its blocks copy element by element ([`ck_core::tile::View2::copy_16`]) in a second
-//! instance of the body; only such problems pay for it.
+//! instance of the body, which only the `gemm_grouped_any_*` kernels hold: the host launches
+//! them for groups with such a problem, and the others where every row is whole vectors.
 
 use crate::epilogue::{Epilogue, HAS_D};
 use crate::gemm_sm90::{
@@ -83,8 +84,14 @@ fn problem_of(table: &Global<u32>, groups: u32, tile: u32) -> u32 {
 }
 
 /// The kernel body: this block's problem and tile, its operands sliced out of the buffers.
+/// `ANY_SHAPE`: some problems' rows are not whole 16-byte vectors (N or K not a multiple of 8).
 #[inline(always)]
-fn gemm_grouped<O: crate::epilogue::CElement, const SMEM: usize, const STAGED: usize>(
+fn gemm_grouped<
+    O: crate::epilogue::CElement,
+    const SMEM: usize,
+    const STAGED: usize,
+    const ANY_SHAPE: bool,
+>(
     (a, b, c): (Global<Bf16>, Global<Bf16>, GlobalMut<O>),
     (table, groups): (Global<u32>, u32),
     epilogue: Epilogue<O>,
@@ -108,9 +115,11 @@ fn gemm_grouped<O: crate::epilogue::CElement, const SMEM: usize, const STAGED: u
     }
     let tile = block_idx() - at(field::FIRST_TILE);
     let origin = block_tile(tile, (m.div_ceil(BM), n.div_ceil(BN)), BN);
-    // One branch per block: problems of whole-vector rows keep the `cp.async` copies.
+    // One branch per block: problems of whole-vector rows keep the `cp.async` copies. Only the
+    // kernels for groups with other problems hold the second instance of the body (it costs
+    // registers and code in the hot loop of every problem).
     let operands = (a, b, c);
-    if n % 8 == 0 && k % 8 == 0 {
+    if !ANY_SHAPE || (n % 8 == 0 && k % 8 == 0) {
         gemm_tile::<Tile128x256, O, SMEM, STAGED, true>(
             operands,
             (m, n, k),
@@ -131,7 +140,7 @@ fn gemm_grouped<O: crate::epilogue::CElement, const SMEM: usize, const STAGED: u
 
 /// Declares a grouped GEMM kernel writing C of element type `$o`.
 macro_rules! grouped_gemm_kernel {
-    ($(#[$doc:meta])* $name:ident, $o:ty) => {
+    ($(#[$doc:meta])* $name:ident, $o:ty, any_shape: $any:literal) => {
         $(#[$doc])*
         #[tile_kernel(block = 256, distributions(ACopy, BCopy256, CWgmma256, CRows256))]
         #[allow(clippy::too_many_arguments)]
@@ -149,7 +158,7 @@ macro_rules! grouped_gemm_kernel {
         ) {
             let smem = shared!(Bf16; smem_elems(BN));
             let epilogue = Epilogue { alpha, beta, d, bias, flags };
-            gemm_grouped::<$o, { smem_elems(BN) }, { staged_elems(BN) }>(
+            gemm_grouped::<$o, { smem_elems(BN) }, { staged_elems(BN) }, $any>(
                 (a, b, c),
                 (table, groups),
                 epilogue,
@@ -160,12 +169,20 @@ macro_rules! grouped_gemm_kernel {
 }
 
 grouped_gemm_kernel!(
-    /// bf16 C: grid = the problems' tiles ([`tiles`]) summed.
-    gemm_grouped_bf16, Bf16
+    /// bf16 C, every problem's N and K multiples of 8: grid = the problems' tiles ([`tiles`]).
+    gemm_grouped_bf16, Bf16, any_shape: false
 );
 grouped_gemm_kernel!(
-    /// f32 C.
-    gemm_grouped_bf16_f32, f32
+    /// f32 C, every problem's N and K multiples of 8.
+    gemm_grouped_bf16_f32, f32, any_shape: false
+);
+grouped_gemm_kernel!(
+    /// bf16 C, problems of any shapes.
+    gemm_grouped_any_bf16, Bf16, any_shape: true
+);
+grouped_gemm_kernel!(
+    /// f32 C, problems of any shapes.
+    gemm_grouped_any_bf16_f32, f32, any_shape: true
 );
 
 #[cfg(not(target_arch = "nvptx64"))]

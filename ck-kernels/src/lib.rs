@@ -13,7 +13,7 @@
 //! | [`rmsnorm`] | `rmsnorm_{f32,bf16}_*`: one kernel per row-length class |
 //! | [`gemm`] | `gemm_f32` (SIMT), `gemm_bf16` (`mma.sync` + `ldmatrix` from XOR-swizzled LDS) |
 //! | [`gemm_sm90`] | `gemm_bf16_wgmma*` (sm_90a: `cp.async` pipeline, 128-byte swizzle, `wgmma`), f32 or bf16 C |
-//! | [`gemm_grouped`] | `gemm_grouped_bf16*` (sm_90a: problems of different shapes in one launch, on the `gemm_sm90` body) |
+//! | [`gemm_grouped`] | `gemm_grouped_bf16*`, `gemm_grouped_any_bf16*` (sm_90a: problems of different shapes in one launch, on the `gemm_sm90` body) |
 //! | [`gemm_tma`] | `gemm_tma_bf16*`, `gemm_fp8_*` (sm_90a: TMA, warp-specialised persistent blocks, bf16 or e4m3/e5m2 operands) |
 //! | [`epilogue`] | the GEMM's fused epilogue: `act(alpha · A·B + beta · D + bias)` |
 //! | [`softmax`] | `softmax_{f32,bf16}_*`: row softmax, online (max, sum) for long rows |

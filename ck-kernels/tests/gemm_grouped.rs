@@ -1,5 +1,6 @@
 //! The grouped GEMM on the emulator: problems of mixed and degenerate shapes (1 × 1 × 1, M = 0,
 //! N = 0, K = 0, N and K off the 16-byte vectors, several tiles in both dims) in one launch,
+//! on both kernels (groups with and without rows that are not whole vectors),
 //! with every epilogue input, against an fp64 reference written here; more problems than one
 //! warp's vote covers; the layout's offsets; bad buffers as errors.
 
@@ -146,6 +147,23 @@ fn grouped_gemm_f32_output_matches_fp64_on_mixed_shapes() {
 #[test]
 fn grouped_gemm_bf16_output_is_the_reference_rounded_once() {
     check::<Bf16>(&MIXED, |w, scale| {
+        w.abs() * 2f64.powi(-8) + 1e-5 * scale.max(1.0)
+    });
+}
+
+/// Every N and K a multiple of 8: the kernels without element copies run.
+const WHOLE_VECTORS: [Problem; 5] = [
+    Problem::new(200, 264, 72),
+    Problem::new(0, 256, 64),
+    Problem::new(1, 8, 8),
+    Problem::new(64, 40, 0),
+    Problem::new(130, 520, 16),
+];
+
+#[test]
+fn grouped_gemm_of_whole_vector_rows_matches_fp64_in_both_output_types() {
+    check::<f32>(&WHOLE_VECTORS, |_, scale| 1e-5 * scale.max(1.0));
+    check::<Bf16>(&WHOLE_VECTORS, |w, scale| {
         w.abs() * 2f64.powi(-8) + 1e-5 * scale.max(1.0)
     });
 }

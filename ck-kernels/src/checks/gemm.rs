@@ -157,9 +157,16 @@ pub(super) fn cross_check_cases(
     }
     let problems = grouped_problems(72);
     record(
-        "gemm grouped 5 problems gemm_grouped_bf16_f32".into(),
+        "gemm grouped 5 problems gemm_grouped_any_bf16_f32".into(),
         gemm_grouped_case(a, &problems, 23)?,
         gemm_grouped_case(b, &problems, 23)?,
+        1e-4,
+    );
+    let problems = moe_problems(136);
+    record(
+        "gemm grouped moe 5 experts gemm_grouped_bf16_f32".into(),
+        gemm_grouped_case(a, &problems, 29)?,
+        gemm_grouped_case(b, &problems, 29)?,
         1e-4,
     );
     Ok(())
@@ -176,6 +183,16 @@ pub fn grouped_problems(k: u32) -> [crate::gemm_grouped::host::Problem; 5] {
         Problem::new(33, 21, 13),
         Problem::new(130, 520, k),
     ]
+}
+
+/// A mixture-of-experts group: experts of 0, 37, 130, 256 and 1 tokens, N = 264, depth `k`
+/// (a multiple of 8: the kernel without element copies).
+pub fn moe_problems(k: u32) -> Vec<crate::gemm_grouped::host::Problem> {
+    use crate::gemm_grouped::host::Problem;
+    [0, 37, 130, 256, 1]
+        .into_iter()
+        .map(|m| Problem::new(m, 264, k))
+        .collect()
 }
 
 /// The grouped GEMM (f32 C, bias + SiLU) on `problems` of seeded random bf16 operands in one

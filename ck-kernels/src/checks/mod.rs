@@ -5,7 +5,9 @@ mod attention;
 mod gemm;
 
 pub use attention::attention_case;
-pub use gemm::{gemm_bf16_case, gemm_case, gemm_grouped_case, gemm_tma_case, grouped_problems};
+pub use gemm::{
+    gemm_bf16_case, gemm_case, gemm_grouped_case, gemm_tma_case, grouped_problems, moe_problems,
+};
 
 use crate::attention::host::{Options, Shape};
 use crate::bank_probe::{self, BankProbe};
@@ -36,6 +38,7 @@ pub const EXERCISES: &[&str] = &[
     "gemm-wgmma",
     "gemm-wgmma-n128",
     "gemm-grouped",
+    "gemm-grouped-moe",
     "attention-check",
 ];
 
@@ -235,6 +238,10 @@ pub fn run_exercise(
             gemm_bf16_case(device, kernel, (257, 264, k), seed)
         }
         "gemm-grouped" => gemm_grouped_case(device, &grouped_problems(n.clamp(1, 4096)), seed),
+        "gemm-grouped-moe" => {
+            let k = n.clamp(1, 4096).next_multiple_of(8);
+            gemm_grouped_case(device, &moe_problems(k), seed)
+        }
         "attention-check" => {
             let shape = Shape {
                 batch: 1,

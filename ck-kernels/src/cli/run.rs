@@ -268,6 +268,9 @@ pub enum RunCommand {
     GemmWgmmaN128(ExerciseArgs),
     /// The grouped bf16 GEMM: five problems of mixed shapes (two of depth N) in one launch
     GemmGrouped(ExerciseArgs),
+    /// The grouped bf16 GEMM as a mixture-of-experts layer: 0, 37, 130, 256 and 1 tokens,
+    /// N = 264, K = N rounded up to a multiple of 8
+    GemmGroupedMoe(ExerciseArgs),
     /// A shared-memory access pattern whose bank conflicts are known: thread (warp w, lane l)
     /// stores W bytes at w·8192 + l·S·W, loads them back
     BankProbe(BankProbeArgs),
@@ -389,6 +392,7 @@ pub fn run(command: &RunCommand) -> Result<(), CliError> {
         GemmWgmma(a) => exercise("gemm-wgmma", a),
         GemmWgmmaN128(a) => exercise("gemm-wgmma-n128", a),
         GemmGrouped(a) => exercise("gemm-grouped", a),
+        GemmGroupedMoe(a) => exercise("gemm-grouped-moe", a),
         BankProbe(a) if a.sweep => bank_probe_sweep(a),
         BankProbe(a) => {
             let (stride, width) = (

@@ -83,6 +83,8 @@ pub struct GroupedGemm {
     /// Elements of each buffer.
     lens: [u32; 4],
     tiles: u32,
+    /// Every problem's N and K are multiples of 8: the kernels without element copies run.
+    vector_rows: bool,
     /// [`super::field`]'s table; none when there are no tiles.
     table: Option<DeviceBuffer<u32>>,
 }
@@ -148,6 +150,7 @@ impl GroupedGemm {
             offsets,
             lens: ends.map(|e| e as u32),
             tiles: tiles as u32,
+            vector_rows: problems.iter().all(|p| p.n % 8 == 0 && p.k % 8 == 0),
             table,
         })
     }
@@ -270,6 +273,7 @@ impl GroupedGemm {
         let groups = self.problems.len() as u32;
         O::launch_grouped(
             device,
+            self.vector_rows,
             LaunchConfig::new(self.tiles, 256),
             (a, b),
             c,
@@ -300,10 +304,12 @@ impl GroupedGemm {
 
 /// C's element types with a grouped kernel.
 pub trait GroupedOutput: GemmOutput {
-    /// Launches the grouped kernel writing this type.
+    /// Launches the grouped kernel writing this type: the one without element copies when
+    /// `vector_rows` (every problem's N and K multiples of 8).
     #[allow(clippy::too_many_arguments)]
     fn launch_grouped(
         device: &Device,
+        vector_rows: bool,
         cfg: LaunchConfig,
         ab: (&DeviceBuffer<Bf16>, &DeviceBuffer<Bf16>),
         c: &mut DeviceBuffer<Self>,
@@ -314,10 +320,11 @@ pub trait GroupedOutput: GemmOutput {
 }
 
 macro_rules! grouped_output {
-    ($o:ty, $kernel:ident) => {
+    ($o:ty, $kernel:ident, $any:ident) => {
         impl GroupedOutput for $o {
             fn launch_grouped(
                 device: &Device,
+                vector_rows: bool,
                 cfg: LaunchConfig,
                 (a, b): (&DeviceBuffer<Bf16>, &DeviceBuffer<Bf16>),
                 c: &mut DeviceBuffer<$o>,
@@ -325,12 +332,18 @@ macro_rules! grouped_output {
                 (table, groups): (&DeviceBuffer<u32>, u32),
                 (alpha, beta, flags): (f32, f32, u32),
             ) -> Result<LaunchStats, LaunchError> {
-                $kernel::launch(
-                    device, cfg, a, b, c, d, bias, table, groups, alpha, beta, flags,
-                )
+                if vector_rows {
+                    $kernel::launch(
+                        device, cfg, a, b, c, d, bias, table, groups, alpha, beta, flags,
+                    )
+                } else {
+                    $any::launch(
+                        device, cfg, a, b, c, d, bias, table, groups, alpha, beta, flags,
+                    )
+                }
             }
         }
     };
 }
-grouped_output!(Bf16, GemmGroupedBf16);
-grouped_output!(f32, GemmGroupedBf16F32);
+grouped_output!(Bf16, GemmGroupedBf16, GemmGroupedAnyBf16);
+grouped_output!(f32, GemmGroupedBf16F32, GemmGroupedAnyBf16F32);
