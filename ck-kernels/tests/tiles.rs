@@ -405,53 +405,63 @@ fn windows_over_the_swizzled_lds_layout() {
     assert!(st.shared_load_requests > 0);
 }
 
+/// Runs `ViewCopy` (`elementwise`: with `copy_16`) over a `rows × cols` view of 1, 2, 3, … with
+/// row stride `stride`, and checks each copied element: the view's element where `inside(r, c,
+/// e)` says the copy reads it (row r, the vector's first column c, element e), zero elsewhere.
+fn check_view_copy(
+    d: &Device,
+    (rows, cols, stride, shift): (u32, u32, u32, u32),
+    elementwise: bool,
+    inside: impl Fn(u32, u32, u32) -> bool,
+) {
+    let len = if rows == 0 {
+        0
+    } else {
+        (rows - 1) * stride + cols
+    };
+    let x: Vec<u32> = (1..=len).collect();
+    let xb = DeviceBuffer::from_slice(d, &x).unwrap();
+    let mut out = DeviceBuffer::zeros(d, 256).unwrap();
+    let cfg = LaunchConfig::new(1, 64);
+    let shape = (rows, cols, stride, shift);
+    ViewCopy::launch(
+        d,
+        cfg,
+        &xb,
+        &mut out,
+        rows,
+        cols,
+        stride,
+        shift,
+        elementwise as u32,
+    )
+    .unwrap();
+    let got = out.to_vec().unwrap();
+    for t in 0..64u32 {
+        let (r, c) = (t / 4, 4 * (t % 4) + shift);
+        for e in 0..4 {
+            let want = if inside(r, c, e) {
+                x[(r * stride + c + e) as usize]
+            } else {
+                0
+            };
+            let at = (4 * t + e) as usize;
+            assert_eq!(got[at], want, "{shape:?}: thread {t} element {e}");
+        }
+    }
+}
+
 #[test]
 fn view_copies_are_whole_vectors_inside_the_view_or_zeros() {
     let d = Device::emulator();
-    for (rows, cols, stride, shift) in [
+    for shape @ (rows, cols, _, _) in [
         (16, 16, 16, 0),
         (5, 12, 12, 0),
         (3, 12, 16, 4),
         (0, 4, 4, 0),
     ] {
-        let len = if rows == 0 {
-            0
-        } else {
-            (rows - 1) * stride + cols
-        };
-        let x: Vec<u32> = (1..=len).collect();
-        let xb = DeviceBuffer::from_slice(&d, &x).unwrap();
-        let mut out = DeviceBuffer::zeros(&d, 256).unwrap();
-        ViewCopy::launch(
-            &d,
-            LaunchConfig::new(1, 64),
-            &xb,
-            &mut out,
-            rows,
-            cols,
-            stride,
-            shift,
-            0,
-        )
-        .unwrap();
-        let got = out.to_vec().unwrap();
-        for t in 0..64u32 {
-            let (r, c) = (t / 4, 4 * (t % 4) + shift);
-            // A vector is copied only when all four elements are in the view.
-            let inside = r < rows && c + 4 <= cols;
-            for e in 0..4 {
-                let want = if inside {
-                    x[(r * stride + c + e) as usize]
-                } else {
-                    0
-                };
-                assert_eq!(
-                    got[(4 * t + e) as usize],
-                    want,
-                    "{rows}x{cols}/{stride} shift {shift}: thread {t} element {e}"
-                );
-            }
-        }
+        // A vector is copied only when all four elements are in the view.
+        check_view_copy(&d, shape, false, |r, c, _| r < rows && c + 4 <= cols);
     }
     // A vector that starts off a 16-byte boundary is a fault, not a silent split copy.
     let x = DeviceBuffer::from_slice(&d, &[0u32; 64]).unwrap();
@@ -472,43 +482,12 @@ fn view_copies_are_whole_vectors_inside_the_view_or_zeros() {
 #[test]
 fn element_copies_take_every_element_of_any_view_and_zeros_outside_it() {
     let d = Device::emulator();
-    for (rows, cols, stride, shift) in [
+    for shape @ (rows, cols, _, _) in [
         (5, 10, 12, 0),
         (4, 7, 9, 1),
         (2, 16, 18, 3),
         (16, 16, 16, 0),
     ] {
-        let len = (rows - 1) * stride + cols;
-        let x: Vec<u32> = (1..=len).collect();
-        let xb = DeviceBuffer::from_slice(&d, &x).unwrap();
-        let mut out = DeviceBuffer::zeros(&d, 256).unwrap();
-        ViewCopy::launch(
-            &d,
-            LaunchConfig::new(1, 64),
-            &xb,
-            &mut out,
-            rows,
-            cols,
-            stride,
-            shift,
-            1,
-        )
-        .unwrap();
-        let got = out.to_vec().unwrap();
-        for t in 0..64u32 {
-            let (r, c) = (t / 4, 4 * (t % 4) + shift);
-            for e in 0..4 {
-                let want = if r < rows && c + e < cols {
-                    x[(r * stride + c + e) as usize]
-                } else {
-                    0
-                };
-                assert_eq!(
-                    got[(4 * t + e) as usize],
-                    want,
-                    "{rows}x{cols}/{stride} shift {shift}: thread {t} element {e}"
-                );
-            }
-        }
+        check_view_copy(&d, shape, true, |r, c, e| r < rows && c + e < cols);
     }
 }
