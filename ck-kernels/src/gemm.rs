@@ -343,8 +343,8 @@ pub mod host {
         /// pays), else 128 × 256 (at 1024 × 1024 × 8192: 282 against 204 TFLOP/s; at
         /// 2048 × 2048 × 4096, 256 tiles of 128 × 128 on 132 SMs: 486 against 628).
         pub fn for_shape(device: &Device, (m, n, k): (u32, u32, u32)) -> Bf16Kernel {
-            use crate::gemm_sm90::BM;
-            if !n.is_multiple_of(8) || !k.is_multiple_of(8) {
+            use crate::gemm_sm90::{whole_vector_rows, BM};
+            if !whole_vector_rows(n, k) {
                 Bf16Kernel::MmaSync
             } else if m.div_ceil(BM) * n.div_ceil(128) <= device.multiprocessors() {
                 Bf16Kernel::Wgmma128x128
@@ -387,7 +387,7 @@ pub mod host {
         if kernel == Bf16Kernel::MmaSync {
             return GemmBf16::launch(device, config(m, n), a, b, c, m, n, k);
         }
-        if !n.is_multiple_of(8) || !k.is_multiple_of(8) {
+        if !crate::gemm_sm90::whole_vector_rows(n, k) {
             return Err(LaunchError::invalid(
                 ck_core::rules::SHAPE_UNSUPPORTED,
                 format!("{} needs N and K to be multiples of 8 (16-byte rows); got N = {n}, K = {k} (launch_bf16 sends such shapes to gemm_bf16)", kernel.name()),

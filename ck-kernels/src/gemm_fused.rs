@@ -117,7 +117,7 @@ pub fn launch_batched<O: GemmOutput>(
     (m, n, k): (u32, u32, u32),
     epilogue: &EpilogueArgs<'_, O>,
 ) -> Result<LaunchStats, LaunchError> {
-    if kernel == Bf16Kernel::MmaSync || !n.is_multiple_of(8) || !k.is_multiple_of(8) {
+    if kernel == Bf16Kernel::MmaSync || !whole_vector_rows(n, k) {
         return Err(LaunchError::invalid(
             ck_core::rules::SHAPE_UNSUPPORTED,
             format!("the fused GEMM runs on the wgmma kernels, which need N and K to be multiples of 8 (16-byte rows); got N = {n}, K = {k} ({})", kernel.name()),

@@ -28,8 +28,8 @@
 
 use crate::epilogue::{Epilogue, HAS_D};
 use crate::gemm_sm90::{
-    block_tile, gemm_tile, smem_elems, staged_elems, ACopy, BCopy256, CRows256, CWgmma256,
-    Tile128x256, WgmmaTile, BM,
+    block_tile, gemm_tile, smem_elems, staged_elems, whole_vector_rows, ACopy, BCopy256, CRows256,
+    CWgmma256, Tile128x256, WgmmaTile, BM,
 };
 use ck_core::device::*;
 use ck_macros::tile_kernel;
@@ -119,7 +119,7 @@ fn gemm_grouped<
     // kernels for groups with other problems hold the second instance of the body (it costs
     // registers and code in the hot loop of every problem).
     let operands = (a, b, c);
-    if !ANY_SHAPE || (n % 8 == 0 && k % 8 == 0) {
+    if !ANY_SHAPE || whole_vector_rows(n, k) {
         gemm_tile::<Tile128x256, O, SMEM, STAGED, true>(
             operands,
             (m, n, k),

@@ -33,6 +33,13 @@ use ck_macros::{tile_distribution, tile_kernel};
 
 /// Block tile rows.
 pub const BM: u32 = 128;
+
+/// Whether rows of `[m, k]` A and `[k, n]` B are whole 16-byte vectors (N and K multiples of 8
+/// bf16), as the kernels' `cp.async` copies need; other shapes copy element by element
+/// ([`ck_core::tile::View2::copy_16`]) or run elsewhere.
+pub const fn whole_vector_rows(n: u32, k: u32) -> bool {
+    n.is_multiple_of(8) && k.is_multiple_of(8)
+}
 /// K per stage.
 const BK: u32 = 64;
 /// Shared-memory stages.

@@ -7,7 +7,7 @@ use ck_core::host::{Device, DeviceBuffer};
 use ck_kernels::checks::Rng;
 use ck_kernels::epilogue::Activation;
 use ck_kernels::gemm::host::{reference as product, Bf16Kernel};
-use ck_kernels::gemm_fused::{launch, reference, EpilogueArgs, GemmOutput};
+use ck_kernels::gemm_fused::{launch, reference, upload, EpilogueArgs, GemmOutput};
 
 /// One epilogue: alpha, beta, with D, with bias, activation.
 type Case = (f32, f32, bool, bool, Activation);
@@ -39,15 +39,9 @@ fn check<O: GemmOutput>(kernel: Bf16Kernel, tol: impl Fn(f64, f64) -> f64) {
         let bias: Vec<f32> = round::<O>(&(0..n).map(|_| rng.f32()).collect::<Vec<_>>());
         let (a, b) = (round::<Bf16>(&a), round::<Bf16>(&b));
         let ab = product(&a, &b, (m, n, k));
-        let upload = |v: &[f32]| {
-            let v: Vec<Bf16> = v.iter().map(|&x| Bf16::from_f32(x)).collect();
-            DeviceBuffer::from_slice(&device, &v).unwrap()
-        };
-        let (ad, bd) = (upload(&a), upload(&b));
-        let as_o = |v: &[f32]| {
-            let v: Vec<O> = v.iter().map(|&x| O::from_f32(x)).collect();
-            DeviceBuffer::from_slice(&device, &v).unwrap()
-        };
+        let bf16 = |v: &[f32]| upload::<Bf16>(&device, v).unwrap();
+        let (ad, bd) = (bf16(&a), bf16(&b));
+        let as_o = |v: &[f32]| upload::<O>(&device, v).unwrap();
         let (dd, biasd) = (as_o(&d), as_o(&bias));
         for (alpha, beta, with_d, with_bias, activation) in CASES {
             let args = EpilogueArgs {

@@ -101,7 +101,7 @@ fn check<O: GroupedOutput>(problems: &[Problem], tol: impl Fn(f64, f64) -> f64) 
         let (c, _) = grouped
             .gemm_on_host_values::<O>(&device, (&ap, &bp), epilogue)
             .unwrap();
-        let c = grouped.unpack(Operand::C, &c);
+        let c = grouped.unpack(Operand::C, &c).unwrap();
         for (g, p) in problems.iter().enumerate() {
             let want = reference(
                 *p,
@@ -274,6 +274,11 @@ fn bad_buffers_and_scales_are_errors() {
         .pack(Operand::B, &[vec![0.0; 64], vec![0.0; 100]])
         .unwrap_err();
     assert!(err.to_string().contains("problem 1"), "{err}");
+    let c = vec![0.0f32; grouped.len(Operand::C) as usize - 1];
+    assert_eq!(
+        grouped.unpack(Operand::C, &c).unwrap_err().rule(),
+        "shape-mismatch"
+    );
 }
 
 #[test]

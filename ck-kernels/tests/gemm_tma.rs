@@ -7,7 +7,7 @@ use ck_core::host::{Device, DeviceBuffer};
 use ck_kernels::checks::Rng;
 use ck_kernels::epilogue::Activation;
 use ck_kernels::gemm_fused::HostEpilogue;
-use ck_kernels::gemm_fused::{reference, EpilogueArgs, GemmOutput};
+use ck_kernels::gemm_fused::{reference, upload, EpilogueArgs, GemmOutput};
 use ck_kernels::gemm_tma::host::{gemm_fp8, launch, quantize, TmaGemm};
 use ck_kernels::gemm_tma::{Bf16Operands, Fp8Operands};
 
@@ -75,10 +75,7 @@ where
     let round = |v: Vec<f32>| -> Vec<f32> { v.iter().map(|&x| O::from_f32(x).to_f32()).collect() };
     let d = round((0..batch as usize * mn).map(|_| rng.f32()).collect());
     let bias = round((0..n).map(|_| rng.f32()).collect());
-    let upload_o = |v: &[f32]| {
-        let v: Vec<O> = v.iter().map(|&x| O::from_f32(x)).collect();
-        DeviceBuffer::from_slice(&device, &v).unwrap()
-    };
+    let upload_o = |v: &[f32]| upload::<O>(&device, v).unwrap();
     let (ad, bd) = (
         DeviceBuffer::from_slice(&device, &a).unwrap(),
         DeviceBuffer::from_slice(&device, &b).unwrap(),

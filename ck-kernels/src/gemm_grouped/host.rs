@@ -16,7 +16,7 @@
 //!     .map(|(g, p)| vec![g as f32 + 1.0; (p.k * p.n) as usize]).collect();
 //! let (a, b) = (grouped.pack(Operand::A, &a)?, grouped.pack(Operand::B, &b)?);
 //! let (c, _) = grouped.gemm_on_host_values::<Bf16>(&device, (&a, &b), HostEpilogue::default())?;
-//! let c = grouped.unpack(Operand::C, &c);
+//! let c = grouped.unpack(Operand::C, &c)?;
 //! // C_g = A_g · B_g: k ones times (g + 1).
 //! assert_eq!((c[0][0], c[1][79], c[2][0]), (8.0, 16.0, 3.0));
 //! # Ok(()) }
@@ -26,6 +26,7 @@ use super::*;
 use crate::gemm_fused::{
     check_scales, run_with_host_epilogue, upload, EpilogueArgs, GemmOutput, HostEpilogue,
 };
+use crate::gemm_sm90::whole_vector_rows;
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats};
 use ck_core::rules;
 
@@ -150,7 +151,7 @@ impl GroupedGemm {
             offsets,
             lens: ends.map(|e| e as u32),
             tiles: tiles as u32,
-            vector_rows: problems.iter().all(|p| p.n % 8 == 0 && p.k % 8 == 0),
+            vector_rows: problems.iter().all(|p| whole_vector_rows(p.n, p.k)),
             table,
         })
     }
@@ -160,7 +161,8 @@ impl GroupedGemm {
         &self.problems
     }
 
-    /// Where problem `g`'s `operand` starts in its buffer, in elements.
+    /// Where problem `g`'s `operand` starts in its buffer, in elements. Panics if `g` is not
+    /// below the number of problems.
     pub fn offset(&self, g: usize, operand: Operand) -> u32 {
         self.offsets[g][operand as usize]
     }
@@ -219,15 +221,29 @@ impl GroupedGemm {
         Ok(out)
     }
 
-    /// Each problem's part of `operand`'s buffer `values` (which has [`GroupedGemm::len`]
-    /// elements).
-    pub fn unpack<'v, T>(&self, operand: Operand, values: &'v [T]) -> Vec<&'v [T]> {
-        (0..self.problems.len())
+    /// Each problem's part of `operand`'s buffer `values`. Errors: `shape-mismatch` unless
+    /// `values` has [`GroupedGemm::len`] elements.
+    pub fn unpack<'v, T>(
+        &self,
+        operand: Operand,
+        values: &'v [T],
+    ) -> Result<Vec<&'v [T]>, LaunchError> {
+        if values.len() != self.len(operand) as usize {
+            return Err(LaunchError::invalid(
+                rules::SHAPE_MISMATCH,
+                format!(
+                    "{operand:?}'s buffer has {} elements; the group's layout has {} (GroupedGemm::len)",
+                    values.len(),
+                    self.len(operand)
+                ),
+            ));
+        }
+        Ok((0..self.problems.len())
             .map(|g| {
                 let at = self.offset(g, operand) as usize;
                 &values[at..at + self.problems[g].len(operand) as usize]
             })
-            .collect()
+            .collect())
     }
 
     /// Every problem's `C_g = act(alpha · A_g·B_g + beta · D_g + bias_g)` in one launch, on
