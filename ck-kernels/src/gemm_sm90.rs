@@ -365,14 +365,11 @@ pub(crate) fn gemm_tile<
         let origin = [(bm + r * rows) as i32, bn as i32];
         let mut x = slab.load::<f32>();
         if !epilogue.is_identity() {
-            let d = if epilogue.flags & HAS_D != 0 {
-                O::load_f32::<T::CRows, 4>(epilogue.d, (m, n, n), origin)
-            } else {
-                DistributedTensor::zeros()
-            };
-            x = x
-                .zip_map(&d, |v, d| (v, d))
-                .zip_map(&bias, |(v, d), b| epilogue.combine(v, d, b));
+            epilogue.apply(
+                &mut x,
+                || O::load_f32::<T::CRows, 4>(epilogue.d, (m, n, n), origin),
+                || bias,
+            );
         }
         O::store_f32::<T::CRows, 4>(c, (m, n, n), origin, &x);
         slab.move_by([rows as i32, 0]);

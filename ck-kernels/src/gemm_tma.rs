@@ -28,7 +28,7 @@
 //! Shapes: rows of A, B and C start 16-byte aligned, as the copy engine and the slices of a
 //! batch need (K a multiple of 8 for bf16, of 16 for fp8; N a multiple of 8).
 
-use crate::epilogue::{CElement, Epilogue, HAS_BIAS, HAS_D};
+use crate::epilogue::{CElement, Epilogue, HAS_D};
 use crate::gemm_sm90::{block_tile, CWgmma256};
 use ck_core::device::*;
 use ck_core::tile::{make_tile_window, unroll, DistributedTensor, View2};
@@ -456,22 +456,12 @@ fn store_slice<O: TmaOutput, const NC: usize, const Q: u32>(
         data: core::array::from_fn(|i| acc.data[16 * Q as usize + i]),
     };
     let origin = [bm as i32, (bn + 32 * Q) as i32];
-    if !epilogue.is_identity() {
-        let d = if epilogue.flags & HAS_D != 0 {
-            O::load_f32::<CWgmma32, 2>(d, (m, n, n), origin)
-        } else {
-            DistributedTensor::zeros()
-        };
+    epilogue.apply(
+        &mut x,
+        || O::load_f32::<CWgmma32, 2>(d, (m, n, n), origin),
         // Bias: the same in every row (a view with row stride 0).
-        let bias = if epilogue.flags & HAS_BIAS != 0 {
-            O::load_f32::<CWgmma32, 2>(epilogue.bias, (BM, n, 0), [0, origin[1]])
-        } else {
-            DistributedTensor::zeros()
-        };
-        x = x
-            .zip_map(&d, |v, d| (v, d))
-            .zip_map(&bias, |(v, d), b| epilogue.combine(v, d, b));
-    }
+        || O::load_f32::<CWgmma32, 2>(epilogue.bias, (BM, n, 0), [0, origin[1]]),
+    );
     // Const generic arithmetic is not stable: the half's parity as a match.
     match Q % 2 {
         0 => O::store_half::<NC, 0>(&x, c, staging, (m, n), origin),
