@@ -1,9 +1,12 @@
 //! Hopper's asynchronous pipeline on the emulator: TMA copies land what the tensor map says
-//! (checked against loops written here), a producer/consumer ring over mbarriers runs, and each
+//! (checked against loops written here), TMA stores write staged boxes back, a producer/consumer ring over mbarriers runs, and each
 //! way of getting the synchronisation wrong is caught with its diagnosis.
 
 use ck_core::device::*;
-use ck_core::host::{Device, DeviceBuffer, Fault, KernelError, LaunchConfig, TensorMap};
+use ck_core::host::{
+    Device, DeviceBuffer, Fault, KernelError, LaunchConfig, TensorMap, TensorMapMut,
+};
+use ck_core::tile::{TmaBoxView, View};
 use ck_core::wgmma::SwizzleMode;
 use ck_macros::tile_kernel;
 
@@ -137,6 +140,84 @@ fn mbarrier_misuse(output: GlobalMut<u32>, mode: u32) {
     block_sync();
     bars.wait(mode, 0);
     output.store(thread_idx(), 1);
+}
+
+/// Writes `tiles` tiles of 16 × 64 u32 (element (r, c) of tile j: `10000 j + 64 r + c`) into a
+/// staging buffer laid out as four TMA boxes of 8 × 32, through the view's offsets, and thread
+/// 0 stores them with TMA below each other. `mode = 1`: no wait before the staging buffer is
+/// written again; `mode = 2`: no wait before the kernel returns.
+#[tile_kernel(block = 64)]
+fn tma_store_tiles(output: TmaMut<u32, 2>, tiles: u32, mode: u32) {
+    // 1 KiB more, to start the boxes on a 1024-byte boundary (the swizzle's period).
+    let staging = shared!(u32; 16 * 64 + 256);
+    let start = (1024 - staging.shared_address(0) % 1024) % 1024 / 4;
+    let view = TmaBoxView::new(staging, start, (16, 64), 8);
+    let t = thread_idx();
+    for j in 0..tiles {
+        if t == 0 && mode != 1 {
+            bulk_wait_group_read::<0>();
+        }
+        block_sync();
+        for r in 0..16 {
+            let at = view.offset(&[r as ck_core::Index, t as ck_core::Index]) as u32;
+            staging.store(at, 10000 * j + 64 * r + t);
+        }
+        fence_proxy_async();
+        block_sync();
+        if t == 0 {
+            for b in 0..4 {
+                let (r, c) = (8 * (b / 2), 32 * (b % 2));
+                let coords = [c as i32, (16 * j + r) as i32];
+                output.store_from_shared(coords, &staging, view.box_start(r, c));
+            }
+            bulk_commit_group();
+        }
+    }
+    if t == 0 && mode != 2 {
+        bulk_wait_group_read::<0>();
+    }
+}
+
+/// A 45 × 64 u32 matrix (the last tile of three clipped to 13 rows) and its store map.
+fn store_tiles(mode: u32) -> Result<Vec<u32>, ck_core::host::LaunchError> {
+    let d = device();
+    let rows = 45u32;
+    let mut out = DeviceBuffer::from_slice(&d, &vec![u32::MAX; (rows * 64) as usize])?;
+    let mut map = TensorMapMut::dense(&mut out, [64, rows as u64], [32, 8], SwizzleMode::B128)?;
+    TmaStoreTiles::launch(
+        &d,
+        LaunchConfig::new(1, 64),
+        &mut map,
+        rows.div_ceil(16),
+        mode,
+    )?;
+    out.to_vec()
+}
+
+#[test]
+fn tma_stores_write_staged_boxes_and_clip_at_the_tensor_edge() {
+    let got = store_tiles(0).unwrap();
+    for (i, &v) in got.iter().enumerate() {
+        let (r, c) = (i as u32 / 64, i as u32 % 64);
+        assert_eq!(
+            v,
+            10000 * (r / 16) + 64 * (r % 16) + c,
+            "element ({r}, {c})"
+        );
+    }
+}
+
+#[test]
+fn writing_a_staging_buffer_a_tma_store_may_still_read_is_a_race() {
+    let e = kernel_error(store_tiles(1));
+    assert_eq!(e.fault, Fault::SharedRace, "{e}");
+    assert!(
+        e.message.contains("TMA store") && e.message.contains("bulk_wait_group_read"),
+        "{e}"
+    );
+    let e = kernel_error(store_tiles(2));
+    assert_eq!(e.fault, Fault::SharedRace, "{e}");
+    assert!(e.message.contains("block ended"), "{e}");
 }
 
 fn kernel_error<T: std::fmt::Debug>(r: Result<T, ck_core::host::LaunchError>) -> KernelError {

@@ -10,8 +10,8 @@ use core::marker::PhantomData;
 mod pipeline;
 mod sm90;
 pub use pipeline::{
-    fence_barrier_init, named_barrier_arrive, named_barrier_sync, setmaxnreg_dec, setmaxnreg_inc,
-    Tma,
+    bulk_commit_group, bulk_wait_group_read, fence_barrier_init, named_barrier_arrive,
+    named_barrier_sync, setmaxnreg_dec, setmaxnreg_inc, Tma, TmaMut,
 };
 pub use sm90::{
     cp_async_16, cp_async_16_unchecked, cp_async_commit, cp_async_wait, fence_proxy_async,

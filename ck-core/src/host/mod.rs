@@ -11,7 +11,7 @@ mod tensor_map;
 pub use crate::kernel::{KernelSpec, Module};
 pub use crate::report::{Fault, KernelError, LaunchStats};
 pub use cuda::CudaDevice;
-pub use tensor_map::TensorMap;
+pub use tensor_map::{TensorMap, TensorMapMut};
 
 use crate::device::emu;
 use crate::device::emu::memory::EmuMemory;

@@ -19,7 +19,7 @@ use std::prelude::rust_2021::*;
 
 use super::{DeviceBuffer, KernelArg, LaunchError, RawBuffer, Storage};
 use crate::device::emu::memory::EmuMemory;
-use crate::device::{Element, Tma};
+use crate::device::{Element, Tma, TmaMut};
 use crate::tma::TmaGeometry;
 use crate::wgmma::SwizzleMode;
 use cudarc::driver::sys;
@@ -111,6 +111,70 @@ impl<'a, T: Element, const R: usize> TensorMap<'a, T, R> {
             map: self.encoded.as_ref(),
             box_bytes: self.geometry.box_bytes(),
         }
+    }
+}
+
+/// A tensor the TMA copy engine writes (kernels' [`TmaMut`] parameters, e.g. a GEMM's C
+/// stored from a staged shared tile): a [`TensorMap`] that borrows its buffer mutably, so no
+/// other argument of a launch reaches the tensor.
+///
+/// ```no_run
+/// # use ck_core::host::{Device, DeviceBuffer, TensorMapMut};
+/// # use ck_core::device::Bf16;
+/// # use ck_core::wgmma::SwizzleMode;
+/// # fn main() -> Result<(), ck_core::host::LaunchError> {
+/// let device = Device::emulator();
+/// // A 300 × 500 bf16 matrix written in boxes of 64 rows × 64 columns.
+/// let mut c = DeviceBuffer::<Bf16>::zeros(&device, 300 * 500)?;
+/// let map = TensorMapMut::dense(&mut c, [500, 300], [64, 64], SwizzleMode::B128)?;
+/// assert_eq!(map.geometry().box_bytes(), 64 * 128);
+/// # Ok(()) }
+/// ```
+pub struct TensorMapMut<'a, T, const R: usize> {
+    map: TensorMap<'a, T, R>,
+}
+
+impl<'a, T: Element, const R: usize> TensorMapMut<'a, T, R> {
+    /// As [`TensorMap::new`], writing `buffer`.
+    pub fn new(
+        buffer: &'a mut DeviceBuffer<T>,
+        dims: [u64; R],
+        strides: [u64; R],
+        box_dims: [u32; R],
+        swizzle: SwizzleMode,
+    ) -> Result<TensorMapMut<'a, T, R>, LaunchError> {
+        Ok(TensorMapMut {
+            map: TensorMap::new(buffer, dims, strides, box_dims, swizzle)?,
+        })
+    }
+
+    /// As [`TensorMap::dense`], writing `buffer`.
+    pub fn dense(
+        buffer: &'a mut DeviceBuffer<T>,
+        dims: [u64; R],
+        box_dims: [u32; R],
+        swizzle: SwizzleMode,
+    ) -> Result<TensorMapMut<'a, T, R>, LaunchError> {
+        Ok(TensorMapMut {
+            map: TensorMap::dense(buffer, dims, box_dims, swizzle)?,
+        })
+    }
+
+    /// The checked geometry: dimensions, strides, box, swizzle.
+    pub fn geometry(&self) -> &TmaGeometry<R> {
+        self.map.geometry()
+    }
+
+    /// The emulator's device-side handle (see [`TensorMap::tma`]).
+    #[doc(hidden)]
+    pub fn tma_mut(&self) -> TmaMut<T, R> {
+        TmaMut::from_emulated(self.map.buffer.emulated_id(), self.map.geometry)
+    }
+
+    /// This map as a kernel argument.
+    #[doc(hidden)]
+    pub fn arg(&self) -> KernelArg<'_> {
+        self.map.arg()
     }
 }
 

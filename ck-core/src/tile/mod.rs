@@ -22,9 +22,11 @@ use core::marker::PhantomData;
 
 mod async_copy;
 mod reduce;
+mod tma_box;
 pub use reduce::{
     block_reduce_x, broadcast_x, reduce_x_in_warp, Reducible, Reduction, RowsOf, Welford,
 };
+pub use tma_box::TmaBoxView;
 
 /// One thread's registers of a tile distributed by `D`.
 pub struct DistributedTensor<D: TileDistribution, T: Copy> {

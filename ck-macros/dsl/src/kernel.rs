@@ -58,11 +58,13 @@ enum Param {
         name: Ident,
         ty: Type,
     },
-    /// `Tma<T, R>`: a host `TensorMap` (on the GPU: its map's address and box bytes).
+    /// `Tma<T, R>` (`mutable: false`) or `TmaMut<T, R>`: a host `TensorMap` or `TensorMapMut`
+    /// (on the GPU: its map's address and box bytes).
     Tma {
         name: Ident,
         elem: Type,
         rank: Box<syn::GenericArgument>,
+        mutable: bool,
     },
 }
 
@@ -162,7 +164,7 @@ fn classify(arg: &FnArg) -> syn::Result<Param> {
     let unsupported = || {
         syn::Error::new(
             pt.ty.span(),
-            format!("{}: unsupported kernel argument type; use Global<T>, GlobalMut<T>, Tma<T, R> or a scalar (u32, i32, f32, ..)", rules::KERNEL_ARGUMENT),
+            format!("{}: unsupported kernel argument type; use Global<T>, GlobalMut<T>, Tma<T, R>, TmaMut<T, R> or a scalar (u32, i32, f32, ..)", rules::KERNEL_ARGUMENT),
         )
     };
     let Type::Path(tp) = &*pt.ty else {
@@ -181,7 +183,7 @@ fn classify(arg: &FnArg) -> syn::Result<Param> {
                 mutable: id == "GlobalMut",
             })
         }
-        ("Tma", syn::PathArguments::AngleBracketed(a)) if a.args.len() == 2 => {
+        ("Tma" | "TmaMut", syn::PathArguments::AngleBracketed(a)) if a.args.len() == 2 => {
             let syn::GenericArgument::Type(elem) = &a.args[0] else {
                 return Err(unsupported());
             };
@@ -189,6 +191,7 @@ fn classify(arg: &FnArg) -> syn::Result<Param> {
                 name,
                 elem: elem.clone(),
                 rank: Box::new(a.args[1].clone()),
+                mutable: id == "TmaMut",
             })
         }
         (s, syn::PathArguments::None) if SCALARS.contains(&s) => Ok(Param::Scalar {
@@ -226,8 +229,11 @@ fn stub(f: &ItemFn, params: Option<&[Param]>) -> TokenStream {
                 quote!(#name: &::ck_core::host::DeviceBuffer<#elem>)
             }
             Param::Scalar { name, ty } => quote!(#name: #ty),
-            Param::Tma { name, elem, rank } => {
+            Param::Tma { name, elem, rank, mutable: false } => {
                 quote!(#name: &::ck_core::host::TensorMap<'_, #elem, #rank>)
+            }
+            Param::Tma { name, elem, rank, mutable: true } => {
+                quote!(#name: &mut ::ck_core::host::TensorMapMut<'_, #elem, #rank>)
             }
         });
         quote! {
@@ -451,17 +457,30 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
                 ptx_params.push(quote!(#name: #ty));
                 call_args.push(quote!(#name));
             }
-            Param::Tma { name, elem, rank } => {
+            Param::Tma {
+                name,
+                elem,
+                rank,
+                mutable,
+            } => {
                 let (map, bytes) = (
                     format_ident!("{}_map", name),
                     format_ident!("{}_box_bytes", name),
                 );
-                host_params.push(quote!(#name: &::ck_core::host::TensorMap<'_, #elem, #rank>));
-                host_handles.push(quote!(let #name = #name.tma();));
+                if *mutable {
+                    host_params
+                        .push(quote!(#name: &mut ::ck_core::host::TensorMapMut<'_, #elem, #rank>));
+                    host_handles.push(quote!(let #name = #name.tma_mut();));
+                    // SAFETY (emitted): the entry point's contract, see its `# Safety`.
+                    ptx_handles.push(quote!(let #name = unsafe { ::ck_core::device::TmaMut::<#elem, #rank>::from_raw(#map, #bytes) };));
+                } else {
+                    host_params.push(quote!(#name: &::ck_core::host::TensorMap<'_, #elem, #rank>));
+                    host_handles.push(quote!(let #name = #name.tma();));
+                    // SAFETY (emitted): the entry point's contract, see its `# Safety`.
+                    ptx_handles.push(quote!(let #name = unsafe { ::ck_core::device::Tma::<#elem, #rank>::from_raw(#map, #bytes) };));
+                }
                 host_args.push(quote!(#name.arg()));
                 ptx_params.push(quote!(#map: *const u8, #bytes: u32));
-                // SAFETY (emitted): the entry point's contract, see its `# Safety`.
-                ptx_handles.push(quote!(let #name = unsafe { ::ck_core::device::Tma::<#elem, #rank>::from_raw(#map, #bytes) };));
                 call_args.push(quote!(#name));
             }
         }

@@ -23,8 +23,8 @@ mod state;
 
 pub use api::*;
 pub use pipeline::{
-    fence_barrier_init, named_barrier_arrive, named_barrier_sync, setmaxnreg_dec, setmaxnreg_inc,
-    Tma,
+    bulk_commit_group, bulk_wait_group_read, fence_barrier_init, named_barrier_arrive,
+    named_barrier_sync, setmaxnreg_dec, setmaxnreg_inc, Tma, TmaMut,
 };
 pub use sm90::*;
 
@@ -304,7 +304,21 @@ fn run_block(
         coros.push(co);
     }
     let mut ts = vec![TState::Runnable([0; 4]); n as usize];
-    let result = schedule(&state, &ctxs, &mut coros, &mut ts);
+    let result = schedule(&state, &ctxs, &mut coros, &mut ts).and_then(|()| {
+        // Shared memory goes with the block: no TMA store may still be reading it.
+        match pipeline::bulk_store_in_flight(&state) {
+            None => Ok(()),
+            Some((issuer, site)) => {
+                state.fault(
+                    Fault::SharedRace,
+                    vec![issuer],
+                    None,
+                    format!("the block ended while the TMA store thread {issuer} issued (at {site}) may still read its shared memory; bulk_commit_group and bulk_wait_group_read::<0>() before the kernel returns"),
+                );
+                Err(state.error.borrow_mut().take().expect("fault recorded"))
+            }
+        }
+    });
     // Reclaim stacks of finished coroutines; unfinished ones (after a fault) are unwound on drop.
     for co in coros {
         if co.done() {

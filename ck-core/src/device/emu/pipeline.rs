@@ -340,49 +340,15 @@ impl<T: Element, const R: usize> Tma<T, R> {
         let st = c.state();
         touch(st, c.tid, bar, site);
         let g = &self.geometry;
-        if dst_elem as u64 + g.box_elems() as u64 > N as u64 {
-            st.out_of_bounds(
-                c.tid,
-                site,
-                ("shared", Kind::Store),
-                (dst_elem as u64, g.box_elems(), T::NAME),
-                N as u64,
-            );
-            abort();
-        }
-        let start = (dst.byte_offset() + dst_elem * T::BYTES) as usize;
-        if !start.is_multiple_of(g.shared_alignment() as usize) {
-            fail(
-                Fault::Misaligned,
-                Some(dst_elem as u64),
-                format!("thread {}: TMA copy into shared byte {start} (at {site}); its destination must be {}-byte aligned ({:?} swizzle)", c.tid, g.shared_alignment(), g.swizzle()),
-            );
-        }
+        let start = box_in_shared::<T, R>(g, (dst.byte_offset(), dst_elem, N), Kind::Store, site);
         let src = buffer_of_launch(self.buffer, 0);
         // The box as it will lie in shared memory: every element read (or zero) now.
         let mut image = vec![0u8; g.box_bytes() as usize];
-        let bd = g.box_dims();
         let e = T::BYTES as usize;
-        for k in 0..g.box_elems() {
-            let mut within = [0u32; R];
-            let mut rest = k;
-            for (w, &d) in within.iter_mut().zip(&bd) {
-                *w = rest % d;
-                rest /= d;
-            }
-            if let Some(at) = g.global_byte(coords, within) {
-                if at as usize + e > src.bytes() {
-                    fail(
-                        Fault::OutOfBounds,
-                        Some(at / e as u64),
-                        format!("thread {}: TMA copy (at {site}) reads byte {at} of a tensor of {} bytes; the tensor map is larger than its buffer", c.tid, src.bytes()),
-                    );
-                }
-                let bits = src.load(at as usize, T::BYTES).to_le_bytes();
-                let to = g.shared_byte(within) as usize;
-                image[to..to + e].copy_from_slice(&bits[..e]);
-            }
-        }
+        for_each_in_tensor(g, coords, src, site, |at, to| {
+            let bits = src.load(at, T::BYTES).to_le_bytes();
+            image[to..to + e].copy_from_slice(&bits[..e]);
+        });
         let chunks: Vec<PendingCopy> = image
             .chunks(16)
             .enumerate()
@@ -424,6 +390,184 @@ impl<T: Element, const R: usize> Tma<T, R> {
         b.landing.extend(chunks);
         complete_if_done(st, b);
     }
+}
+
+/// Calls `f(global byte, shared byte)` for every element of the box at `coords` that lies
+/// inside the tensor (offsets in the tensor's buffer and in the box's shared image);
+/// `out-of-bounds` where the map reaches past its buffer.
+fn for_each_in_tensor<const R: usize>(
+    g: &TmaGeometry<R>,
+    coords: [i32; R],
+    buffer: &super::memory::EmuMemory,
+    site: Site,
+    mut f: impl FnMut(usize, usize),
+) {
+    let bd = g.box_dims();
+    let e = g.elem_bytes() as usize;
+    for k in 0..g.box_elems() {
+        let mut within = [0u32; R];
+        let mut rest = k;
+        for (w, &d) in within.iter_mut().zip(&bd) {
+            *w = rest % d;
+            rest /= d;
+        }
+        if let Some(at) = g.global_byte(coords, within) {
+            if at as usize + e > buffer.bytes() {
+                fail(
+                    Fault::OutOfBounds,
+                    Some(at / e as u64),
+                    format!("thread {}: TMA copy (at {site}) reaches byte {at} of a tensor of {} bytes; the tensor map is larger than its buffer", ctx().tid, buffer.bytes()),
+                );
+            }
+            f(at as usize, g.shared_byte(within) as usize);
+        }
+    }
+}
+
+/// Checks that the box of `g` at shared element `elem` of an array of `n` elements of `T`
+/// lies inside it, aligned as its swizzle needs; returns its first shared byte.
+fn box_in_shared<T: Element, const R: usize>(
+    g: &TmaGeometry<R>,
+    (offset, elem, n): (u32, u32, usize),
+    kind: Kind,
+    site: Site,
+) -> usize {
+    let c = ctx();
+    if elem as u64 + g.box_elems() as u64 > n as u64 {
+        c.state().out_of_bounds(
+            c.tid,
+            site,
+            ("shared", kind),
+            (elem as u64, g.box_elems(), T::NAME),
+            n as u64,
+        );
+        abort();
+    }
+    let start = (offset + elem * T::BYTES) as usize;
+    if !start.is_multiple_of(g.shared_alignment() as usize) {
+        fail(
+            Fault::Misaligned,
+            Some(elem as u64),
+            format!("thread {}: TMA copy at shared byte {start} (at {site}); its shared box must be {}-byte aligned ({:?} swizzle)", c.tid, g.shared_alignment(), g.swizzle()),
+        );
+    }
+    start
+}
+
+/// A global tensor the TMA copy engine writes, rank `R` (a kernel argument made from a host
+/// `TensorMapMut`): in the emulator, the tensor's buffer and the map's checked geometry.
+pub struct TmaMut<T, const R: usize> {
+    buffer: u64,
+    geometry: TmaGeometry<R>,
+    _t: PhantomData<T>,
+}
+
+impl<T, const R: usize> Clone for TmaMut<T, R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T, const R: usize> Copy for TmaMut<T, R> {}
+
+impl<T: Element, const R: usize> TmaMut<T, R> {
+    /// The handle of a tensor map over emulated buffer `buffer` (used by the host launcher).
+    #[doc(hidden)]
+    pub fn from_emulated(buffer: u64, geometry: TmaGeometry<R>) -> Self {
+        TmaMut {
+            buffer,
+            geometry,
+            _t: PhantomData,
+        }
+    }
+
+    /// Bytes one store reads from shared memory.
+    pub fn box_bytes(&self) -> u32 {
+        self.geometry.box_bytes()
+    }
+
+    /// `prefetch.tensormap` (nothing to fetch in the emulator).
+    pub fn prefetch(&self) {}
+
+    /// `cp.async.bulk.tensor` to global memory: writes the box at `coords` (elements,
+    /// innermost first; what lies outside the tensor is not written) from `src` at element
+    /// `src_elem`. The emulator reads the shared bytes and writes the tensor at once; the
+    /// sanitizer then treats the bytes as still being read until the issuing thread's
+    /// [`bulk_wait_group_read`] retires the store: a write to them before that (by any thread),
+    /// a block that ends before it, or a store issued before the writers of the bytes are
+    /// ordered before the issuer, is a `shared-race`.
+    #[track_caller]
+    pub fn store_from_shared<const N: usize>(
+        &self,
+        coords: [i32; R],
+        src: &SharedArray<T, N>,
+        src_elem: u32,
+    ) {
+        let site = Location::caller();
+        let c = ctx();
+        let st = c.state();
+        let g = &self.geometry;
+        let start = box_in_shared::<T, R>(g, (src.byte_offset(), src_elem, N), Kind::Load, site);
+        let chunks = start / 16..(start + g.box_bytes() as usize).div_ceil(16);
+        // The engine reads what the issuer may read: every writer ordered before the issue.
+        for chunk in chunks.clone() {
+            st.check_race(c.tid, site, Kind::Load, 16 * chunk, 16, false);
+            if st.error.borrow().is_some() {
+                abort();
+            }
+        }
+        let dst = buffer_of_launch(self.buffer, 0);
+        for_each_in_tensor(g, coords, dst, site, |at, from| {
+            dst.store(at, T::BYTES, st.shared.load(start + from, T::BYTES));
+        });
+        let mut reading = st.bulk_reading.borrow_mut();
+        for chunk in chunks.clone() {
+            reading.insert(chunk, (c.tid, site));
+        }
+        st.bulk_stores.borrow_mut()[c.tid as usize]
+            .open
+            .extend(chunks);
+    }
+}
+
+/// `cp.async.bulk.commit_group`: this thread's TMA stores since its last commit form one group.
+pub fn bulk_commit_group() {
+    let c = ctx();
+    let mut stores = c.state().bulk_stores.borrow_mut();
+    let mine = &mut stores[c.tid as usize];
+    let group = std::mem::take(&mut mine.open);
+    mine.committed.push_back(group);
+}
+
+/// `cp.async.bulk.wait_group.read PENDING`: retires this thread's oldest committed store groups
+/// until at most `PENDING` remain; their shared bytes count as read by this thread here, so a
+/// later write by another thread must be ordered after this wait.
+#[track_caller]
+pub fn bulk_wait_group_read<const PENDING: u32>() {
+    let site = Location::caller();
+    let c = ctx();
+    let st = c.state();
+    loop {
+        let group = {
+            let mut stores = st.bulk_stores.borrow_mut();
+            let mine = &mut stores[c.tid as usize];
+            if mine.committed.len() <= PENDING as usize {
+                return;
+            }
+            mine.committed.pop_front().unwrap_or_default()
+        };
+        for chunk in group {
+            st.bulk_reading.borrow_mut().remove(&chunk);
+            st.check_race(c.tid, site, Kind::Load, 16 * chunk, 16, false);
+            if st.error.borrow().is_some() {
+                abort();
+            }
+        }
+    }
+}
+
+/// The first TMA store still reading shared memory when the block ends: its issuer and site.
+pub(crate) fn bulk_store_in_flight(st: &BlockState) -> Option<(u32, Site)> {
+    st.bulk_reading.borrow().values().next().copied()
 }
 
 /// What a thread suspended at an mbarrier needs to go on: the barrier's phase has reached

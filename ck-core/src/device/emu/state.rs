@@ -121,6 +121,14 @@ pub(crate) struct AsyncCopies {
     pub committed: VecDeque<Vec<PendingCopy>>,
 }
 
+/// One thread's TMA stores: the 16-byte shared chunks (offset / 16) read by those since its
+/// last commit, and by its committed groups, oldest first, until a read-wait retires them.
+#[derive(Default)]
+pub(crate) struct BulkStores {
+    pub open: Vec<usize>,
+    pub committed: VecDeque<Vec<usize>>,
+}
+
 /// State of one block while it runs (touched by one OS thread only).
 pub(crate) struct BlockState {
     pub kernel: String,
@@ -140,6 +148,10 @@ pub(crate) struct BlockState {
     pub async_copies: RefCell<Vec<AsyncCopies>>,
     /// 16-byte shared chunks (offset / 16) with an asynchronous copy in flight.
     pub async_pending: RefCell<HashMap<usize, PendingChunk>>,
+    /// Per thread: its TMA stores whose shared reads no wait has retired.
+    pub bulk_stores: RefCell<Vec<BulkStores>>,
+    /// 16-byte shared chunks (offset / 16) a TMA store may still read: its issuer and site.
+    pub bulk_reading: RefCell<HashMap<usize, (u32, Site)>>,
     /// Initialised mbarriers by shared byte offset.
     pub mbarriers: RefCell<HashMap<usize, MbarrierState>>,
     /// Named barriers 1..=15 (index 0 unused: `block_sync`'s).
@@ -167,6 +179,8 @@ impl BlockState {
             error: RefCell::new(None),
             async_copies: RefCell::new((0..block_dim).map(|_| AsyncCopies::default()).collect()),
             async_pending: RefCell::new(HashMap::new()),
+            bulk_stores: RefCell::new((0..block_dim).map(|_| BulkStores::default()).collect()),
+            bulk_reading: RefCell::new(HashMap::new()),
             mbarriers: RefCell::new(HashMap::new()),
             named: RefCell::new((0..16).map(|_| NamedBarrier::default()).collect()),
         }
@@ -271,6 +285,32 @@ impl BlockState {
         true
     }
 
+    /// A write of `bytes` bytes at `offset` into bytes a TMA store may still read: a fault.
+    fn overwrites_bulk_source(&self, tid: u32, site: Site, offset: usize, bytes: u32) -> bool {
+        let reading = self.bulk_reading.borrow();
+        if reading.is_empty() {
+            return false;
+        }
+        let hit = (offset / 16..(offset + bytes as usize).div_ceil(16))
+            .find_map(|chunk| reading.get(&chunk).map(|&r| (chunk, r)));
+        let Some((chunk, (issuer, store_site))) = hit else {
+            return false;
+        };
+        drop(reading);
+        let byte = offset.max(chunk * 16);
+        self.fault(
+            Fault::SharedRace,
+            vec![issuer, tid],
+            Some(byte as u64),
+            format!(
+                "thread {tid} writes shared byte {byte} (at {site}) while the TMA store that thread {issuer} \
+                 issued (at {store_site}) may still read it: thread {issuer} must bulk_commit_group and \
+                 bulk_wait_group_read for that store (and a barrier must follow) before the bytes are written again"
+            ),
+        );
+        true
+    }
+
     /// Checks a shared access of `bytes` bytes at `offset` against earlier accesses of the same
     /// barrier interval; a write-write pair that stores the value already there is benign.
     pub fn check_race(
@@ -282,7 +322,9 @@ impl BlockState {
         bytes: u32,
         same_value: bool,
     ) {
-        if self.touches_pending_copy(tid, site, kind, offset, bytes) {
+        if self.touches_pending_copy(tid, site, kind, offset, bytes)
+            || (kind != Kind::Load && self.overwrites_bulk_source(tid, site, offset, bytes))
+        {
             return;
         }
         let clocks = self.clocks.borrow();

@@ -233,3 +233,110 @@ impl<T: Element, const R: usize> Tma<T, R> {
         }
     }
 }
+
+/// A global tensor the TMA copy engine writes, rank `R` (a kernel argument made from a host
+/// `TensorMapMut`): the address of its 128-byte tensor map and the bytes one store moves.
+pub struct TmaMut<T, const R: usize> {
+    map: *const u8,
+    box_bytes: u32,
+    _t: PhantomData<T>,
+}
+
+impl<T, const R: usize> Clone for TmaMut<T, R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T, const R: usize> Copy for TmaMut<T, R> {}
+
+impl<T: Element, const R: usize> TmaMut<T, R> {
+    /// The handle of the tensor map at `map` whose box is `box_bytes` bytes.
+    ///
+    /// # Safety
+    /// As for [`Tma::from_raw`], and no other argument of the launch reaches the tensor's
+    /// memory (the launcher passes a host `TensorMapMut`'s, which borrows its buffer
+    /// mutably).
+    #[inline(always)]
+    pub unsafe fn from_raw(map: *const u8, box_bytes: u32) -> Self {
+        TmaMut {
+            map,
+            box_bytes,
+            _t: PhantomData,
+        }
+    }
+
+    /// Bytes one store reads from shared memory.
+    #[inline(always)]
+    pub fn box_bytes(&self) -> u32 {
+        self.box_bytes
+    }
+
+    /// `prefetch.tensormap`: fetches the tensor map into the cache ahead of the first store.
+    #[inline(always)]
+    pub fn prefetch(&self) {
+        // SAFETY: a prefetch of the map's (valid) address; no architectural effect.
+        unsafe { asm!("prefetch.tensormap [{0}];", in(reg64) self.map, options(nostack)) };
+    }
+
+    /// `cp.async.bulk.tensor.Rd.global.shared::cta.bulk_group`: writes the box at `coords`
+    /// (elements, innermost first; what lies outside the tensor is not written) from `src`
+    /// at element `src_elem`, laid out as the map's swizzle says. The copy engine reads the
+    /// shared bytes after this returns: they may be written again only after
+    /// [`bulk_commit_group`] and a [`bulk_wait_group_read`] that retires the group (and the
+    /// block must not exit before then). Shared-memory writes of other threads must be
+    /// ordered before the store by [`fence_proxy_async`](super::fence_proxy_async) and a
+    /// barrier. A box that does not fit in `src` from `src_elem` traps; the source must be
+    /// aligned to 128 bytes (1024 with the 128-byte swizzle).
+    #[inline(always)]
+    pub fn store_from_shared<const N: usize>(
+        &self,
+        coords: [i32; R],
+        src: &SharedArray<T, N>,
+        src_elem: u32,
+    ) {
+        if src_elem as u64 * T::BYTES as u64 + self.box_bytes as u64 > N as u64 * T::BYTES as u64 {
+            trap();
+        }
+        let (s, m) = (src.base_addr() + src_elem * T::BYTES, self.map);
+        let c = |k: usize| if k < R { coords[k] } else { 0 };
+        // SAFETY: the copy engine reads `box_bytes` bytes of shared memory from `s`, inside
+        // `src` (checked above), and writes the tensor through the map (clipped to the tensor,
+        // whose footprint the host checked against its buffer, which no other argument
+        // reaches).
+        unsafe {
+            match R {
+                1 => {
+                    asm!("cp.async.bulk.tensor.1d.global.shared::cta.bulk_group [{0}, {{{1}}}], [{2}];", in(reg64) m, in(reg32) c(0), in(reg32) s, options(nostack))
+                }
+                2 => {
+                    asm!("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [{0}, {{{1}, {2}}}], [{3}];", in(reg64) m, in(reg32) c(0), in(reg32) c(1), in(reg32) s, options(nostack))
+                }
+                3 => {
+                    asm!("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [{0}, {{{1}, {2}, {3}}}], [{4}];", in(reg64) m, in(reg32) c(0), in(reg32) c(1), in(reg32) c(2), in(reg32) s, options(nostack))
+                }
+                4 => {
+                    asm!("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [{0}, {{{1}, {2}, {3}, {4}}}], [{5}];", in(reg64) m, in(reg32) c(0), in(reg32) c(1), in(reg32) c(2), in(reg32) c(3), in(reg32) s, options(nostack))
+                }
+                _ => {
+                    asm!("cp.async.bulk.tensor.5d.global.shared::cta.bulk_group [{0}, {{{1}, {2}, {3}, {4}, {5}}}], [{6}];", in(reg64) m, in(reg32) c(0), in(reg32) c(1), in(reg32) c(2), in(reg32) c(3), in(reg32) c(4), in(reg32) s, options(nostack))
+                }
+            }
+        }
+    }
+}
+
+/// `cp.async.bulk.commit_group`: this thread's TMA stores since its last commit form one group.
+#[inline(always)]
+pub fn bulk_commit_group() {
+    // SAFETY: groups the thread's issued stores; touches no memory.
+    unsafe { asm!("cp.async.bulk.commit_group;", options(nostack)) };
+}
+
+/// `cp.async.bulk.wait_group.read PENDING`: waits until the copy engine has read the shared
+/// memory of all but this thread's `PENDING` most recent store groups (their global writes may
+/// still be under way), so those bytes may be written again.
+#[inline(always)]
+pub fn bulk_wait_group_read<const PENDING: u32>() {
+    // SAFETY: waits; touches no memory.
+    unsafe { asm!("cp.async.bulk.wait_group.read {n};", n = const PENDING, options(nostack)) };
+}
