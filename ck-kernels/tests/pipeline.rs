@@ -145,13 +145,19 @@ fn mbarrier_misuse(output: GlobalMut<u32>, mode: u32) {
 /// Writes `tiles` tiles of 16 × 64 u32 (element (r, c) of tile j: `10000 j + 64 r + c`) into a
 /// staging buffer laid out as four TMA boxes of 8 × 32, through the view's offsets, and thread
 /// 0 stores them with TMA below each other. `mode = 1`: no wait before the staging buffer is
-/// written again; `mode = 2`: no wait before the kernel returns.
+/// written again; `mode = 2`: no wait before the kernel returns; `mode = 3`: boxes of 5 rows
+/// (16 is not a multiple); `mode = 4`: the view starts one element past the aligned start.
 #[tile_kernel(block = 64)]
 fn tma_store_tiles(output: TmaMut<u32, 2>, tiles: u32, mode: u32) {
     // 1 KiB more, to start the boxes on a 1024-byte boundary (the swizzle's period).
     let staging = shared!(u32; 16 * 64 + 256);
     let start = (1024 - staging.shared_address(0) % 1024) % 1024 / 4;
-    let view = TmaBoxView::new(staging, start, (16, 64), 8);
+    let (start, box_rows) = match mode {
+        3 => (start, 5),
+        4 => (start + 1, 8),
+        _ => (start, 8),
+    };
+    let view = TmaBoxView::new(staging, start, (16, 64), box_rows);
     let t = thread_idx();
     for j in 0..tiles {
         if t == 0 && mode != 1 {
@@ -218,6 +224,20 @@ fn writing_a_staging_buffer_a_tma_store_may_still_read_is_a_race() {
     let e = kernel_error(store_tiles(2));
     assert_eq!(e.fault, Fault::SharedRace, "{e}");
     assert!(e.message.contains("block ended"), "{e}");
+}
+
+#[test]
+fn a_box_view_that_does_not_fit_its_boxes_says_what_to_change() {
+    let e = kernel_error(store_tiles(3));
+    assert_eq!(e.fault, Fault::Misaligned, "{e}");
+    assert!(
+        e.message
+            .contains("rows must be a positive multiple of the box rows"),
+        "{e}"
+    );
+    let e = kernel_error(store_tiles(4));
+    assert_eq!(e.fault, Fault::Misaligned, "{e}");
+    assert!(e.message.contains("1024-byte boundary"), "{e}");
 }
 
 fn kernel_error<T: std::fmt::Debug>(r: Result<T, ck_core::host::LaunchError>) -> KernelError {

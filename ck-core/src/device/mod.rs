@@ -38,12 +38,12 @@ pub use emu::{
 };
 
 #[cfg(all(feature = "std", not(target_arch = "nvptx64")))]
-pub(crate) use emu::{copy_16_async_on_partial_vectors, view_outside_memory};
+pub(crate) use emu::{copy_16_async_on_partial_vectors, tma_box_view_unfit, view_outside_memory};
 
 #[cfg(target_arch = "nvptx64")]
 mod ptx;
 #[cfg(target_arch = "nvptx64")]
-pub(crate) use ptx::view_outside_memory;
+pub(crate) use ptx::{tma_box_view_unfit, view_outside_memory};
 
 #[cfg(target_arch = "nvptx64")]
 pub use ptx::{

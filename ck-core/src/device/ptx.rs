@@ -224,6 +224,14 @@ pub(crate) fn view_outside_memory(_size: u32) -> ! {
     unsafe { nvptx::trap() }
 }
 
+/// A [`TmaBoxView`](crate::tile::TmaBoxView) whose shape or start does not fit the boxes: the
+/// kernel traps where it is made (the emulator reports `misaligned-access`).
+#[inline(always)]
+pub(crate) fn tma_box_view_unfit(_why: core::fmt::Arguments<'_>) -> ! {
+    // SAFETY: `trap` aborts the kernel; nothing runs after it.
+    unsafe { nvptx::trap() }
+}
+
 macro_rules! handle_common {
     ($h:ident, $ptr:ty) => {
         impl<T> Clone for $h<T> {

@@ -48,18 +48,33 @@ impl<T: Element, const N: usize> TmaBoxView<T, N> {
     /// Elements of `T` in one panel row.
     pub const PANEL: u32 = ROW_BYTES / T::BYTES;
 
-    /// The view (a kernel error — the emulator's `out-of-bounds`, a trap on the GPU — where the
-    /// tile does not fit in `smem` or its shape does not cut into whole boxes).
+    /// The view. A kernel error where it is made (the emulator's `misaligned-access` naming
+    /// the fix, a trap on the GPU): a shape that does not cut into whole boxes, a start off a
+    /// 1024-byte boundary (the copy engine's swizzle would place the elements elsewhere); the
+    /// emulator's `out-of-bounds` (a trap) where the tile does not fit in `smem`.
     #[inline(always)]
+    #[track_caller]
     pub fn new(
         smem: SharedArray<T, N>,
         start: u32,
         (rows, cols): (u32, u32),
         box_rows: u32,
     ) -> Self {
-        let whole = box_rows > 0 && rows % box_rows == 0 && cols % Self::PANEL == 0;
+        if box_rows == 0 || !rows.is_multiple_of(box_rows) || !cols.is_multiple_of(Self::PANEL) {
+            crate::device::tma_box_view_unfit(format_args!(
+                "of {rows} × {cols} in boxes of {box_rows} rows: rows must be a positive multiple of the box rows, and cols a multiple of {} (one 128-byte row of {})",
+                Self::PANEL,
+                T::NAME
+            ));
+        }
+        if !smem.shared_address(start).is_multiple_of(1024) {
+            crate::device::tma_box_view_unfit(format_args!(
+                "starting at element {start}, shared byte {}: the boxes must start on a 1024-byte boundary (pad the array by 1 KiB and start at the first aligned element)",
+                smem.shared_address(start)
+            ));
+        }
         let bytes = rows as u64 * cols as u64 * T::BYTES as u64;
-        if !whole || start as u64 * T::BYTES as u64 + bytes > N as u64 * T::BYTES as u64 {
+        if start as u64 * T::BYTES as u64 + bytes > N as u64 * T::BYTES as u64 {
             crate::device::view_outside_memory(N as u32);
         }
         TmaBoxView {

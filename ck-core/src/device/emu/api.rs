@@ -246,6 +246,24 @@ fn atomic<T: Atomic>(
     T::from_bits(mem.update(offset, |old| f(T::from_bits(old)).to_bits()))
 }
 
+/// A [`TmaBoxView`](crate::tile::TmaBoxView) whose shape or start does not fit the boxes
+/// (`why` says which and what to change): `misaligned-access` where the view is made.
+#[track_caller]
+pub(crate) fn tma_box_view_unfit(why: std::fmt::Arguments<'_>) -> ! {
+    let c = ctx();
+    c.state().fault(
+        Fault::Misaligned,
+        vec![c.tid],
+        None,
+        format!(
+            "thread {}: a TmaBoxView (made at {}) {why}",
+            c.tid,
+            Location::caller()
+        ),
+    );
+    abort();
+}
+
 /// A view whose footprint does not fit its memory: an `out-of-bounds` fault where it is made
 /// (a trap on the GPU).
 #[track_caller]

@@ -288,40 +288,61 @@ pub fn setmaxnreg_dec<const REGS: u32>() {
     };
 }
 
-/// A global tensor as the TMA copy engine sees it, rank `R` (a kernel argument made from a
-/// host `TensorMap`): in the emulator, the tensor's buffer and the map's checked geometry.
-pub struct Tma<T, const R: usize> {
-    buffer: u64,
-    geometry: TmaGeometry<R>,
-    _t: PhantomData<T>,
+/// Declares a tensor-map handle type (what [`Tma`] and [`TmaMut`] share): in the emulator, the
+/// tensor's buffer and the map's checked geometry, `Copy`, made by the host launcher.
+macro_rules! tensor_map_handle {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        pub struct $name<T, const R: usize> {
+            buffer: u64,
+            geometry: TmaGeometry<R>,
+            _t: PhantomData<T>,
+        }
+
+        impl<T, const R: usize> Clone for $name<T, R> {
+            fn clone(&self) -> Self {
+                *self
+            }
+        }
+        impl<T, const R: usize> Copy for $name<T, R> {}
+
+        impl<T: Element, const R: usize> $name<T, R> {
+            /// The handle of a tensor map over emulated buffer `buffer` (used by the host
+            /// launcher).
+            #[doc(hidden)]
+            pub fn from_emulated(buffer: u64, geometry: TmaGeometry<R>) -> Self {
+                $name {
+                    buffer,
+                    geometry,
+                    _t: PhantomData,
+                }
+            }
+
+            /// Bytes one box moves between the tensor and shared memory (what a copy counts
+            /// on its mbarrier).
+            pub fn box_bytes(&self) -> u32 {
+                self.geometry.box_bytes()
+            }
+
+            /// `prefetch.tensormap` (nothing to fetch in the emulator).
+            pub fn prefetch(&self) {}
+        }
+    };
 }
 
-impl<T, const R: usize> Clone for Tma<T, R> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<T, const R: usize> Copy for Tma<T, R> {}
+tensor_map_handle!(
+    /// A global tensor as the TMA copy engine sees it, rank `R` (a kernel argument made from a
+    /// host `TensorMap`).
+    Tma
+);
+
+tensor_map_handle!(
+    /// A global tensor the TMA copy engine writes, rank `R` (a kernel argument made from a host
+    /// `TensorMapMut`).
+    TmaMut
+);
 
 impl<T: Element, const R: usize> Tma<T, R> {
-    /// The handle of a tensor map over emulated buffer `buffer` (used by the host launcher).
-    #[doc(hidden)]
-    pub fn from_emulated(buffer: u64, geometry: TmaGeometry<R>) -> Self {
-        Tma {
-            buffer,
-            geometry,
-            _t: PhantomData,
-        }
-    }
-
-    /// Bytes one copy writes to shared memory (and counts on its mbarrier).
-    pub fn box_bytes(&self) -> u32 {
-        self.geometry.box_bytes()
-    }
-
-    /// `prefetch.tensormap` (nothing to fetch in the emulator).
-    pub fn prefetch(&self) {}
-
     /// `cp.async.bulk.tensor`: copies the box at `coords` (elements, innermost first; outside
     /// the tensor reads as zeros) into `dst` from element `dst_elem`, and completes its
     /// [`Self::box_bytes`] on barrier `bar` of `bars` (see the module documentation).
@@ -454,40 +475,7 @@ fn box_in_shared<T: Element, const R: usize>(
     start
 }
 
-/// A global tensor the TMA copy engine writes, rank `R` (a kernel argument made from a host
-/// `TensorMapMut`): in the emulator, the tensor's buffer and the map's checked geometry.
-pub struct TmaMut<T, const R: usize> {
-    buffer: u64,
-    geometry: TmaGeometry<R>,
-    _t: PhantomData<T>,
-}
-
-impl<T, const R: usize> Clone for TmaMut<T, R> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<T, const R: usize> Copy for TmaMut<T, R> {}
-
 impl<T: Element, const R: usize> TmaMut<T, R> {
-    /// The handle of a tensor map over emulated buffer `buffer` (used by the host launcher).
-    #[doc(hidden)]
-    pub fn from_emulated(buffer: u64, geometry: TmaGeometry<R>) -> Self {
-        TmaMut {
-            buffer,
-            geometry,
-            _t: PhantomData,
-        }
-    }
-
-    /// Bytes one store reads from shared memory.
-    pub fn box_bytes(&self) -> u32 {
-        self.geometry.box_bytes()
-    }
-
-    /// `prefetch.tensormap` (nothing to fetch in the emulator).
-    pub fn prefetch(&self) {}
-
     /// `cp.async.bulk.tensor` to global memory: writes the box at `coords` (elements,
     /// innermost first; what lies outside the tensor is not written) from `src` at element
     /// `src_elem`. The emulator reads the shared bytes and writes the tensor at once; the

@@ -140,52 +140,72 @@ pub fn setmaxnreg_dec<const REGS: u32>() {
     };
 }
 
-/// A global tensor as the TMA copy engine sees it, rank `R` (a kernel argument made from a
-/// host `TensorMap`): the address of its 128-byte tensor map in global memory, and the bytes
-/// one copy moves.
-pub struct Tma<T, const R: usize> {
-    map: *const u8,
-    box_bytes: u32,
-    _t: PhantomData<T>,
+/// Declares a tensor-map handle type (what [`Tma`] and [`TmaMut`] share): the address of a
+/// 128-byte tensor map in global memory and the bytes of one box, `Copy`, made by `from_raw`.
+macro_rules! tensor_map_handle {
+    ($(#[$doc:meta])* $name:ident, safety: $safety:literal) => {
+        $(#[$doc])*
+        pub struct $name<T, const R: usize> {
+            map: *const u8,
+            box_bytes: u32,
+            _t: PhantomData<T>,
+        }
+
+        impl<T, const R: usize> Clone for $name<T, R> {
+            fn clone(&self) -> Self {
+                *self
+            }
+        }
+        impl<T, const R: usize> Copy for $name<T, R> {}
+
+        impl<T: Element, const R: usize> $name<T, R> {
+            /// The handle of the tensor map at `map` whose box is `box_bytes` bytes.
+            ///
+            /// # Safety
+            #[doc = $safety]
+            #[inline(always)]
+            pub unsafe fn from_raw(map: *const u8, box_bytes: u32) -> Self {
+                $name {
+                    map,
+                    box_bytes,
+                    _t: PhantomData,
+                }
+            }
+
+            /// Bytes one box moves between the tensor and shared memory (what a copy counts
+            /// on its mbarrier).
+            #[inline(always)]
+            pub fn box_bytes(&self) -> u32 {
+                self.box_bytes
+            }
+
+            /// `prefetch.tensormap`: fetches the tensor map into the cache ahead of the first
+            /// copy.
+            #[inline(always)]
+            pub fn prefetch(&self) {
+                // SAFETY: a prefetch of the map's (valid) address; no architectural effect.
+                unsafe { asm!("prefetch.tensormap [{0}];", in(reg64) self.map, options(nostack)) };
+            }
+        }
+    };
 }
 
-impl<T, const R: usize> Clone for Tma<T, R> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<T, const R: usize> Copy for Tma<T, R> {}
+tensor_map_handle!(
+    /// A global tensor as the TMA copy engine sees it, rank `R` (a kernel argument made from a
+    /// host `TensorMap`): the address of its 128-byte tensor map in global memory, and the
+    /// bytes one copy moves.
+    Tma,
+    safety: "`map` is the device address of a tensor map of rank `R` and element `T`, encoded by the driver, whose box has `box_bytes` bytes and whose tensor stays allocated while the kernel runs (the generated entry point's contract: the launcher passes a host `TensorMap`'s)."
+);
+
+tensor_map_handle!(
+    /// A global tensor the TMA copy engine writes, rank `R` (a kernel argument made from a host
+    /// `TensorMapMut`): the address of its 128-byte tensor map and the bytes one store moves.
+    TmaMut,
+    safety: "As for [`Tma::from_raw`], and no other argument of the launch reaches the tensor's memory (the launcher passes a host `TensorMapMut`'s, which borrows its buffer mutably)."
+);
 
 impl<T: Element, const R: usize> Tma<T, R> {
-    /// The handle of the tensor map at `map` whose box is `box_bytes` bytes.
-    ///
-    /// # Safety
-    /// `map` is the device address of a tensor map of rank `R` and element `T`, encoded by the
-    /// driver, whose box has `box_bytes` bytes and whose tensor stays allocated while the
-    /// kernel runs (the generated entry point's contract: the launcher passes a host
-    /// `TensorMap`'s).
-    #[inline(always)]
-    pub unsafe fn from_raw(map: *const u8, box_bytes: u32) -> Self {
-        Tma {
-            map,
-            box_bytes,
-            _t: PhantomData,
-        }
-    }
-
-    /// Bytes one copy writes to shared memory (and counts on its mbarrier).
-    #[inline(always)]
-    pub fn box_bytes(&self) -> u32 {
-        self.box_bytes
-    }
-
-    /// `prefetch.tensormap`: fetches the tensor map into the cache ahead of the first copy.
-    #[inline(always)]
-    pub fn prefetch(&self) {
-        // SAFETY: a prefetch of the map's (valid) address; no architectural effect.
-        unsafe { asm!("prefetch.tensormap [{0}];", in(reg64) self.map, options(nostack)) };
-    }
-
     /// `cp.async.bulk.tensor.Rd.shared::cluster.global.mbarrier::complete_tx::bytes`: copies the
     /// box at `coords` (elements, innermost first; outside the tensor reads as zeros) into
     /// `dst` from element `dst_elem`, and completes its [`Self::box_bytes`] on barrier `bar`
@@ -234,50 +254,7 @@ impl<T: Element, const R: usize> Tma<T, R> {
     }
 }
 
-/// A global tensor the TMA copy engine writes, rank `R` (a kernel argument made from a host
-/// `TensorMapMut`): the address of its 128-byte tensor map and the bytes one store moves.
-pub struct TmaMut<T, const R: usize> {
-    map: *const u8,
-    box_bytes: u32,
-    _t: PhantomData<T>,
-}
-
-impl<T, const R: usize> Clone for TmaMut<T, R> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<T, const R: usize> Copy for TmaMut<T, R> {}
-
 impl<T: Element, const R: usize> TmaMut<T, R> {
-    /// The handle of the tensor map at `map` whose box is `box_bytes` bytes.
-    ///
-    /// # Safety
-    /// As for [`Tma::from_raw`], and no other argument of the launch reaches the tensor's
-    /// memory (the launcher passes a host `TensorMapMut`'s, which borrows its buffer
-    /// mutably).
-    #[inline(always)]
-    pub unsafe fn from_raw(map: *const u8, box_bytes: u32) -> Self {
-        TmaMut {
-            map,
-            box_bytes,
-            _t: PhantomData,
-        }
-    }
-
-    /// Bytes one store reads from shared memory.
-    #[inline(always)]
-    pub fn box_bytes(&self) -> u32 {
-        self.box_bytes
-    }
-
-    /// `prefetch.tensormap`: fetches the tensor map into the cache ahead of the first store.
-    #[inline(always)]
-    pub fn prefetch(&self) {
-        // SAFETY: a prefetch of the map's (valid) address; no architectural effect.
-        unsafe { asm!("prefetch.tensormap [{0}];", in(reg64) self.map, options(nostack)) };
-    }
-
     /// `cp.async.bulk.tensor.Rd.global.shared::cta.bulk_group`: writes the box at `coords`
     /// (elements, innermost first; what lies outside the tensor is not written) from `src`
     /// at element `src_elem`, laid out as the map's swizzle says. The copy engine reads the
