@@ -44,16 +44,20 @@ fn add_rmsnorm_tile<D, T, const VEC: usize, const PAD: bool>(
     let mut wr = make_tile_window::<D, _>(View2::<_, T, VEC>::new(r_out, m, w, w), [row0, 0]);
     let mut wy = make_tile_window::<D, _>(View2::<_, T, VEC>::new(y, m, w, w), [row0, 0]);
     let add = |a: f32, b: f32| a + b;
-    let sum = |a: T, b: T| T::from_f32(a.to_f32() + b.to_f32());
+    let sum = |a: T, b: T| a.to_f32() + b.to_f32();
     let inv_n = 1.0 / n as f32;
     let normalize = |r: &DistributedTensor<D, f32>,
                      ss: &DistributedTensor<D, f32>,
                      g: &DistributedTensor<D, T>| {
         r.zip_map(ss, |v, s| v * math::rsqrt(s * inv_n + eps))
-            .zip_map(g, |v, g| T::from_f32(v * g.to_f32()))
+            .zip_map(g, |v, g| v * g.to_f32())
+            .round_to::<T>()
     };
     if tiles == 1 {
-        let r = wx.load::<T>().zip_map(&wres.load::<T>(), sum);
+        let r = wx
+            .load::<T>()
+            .zip_map(&wres.load::<T>(), sum)
+            .round_to::<T>();
         wr.store(&r);
         let rf = r.map(T::to_f32);
         let ss = block_reduce_x::<D, f32, 1, SCRATCH>(&rf.map(|v| v * v), add, scratch);
@@ -63,7 +67,10 @@ fn add_rmsnorm_tile<D, T, const VEC: usize, const PAD: bool>(
     }
     let mut sq = DistributedTensor::<D, f32>::zeros();
     for _ in 0..tiles {
-        let r = wx.load::<T>().zip_map(&wres.load::<T>(), sum);
+        let r = wx
+            .load::<T>()
+            .zip_map(&wres.load::<T>(), sum)
+            .round_to::<T>();
         wr.store(&r);
         sq = sq.zip_map(&r, |s, v| s + v.to_f32() * v.to_f32());
         wx.move_by([0, cols]);

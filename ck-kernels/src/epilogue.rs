@@ -177,7 +177,7 @@ macro_rules! c_element {
                 t: &DistributedTensor<D, f32>,
             ) {
                 let view = View2::<_, $t, V>::new(c, rows, cols, stride);
-                make_tile_window::<D, _>(view, origin).store(&t.map(<$t>::from_f32));
+                make_tile_window::<D, _>(view, origin).store(&t.round_to::<$t>());
             }
         }
     };

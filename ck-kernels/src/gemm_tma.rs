@@ -252,7 +252,7 @@ impl TmaOutput for Bf16 {
             named_barrier_sync(1 + wg, 128);
         }
         let staged = View2::<_, Bf16, 2>::new(staging, BM, 64, STAGED_STRIDE);
-        make_tile_window::<CWgmma32, _>(staged, [0, 32 * H as i32]).store(&x.map(Bf16::from_f32));
+        make_tile_window::<CWgmma32, _>(staged, [0, 32 * H as i32]).store(&x.round_to::<Bf16>());
         if H == 1 {
             named_barrier_sync(1 + wg, 128);
             let staged = View2::<_, Bf16, 8>::new(staging, BM, 64, STAGED_STRIDE);

@@ -60,7 +60,8 @@ fn normalize<D: TileDistribution, T: Real>(
     x.zip_map(shift, |v, s| v - s)
         .zip_map(stats, |d, (md, r)| (d - md) * r)
         .zip_map(gamma, |v, g| v * g.to_f32())
-        .zip_map(beta, |v, b| T::from_f32(v + b.to_f32()))
+        .zip_map(beta, |v, b| v + b.to_f32())
+        .round_to::<T>()
 }
 
 /// The shared body of every configuration.
@@ -120,7 +121,11 @@ fn layernorm_tile<D, T, const VEC: usize, const LONG: bool, const PAD: bool>(
             .zip_map(&shift, |v, s| v - s)
             .zip_map(&stats, |d, (md, r)| (d - md) * r)
             .zip_map(&wg.load::<T>(), |v, g| v * g.to_f32());
-        wy.store(&scaled.zip_map(&wb.load::<T>(), |v, b| T::from_f32(v + b.to_f32())));
+        wy.store(
+            &scaled
+                .zip_map(&wb.load::<T>(), |v, b| v + b.to_f32())
+                .round_to::<T>(),
+        );
         stats
     } else {
         // Longer rows: the other tiles for the sums, then every tile again for y.

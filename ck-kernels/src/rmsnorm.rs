@@ -61,7 +61,8 @@ fn rmsnorm_tile<D, T, const VEC: usize, const PAD: bool>(
             .map(T::to_f32);
         let out = xf
             .zip_map(&ss, |v, s| v * math::rsqrt(s * inv_n + eps))
-            .zip_map(&g, |v, g| T::from_f32(v * g));
+            .zip_map(&g, |v, g| v * g)
+            .round_to::<T>();
         make_tile_window::<D, _>(yv, [row0, 0]).store(&out);
         return;
     }
@@ -86,7 +87,8 @@ fn rmsnorm_tile<D, T, const VEC: usize, const PAD: bool>(
         let g = wg.load::<T>().map(T::to_f32);
         let out = xf
             .zip_map(&scale, |v, s| v * s)
-            .zip_map(&g, |v, g| T::from_f32(v * g));
+            .zip_map(&g, |v, g| v * g)
+            .round_to::<T>();
         wy.store(&out);
         wx.move_by([0, cols]);
         wg.move_by([0, cols]);

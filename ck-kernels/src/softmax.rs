@@ -61,7 +61,7 @@ fn softmax_tile<D, T, const VEC: usize, const LONG: bool>(
         let max = block_reduce_x::<D, f32, 1, SCRATCH>(&t, f32::max, scratch);
         let e = t.zip_map(&max, exp_from);
         let sum = block_reduce_x::<D, f32, 1, SCRATCH>(&e, |a, b| a + b, scratch);
-        wy.store(&e.zip_map(&sum, |v, s| T::from_f32(v / s)));
+        wy.store(&e.zip_map(&sum, |v, s| v / s).round_to::<T>());
         return;
     }
     let tiles = n.div_ceil(cols as u32);
@@ -75,7 +75,10 @@ fn softmax_tile<D, T, const VEC: usize, const LONG: bool>(
     wx.set_origin([row0, 0]);
     for _ in 0..tiles {
         let t = wx.load::<T>().map(T::to_f32);
-        wy.store(&t.zip_map(&stats, |v, (mx, s)| T::from_f32(exp_from(v, mx) / s)));
+        wy.store(
+            &t.zip_map(&stats, |v, (mx, s)| exp_from(v, mx) / s)
+                .round_to::<T>(),
+        );
         wx.move_by([0, cols]);
         wy.move_by([0, cols]);
     }

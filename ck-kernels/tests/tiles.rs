@@ -491,3 +491,38 @@ fn element_copies_take_every_element_of_any_view_and_zeros_outside_it() {
         check_view_copy(&d, shape, true, |r, c, e| r < rows && c + e < cols);
     }
 }
+
+tile_distribution! {
+    /// Three registers per thread: an odd count, so `round_to` has a last unpaired register.
+    struct Odd3 {
+        warp_size: 32, block_size: 32,
+        h: { m: [lane: 32], n: [y: 3] },
+        p: [[m.lane]],
+        y: [n.y],
+    }
+}
+
+/// `round_to::<Bf16>()` on even and odd register counts: every register rounded to nearest
+/// even, in place. Inputs `1 + k/512` lie between bf16 neighbours `4/512` apart, so the
+/// expected value is `1 + 4 · rne(k / 4) / 512` — computed here, not by the conversion.
+#[test]
+fn round_to_bf16_rounds_every_register_to_nearest_even_in_place() {
+    fn rne_quarter(k: u32) -> f32 {
+        let (q, r) = (k / 4, k % 4);
+        let up = r > 2 || (r == 2 && q % 2 == 1);
+        1.0 + 4.0 * (q + up as u32) as f32 / 512.0
+    }
+    fn check<D: ck_core::distribution::TileDistribution>(len: usize) {
+        let mut t = ck_core::tile::DistributedTensor::<D, f32>::splat(0.0);
+        for d in 0..len {
+            t.set(d, 1.0 + (d as u32 * 3 + 1) as f32 / 512.0);
+        }
+        let r = t.round_to::<Bf16>();
+        for d in 0..len {
+            let want = rne_quarter(d as u32 * 3 + 1);
+            assert_eq!(r.get(d).to_f32(), want, "register {d} of {len}");
+        }
+    }
+    check::<Odd3>(3);
+    check::<Tv1c>(32);
+}

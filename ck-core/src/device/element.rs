@@ -156,6 +156,12 @@ pub trait Real: Element {
     fn to_f32(self) -> f32;
     /// Rounds an f32 to this type (nearest even).
     fn from_f32(v: f32) -> Self;
+    /// Rounds two f32s, `[from_f32(lo), from_f32(hi)]`: one instruction for bf16 on the GPU
+    /// (`cvt.rn.bf16x2.f32`), where `from_f32` is one conversion each on a slower pipe.
+    #[inline(always)]
+    fn from_f32_pair(lo: f32, hi: f32) -> [Self; 2] {
+        [Self::from_f32(lo), Self::from_f32(hi)]
+    }
 }
 
 impl Real for f32 {
@@ -177,5 +183,10 @@ impl Real for Bf16 {
     #[inline(always)]
     fn from_f32(v: f32) -> Self {
         Bf16::from_f32(v)
+    }
+    #[inline(always)]
+    fn from_f32_pair(lo: f32, hi: f32) -> [Self; 2] {
+        let w = Bf16::pack2(lo, hi);
+        [Bf16(w as u16), Bf16((w >> 16) as u16)]
     }
 }
