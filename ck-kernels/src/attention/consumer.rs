@@ -226,9 +226,8 @@ fn store<H: HeadDim>(
     let inv = rows.sum.map(|l| if l > 0.0 { math::rcp(l) } else { 0.0 });
     let out = rows
         .acc
-        .zip_map(&broadcast_x::<H::Out, RowStats, f32, 1>(&inv), |o, i| {
-            Bf16::from_f32(o * i)
-        });
+        .zip_map(&broadcast_x::<H::Out, RowStats, f32, 1>(&inv), |o, i| o * i)
+        .round_to::<Bf16>();
     // Views end at this head's last row, so the padding rows of the tile are not written.
     let head_end = (w.bh + 1) * pb.sq;
     let origin = (w.bh * pb.sq + w.q0) as i32;
