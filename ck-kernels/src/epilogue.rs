@@ -118,12 +118,11 @@ impl<O: Real> Epilogue<O> {
             x.update(|v| *v *= alpha);
         }
         if self.flags & HAS_D != 0 {
-            let (d, beta) = (d(), self.beta);
-            D::for_each_y(|_, i| x.set(i, x.get(i) + beta * d.get(i)));
+            let beta = self.beta;
+            *x = x.zip_map(&d(), |v, d| v + beta * d);
         }
         if self.flags & HAS_BIAS != 0 {
-            let bias = bias();
-            D::for_each_y(|_, i| x.set(i, x.get(i) + bias.get(i)));
+            *x = x.zip_map(&bias(), |v, b| v + b);
         }
         match self.flags >> ACTIVATION_SHIFT {
             1 => x.update(|v| *v = relu(*v)),

@@ -45,11 +45,11 @@ pub mod field {
     pub const N: u32 = 2;
     /// Columns of A, rows of B.
     pub const K: u32 = 3;
-    /// Offset of A (and D) in their buffers, in elements.
+    /// Offset of A in its buffer, in elements.
     pub const A_AT: u32 = 4;
     /// Offset of B.
     pub const B_AT: u32 = 5;
-    /// Offset of C and D.
+    /// Offset of C and D (D lies like C).
     pub const C_AT: u32 = 6;
     /// Offset of the bias.
     pub const BIAS_AT: u32 = 7;

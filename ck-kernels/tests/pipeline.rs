@@ -1,6 +1,7 @@
 //! Hopper's asynchronous pipeline on the emulator: TMA copies land what the tensor map says
-//! (checked against loops written here), TMA stores write staged boxes back, a producer/consumer ring over mbarriers runs, and each
-//! way of getting the synchronisation wrong is caught with its diagnosis.
+//! (checked against loops written here), TMA stores write staged boxes back, a
+//! producer/consumer ring over mbarriers runs, and each way of getting the synchronisation
+//! wrong is caught with its diagnosis.
 
 use ck_core::device::*;
 use ck_core::host::{

@@ -512,8 +512,9 @@ fn round_to_bf16_rounds_every_register_to_nearest_even_in_place() {
         let up = r > 2 || (r == 2 && q % 2 == 1);
         1.0 + 4.0 * (q + up as u32) as f32 / 512.0
     }
-    fn check<D: ck_core::distribution::TileDistribution>(len: usize) {
+    fn check<D: ck_core::distribution::TileDistribution>() -> usize {
         let mut t = ck_core::tile::DistributedTensor::<D, f32>::splat(0.0);
+        let len = t.data.as_ref().len();
         for d in 0..len {
             t.set(d, 1.0 + (d as u32 * 3 + 1) as f32 / 512.0);
         }
@@ -522,7 +523,8 @@ fn round_to_bf16_rounds_every_register_to_nearest_even_in_place() {
             let want = rne_quarter(d as u32 * 3 + 1);
             assert_eq!(r.get(d).to_f32(), want, "register {d} of {len}");
         }
+        len
     }
-    check::<Odd3>(3);
-    check::<Tv1c>(32);
+    assert_eq!(check::<Odd3>(), 3);
+    assert_eq!(check::<Tv1c>(), 32);
 }

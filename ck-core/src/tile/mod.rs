@@ -82,9 +82,10 @@ impl<D: TileDistribution, T: Copy> DistributedTensor<D, T> {
         out
     }
 
-    /// Every element rounded to `U` (`self.map(U::from_f32)`), two registers per
-    /// [`Real::from_f32_pair`]: a bf16 tile costs half as many conversions, and a register pair
-    /// that a window stores as one word is converted straight into that word.
+    /// Every element rounded to `U` (the values of `self.map(U::from_f32)`), registers `2i` and
+    /// `2i + 1` by one [`Real::from_f32_pair`]: a bf16 tile costs half as many conversions, and
+    /// where the pair is two neighbouring columns (the usual innermost Y dim) the conversion's
+    /// word is the one the window stores.
     #[inline(always)]
     pub fn round_to<U: Real>(&self) -> DistributedTensor<D, U>
     where
@@ -92,7 +93,7 @@ impl<D: TileDistribution, T: Copy> DistributedTensor<D, T> {
     {
         let mut out = DistributedTensor::<D, U>::splat(U::default());
         let len = self.data.as_ref().len();
-        // `for_each_y` is unrolled: `d` is a constant in each copy and the tests fold away.
+        // `for_each_y` is unrolled: `d` is a constant in each copy, so the branches fold away.
         D::for_each_y(|_, d| {
             if d % 2 == 0 && d + 1 < len {
                 let [lo, hi] = U::from_f32_pair(self.get(d).to_f32(), self.get(d + 1).to_f32());

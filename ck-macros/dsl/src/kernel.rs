@@ -214,6 +214,44 @@ fn embedded_ptx() -> Option<String> {
     (stem == krate).then_some(path)
 }
 
+/// The launcher's parameter for a kernel parameter: a device buffer or a tensor map, borrowed
+/// mutably where the kernel writes it (`GlobalMut`, `TmaMut`), or the scalar itself.
+fn host_param(p: &Param) -> TokenStream {
+    match p {
+        Param::Global {
+            name,
+            elem,
+            mutable: true,
+        } => {
+            quote!(#name: &mut ::ck_core::host::DeviceBuffer<#elem>)
+        }
+        Param::Global {
+            name,
+            elem,
+            mutable: false,
+        } => {
+            quote!(#name: &::ck_core::host::DeviceBuffer<#elem>)
+        }
+        Param::Scalar { name, ty } => quote!(#name: #ty),
+        Param::Tma {
+            name,
+            elem,
+            rank,
+            mutable: false,
+        } => {
+            quote!(#name: &::ck_core::host::TensorMap<'_, #elem, #rank>)
+        }
+        Param::Tma {
+            name,
+            elem,
+            rank,
+            mutable: true,
+        } => {
+            quote!(#name: &mut ::ck_core::host::TensorMapMut<'_, #elem, #rank>)
+        }
+    }
+}
+
 /// What a kernel with errors still defines, so that the rest of the user's crate type-checks and
 /// only the kernel's own errors are reported: the function, with its body replaced, and its
 /// launcher — with `launch` when every argument is one a kernel takes.
@@ -221,21 +259,7 @@ fn stub(f: &ItemFn, params: Option<&[Param]>) -> TokenStream {
     let (attrs, vis, sig) = (&f.attrs, &f.vis, &f.sig);
     let launcher = format_ident!("{}", camel(&sig.ident.to_string()), span = sig.ident.span());
     let launch = params.map(|params| {
-        let host_params = params.iter().map(|p| match p {
-            Param::Global { name, elem, mutable: true } => {
-                quote!(#name: &mut ::ck_core::host::DeviceBuffer<#elem>)
-            }
-            Param::Global { name, elem, mutable: false } => {
-                quote!(#name: &::ck_core::host::DeviceBuffer<#elem>)
-            }
-            Param::Scalar { name, ty } => quote!(#name: #ty),
-            Param::Tma { name, elem, rank, mutable: false } => {
-                quote!(#name: &::ck_core::host::TensorMap<'_, #elem, #rank>)
-            }
-            Param::Tma { name, elem, rank, mutable: true } => {
-                quote!(#name: &mut ::ck_core::host::TensorMapMut<'_, #elem, #rank>)
-            }
-        });
+        let host_params = params.iter().map(host_param);
         quote! {
             #[cfg(not(target_arch = "nvptx64"))]
             impl #launcher {
@@ -425,6 +449,7 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
     // `# Safety` (the launcher passes each buffer's pointer with its own length).
     let mut ptx_handles = Vec::new();
     for p in &params {
+        host_params.push(host_param(p));
         match p {
             Param::Global {
                 name,
@@ -434,14 +459,12 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
                 let n = name.to_string();
                 let (ptr, len) = (format_ident!("{}_ptr", name), format_ident!("{}_len", name));
                 if *mutable {
-                    host_params.push(quote!(#name: &mut ::ck_core::host::DeviceBuffer<#elem>));
                     host_handles.push(quote!(let #name = #name.global_mut();));
                     host_args.push(quote!(#name.arg()));
                     ptx_params.push(quote!(#ptr: *mut #elem, #len: u32));
                     // SAFETY (emitted): the entry point's contract, see its `# Safety`.
                     ptx_handles.push(quote!(let #name = unsafe { ::ck_core::device::GlobalMut::<#elem>::from_raw(#ptr, #len) };));
                 } else {
-                    host_params.push(quote!(#name: &::ck_core::host::DeviceBuffer<#elem>));
                     host_handles.push(quote!(let #name = #name.global();));
                     host_args.push(quote!(#name.arg()));
                     ptx_params.push(quote!(#ptr: *const #elem, #len: u32));
@@ -452,7 +475,6 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
                 call_args.push(quote!(#name));
             }
             Param::Scalar { name, ty } => {
-                host_params.push(quote!(#name: #ty));
                 host_args.push(quote!(::ck_core::host::KernelArg::from(#name)));
                 ptx_params.push(quote!(#name: #ty));
                 call_args.push(quote!(#name));
@@ -467,18 +489,14 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
                     format_ident!("{}_map", name),
                     format_ident!("{}_box_bytes", name),
                 );
-                if *mutable {
-                    host_params
-                        .push(quote!(#name: &mut ::ck_core::host::TensorMapMut<'_, #elem, #rank>));
-                    host_handles.push(quote!(let #name = #name.tma_mut();));
-                    // SAFETY (emitted): the entry point's contract, see its `# Safety`.
-                    ptx_handles.push(quote!(let #name = unsafe { ::ck_core::device::TmaMut::<#elem, #rank>::from_raw(#map, #bytes) };));
+                let (handle, device_ty) = if *mutable {
+                    (format_ident!("tma_mut"), format_ident!("TmaMut"))
                 } else {
-                    host_params.push(quote!(#name: &::ck_core::host::TensorMap<'_, #elem, #rank>));
-                    host_handles.push(quote!(let #name = #name.tma();));
-                    // SAFETY (emitted): the entry point's contract, see its `# Safety`.
-                    ptx_handles.push(quote!(let #name = unsafe { ::ck_core::device::Tma::<#elem, #rank>::from_raw(#map, #bytes) };));
-                }
+                    (format_ident!("tma"), format_ident!("Tma"))
+                };
+                host_handles.push(quote!(let #name = #name.#handle();));
+                // SAFETY (emitted): the entry point's contract, see its `# Safety`.
+                ptx_handles.push(quote!(let #name = unsafe { ::ck_core::device::#device_ty::<#elem, #rank>::from_raw(#map, #bytes) };));
                 host_args.push(quote!(#name.arg()));
                 ptx_params.push(quote!(#map: *const u8, #bytes: u32));
                 call_args.push(quote!(#name));

@@ -246,58 +246,49 @@ fn atomic<T: Atomic>(
     T::from_bits(mem.update(offset, |old| f(T::from_bits(old)).to_bits()))
 }
 
+/// Records `fault` for this thread (`message` after "thread N: ") and ends the launch there.
+fn fault_here(fault: Fault, message: std::fmt::Arguments<'_>) -> ! {
+    let c = ctx();
+    c.state().fault(
+        fault,
+        vec![c.tid],
+        None,
+        format!("thread {}: {message}", c.tid),
+    );
+    abort();
+}
+
 /// A [`TmaBoxView`](crate::tile::TmaBoxView) whose shape or start does not fit the boxes
 /// (`why` says which and what to change): `misaligned-access` where the view is made.
 #[track_caller]
 pub(crate) fn tma_box_view_unfit(why: std::fmt::Arguments<'_>) -> ! {
-    let c = ctx();
-    c.state().fault(
+    let site = Location::caller();
+    fault_here(
         Fault::Misaligned,
-        vec![c.tid],
-        None,
-        format!(
-            "thread {}: a TmaBoxView (made at {}) {why}",
-            c.tid,
-            Location::caller()
-        ),
-    );
-    abort();
+        format_args!("a TmaBoxView (made at {site}) {why}"),
+    )
 }
 
 /// A view whose footprint does not fit its memory: an `out-of-bounds` fault where it is made
 /// (a trap on the GPU).
 #[track_caller]
 pub(crate) fn view_outside_memory(size: u32) -> ! {
-    let c = ctx();
-    c.state().fault(
+    let site = Location::caller();
+    fault_here(
         Fault::OutOfBounds,
-        vec![c.tid],
-        None,
-        format!(
-            "thread {}: a view (made at {}) larger than its memory of {size} elements: its (rows − 1) · row stride + cols (or its length) must fit in the buffer",
-            c.tid,
-            Location::caller()
-        ),
-    );
-    abort();
+        format_args!("a view (made at {site}) larger than its memory of {size} elements: its (rows − 1) · row stride + cols (or its length) must fit in the buffer"),
+    )
 }
 
 /// The fault of a `copy_16_async` over a view whose rows are not whole 16-byte vectors (`cols`
 /// or `row_stride` not a multiple of `elems`): a partial vector would be lost as padding.
 #[track_caller]
 pub(crate) fn copy_16_async_on_partial_vectors(cols: u32, row_stride: u32, elems: u32) -> ! {
-    let c = ctx();
-    c.state().fault(
+    let site = Location::caller();
+    fault_here(
         Fault::Misaligned,
-        vec![c.tid],
-        None,
-        format!(
-            "thread {}: copy_16_async (at {}) over a view of {cols} columns, row stride {row_stride}: cp.async copies whole vectors of {elems} elements, so the columns and the stride must be multiples of {elems}; copy such rows with View2::copy_16 (element by element), or pad them",
-            c.tid,
-            Location::caller()
-        ),
-    );
-    abort();
+        format_args!("copy_16_async (at {site}) over a view of {cols} columns, row stride {row_stride}: cp.async copies whole vectors of {elems} elements, so the columns and the stride must be multiples of {elems}; copy such rows with View2::copy_16 (element by element), or pad them"),
+    )
 }
 
 /// Faults unless elements `start..start + len` lie in a buffer of `size` elements and `start`
