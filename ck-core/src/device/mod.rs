@@ -67,6 +67,13 @@ pub use ptx::{
 /// announces a copy's bytes, the copy completes it) and "empty" (each consumer arrives when it
 /// is done with the stage). Use `n` of stage `s` waits for phase `n` of full\[s\] (parity
 /// `n % 2`) and, before refilling, phase `n − 1` of empty\[s\].
+///
+/// A parity names one of the last two phases only: `wait(i, n % 2)` is correct while phase
+/// `n − 1` has completed or is the one in progress. A thread that skips ahead — a consumer
+/// that leaves a whole tile's stages to another warpgroup, more stages than the ring has —
+/// may find phase `n − 2` in progress and take its completion for phase `n`'s. Such threads
+/// must first learn that the uses before theirs have been waited for (CUTLASS's ping-pong
+/// GEMM passes the main loop from one warpgroup to the other through a named barrier).
 #[repr(C, align(8))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Mbarrier(u64);
