@@ -10,15 +10,24 @@
 //! `y = (d − Σd/N) · rstd` never subtracts two numbers of size 1e4 rounded apart. Padding is left
 //! out with the window's validity mask. Rows that fit one tile are read once; longer rows are
 //! read twice (statistics, then output).
+//!
+//! f32 rows exactly one tile wide (CK's `kPadN = false`, kernels of their own) need no shift
+//! first: each thread folds its values into a [`ShiftedWelford`] accumulator in two passes over
+//! its registers (the shift is its first value), and one `block_reduce_x` merges them (Chan's
+//! update) — one reduction, one trip through shared memory and two barriers fewer.
 
 use crate::rows::*;
 use ck_core::device::*;
-use ck_core::tile::{block_reduce_x, make_tile_window, DistributedTensor, View2};
+use ck_core::tile::{
+    block_reduce_x, make_tile_window, DistributedTensor, Reduction, ShiftedWelford, View2,
+};
 use ck_core::TileDistribution;
 use ck_macros::tile_kernel;
 
 /// Scratch for the cross-warp reductions: `BLOCK_SIZE` (≤ 256) × 2 words (a pair).
 const SCRATCH: usize = 512;
+/// The same for the one-reduction kernels: × 4 words (a [`ShiftedWelford`]).
+const SCRATCH_WELFORD: usize = 1024;
 
 /// `(d, d²)` of the valid elements of `x − shift` (padding contributes nothing).
 #[inline(always)]
@@ -46,6 +55,86 @@ fn row_stats<D: TileDistribution>(
         let var = (q * inv_n - md * md).max(0.0);
         (md, math::rsqrt(var + eps))
     })
+}
+
+/// Each thread's [`ShiftedWelford`] of its values of each row, in the row's collecting register
+/// (`Reduction::CANON`; empty elsewhere, which the reduction's fold then skips at compile
+/// time): the shift is that register's value, the mean and squared deviations come from two
+/// passes over the registers (four operations per value, no division but by the constant
+/// count).
+#[inline(always)]
+fn thread_welford<D: TileDistribution>(
+    x: &DistributedTensor<D, f32>,
+) -> DistributedTensor<D, ShiftedWelford> {
+    let canon = |d: usize| Reduction::<D, 1>::CANON[d] as usize;
+    let mut acc = DistributedTensor::<D, ShiftedWelford>::splat(ShiftedWelford::EMPTY);
+    D::for_each_y(|_, d| {
+        let c = canon(d);
+        let mut a = acc.get(c);
+        a.count += 1.0;
+        a.mean += x.get(d) - x.get(c);
+        acc.set(c, a);
+    });
+    D::for_each_y(|_, d| {
+        if canon(d) == d {
+            let mut a = acc.get(d);
+            a.shift = x.get(d);
+            a.mean /= a.count;
+            acc.set(d, a);
+        }
+    });
+    D::for_each_y(|_, d| {
+        let c = canon(d);
+        let mut a = acc.get(c);
+        let e = (x.get(d) - a.shift) - a.mean;
+        a.m2 += e * e;
+        acc.set(c, a);
+    });
+    acc
+}
+
+/// The body of the one-reduction kernels: rows exactly the tile's width (rows past `m` read
+/// zeros and are never written).
+#[inline(always)]
+fn layernorm_full_rows<D: TileDistribution<X = [i32; 2]>, T: Real, const VEC: usize>(
+    (x, gamma, beta): (Global<T>, Global<T>, Global<T>),
+    y: GlobalMut<T>,
+    (mean_out, rstd_out, stats_rows): (GlobalMut<f32>, GlobalMut<f32>, u32),
+    (m, n, eps): (u32, u32, f32),
+    scratch: &SharedArray<u32, SCRATCH_WELFORD>,
+) {
+    let [rows, cols] = D::X_LENGTHS;
+    assert!(
+        n == cols as u32,
+        "layernorm: an unpadded kernel for a row that is not the tile"
+    );
+    let row0 = (block_idx() * rows as u32) as i32;
+    // gamma and beta as rows of stride 0, every row the same. (The windows are made before the
+    // loads, as in `layernorm_tile`: made after the reduction, ptxas kept more registers.)
+    let wx = make_tile_window::<D, _>(View2::<_, T, VEC>::new(x, m, n, n), [row0, 0]);
+    let wg = make_tile_window::<D, _>(View2::<_, T, VEC>::new(gamma, rows as u32, n, 0), [0, 0]);
+    let wb = make_tile_window::<D, _>(View2::<_, T, VEC>::new(beta, rows as u32, n, 0), [0, 0]);
+    let wy = make_tile_window::<D, _>(View2::<_, T, VEC>::new(y, m, n, n), [row0, 0]);
+    let x = wx.load::<T>().map(T::to_f32);
+    let w = block_reduce_x::<D, ShiftedWelford, 1, SCRATCH_WELFORD>(
+        &thread_welford(&x),
+        ShiftedWelford::merge,
+        scratch,
+    );
+    let stats = w.map(|w| (w.shift, w.mean, math::rsqrt(w.variance() + eps)));
+    let scaled = x
+        .zip_map(&stats, |v, (s, md, r)| ((v - s) - md) * r)
+        .zip_map(&wg.load::<T>(), |v, g| v * g.to_f32());
+    wy.store(
+        &scaled
+            .zip_map(&wb.load::<T>(), |v, b| v + b.to_f32())
+            .round_to::<T>(),
+    );
+    // Each row's mean and rstd (where asked: `stats_rows` = m, else 0), from column 0, one
+    // after the other (both made first, they were live together: +12 to +31 registers).
+    let column = |g: GlobalMut<f32>| View2::<_, f32, 1>::new(g, stats_rows, 1, 1);
+    make_tile_window::<D, _>(column(mean_out), [row0, 0]).store(&stats.map(|(s, md, _)| s + md));
+    make_tile_window::<D, _>(column(rstd_out), [row0, 0]).store(&stats.map(|(_, _, r)| r));
 }
 
 /// `(x − shift − mean(d)) · rstd · gamma + beta`, computed in place as gamma and beta arrive
@@ -159,12 +248,19 @@ macro_rules! layernorm_kernel {
     // Launch bounds only where given: with `min_blocks_per_sm = 1` ptxas takes registers freely
     // (the bf16 row kernel went 77 → 120).
     ($name:ident, $dist:ident, $t:ty, $vec:literal, $block:literal, $long:literal, $pad:literal) => {
-        layernorm_kernel!(@ $name, $dist, $t, $vec, $long, $pad, [block = $block, distributions($dist)]);
+        layernorm_kernel!(@ $name, $dist, $t, [block = $block, distributions($dist)], SCRATCH,
+            layernorm_tile::<$dist, $t, $vec, $long, $pad>);
     };
     ($name:ident, $dist:ident, $t:ty, $vec:literal, $block:literal, $long:literal, $pad:literal, min_blocks_per_sm = $mb:literal) => {
-        layernorm_kernel!(@ $name, $dist, $t, $vec, $long, $pad, [block = $block, min_blocks_per_sm = $mb, distributions($dist)]);
+        layernorm_kernel!(@ $name, $dist, $t, [block = $block, min_blocks_per_sm = $mb, distributions($dist)], SCRATCH,
+            layernorm_tile::<$dist, $t, $vec, $long, $pad>);
     };
-    (@ $name:ident, $dist:ident, $t:ty, $vec:literal, $long:literal, $pad:literal, [$($opts:tt)*]) => {
+    // Rows exactly the tile's width, one reduction.
+    ($name:ident, $dist:ident, $t:ty, $vec:literal, $block:literal, one_reduction) => {
+        layernorm_kernel!(@ $name, $dist, $t, [block = $block, distributions($dist)], SCRATCH_WELFORD,
+            layernorm_full_rows::<$dist, $t, $vec>);
+    };
+    (@ $name:ident, $dist:ident, $t:ty, [$($opts:tt)*], $scratch:ident, $body:expr) => {
         #[doc = concat!("LayerNorm with `", stringify!($dist), "` tiles, `", stringify!($t), "` in and out.")]
         #[tile_kernel($($opts)*)]
         #[allow(clippy::too_many_arguments)]
@@ -180,8 +276,8 @@ macro_rules! layernorm_kernel {
             n: u32,
             eps: f32,
         ) {
-            let scratch = shared!(u32; SCRATCH);
-            layernorm_tile::<$dist, $t, $vec, $long, $pad>(
+            let scratch = shared!(u32; $scratch);
+            $body(
                 (x, gamma, beta),
                 y,
                 (mean, rstd, stats_rows),
@@ -196,6 +292,26 @@ layernorm_kernel!(layernorm_f32_rows, RowsF32, f32, 4, 256, false, true);
 layernorm_kernel!(layernorm_f32_c4096, RowF32x4096, f32, 4, 128, false, true);
 layernorm_kernel!(layernorm_f32_c8192, RowF32x8192, f32, 4, 256, false, true);
 layernorm_kernel!(layernorm_f32_long, RowF32x8192, f32, 4, 256, true, true);
+// f32 rows exactly the tile's width: one reduction (see the module documentation). (The bf16
+// ones keep two: at 8192 columns the one-reduction kernel spilled under its four-blocks bound
+// and lost 14 %; at 1024 and 4096 columns it gained nothing.)
+layernorm_kernel!(layernorm_f32_rows_full, RowsF32, f32, 4, 256, one_reduction);
+layernorm_kernel!(
+    layernorm_f32_c4096_full,
+    RowF32x4096,
+    f32,
+    4,
+    128,
+    one_reduction
+);
+layernorm_kernel!(
+    layernorm_f32_c8192_full,
+    RowF32x8192,
+    f32,
+    4,
+    256,
+    one_reduction
+);
 layernorm_kernel!(layernorm_bf16_rows, RowsBf16, Bf16, 8, 256, false, true);
 layernorm_kernel!(
     layernorm_bf16_c4096,
@@ -299,12 +415,23 @@ pub mod host {
         let cfg = tile.launch_config(Dtype::F32, m);
         let s = stats_rows(&b, m)?;
         let (x, g, be, y, mu, r) = (b.x, b.gamma, b.beta, b.y, b.mean, b.rstd);
+        // Rows exactly the tile's width: one reduction, in kernels of their own.
+        let full = n == tile.columns(Dtype::F32);
         match tile {
+            RowTile::Rows if full => {
+                LayernormF32RowsFull::launch(device, cfg, x, g, be, y, mu, r, s, m, n, eps)
+            }
             RowTile::Rows => {
                 LayernormF32Rows::launch(device, cfg, x, g, be, y, mu, r, s, m, n, eps)
             }
+            RowTile::Row4096 if full => {
+                LayernormF32C4096Full::launch(device, cfg, x, g, be, y, mu, r, s, m, n, eps)
+            }
             RowTile::Row4096 => {
                 LayernormF32C4096::launch(device, cfg, x, g, be, y, mu, r, s, m, n, eps)
+            }
+            RowTile::Row8192 if full => {
+                LayernormF32C8192Full::launch(device, cfg, x, g, be, y, mu, r, s, m, n, eps)
             }
             RowTile::Row8192 if n <= LONG_ROWS => {
                 LayernormF32C8192::launch(device, cfg, x, g, be, y, mu, r, s, m, n, eps)

@@ -69,20 +69,23 @@ fn bf16_matches_fp64_of_the_rounded_inputs() {
     }
 }
 
-/// Rows exactly a tile wide run the unpadded bf16 kernels (no validity mask); 11 rows of 1024
-/// leave the last 8-row block with padding rows.
+/// Rows exactly a tile wide run the unpadded kernels (no validity mask; one reduction of
+/// per-thread Welford accumulators); 11 rows of 1024 leave the last 8-row block with padding
+/// rows.
 #[test]
-fn bf16_rows_that_fill_their_tile() {
+fn rows_that_fill_their_tile() {
     for (m, n) in [(11, 1024), (3, 4096), (2, 8192)] {
         check(m, n, 0.0, Dtype::Bf16, (1e-2, 1e-5));
+        check(m, n, 0.0, Dtype::F32, (1e-5, 1e-5));
     }
 }
 
 #[test]
 fn large_offsets_keep_their_variance() {
     // x = 1e4 + U(-1, 1): E[x²] − E[x]² in f32 would leave nothing of the variance (the ulp of
-    // 1e8 is 8); the shifted sums keep y and rstd to f32 precision.
-    for (m, n) in [(9, 1000), (2, 4096), (2, 8192), (2, 9000)] {
+    // 1e8 is 8); the shifted sums (and, in rows a tile wide, the shifted Welford accumulators)
+    // keep y and rstd to f32 precision.
+    for (m, n) in [(9, 1000), (11, 1024), (2, 4096), (2, 8192), (2, 9000)] {
         check(m, n, 1e4, Dtype::F32, (1e-4, 1e-4));
     }
 }

@@ -24,7 +24,8 @@ mod async_copy;
 mod reduce;
 mod tma_box;
 pub use reduce::{
-    block_reduce_x, broadcast_x, reduce_x_in_warp, Reducible, Reduction, RowsOf, Welford,
+    block_reduce_x, broadcast_x, reduce_x_in_warp, Reducible, Reduction, RowsOf, ShiftedWelford,
+    Welford,
 };
 pub use tma_box::TmaBoxView;
 

@@ -1,5 +1,6 @@
 //! Block-wide reductions of distributed tensors along one X dim ([`block_reduce_x`]), over any
-//! [`Reducible`] value: a 32-bit element, a tuple of them, or a [`Welford`] accumulator.
+//! [`Reducible`] value: a 32-bit element, a tuple of them, or a [`Welford`] or
+//! [`ShiftedWelford`] accumulator.
 //!
 //! Which registers and which threads hold the same row is derived at compile time from the
 //! *reduce encoding* of spec §4.4. For `Rows` (warp `w` holds row `w`, lane `l` holds columns
@@ -154,6 +155,106 @@ impl Reducible for Welford {
             mean: f32::from_bits(word(0)),
             m2: f32::from_bits(word(1)),
             count: f32::from_bits(word(2)),
+        }
+    }
+}
+
+/// [`Welford`] with the mean kept as `shift + mean`: `shift` is one of the values (the first
+/// one merged), `mean` the mean of the values minus it. Where a row sits far from zero (`1e4 +
+/// N(0, 1)`), an f32 mean is only good to `ulp(1e4) / 2 ≈ 5e-4`, and `x − mean` inherits that
+/// error; here `x − shift` is exact (two f32 values within a factor two subtract exactly) and
+/// `mean` is of the data's spread, so `(x − shift) − mean` is good to f32 precision of the
+/// spread. Merging keeps the first accumulator's shift: `delta = (b.shift − a.shift) + (b.mean
+/// − a.mean)` is the difference of the two means, and Chan's update follows.
+///
+/// Merging single values one by one into a thread's accumulator costs three floating-point
+/// operations each once the counts are constants (the unrolled fold of [`block_reduce_x`]
+/// makes them so); across threads, a division per merge.
+///
+/// ```
+/// use ck_core::tile::ShiftedWelford;
+/// let w = ShiftedWelford::of;
+/// let pair = |a, b| ShiftedWelford::merge(w(a), w(b));
+/// // Merged as a tree (as lanes are): every step here is exact in f32.
+/// let acc = ShiftedWelford::merge(pair(1e4 + 0.25, 1e4 - 0.5), pair(1e4 + 1.0, 1e4 - 0.75));
+/// // Mean 1e4, spread (0.25, −0.5, 1, −0.75): the mean relative to the first value is −0.25
+/// // exactly, and the variance (0.0625 + 0.25 + 1 + 0.5625) / 4 = 0.46875.
+/// assert_eq!((acc.shift, acc.mean, acc.count), (1e4 + 0.25, -0.25, 4.0));
+/// assert_eq!(acc.variance(), 0.46875);
+/// assert_eq!((1e4f32 - 0.5 - acc.shift) - acc.mean, -0.5); // x − mean, exactly
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ShiftedWelford {
+    /// A value of the set (the first merged), or 0 when empty.
+    pub shift: f32,
+    /// Mean of the values minus `shift`.
+    pub mean: f32,
+    /// Sum of their squared deviations from the mean.
+    pub m2: f32,
+    /// How many.
+    pub count: f32,
+}
+
+impl ShiftedWelford {
+    /// No values.
+    pub const EMPTY: ShiftedWelford = ShiftedWelford {
+        shift: 0.0,
+        mean: 0.0,
+        m2: 0.0,
+        count: 0.0,
+    };
+
+    /// The accumulator of one value.
+    #[inline(always)]
+    pub fn of(x: f32) -> ShiftedWelford {
+        ShiftedWelford {
+            shift: x,
+            mean: 0.0,
+            m2: 0.0,
+            count: 1.0,
+        }
+    }
+
+    /// The accumulator of both sets of values, in `a`'s shift.
+    #[inline(always)]
+    pub fn merge(a: ShiftedWelford, b: ShiftedWelford) -> ShiftedWelford {
+        if b.count == 0.0 {
+            return a;
+        }
+        if a.count == 0.0 {
+            return b;
+        }
+        let count = a.count + b.count;
+        let delta = (b.shift - a.shift) + (b.mean - a.mean);
+        let wb = b.count / count;
+        ShiftedWelford {
+            shift: a.shift,
+            mean: a.mean + delta * wb,
+            m2: a.m2 + b.m2 + delta * delta * a.count * wb,
+            count,
+        }
+    }
+
+    /// The population variance, `m2 / count`.
+    #[inline(always)]
+    pub fn variance(self) -> f32 {
+        self.m2 / self.count
+    }
+}
+
+impl Reducible for ShiftedWelford {
+    const WORDS: usize = 4;
+    #[inline(always)]
+    fn word(&self, i: usize) -> u32 {
+        [self.shift, self.mean, self.m2, self.count][i].to_bits()
+    }
+    #[inline(always)]
+    fn from_words(word: impl Fn(usize) -> u32) -> Self {
+        ShiftedWelford {
+            shift: f32::from_bits(word(0)),
+            mean: f32::from_bits(word(1)),
+            m2: f32::from_bits(word(2)),
+            count: f32::from_bits(word(3)),
         }
     }
 }
