@@ -1,21 +1,21 @@
-//! `ShiftedWelford` merged in random tree orders (as lanes, warps and a thread's registers
+//! `Welford` merged in random tree orders (as lanes, warps and a thread's registers
 //! combine) against a two-pass fp64 mean and variance computed here, on rows far from zero
 //! (`offset + spread · u`), where an f32 mean alone would be off by `ulp(offset) / 2`.
 
-use ck_core::tile::ShiftedWelford;
+use ck_core::tile::Welford;
 use proptest::prelude::*;
 
 /// Merges `xs` as a binary tree whose split points come from `seed` (a small LCG).
-fn tree(xs: &[f32], seed: &mut u64) -> ShiftedWelford {
+fn tree(xs: &[f32], seed: &mut u64) -> Welford {
     if xs.len() == 1 {
-        return ShiftedWelford::of(xs[0]);
+        return Welford::of(xs[0]);
     }
     *seed = seed
         .wrapping_mul(6364136223846793005)
         .wrapping_add(1442695040888963407);
     let cut = 1 + (*seed >> 33) as usize % (xs.len() - 1);
     let (a, b) = (tree(&xs[..cut], seed), tree(&xs[cut..], seed));
-    ShiftedWelford::merge(a, b)
+    Welford::merge(a, b)
 }
 
 proptest! {
@@ -36,15 +36,15 @@ proptest! {
         let mut w = tree(&xs, &mut s);
         // Empty accumulators (padding) change nothing, on either side.
         for _ in 0..empties {
-            w = ShiftedWelford::merge(ShiftedWelford::EMPTY, w);
-            w = ShiftedWelford::merge(w, ShiftedWelford::EMPTY);
+            w = Welford::merge(Welford::EMPTY, w);
+            w = Welford::merge(w, Welford::EMPTY);
         }
         prop_assert_eq!(w.count as f64, n);
         // x − mean as the kernels form it, for every x: to 1e-4 of the spread (an f32 mean
         // alone would be off by up to ulp(3e5) / 2 = 0.016).
         let scale = sigma.max(spread as f64 * 1e-3);
         for &x in &xs {
-            let got = ((x - w.shift) - w.mean) as f64;
+            let got = w.deviation(x) as f64;
             let want = x as f64 - mean;
             prop_assert!((got - want).abs() <= 1e-4 * scale, "x − mean {} vs {}", got, want);
         }

@@ -12,21 +12,21 @@
 //! read twice (statistics, then output).
 //!
 //! f32 rows exactly one tile wide (CK's `kPadN = false`, kernels of their own) need no shift
-//! first: each thread folds its values into a [`ShiftedWelford`] accumulator in two passes over
-//! its registers (the shift is its first value), and one `block_reduce_x` merges them (Chan's
-//! update) — one reduction, one trip through shared memory and two barriers fewer.
+//! first: each thread folds its values into a [`Welford`] accumulator ([`welford_x`]: the shift
+//! is its first value, so `x − mean` stays exact-ish far from zero), and one `block_reduce_x`
+//! merges them (Chan's update) — one reduction, one trip through shared memory and two barriers fewer.
 
 use crate::rows::*;
 use ck_core::device::*;
 use ck_core::tile::{
-    block_reduce_x, make_tile_window, DistributedTensor, Reduction, ShiftedWelford, View2,
+    block_reduce_x, make_tile_window, welford_x, DistributedTensor, View2, Welford,
 };
 use ck_core::TileDistribution;
 use ck_macros::tile_kernel;
 
 /// Scratch for the cross-warp reductions: `BLOCK_SIZE` (≤ 256) × 2 words (a pair).
 const SCRATCH: usize = 512;
-/// The same for the one-reduction kernels: × 4 words (a [`ShiftedWelford`]).
+/// The same for the one-reduction kernels: × 4 words (a [`Welford`]).
 const SCRATCH_WELFORD: usize = 1024;
 
 /// `(d, d²)` of the valid elements of `x − shift` (padding contributes nothing).
@@ -57,42 +57,6 @@ fn row_stats<D: TileDistribution>(
     })
 }
 
-/// Each thread's [`ShiftedWelford`] of its values of each row, in the row's collecting register
-/// (`Reduction::CANON`; empty elsewhere, which the reduction's fold then skips at compile
-/// time): the shift is that register's value, the mean and squared deviations come from two
-/// passes over the registers (four operations per value, no division but by the constant
-/// count).
-#[inline(always)]
-fn thread_welford<D: TileDistribution>(
-    x: &DistributedTensor<D, f32>,
-) -> DistributedTensor<D, ShiftedWelford> {
-    let canon = |d: usize| Reduction::<D, 1>::CANON[d] as usize;
-    let mut acc = DistributedTensor::<D, ShiftedWelford>::splat(ShiftedWelford::EMPTY);
-    D::for_each_y(|_, d| {
-        let c = canon(d);
-        let mut a = acc.get(c);
-        a.count += 1.0;
-        a.mean += x.get(d) - x.get(c);
-        acc.set(c, a);
-    });
-    D::for_each_y(|_, d| {
-        if canon(d) == d {
-            let mut a = acc.get(d);
-            a.shift = x.get(d);
-            a.mean /= a.count;
-            acc.set(d, a);
-        }
-    });
-    D::for_each_y(|_, d| {
-        let c = canon(d);
-        let mut a = acc.get(c);
-        let e = (x.get(d) - a.shift) - a.mean;
-        a.m2 += e * e;
-        acc.set(c, a);
-    });
-    acc
-}
-
 /// The body of the one-reduction kernels: rows exactly the tile's width (rows past `m` read
 /// zeros and are never written).
 #[inline(always)]
@@ -116,14 +80,15 @@ fn layernorm_full_rows<D: TileDistribution<X = [i32; 2]>, T: Real, const VEC: us
     let wb = make_tile_window::<D, _>(View2::<_, T, VEC>::new(beta, rows as u32, n, 0), [0, 0]);
     let wy = make_tile_window::<D, _>(View2::<_, T, VEC>::new(y, m, n, n), [row0, 0]);
     let x = wx.load::<T>().map(T::to_f32);
-    let w = block_reduce_x::<D, ShiftedWelford, 1, SCRATCH_WELFORD>(
-        &thread_welford(&x),
-        ShiftedWelford::merge,
+    let w = block_reduce_x::<D, Welford, 1, SCRATCH_WELFORD>(
+        &welford_x::<D, 1>(&x),
+        Welford::merge,
         scratch,
     );
-    let stats = w.map(|w| (w.shift, w.mean, math::rsqrt(w.variance() + eps)));
+    let rstd = w.map(|w| math::rsqrt(w.variance() + eps));
     let scaled = x
-        .zip_map(&stats, |v, (s, md, r)| ((v - s) - md) * r)
+        .zip_map(&w, |v, w| w.deviation(v))
+        .zip_map(&rstd, |d, r| d * r)
         .zip_map(&wg.load::<T>(), |v, g| v * g.to_f32());
     wy.store(
         &scaled
@@ -133,8 +98,8 @@ fn layernorm_full_rows<D: TileDistribution<X = [i32; 2]>, T: Real, const VEC: us
     // Each row's mean and rstd (where asked: `stats_rows` = m, else 0), from column 0, one
     // after the other (both made first, they were live together: +12 to +31 registers).
     let column = |g: GlobalMut<f32>| View2::<_, f32, 1>::new(g, stats_rows, 1, 1);
-    make_tile_window::<D, _>(column(mean_out), [row0, 0]).store(&stats.map(|(s, md, _)| s + md));
-    make_tile_window::<D, _>(column(rstd_out), [row0, 0]).store(&stats.map(|(_, _, r)| r));
+    make_tile_window::<D, _>(column(mean_out), [row0, 0]).store(&w.map(Welford::row_mean));
+    make_tile_window::<D, _>(column(rstd_out), [row0, 0]).store(&rstd);
 }
 
 /// `(x − shift − mean(d)) · rstd · gamma + beta`, computed in place as gamma and beta arrive

@@ -24,8 +24,7 @@ mod async_copy;
 mod reduce;
 mod tma_box;
 pub use reduce::{
-    block_reduce_x, broadcast_x, reduce_x_in_warp, Reducible, Reduction, RowsOf, ShiftedWelford,
-    Welford,
+    block_reduce_x, broadcast_x, reduce_x_in_warp, welford_x, Reducible, Reduction, RowsOf, Welford,
 };
 pub use tma_box::TmaBoxView;
 

@@ -1,6 +1,6 @@
 //! Block-wide reductions of distributed tensors along one X dim ([`block_reduce_x`]), over any
-//! [`Reducible`] value: a 32-bit element, a tuple of them, or a [`Welford`] or
-//! [`ShiftedWelford`] accumulator.
+//! [`Reducible`] value: a 32-bit element, a tuple of them, or a [`Welford`] accumulator
+//! ([`welford_x`] folds a thread's registers into one per row first).
 //!
 //! Which registers and which threads hold the same row is derived at compile time from the
 //! *reduce encoding* of spec §4.4. For `Rows` (warp `w` holds row `w`, lane `l` holds columns
@@ -77,23 +77,34 @@ impl<A: Reducible, B: Reducible, C: Reducible> Reducible for (A, B, C) {
     }
 }
 
-/// Welford's running mean and variance: `count` values with mean `mean` and sum of squared
-/// deviations `m2` (variance = `m2 / count`). Pushing a value and merging two accumulators
-/// (Chan et al.) never subtract two large sums, so rows like `1e4 + N(0, 1)` keep their
-/// variance to f32 precision, where `E[x²] − E[x]²` loses it all.
+/// Welford's running mean and variance, merged by Chan's update (never subtracting two large
+/// sums, so rows like `1e4 + N(0, 1)` keep their variance where `E[x²] − E[x]²` loses it all),
+/// with the mean kept as `shift + mean`: `shift` is one of the values (the first merged),
+/// `mean` the mean of the values minus it. An f32 mean of such a row alone is only good to
+/// `ulp(1e4) / 2 ≈ 5e-4`, and `x − mean` would inherit that; `x − shift` is exact (two f32
+/// values within a factor two subtract exactly) and `mean` is of the data's spread, so
+/// `(x − shift) − mean` ([`Welford::deviation`]) keeps f32 precision of the spread. A merge
+/// keeps the first accumulator's shift: `delta = (b.shift − a.shift) + (b.mean − a.mean)` is
+/// the difference of the two means.
 ///
 /// ```
 /// use ck_core::tile::Welford;
-/// let (a, b) = ([1e4f32 + 1.0, 1e4 - 1.0], [1e4f32 + 2.0, 1e4 - 2.0]);
-/// let acc = |xs: &[f32]| xs.iter().fold(Welford::EMPTY, |w, &x| w.push(x));
-/// let all = Welford::merge(acc(&a), acc(&b));
-/// assert_eq!((all.count, all.mean, all.variance()), (4.0, 1e4, 2.5)); // (1 + 1 + 4 + 4) / 4
+/// let pair = |a, b| Welford::merge(Welford::of(a), Welford::of(b));
+/// // Merged as a tree (as lanes are): every step here is exact in f32.
+/// let acc = Welford::merge(pair(1e4 + 0.25, 1e4 - 0.5), pair(1e4 + 1.0, 1e4 - 0.75));
+/// // Mean 1e4, spread (0.25, −0.5, 1, −0.75): the mean relative to the first value is −0.25
+/// // exactly, and the variance (0.0625 + 0.25 + 1 + 0.5625) / 4 = 0.46875.
+/// assert_eq!((acc.shift, acc.mean, acc.count), (1e4 + 0.25, -0.25, 4.0));
+/// assert_eq!((acc.row_mean(), acc.variance()), (1e4, 0.46875));
+/// assert_eq!(acc.deviation(1e4 - 0.5), -0.5);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Welford {
-    /// Mean of the values so far.
+    /// A value of the set (the first merged), or 0 when empty.
+    pub shift: f32,
+    /// Mean of the values minus `shift`.
     pub mean: f32,
-    /// Sum of their squared deviations from `mean`.
+    /// Sum of their squared deviations from the mean.
     pub m2: f32,
     /// How many (a float: merged counts stay exact up to 2²⁴).
     pub count: f32,
@@ -102,38 +113,53 @@ pub struct Welford {
 impl Welford {
     /// No values.
     pub const EMPTY: Welford = Welford {
+        shift: 0.0,
         mean: 0.0,
         m2: 0.0,
         count: 0.0,
     };
 
-    /// With one more value `x`.
+    /// The accumulator of one value.
     #[inline(always)]
-    pub fn push(self, x: f32) -> Welford {
-        let count = self.count + 1.0;
-        let delta = x - self.mean;
-        let mean = self.mean + delta / count;
+    pub fn of(x: f32) -> Welford {
         Welford {
-            mean,
-            m2: self.m2 + delta * (x - mean),
-            count,
+            shift: x,
+            mean: 0.0,
+            m2: 0.0,
+            count: 1.0,
         }
     }
 
-    /// The accumulator of both sets of values.
+    /// The accumulator of both sets of values, in `a`'s shift.
     #[inline(always)]
     pub fn merge(a: Welford, b: Welford) -> Welford {
-        let count = a.count + b.count;
-        if count == 0.0 {
-            return Welford::EMPTY;
+        if b.count == 0.0 {
+            return a;
         }
-        let delta = b.mean - a.mean;
+        if a.count == 0.0 {
+            return b;
+        }
+        let count = a.count + b.count;
+        let delta = (b.shift - a.shift) + (b.mean - a.mean);
         let wb = b.count / count;
         Welford {
+            shift: a.shift,
             mean: a.mean + delta * wb,
             m2: a.m2 + b.m2 + delta * delta * a.count * wb,
             count,
         }
+    }
+
+    /// `x` minus the mean, as `(x − shift) − mean`.
+    #[inline(always)]
+    pub fn deviation(self, x: f32) -> f32 {
+        (x - self.shift) - self.mean
+    }
+
+    /// The mean as one f32 (rounded: subtract it with [`Welford::deviation`] instead).
+    #[inline(always)]
+    pub fn row_mean(self) -> f32 {
+        self.shift + self.mean
     }
 
     /// The population variance, `m2 / count`.
@@ -144,105 +170,6 @@ impl Welford {
 }
 
 impl Reducible for Welford {
-    const WORDS: usize = 3;
-    #[inline(always)]
-    fn word(&self, i: usize) -> u32 {
-        [self.mean, self.m2, self.count][i].to_bits()
-    }
-    #[inline(always)]
-    fn from_words(word: impl Fn(usize) -> u32) -> Self {
-        Welford {
-            mean: f32::from_bits(word(0)),
-            m2: f32::from_bits(word(1)),
-            count: f32::from_bits(word(2)),
-        }
-    }
-}
-
-/// [`Welford`] with the mean kept as `shift + mean`: `shift` is one of the values (the first
-/// one merged), `mean` the mean of the values minus it. Where a row sits far from zero (`1e4 +
-/// N(0, 1)`), an f32 mean is only good to `ulp(1e4) / 2 ≈ 5e-4`, and `x − mean` inherits that
-/// error; here `x − shift` is exact (two f32 values within a factor two subtract exactly) and
-/// `mean` is of the data's spread, so `(x − shift) − mean` is good to f32 precision of the
-/// spread. Merging keeps the first accumulator's shift: `delta = (b.shift − a.shift) + (b.mean
-/// − a.mean)` is the difference of the two means, and Chan's update follows.
-///
-/// Merging single values one by one into a thread's accumulator costs three floating-point
-/// operations each once the counts are constants (the unrolled fold of [`block_reduce_x`]
-/// makes them so); across threads, a division per merge.
-///
-/// ```
-/// use ck_core::tile::ShiftedWelford;
-/// let w = ShiftedWelford::of;
-/// let pair = |a, b| ShiftedWelford::merge(w(a), w(b));
-/// // Merged as a tree (as lanes are): every step here is exact in f32.
-/// let acc = ShiftedWelford::merge(pair(1e4 + 0.25, 1e4 - 0.5), pair(1e4 + 1.0, 1e4 - 0.75));
-/// // Mean 1e4, spread (0.25, −0.5, 1, −0.75): the mean relative to the first value is −0.25
-/// // exactly, and the variance (0.0625 + 0.25 + 1 + 0.5625) / 4 = 0.46875.
-/// assert_eq!((acc.shift, acc.mean, acc.count), (1e4 + 0.25, -0.25, 4.0));
-/// assert_eq!(acc.variance(), 0.46875);
-/// assert_eq!((1e4f32 - 0.5 - acc.shift) - acc.mean, -0.5); // x − mean, exactly
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct ShiftedWelford {
-    /// A value of the set (the first merged), or 0 when empty.
-    pub shift: f32,
-    /// Mean of the values minus `shift`.
-    pub mean: f32,
-    /// Sum of their squared deviations from the mean.
-    pub m2: f32,
-    /// How many.
-    pub count: f32,
-}
-
-impl ShiftedWelford {
-    /// No values.
-    pub const EMPTY: ShiftedWelford = ShiftedWelford {
-        shift: 0.0,
-        mean: 0.0,
-        m2: 0.0,
-        count: 0.0,
-    };
-
-    /// The accumulator of one value.
-    #[inline(always)]
-    pub fn of(x: f32) -> ShiftedWelford {
-        ShiftedWelford {
-            shift: x,
-            mean: 0.0,
-            m2: 0.0,
-            count: 1.0,
-        }
-    }
-
-    /// The accumulator of both sets of values, in `a`'s shift.
-    #[inline(always)]
-    pub fn merge(a: ShiftedWelford, b: ShiftedWelford) -> ShiftedWelford {
-        if b.count == 0.0 {
-            return a;
-        }
-        if a.count == 0.0 {
-            return b;
-        }
-        let count = a.count + b.count;
-        let delta = (b.shift - a.shift) + (b.mean - a.mean);
-        let wb = b.count / count;
-        ShiftedWelford {
-            shift: a.shift,
-            mean: a.mean + delta * wb,
-            m2: a.m2 + b.m2 + delta * delta * a.count * wb,
-            count,
-        }
-    }
-
-    /// The population variance, `m2 / count`.
-    #[inline(always)]
-    pub fn variance(self) -> f32 {
-        self.m2 / self.count
-    }
-}
-
-impl Reducible for ShiftedWelford {
     const WORDS: usize = 4;
     #[inline(always)]
     fn word(&self, i: usize) -> u32 {
@@ -250,7 +177,7 @@ impl Reducible for ShiftedWelford {
     }
     #[inline(always)]
     fn from_words(word: impl Fn(usize) -> u32) -> Self {
-        ShiftedWelford {
+        Welford {
             shift: f32::from_bits(word(0)),
             mean: f32::from_bits(word(1)),
             m2: f32::from_bits(word(2)),
@@ -466,6 +393,49 @@ pub fn block_reduce_x<D: TileDistribution, T: Reducible, const XR: usize, const 
         }
     });
     out
+}
+
+/// Each thread's [`Welford`] of its values along X dim `XR`, one per row, in the row's
+/// collecting register (`Reduction::CANON`); the other registers hold [`Welford::EMPTY`], which
+/// [`block_reduce_x`]'s fold then skips at compile time. The shift is the collecting
+/// register's value, the mean and the squared deviations come from two passes over the
+/// registers (four operations per value, a division only by the constant count) — cheaper
+/// than merging the values one by one. Padding must be left out by the caller (a padded
+/// register would count as a value).
+///
+/// ```ignore
+/// let w = block_reduce_x::<D, Welford, 1, S>(&welford_x::<D, 1>(&x), Welford::merge, &scratch);
+/// let y = x.zip_map(&w, |v, w| w.deviation(v) * math::rsqrt(w.variance() + eps));
+/// ```
+#[inline(always)]
+pub fn welford_x<D: TileDistribution, const XR: usize>(
+    x: &DistributedTensor<D, f32>,
+) -> DistributedTensor<D, Welford> {
+    let canon = |d: usize| Reduction::<D, XR>::CANON[d] as usize;
+    let mut acc = DistributedTensor::<D, Welford>::splat(Welford::EMPTY);
+    D::for_each_y(|_, d| {
+        let c = canon(d);
+        let mut a = acc.get(c);
+        a.count += 1.0;
+        a.mean += x.get(d) - x.get(c);
+        acc.set(c, a);
+    });
+    D::for_each_y(|_, d| {
+        if canon(d) == d {
+            let mut a = acc.get(d);
+            a.shift = x.get(d);
+            a.mean /= a.count;
+            acc.set(d, a);
+        }
+    });
+    D::for_each_y(|_, d| {
+        let c = canon(d);
+        let mut a = acc.get(c);
+        let e = a.deviation(x.get(d));
+        a.m2 += e * e;
+        acc.set(c, a);
+    });
+    acc
 }
 
 /// Steps 1 and 2 of a reduction over `XR`: every register folded into its row's collecting
