@@ -17,6 +17,10 @@ pub struct KernelSpec {
     /// Blocks per SM the compiler must make room for (`#[tile_kernel(min_blocks_per_sm = N)]`):
     /// PTX `.maxntid block` and `.minnctapersm N`, which cap the registers per thread.
     pub min_blocks_per_sm: Option<u32>,
+    /// Blocks per thread-block cluster (`#[tile_kernel(cluster = N)]`, PTX
+    /// `.reqnctapercluster N, 1, 1`): consecutive blocks `N·c..N·c + N` run together and may
+    /// use each other's shared memory; the grid must be a multiple of `N`.
+    pub cluster: Option<u32>,
 }
 
 /// The PTX module of one kernel crate: every `#[tile_kernel]` of a crate is compiled into one
@@ -44,13 +48,14 @@ impl core::fmt::Debug for Module {
 }
 
 /// The version of [`kernel_info`]'s layout, its first word.
-pub const KERNEL_INFO_VERSION: u32 = 1;
+pub const KERNEL_INFO_VERSION: u32 = 2;
 
 /// What a kernel crate's PTX module records about each `#[tile_kernel]` for `ck build-ptx`, as
 /// the exported static `__ck_kernel_info_<name>`: `[KERNEL_INFO_VERSION, block (0: undeclared),
-/// min_blocks_per_sm (0: none), shared_bytes]`. The builder turns these into launch bounds on the
-/// entry, reports them, and removes the statics from the module.
-pub const fn kernel_info(spec: &KernelSpec) -> [u32; 4] {
+/// min_blocks_per_sm (0: none), shared_bytes, cluster (0: none)]`. The builder turns these into
+/// launch bounds and cluster dimensions on the entry, reports them, and removes the statics
+/// from the module.
+pub const fn kernel_info(spec: &KernelSpec) -> [u32; 5] {
     const fn or_zero(v: Option<u32>) -> u32 {
         match v {
             Some(v) => v,
@@ -62,6 +67,7 @@ pub const fn kernel_info(spec: &KernelSpec) -> [u32; 4] {
         or_zero(spec.block),
         or_zero(spec.min_blocks_per_sm),
         spec.shared_bytes as u32,
+        or_zero(spec.cluster),
     ]
 }
 

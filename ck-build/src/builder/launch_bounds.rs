@@ -1,16 +1,17 @@
 //! Kernel facts recorded in the module by `#[tile_kernel]` (the exported statics
-//! `__ck_kernel_info_<name>` = `[version, block, min_blocks_per_sm, shared_bytes]`), and the
-//! launch bounds they turn into.
+//! `__ck_kernel_info_<name>` = `[version, block, min_blocks_per_sm, shared_bytes, cluster]`), and
+//! the entry directives they turn into.
 //!
-//! Rust cannot spell PTX launch bounds, so the builder writes them: an entry declared with
-//! `#[tile_kernel(block = 256, min_blocks_per_sm = 2)]` gets
+//! Rust cannot spell PTX launch bounds or cluster dimensions, so the builder writes them: an
+//! entry declared with `#[tile_kernel(block = 384, min_blocks_per_sm = 1, cluster = 2)]` gets
 //!
 //! ```text
-//! .visible .entry gemm_bf16(
+//! .visible .entry gemm_tma(
 //!     …
 //! )
-//! .maxntid 256, 1, 1
-//! .minnctapersm 2
+//! .maxntid 384, 1, 1
+//! .minnctapersm 1
+//! .reqnctapercluster 2, 1, 1
 //! {
 //! ```
 //!
@@ -32,6 +33,8 @@ pub struct KernelInfo {
     pub min_blocks_per_sm: Option<u32>,
     /// Shared memory of its `shared!` arrays, bytes.
     pub shared_bytes: u32,
+    /// `cluster = N`, if declared.
+    pub cluster: Option<u32>,
 }
 
 /// The values of a PTX global initialiser `name[N] = {a, b, …}` declared as `.b8` (little-endian
@@ -72,16 +75,16 @@ pub fn extract(ptx: &str) -> Result<(String, Vec<KernelInfo>), BuildError> {
             .chars()
             .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '$')
             .collect();
-        let w = words(line).filter(|w| w.len() == 4).ok_or_else(|| {
+        let w = words(line).filter(|w| w.len() == 5).ok_or_else(|| {
             BuildError::new(
                 rules::PTX_KERNEL_INFO,
                 format!("cannot read the kernel facts of `{name}` from the module: `{}`; ck-build and ck-macros are of different versions", line.trim()),
             )
         })?;
-        if w[0] != 1 {
+        if w[0] != ck_core::kernel::KERNEL_INFO_VERSION {
             return Err(BuildError::new(
                 rules::PTX_KERNEL_INFO,
-                format!("kernel `{name}` was compiled by a ck-macros whose kernel facts are version {} (this ck-build reads version 1); use matching versions of ck-macros and ck-build", w[0]),
+                format!("kernel `{name}` was compiled by a ck-macros whose kernel facts are version {} (this ck-build reads version {}); use matching versions of ck-macros and ck-build", w[0], ck_core::kernel::KERNEL_INFO_VERSION),
             ));
         }
         let opt = |v: u32| (v != 0).then_some(v);
@@ -90,19 +93,27 @@ pub fn extract(ptx: &str) -> Result<(String, Vec<KernelInfo>), BuildError> {
             block: opt(w[1]),
             min_blocks_per_sm: opt(w[2]),
             shared_bytes: w[3],
+            cluster: opt(w[4]),
         });
     }
     Ok((kept, infos))
 }
 
 /// `ptx` with `.maxntid` / `.minnctapersm` on every entry of `infos` that declares
-/// `min_blocks_per_sm`.
+/// `min_blocks_per_sm`, and `.reqnctapercluster` on those that declare `cluster`.
 pub fn apply(ptx: &str, infos: &[KernelInfo]) -> Result<String, BuildError> {
     let mut out = ptx.to_string();
     for k in infos {
-        let (Some(block), Some(blocks)) = (k.block, k.min_blocks_per_sm) else {
+        let mut directives = String::new();
+        if let (Some(block), Some(blocks)) = (k.block, k.min_blocks_per_sm) {
+            directives += &format!(".maxntid {block}, 1, 1\n.minnctapersm {blocks}\n");
+        }
+        if let Some(c) = k.cluster {
+            directives += &format!(".reqnctapercluster {c}, 1, 1\n");
+        }
+        if directives.is_empty() {
             continue;
-        };
+        }
         let entry = format!(".entry {}(", k.name);
         let start = out.find(&entry).ok_or_else(|| {
             BuildError::new(
@@ -122,10 +133,7 @@ pub fn apply(ptx: &str, infos: &[KernelInfo]) -> Result<String, BuildError> {
                 format!("cannot find the body of entry `{}`", k.name),
             ));
         }
-        out.insert_str(
-            brace,
-            &format!(".maxntid {block}, 1, 1\n.minnctapersm {blocks}\n"),
-        );
+        out.insert_str(brace, &directives);
     }
     Ok(out)
 }
@@ -135,8 +143,8 @@ mod tests {
     use super::*;
 
     const PTX: &str = "\
-.visible .global .align 4 .b8 __ck_kernel_info_gemm[16] = {1, 0, 0, 0, 0, 1, 0, 0, 2, 0, 0, 0, 0, 32, 1};
-.visible .global .align 4 .u32 __ck_kernel_info_copy[4] = {1, 128};
+.visible .global .align 4 .b8 __ck_kernel_info_gemm[20] = {2, 0, 0, 0, 0, 1, 0, 0, 2, 0, 0, 0, 0, 32, 1};
+.visible .global .align 4 .u32 __ck_kernel_info_copy[5] = {2, 128, 0, 0, 2};
 .visible .entry gemm(
 \t.param .u64 gemm_param_0
 )
@@ -163,28 +171,32 @@ mod tests {
                     block: Some(256),
                     min_blocks_per_sm: Some(2),
                     shared_bytes: 0x1_2000, // bytes 0, 32, 1, (0) little-endian
+                    cluster: None,
                 },
                 KernelInfo {
                     name: "copy".into(),
                     block: Some(128),
                     min_blocks_per_sm: None,
                     shared_bytes: 0,
+                    cluster: Some(2),
                 },
             ]
         );
     }
 
     #[test]
-    fn bounds_go_between_the_parameters_and_the_body_of_bounded_entries_only() {
+    fn directives_go_between_the_parameters_and_the_body_of_the_entries_that_declare_them() {
         let (kept, infos) = extract(PTX).unwrap();
         let out = apply(&kept, &infos).unwrap();
         assert!(out.contains("gemm_param_0\n)\n.maxntid 256, 1, 1\n.minnctapersm 2\n{"));
+        assert!(out.contains("copy_param_0\n)\n.reqnctapercluster 2, 1, 1\n{"));
         assert_eq!(out.matches(".maxntid").count(), 1);
+        assert_eq!(out.matches(".reqnctapercluster").count(), 1);
     }
 
     #[test]
     fn another_version_of_the_facts_is_an_error() {
-        let e = extract(".visible .global .align 4 .u32 __ck_kernel_info_k[4] = {2, 1, 0, 0};")
+        let e = extract(".visible .global .align 4 .u32 __ck_kernel_info_k[5] = {1, 1, 0, 0, 0};")
             .unwrap_err();
         assert_eq!(e.rule, "ptx-kernel-info");
     }

@@ -8,7 +8,8 @@
 //! | warp exchange | [`shfl_xor`], [`shfl_down`], [`shfl_up`], [`shfl_idx`], [`ballot`], [`warp_reduce`] |
 //! | memory | [`Global`], [`GlobalMut`] (kernel arguments), [`SharedArray`] (from `shared!`) with `load`, `store`, `load_vec`, `store_vec`, `atomic_add`, `atomic_max` |
 //! | Hopper (sm_90a) | [`cp_async_16`], [`cp_async_16_unchecked`], [`cp_async_commit`], [`cp_async_wait`], [`fence_proxy_async`], [`wgmma_fence`], [`wgmma_fence_operands`], [`wgmma_bf16`], [`wgmma_bf16_b_kmajor`], [`wgmma_bf16_a_regs`], [`wgmma_fp8`], [`wgmma_commit`], [`wgmma_wait`], `SharedArray::shared_address` |
-//! | asynchronous pipelines (sm_90) | [`Mbarrier`] (`shared!(Mbarrier; N)`: `init`, `arrive`, `arrive_expect_tx`, `wait`), [`fence_barrier_init`], [`Tma`] (`copy_to_shared`, `prefetch`), [`TmaMut`] (`store_from_shared`), [`bulk_commit_group`], [`bulk_wait_group_read`], [`named_barrier_sync`], [`named_barrier_arrive`], [`setmaxnreg_inc`], [`setmaxnreg_dec`] |
+//! | asynchronous pipelines (sm_90) | [`Mbarrier`] (`shared!(Mbarrier; N)`: `init`, `arrive`, `arrive_expect_tx`, `wait`, `arrive_cluster`), [`fence_barrier_init`], [`Tma`] (`copy_to_shared`, `copy_to_shared_multicast`, `prefetch`), [`TmaMut`] (`store_from_shared`), [`bulk_commit_group`], [`bulk_wait_group_read`], [`named_barrier_sync`], [`named_barrier_arrive`], [`setmaxnreg_inc`], [`setmaxnreg_dec`] |
+//! | clusters (sm_90, `#[tile_kernel(cluster = N)]`) | [`cluster_ctarank`], [`cluster_size`], [`cluster_sync`]; a peer's mbarriers (`arrive_cluster`) and multicast TMA copies (`copy_to_shared_multicast`) |
 //! | buffer views | [`buffer_view::BufferView`]: CK's `get`/`set`/`update` with validity and invalid-value fill |
 //!
 //! Shared memory is declared inside a `#[tile_kernel]` function with `shared!(T; N)`: the macro
@@ -29,12 +30,13 @@ use crate::wgmma::Major;
 pub(crate) mod emu;
 #[cfg(all(feature = "std", not(target_arch = "nvptx64")))]
 pub use emu::{
-    ballot, block_dim, block_idx, block_sync, bulk_commit_group, bulk_wait_group_read, cp_async_16,
-    cp_async_16_unchecked, cp_async_commit, cp_async_wait, fence_barrier_init, fence_proxy_async,
-    grid_dim, lane_id, ldmatrix_x4, ldmatrix_x4_trans, mma_m16n8k16_bf16, named_barrier_arrive,
-    named_barrier_sync, setmaxnreg_dec, setmaxnreg_inc, shfl_down, shfl_idx, shfl_up, shfl_xor,
-    thread_idx, warp_id, warp_sync, wgmma_commit, wgmma_fence, wgmma_fence_operands, Global,
-    GlobalMut, SharedArray, Tma, TmaMut,
+    ballot, block_dim, block_idx, block_sync, bulk_commit_group, bulk_wait_group_read,
+    cluster_ctarank, cluster_size, cluster_sync, cp_async_16, cp_async_16_unchecked,
+    cp_async_commit, cp_async_wait, fence_barrier_init, fence_proxy_async, grid_dim, lane_id,
+    ldmatrix_x4, ldmatrix_x4_trans, mma_m16n8k16_bf16, named_barrier_arrive, named_barrier_sync,
+    setmaxnreg_dec, setmaxnreg_inc, shfl_down, shfl_idx, shfl_up, shfl_xor, thread_idx, warp_id,
+    warp_sync, wgmma_commit, wgmma_fence, wgmma_fence_operands, Global, GlobalMut, SharedArray,
+    Tma, TmaMut,
 };
 
 #[cfg(all(feature = "std", not(target_arch = "nvptx64")))]
@@ -47,12 +49,13 @@ pub(crate) use ptx::{tma_box_view_unfit, view_outside_memory};
 
 #[cfg(target_arch = "nvptx64")]
 pub use ptx::{
-    ballot, block_dim, block_idx, block_sync, bulk_commit_group, bulk_wait_group_read, cp_async_16,
-    cp_async_16_unchecked, cp_async_commit, cp_async_wait, fence_barrier_init, fence_proxy_async,
-    grid_dim, lane_id, ldmatrix_x4, ldmatrix_x4_trans, mma_m16n8k16_bf16, named_barrier_arrive,
-    named_barrier_sync, setmaxnreg_dec, setmaxnreg_inc, shfl_down, shfl_idx, shfl_up, shfl_xor,
-    thread_idx, warp_id, warp_sync, wgmma_commit, wgmma_fence, wgmma_fence_operands, Global,
-    GlobalMut, SharedArray, Tma, TmaMut,
+    ballot, block_dim, block_idx, block_sync, bulk_commit_group, bulk_wait_group_read,
+    cluster_ctarank, cluster_size, cluster_sync, cp_async_16, cp_async_16_unchecked,
+    cp_async_commit, cp_async_wait, fence_barrier_init, fence_proxy_async, grid_dim, lane_id,
+    ldmatrix_x4, ldmatrix_x4_trans, mma_m16n8k16_bf16, named_barrier_arrive, named_barrier_sync,
+    setmaxnreg_dec, setmaxnreg_inc, shfl_down, shfl_idx, shfl_up, shfl_xor, thread_idx, warp_id,
+    warp_sync, wgmma_commit, wgmma_fence, wgmma_fence_operands, Global, GlobalMut, SharedArray,
+    Tma, TmaMut,
 };
 
 /// An mbarrier: 8 bytes of shared memory that count arrivals and asynchronous-copy bytes in

@@ -7,8 +7,10 @@ use core::arch::nvptx;
 use core::arch::{asm, global_asm};
 use core::marker::PhantomData;
 
+mod cluster;
 mod pipeline;
 mod sm90;
+pub use cluster::{cluster_ctarank, cluster_size, cluster_sync};
 pub use pipeline::{
     bulk_commit_group, bulk_wait_group_read, fence_barrier_init, named_barrier_arrive,
     named_barrier_sync, setmaxnreg_dec, setmaxnreg_inc, Tma, TmaMut,

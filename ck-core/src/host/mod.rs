@@ -471,6 +471,14 @@ pub fn validate(device: &Device, spec: &KernelSpec, cfg: LaunchConfig) -> Result
             ),
         ));
     }
+    if let Some(c) = spec.cluster {
+        if !cfg.grid.is_multiple_of(c) {
+            return Err(LaunchError::invalid(
+                rules::GRID_SIZE,
+                format!("kernel `{}` runs in clusters of {c} blocks (#[tile_kernel(cluster = {c})]); its grid of {} blocks must be a multiple of {c}", spec.name, cfg.grid),
+            ));
+        }
+    }
     let limit = device.shared_memory_limit();
     if spec.shared_bytes > limit {
         return Err(LaunchError::invalid(
@@ -526,7 +534,7 @@ pub unsafe fn launch(
                 .collect();
             let mut st = emu::launch(
                 spec.name,
-                (cfg.grid, cfg.block),
+                (cfg.grid, cfg.block, spec.cluster.unwrap_or(1)),
                 spec.shared_bytes,
                 buffers,
                 *workers,

@@ -70,7 +70,7 @@ fn opt(v: Option<u32>) -> String {
 /// One row per kernel: what it declared and what ptxas gave it.
 fn table(r: &Report) -> String {
     let mut s = format!(
-        "{} ({} kernel(s), {} bytes; {})\n{:<28} {:>6} {:>10} {:>6} {:>6} {:>6} {:>8}\n",
+        "{} ({} kernel(s), {} bytes; {})\n{:<28} {:>6} {:>10} {:>6} {:>6} {:>6} {:>8} {:>7}\n",
         r.ptx.display(),
         r.kernels.len(),
         std::fs::metadata(&r.ptx).map(|m| m.len()).unwrap_or(0),
@@ -82,17 +82,19 @@ fn table(r: &Report) -> String {
         "spill",
         "stack",
         "shared",
+        "cluster",
     );
     for k in &r.kernels {
         s += &format!(
-            "{:<28} {:>6} {:>10} {:>6} {:>6} {:>6} {:>8}\n",
+            "{:<28} {:>6} {:>10} {:>6} {:>6} {:>6} {:>8} {:>7}\n",
             k.info.name,
             opt(k.info.block),
             opt(k.info.min_blocks_per_sm),
             k.stats.registers,
             k.stats.spill_stores,
             k.stats.stack_frame,
-            k.info.shared_bytes
+            k.info.shared_bytes,
+            opt(k.info.cluster)
         );
     }
     s
@@ -108,6 +110,7 @@ fn to_json(r: &Report) -> serde_json::Value {
             "name": k.info.name,
             "block": k.info.block,
             "min_blocks_per_sm": k.info.min_blocks_per_sm,
+            "cluster": k.info.cluster,
             "shared_bytes": k.info.shared_bytes,
             "registers": k.stats.registers,
             "spill_stores": k.stats.spill_stores,

@@ -16,8 +16,10 @@
 //! Options (parsed with darling): `block = N` (the block size the kernel is written for; launches
 //! with another size are refused), `min_blocks_per_sm = N` (launch bounds: `ck build-ptx` gives
 //! the entry `.maxntid block` and `.minnctapersm N`, capping its registers so that N blocks fit
-//! on an SM) and `distributions(A, B, ..)` (tile distributions whose `BLOCK_SIZE` must equal
-//! `block`, checked at compile time).
+//! on an SM), `cluster = N` (thread-block clusters of N blocks, 1 to 8: `ck build-ptx` gives the
+//! entry `.reqnctapercluster N, 1, 1`; the grid must be a multiple of N) and
+//! `distributions(A, B, ..)` (tile distributions whose `BLOCK_SIZE` must equal `block`, checked
+//! at compile time).
 //!
 //! The kernel's module is its crate's (`CARGO_CRATE_NAME`). Where the crate's `build.rs` ran
 //! `ck_build::embed_ptx()` and the module exists, `CK_EMBED_PTX` names it and the module text is
@@ -25,7 +27,7 @@
 
 use ck_core::rules;
 use darling::ast::NestedMeta;
-use darling::util::PathList;
+use darling::util::{PathList, SpannedValue};
 use darling::FromMeta;
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
@@ -42,6 +44,9 @@ struct Options {
     /// Blocks per SM the register allocation must allow (launch bounds).
     #[darling(default)]
     min_blocks_per_sm: Option<u32>,
+    /// Blocks per thread-block cluster.
+    #[darling(default)]
+    cluster: Option<SpannedValue<u32>>,
     /// Distributions whose BLOCK_SIZE must equal `block`.
     #[darling(default)]
     distributions: PathList,
@@ -338,6 +343,18 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
             ));
         }
     }
+    if let Some(n) = &opts.cluster {
+        if !(1..=8).contains(&**n) {
+            errors.push(syn::Error::new(
+                n.span(),
+                format!(
+                    "{}: cluster = {}; a cluster has 1 to 8 blocks (the portable limit)",
+                    rules::KERNEL_OPTIONS,
+                    **n
+                ),
+            ));
+        }
+    }
     let sig = &f.sig;
     if sig.asyncness.is_some()
         || sig.constness.is_some()
@@ -420,6 +437,7 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
     };
     let block_opt = some_or_none(opts.block);
     let min_blocks_opt = some_or_none(opts.min_blocks_per_sm);
+    let cluster_opt = some_or_none(opts.cluster.as_deref().copied());
     let embedded = match embedded_ptx() {
         Some(path) => quote!(::core::option::Option::Some(::core::include_str!(#path))),
         None => quote!(::core::option::Option::None),
@@ -531,6 +549,7 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
                 shared_bytes: #shared_bytes,
                 block: #block_opt,
                 min_blocks_per_sm: #min_blocks_opt,
+                cluster: #cluster_opt,
             };
         }
 
@@ -571,7 +590,7 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
         #[cfg(target_arch = "nvptx64")]
         #[unsafe(no_mangle)]
         #[doc(hidden)]
-        pub static #info_name: [u32; 4] = ::ck_core::kernel::kernel_info(&#launcher::SPEC);
+        pub static #info_name: [u32; 5] = ::ck_core::kernel::kernel_info(&#launcher::SPEC);
 
         /// The PTX entry point, called by the CUDA driver with the arguments the launcher
         /// passes.

@@ -1,11 +1,14 @@
 //! The SIMT emulator: every thread of a block is a stackful coroutine, run round-robin on one
-//! OS thread; blocks run in parallel across cores.
+//! OS thread; blocks run in parallel across cores. The blocks of a cluster
+//! (`#[tile_kernel(cluster = N)]`) run together on one OS thread, as the GPU co-schedules them.
 //!
 //! * `block_sync()` suspends a thread until every live thread of its block waits at the same
 //!   barrier; a barrier some threads can never reach (they exited, or wait at another one) is
 //!   `barrier-divergence`.
 //! * Warp operations (shuffles, ballot, warp sync) are a rendezvous of the warp's live lanes;
 //!   lanes at different warp operations, or lanes that exited, are `warp-divergence`.
+//! * `cluster_sync()` suspends a thread until every thread of every block of its cluster waits
+//!   there (`barrier-divergence` where one exited or waits elsewhere for good).
 //! * If no thread can run and no rendezvous can complete, the launch fails with `deadlock`
 //!   naming where every thread waits — nothing hangs.
 //! * Every global and shared access is bounds-checked (`out-of-bounds`), shared accesses are
@@ -16,12 +19,14 @@ use std::prelude::rust_2021::*;
 
 mod api;
 mod clocks;
+mod cluster;
 pub(crate) mod memory;
 mod pipeline;
 mod sm90;
 mod state;
 
 pub use api::*;
+pub use cluster::{cluster_ctarank, cluster_size, cluster_sync};
 pub use pipeline::{
     bulk_commit_group, bulk_wait_group_read, fence_barrier_init, named_barrier_arrive,
     named_barrier_sync, setmaxnreg_dec, setmaxnreg_inc, Tma, TmaMut,
@@ -29,12 +34,14 @@ pub use pipeline::{
 pub use sm90::*;
 
 use crate::report::{Fault, KernelError, LaunchStats};
+use clocks::Clocks;
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 use memory::EmuMemory;
 use state::{BlockState, Site};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, Once};
 
@@ -103,6 +110,8 @@ pub(crate) enum Event {
         generation: u32,
         site: Site,
     },
+    /// Until every thread of the cluster waits at `cluster_sync`.
+    Cluster(Site),
 }
 
 /// Identity and context of the emulated thread running on this OS thread.
@@ -113,12 +122,26 @@ pub(crate) struct ThreadCtx {
     pub grid_dim: u32,
     yielder: Cell<*const Yielder<Reply, Event>>,
     pub state: *const BlockState,
+    /// The blocks of this thread's cluster, by rank (`state` is one of them).
+    cluster: *const [BlockState],
 }
 
 impl ThreadCtx {
     pub fn state(&self) -> &BlockState {
-        // SAFETY: the block state outlives every coroutine of the block (run_block owns both).
+        // SAFETY: the block state outlives every coroutine of the block (run_cluster owns both).
         unsafe { &*self.state }
+    }
+
+    /// This thread's cluster id (its index among the cluster's threads).
+    pub fn gid(&self) -> u32 {
+        self.state().cluster_id(self.tid)
+    }
+
+    /// The block of rank `rank` in this thread's cluster.
+    pub fn peer(&self, rank: u32) -> Option<&BlockState> {
+        // SAFETY: as for `state`: run_cluster owns the cluster's block states for as long as
+        // its coroutines run.
+        unsafe { (&*self.cluster).get(rank as usize) }
     }
 
     pub fn suspend(&self, e: Event) -> Reply {
@@ -190,38 +213,41 @@ enum TState {
         generation: u32,
         site: Site,
     },
+    AtCluster(Site),
     Done,
 }
 
-/// Runs a whole grid; blocks in parallel on `workers` OS threads. Returns the summed stats, or
-/// the fault of the lowest-numbered failing block.
+/// Runs a whole grid in clusters of `cluster` blocks (1: none; `grid` is a multiple of it),
+/// clusters in parallel on `workers` OS threads. Returns the summed stats, or the fault of the
+/// lowest-numbered failing block.
 pub(crate) fn launch(
     kernel: &str,
-    (grid, block_dim): (u32, u32),
+    (grid, block_dim, cluster): (u32, u32, u32),
     shared_bytes: usize,
     buffers: Arc<[Arc<EmuMemory>]>,
     workers: usize,
     body: &(dyn Fn() + Sync),
 ) -> Result<LaunchStats, KernelError> {
     install_panic_hook();
+    let clusters = grid / cluster;
     let next = AtomicU32::new(0);
     let stop = AtomicBool::new(false);
     let results: Mutex<(LaunchStats, Option<KernelError>)> =
         Mutex::new((LaunchStats::default(), None));
     std::thread::scope(|s| {
-        for _ in 0..workers.clamp(1, grid.max(1) as usize) {
+        for _ in 0..workers.clamp(1, clusters.max(1) as usize) {
             s.spawn(|| {
                 let mut stacks = Vec::new();
                 loop {
                     if stop.load(Ordering::Relaxed) {
                         break;
                     }
-                    let b = next.fetch_add(1, Ordering::Relaxed);
-                    if b >= grid {
+                    let c = next.fetch_add(1, Ordering::Relaxed);
+                    if c >= clusters {
                         break;
                     }
-                    let shape = (b, grid, block_dim, shared_bytes);
-                    let r = run_block(kernel, shape, &buffers, body, &mut stacks);
+                    let shape = (c * cluster, cluster, grid, block_dim, shared_bytes);
+                    let r = run_cluster(kernel, shape, &buffers, body, &mut stacks);
                     let mut res = results.lock().unwrap_or_else(|e| e.into_inner());
                     match r {
                         Ok(st) => res.0.add(&st),
@@ -261,85 +287,250 @@ fn ranges(tids: &[u32]) -> String {
     out.join(", ")
 }
 
-fn run_block(
+/// One cluster's blocks `first..first + cluster`, their threads' coroutines and scheduler states.
+struct Block {
+    ctxs: Vec<ThreadCtx>,
+    coros: Vec<Coroutine<Reply, Event, (), DefaultStack>>,
+    ts: Vec<TState>,
+}
+
+fn run_cluster(
     kernel: &str,
-    (block, grid, n, shared_bytes): (u32, u32, u32, usize),
+    (first, cluster, grid, n, shared_bytes): (u32, u32, u32, u32, usize),
     buffers: &Arc<[Arc<EmuMemory>]>,
     body: &(dyn Fn() + Sync),
     stacks: &mut Vec<DefaultStack>,
 ) -> Result<LaunchStats, KernelError> {
-    let state = BlockState::new(kernel, block, n, shared_bytes, Arc::clone(buffers));
-    let ctxs: Vec<ThreadCtx> = (0..n)
-        .map(|tid| ThreadCtx {
-            tid,
-            block,
-            block_dim: n,
-            grid_dim: grid,
-            yielder: Cell::new(std::ptr::null()),
-            state: &state,
+    let clocks = Rc::new(RefCell::new(Clocks::new((cluster * n) as usize)));
+    let states: Vec<BlockState> = (0..cluster)
+        .map(|rank| {
+            BlockState::new(
+                kernel,
+                (first + rank, n),
+                (cluster, rank, Rc::clone(&clocks)),
+                shared_bytes,
+                Arc::clone(buffers),
+            )
         })
         .collect();
-    let mut coros = Vec::with_capacity(n as usize);
-    for c in &ctxs {
-        let stack = match stacks.pop() {
-            Some(s) => s,
-            None => DefaultStack::new(STACK_BYTES).map_err(|e| KernelError {
-                fault: Fault::Panic,
-                kernel: kernel.to_string(),
-                block,
-                threads: vec![c.tid],
-                address: None,
-                message: format!("cannot allocate a thread stack: {e}"),
-            })?,
-        };
-        let cp: *const ThreadCtx = c;
-        // SAFETY: every coroutine is driven to completion or dropped before `ctxs`, `state`
-        // and `body` go out of scope (all live until the end of this function).
-        let co = unsafe {
-            Coroutine::with_stack_unchecked(stack, move |y: &Yielder<Reply, Event>, _: Reply| {
-                (*cp).yielder.set(y);
-                body();
+    let peers: *const [BlockState] = states.as_slice();
+    let mut blocks = Vec::with_capacity(cluster as usize);
+    for state in &states {
+        let ctxs: Vec<ThreadCtx> = (0..n)
+            .map(|tid| ThreadCtx {
+                tid,
+                block: state.block,
+                block_dim: n,
+                grid_dim: grid,
+                yielder: Cell::new(std::ptr::null()),
+                state,
+                cluster: peers,
             })
-        };
-        coros.push(co);
+            .collect();
+        blocks.push(Block {
+            ctxs,
+            coros: Vec::with_capacity(n as usize),
+            ts: vec![TState::Runnable([0; 4]); n as usize],
+        });
     }
-    let mut ts = vec![TState::Runnable([0; 4]); n as usize];
-    let result = schedule(&state, &ctxs, &mut coros, &mut ts).and_then(|()| {
-        // Shared memory goes with the block: no TMA store may still be reading it.
-        match pipeline::bulk_store_in_flight(&state) {
-            None => Ok(()),
-            Some((issuer, site)) => {
+    for b in &mut blocks {
+        for c in &b.ctxs {
+            let stack = match stacks.pop() {
+                Some(s) => s,
+                None => DefaultStack::new(STACK_BYTES).map_err(|e| KernelError {
+                    fault: Fault::Panic,
+                    kernel: kernel.to_string(),
+                    block: c.block,
+                    threads: vec![c.tid],
+                    address: None,
+                    message: format!("cannot allocate a thread stack: {e}"),
+                })?,
+            };
+            let cp: *const ThreadCtx = c;
+            // SAFETY: every coroutine is driven to completion or dropped before `blocks`,
+            // `states` and `body` go out of scope (all live until the end of this function);
+            // the contexts do not move (their vector is not resized).
+            let co = unsafe {
+                Coroutine::with_stack_unchecked(
+                    stack,
+                    move |y: &Yielder<Reply, Event>, _: Reply| {
+                        (*cp).yielder.set(y);
+                        body();
+                    },
+                )
+            };
+            b.coros.push(co);
+        }
+    }
+    let result = drive(&states, &mut blocks).and_then(|()| {
+        for state in &states {
+            // Shared memory goes with the block: no TMA store may still be reading it.
+            if let Some((issuer, site)) = pipeline::bulk_store_in_flight(state) {
                 state.fault(
                     Fault::SharedRace,
                     vec![issuer],
                     None,
                     format!("the block ended while the TMA store thread {issuer} issued (at {site}) may still read its shared memory; bulk_commit_group and bulk_wait_group_read::<0>() before the kernel returns"),
                 );
-                Err(state.error.borrow_mut().take().expect("fault recorded"))
+                return Err(state.error.borrow_mut().take().expect("fault recorded"));
             }
         }
+        Ok(())
     });
     // Reclaim stacks of finished coroutines; unfinished ones (after a fault) are unwound on drop.
-    for co in coros {
-        if co.done() {
-            stacks.push(co.into_stack());
+    for b in blocks {
+        for co in b.coros {
+            if co.done() {
+                stacks.push(co.into_stack());
+            }
         }
     }
-    result.map(|()| state.stats())
+    result.map(|()| {
+        let mut st = LaunchStats::default();
+        for state in &states {
+            st.add(&state.stats());
+        }
+        st
+    })
 }
 
-fn schedule(
+/// Runs a cluster's blocks to the end: each block's scheduler in turn, the cluster barrier
+/// across them, and `deadlock` when none of them can move.
+fn drive(states: &[BlockState], blocks: &mut [Block]) -> Result<(), KernelError> {
+    let take_error = |states: &[BlockState]| {
+        states
+            .iter()
+            .find_map(|s| s.error.borrow_mut().take())
+            .map_or(Ok(()), Err)
+    };
+    loop {
+        let mut progressed = false;
+        for (state, b) in states.iter().zip(blocks.iter_mut()) {
+            if state.exited.get() {
+                continue;
+            }
+            let r = step(state, &b.ctxs, &mut b.coros, &mut b.ts);
+            // A thread's access to another block records its fault there.
+            take_error(states)?;
+            progressed |= r?;
+            if b.ts.iter().all(|s| matches!(s, TState::Done)) {
+                state.exited.set(true);
+            }
+        }
+        if states.iter().all(|s| s.exited.get()) {
+            return Ok(());
+        }
+        progressed |= cluster_barrier(states, blocks)?;
+        if !progressed {
+            let state = &states[0];
+            let waits: Vec<String> = states
+                .iter()
+                .zip(blocks.iter())
+                .map(|(s, b)| {
+                    let w = describe_waits(s, &b.ts);
+                    if states.len() == 1 {
+                        w
+                    } else {
+                        format!("cluster rank {}: {w}", s.rank)
+                    }
+                })
+                .collect();
+            state.fault(
+                Fault::Deadlock,
+                (0..blocks[0].ts.len() as u32).collect(),
+                None,
+                format!("no thread can make progress: {}", waits.join("; ")),
+            );
+            return Err(state.error.borrow_mut().take().expect("fault recorded"));
+        }
+    }
+}
+
+/// Releases the cluster barrier once every thread of the cluster waits at it; a thread that
+/// exited, or waits at another `cluster_sync`, while all others wait is `barrier-divergence`.
+fn cluster_barrier(states: &[BlockState], blocks: &mut [Block]) -> Result<bool, KernelError> {
+    let mut first: Option<(Site, u32)> = None;
+    for (st, b) in states.iter().zip(blocks.iter()) {
+        for (t, s) in b.ts.iter().enumerate() {
+            match *s {
+                TState::AtCluster(site) => {
+                    first.get_or_insert((site, st.cluster_id(t as u32)));
+                }
+                TState::Done => {}
+                _ => return Ok(false),
+            }
+        }
+    }
+    let Some((site0, first)) = first else {
+        return Ok(false);
+    };
+    let state = &states[0];
+    for (st, b) in states.iter().zip(blocks.iter()) {
+        let exited: Vec<u32> = (0..b.ts.len())
+            .filter(|&t| matches!(b.ts[t], TState::Done))
+            .map(|t| t as u32)
+            .collect();
+        if !exited.is_empty() {
+            st.fault(
+                Fault::BarrierDivergence,
+                exited.clone(),
+                None,
+                format!(
+                    "threads {} of cluster rank {} exited without reaching the cluster_sync at {site0} that the rest of the cluster waits at; every thread of every block of the cluster must reach it",
+                    ranges(&exited),
+                    st.rank
+                ),
+            );
+            return Err(st.error.borrow_mut().take().expect("fault recorded"));
+        }
+        if let Some(t) =
+            b.ts.iter()
+                .position(|s| !matches!(s, TState::AtCluster(x) if *x == site0))
+        {
+            let TState::AtCluster(site) = b.ts[t] else {
+                unreachable!()
+            };
+            st.fault(
+                Fault::BarrierDivergence,
+                vec![t as u32],
+                None,
+                format!(
+                    "threads wait at different cluster_sync calls: {} at {site0}, {} at {site}",
+                    state.name(first),
+                    st.name(st.cluster_id(t as u32))
+                ),
+            );
+            return Err(st.error.borrow_mut().take().expect("fault recorded"));
+        }
+    }
+    let all: Vec<u32> = (0..state.cluster * state.block_dim).collect();
+    state.clocks.borrow_mut().rendezvous(&all);
+    for (st, b) in states.iter().zip(blocks.iter_mut()) {
+        for s in b.ts.iter_mut() {
+            *s = TState::Runnable([0; 4]);
+        }
+        for e in st.warp_epoch.borrow_mut().iter_mut() {
+            *e += 1;
+        }
+    }
+    Ok(true)
+}
+
+/// One round of a block's scheduler: every runnable thread runs until it suspends, then the
+/// waits that can end (mbarrier phases, named barriers, warp rendezvous, the block barrier) do.
+/// Returns whether anything moved.
+fn step(
     state: &BlockState,
     ctxs: &[ThreadCtx],
     coros: &mut [Coroutine<Reply, Event, (), DefaultStack>],
     ts: &mut [TState],
-) -> Result<(), KernelError> {
+) -> Result<bool, KernelError> {
     let n = ts.len();
-    let fail = |fault: Fault, threads: Vec<u32>, message: String| -> Result<(), KernelError> {
+    let fail = |fault: Fault, threads: Vec<u32>, message: String| -> Result<bool, KernelError> {
         state.fault(fault, threads, None, message);
         Err(state.error.borrow_mut().take().expect("fault recorded"))
     };
-    loop {
+    {
         let mut progressed = false;
         for t in 0..n {
             let TState::Runnable(input) = ts[t] else {
@@ -374,6 +565,7 @@ fn schedule(
                     generation,
                     site,
                 },
+                Ok(CoroutineResult::Yield(Event::Cluster(site))) => TState::AtCluster(site),
                 Ok(CoroutineResult::Return(())) => TState::Done,
                 Err(payload) => {
                     if let Some(e) = state.error.borrow_mut().take() {
@@ -398,9 +590,6 @@ fn schedule(
             if let Some(e) = state.error.borrow_mut().take() {
                 return Err(e);
             }
-        }
-        if ts.iter().all(|s| matches!(s, TState::Done)) {
-            return Ok(());
         }
         // Threads whose mbarrier phase or named barrier has completed.
         for s in ts.iter_mut() {
@@ -554,7 +743,7 @@ fn schedule(
             for (i, t) in lanes.clone().enumerate() {
                 ts[t] = TState::Runnable(replies[i]);
             }
-            let lane_ids: Vec<u32> = lanes.clone().map(|t| t as u32).collect();
+            let lane_ids: Vec<u32> = lanes.clone().map(|t| state.cluster_id(t as u32)).collect();
             state.clocks.borrow_mut().rendezvous(&lane_ids);
             state.warp_epoch.borrow_mut()[w] += 1;
             progressed = true;
@@ -603,20 +792,14 @@ fn schedule(
             for &t in &waiting {
                 ts[t] = TState::Runnable([0; 4]);
             }
-            let all: Vec<u32> = (0..n as u32).collect();
+            let all: Vec<u32> = (0..n as u32).map(|t| state.cluster_id(t)).collect();
             state.clocks.borrow_mut().rendezvous(&all);
             for e in state.warp_epoch.borrow_mut().iter_mut() {
                 *e += 1;
             }
             progressed = true;
         }
-        if !progressed {
-            return fail(
-                Fault::Deadlock,
-                (0..n as u32).collect(),
-                describe_waits(state, ts),
-            );
-        }
+        Ok(progressed)
     }
 }
 
@@ -732,7 +915,8 @@ fn ldmatrix(
         .collect())
 }
 
-/// "threads 0..=31 wait in shfl_xor at a.rs:3:5; threads 32..=63 wait at block_sync at a.rs:9:5".
+/// "threads 0..=31 wait in shfl_xor at a.rs:3:5; threads 32..=63 wait at block_sync at a.rs:9:5"
+/// (one block's).
 fn describe_waits(state: &BlockState, ts: &[TState]) -> String {
     let mut groups: Vec<(String, Vec<u32>)> = Vec::new();
     for (t, s) in ts.iter().enumerate() {
@@ -750,6 +934,7 @@ fn describe_waits(state: &BlockState, ts: &[TState]) -> String {
                     nb.arrived, nb.count
                 )
             }
+            TState::AtCluster(site) => format!("wait at cluster_sync at {site}"),
             TState::Done => "exited".to_string(),
             TState::Runnable(_) => "are runnable".to_string(),
         };
@@ -771,5 +956,5 @@ fn describe_waits(state: &BlockState, ts: &[TState]) -> String {
             format!("{who} {} {w}", ranges(t))
         })
         .collect();
-    format!("no thread can make progress: {}", parts.join("; "))
+    parts.join("; ")
 }

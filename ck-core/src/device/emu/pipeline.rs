@@ -34,14 +34,18 @@ use std::marker::PhantomData;
 use std::panic::Location;
 
 /// Records `fault` for the current thread and stops it.
-fn fail(fault: Fault, address: Option<u64>, message: String) -> ! {
+pub(super) fn fail(fault: Fault, address: Option<u64>, message: String) -> ! {
     let c = ctx();
     c.state().fault(fault, vec![c.tid], address, message);
     abort()
 }
 
 /// The shared byte offset of barrier `i` of `bars` (`out-of-bounds` past the array).
-fn barrier_offset<const N: usize>(bars: &SharedArray<Mbarrier, N>, i: u32, site: Site) -> usize {
+pub(super) fn barrier_offset<const N: usize>(
+    bars: &SharedArray<Mbarrier, N>,
+    i: u32,
+    site: Site,
+) -> usize {
     if i as usize >= N {
         let c = ctx();
         c.state().out_of_bounds(
@@ -56,20 +60,44 @@ fn barrier_offset<const N: usize>(bars: &SharedArray<Mbarrier, N>, i: u32, site:
     bars.byte_offset() as usize + 8 * i as usize
 }
 
-/// A use of the initialised barrier at `offset` by the current thread: a read of its bytes
-/// (race-checked against the `init`).
-fn touch(st: &BlockState, tid: u32, offset: usize, site: Site) {
-    if !st.mbarriers.borrow().contains_key(&offset) {
+/// Stops the current thread if `st` (its own block, or a block of its cluster whose shared
+/// memory it touched) holds a fault; the fault moves to the thread's own block, whose
+/// scheduler reports it.
+fn stop_if_faulted(st: &BlockState) {
+    let Some(e) = st.error.borrow_mut().take() else {
+        return;
+    };
+    ctx().state().error.borrow_mut().get_or_insert(e);
+    abort()
+}
+
+/// A use of the initialised barrier at `offset` of block `st` (the current thread's, or a
+/// block of its cluster) by the current thread: a read of its bytes (race-checked against the
+/// `init`).
+fn touch(st: &BlockState, offset: usize, site: Site) {
+    let c = ctx();
+    let me = c.state().name(c.gid());
+    if st.exited.get() {
         fail(
             Fault::BarrierMisuse,
             Some(offset as u64),
-            format!("thread {tid} uses the mbarrier at shared byte {offset} (at {site}) before any thread initialised it; init it (one thread), then block_sync"),
+            format!("{me} uses the mbarrier at shared byte {offset} of cluster rank {} (at {site}), whose threads have all returned; a cluster_sync before the kernel returns keeps every block of the cluster alive while the others use its shared memory", st.rank),
         );
     }
-    st.check_race(tid, site, Kind::Load, offset, 8, false);
-    if st.error.borrow().is_some() {
-        abort();
+    if !st.mbarriers.borrow().contains_key(&offset) {
+        let whose = if st.rank == c.state().rank {
+            String::new()
+        } else {
+            format!(" of cluster rank {}", st.rank)
+        };
+        fail(
+            Fault::BarrierMisuse,
+            Some(offset as u64),
+            format!("{me} uses the mbarrier at shared byte {offset}{whose} (at {site}) before any thread initialised it; init it (one thread), then block_sync (cluster_sync where other blocks of the cluster use it)"),
+        );
     }
+    st.check_race_by(c.gid(), site, Kind::Load, (offset, 8), false);
+    stop_if_faulted(st);
 }
 
 /// Completes the barrier's phase if its arrivals and bytes are all in: the TMA bytes land and
@@ -90,11 +118,11 @@ fn complete_if_done(st: &BlockState, b: &mut MbarrierState) {
     b.pending = b.arrivals;
 }
 
-/// One arrival of the current thread on the barrier at `offset`, expecting `tx` more bytes.
-fn arrive_at(offset: usize, tx: u32, site: Site) {
+/// One arrival of the current thread on the barrier at `offset` of block `st` (its own, or a
+/// block of its cluster), expecting `tx` more bytes.
+pub(super) fn arrive_at(st: &BlockState, offset: usize, tx: u32, site: Site) {
     let c = ctx();
-    let st = c.state();
-    touch(st, c.tid, offset, site);
+    touch(st, offset, site);
     let mut bars = st.mbarriers.borrow_mut();
     let b = bars.get_mut(&offset).expect("touched");
     if b.pending == 0 {
@@ -102,11 +130,11 @@ fn arrive_at(offset: usize, tx: u32, site: Site) {
         fail(
             Fault::BarrierMisuse,
             Some(offset as u64),
-            format!("thread {} arrives (at {site}) at the mbarrier at shared byte {offset} whose phase already has all its arrivals and waits only for bytes; a phase takes exactly the arrivals its init names", c.tid),
+            format!("{} arrives (at {site}) at the mbarrier at shared byte {offset} whose phase already has all its arrivals and waits only for bytes; a phase takes exactly the arrivals its init names", c.state().name(c.gid())),
         );
     }
     b.tx += tx as i64;
-    st.clocks.borrow_mut().release(c.tid, &mut b.released);
+    st.clocks.borrow_mut().release(c.gid(), &mut b.released);
     b.pending -= 1;
     complete_if_done(st, b);
 }
@@ -142,7 +170,7 @@ impl<const N: usize> SharedArray<Mbarrier, N> {
     #[track_caller]
     pub fn arrive(&self, i: u32) {
         let site = Location::caller();
-        arrive_at(barrier_offset(self, i, site), 0, site);
+        arrive_at(ctx().state(), barrier_offset(self, i, site), 0, site);
     }
 
     /// `mbarrier.arrive.expect_tx`: the phase also waits for `bytes` more bytes of TMA copies,
@@ -150,7 +178,7 @@ impl<const N: usize> SharedArray<Mbarrier, N> {
     #[track_caller]
     pub fn arrive_expect_tx(&self, i: u32, bytes: u32) {
         let site = Location::caller();
-        arrive_at(barrier_offset(self, i, site), bytes, site);
+        arrive_at(ctx().state(), barrier_offset(self, i, site), bytes, site);
     }
 
     /// Waits until the phase of barrier `i` with parity `parity` (0 or 1) has completed, then
@@ -161,7 +189,7 @@ impl<const N: usize> SharedArray<Mbarrier, N> {
         let offset = barrier_offset(self, i, site);
         let c = ctx();
         let st = c.state();
-        touch(st, c.tid, offset, site);
+        touch(st, offset, site);
         if parity > 1 {
             fail(
                 Fault::BarrierMisuse,
@@ -184,12 +212,12 @@ impl<const N: usize> SharedArray<Mbarrier, N> {
         let bars = st.mbarriers.borrow();
         st.clocks
             .borrow_mut()
-            .acquire(c.tid, &bars[&offset].completed[parity as usize]);
+            .acquire(c.gid(), &bars[&offset].completed[parity as usize]);
     }
 }
 
 /// `fence.mbarrier_init.release.cluster` (the emulator's `init`s are visible at once; the
-/// `block_sync` that must follow orders them).
+/// `block_sync` or `cluster_sync` that must follow orders them).
 pub fn fence_barrier_init() {}
 
 /// Checks a named barrier's id and thread count.
@@ -228,10 +256,10 @@ fn named_arrive(id: u32, threads: u32, wait: bool, site: Site) -> (u32, bool) {
         );
     }
     let mut clocks = st.clocks.borrow_mut();
-    clocks.release(c.tid, &mut nb.released);
+    clocks.release(c.gid(), &mut nb.released);
     nb.arrived += 1;
     if wait {
-        nb.waiting.push(c.tid);
+        nb.waiting.push(c.gid());
     }
     let generation = nb.generation;
     if nb.arrived < nb.count {
@@ -356,10 +384,25 @@ impl<T: Element, const R: usize> Tma<T, R> {
         bar: u32,
     ) {
         let site = Location::caller();
+        self.copy_to_blocks(coords, (dst, dst_elem), (bars, bar), &[ctx().state()], site);
+    }
+
+    /// The copy of [`Self::copy_to_shared`] into the same place of each of `blocks` (the
+    /// current thread's, or blocks of its cluster: a multicast), completing on the barrier at
+    /// the same place in each.
+    pub(super) fn copy_to_blocks<const N: usize, const B: usize>(
+        &self,
+        coords: [i32; R],
+        (dst, dst_elem): (&SharedArray<T, N>, u32),
+        (bars, bar): (&SharedArray<Mbarrier, B>, u32),
+        blocks: &[&BlockState],
+        site: Site,
+    ) {
         let bar = barrier_offset(bars, bar, site);
         let c = ctx();
-        let st = c.state();
-        touch(st, c.tid, bar, site);
+        for st in blocks {
+            touch(st, bar, site);
+        }
         let g = &self.geometry;
         let start = box_in_shared::<T, R>(g, (dst.byte_offset(), dst_elem, N), Kind::Store, site);
         let src = buffer_of_launch(self.buffer, 0);
@@ -384,32 +427,33 @@ impl<T: Element, const R: usize> Tma<T, R> {
                 }
             })
             .collect();
-        // The copy may write any time after it is issued: it races with unordered accesses now.
-        for chunk in &chunks {
-            st.check_race(c.tid, site, Kind::Store, chunk.offset, 16, false);
-            if st.error.borrow().is_some() {
-                abort();
+        for st in blocks {
+            // The copy may write any time after it is issued: it races with unordered accesses
+            // now.
+            for chunk in &chunks {
+                st.check_race_by(c.gid(), site, Kind::Store, (chunk.offset, 16), false);
+                stop_if_faulted(st);
             }
+            let mut pending = st.async_pending.borrow_mut();
+            for chunk in &chunks {
+                pending.insert(
+                    chunk.offset / 16,
+                    PendingChunk {
+                        writer: c.gid(),
+                        site,
+                        via: Some(bar),
+                    },
+                );
+            }
+            drop(pending);
+            let mut bars = st.mbarriers.borrow_mut();
+            let b = bars.get_mut(&bar).expect("touched");
+            // The copy's completion releases the issuer's view (its writes are stamped with it).
+            st.clocks.borrow_mut().release(c.gid(), &mut b.released);
+            b.tx -= g.box_bytes() as i64;
+            b.landing.extend(chunks.iter().cloned());
+            complete_if_done(st, b);
         }
-        let mut pending = st.async_pending.borrow_mut();
-        for chunk in &chunks {
-            pending.insert(
-                chunk.offset / 16,
-                PendingChunk {
-                    writer: c.tid,
-                    site,
-                    via: Some(bar),
-                },
-            );
-        }
-        drop(pending);
-        let mut bars = st.mbarriers.borrow_mut();
-        let b = bars.get_mut(&bar).expect("touched");
-        // The copy's completion releases the issuer's view (its writes are stamped with it).
-        st.clocks.borrow_mut().release(c.tid, &mut b.released);
-        b.tx -= g.box_bytes() as i64;
-        b.landing.extend(chunks);
-        complete_if_done(st, b);
     }
 }
 

@@ -110,7 +110,7 @@ pub unsafe fn cp_async_16_unchecked<T: Element, const N: usize>(
     st.async_pending.borrow_mut().insert(
         offset / 16,
         PendingChunk {
-            writer: c.tid,
+            writer: c.gid(),
             site,
             via: None,
         },

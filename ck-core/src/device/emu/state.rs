@@ -1,5 +1,10 @@
 //! Per-block emulator state: the block's shared memory, the race detector, the access profile,
 //! and the first fault found.
+//!
+//! The blocks of a cluster share one happens-before order (their threads synchronise through
+//! each other's mbarriers and the cluster barrier), so the race detector names threads by their
+//! index in the cluster, `rank · block_dim + thread` ("cluster ids"; a block's own thread index
+//! where there are no clusters).
 
 use std::prelude::rust_2021::*;
 
@@ -7,9 +12,10 @@ use super::clocks::{Clocks, Released};
 use super::memory::EmuMemory;
 use crate::bank::{global_sectors, shared_wavefronts, LaneAccess};
 use crate::report::{Fault, KernelError, LaunchStats};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::panic::Location;
+use std::rc::Rc;
 use std::sync::Arc;
 
 pub(crate) type Site = &'static Location<'static>;
@@ -32,8 +38,8 @@ impl Kind {
     }
 }
 
-/// Who accessed a byte of shared memory, and when (the thread's own clock then: see
-/// [`Clocks`]).
+/// Who accessed a byte of shared memory (its cluster id), and when (the thread's own clock
+/// then: see [`Clocks`]).
 #[derive(Clone, Copy, Debug)]
 struct Stamp {
     tid: u32,
@@ -61,13 +67,15 @@ struct GroupKey {
 }
 
 /// A `cp.async` issued but not landed: 16 bytes for shared byte `offset`.
+#[derive(Clone)]
 pub(crate) struct PendingCopy {
     pub offset: usize,
     pub words: [u32; 4],
 }
 
-/// A 16-byte shared chunk an asynchronous copy will write: who issued it, where, and what lands
-/// it (`via`: the mbarrier offset of a TMA copy; `None`: the issuer's `cp_async_wait`).
+/// A 16-byte shared chunk an asynchronous copy will write: who issued it (its cluster id: a
+/// multicast copy writes other blocks' shared memory), where, and what lands it (`via`: the
+/// mbarrier offset of a TMA copy; `None`: the issuer's `cp_async_wait`).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct PendingChunk {
     pub writer: u32,
@@ -133,11 +141,18 @@ pub(crate) struct BulkStores {
 pub(crate) struct BlockState {
     pub kernel: String,
     pub block: u32,
+    /// Threads per block.
+    pub block_dim: u32,
+    /// Blocks per cluster (1 without clusters) and this block's rank in its cluster.
+    pub cluster: u32,
+    pub rank: u32,
+    /// Every thread of the block has returned (a peer's remote access is then a fault).
+    pub exited: Cell<bool>,
     pub shared: EmuMemory,
     /// The global buffers the launch received (what handles resolve to).
     pub buffers: Arc<[Arc<EmuMemory>]>,
-    /// Happens-before among the block's threads.
-    pub clocks: RefCell<Clocks>,
+    /// Happens-before among the cluster's threads (shared by its blocks), by cluster id.
+    pub clocks: Rc<RefCell<Clocks>>,
     /// Warp-level rendezvous passed, per warp (what groups lanes' accesses into instructions).
     pub warp_epoch: RefCell<Vec<u32>>,
     stamps: RefCell<Vec<ByteStamps>>,
@@ -159,19 +174,25 @@ pub(crate) struct BlockState {
 }
 
 impl BlockState {
+    /// Block `block`, rank `rank` of a cluster of `cluster` blocks whose threads' order is
+    /// `clocks` (`cluster · block_dim` threads).
     pub fn new(
         kernel: &str,
-        block: u32,
-        block_dim: u32,
+        (block, block_dim): (u32, u32),
+        (cluster, rank, clocks): (u32, u32, Rc<RefCell<Clocks>>),
         shared_bytes: usize,
         buffers: Arc<[Arc<EmuMemory>]>,
     ) -> BlockState {
         BlockState {
             kernel: kernel.to_string(),
             block,
+            block_dim,
+            cluster,
+            rank,
+            exited: Cell::new(false),
             shared: EmuMemory::new(shared_bytes),
             buffers,
-            clocks: RefCell::new(Clocks::new(block_dim as usize)),
+            clocks,
             warp_epoch: RefCell::new(vec![0; block_dim.div_ceil(32) as usize]),
             stamps: RefCell::new(vec![ByteStamps::default(); shared_bytes]),
             groups: RefCell::new(HashMap::new()),
@@ -183,6 +204,24 @@ impl BlockState {
             bulk_reading: RefCell::new(HashMap::new()),
             mbarriers: RefCell::new(HashMap::new()),
             named: RefCell::new((0..16).map(|_| NamedBarrier::default()).collect()),
+        }
+    }
+
+    /// The cluster id of this block's thread `tid`.
+    pub fn cluster_id(&self, tid: u32) -> u32 {
+        self.rank * self.block_dim + tid
+    }
+
+    /// "thread 5", or in a cluster "thread 5 of cluster rank 1", for cluster id `g`.
+    pub fn name(&self, g: u32) -> String {
+        if self.cluster == 1 {
+            format!("thread {g}")
+        } else {
+            format!(
+                "thread {} of cluster rank {}",
+                g % self.block_dim,
+                g / self.block_dim
+            )
         }
     }
 
@@ -242,7 +281,7 @@ impl BlockState {
     /// (its thread has not waited for it): on the GPU they may hold the old or the new bytes.
     fn touches_pending_copy(
         &self,
-        tid: u32,
+        g: u32,
         site: Site,
         kind: Kind,
         offset: usize,
@@ -259,26 +298,27 @@ impl BlockState {
         };
         drop(pending);
         let byte = offset.max(chunk * 16);
-        let (writer, copy_site) = (c.writer, c.site);
+        let (writer, copy_site) = (self.name(c.writer), c.site);
         let verb = match kind {
             Kind::Load => "read",
             _ => "write",
         };
+        let me = self.name(g);
         let message = match c.via {
             None => format!(
-                "thread {tid} {verb}s shared byte {byte} (at {site}) before thread {writer}'s cp_async_16 into it \
-                 (at {copy_site}) has landed: thread {writer} must cp_async_wait for that copy's group \
+                "{me} {verb}s shared byte {byte} (at {site}) before {writer}'s cp_async_16 into it \
+                 (at {copy_site}) has landed: {writer} must cp_async_wait for that copy's group \
                  (and a block_sync must follow) before any thread touches those bytes"
             ),
             Some(bar) => format!(
-                "thread {tid} {verb}s shared byte {byte} (at {site}) before the TMA copy into it that thread {writer} \
+                "{me} {verb}s shared byte {byte} (at {site}) before the TMA copy into it that {writer} \
                  issued (at {copy_site}) has completed: wait for the mbarrier at shared byte {bar} it signals \
                  before touching those bytes"
             ),
         };
         self.fault(
             Fault::SharedRace,
-            vec![writer, tid],
+            vec![c.writer % self.block_dim, g % self.block_dim],
             Some(byte as u64),
             message,
         );
@@ -286,7 +326,7 @@ impl BlockState {
     }
 
     /// A write of `bytes` bytes at `offset` into bytes a TMA store may still read: a fault.
-    fn overwrites_bulk_source(&self, tid: u32, site: Site, offset: usize, bytes: u32) -> bool {
+    fn overwrites_bulk_source(&self, g: u32, site: Site, offset: usize, bytes: u32) -> bool {
         let reading = self.bulk_reading.borrow();
         if reading.is_empty() {
             return false;
@@ -298,21 +338,23 @@ impl BlockState {
         };
         drop(reading);
         let byte = offset.max(chunk * 16);
+        let (me, issuer_name) = (self.name(g), self.name(self.cluster_id(issuer)));
         self.fault(
             Fault::SharedRace,
-            vec![issuer, tid],
+            vec![issuer, g % self.block_dim],
             Some(byte as u64),
             format!(
-                "thread {tid} writes shared byte {byte} (at {site}) while the TMA store that thread {issuer} \
-                 issued (at {store_site}) may still read it: thread {issuer} must bulk_commit_group and \
+                "{me} writes shared byte {byte} (at {site}) while the TMA store that {issuer_name} \
+                 issued (at {store_site}) may still read it: {issuer_name} must bulk_commit_group and \
                  bulk_wait_group_read for that store (and a barrier must follow) before the bytes are written again"
             ),
         );
         true
     }
 
-    /// Checks a shared access of `bytes` bytes at `offset` against earlier accesses of the same
-    /// barrier interval; a write-write pair that stores the value already there is benign.
+    /// Checks a shared access of `bytes` bytes at `offset` by this block's thread `tid` against
+    /// earlier accesses of the same barrier interval; a write-write pair that stores the value
+    /// already there is benign.
     pub fn check_race(
         &self,
         tid: u32,
@@ -322,16 +364,35 @@ impl BlockState {
         bytes: u32,
         same_value: bool,
     ) {
-        if self.touches_pending_copy(tid, site, kind, offset, bytes)
-            || (kind != Kind::Load && self.overwrites_bulk_source(tid, site, offset, bytes))
+        self.check_race_by(
+            self.cluster_id(tid),
+            site,
+            kind,
+            (offset, bytes),
+            same_value,
+        );
+    }
+
+    /// [`Self::check_race`] for the thread with cluster id `g`, which may be another block's
+    /// (a multicast copy it issued writes here).
+    pub fn check_race_by(
+        &self,
+        g: u32,
+        site: Site,
+        kind: Kind,
+        (offset, bytes): (usize, u32),
+        same_value: bool,
+    ) {
+        if self.touches_pending_copy(g, site, kind, offset, bytes)
+            || (kind != Kind::Load && self.overwrites_bulk_source(g, site, offset, bytes))
         {
             return;
         }
         let clocks = self.clocks.borrow();
-        let ordered = |s: &Stamp| clocks.ordered(tid, s.tid, s.clock);
+        let ordered = |s: &Stamp| clocks.ordered(g, s.tid, s.clock);
         let me = Stamp {
-            tid,
-            clock: clocks.own(tid),
+            tid: g,
+            clock: clocks.own(g),
             site,
         };
         let mut stamps = self.stamps.borrow_mut();
@@ -358,20 +419,27 @@ impl BlockState {
                 drop(stamps);
                 self.fault(
                     Fault::SharedRace,
-                    vec![other.tid, tid],
+                    vec![other.tid % self.block_dim, g % self.block_dim],
                     Some(b as u64),
                     format!(
-                        "thread {tid} {what} shared byte {b} (at {site}) while thread {} {other_did} it (at {}) \
-                         with nothing ordering the two (a block_sync, a warp operation, or an mbarrier the \
+                        "{} {what} shared byte {b} (at {site}) while {} {other_did} it (at {}) \
+                         with nothing ordering the two (a {}, a warp operation, or an mbarrier the \
                          first thread arrived at and the second waited for)",
-                        other.tid, other.site
+                        self.name(g),
+                        self.name(other.tid),
+                        other.site,
+                        if self.cluster == 1 {
+                            "block_sync"
+                        } else {
+                            "block_sync or cluster_sync"
+                        }
                     ),
                 );
                 return;
             }
             match kind {
                 Kind::Load => {
-                    if s.reads[0].is_none_or(|r| r.tid == tid) {
+                    if s.reads[0].is_none_or(|r| r.tid == g) {
                         s.reads[0] = Some(me);
                     } else {
                         s.reads[1] = Some(me);

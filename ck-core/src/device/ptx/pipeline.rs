@@ -17,7 +17,7 @@ fn trap() -> ! {
 impl<const N: usize> SharedArray<Mbarrier, N> {
     /// Shared address of barrier `i`; past the array the kernel traps.
     #[inline(always)]
-    fn barrier(&self, i: u32) -> u32 {
+    pub(super) fn barrier(&self, i: u32) -> u32 {
         if i as usize >= N {
             trap();
         }
@@ -177,6 +177,12 @@ macro_rules! tensor_map_handle {
             #[inline(always)]
             pub fn box_bytes(&self) -> u32 {
                 self.box_bytes
+            }
+
+            /// The tensor map's address.
+            #[inline(always)]
+            pub(super) fn map(&self) -> *const u8 {
+                self.map
             }
 
             /// `prefetch.tensormap`: fetches the tensor map into the cache ahead of the first
