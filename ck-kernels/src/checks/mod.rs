@@ -15,7 +15,8 @@ use crate::elementwise::{AddF32, CopyF32, TILE_F32};
 use crate::exercise::*;
 use crate::gemm::host::Bf16Kernel;
 use crate::rmsnorm::host::{reference, rmsnorm, Dtype};
-use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats};
+use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats, TensorMap};
+use ck_core::wgmma::SwizzleMode;
 
 /// Kernels `ck run` and `ck cross-check` know (bank-probe takes its own parameters). The
 /// RMSNorm ones run a 257 × n matrix, gemm-f32 a 257 × 129 × n product.
@@ -25,6 +26,7 @@ pub const EXERCISES: &[&str] = &[
     "histogram",
     "copy",
     "add",
+    "multicast",
     "rmsnorm-f32",
     "rmsnorm-bf16",
     "layernorm-f32",
@@ -216,6 +218,26 @@ pub fn run_exercise(
             let mismatch = first_difference(&got, &want);
             Ok(Outcome {
                 output: got.iter().map(|v| v.to_bits()).collect(),
+                stats,
+                mismatch,
+            })
+        }
+        "multicast" => {
+            // n rows of 32 (at most 4096) to the blocks of two clusters.
+            let rows = n.clamp(1, 4096);
+            let x: Vec<u32> = (0..rows * 32).map(|_| rng.bits() as u32).collect();
+            let input = DeviceBuffer::from_slice(device, &x)?;
+            let dims = [32, rows as u64];
+            let map = TensorMap::dense(&input, dims, [32, MULTICAST_ROWS], SwizzleMode::None)?;
+            let (tiles, blocks) = (rows.div_ceil(MULTICAST_ROWS), 2 * MULTICAST_CLUSTER);
+            let want = multicast_reference(&x, blocks);
+            let mut out = DeviceBuffer::from_slice(device, &vec![u32::MAX; want.len()])?;
+            let cfg = LaunchConfig::new(blocks, 64);
+            let stats = Multicast::launch(device, cfg, &map, &mut out, tiles)?;
+            let got = out.to_vec()?;
+            let mismatch = first_difference(&got, &want);
+            Ok(Outcome {
+                output: got,
                 stats,
                 mismatch,
             })
@@ -492,7 +514,14 @@ pub fn cross_check(a: &Device, b: &Device) -> Result<Vec<CrossCheck>, LaunchErro
             second: rb.stats,
         });
     };
-    for kernel in ["reverse", "block-sum", "histogram", "copy", "add"] {
+    for kernel in [
+        "reverse",
+        "block-sum",
+        "histogram",
+        "copy",
+        "add",
+        "multicast",
+    ] {
         for n in [1u32, 1000, 4096] {
             let seed = 0x5eed + n as u64;
             record(

@@ -242,6 +242,8 @@ pub enum RunCommand {
     Copy(ExerciseArgs),
     /// f32 add with 16-byte accesses
     Add(ExerciseArgs),
+    /// N rows of 32 u32 multicast by the TMA engine to both blocks of each cluster (sm_90)
+    Multicast(ExerciseArgs),
     /// RMSNorm, f32, 257 random rows of N columns
     RmsnormF32(ExerciseArgs),
     /// RMSNorm, bf16, 257 random rows of N columns
@@ -379,6 +381,7 @@ pub fn run(command: &RunCommand) -> Result<(), CliError> {
         Histogram(a) => exercise("histogram", a),
         Copy(a) => exercise("copy", a),
         Add(a) => exercise("add", a),
+        Multicast(a) => exercise("multicast", a),
         RmsnormF32(a) => exercise("rmsnorm-f32", a),
         RmsnormBf16(a) => exercise("rmsnorm-bf16", a),
         LayernormF32(a) => exercise("layernorm-f32", a),
