@@ -47,6 +47,9 @@ impl core::fmt::Debug for Module {
     }
 }
 
+/// The most blocks a cluster may have portably (`#[tile_kernel(cluster = N)]`, 1 to this).
+pub const MAX_CLUSTER_BLOCKS: u32 = 8;
+
 /// The version of [`kernel_info`]'s layout, its first word.
 pub const KERNEL_INFO_VERSION: u32 = 2;
 

@@ -149,6 +149,16 @@ fn a_grid_of_part_clusters_is_refused() {
     let e = ClusterIds::launch(&d, LaunchConfig::new(5, 32), &mut out).unwrap_err();
     assert_eq!(e.rule(), "grid-size", "{e}");
     assert!(e.message().contains("multiple of 2"), "{e}");
+    // A hand-made spec outside the macro's 1..=8 is refused before anything runs.
+    for c in [0, 9] {
+        let spec = ck_core::kernel::KernelSpec {
+            cluster: Some(c),
+            ..ClusterIds::SPEC
+        };
+        let e = ck_core::host::validate(&d, &spec, LaunchConfig::new(72, 32)).unwrap_err();
+        assert_eq!(e.rule(), "grid-size", "{e}");
+        assert!(e.message().contains("1 to 8"), "{e}");
+    }
 }
 
 #[test]

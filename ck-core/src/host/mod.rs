@@ -472,6 +472,12 @@ pub fn validate(device: &Device, spec: &KernelSpec, cfg: LaunchConfig) -> Result
         ));
     }
     if let Some(c) = spec.cluster {
+        if !(1..=crate::kernel::MAX_CLUSTER_BLOCKS).contains(&c) {
+            return Err(LaunchError::invalid(
+                rules::GRID_SIZE,
+                format!("kernel `{}` declares clusters of {c} blocks; a cluster has 1 to {} (#[tile_kernel(cluster = N)] checks this; a hand-made KernelSpec must too)", spec.name, crate::kernel::MAX_CLUSTER_BLOCKS),
+            ));
+        }
         if !cfg.grid.is_multiple_of(c) {
             return Err(LaunchError::invalid(
                 rules::GRID_SIZE,

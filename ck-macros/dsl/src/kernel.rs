@@ -344,11 +344,12 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
         }
     }
     if let Some(n) = &opts.cluster {
-        if !(1..=8).contains(&**n) {
+        let max = ck_core::kernel::MAX_CLUSTER_BLOCKS;
+        if !(1..=max).contains(&**n) {
             errors.push(syn::Error::new(
                 n.span(),
                 format!(
-                    "{}: cluster = {}; a cluster has 1 to 8 blocks (the portable limit)",
+                    "{}: cluster = {}; a cluster has 1 to {max} blocks (the portable limit)",
                     rules::KERNEL_OPTIONS,
                     **n
                 ),
