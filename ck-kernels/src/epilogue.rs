@@ -113,10 +113,7 @@ impl<O: Real> Epilogue<O> {
         d: impl FnOnce() -> DistributedTensor<D, f32>,
         bias: impl FnOnce() -> DistributedTensor<D, f32>,
     ) {
-        let alpha = self.alpha;
-        if alpha != 1.0 {
-            x.update(|v| *v *= alpha);
-        }
+        self.scale(x);
         if self.flags & HAS_D != 0 {
             let beta = self.beta;
             *x = x.zip_map(&d(), |v, d| v + beta * d);
@@ -129,6 +126,18 @@ impl<O: Real> Epilogue<O> {
             2 => x.update(|v| *v = gelu(*v)),
             3 => x.update(|v| *v = silu(*v)),
             _ => {}
+        }
+    }
+}
+
+impl<O: Element> Epilogue<O> {
+    /// `x ← alpha · x`: the whole epilogue of a kernel compiled for `C = alpha · A·B` (the
+    /// plain GEMM, and fp8's per-tensor scales), and [`Epilogue::apply`]'s first step.
+    #[inline(always)]
+    pub fn scale<D: TileDistribution>(&self, x: &mut DistributedTensor<D, f32>) {
+        let alpha = self.alpha;
+        if alpha != 1.0 {
+            x.update(|v| *v *= alpha);
         }
     }
 }

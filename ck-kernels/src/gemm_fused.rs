@@ -260,30 +260,6 @@ impl Default for HostEpilogue<'_> {
     }
 }
 
-/// `C = act(alpha · A·B + beta · D + bias)` for `batch` products on `device` from host values
-/// (A `[batch, m, k]`, B `[batch, k, n]`, D and C `[batch, m, n]`): A and B rounded to bf16, D
-/// and bias to `O`, C (`O`) widened to f32, on the wgmma kernel [`Bf16Kernel::for_shape`]
-/// picks for the batch's rows.
-pub fn gemm<O: GemmOutput>(
-    device: &Device,
-    (a, b): (&[f32], &[f32]),
-    batch: u32,
-    mnk: (u32, u32, u32),
-    epilogue: HostEpilogue<'_>,
-) -> Result<(Vec<f32>, LaunchStats), LaunchError> {
-    let (ad, bd) = (upload::<Bf16>(device, a)?, upload::<Bf16>(device, b)?);
-    let (m, n, k) = mnk;
-    let kernel = Bf16Kernel::for_shape(device, (batch.saturating_mul(m), n, k));
-    run_on_host_values::<O>(
-        (a.len(), b.len()),
-        batch,
-        mnk,
-        device,
-        epilogue,
-        |c, args| launch_batched(device, kernel, (&ad, &bd), c, batch, mnk, args),
-    )
-}
-
 /// `values` rounded to `T` in a new device buffer.
 pub fn upload<T: Real>(device: &Device, values: &[f32]) -> Result<DeviceBuffer<T>, LaunchError> {
     let v: Vec<T> = values.iter().map(|&x| T::from_f32(x)).collect();

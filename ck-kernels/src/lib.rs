@@ -15,6 +15,7 @@
 //! | [`gemm_sm90`] | `gemm_bf16_wgmma*` (sm_90a: `cp.async` pipeline, 128-byte swizzle, `wgmma`), f32 or bf16 C |
 //! | [`gemm_grouped`] | `gemm_grouped_bf16*`, `gemm_grouped_any_bf16*` (sm_90a: problems of different shapes in one launch, on the `gemm_sm90` body) |
 //! | [`gemm_tma`] | `gemm_tma_bf16*`, `gemm_fp8_*` (sm_90a: TMA, warp-specialised persistent blocks, bf16 or e4m3/e5m2 operands) |
+//! | [`gemm_auto`] | (host) the bf16 GEMM on the kernel chosen for the problem: `ck run gemm` and Python |
 //! | [`epilogue`] | the GEMM's fused epilogue: `act(alpha · A·B + beta · D + bias)` |
 //! | [`softmax`] | `softmax_{f32,bf16}_*`: row softmax, online (max, sum) for long rows |
 //! | [`lds_probe`] | `lds_probe_xor`, `lds_probe_plain`: the spec's TV8 LDS tile |
@@ -31,6 +32,8 @@ pub mod elementwise;
 pub mod epilogue;
 pub mod exercise;
 pub mod gemm;
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod gemm_auto;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod gemm_fused;
 pub mod gemm_grouped;

@@ -429,7 +429,6 @@ pub fn gemm(
         expect_shape(bias, &[n])?;
     }
     let (ab, bb) = (be.bf16(&a)?, be.bf16(&b)?);
-    let kernel = kernels::gemm::host::Bf16Kernel::for_shape(be.device(), mnk);
     by_dtype!(c.dtype(), O => {
         let db = d.as_ref().map(|t| be.buffer::<O>(t)).transpose()?;
         let biasb = bias.as_ref().map(|t| be.buffer::<O>(t)).transpose()?;
@@ -441,7 +440,7 @@ pub fn gemm(
             bias: biasb.as_ref(),
             activation,
         };
-        kernels::gemm_fused::launch(be.device(), kernel, (&ab, &bb), &mut cb, mnk, &args)
+        kernels::gemm_auto::launch(be.device(), (&ab, &bb), &mut cb, 1, mnk, &args)
             .map_err(launch_error)?;
         be.finish(&cb, &c)
     })

@@ -140,7 +140,7 @@ fn bench_gemm_tma(
 ) -> Result<Vec<(&'static str, &'static str, Duration)>, CliError> {
     use crate::epilogue::Activation;
     use crate::gemm_fused::EpilogueArgs;
-    use crate::gemm_tma::host::{launch, quantize};
+    use crate::gemm_tma::host::{kernel_name, launch, quantize};
     use crate::gemm_tma::{Bf16Operands, Fp8Operands};
     use ck_core::device::E4m3;
     let mut rows = Vec::new();
@@ -163,7 +163,7 @@ fn bench_gemm_tma(
             launch::<Bf16Operands, Bf16>(d, (ad, bd), &mut c16, 1, (m, n, k), args).map(|_| ())
         })
         .map_err(launch_error)?;
-        rows.push((dtype, "gemm_tma_bf16", t));
+        rows.push((dtype, kernel_name::<Bf16Operands, Bf16>(args), t));
     }
     let t = timed(device, warmup, iters, |d| {
         launch::<Bf16Operands, f32>(

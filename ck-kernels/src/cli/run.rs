@@ -867,7 +867,8 @@ fn gemm_fused_cmd(
     (m, n, k): (usize, usize, usize),
 ) -> Result<(Vec<f32>, ck_core::host::LaunchStats, String), CliError> {
     use crate::epilogue::Activation;
-    use crate::gemm_fused::{gemm, HostEpilogue};
+    use crate::gemm_auto::gemm;
+    use crate::gemm_fused::HostEpilogue;
     use crate::gemm_tma::host::gemm_fp8;
     use crate::npy;
     if args.dtype.as_deref() == Some("f32") {

@@ -8,10 +8,13 @@ use crate::gemm_fused::{
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats, TensorMap};
 use ck_core::rules;
 
-/// Operand types with a TMA GEMM kernel writing C of type `O`.
+/// Operand types with a TMA GEMM kernel writing C of type `O`: two kernels, one for
+/// `C = alpha · A·B` (plain) and one with the whole epilogue (fused).
 pub trait TmaGemm<O: GemmOutput>: Operands {
-    /// The kernel's name.
+    /// The plain kernel's name.
     const KERNEL: &'static str;
+    /// The fused kernel's name.
+    const KERNEL_FUSED: &'static str;
     /// What K must be a multiple of (16-byte rows of A, and of B when it is K-major).
     const K_MULTIPLE: u32 = 16 / <Self::A as Element>::BYTES;
     /// B's tensor map over `b` for `batch` products (`k × n` row-major, or `n × k`).
@@ -19,7 +22,8 @@ pub trait TmaGemm<O: GemmOutput>: Operands {
         b: &'a DeviceBuffer<Self::B>,
         k_n_batch: (u32, u32, u32),
     ) -> Result<TensorMap<'a, Self::B, 3>, LaunchError>;
-    /// Launches the kernel.
+    /// Launches the fused kernel when `scalars`' flags ask for D, bias or an activation, the
+    /// plain one otherwise.
     #[allow(clippy::too_many_arguments)]
     fn launch_kernel(
         device: &Device,
@@ -49,9 +53,10 @@ fn k_major_map<T: Element>(
 }
 
 macro_rules! tma_gemm {
-    ($p:ty, $o:ty, $kernel:ident, $name:literal, b_k_major: $kmajor:literal) => {
+    ($p:ty, $o:ty, $plain:ident, $fused:ident, $name:literal, b_k_major: $kmajor:literal) => {
         impl TmaGemm<$o> for $p {
             const KERNEL: &'static str = $name;
+            const KERNEL_FUSED: &'static str = concat!($name, "_epilogue");
 
             fn b_map<'a>(
                 b: &'a DeviceBuffer<Self::B>,
@@ -74,19 +79,46 @@ macro_rules! tma_gemm {
                 (m, n, k, batch): (u32, u32, u32, u32),
                 (alpha, beta, flags): (f32, f32, u32),
             ) -> Result<LaunchStats, LaunchError> {
-                $kernel::launch(
-                    device, cfg, a, b, c, d, bias, m, n, k, batch, alpha, beta, flags,
-                )
+                if flags == 0 {
+                    $plain::launch(device, cfg, a, b, c, m, n, k, batch, alpha)
+                } else {
+                    $fused::launch(
+                        device, cfg, a, b, c, d, bias, m, n, k, batch, alpha, beta, flags,
+                    )
+                }
             }
         }
     };
 }
 
-tma_gemm!(Bf16Operands, Bf16, GemmTmaBf16, "gemm_tma_bf16", b_k_major: false);
-tma_gemm!(Bf16Operands, f32, GemmTmaBf16F32, "gemm_tma_bf16_f32", b_k_major: false);
-tma_gemm!(Fp8Operands<E4m3, E4m3>, Bf16, GemmFp8E4m3, "gemm_fp8_e4m3", b_k_major: true);
-tma_gemm!(Fp8Operands<E4m3, E4m3>, f32, GemmFp8E4m3F32, "gemm_fp8_e4m3_f32", b_k_major: true);
-tma_gemm!(Fp8Operands<E4m3, E5m2>, Bf16, GemmFp8E4m3E5m2, "gemm_fp8_e4m3_e5m2", b_k_major: true);
+tma_gemm!(
+    Bf16Operands, Bf16, GemmTmaBf16, GemmTmaBf16Epilogue, "gemm_tma_bf16", b_k_major: false
+);
+tma_gemm!(
+    Bf16Operands, f32, GemmTmaBf16F32, GemmTmaBf16F32Epilogue, "gemm_tma_bf16_f32",
+    b_k_major: false
+);
+tma_gemm!(
+    Fp8Operands<E4m3, E4m3>, Bf16, GemmFp8E4m3, GemmFp8E4m3Epilogue, "gemm_fp8_e4m3",
+    b_k_major: true
+);
+tma_gemm!(
+    Fp8Operands<E4m3, E4m3>, f32, GemmFp8E4m3F32, GemmFp8E4m3F32Epilogue, "gemm_fp8_e4m3_f32",
+    b_k_major: true
+);
+tma_gemm!(
+    Fp8Operands<E4m3, E5m2>, Bf16, GemmFp8E4m3E5m2, GemmFp8E4m3E5m2Epilogue,
+    "gemm_fp8_e4m3_e5m2", b_k_major: true
+);
+
+/// The name of the kernel [`launch`] runs for operands `P`, C of type `O` and `epilogue`.
+pub fn kernel_name<P: TmaGemm<O>, O: GemmOutput>(epilogue: &EpilogueArgs<'_, O>) -> &'static str {
+    if epilogue.flags() == 0 {
+        P::KERNEL
+    } else {
+        P::KERNEL_FUSED
+    }
+}
 
 /// `C = act(alpha · A·B + beta · D + bias)` for `batch` products on the TMA kernel of operands
 /// `P`: A `[batch, m, k]`; B `[batch, k, n]` for bf16, `[batch, n, k]` (B transposed) for the
@@ -131,7 +163,7 @@ pub fn launch<P: TmaGemm<O>, O: GemmOutput>(
             rules::SHAPE_UNSUPPORTED,
             format!(
                 "{} copies 16-byte rows of A and B with TMA: K must be a multiple of {} and N of 8; got N = {n}, K = {k}",
-                P::KERNEL,
+                kernel_name::<P, O>(epilogue),
                 P::K_MULTIPLE,
             ),
         ));

@@ -1,0 +1,111 @@
+//! `gemm_auto`: which kernel each problem gets, and the result of the one it picks for plain
+//! bf16 C (the TMA kernel) against an fp64 reference on the emulator.
+
+use ck_core::device::{Bf16, Real};
+use ck_core::host::{Device, DeviceBuffer};
+use ck_kernels::checks::Rng;
+use ck_kernels::epilogue::Activation;
+use ck_kernels::gemm::host::{reference as product, Bf16Kernel};
+use ck_kernels::gemm_auto::{choose, gemm, launch, Choice};
+use ck_kernels::gemm_fused::{EpilogueArgs, HostEpilogue};
+
+fn picked<O: ck_kernels::gemm_auto::AutoOutput>(
+    device: &Device,
+    batch: u32,
+    mnk: (u32, u32, u32),
+    args: &EpilogueArgs<'_, O>,
+) -> String {
+    match choose(device, batch, mnk, args) {
+        Choice::Tma => "tma".into(),
+        Choice::Wgmma(k) => k.name().into(),
+    }
+}
+
+#[test]
+fn the_plain_bf16_gemm_of_one_product_runs_on_tma_and_the_rest_on_cp_async() {
+    let device = Device::emulator();
+    // More 128 × 128 tiles than multiprocessors: the 128 × 256 tiles' size class.
+    let big = (128 * (device.multiprocessors() + 1), 256, 64);
+    let plain = EpilogueArgs::<Bf16>::default();
+    assert_eq!(picked(&device, 1, big, &plain), "tma");
+    let scaled = EpilogueArgs::<Bf16> {
+        alpha: 0.5,
+        ..Default::default()
+    };
+    assert_eq!(picked(&device, 1, big, &scaled), "tma");
+    let bias = DeviceBuffer::<Bf16>::zeros(&device, 256).unwrap();
+    let fused = EpilogueArgs::<Bf16> {
+        bias: Some(&bias),
+        ..Default::default()
+    };
+    assert_eq!(picked(&device, 1, big, &fused), "gemm_bf16_wgmma");
+    let relu = EpilogueArgs::<Bf16> {
+        activation: Activation::Relu,
+        ..Default::default()
+    };
+    assert_eq!(picked(&device, 1, big, &relu), "gemm_bf16_wgmma");
+    assert_eq!(picked(&device, 2, big, &plain), "gemm_bf16_wgmma");
+    assert_eq!(
+        picked(&device, 1, big, &EpilogueArgs::<f32>::default()),
+        "gemm_bf16_wgmma"
+    );
+    // One wave of 128 × 128 tiles, and rows the wgmma kernels cannot copy.
+    assert_eq!(
+        picked(&device, 1, (128, 128, 64), &plain),
+        "gemm_bf16_wgmma_n128"
+    );
+    assert_eq!(
+        picked(&device, 1, (128, 130, 64), &plain),
+        Bf16Kernel::MmaSync.name()
+    );
+}
+
+#[test]
+fn plain_bf16_c_on_the_tma_kernel_is_the_fp64_product_rounded_once() {
+    let device = Device::emulator();
+    let mut rng = Rng(41);
+    // Edge tiles in M and N; K of two and a half stages.
+    let (m, n, k) = (128 * device.multiprocessors() + 3, 264, 160);
+    let bf16 =
+        |v: Vec<f32>| -> Vec<f32> { v.iter().map(|&x| Bf16::from_f32(x).to_f32()).collect() };
+    let a = bf16((0..m * k).map(|_| rng.f32()).collect());
+    let b = bf16((0..k * n).map(|_| rng.f32()).collect());
+    let epilogue = HostEpilogue {
+        alpha: 0.75,
+        ..Default::default()
+    };
+    let args = EpilogueArgs::<Bf16> {
+        alpha: 0.75,
+        ..Default::default()
+    };
+    assert!(matches!(choose(&device, 1, (m, n, k), &args), Choice::Tma));
+    let (c, _) = gemm::<Bf16>(&device, (&a, &b), 1, (m, n, k), epilogue).unwrap();
+    let want = product(&a, &b, (m, n, k));
+    let scale = want.iter().fold(0.0f64, |s, w| s.max(w.abs()));
+    for (i, (&g, &w)) in c.iter().zip(&want).enumerate() {
+        let w = 0.75 * w;
+        // One bf16 rounding (2⁻⁸ relative) over the f32 accumulation's own error.
+        assert!(
+            (g as f64 - w).abs() <= w.abs() * 2f64.powi(-8) + 1e-5 * scale,
+            "C[{}, {}] = {g}, want {w}",
+            i / n as usize,
+            i % n as usize
+        );
+    }
+    // The launcher names the kernel it ran.
+    let (ad, bd) = (
+        DeviceBuffer::from_slice(
+            &device,
+            &a.iter().map(|&x| Bf16::from_f32(x)).collect::<Vec<_>>(),
+        )
+        .unwrap(),
+        DeviceBuffer::from_slice(
+            &device,
+            &b.iter().map(|&x| Bf16::from_f32(x)).collect::<Vec<_>>(),
+        )
+        .unwrap(),
+    );
+    let mut cd = DeviceBuffer::<Bf16>::zeros(&device, (m * n) as usize).unwrap();
+    let (_, name) = launch(&device, (&ad, &bd), &mut cd, 1, (m, n, k), &args).unwrap();
+    assert_eq!(name, "gemm_tma_bf16");
+}
