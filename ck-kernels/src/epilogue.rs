@@ -40,7 +40,7 @@ impl Activation {
     }
 
     /// The kernel argument's code.
-    pub fn code(self) -> u32 {
+    pub const fn code(self) -> u32 {
         self as u32
     }
 
@@ -75,11 +75,27 @@ fn silu(x: f32) -> f32 {
     x * math::rcp(1.0 + math::exp2(-core::f32::consts::LOG2_E * x))
 }
 
+/// [`gelu`] with the approximate tanh (one SFU instruction instead of two): for bf16 C.
+#[inline(always)]
+fn gelu_tanh_approx(x: f32) -> f32 {
+    let u = 0.797_884_6 * x * (1.0 + 0.044_715 * x * x);
+    0.5 * x * (1.0 + math::tanh_approx(u))
+}
+
+/// [`silu`] as `x · (1 + tanh(x / 2)) / 2` with the approximate tanh: for bf16 C.
+#[inline(always)]
+fn silu_tanh_approx(x: f32) -> f32 {
+    let h = 0.5 * x;
+    h + h * math::tanh_approx(h)
+}
+
 /// Flag bits of the kernel argument `flags`: which optional inputs are given; the activation's
 /// code sits above them.
 pub const HAS_D: u32 = 1;
 pub const HAS_BIAS: u32 = 2;
 pub const ACTIVATION_SHIFT: u32 = 8;
+/// In place of a kernel's compile-time flags: read them from its `flags` argument.
+pub const RUNTIME_FLAGS: u32 = u32::MAX;
 
 /// An epilogue as kernel arguments: `d` is `m × n` and `bias` `n` (or empty when their flag is
 /// not set).
@@ -92,7 +108,7 @@ pub struct Epilogue<O: Element> {
     pub flags: u32,
 }
 
-impl<O: Real> Epilogue<O> {
+impl<O: CElement> Epilogue<O> {
     /// True when C is just A·B (no work per element but the conversion).
     #[inline(always)]
     pub fn is_identity(&self) -> bool {
@@ -102,6 +118,8 @@ impl<O: Real> Epilogue<O> {
     /// `x ← act(alpha · x + beta · D + bias)` on a tile of accumulators; `d()` and `bias()`
     /// give D's and bias's values at `x`'s places and are called only when their flags are
     /// set. Rounds as `((alpha · x) + beta · D) + bias`, the order of the host reference.
+    /// GELU and SiLU on the GPU: with `ex2` and `rcp` (about 2⁻²¹ relative) for f32 C, with
+    /// `tanh.approx` (about 2⁻¹¹, one instruction) for bf16 C, whose rounding is 2⁻⁹.
     ///
     /// Every choice is made once per tile, never per element: a branch between two elements
     /// keeps ptxas from interleaving their exp/rcp chains, and each element then waits out its
@@ -113,18 +131,33 @@ impl<O: Real> Epilogue<O> {
         d: impl FnOnce() -> DistributedTensor<D, f32>,
         bias: impl FnOnce() -> DistributedTensor<D, f32>,
     ) {
+        self.apply_flags(self.flags, x, d, bias);
+    }
+
+    /// [`Epilogue::apply`] with the flags `flags` in place of the kernel argument's: a kernel
+    /// compiled for one epilogue passes a constant, and only that epilogue's code is emitted.
+    #[inline(always)]
+    pub fn apply_flags<D: TileDistribution>(
+        &self,
+        flags: u32,
+        x: &mut DistributedTensor<D, f32>,
+        d: impl FnOnce() -> DistributedTensor<D, f32>,
+        bias: impl FnOnce() -> DistributedTensor<D, f32>,
+    ) {
         self.scale(x);
-        if self.flags & HAS_D != 0 {
+        if flags & HAS_D != 0 {
             let beta = self.beta;
             *x = x.zip_map(&d(), |v, d| v + beta * d);
         }
-        if self.flags & HAS_BIAS != 0 {
+        if flags & HAS_BIAS != 0 {
             *x = x.zip_map(&bias(), |v, b| v + b);
         }
-        match self.flags >> ACTIVATION_SHIFT {
-            1 => x.update(|v| *v = relu(*v)),
-            2 => x.update(|v| *v = gelu(*v)),
-            3 => x.update(|v| *v = silu(*v)),
+        match (flags >> ACTIVATION_SHIFT, O::APPROXIMATE_TANH) {
+            (1, _) => x.update(|v| *v = relu(*v)),
+            (2, false) => x.update(|v| *v = gelu(*v)),
+            (2, true) => x.update(|v| *v = gelu_tanh_approx(*v)),
+            (3, false) => x.update(|v| *v = silu(*v)),
+            (3, true) => x.update(|v| *v = silu_tanh_approx(*v)),
             _ => {}
         }
     }
@@ -144,6 +177,9 @@ impl<O: Element> Epilogue<O> {
 
 /// C's element types (accessed in vectors of `V` elements).
 pub trait CElement: Real {
+    /// Whether GELU and SiLU may use the approximate tanh (`math::tanh_approx`, about 2⁻¹¹
+    /// relative): yes where C's own rounding is coarser (bf16, 2⁻⁹), not for f32 C.
+    const APPROXIMATE_TANH: bool;
     /// The `D`-distributed values of the `rows × cols` matrix `v` (row stride `stride`) at
     /// `origin`, widened to f32 (0 outside it).
     fn load_f32<D: TileDistribution<X = [i32; 2]>, const V: usize>(
@@ -163,8 +199,10 @@ pub trait CElement: Real {
 }
 
 macro_rules! c_element {
-    ($t:ty) => {
+    ($t:ty, $approximate_tanh:literal) => {
         impl CElement for $t {
+            const APPROXIMATE_TANH: bool = $approximate_tanh;
+
             #[inline(always)]
             fn load_f32<D: TileDistribution<X = [i32; 2]>, const V: usize>(
                 v: Global<$t>,
@@ -190,5 +228,5 @@ macro_rules! c_element {
         }
     };
 }
-c_element!(f32);
-c_element!(Bf16);
+c_element!(f32, false);
+c_element!(Bf16, true);

@@ -7,25 +7,26 @@
 //! |---|---|
 //! | N or K not a multiple of 8 | `gemm_bf16` (`mma.sync`; no fused epilogue) — refused here |
 //! | all 128 × 128 tiles fit in one wave | `gemm_bf16_wgmma_n128*` (`cp.async`) |
-//! | one product, bf16 C, no D, bias or activation | `gemm_tma_bf16` (TMA, warp-specialised, persistent; alpha only) |
+//! | one product, bf16 C, an epilogue a TMA kernel is compiled for (alpha alone, or alpha, bias and an activation) | `gemm_tma_bf16`, `gemm_tma_bf16_bias*` (TMA, warp-specialised, persistent) |
 //! | otherwise | `gemm_bf16_wgmma*` (`cp.async`, 128 × 256 tiles) |
 //!
 //! At 4096³ / 8192³ / 8192×8192×1024 the plain TMA kernel reached 680 / 695 / 632 TFLOP/s
 //! against the `cp.async` kernel's 683 / 681 / 585 in the same job; with f32 C, a batch of
-//! products, or a fused epilogue the `cp.async` kernels were as fast or faster.
+//! products, or an epilogue read from the flags at run time (D) the `cp.async` kernels were
+//! as fast or faster.
 
 use crate::gemm::host::Bf16Kernel;
 use crate::gemm_fused::HostEpilogue;
 use crate::gemm_fused::{launch_batched, run_on_host_values, upload, EpilogueArgs, GemmOutput};
-use crate::gemm_tma::host::{kernel_name, launch as launch_tma};
+use crate::gemm_tma::host::{kernel_name, launch as launch_tma, TmaGemm};
 use crate::gemm_tma::Bf16Operands;
 use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer, LaunchError, LaunchStats};
 
-/// C's element types, and whether their plain GEMM runs on the TMA kernel.
+/// C's element types, and which of their GEMMs run on a TMA kernel.
 pub trait AutoOutput: GemmOutput {
-    /// The plain GEMM (one product, alpha only) runs on `gemm_tma_*`.
-    const PLAIN_ON_TMA: bool;
+    /// The GEMM of one product with the epilogue of `flags` runs on a TMA kernel.
+    fn on_tma(flags: u32) -> bool;
     /// Launches the TMA kernel.
     fn launch_tma(
         device: &Device,
@@ -39,9 +40,12 @@ pub trait AutoOutput: GemmOutput {
 }
 
 macro_rules! auto_output {
-    ($o:ty, $tma:literal) => {
+    ($o:ty, $tma:expr) => {
         impl AutoOutput for $o {
-            const PLAIN_ON_TMA: bool = $tma;
+            fn on_tma(flags: u32) -> bool {
+                #[allow(clippy::redundant_closure_call)]
+                ($tma)(flags)
+            }
             fn launch_tma(
                 device: &Device,
                 ab: (&DeviceBuffer<Bf16>, &DeviceBuffer<Bf16>),
@@ -57,8 +61,8 @@ macro_rules! auto_output {
         }
     };
 }
-auto_output!(Bf16, true);
-auto_output!(f32, false);
+auto_output!(Bf16, <Bf16Operands as TmaGemm<Bf16>>::compiled_for);
+auto_output!(f32, |_| false);
 
 /// The kernel [`launch`] runs for `batch` products of `m × k` by `k × n` with `epilogue`.
 pub enum Choice {
@@ -76,8 +80,7 @@ pub fn choose<O: AutoOutput>(
     epilogue: &EpilogueArgs<'_, O>,
 ) -> Choice {
     let kernel = Bf16Kernel::for_shape(device, (batch.saturating_mul(m), n, k));
-    if O::PLAIN_ON_TMA && batch == 1 && kernel == Bf16Kernel::Wgmma128x256 && epilogue.flags() == 0
-    {
+    if batch == 1 && kernel == Bf16Kernel::Wgmma128x256 && O::on_tma(epilogue.flags()) {
         Choice::Tma
     } else {
         Choice::Wgmma(kernel)

@@ -35,7 +35,9 @@
 //! Shapes: rows of A, B and C start 16-byte aligned, as the copy engine and the slices of a
 //! batch need (K a multiple of 8 for bf16, of 16 for fp8; N a multiple of 8).
 
-use crate::epilogue::{CElement, Epilogue, HAS_D};
+use crate::epilogue::{
+    Activation, CElement, Epilogue, ACTIVATION_SHIFT, HAS_BIAS, HAS_D, RUNTIME_FLAGS,
+};
 use crate::gemm_sm90::{block_tile, CWgmma256};
 use ck_core::device::*;
 use ck_core::tile::{make_tile_window, unroll, DistributedTensor, View2};
@@ -376,7 +378,7 @@ fn release<A, B, const NA: usize, const NB: usize>(smem: &Smem<A, B, NA, NB>, s:
 fn consume<
     P: Operands,
     O: TmaOutput,
-    const FUSED: bool,
+    const EPI: u32,
     const NA: usize,
     const NB: usize,
     const NC: usize,
@@ -419,22 +421,23 @@ fn consume<
             wgmma_wait::<0>(&mut acc.data);
             release(smem, stage(t - 1).0);
         }
-        store_tile::<O, FUSED, NC>(acc, (c, &epilogue, staging), (product, bm, bn), (m, n));
+        store_tile::<O, EPI, NC>(acc, (c, &epilogue, staging), (product, bm, bn), (m, n));
     }
 }
 
 /// The epilogue and the store of one tile of C, 32 columns at a time (so the accumulators, D
 /// and bias of a slice are live together, not of the whole tile: 128 + 3 · 16 registers).
-/// `FUSED`: the whole [`Epilogue`] as its flags say; otherwise only alpha (see [`PlainC`]).
+/// `EPI`: the epilogue's flags (`HAS_D`, `HAS_BIAS`, the activation) fixed at compile time, or
+/// [`RUNTIME_FLAGS`] to read them from the kernel argument.
 #[inline(always)]
-fn store_tile<O: TmaOutput, const FUSED: bool, const NC: usize>(
+fn store_tile<O: TmaOutput, const EPI: u32, const NC: usize>(
     acc: DistributedTensor<CWgmma256, f32>,
     (c, epilogue, staging): (GlobalMut<O>, &Epilogue<O>, SharedArray<O, NC>),
     (product, bm, bn): (u32, u32, u32),
     (m, n): (u32, u32),
 ) {
     let c = c.slice(product * m * n, m * n);
-    let d = if FUSED && epilogue.flags & HAS_D != 0 {
+    let d = if flags::<O, EPI>(epilogue) & HAS_D != 0 {
         epilogue.d.slice(product * m * n, m * n)
     } else {
         epilogue.d
@@ -442,21 +445,31 @@ fn store_tile<O: TmaOutput, const FUSED: bool, const NC: usize>(
     // Four calls with a constant slice (not a closure, which LLVM may outline and then index
     // the accumulators through the stack).
     let tile = (c, d, epilogue, staging, [bm, bn], (m, n));
-    store_slice::<O, FUSED, NC, 0>(&acc, tile);
-    store_slice::<O, FUSED, NC, 1>(&acc, tile);
-    store_slice::<O, FUSED, NC, 2>(&acc, tile);
-    store_slice::<O, FUSED, NC, 3>(&acc, tile);
-    store_slice::<O, FUSED, NC, 4>(&acc, tile);
-    store_slice::<O, FUSED, NC, 5>(&acc, tile);
-    store_slice::<O, FUSED, NC, 6>(&acc, tile);
-    store_slice::<O, FUSED, NC, 7>(&acc, tile);
+    store_slice::<O, EPI, NC, 0>(&acc, tile);
+    store_slice::<O, EPI, NC, 1>(&acc, tile);
+    store_slice::<O, EPI, NC, 2>(&acc, tile);
+    store_slice::<O, EPI, NC, 3>(&acc, tile);
+    store_slice::<O, EPI, NC, 4>(&acc, tile);
+    store_slice::<O, EPI, NC, 5>(&acc, tile);
+    store_slice::<O, EPI, NC, 6>(&acc, tile);
+    store_slice::<O, EPI, NC, 7>(&acc, tile);
+}
+
+/// The epilogue's flags: `EPI`, or the kernel argument's where `EPI` is [`RUNTIME_FLAGS`].
+#[inline(always)]
+fn flags<O: Element, const EPI: u32>(epilogue: &Epilogue<O>) -> u32 {
+    if EPI == RUNTIME_FLAGS {
+        epilogue.flags
+    } else {
+        EPI
+    }
 }
 
 /// Columns `32Q..32Q + 32` of the tile at `origin`: a [`CWgmma32`] tile whose registers are
 /// the accumulators' `16Q..16Q + 16`.
 #[inline(always)]
 #[allow(clippy::type_complexity)]
-fn store_slice<O: TmaOutput, const FUSED: bool, const NC: usize, const Q: u32>(
+fn store_slice<O: TmaOutput, const EPI: u32, const NC: usize, const Q: u32>(
     acc: &DistributedTensor<CWgmma256, f32>,
     (c, d, epilogue, staging, [bm, bn], (m, n)): (
         GlobalMut<O>,
@@ -471,15 +484,16 @@ fn store_slice<O: TmaOutput, const FUSED: bool, const NC: usize, const Q: u32>(
         data: core::array::from_fn(|i| acc.data[16 * Q as usize + i]),
     };
     let origin = [bm as i32, (bn + 32 * Q) as i32];
-    if FUSED {
-        epilogue.apply(
+    if EPI == 0 {
+        epilogue.scale(&mut x);
+    } else {
+        epilogue.apply_flags(
+            flags::<O, EPI>(epilogue),
             &mut x,
             || O::load_f32::<CWgmma32, 2>(d, (m, n, n), origin),
             // Bias: the same in every row (a view with row stride 0).
             || O::load_f32::<CWgmma32, 2>(epilogue.bias, (BM, n, 0), [0, origin[1]]),
         );
-    } else {
-        epilogue.scale(&mut x);
     }
     // Const generic arithmetic is not stable: the half's parity as a match.
     match Q % 2 {
@@ -493,7 +507,7 @@ fn store_slice<O: TmaOutput, const FUSED: bool, const NC: usize, const Q: u32>(
 fn gemm_tma<
     P: Operands,
     O: TmaOutput,
-    const FUSED: bool,
+    const EPI: u32,
     const NA: usize,
     const NB: usize,
     const NC: usize,
@@ -519,16 +533,16 @@ fn gemm_tma<
         }
     } else {
         setmaxnreg_inc::<232>();
-        consume::<P, O, FUSED, NA, NB, NC>((c, epilogue, staging), &smem, &pb);
+        consume::<P, O, EPI, NA, NB, NC>((c, epilogue, staging), &smem, &pb);
     }
 }
 
 /// Declares a TMA GEMM kernel on operands `$p` (element types `$a`, `$b`) writing `$o`, with
-/// the whole epilogue (`fused`: D, bias and the activation as `flags` say) or alpha alone
-/// (`plain`: a kernel without the epilogue's other paths — their code and registers cost the
-/// plain GEMM 10–17 % at K = 1024 although never taken).
+/// alpha alone (`plain`: a kernel without the epilogue's other paths — their code and registers
+/// cost the plain GEMM 10–17 % at K = 1024 although never taken) or the epilogue of the flags
+/// `fused: EPI` (compile-time flags, or [`RUNTIME_FLAGS`] for the kernel argument's).
 macro_rules! tma_gemm_kernel {
-    ($(#[$doc:meta])* $name:ident, $p:ty, $a:ty, $b:ty, $o:ty, fused) => {
+    ($(#[$doc:meta])* $name:ident, $p:ty, $a:ty, $b:ty, $o:ty, fused: $epi:expr) => {
         $(#[$doc])*
         #[tile_kernel(block = 384, min_blocks_per_sm = 1)]
         #[allow(clippy::too_many_arguments)]
@@ -546,7 +560,7 @@ macro_rules! tma_gemm_kernel {
             beta: f32,
             flags: u32,
         ) {
-            const FUSED: bool = true;
+            const EPI: u32 = $epi;
             let epilogue = Epilogue { alpha, beta, d, bias, flags };
             let smem = Smem {
                 a: shared!($a; ring_elems(A_STAGE_BYTES, <$a as Element>::BYTES)),
@@ -557,7 +571,7 @@ macro_rules! tma_gemm_kernel {
             gemm_tma::<
                 $p,
                 $o,
-                FUSED,
+                EPI,
                 { ring_elems(A_STAGE_BYTES, <$a as Element>::BYTES) },
                 { ring_elems(B_STAGE_BYTES, <$b as Element>::BYTES) },
                 { staging_elems(<$o as Element>::BYTES) },
@@ -578,8 +592,8 @@ macro_rules! tma_gemm_kernel {
             batch: u32,
             alpha: f32,
         ) {
-            // Only alpha is read (`FUSED` is false): D and bias are never touched.
-            const FUSED: bool = false;
+            // Only alpha is read (`EPI` is 0): D and bias are never touched.
+            const EPI: u32 = 0;
             let none = c.as_const().slice(0, 0);
             let epilogue = Epilogue { alpha, beta: 0.0, d: none, bias: none, flags: 0 };
             let smem = Smem {
@@ -591,7 +605,7 @@ macro_rules! tma_gemm_kernel {
             gemm_tma::<
                 $p,
                 $o,
-                FUSED,
+                EPI,
                 { ring_elems(A_STAGE_BYTES, <$a as Element>::BYTES) },
                 { ring_elems(B_STAGE_BYTES, <$b as Element>::BYTES) },
                 { staging_elems(<$o as Element>::BYTES) },
@@ -607,7 +621,28 @@ tma_gemm_kernel!(
 );
 tma_gemm_kernel!(
     /// bf16 A · B → bf16 C with the whole epilogue (D, bias, activation as `flags` say).
-    gemm_tma_bf16_epilogue, Bf16Operands, Bf16, Bf16, Bf16, fused
+    gemm_tma_bf16_epilogue, Bf16Operands, Bf16, Bf16, Bf16, fused: RUNTIME_FLAGS
+);
+/// The flags of a bias and an activation.
+pub(crate) const fn bias_and(activation: Activation) -> u32 {
+    HAS_BIAS | activation.code() << ACTIVATION_SHIFT
+}
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = alpha · A·B + bias (compiled for this epilogue alone; `d`, `beta`
+    /// and `flags` are not read).
+    gemm_tma_bf16_bias, Bf16Operands, Bf16, Bf16, Bf16, fused: bias_and(Activation::None)
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = relu(alpha · A·B + bias).
+    gemm_tma_bf16_bias_relu, Bf16Operands, Bf16, Bf16, Bf16, fused: bias_and(Activation::Relu)
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = gelu(alpha · A·B + bias) (tanh form).
+    gemm_tma_bf16_bias_gelu, Bf16Operands, Bf16, Bf16, Bf16, fused: bias_and(Activation::Gelu)
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = silu(alpha · A·B + bias).
+    gemm_tma_bf16_bias_silu, Bf16Operands, Bf16, Bf16, Bf16, fused: bias_and(Activation::Silu)
 );
 tma_gemm_kernel!(
     /// bf16 A · B → f32 C = alpha · A·B.
@@ -615,7 +650,7 @@ tma_gemm_kernel!(
 );
 tma_gemm_kernel!(
     /// bf16 A · B → f32 C with the whole epilogue.
-    gemm_tma_bf16_f32_epilogue, Bf16Operands, Bf16, Bf16, f32, fused
+    gemm_tma_bf16_f32_epilogue, Bf16Operands, Bf16, Bf16, f32, fused: RUNTIME_FLAGS
 );
 tma_gemm_kernel!(
     /// e4m3 A `[batch, M, K]` · (e4m3 B `[batch, N, K]`)ᵀ → bf16 C = alpha · A·B (alpha: the
@@ -624,7 +659,7 @@ tma_gemm_kernel!(
 );
 tma_gemm_kernel!(
     /// e4m3 A · (e4m3 B)ᵀ → bf16 C with the whole epilogue.
-    gemm_fp8_e4m3_epilogue, Fp8Operands<E4m3, E4m3>, E4m3, E4m3, Bf16, fused
+    gemm_fp8_e4m3_epilogue, Fp8Operands<E4m3, E4m3>, E4m3, E4m3, Bf16, fused: RUNTIME_FLAGS
 );
 tma_gemm_kernel!(
     /// e4m3 A · (e4m3 B)ᵀ → f32 C = alpha · A·B.
@@ -632,7 +667,7 @@ tma_gemm_kernel!(
 );
 tma_gemm_kernel!(
     /// e4m3 A · (e4m3 B)ᵀ → f32 C with the whole epilogue.
-    gemm_fp8_e4m3_f32_epilogue, Fp8Operands<E4m3, E4m3>, E4m3, E4m3, f32, fused
+    gemm_fp8_e4m3_f32_epilogue, Fp8Operands<E4m3, E4m3>, E4m3, E4m3, f32, fused: RUNTIME_FLAGS
 );
 tma_gemm_kernel!(
     /// e4m3 A · (e5m2 B)ᵀ → bf16 C = alpha · A·B (e5m2's range for gradients).
@@ -640,7 +675,7 @@ tma_gemm_kernel!(
 );
 tma_gemm_kernel!(
     /// e4m3 A · (e5m2 B)ᵀ → bf16 C with the whole epilogue.
-    gemm_fp8_e4m3_e5m2_epilogue, Fp8Operands<E4m3, E5m2>, E4m3, E5m2, Bf16, fused
+    gemm_fp8_e4m3_e5m2_epilogue, Fp8Operands<E4m3, E5m2>, E4m3, E5m2, Bf16, fused: RUNTIME_FLAGS
 );
 
 #[cfg(not(target_arch = "nvptx64"))]

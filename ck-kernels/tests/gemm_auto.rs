@@ -22,7 +22,7 @@ fn picked<O: ck_kernels::gemm_auto::AutoOutput>(
 }
 
 #[test]
-fn the_plain_bf16_gemm_of_one_product_runs_on_tma_and_the_rest_on_cp_async() {
+fn bf16_c_of_one_product_runs_on_tma_where_a_kernel_is_compiled_for_its_epilogue() {
     let device = Device::emulator();
     // More 128 × 128 tiles than multiprocessors: the 128 × 256 tiles' size class.
     let big = (128 * (device.multiprocessors() + 1), 256, 64);
@@ -38,12 +38,26 @@ fn the_plain_bf16_gemm_of_one_product_runs_on_tma_and_the_rest_on_cp_async() {
         bias: Some(&bias),
         ..Default::default()
     };
-    assert_eq!(picked(&device, 1, big, &fused), "gemm_bf16_wgmma");
+    assert_eq!(picked(&device, 1, big, &fused), "tma");
+    let bias_gelu = EpilogueArgs::<Bf16> {
+        bias: Some(&bias),
+        activation: Activation::Gelu,
+        ..Default::default()
+    };
+    assert_eq!(picked(&device, 1, big, &bias_gelu), "tma");
+    // Epilogues no TMA kernel is compiled for: an activation without bias, a residual.
     let relu = EpilogueArgs::<Bf16> {
         activation: Activation::Relu,
         ..Default::default()
     };
     assert_eq!(picked(&device, 1, big, &relu), "gemm_bf16_wgmma");
+    let residual = DeviceBuffer::<Bf16>::zeros(&device, 1).unwrap();
+    let with_d = EpilogueArgs::<Bf16> {
+        d: Some(&residual),
+        bias: Some(&bias),
+        ..Default::default()
+    };
+    assert_eq!(picked(&device, 1, big, &with_d), "gemm_bf16_wgmma");
     assert_eq!(picked(&device, 2, big, &plain), "gemm_bf16_wgmma");
     assert_eq!(
         picked(&device, 1, big, &EpilogueArgs::<f32>::default()),

@@ -140,6 +140,15 @@ const EPILOGUES: [(f32, f32, bool, bool, Activation); 3] = [
     (1.5, 0.25, true, true, Activation::Gelu),
 ];
 
+/// Bias and an activation: for bf16 operands and C, each on a kernel compiled for it alone
+/// (`gemm_tma_bf16_bias*`).
+const BIAS_AND: [(f32, f32, bool, bool, Activation); 4] = [
+    (1.0, 1.0, false, true, Activation::None),
+    (0.5, 1.0, false, true, Activation::Relu),
+    (1.0, 1.0, false, true, Activation::Gelu),
+    (1.25, 1.0, false, true, Activation::Silu),
+];
+
 /// f32 C: the products are exact in f32 up to accumulation order; bf16 C: one rounding.
 const F32_TOL: f64 = 1e-5;
 const BF16_TOL: f64 = 1.0 / 128.0;
@@ -152,6 +161,22 @@ fn bf16_operands_f32_and_bf16_c() {
     // Three K stages over three products, then one K stage over six tiles (three per block).
     check::<Bf16Operands, Bf16>((3, 67, 24, 136), &EPILOGUES[1..2], false, BF16_TOL);
     check::<Bf16Operands, Bf16>((1, 260, 296, 40), &EPILOGUES[2..], false, BF16_TOL);
+}
+
+#[test]
+fn bias_and_activation_kernels_of_bf16_c() {
+    for (alpha, _, _, _, activation) in BIAS_AND {
+        let bias = DeviceBuffer::<Bf16>::empty(&Device::emulator()).unwrap();
+        let args = EpilogueArgs {
+            alpha,
+            bias: Some(&bias),
+            activation,
+            ..Default::default()
+        };
+        assert!(<Bf16Operands as TmaGemm<Bf16>>::compiled_for(args.flags()));
+    }
+    // Edge tiles in M and N, two K stages and a half.
+    check::<Bf16Operands, Bf16>((1, 130, 264, 160), &BIAS_AND, false, BF16_TOL);
 }
 
 #[test]

@@ -2,19 +2,24 @@
 //! per-tensor quantisation of the fp8 operands.
 
 use super::*;
+use crate::epilogue::Activation;
 use crate::gemm_fused::{
     check_problem, run_on_host_values, EpilogueArgs, GemmOutput, HostEpilogue,
 };
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats, TensorMap};
 use ck_core::rules;
 
-/// Operand types with a TMA GEMM kernel writing C of type `O`: two kernels, one for
-/// `C = alpha · A·B` (plain) and one with the whole epilogue (fused).
+/// Operand types with TMA GEMM kernels writing C of type `O`: one for `C = alpha · A·B`
+/// (plain), one with the whole epilogue read from its flags at run time, and for some types
+/// kernels compiled for one epilogue each (bias and an activation).
 pub trait TmaGemm<O: GemmOutput>: Operands {
     /// The plain kernel's name.
     const KERNEL: &'static str;
-    /// The fused kernel's name.
-    const KERNEL_FUSED: &'static str;
+    /// The name of the kernel that runs the epilogue of `flags` (the kernels' flag bits).
+    fn kernel_for(flags: u32) -> &'static str;
+    /// Whether a kernel is compiled for the epilogue of `flags` alone (the plain one for 0):
+    /// no code for the others' paths.
+    fn compiled_for(flags: u32) -> bool;
     /// What K must be a multiple of (16-byte rows of A, and of B when it is K-major).
     const K_MULTIPLE: u32 = 16 / <Self::A as Element>::BYTES;
     /// B's tensor map over `b` for `batch` products (`k × n` row-major, or `n × k`).
@@ -22,8 +27,7 @@ pub trait TmaGemm<O: GemmOutput>: Operands {
         b: &'a DeviceBuffer<Self::B>,
         k_n_batch: (u32, u32, u32),
     ) -> Result<TensorMap<'a, Self::B, 3>, LaunchError>;
-    /// Launches the fused kernel when `scalars`' flags ask for D, bias or an activation, the
-    /// plain one otherwise.
+    /// Launches [`TmaGemm::kernel_for`] the flags of `scalars`.
     #[allow(clippy::too_many_arguments)]
     fn launch_kernel(
         device: &Device,
@@ -53,10 +57,25 @@ fn k_major_map<T: Element>(
 }
 
 macro_rules! tma_gemm {
-    ($p:ty, $o:ty, $plain:ident, $fused:ident, $name:literal, b_k_major: $kmajor:literal) => {
+    ($p:ty, $o:ty, $plain:ident, $fused:ident, $name:literal, b_k_major: $kmajor:literal
+        $(, compiled: [$(($flags:expr, $lean:ident, $lean_name:literal)),*])?) => {
         impl TmaGemm<$o> for $p {
             const KERNEL: &'static str = $name;
-            const KERNEL_FUSED: &'static str = concat!($name, "_epilogue");
+
+            fn kernel_for(flags: u32) -> &'static str {
+                $($(if flags == $flags {
+                    return $lean_name;
+                })*)?
+                if flags == 0 {
+                    $name
+                } else {
+                    concat!($name, "_epilogue")
+                }
+            }
+
+            fn compiled_for(flags: u32) -> bool {
+                flags == 0 $($(|| flags == $flags)*)?
+            }
 
             fn b_map<'a>(
                 b: &'a DeviceBuffer<Self::B>,
@@ -79,6 +98,11 @@ macro_rules! tma_gemm {
                 (m, n, k, batch): (u32, u32, u32, u32),
                 (alpha, beta, flags): (f32, f32, u32),
             ) -> Result<LaunchStats, LaunchError> {
+                $($(if flags == $flags {
+                    return $lean::launch(
+                        device, cfg, a, b, c, d, bias, m, n, k, batch, alpha, beta, flags,
+                    );
+                })*)?
                 if flags == 0 {
                     $plain::launch(device, cfg, a, b, c, m, n, k, batch, alpha)
                 } else {
@@ -92,7 +116,13 @@ macro_rules! tma_gemm {
 }
 
 tma_gemm!(
-    Bf16Operands, Bf16, GemmTmaBf16, GemmTmaBf16Epilogue, "gemm_tma_bf16", b_k_major: false
+    Bf16Operands, Bf16, GemmTmaBf16, GemmTmaBf16Epilogue, "gemm_tma_bf16", b_k_major: false,
+    compiled: [
+        (bias_and(Activation::None), GemmTmaBf16Bias, "gemm_tma_bf16_bias"),
+        (bias_and(Activation::Relu), GemmTmaBf16BiasRelu, "gemm_tma_bf16_bias_relu"),
+        (bias_and(Activation::Gelu), GemmTmaBf16BiasGelu, "gemm_tma_bf16_bias_gelu"),
+        (bias_and(Activation::Silu), GemmTmaBf16BiasSilu, "gemm_tma_bf16_bias_silu")
+    ]
 );
 tma_gemm!(
     Bf16Operands, f32, GemmTmaBf16F32, GemmTmaBf16F32Epilogue, "gemm_tma_bf16_f32",
@@ -113,11 +143,7 @@ tma_gemm!(
 
 /// The name of the kernel [`launch`] runs for operands `P`, C of type `O` and `epilogue`.
 pub fn kernel_name<P: TmaGemm<O>, O: GemmOutput>(epilogue: &EpilogueArgs<'_, O>) -> &'static str {
-    if epilogue.flags() == 0 {
-        P::KERNEL
-    } else {
-        P::KERNEL_FUSED
-    }
+    P::kernel_for(epilogue.flags())
 }
 
 /// `C = act(alpha · A·B + beta · D + bias)` for `batch` products on the TMA kernel of operands
