@@ -40,7 +40,7 @@ use crate::epilogue::{
 };
 use crate::gemm_sm90::{block_tile, CWgmma256};
 use ck_core::device::*;
-use ck_core::tile::{make_tile_window, unroll, DistributedTensor, View2};
+use ck_core::tile::{broadcast_x, make_tile_window, unroll, DistributedTensor, View1, View2};
 use ck_core::wgmma::{SmemMatrix, SwizzleMode};
 use ck_macros::tile_distribution;
 use ck_macros::tile_kernel;
@@ -205,6 +205,35 @@ tile_distribution! {
 /// aligned.
 const STAGED_STRIDE: u32 = 72;
 
+tile_distribution! {
+    /// A tile's 256 bias values, two consecutive ones per thread, once per consumer warpgroup:
+    /// row `wg` of a 2 × 256 tile (read from a view with row stride 0, staged in row `wg` of
+    /// [`BIAS_STAGE`]).
+    pub struct BiasRows {
+        warp_size: 32, block_size: 256,
+        h: { m: [wg: 2], n: [w: 4, l: 32, e: 2] },
+        p: [[m.wg, n.w], [n.l]],
+        y: [n.e],
+    }
+}
+
+tile_distribution! {
+    /// The bias of a [`CWgmma32`] slice: [`CWgmma32`] reduced over its rows (the row digits
+    /// become replication), each thread holding its own columns' values.
+    pub struct BiasWgmma32 {
+        warp_size: 32, block_size: 256,
+        r: [wg: 2, w: 4, g: 8],
+        h: { n: [j: 4, t: 4, e: 2] },
+        p: [[r.wg, r.w], [r.g, n.t]],
+        y: [n.j, n.e],
+    }
+}
+
+/// Elements of the staged bias: one tile's 256 values per consumer warpgroup. The epilogue reads
+/// them from shared memory: read from global memory per 32-column slice, each slice waited out
+/// a load's latency (bias + GELU cost the 8192³ GEMM 6–7 %).
+pub const BIAS_STAGE: usize = 2 * BN as usize;
+
 /// Elements of a kernel's C staging buffer for elements of `bytes` bytes: a 128 × 64 slice
 /// for bf16; one vector for f32, which is stored straight from the accumulators.
 pub const fn staging_elems(bytes: u32) -> usize {
@@ -271,6 +300,13 @@ impl TmaOutput for Bf16 {
                 .store(&rows);
         }
     }
+}
+
+/// The consumers' shared memory: C's staging buffer (see [`TmaOutput`]) and the tile's bias.
+#[derive(Clone, Copy)]
+pub struct Staging<O, const NC: usize> {
+    pub c: SharedArray<O, NC>,
+    pub bias: SharedArray<O, BIAS_STAGE>,
 }
 
 /// The shared memory of a kernel: A's and B's rings and the mbarriers.
@@ -383,16 +419,24 @@ fn consume<
     const NB: usize,
     const NC: usize,
 >(
-    (c, epilogue, staging): (GlobalMut<O>, Epilogue<O>, SharedArray<O, NC>),
+    (c, epilogue, staging): (GlobalMut<O>, Epilogue<O>, Staging<O, NC>),
     smem: &Smem<P::A, P::B, NA, NB>,
     pb: &Problem,
 ) {
     let wg = warp_id() / 4;
+    let has_bias = flags::<O, EPI>(&epilogue) & HAS_BIAS != 0;
     let a_base = smem.a.shared_address(aligned_start(&smem.a));
     let b_base = smem.b.shared_address(aligned_start(&smem.b));
     let (m, n) = (pb.m, pb.n);
     let mut t = 0;
     for (product, bm, bn) in pb.my_tiles() {
+        // The tile's bias, read now so that its latency passes behind the MMAs.
+        let bias = if has_bias {
+            let row = View2::<_, O, 2>::new(epilogue.bias, 2, n, 0);
+            make_tile_window::<BiasRows, _>(row, [0, bn as i32]).load::<O>()
+        } else {
+            DistributedTensor::splat(O::default())
+        };
         let mut acc = DistributedTensor::<CWgmma256, f32>::splat(0.0);
         // The loop and its last wait in one branch: with no K stage the zero accumulators join
         // after every MMA path (see `gemm_sm90`).
@@ -421,6 +465,14 @@ fn consume<
             wgmma_wait::<0>(&mut acc.data);
             release(smem, stage(t - 1).0);
         }
+        if has_bias {
+            // Each warpgroup stages its own copy, between two of its barriers: after its reads
+            // of the previous tile's, before this tile's epilogue.
+            named_barrier_sync(1 + wg, 128);
+            let staged = View2::<_, O, 2>::new(staging.bias, 2, BN, BN);
+            make_tile_window::<BiasRows, _>(staged, [0, 0]).store(&bias);
+            named_barrier_sync(1 + wg, 128);
+        }
         store_tile::<O, EPI, NC>(acc, (c, &epilogue, staging), (product, bm, bn), (m, n));
     }
 }
@@ -432,7 +484,7 @@ fn consume<
 #[inline(always)]
 fn store_tile<O: TmaOutput, const EPI: u32, const NC: usize>(
     acc: DistributedTensor<CWgmma256, f32>,
-    (c, epilogue, staging): (GlobalMut<O>, &Epilogue<O>, SharedArray<O, NC>),
+    (c, epilogue, staging): (GlobalMut<O>, &Epilogue<O>, Staging<O, NC>),
     (product, bm, bn): (u32, u32, u32),
     (m, n): (u32, u32),
 ) {
@@ -475,7 +527,7 @@ fn store_slice<O: TmaOutput, const EPI: u32, const NC: usize, const Q: u32>(
         GlobalMut<O>,
         Global<O>,
         &Epilogue<O>,
-        SharedArray<O, NC>,
+        Staging<O, NC>,
         [u32; 2],
         (u32, u32),
     ),
@@ -491,14 +543,19 @@ fn store_slice<O: TmaOutput, const EPI: u32, const NC: usize, const Q: u32>(
             flags::<O, EPI>(epilogue),
             &mut x,
             || O::load_f32::<CWgmma32, 2>(d, (m, n, n), origin),
-            // Bias: the same in every row (a view with row stride 0).
-            || O::load_f32::<CWgmma32, 2>(epilogue.bias, (BM, n, 0), [0, origin[1]]),
+            // Bias: this warpgroup's staged copy, the same in every row of the slice.
+            || {
+                let at = (BN * (warp_id() / 4) + 32 * Q) as i32;
+                let row = View1::<_, O, 2>::new(staging.bias, BIAS_STAGE as u32);
+                let cols = make_tile_window::<BiasWgmma32, _>(row, [at]).load::<O>();
+                broadcast_x::<CWgmma32, BiasWgmma32, O, 0>(&cols).map(O::to_f32)
+            },
         );
     }
     // Const generic arithmetic is not stable: the half's parity as a match.
     match Q % 2 {
-        0 => O::store_half::<NC, 0>(&x, c, staging, (m, n), origin),
-        _ => O::store_half::<NC, 1>(&x, c, staging, (m, n), origin),
+        0 => O::store_half::<NC, 0>(&x, c, staging.c, (m, n), origin),
+        _ => O::store_half::<NC, 1>(&x, c, staging.c, (m, n), origin),
     }
 }
 
@@ -513,7 +570,7 @@ fn gemm_tma<
     const NC: usize,
 >(
     (a, b): (Tma<P::A, 3>, Tma<P::B, 3>),
-    (c, epilogue, staging): (GlobalMut<O>, Epilogue<O>, SharedArray<O, NC>),
+    (c, epilogue, staging): (GlobalMut<O>, Epilogue<O>, Staging<O, NC>),
     mnk_batch: (u32, u32, u32, u32),
     smem: Smem<P::A, P::B, NA, NB>,
 ) {
@@ -567,7 +624,10 @@ macro_rules! tma_gemm_kernel {
                 b: shared!($b; ring_elems(B_STAGE_BYTES, <$b as Element>::BYTES)),
                 bars: shared!(Mbarrier; BARRIERS),
             };
-            let staging = shared!($o; staging_elems(<$o as Element>::BYTES));
+            let staging = Staging {
+                c: shared!($o; staging_elems(<$o as Element>::BYTES)),
+                bias: shared!($o; BIAS_STAGE),
+            };
             gemm_tma::<
                 $p,
                 $o,
@@ -601,7 +661,10 @@ macro_rules! tma_gemm_kernel {
                 b: shared!($b; ring_elems(B_STAGE_BYTES, <$b as Element>::BYTES)),
                 bars: shared!(Mbarrier; BARRIERS),
             };
-            let staging = shared!($o; staging_elems(<$o as Element>::BYTES));
+            let staging = Staging {
+                c: shared!($o; staging_elems(<$o as Element>::BYTES)),
+                bias: shared!($o; BIAS_STAGE),
+            };
             gemm_tma::<
                 $p,
                 $o,
