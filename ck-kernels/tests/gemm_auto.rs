@@ -1,7 +1,7 @@
 //! `gemm_auto`: which kernel each problem gets, and the result of the one it picks for plain
 //! bf16 C (the TMA kernel) against an fp64 reference on the emulator.
 
-use ck_core::device::{Bf16, Real};
+use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer};
 use ck_kernels::checks::Rng;
 use ck_kernels::epilogue::Activation;
