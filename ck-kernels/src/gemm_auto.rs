@@ -7,12 +7,16 @@
 //! |---|---|
 //! | N or K not a multiple of 8 | `gemm_bf16` (`mma.sync`; no fused epilogue) — refused here |
 //! | all 128 × 128 tiles fit in one wave | `gemm_bf16_wgmma_n128*` (`cp.async`) |
-//! | one product, bf16 C, an epilogue a TMA kernel is compiled for (alpha alone, or alpha, bias and an activation) | `gemm_tma_bf16`, `gemm_tma_bf16_bias*` (TMA, warp-specialised, persistent) |
+//! | one product, bf16 C, bias and an activation | `gemm_tma_bf16_bias*` (TMA, warp-specialised, persistent, compiled for that epilogue) |
+//! | one product, bf16 C, alpha alone, and K ≤ 1024 or ≥ 2048 tiles of 128 × 256 | `gemm_tma_bf16` |
 //! | otherwise | `gemm_bf16_wgmma*` (`cp.async`, 128 × 256 tiles) |
 //!
-//! At 4096³ / 8192³ / 8192×8192×1024 the plain TMA kernel reached 680 / 695 / 632 TFLOP/s
-//! against the `cp.async` kernel's 683 / 681 / 585 in the same job; with f32 C, a batch of
-//! products, or an epilogue read from the flags at run time (D) the `cp.async` kernels were
+//! Measured on an H100 (TFLOP/s, TMA against `cp.async`, two runs): the plain GEMM 644–657 /
+//! 561–580 at 8192×8192×1024, 618–656 / 559–592 at 4096×4096×1024 and 16384×4096×1024,
+//! 680–705 / 634–678 at 8192³ — but 652–682 / 678–717 at 1024 tiles with K = 4096 and 657–673 /
+//! 740–750 at 2048×8192×8192, where the persistent grid's fixed order of tiles loses to the
+//! hardware's; bias + GELU 503–694 / 435–640 at all three benchmark shapes. With f32 C, a batch
+//! of products, or an epilogue read from the flags at run time (D) the `cp.async` kernels were
 //! as fast or faster.
 
 use crate::gemm::host::Bf16Kernel;
@@ -80,7 +84,14 @@ pub fn choose<O: AutoOutput>(
     epilogue: &EpilogueArgs<'_, O>,
 ) -> Choice {
     let kernel = Bf16Kernel::for_shape(device, (batch.saturating_mul(m), n, k));
-    if batch == 1 && kernel == Bf16Kernel::Wgmma128x256 && O::on_tma(epilogue.flags()) {
+    let flags = epilogue.flags();
+    let tiles = m.div_ceil(128) as u64 * n.div_ceil(256) as u64;
+    let plain_pays = k <= 1024 || tiles >= 2048;
+    if batch == 1
+        && kernel == Bf16Kernel::Wgmma128x256
+        && O::on_tma(flags)
+        && (flags != 0 || plain_pays)
+    {
         Choice::Tma
     } else {
         Choice::Wgmma(kernel)

@@ -22,7 +22,7 @@ fn picked<O: ck_kernels::gemm_auto::AutoOutput>(
 }
 
 #[test]
-fn bf16_c_of_one_product_runs_on_tma_where_a_kernel_is_compiled_for_its_epilogue() {
+fn each_problem_gets_the_kernel_of_the_measured_rule() {
     let device = Device::emulator();
     // More 128 × 128 tiles than multiprocessors: the 128 × 256 tiles' size class.
     let big = (128 * (device.multiprocessors() + 1), 256, 64);
@@ -61,6 +61,15 @@ fn bf16_c_of_one_product_runs_on_tma_where_a_kernel_is_compiled_for_its_epilogue
     assert_eq!(picked(&device, 2, big, &plain), "gemm_bf16_wgmma");
     assert_eq!(
         picked(&device, 1, big, &EpilogueArgs::<f32>::default()),
+        "gemm_bf16_wgmma"
+    );
+    // The plain GEMM with K > 1024 on fewer than 2048 tiles: cp.async; with bias + GELU: TMA.
+    let deep = (128 * (device.multiprocessors() + 1), 256, 4096);
+    assert_eq!(picked(&device, 1, deep, &plain), "gemm_bf16_wgmma");
+    assert_eq!(picked(&device, 1, deep, &bias_gelu), "tma");
+    assert_eq!(picked(&device, 1, (8192, 8192, 8192), &plain), "tma");
+    assert_eq!(
+        picked(&device, 1, (8192, 4096, 4096), &plain),
         "gemm_bf16_wgmma"
     );
     // One wave of 128 × 128 tiles, and rows the wgmma kernels cannot copy.
