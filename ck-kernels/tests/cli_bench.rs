@@ -67,4 +67,9 @@ fn a_small_gemm_benchmark_runs_on_the_emulator() {
         text.contains("\"case\":\"f32 16x24x8\"") && text.contains("\"case\":\"bf16 16x24x8\""),
         "{text}"
     );
+    // One 128 × 128 tile: `ck run gemm` runs the cp.async kernel, and the rows say so.
+    assert!(
+        text.contains("\"kernel\":\"gemm_bf16_wgmma_n128_bf16 (auto)\""),
+        "{text}"
+    );
 }

@@ -224,8 +224,9 @@ def gemm(
     ``out_dtype=torch.bfloat16`` (torch tensors only: numpy has no bfloat16).
 
     Plain products of float32 or bfloat16 operands run on the GEMM for their type; an epilogue
-    or a bfloat16 result runs on the bf16 tensor-core GEMM with the epilogue fused (float32
-    operands are rounded to bfloat16 first, as ``ck run gemm`` does)."""
+    or a bfloat16 result runs on the bf16 tensor-core GEMMs with the epilogue fused (float32
+    operands are rounded to bfloat16 first), on the kernel ``ck run gemm`` picks for the
+    problem (``ck_kernels::gemm_auto``)."""
     if activation not in _ACTIVATIONS:
         raise _error(
             ValueError,

@@ -6,6 +6,7 @@ use super::bench::{parse_shapes, timed};
 use super::run::launch_error;
 use super::CliError;
 use crate::checks::Rng;
+use crate::gemm_auto::{choose, Choice};
 use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer};
 use serde_json::{json, Value};
@@ -110,14 +111,15 @@ pub(super) fn bench(
                 })
                 .map_err(launch_error)?;
                 let name = format!("{}_bf16", picked.name());
-                rows.push(row(dtype, &name, t));
+                let tma = matches!(choose(device, 1, (m, n, k), &args), Choice::Tma);
+                rows.push(row(dtype, &auto_mark(&name, !tma), t));
             }
         }
         if n.is_multiple_of(8) && k.is_multiple_of(16) {
             rows.extend(
                 bench_gemm_tma(device, (&ad, &bd), (m, n, k), (&a, &b), (warmup, iters))?
                     .into_iter()
-                    .map(|(dtype, kernel, t)| row(dtype, kernel, t)),
+                    .map(|(dtype, kernel, t)| row(dtype, &kernel, t)),
             );
         }
     }
@@ -126,6 +128,15 @@ pub(super) fn bench(
         rows.extend(bench_grouped(device, peers, (warmup, iters))?);
     }
     Ok(rows)
+}
+
+/// `kernel`, marked "(auto)" when it is the one `ck run gemm` runs (`gemm_auto`'s choice).
+fn auto_mark(kernel: &str, picked: bool) -> String {
+    if picked {
+        format!("{kernel} (auto)")
+    } else {
+        kernel.to_string()
+    }
 }
 
 /// The TMA, warp-specialised GEMMs on one shape: bf16 operands with bf16 C (plain and
@@ -137,7 +148,7 @@ fn bench_gemm_tma(
     (m, n, k): (u32, u32, u32),
     (a, b): (&[f32], &[f32]),
     (warmup, iters): (usize, usize),
-) -> Result<Vec<(&'static str, &'static str, Duration)>, CliError> {
+) -> Result<Vec<(&'static str, String, Duration)>, CliError> {
     use crate::epilogue::Activation;
     use crate::gemm_fused::EpilogueArgs;
     use crate::gemm_tma::host::{kernel_name, launch, quantize};
@@ -163,7 +174,12 @@ fn bench_gemm_tma(
             launch::<Bf16Operands, Bf16>(d, (ad, bd), &mut c16, 1, (m, n, k), args).map(|_| ())
         })
         .map_err(launch_error)?;
-        rows.push((dtype, kernel_name::<Bf16Operands, Bf16>(args), t));
+        let tma = matches!(choose(device, 1, (m, n, k), args), Choice::Tma);
+        rows.push((
+            dtype,
+            auto_mark(kernel_name::<Bf16Operands, Bf16>(args), tma),
+            t,
+        ));
     }
     let t = timed(device, warmup, iters, |d| {
         launch::<Bf16Operands, f32>(
@@ -177,7 +193,7 @@ fn bench_gemm_tma(
         .map(|_| ())
     })
     .map_err(launch_error)?;
-    rows.push(("bf16_f32out", "gemm_tma_bf16_f32", t));
+    rows.push(("bf16_f32out", "gemm_tma_bf16_f32".into(), t));
     // e4m3 operands: A as is, B transposed to [n, k]; the scales go into alpha.
     let bt = crate::gemm_tma::host::transpose_batched(b, 1, (k, n));
     let ((qa, sa), (qb, sb)) = (quantize::<E4m3>(a), quantize::<E4m3>(&bt));
@@ -194,7 +210,7 @@ fn bench_gemm_tma(
             .map(|_| ())
     })
     .map_err(launch_error)?;
-    rows.push(("fp8_e4m3", "gemm_fp8_e4m3", t));
+    rows.push(("fp8_e4m3", "gemm_fp8_e4m3 (auto)".into(), t));
     Ok(rows)
 }
 
