@@ -382,7 +382,9 @@ fn gemm_tma<
 /// Declares a TMA GEMM kernel on operands `$p` (element types `$a`, `$b`) writing `$o`, with
 /// alpha alone (`plain`: a kernel without the epilogue's other paths — their code and registers
 /// cost the plain GEMM 10–17 % at K = 1024 although never taken) or the epilogue of the flags
-/// `fused: EPI` (compile-time flags, or [`RUNTIME_FLAGS`] for the kernel argument's).
+/// `fused: EPI` (compile-time flags, or [`RUNTIME_FLAGS`] for the kernel argument's). The two
+/// arms repeat the body: `#[tile_kernel]` rewrites the `shared!` it finds in the function's own
+/// tokens, not in a macro call there.
 macro_rules! tma_gemm_kernel {
     ($(#[$doc:meta])* $name:ident, $p:ty, $a:ty, $b:ty, $o:ty, fused: $epi:expr) => {
         $(#[$doc])*
