@@ -23,15 +23,19 @@ use crate::gemm::host::Bf16Kernel;
 use crate::gemm_fused::HostEpilogue;
 use crate::gemm_fused::{launch_batched, run_on_host_values, upload, EpilogueArgs, GemmOutput};
 use crate::gemm_tma::host::{kernel_name, launch as launch_tma, TmaGemm};
-use crate::gemm_tma::Bf16Operands;
+use crate::gemm_tma::{Bf16Operands, BM, BN};
 use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer, LaunchError, LaunchStats};
 
-/// C's element types, and which of their GEMMs run on a TMA kernel.
+/// C's element types: whether their GEMMs may run on a TMA kernel, and the bf16-operand TMA
+/// kernels' entry points for them ([`crate::gemm_tma::host`], which depends on this crate's
+/// fused-GEMM host code and so cannot be a bound of [`GemmOutput`]).
 pub trait AutoOutput: GemmOutput {
-    /// The GEMM of one product with the epilogue of `flags` runs on a TMA kernel.
-    fn on_tma(flags: u32) -> bool;
-    /// Launches the TMA kernel.
+    /// bf16 C: yes; f32 C: no (the `cp.async` kernels were as fast or faster).
+    const TMA: bool;
+    /// [`TmaGemm::compiled_for`]: a TMA kernel is compiled for the epilogue of `flags`.
+    fn compiled_for(flags: u32) -> bool;
+    /// [`crate::gemm_tma::host::launch`] for one product of bf16 operands.
     fn launch_tma(
         device: &Device,
         ab: (&DeviceBuffer<Bf16>, &DeviceBuffer<Bf16>),
@@ -39,16 +43,16 @@ pub trait AutoOutput: GemmOutput {
         mnk: (u32, u32, u32),
         epilogue: &EpilogueArgs<'_, Self>,
     ) -> Result<LaunchStats, LaunchError>;
-    /// The TMA kernel's name for `epilogue`.
+    /// [`kernel_name`]: the TMA kernel that runs `epilogue`.
     fn tma_name(epilogue: &EpilogueArgs<'_, Self>) -> &'static str;
 }
 
 macro_rules! auto_output {
-    ($o:ty, $tma:expr) => {
+    ($o:ty, $tma:literal) => {
         impl AutoOutput for $o {
-            fn on_tma(flags: u32) -> bool {
-                #[allow(clippy::redundant_closure_call)]
-                ($tma)(flags)
+            const TMA: bool = $tma;
+            fn compiled_for(flags: u32) -> bool {
+                <Bf16Operands as TmaGemm<$o>>::compiled_for(flags)
             }
             fn launch_tma(
                 device: &Device,
@@ -65,8 +69,8 @@ macro_rules! auto_output {
         }
     };
 }
-auto_output!(Bf16, <Bf16Operands as TmaGemm<Bf16>>::compiled_for);
-auto_output!(f32, |_| false);
+auto_output!(Bf16, true);
+auto_output!(f32, false);
 
 /// The kernel [`launch`] runs for `batch` products of `m × k` by `k × n` with `epilogue`.
 pub enum Choice {
@@ -85,11 +89,12 @@ pub fn choose<O: AutoOutput>(
 ) -> Choice {
     let kernel = Bf16Kernel::for_shape(device, (batch.saturating_mul(m), n, k));
     let flags = epilogue.flags();
-    let tiles = m.div_ceil(128) as u64 * n.div_ceil(256) as u64;
+    let tiles = m.div_ceil(BM) as u64 * n.div_ceil(BN) as u64;
     let plain_pays = k <= 1024 || tiles >= 2048;
-    if batch == 1
+    if O::TMA
+        && batch == 1
         && kernel == Bf16Kernel::Wgmma128x256
-        && O::on_tma(flags)
+        && O::compiled_for(flags)
         && (flags != 0 || plain_pays)
     {
         Choice::Tma
