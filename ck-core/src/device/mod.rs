@@ -34,9 +34,9 @@ pub use emu::{
     cluster_ctarank, cluster_size, cluster_sync, cp_async_16, cp_async_16_unchecked,
     cp_async_commit, cp_async_wait, fence_barrier_init, fence_proxy_async, grid_dim, lane_id,
     ldmatrix_x4, ldmatrix_x4_trans, mma_m16n8k16_bf16, named_barrier_arrive, named_barrier_sync,
-    setmaxnreg_dec, setmaxnreg_inc, shfl_down, shfl_idx, shfl_up, shfl_xor, thread_idx, warp_id,
-    warp_sync, wgmma_commit, wgmma_fence, wgmma_fence_operands, Global, GlobalMut, SharedArray,
-    Tma, TmaMut,
+    setmaxnreg_dec, setmaxnreg_inc, shfl_down, shfl_idx, shfl_up, shfl_xor, stmatrix_x4,
+    thread_idx, warp_id, warp_sync, wgmma_commit, wgmma_fence, wgmma_fence_operands, Global,
+    GlobalMut, SharedArray, Tma, TmaMut,
 };
 
 #[cfg(all(feature = "std", not(target_arch = "nvptx64")))]
@@ -53,9 +53,9 @@ pub use ptx::{
     cluster_ctarank, cluster_size, cluster_sync, cp_async_16, cp_async_16_unchecked,
     cp_async_commit, cp_async_wait, fence_barrier_init, fence_proxy_async, grid_dim, lane_id,
     ldmatrix_x4, ldmatrix_x4_trans, mma_m16n8k16_bf16, named_barrier_arrive, named_barrier_sync,
-    setmaxnreg_dec, setmaxnreg_inc, shfl_down, shfl_idx, shfl_up, shfl_xor, thread_idx, warp_id,
-    warp_sync, wgmma_commit, wgmma_fence, wgmma_fence_operands, Global, GlobalMut, SharedArray,
-    Tma, TmaMut,
+    setmaxnreg_dec, setmaxnreg_inc, shfl_down, shfl_idx, shfl_up, shfl_xor, stmatrix_x4,
+    thread_idx, warp_id, warp_sync, wgmma_commit, wgmma_fence, wgmma_fence_operands, Global,
+    GlobalMut, SharedArray, Tma, TmaMut,
 };
 
 /// An mbarrier: 8 bytes of shared memory that count arrivals and asynchronous-copy bytes in

@@ -261,6 +261,17 @@ macro_rules! handle_common {
                 }
             }
 
+            /// A handle to no memory: every access is out of bounds (an optional input a
+            /// kernel compiled without it never reads).
+            #[inline(always)]
+            pub fn empty() -> Self {
+                $h {
+                    ptr: core::ptr::NonNull::dangling().as_ptr(),
+                    len: 0,
+                    _t: PhantomData,
+                }
+            }
+
             /// Elements `start..start + len` as a buffer of their own; the kernel traps
             /// unless the slice lies inside this buffer and starts on a 16-byte boundary.
             #[inline(always)]
@@ -532,6 +543,27 @@ impl<T: Element, const N: usize> SharedArray<T, N> {
         SharedArray::at_offset(self.offset as usize)
     }
 
+    /// `M` elements of `U` from byte `AT` of the array: one part of a region several buffers
+    /// share (e.g. the one 1 KiB alignment pad of a GEMM's rings and C staging). The part must
+    /// lie inside the array and start aligned for `U`: compile-time checks.
+    pub const fn part<U: Element, const AT: usize, const M: usize>(&self) -> SharedArray<U, M> {
+        const {
+            assert!(
+                AT + M * U::BYTES as usize <= N * T::BYTES as usize,
+                "part: the part reaches past the end of the shared array"
+            );
+            assert!(
+                AT.is_multiple_of(U::BYTES as usize),
+                "part: the part's start is not aligned for its element type"
+            );
+        }
+        assert!(
+            self.offset.is_multiple_of(U::BYTES),
+            "part: the shared array's start is not aligned for the part's element type"
+        );
+        SharedArray::at_offset(self.offset as usize + AT)
+    }
+
     /// Number of elements.
     pub const fn len(&self) -> u32 {
         N as u32
@@ -673,6 +705,26 @@ pub fn ldmatrix_x4<T: Element, const N: usize>(smem: &SharedArray<T, N>, elem: u
         );
     }
     r
+}
+
+/// `stmatrix.sync.aligned.m8n8.x4.shared.b16` at element `elem` of `smem` (this lane's row):
+/// the inverse of [`ldmatrix_x4`] — lanes 8j..8j+8 give the rows of matrix j, and `regs[j]`
+/// of lane l holds its elements `(l / 4, 2(l % 4) + {0, 1})`.
+#[inline(always)]
+pub fn stmatrix_x4<T: Element, const N: usize>(
+    smem: &SharedArray<T, N>,
+    elem: u32,
+    regs: [u32; 4],
+) {
+    // SAFETY: writes shared memory only, bounded by the hardware like `SharedArray::store_vec`.
+    unsafe {
+        asm!(
+            "stmatrix.sync.aligned.m8n8.x4.shared.b16 [{0}], {{{1}, {2}, {3}, {4}}};",
+            in(reg32) smem.byte_addr(elem),
+            in(reg32) regs[0], in(reg32) regs[1], in(reg32) regs[2], in(reg32) regs[3],
+            options(nostack)
+        );
+    }
 }
 
 /// `ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16`.

@@ -111,6 +111,26 @@ pub fn ldmatrix_x4_trans<T: Element, const N: usize>(
     ldmatrix(smem, elem, true)
 }
 
+/// `stmatrix.sync.aligned.m8n8.x4.shared.b16`: the inverse of [`ldmatrix_x4`] — lanes 8j..8j+8
+/// point (by element index into `smem`) at the 8 rows of 8 b16 of matrix j, and `regs[j]` of
+/// lane l holds its elements `(l / 4, 2(l % 4) + {0, 1})`, low half first: an mma C fragment
+/// rounded to pairs of b16 goes to shared memory in 16-byte rows.
+#[track_caller]
+pub fn stmatrix_x4<T: Element, const N: usize>(
+    smem: &SharedArray<T, N>,
+    elem: u32,
+    regs: [u32; 4],
+) {
+    let mut p = [0u32; 10];
+    p[0] = smem.byte_offset() + elem * T::BYTES;
+    p[1..5].copy_from_slice(&regs);
+    ctx().suspend(Event::Warp {
+        op: WarpOp::StMatrix,
+        value: p,
+        site: Location::caller(),
+    });
+}
+
 /// Waits for every lane of the warp (`__syncwarp`).
 #[track_caller]
 pub fn warp_sync() {
@@ -338,6 +358,19 @@ pub(crate) fn buffer_of_launch(buffer: u64, len: u32) -> &'static EmuMemory {
     let st = c.state();
     match st.buffers.iter().find(|m| m.id == buffer) {
         Some(m) => m,
+        None if buffer == u64::MAX => {
+            st.fault(
+                Fault::OutOfBounds,
+                vec![c.tid],
+                None,
+                format!(
+                    "thread {}: an access at {} through an empty handle (`Global::empty()`), which has no elements",
+                    c.tid,
+                    Location::caller()
+                ),
+            );
+            abort();
+        }
         None => {
             st.fault(
                 Fault::ForeignHandle,
@@ -389,6 +422,17 @@ macro_rules! handle_common {
                     buffer,
                     start: 0,
                     len,
+                    _t: PhantomData,
+                }
+            }
+
+            /// A handle to no memory: every access is out of bounds (an optional input a
+            /// kernel compiled without it never reads).
+            pub fn empty() -> Self {
+                $h {
+                    buffer: u64::MAX,
+                    start: 0,
+                    len: 0,
                     _t: PhantomData,
                 }
             }
@@ -579,6 +623,27 @@ impl<T: Element, const N: usize> SharedArray<T, N> {
             "reinterpret: the shared array's start is not aligned for the new element type"
         );
         SharedArray::at_offset(self.offset as usize)
+    }
+
+    /// `M` elements of `U` from byte `AT` of the array: one part of a region several buffers
+    /// share (e.g. the one 1 KiB alignment pad of a GEMM's rings and C staging). The part must
+    /// lie inside the array and start aligned for `U`: compile-time checks.
+    pub const fn part<U: Element, const AT: usize, const M: usize>(&self) -> SharedArray<U, M> {
+        const {
+            assert!(
+                AT + M * U::BYTES as usize <= N * T::BYTES as usize,
+                "part: the part reaches past the end of the shared array"
+            );
+            assert!(
+                AT.is_multiple_of(U::BYTES as usize),
+                "part: the part's start is not aligned for its element type"
+            );
+        }
+        assert!(
+            self.offset.is_multiple_of(U::BYTES),
+            "part: the shared array's start is not aligned for the part's element type"
+        );
+        SharedArray::at_offset(self.offset as usize + AT)
     }
 
     /// Number of elements.

@@ -1,5 +1,5 @@
 //! The data of the warp-wide instructions the scheduler completes at a rendezvous: `mma.sync`
-//! and `ldmatrix`, lane by lane as the PTX ISA lays out their fragments.
+//! `ldmatrix` and `stmatrix`, lane by lane as the PTX ISA lays out their fragments.
 
 use std::prelude::rust_2021::*;
 
@@ -74,32 +74,7 @@ pub(super) fn ldmatrix(
     p: &[Payload],
     trans: bool,
 ) -> Result<Vec<Reply>, ()> {
-    let size = st.shared.bytes();
-    for (lane, v) in p.iter().enumerate().take(32) {
-        let tid = warp * 32 + lane as u32;
-        let addr = v[0] as usize;
-        if !addr.is_multiple_of(16) || addr + 16 > size {
-            st.fault(
-                Fault::OutOfBounds,
-                vec![tid],
-                Some(addr as u64),
-                format!("thread {tid}: ldmatrix row at shared byte {addr} (at {site}) is not a 16-byte aligned row inside the {size} bytes of shared memory"),
-            );
-            return Err(());
-        }
-        st.check_race(tid, site, state::Kind::Load, addr, 16, false);
-        if st.error.borrow().is_some() {
-            return Err(());
-        }
-        st.profile(
-            tid,
-            site,
-            state::Kind::Load,
-            false,
-            st.shared.address(addr),
-            16,
-        );
-    }
+    check_rows(st, (warp, site), p, state::Kind::Load, "ldmatrix")?;
     let elem = |matrix: usize, row: usize, col: usize| {
         st.shared.load(p[8 * matrix + row][0] as usize + 2 * col, 2)
     };
@@ -117,4 +92,56 @@ pub(super) fn ldmatrix(
             r
         })
         .collect())
+}
+
+/// `stmatrix.x4`: lanes 8j..8j+8 give the shared byte addresses of the 8 rows (16 bytes each)
+/// of matrix j (word 0); lane l's reg j (word 1 + j) holds elements (l / 4, 2(l % 4) + {0, 1})
+/// of matrix j, low half first.
+pub(super) fn stmatrix(
+    st: &BlockState,
+    warp: u32,
+    site: Site,
+    p: &[Payload],
+) -> Result<Vec<Reply>, ()> {
+    check_rows(st, (warp, site), p, state::Kind::Store, "stmatrix")?;
+    for (lane, v) in p.iter().enumerate().take(32) {
+        let (g, t) = (lane / 4, lane % 4);
+        for j in 0..4 {
+            let row = p[8 * j + g][0] as usize;
+            st.shared.store(row + 4 * t, 2, v[1 + j] & 0xffff);
+            st.shared.store(row + 4 * t + 2, 2, v[1 + j] >> 16);
+        }
+    }
+    Ok(vec![[0; 4]; 32])
+}
+
+/// Each lane's row of an `ldmatrix` or `stmatrix` (`what`): 16-byte aligned inside shared
+/// memory, checked for races and counted by the bank profiler.
+fn check_rows(
+    st: &BlockState,
+    (warp, site): (u32, Site),
+    p: &[Payload],
+    kind: state::Kind,
+    what: &str,
+) -> Result<(), ()> {
+    let size = st.shared.bytes();
+    for (lane, v) in p.iter().enumerate().take(32) {
+        let tid = warp * 32 + lane as u32;
+        let addr = v[0] as usize;
+        if !addr.is_multiple_of(16) || addr + 16 > size {
+            st.fault(
+                Fault::OutOfBounds,
+                vec![tid],
+                Some(addr as u64),
+                format!("thread {tid}: {what} row at shared byte {addr} (at {site}) is not a 16-byte aligned row inside the {size} bytes of shared memory"),
+            );
+            return Err(());
+        }
+        st.check_race(tid, site, kind, addr, 16, false);
+        if st.error.borrow().is_some() {
+            return Err(());
+        }
+        st.profile(tid, site, kind, false, st.shared.address(addr), 16);
+    }
+    Ok(())
 }

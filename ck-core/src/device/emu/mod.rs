@@ -56,6 +56,9 @@ pub(crate) enum WarpOp {
     LdMatrix {
         trans: bool,
     },
+    /// `stmatrix.sync.aligned.m8n8.x4.shared.b16`; each lane's shared byte address, then its
+    /// four registers.
+    StMatrix,
 }
 
 impl WarpOp {
@@ -70,6 +73,7 @@ impl WarpOp {
             WarpOp::MmaBf16 => "mma_m16n8k16_bf16",
             WarpOp::LdMatrix { trans: false } => "ldmatrix_x4",
             WarpOp::LdMatrix { trans: true } => "ldmatrix_x4_trans",
+            WarpOp::StMatrix => "stmatrix_x4",
         }
     }
 

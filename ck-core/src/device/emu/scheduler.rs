@@ -6,7 +6,7 @@
 use std::prelude::rust_2021::*;
 
 use super::clocks::Clocks;
-use super::collectives::{ldmatrix, mma_bf16};
+use super::collectives::{ldmatrix, mma_bf16, stmatrix};
 use super::memory::EmuMemory;
 use super::state::{BlockState, Site};
 use super::{
@@ -510,7 +510,7 @@ fn step(
                     }
                     mma_bf16(&payloads)
                 }
-                WarpOp::LdMatrix { trans } => {
+                WarpOp::LdMatrix { .. } | WarpOp::StMatrix => {
                     if payloads.len() < 32 {
                         return fail(
                             Fault::WarpDivergence,
@@ -518,7 +518,13 @@ fn step(
                             format!("{} at {site0} needs a full warp of 32 lanes", op0.name()),
                         );
                     }
-                    match ldmatrix(state, w as u32, site0, &payloads, trans) {
+                    let done = match op0 {
+                        WarpOp::LdMatrix { trans } => {
+                            ldmatrix(state, w as u32, site0, &payloads, trans)
+                        }
+                        _ => stmatrix(state, w as u32, site0, &payloads),
+                    };
+                    match done {
                         Ok(r) => r,
                         Err(()) => {
                             return Err(state.error.borrow_mut().take().expect("fault recorded"))
