@@ -19,11 +19,15 @@
 //!   and release the *previous* stage (its MMAs are done once one group is pending) with one
 //!   arrival per warp on its "empty" mbarrier. After the last stage, the epilogue runs on the
 //!   accumulators in registers, 32 columns at a time ([`CWgmma32`]); f32 C is stored straight
-//!   from the accumulator layout (a quad's pairs of columns fill 32-byte sectors), bf16 C is
-//!   staged per warpgroup through shared memory and stored in 16-byte vectors ([`CRows64`]).
+//!   from the accumulator layout (a quad's pairs of columns fill 32-byte sectors); bf16 C is
+//!   written with `stmatrix` into a warp's 2 KiB box of shared memory (two per warp, in turn)
+//!   and stored by the copy engine, which writes it to global memory while the consumers run
+//!   the next tile's MMAs.
 //!
-//! Neither side passes a block barrier after the start and the consumers issue no copy: the
-//! MMAs are all they do until the epilogue.
+//! Neither side passes a block barrier after the start and the consumers issue no load: the
+//! MMAs are all they do until the epilogue. Shared memory is one region — the rings of A and
+//! B, then C's staging, after one alignment pad (each part starts on a 1024-byte boundary, as
+//! the 128-byte swizzle needs) — beside the barriers and the bias: 226 KiB of the 227.
 //!
 //! A kernel is compiled for one epilogue (`EPI`, a const of the body: the flags, or
 //! `RUNTIME_FLAGS`). Each operand and output type has two: `gemm_tma_bf16` (and the others
@@ -38,10 +42,10 @@
 //! batch need (K a multiple of 8 for bf16, of 16 for fp8; N a multiple of 8).
 
 mod store;
-use store::{flags, load_bias, stage_bias, store_tile};
 pub use store::{
-    staging_elems, BiasRows, BiasWgmma32, CRows64, CWgmma32, Staging, TmaOutput, BIAS_STAGE,
+    c_stage_bytes, BiasRows, BiasWgmma32, CWgmma32, Staging, TmaOutput, BIAS_STAGE, C_BOX,
 };
+use store::{flags, load_bias, stage_bias, store_tile};
 
 use crate::epilogue::{Activation, Epilogue, ACTIVATION_SHIFT, HAS_BIAS, RUNTIME_FLAGS};
 use crate::gemm_sm90::{block_tile, CWgmma256};
@@ -77,10 +81,23 @@ const fn empty(s: u32) -> u32 {
     STAGES + s
 }
 
-/// Elements of type `elem_bytes` in a ring of stages of `stage_bytes`, plus up to 1 KiB to
-/// start it on a 1024-byte boundary (the swizzle XORs absolute address bits).
-pub const fn ring_elems(stage_bytes: u32, elem_bytes: u32) -> usize {
-    ((STAGES * stage_bytes + 1024) / elem_bytes) as usize
+/// Bytes of A's and B's rings.
+pub const A_RING_BYTES: u32 = STAGES * A_STAGE_BYTES;
+pub const B_RING_BYTES: u32 = STAGES * B_STAGE_BYTES;
+/// What the shared region's parts start after: up to 1 KiB, to the first 1024-byte boundary
+/// (the swizzle XORs absolute address bits).
+const ALIGN_PAD: u32 = 1024;
+
+/// Elements of `elem_bytes` in the shared region of a kernel writing C of `c_bytes`: A's ring,
+/// B's ring, C's staging ([`c_stage_bytes`]) and the pad.
+pub const fn region_elems(elem_bytes: u32, c_bytes: u32) -> usize {
+    ((A_RING_BYTES + B_RING_BYTES + c_stage_bytes(c_bytes) + ALIGN_PAD) / elem_bytes) as usize
+}
+
+/// Elements of `elem_bytes` in a part of the region of `bytes` used bytes: the part reaches
+/// over the pad, so that its contents fit from the aligned start.
+pub const fn part_elems(bytes: u32, elem_bytes: u32) -> usize {
+    ((bytes + ALIGN_PAD) / elem_bytes) as usize
 }
 
 /// What depends on the operand types: how B is laid out and copied, and the MMA.
@@ -292,11 +309,12 @@ fn consume<
     const NB: usize,
     const NC: usize,
 >(
-    (c, epilogue, staging): (GlobalMut<O>, Epilogue<O>, Staging<O, NC>),
+    (c, epilogue, staging): (O::Dest, Epilogue<O>, Staging<O, NC>),
     smem: &Smem<P::A, P::B, NA, NB>,
     pb: &Problem,
 ) {
     let wg = warp_id() / 4;
+    let c_start = aligned_start(&staging.c);
     let has_bias = flags::<O, EPI>(&epilogue) & HAS_BIAS != 0;
     let a_base = smem.a.shared_address(aligned_start(&smem.a));
     let b_base = smem.b.shared_address(aligned_start(&smem.b));
@@ -340,8 +358,10 @@ fn consume<
         if has_bias {
             stage_bias(&bias, staging.bias);
         }
-        store_tile::<O, EPI, NC>(acc, (c, &epilogue, staging), (product, bm, bn), (m, n));
+        let tile = (c, &epilogue, staging, c_start);
+        store_tile::<O, EPI, NC>(acc, tile, (product, bm, bn), (m, n));
     }
+    O::finish();
 }
 
 /// The kernel body: the barriers, then the producer and the consumers.
@@ -355,7 +375,7 @@ fn gemm_tma<
     const NC: usize,
 >(
     (a, b): (Tma<P::A, 3>, Tma<P::B, 3>),
-    (c, epilogue, staging): (GlobalMut<O>, Epilogue<O>, Staging<O, NC>),
+    (c, epilogue, staging): (O::Dest, Epilogue<O>, Staging<O, NC>),
     mnk_batch: (u32, u32, u32, u32),
     smem: Smem<P::A, P::B, NA, NB>,
 ) {
@@ -379,21 +399,22 @@ fn gemm_tma<
     }
 }
 
-/// Declares a TMA GEMM kernel on operands `$p` (element types `$a`, `$b`) writing `$o`, with
+/// Declares a TMA GEMM kernel on operands `$p` (element types `$a`, `$b`) writing `$o` through
+/// the C argument `[$c]` (`TmaMut<Bf16, 3>` or `GlobalMut<f32>`: [`TmaOutput::Dest`]), with
 /// alpha alone (`plain`: a kernel without the epilogue's other paths — their code and registers
 /// cost the plain GEMM 10–17 % at K = 1024 although never taken) or the epilogue of the flags
 /// `fused: EPI` (compile-time flags, or [`RUNTIME_FLAGS`] for the kernel argument's). The two
 /// arms repeat the body: `#[tile_kernel]` rewrites the `shared!` it finds in the function's own
 /// tokens, not in a macro call there.
 macro_rules! tma_gemm_kernel {
-    ($(#[$doc:meta])* $name:ident, $p:ty, $a:ty, $b:ty, $o:ty, fused: $epi:expr) => {
+    ($(#[$doc:meta])* $name:ident, $p:ty, $a:ty, $b:ty, $o:ty, [$($c:tt)+], fused: $epi:expr) => {
         $(#[$doc])*
         #[tile_kernel(block = 384, min_blocks_per_sm = 1)]
         #[allow(clippy::too_many_arguments)]
         pub fn $name(
             a: Tma<$a, 3>,
             b: Tma<$b, 3>,
-            c: GlobalMut<$o>,
+            c: $($c)+,
             d: Global<$o>,
             bias: Global<$o>,
             m: u32,
@@ -406,33 +427,42 @@ macro_rules! tma_gemm_kernel {
         ) {
             const EPI: u32 = $epi;
             let epilogue = Epilogue { alpha, beta, d, bias, flags };
+            let region = shared!($a; region_elems(<$a as Element>::BYTES, <$o as Element>::BYTES));
             let smem = Smem {
-                a: shared!($a; ring_elems(A_STAGE_BYTES, <$a as Element>::BYTES)),
-                b: shared!($b; ring_elems(B_STAGE_BYTES, <$b as Element>::BYTES)),
+                a: region.part::<$a, 0, { part_elems(A_RING_BYTES, <$a as Element>::BYTES) }>(),
+                b: region.part::<
+                    $b,
+                    { A_RING_BYTES as usize },
+                    { part_elems(B_RING_BYTES, <$b as Element>::BYTES) },
+                >(),
                 bars: shared!(Mbarrier; BARRIERS),
             };
             let staging = Staging {
-                c: shared!($o; staging_elems(<$o as Element>::BYTES)),
+                c: region.part::<
+                    $o,
+                    { (A_RING_BYTES + B_RING_BYTES) as usize },
+                    { part_elems(c_stage_bytes(<$o as Element>::BYTES), <$o as Element>::BYTES) },
+                >(),
                 bias: shared!($o; BIAS_STAGE),
             };
             gemm_tma::<
                 $p,
                 $o,
                 EPI,
-                { ring_elems(A_STAGE_BYTES, <$a as Element>::BYTES) },
-                { ring_elems(B_STAGE_BYTES, <$b as Element>::BYTES) },
-                { staging_elems(<$o as Element>::BYTES) },
+                { part_elems(A_RING_BYTES, <$a as Element>::BYTES) },
+                { part_elems(B_RING_BYTES, <$b as Element>::BYTES) },
+                { part_elems(c_stage_bytes(<$o as Element>::BYTES), <$o as Element>::BYTES) },
             >((a, b), (c, epilogue, staging), (m, n, k, batch), smem);
         }
     };
-    ($(#[$doc:meta])* $name:ident, $p:ty, $a:ty, $b:ty, $o:ty, plain) => {
+    ($(#[$doc:meta])* $name:ident, $p:ty, $a:ty, $b:ty, $o:ty, [$($c:tt)+], plain) => {
         $(#[$doc])*
         #[tile_kernel(block = 384, min_blocks_per_sm = 1)]
         #[allow(clippy::too_many_arguments)]
         pub fn $name(
             a: Tma<$a, 3>,
             b: Tma<$b, 3>,
-            c: GlobalMut<$o>,
+            c: $($c)+,
             m: u32,
             n: u32,
             k: u32,
@@ -441,24 +471,33 @@ macro_rules! tma_gemm_kernel {
         ) {
             // Only alpha is read (`EPI` is 0): D and bias are never touched.
             const EPI: u32 = 0;
-            let none = c.as_const().slice(0, 0);
+            let none = Global::<$o>::empty();
             let epilogue = Epilogue { alpha, beta: 0.0, d: none, bias: none, flags: 0 };
+            let region = shared!($a; region_elems(<$a as Element>::BYTES, <$o as Element>::BYTES));
             let smem = Smem {
-                a: shared!($a; ring_elems(A_STAGE_BYTES, <$a as Element>::BYTES)),
-                b: shared!($b; ring_elems(B_STAGE_BYTES, <$b as Element>::BYTES)),
+                a: region.part::<$a, 0, { part_elems(A_RING_BYTES, <$a as Element>::BYTES) }>(),
+                b: region.part::<
+                    $b,
+                    { A_RING_BYTES as usize },
+                    { part_elems(B_RING_BYTES, <$b as Element>::BYTES) },
+                >(),
                 bars: shared!(Mbarrier; BARRIERS),
             };
             let staging = Staging {
-                c: shared!($o; staging_elems(<$o as Element>::BYTES)),
+                c: region.part::<
+                    $o,
+                    { (A_RING_BYTES + B_RING_BYTES) as usize },
+                    { part_elems(c_stage_bytes(<$o as Element>::BYTES), <$o as Element>::BYTES) },
+                >(),
                 bias: shared!($o; BIAS_STAGE),
             };
             gemm_tma::<
                 $p,
                 $o,
                 EPI,
-                { ring_elems(A_STAGE_BYTES, <$a as Element>::BYTES) },
-                { ring_elems(B_STAGE_BYTES, <$b as Element>::BYTES) },
-                { staging_elems(<$o as Element>::BYTES) },
+                { part_elems(A_RING_BYTES, <$a as Element>::BYTES) },
+                { part_elems(B_RING_BYTES, <$b as Element>::BYTES) },
+                { part_elems(c_stage_bytes(<$o as Element>::BYTES), <$o as Element>::BYTES) },
             >((a, b), (c, epilogue, staging), (m, n, k, batch), smem);
         }
     };
@@ -467,11 +506,11 @@ macro_rules! tma_gemm_kernel {
 tma_gemm_kernel!(
     /// bf16 A `[batch, M, K]` · B `[batch, K, N]` → bf16 C = alpha · A·B; persistent grid of at
     /// most one block of 384 threads per multiprocessor (see the module documentation).
-    gemm_tma_bf16, Bf16Operands, Bf16, Bf16, Bf16, plain
+    gemm_tma_bf16, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], plain
 );
 tma_gemm_kernel!(
     /// bf16 A · B → bf16 C with the whole epilogue (D, bias, activation as `flags` say).
-    gemm_tma_bf16_epilogue, Bf16Operands, Bf16, Bf16, Bf16, fused: RUNTIME_FLAGS
+    gemm_tma_bf16_epilogue, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: RUNTIME_FLAGS
 );
 /// The flags of a bias and an activation.
 pub(crate) const fn bias_and(activation: Activation) -> u32 {
@@ -480,52 +519,52 @@ pub(crate) const fn bias_and(activation: Activation) -> u32 {
 tma_gemm_kernel!(
     /// bf16 A · B → bf16 C = alpha · A·B + bias (compiled for this epilogue alone; `d`, `beta`
     /// and `flags` are not read).
-    gemm_tma_bf16_bias, Bf16Operands, Bf16, Bf16, Bf16, fused: bias_and(Activation::None)
+    gemm_tma_bf16_bias, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::None)
 );
 tma_gemm_kernel!(
     /// bf16 A · B → bf16 C = relu(alpha · A·B + bias).
-    gemm_tma_bf16_bias_relu, Bf16Operands, Bf16, Bf16, Bf16, fused: bias_and(Activation::Relu)
+    gemm_tma_bf16_bias_relu, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::Relu)
 );
 tma_gemm_kernel!(
     /// bf16 A · B → bf16 C = gelu(alpha · A·B + bias) (tanh form).
-    gemm_tma_bf16_bias_gelu, Bf16Operands, Bf16, Bf16, Bf16, fused: bias_and(Activation::Gelu)
+    gemm_tma_bf16_bias_gelu, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::Gelu)
 );
 tma_gemm_kernel!(
     /// bf16 A · B → bf16 C = silu(alpha · A·B + bias).
-    gemm_tma_bf16_bias_silu, Bf16Operands, Bf16, Bf16, Bf16, fused: bias_and(Activation::Silu)
+    gemm_tma_bf16_bias_silu, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::Silu)
 );
 tma_gemm_kernel!(
     /// bf16 A · B → f32 C = alpha · A·B.
-    gemm_tma_bf16_f32, Bf16Operands, Bf16, Bf16, f32, plain
+    gemm_tma_bf16_f32, Bf16Operands, Bf16, Bf16, f32, [GlobalMut<f32>], plain
 );
 tma_gemm_kernel!(
     /// bf16 A · B → f32 C with the whole epilogue.
-    gemm_tma_bf16_f32_epilogue, Bf16Operands, Bf16, Bf16, f32, fused: RUNTIME_FLAGS
+    gemm_tma_bf16_f32_epilogue, Bf16Operands, Bf16, Bf16, f32, [GlobalMut<f32>], fused: RUNTIME_FLAGS
 );
 tma_gemm_kernel!(
     /// e4m3 A `[batch, M, K]` · (e4m3 B `[batch, N, K]`)ᵀ → bf16 C = alpha · A·B (alpha: the
     /// product of the per-tensor scales).
-    gemm_fp8_e4m3, Fp8Operands<E4m3, E4m3>, E4m3, E4m3, Bf16, plain
+    gemm_fp8_e4m3, Fp8Operands<E4m3, E4m3>, E4m3, E4m3, Bf16, [TmaMut<Bf16, 3>], plain
 );
 tma_gemm_kernel!(
     /// e4m3 A · (e4m3 B)ᵀ → bf16 C with the whole epilogue.
-    gemm_fp8_e4m3_epilogue, Fp8Operands<E4m3, E4m3>, E4m3, E4m3, Bf16, fused: RUNTIME_FLAGS
+    gemm_fp8_e4m3_epilogue, Fp8Operands<E4m3, E4m3>, E4m3, E4m3, Bf16, [TmaMut<Bf16, 3>], fused: RUNTIME_FLAGS
 );
 tma_gemm_kernel!(
     /// e4m3 A · (e4m3 B)ᵀ → f32 C = alpha · A·B.
-    gemm_fp8_e4m3_f32, Fp8Operands<E4m3, E4m3>, E4m3, E4m3, f32, plain
+    gemm_fp8_e4m3_f32, Fp8Operands<E4m3, E4m3>, E4m3, E4m3, f32, [GlobalMut<f32>], plain
 );
 tma_gemm_kernel!(
     /// e4m3 A · (e4m3 B)ᵀ → f32 C with the whole epilogue.
-    gemm_fp8_e4m3_f32_epilogue, Fp8Operands<E4m3, E4m3>, E4m3, E4m3, f32, fused: RUNTIME_FLAGS
+    gemm_fp8_e4m3_f32_epilogue, Fp8Operands<E4m3, E4m3>, E4m3, E4m3, f32, [GlobalMut<f32>], fused: RUNTIME_FLAGS
 );
 tma_gemm_kernel!(
     /// e4m3 A · (e5m2 B)ᵀ → bf16 C = alpha · A·B (e5m2's range for gradients).
-    gemm_fp8_e4m3_e5m2, Fp8Operands<E4m3, E5m2>, E4m3, E5m2, Bf16, plain
+    gemm_fp8_e4m3_e5m2, Fp8Operands<E4m3, E5m2>, E4m3, E5m2, Bf16, [TmaMut<Bf16, 3>], plain
 );
 tma_gemm_kernel!(
     /// e4m3 A · (e5m2 B)ᵀ → bf16 C with the whole epilogue.
-    gemm_fp8_e4m3_e5m2_epilogue, Fp8Operands<E4m3, E5m2>, E4m3, E5m2, Bf16, fused: RUNTIME_FLAGS
+    gemm_fp8_e4m3_e5m2_epilogue, Fp8Operands<E4m3, E5m2>, E4m3, E5m2, Bf16, [TmaMut<Bf16, 3>], fused: RUNTIME_FLAGS
 );
 
 #[cfg(not(target_arch = "nvptx64"))]

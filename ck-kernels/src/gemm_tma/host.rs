@@ -6,7 +6,9 @@ use crate::epilogue::Activation;
 use crate::gemm_fused::{
     check_problem, run_on_host_values, EpilogueArgs, GemmOutput, HostEpilogue,
 };
-use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats, TensorMap};
+use ck_core::host::{
+    Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats, TensorMap, TensorMapMut,
+};
 use ck_core::rules;
 
 /// Operand types with TMA GEMM kernels writing C of type `O`: one for `C = alpha · A·B`
@@ -56,8 +58,33 @@ fn k_major_map<T: Element>(
     )
 }
 
+/// C `[batch, m, n]` as the kernels' store map: boxes of [`C_BOX`] in the 128-byte swizzle.
+fn c_map(
+    c: &mut DeviceBuffer<Bf16>,
+    (m, n, batch): (u32, u32, u32),
+) -> Result<TensorMapMut<'_, Bf16, 3>, LaunchError> {
+    TensorMapMut::dense(
+        c,
+        [n as u64, m as u64, batch as u64],
+        [C_BOX[1], C_BOX[0], 1],
+        SwizzleMode::B128,
+    )
+}
+
+/// The kernels' C argument for C passed as `map` (bf16: the copy engine stores it) or as a
+/// `buffer` (f32).
+macro_rules! c_argument {
+    (map, $c:ident, $dims:expr) => {
+        c_map($c, $dims)?
+    };
+    (buffer, $c:ident, $dims:expr) => {
+        &mut *$c
+    };
+}
+
 macro_rules! tma_gemm {
-    ($p:ty, $o:ty, $plain:ident, $fused:ident, $name:literal, b_k_major: $kmajor:literal
+    ($p:ty, $o:ty, $plain:ident, $fused:ident, $name:literal, c: $c_as:ident,
+        b_k_major: $kmajor:literal
         $(, compiled: [$(($flags:expr, $lean:ident, $lean_name:literal)),*])?) => {
         impl TmaGemm<$o> for $p {
             const KERNEL: &'static str = $name;
@@ -98,16 +125,17 @@ macro_rules! tma_gemm {
                 (m, n, k, batch): (u32, u32, u32, u32),
                 (alpha, beta, flags): (f32, f32, u32),
             ) -> Result<LaunchStats, LaunchError> {
+                let mut c = c_argument!($c_as, c, (m, n, batch));
                 $($(if flags == $flags {
                     return $lean::launch(
-                        device, cfg, a, b, c, d, bias, m, n, k, batch, alpha, beta, flags,
+                        device, cfg, a, b, &mut c, d, bias, m, n, k, batch, alpha, beta, flags,
                     );
                 })*)?
                 if flags == 0 {
-                    $plain::launch(device, cfg, a, b, c, m, n, k, batch, alpha)
+                    $plain::launch(device, cfg, a, b, &mut c, m, n, k, batch, alpha)
                 } else {
                     $fused::launch(
-                        device, cfg, a, b, c, d, bias, m, n, k, batch, alpha, beta, flags,
+                        device, cfg, a, b, &mut c, d, bias, m, n, k, batch, alpha, beta, flags,
                     )
                 }
             }
@@ -116,7 +144,7 @@ macro_rules! tma_gemm {
 }
 
 tma_gemm!(
-    Bf16Operands, Bf16, GemmTmaBf16, GemmTmaBf16Epilogue, "gemm_tma_bf16", b_k_major: false,
+    Bf16Operands, Bf16, GemmTmaBf16, GemmTmaBf16Epilogue, "gemm_tma_bf16", c: map, b_k_major: false,
     compiled: [
         (bias_and(Activation::None), GemmTmaBf16Bias, "gemm_tma_bf16_bias"),
         (bias_and(Activation::Relu), GemmTmaBf16BiasRelu, "gemm_tma_bf16_bias_relu"),
@@ -126,19 +154,19 @@ tma_gemm!(
 );
 tma_gemm!(
     Bf16Operands, f32, GemmTmaBf16F32, GemmTmaBf16F32Epilogue, "gemm_tma_bf16_f32",
-    b_k_major: false
+    c: buffer, b_k_major: false
 );
 tma_gemm!(
     Fp8Operands<E4m3, E4m3>, Bf16, GemmFp8E4m3, GemmFp8E4m3Epilogue, "gemm_fp8_e4m3",
-    b_k_major: true
+    c: map, b_k_major: true
 );
 tma_gemm!(
     Fp8Operands<E4m3, E4m3>, f32, GemmFp8E4m3F32, GemmFp8E4m3F32Epilogue, "gemm_fp8_e4m3_f32",
-    b_k_major: true
+    c: buffer, b_k_major: true
 );
 tma_gemm!(
     Fp8Operands<E4m3, E5m2>, Bf16, GemmFp8E4m3E5m2, GemmFp8E4m3E5m2Epilogue,
-    "gemm_fp8_e4m3_e5m2", b_k_major: true
+    "gemm_fp8_e4m3_e5m2", c: map, b_k_major: true
 );
 
 /// The name of the kernel [`launch`] runs for operands `P`, C of type `O` and `epilogue`.

@@ -1,13 +1,16 @@
 //! The epilogue of a tile of the TMA GEMM and the store of C: the accumulators in 32-column
-//! slices ([`CWgmma32`]), the epilogue on each, bf16 C staged through shared memory and stored in
-//! 16-byte vectors ([`CRows64`]), f32 C stored from the accumulator layout; the tile's bias
-//! staged once in shared memory ([`BiasRows`], read back as [`BiasWgmma32`]).
+//! slices ([`CWgmma32`]), the epilogue on each; bf16 C written to shared memory with `stmatrix`
+//! and stored by the copy engine while the consumers go on to the next tile, f32 C stored
+//! from the accumulator layout; the tile's bias staged once in shared memory ([`BiasRows`],
+//! read back as [`BiasWgmma32`]).
 
-use super::{BM, BN};
+use super::BN;
 use crate::epilogue::{CElement, Epilogue, HAS_D, RUNTIME_FLAGS};
 use crate::gemm_sm90::CWgmma256;
 use ck_core::device::*;
-use ck_core::tile::{broadcast_x, make_tile_window, DistributedTensor, View1, View2};
+use ck_core::tile::{
+    broadcast_x, make_tile_window, DistributedTensor, TmaBoxView, View, View1, View2,
+};
 use ck_macros::tile_distribution;
 
 tile_distribution! {
@@ -20,23 +23,6 @@ tile_distribution! {
         y: [n.j, m.h, n.e],
     }
 }
-
-tile_distribution! {
-    /// A staged 128 × 64 slice of C read back in 16-byte vectors: warp `w` of warpgroup `wg`
-    /// reads rows `64·wg + 16·rep + 4w + lane / 8`, 8 columns per lane — each quarter-warp one
-    /// row's 128 contiguous bytes (conflict-free in shared memory, whole lines in global).
-    pub struct CRows64 {
-        warp_size: 32, block_size: 256,
-        h: { m: [wg: 2, rep: 4, w: 4, l: 4], n: [l: 8, vec: 8] },
-        p: [[m.wg, m.w], [m.l, n.l]],
-        y: [m.rep, n.vec],
-    }
-}
-
-/// Row stride of a staged slice of C, in elements: 64 columns + 8, so the accumulator layout's
-/// 4-byte stores (8 rows × 4 lanes of a warp) fall in 32 distinct banks, and rows start 16-byte
-/// aligned.
-const STAGED_STRIDE: u32 = 72;
 
 tile_distribution! {
     /// A tile's 256 bias values, two consecutive ones per thread, once per consumer warpgroup:
@@ -67,75 +53,140 @@ tile_distribution! {
 /// every slice waited out a load's latency: bias + GELU cost the 8192³ GEMM 6–7 %, not 2–4 %.)
 pub const BIAS_STAGE: usize = 2 * BN as usize;
 
-/// Elements of a kernel's C staging buffer for elements of `bytes` bytes: a 128 × 64 slice
-/// for bf16; one vector for f32, which is stored straight from the accumulators.
-pub const fn staging_elems(bytes: u32) -> usize {
+/// Rows and columns of one box of bf16 C: a warp's 16 rows of a 64-column (128-byte) slice of
+/// the tile, 2 KiB, what one TMA store writes.
+pub const C_BOX: [u32; 2] = [16, 64];
+
+/// Bytes of a kernel's C staging for elements of `bytes` bytes: two boxes per consumer warp
+/// for bf16 (one being filled while the copy engine reads the other); none for f32, which is
+/// stored straight from the accumulators.
+pub const fn c_stage_bytes(bytes: u32) -> u32 {
     if bytes == 2 {
-        (BM * STAGED_STRIDE) as usize
+        8 * 2 * C_BOX[0] * C_BOX[1] * 2
     } else {
-        4
+        0
     }
 }
 
 /// C's element types and how the tile's 32-column slices reach global memory.
 pub trait TmaOutput: CElement {
-    /// Stores the 128 × 32 slice `x` (the epilogue applied) of the `m × n` C at `origin`,
-    /// the `H`-th (0 or 1) half of a 64-column slice, through `staging` if this type uses it.
-    fn store_half<const NC: usize, const H: u32>(
+    /// The kernel's C argument: a TMA store map (`TmaMut`) or the buffer (`GlobalMut`).
+    type Dest: Copy;
+    /// Stores slice `Q` (columns `32Q..32Q + 32`) of the tile of product `product` at rows
+    /// `bm..`, columns `bn..` of the `m × n` C: `x`, the epilogue applied, through the
+    /// staging buffer (from its element `start`, 1024-byte aligned) if this type uses it.
+    fn store_slice<const NC: usize, const Q: u32>(
         x: &DistributedTensor<CWgmma32, f32>,
-        c: GlobalMut<Self>,
-        staging: SharedArray<Self, NC>,
+        c: Self::Dest,
+        staging_start: (SharedArray<Self, NC>, u32),
+        product_bm_bn: (u32, u32, u32),
         mn: (u32, u32),
-        origin: [i32; 2],
     );
+    /// After the block's last tile: whatever the stores still need from shared memory is
+    /// read (a block must not exit before its TMA stores have read their source).
+    fn finish();
 }
 
 impl TmaOutput for f32 {
+    type Dest = GlobalMut<f32>;
+
     /// Straight from the accumulator layout: a quad's 8-byte stores fill a 32-byte sector.
     #[inline(always)]
-    fn store_half<const NC: usize, const H: u32>(
+    fn store_slice<const NC: usize, const Q: u32>(
         x: &DistributedTensor<CWgmma32, f32>,
         c: GlobalMut<f32>,
-        _staging: SharedArray<f32, NC>,
+        _staging: (SharedArray<f32, NC>, u32),
+        (product, bm, bn): (u32, u32, u32),
         (m, n): (u32, u32),
-        origin: [i32; 2],
     ) {
+        let c = c.slice(product * m * n, m * n);
+        let origin = [bm as i32, (bn + 32 * Q) as i32];
         f32::store_f32::<CWgmma32, 2>(c, (m, n, n), origin, x);
     }
+
+    #[inline(always)]
+    fn finish() {}
 }
 
 impl TmaOutput for Bf16 {
-    /// Through shared memory (the accumulator layout's 4-byte stores would write half
-    /// sectors): each warpgroup stages its 64 rows of a 64-column slice, half by half, then
-    /// stores them in 16-byte vectors. The warpgroup's named barrier (1 + wg) orders the
-    /// buffer's reuse.
+    type Dest = TmaMut<Bf16, 3>;
+
+    /// Each warp writes its 16 rows of the slice into one of its two [`C_BOX`] buffers with
+    /// `stmatrix` (the accumulator layout is `stmatrix`'s fragment: see [`stage_pairs`]);
+    /// after the second slice of a box, lane 0 hands the box to the copy engine (which clips
+    /// it at C's edges) and the warp goes on. Before the first slice of a box, lane 0 waits
+    /// until the engine has read the box stored from that buffer two boxes ago. Only warp
+    /// barriers: a warp's rows are its own.
     #[inline(always)]
-    fn store_half<const NC: usize, const H: u32>(
+    fn store_slice<const NC: usize, const Q: u32>(
         x: &DistributedTensor<CWgmma32, f32>,
-        c: GlobalMut<Bf16>,
-        staging: SharedArray<Bf16, NC>,
-        (m, n): (u32, u32),
-        origin: [i32; 2],
+        c: TmaMut<Bf16, 3>,
+        (staging, start): (SharedArray<Bf16, NC>, u32),
+        (product, bm, bn): (u32, u32, u32),
+        _mn: (u32, u32),
     ) {
-        let wg = warp_id() / 4;
-        if H == 0 {
-            // The warpgroup has read the previous slice out of the buffer.
-            named_barrier_sync(1 + wg, 128);
+        let (warp, lane) = (warp_id(), lane_id());
+        let box_elems = C_BOX[0] * C_BOX[1];
+        let buffer = start + (2 * warp + Q / 2 % 2) * box_elems;
+        let view = TmaBoxView::new(staging, buffer, (C_BOX[0], C_BOX[1]), C_BOX[0]);
+        let half = Q % 2;
+        if half == 0 {
+            if lane == 0 {
+                bulk_wait_group_read::<1>();
+            }
+            warp_sync();
         }
-        let staged = View2::<_, Bf16, 2>::new(staging, BM, 64, STAGED_STRIDE);
-        make_tile_window::<CWgmma32, _>(staged, [0, 32 * H as i32]).store(&x.round_to::<Bf16>());
-        if H == 1 {
-            named_barrier_sync(1 + wg, 128);
-            let staged = View2::<_, Bf16, 8>::new(staging, BM, 64, STAGED_STRIDE);
-            let rows = make_tile_window::<CRows64, _>(staged, [0, 0]).load::<Bf16>();
-            let slice = [origin[0], origin[1] - 32];
-            make_tile_window::<CRows64, _>(View2::<_, Bf16, 8>::new(c, m, n, n), slice)
-                .store(&rows);
+        stage_pairs::<NC>(x, &view, staging, half);
+        if half == 1 {
+            fence_proxy_async();
+            warp_sync();
+            if lane == 0 {
+                let col = (bn + 64 * (Q / 2)) as i32;
+                let row = (bm + C_BOX[0] * warp) as i32;
+                c.store_from_shared([col, row, product as i32], &staging, buffer);
+                bulk_commit_group();
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn finish() {
+        if lane_id() == 0 {
+            bulk_wait_group_read::<0>();
         }
     }
 }
 
-/// The consumers' shared memory: C's staging buffer (see [`TmaOutput`]) and the tile's bias.
+/// Writes a warp's 16 rows of the 32-column slice `x` (rounded to bf16) into half `half` of
+/// the 16 × 64 box `view`, with two `stmatrix.x4`.
+///
+/// The wgmma accumulators are the m16n8 C fragment, repeated: lane `l` holds rows `l / 4` and
+/// `l / 4 + 8` of the warp's 16, columns `8j + 2(l % 4) + {0, 1}` of each 8-column group `j`
+/// — registers `4j + 2h + e` of [`CWgmma32`] for row half `h`. `stmatrix.x4` stores four 8 × 8
+/// matrices whose register `i` in lane `l` is exactly that pair for matrix `i`; lanes `8i..8i
+/// + 8` name matrix `i`'s rows. So the call for groups `j, j + 1` passes the pairs (j, h = 0),
+/// (j, 1), (j + 1, 0), (j + 1, 1) and lane `l` names row `8·(l / 8 % 2) + l % 8` at column
+/// `8·(j + l / 16)` — a 16-byte chunk of the swizzled box, which [`TmaBoxView`] places.
+#[inline(always)]
+fn stage_pairs<const NC: usize>(
+    x: &DistributedTensor<CWgmma32, f32>,
+    view: &TmaBoxView<Bf16, NC>,
+    staging: SharedArray<Bf16, NC>,
+    half: u32,
+) {
+    let lane = lane_id();
+    let pair = |j: usize, h: usize| Bf16::pack2(x.data[4 * j + 2 * h], x.data[4 * j + 2 * h + 1]);
+    for j in [0, 2] {
+        let regs = [pair(j, 0), pair(j, 1), pair(j + 1, 0), pair(j + 1, 1)];
+        let row = 8 * (lane / 8 % 2) + lane % 8;
+        let col = 8 * (4 * half + j as u32 + lane / 16);
+        let at = view.offset(&[row as ck_core::Index, col as ck_core::Index]) as u32;
+        stmatrix_x4(&staging, at, regs);
+    }
+}
+
+/// The consumers' shared memory: C's staging buffer (a part of the kernel's shared region,
+/// see [`TmaOutput`] and [`c_stage_bytes`]) and the tile's bias.
 #[derive(Clone, Copy)]
 pub struct Staging<O, const NC: usize> {
     pub c: SharedArray<O, NC>,
@@ -177,19 +228,18 @@ pub(super) fn stage_bias<O: TmaOutput>(
 #[inline(always)]
 pub(super) fn store_tile<O: TmaOutput, const EPI: u32, const NC: usize>(
     acc: DistributedTensor<CWgmma256, f32>,
-    (c, epilogue, staging): (GlobalMut<O>, &Epilogue<O>, Staging<O, NC>),
+    (c, epilogue, staging, stage): (O::Dest, &Epilogue<O>, Staging<O, NC>, u32),
     (product, bm, bn): (u32, u32, u32),
     (m, n): (u32, u32),
 ) {
-    let c = c.slice(product * m * n, m * n);
     let d = if flags::<O, EPI>(epilogue) & HAS_D != 0 {
         epilogue.d.slice(product * m * n, m * n)
     } else {
         epilogue.d
     };
-    // Four calls with a constant slice (not a closure, which LLVM may outline and then index
+    // Eight calls with a constant slice (not a closure, which LLVM may outline and then index
     // the accumulators through the stack).
-    let tile = (c, d, epilogue, staging, [bm, bn], (m, n));
+    let tile = (c, d, epilogue, (staging, stage), [product, bm, bn], (m, n));
     store_slice::<O, EPI, NC, 0>(&acc, tile);
     store_slice::<O, EPI, NC, 1>(&acc, tile);
     store_slice::<O, EPI, NC, 2>(&acc, tile);
@@ -216,22 +266,22 @@ pub(super) fn flags<O: Element, const EPI: u32>(epilogue: &Epilogue<O>) -> u32 {
 #[allow(clippy::type_complexity)]
 fn store_slice<O: TmaOutput, const EPI: u32, const NC: usize, const Q: u32>(
     acc: &DistributedTensor<CWgmma256, f32>,
-    (c, d, epilogue, staging, [bm, bn], (m, n)): (
-        GlobalMut<O>,
+    (c, d, epilogue, (staging, stage), [product, bm, bn], (m, n)): (
+        O::Dest,
         Global<O>,
         &Epilogue<O>,
-        Staging<O, NC>,
-        [u32; 2],
+        (Staging<O, NC>, u32),
+        [u32; 3],
         (u32, u32),
     ),
 ) {
     let mut x = DistributedTensor::<CWgmma32, f32> {
         data: core::array::from_fn(|i| acc.data[16 * Q as usize + i]),
     };
-    let origin = [bm as i32, (bn + 32 * Q) as i32];
     if EPI == 0 {
         epilogue.scale(&mut x);
     } else {
+        let origin = [bm as i32, (bn + 32 * Q) as i32];
         epilogue.apply_flags(
             flags::<O, EPI>(epilogue),
             &mut x,
@@ -245,9 +295,5 @@ fn store_slice<O: TmaOutput, const EPI: u32, const NC: usize, const Q: u32>(
             },
         );
     }
-    // Const generic arithmetic is not stable: the half's parity as a match.
-    match Q % 2 {
-        0 => O::store_half::<NC, 0>(&x, c, staging.c, (m, n), origin),
-        _ => O::store_half::<NC, 1>(&x, c, staging.c, (m, n), origin),
-    }
+    O::store_slice::<NC, Q>(&x, c, (staging.c, stage), (product, bm, bn), (m, n));
 }
