@@ -21,6 +21,12 @@ use std::prelude::rust_2021::*;
 /// searching again.
 type Modules = Mutex<HashMap<&'static str, Result<Arc<CudaModule>, LaunchError>>>;
 type Functions = Mutex<HashMap<(&'static str, &'static str), CudaFunction>>;
+/// Tensor maps in device memory by their 128 encoded bytes. A map is a function of its tensor's
+/// address and geometry alone, so an equal map is the same map: launches that pass the same
+/// tensors again upload nothing (an upload is a copy on the stream between two kernels).
+type Maps = Mutex<HashMap<[u8; 128], Arc<CudaSlice<u8>>>>;
+/// Maps kept; past this the cache starts afresh (the maps in use stay alive with their launch).
+const MAPS_KEPT: usize = 256;
 
 /// A CUDA device with its stream and the kernels' module.
 pub struct CudaDevice {
@@ -35,6 +41,8 @@ pub struct CudaDevice {
     /// Shared with the views of this device on other streams.
     modules: Arc<Modules>,
     functions: Arc<Functions>,
+    /// Uploaded on this stream, so shared only with views of the same stream.
+    maps: Arc<Maps>,
 }
 
 impl std::fmt::Debug for CudaDevice {
@@ -85,6 +93,7 @@ impl CudaDevice {
             timed: true,
             modules: Arc::default(),
             functions: Arc::default(),
+            maps: Arc::default(),
         })
     }
 
@@ -108,6 +117,7 @@ impl CudaDevice {
             timed: false,
             modules: self.modules.clone(),
             functions: self.functions.clone(),
+            maps: Arc::default(),
         }
     }
 
@@ -171,6 +181,7 @@ impl CudaDevice {
             timed: false,
             modules: self.modules.clone(),
             functions: self.functions.clone(),
+            maps: self.maps.clone(),
         }));
         let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
         let start = self.stream.record_event(flags).map_err(backend)?;
@@ -199,6 +210,21 @@ impl CudaDevice {
             return self.alloc(0);
         }
         self.stream.clone_htod(data).map_err(backend)
+    }
+
+    /// The encoded tensor map `map` in device memory: the copy uploaded for an equal map
+    /// earlier on this stream, or a new upload.
+    pub(crate) fn tensor_map(&self, map: [u8; 128]) -> Result<Arc<CudaSlice<u8>>, LaunchError> {
+        let mut maps = self.maps.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(uploaded) = maps.get(&map) {
+            return Ok(uploaded.clone());
+        }
+        if maps.len() >= MAPS_KEPT {
+            maps.clear();
+        }
+        let uploaded = Arc::new(self.upload(&map)?);
+        maps.insert(map, uploaded.clone());
+        Ok(uploaded)
     }
 
     pub(crate) fn download(

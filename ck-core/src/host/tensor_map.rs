@@ -27,13 +27,14 @@ use cudarc::driver::{CudaSlice, DevicePtr};
 use std::sync::Arc;
 
 /// A tensor in `buffer` as the TMA copy engine sees it (see [`crate::tma`] for what one copy
-/// moves). On a GPU it holds the driver-encoded 128-byte map in device memory; it borrows the
+/// moves). On a GPU it holds the driver-encoded 128-byte map in device memory (uploaded once per
+/// stream for equal maps: see `CudaDevice::tensor_map`); it borrows the
 /// buffer, so the buffer outlives it and no kernel writes the buffer while a kernel copies
 /// from it.
 pub struct TensorMap<'a, T, const R: usize> {
     buffer: &'a DeviceBuffer<T>,
     geometry: TmaGeometry<R>,
-    encoded: Option<CudaSlice<u8>>,
+    encoded: Option<Arc<CudaSlice<u8>>>,
 }
 
 impl<'a, T: Element, const R: usize> TensorMap<'a, T, R> {
@@ -65,8 +66,7 @@ impl<'a, T: Element, const R: usize> TensorMap<'a, T, R> {
             Storage::Emu(_) => None,
             Storage::Cuda { slice, device, .. } => {
                 let (ptr, _sync) = slice.device_ptr(&device.stream);
-                let map = encode(ptr, &geometry)?;
-                Some(device.upload(&map)?)
+                Some(device.tensor_map(encode(ptr, &geometry)?)?)
             }
         };
         Ok(TensorMap {
@@ -108,7 +108,7 @@ impl<'a, T: Element, const R: usize> TensorMap<'a, T, R> {
     pub fn arg(&self) -> KernelArg<'_> {
         KernelArg::TensorMap {
             buffer: self.buffer.raw(),
-            map: self.encoded.as_ref(),
+            map: self.encoded.as_deref(),
             box_bytes: self.geometry.box_bytes(),
         }
     }
@@ -179,7 +179,7 @@ impl<'a, T: Element, const R: usize> TensorMapMut<'a, T, R> {
 }
 
 /// The driver's encoding of `g` over the tensor at device address `ptr` (128 bytes).
-fn encode<const R: usize>(ptr: u64, g: &TmaGeometry<R>) -> Result<Vec<u8>, LaunchError> {
+fn encode<const R: usize>(ptr: u64, g: &TmaGeometry<R>) -> Result<[u8; 128], LaunchError> {
     use sys::CUtensorMapDataType_enum as Ty;
     use sys::CUtensorMapSwizzle_enum as Sw;
     // TMA copies bits: the type only sets the element size (no conversion, zero fill).
@@ -222,7 +222,11 @@ fn encode<const R: usize>(ptr: u64, g: &TmaGeometry<R>) -> Result<Vec<u8>, Launc
     }
     // SAFETY: the call succeeded, so the map is initialised (and it was zeroed before).
     let map = unsafe { map.assume_init() };
-    Ok(map.opaque.iter().flat_map(|w| w.to_le_bytes()).collect())
+    let mut bytes = [0u8; 128];
+    for (chunk, word) in bytes.chunks_exact_mut(8).zip(map.opaque.iter()) {
+        chunk.copy_from_slice(&word.to_le_bytes());
+    }
+    Ok(bytes)
 }
 
 impl<'a> KernelArg<'a> {
