@@ -147,7 +147,8 @@ fn mbarrier_misuse(output: GlobalMut<u32>, mode: u32) {
 /// staging buffer laid out as four TMA boxes of 8 × 32, through the view's offsets, and thread
 /// 0 stores them with TMA below each other. `mode = 1`: no wait before the staging buffer is
 /// written again; `mode = 2`: no wait before the kernel returns; `mode = 3`: boxes of 5 rows
-/// (16 is not a multiple); `mode = 4`: the view starts one element past the aligned start.
+/// (16 is not a multiple); `mode = 4`: the view starts one element past the aligned start;
+/// `mode = 5`: no `fence_proxy_async` between the writes and the store.
 #[tile_kernel(block = 64)]
 fn tma_store_tiles(output: TmaMut<u32, 2>, tiles: u32, mode: u32) {
     // 1 KiB more, to start the boxes on a 1024-byte boundary (the swizzle's period).
@@ -169,7 +170,9 @@ fn tma_store_tiles(output: TmaMut<u32, 2>, tiles: u32, mode: u32) {
             let at = view.offset(&[r as ck_core::Index, t as ck_core::Index]) as u32;
             staging.store(at, 10000 * j + 64 * r + t);
         }
-        fence_proxy_async();
+        if mode != 5 {
+            fence_proxy_async();
+        }
         block_sync();
         if t == 0 {
             for b in 0..4 {
@@ -225,6 +228,10 @@ fn writing_a_staging_buffer_a_tma_store_may_still_read_is_a_race() {
     let e = kernel_error(store_tiles(2));
     assert_eq!(e.fault, Fault::SharedRace, "{e}");
     assert!(e.message.contains("block ended"), "{e}");
+    // Ordered by a barrier but not fenced: the copy engine may read the old bytes.
+    let e = kernel_error(store_tiles(5));
+    assert_eq!(e.fault, Fault::SharedRace, "{e}");
+    assert!(e.message.contains("fence_proxy_async"), "{e}");
 }
 
 #[test]

@@ -226,6 +226,9 @@ fn access<T: Element, const N: usize>(
         if st.error.borrow().is_some() {
             abort();
         }
+        if kind != Kind::Load {
+            st.note_generic_write(c.tid, site, offset, bytes);
+        }
     }
     st.profile(c.tid, site, kind, !shared, mem.address(offset), bytes);
     let mut out = [T::default(); N];

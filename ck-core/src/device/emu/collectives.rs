@@ -105,6 +105,7 @@ pub(super) fn stmatrix(
 ) -> Result<Vec<Reply>, ()> {
     check_rows(st, (warp, site), p, state::Kind::Store, "stmatrix")?;
     for (lane, v) in p.iter().enumerate().take(32) {
+        st.note_generic_write(warp * 32 + lane as u32, site, v[0] as usize, 16);
         let (g, t) = (lane / 4, lane % 4);
         for j in 0..4 {
             let row = p[8 * j + g][0] as usize;

@@ -525,8 +525,9 @@ impl<T: Element, const R: usize> TmaMut<T, R> {
     /// `src_elem`. The emulator reads the shared bytes and writes the tensor at once; the
     /// sanitizer then treats the bytes as still being read until the issuing thread's
     /// [`bulk_wait_group_read`] retires the store: a write to them before that (by any thread),
-    /// a block that ends before it, or a store issued before the writers of the bytes are
-    /// ordered before the issuer, is a `shared-race`.
+    /// a block that ends before it, a store issued before the writers of the bytes are
+    /// ordered before the issuer, or before they executed a `fence_proxy_async` after their
+    /// writes, is a `shared-race`.
     #[track_caller]
     pub fn store_from_shared<const N: usize>(
         &self,
@@ -540,8 +541,18 @@ impl<T: Element, const R: usize> TmaMut<T, R> {
         let g = &self.geometry;
         let start = box_in_shared::<T, R>(g, (src.byte_offset(), src_elem, N), Kind::Load, site);
         let chunks = start / 16..(start + g.box_bytes() as usize).div_ceil(16);
-        // The engine reads what the issuer may read: every writer ordered before the issue.
+        // The engine reads what the issuer may read: every writer ordered before the issue,
+        // and fenced for the async proxy after its write.
         for chunk in chunks.clone() {
+            if let Some(w) = st.unfenced_write(chunk) {
+                st.fault(
+                    Fault::SharedRace,
+                    if w.tid == c.tid { vec![c.tid] } else { vec![c.tid, w.tid] },
+                    Some(16 * chunk as u64),
+                    format!("thread {}: TMA store at {site} reads shared byte {} that thread {} wrote at {} and has not fenced since: the copy engine may read the old bytes (the writer calls fence_proxy_async() after its writes, then a barrier orders it before the store)", c.tid, 16 * chunk, w.tid, w.site),
+                );
+                abort();
+            }
             st.check_race(c.tid, site, Kind::Load, 16 * chunk, 16, false);
             if st.error.borrow().is_some() {
                 abort();

@@ -96,6 +96,7 @@ pub unsafe fn cp_async_16_unchecked<T: Element, const N: usize>(
     if st.error.borrow().is_some() {
         abort();
     }
+    st.note_generic_write(c.tid, site, offset, 16);
     st.profile(
         c.tid,
         site,
@@ -156,8 +157,13 @@ pub fn cp_async_wait<const PENDING: u32>() {
     }
 }
 
-/// `fence.proxy.async.shared::cta` (the emulator has one proxy).
-pub fn fence_proxy_async() {}
+/// `fence.proxy.async.shared::cta`: this thread's earlier shared-memory writes become visible
+/// to the async proxy (the copy engine's TMA stores). The sanitizer reports a TMA store of bytes
+/// whose writer has not executed one since writing them.
+pub fn fence_proxy_async() {
+    let c = ctx();
+    c.state().proxy_fences.borrow_mut()[c.tid as usize] += 1;
+}
 
 /// `wgmma.fence.sync.aligned` (the emulator's MMAs complete when issued).
 pub fn wgmma_fence() {}

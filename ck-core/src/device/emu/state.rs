@@ -137,6 +137,15 @@ pub(crate) struct BulkStores {
     pub committed: VecDeque<Vec<usize>>,
 }
 
+/// The last generic-proxy write (a thread's store, `stmatrix`, `cp.async`) to a 16-byte shared
+/// chunk: the writer, how many `fence_proxy_async` it had executed then, and where.
+#[derive(Clone, Copy)]
+pub(crate) struct GenericWrite {
+    pub tid: u32,
+    pub fences: u32,
+    pub site: Site,
+}
+
 /// State of one block while it runs (touched by one OS thread only).
 pub(crate) struct BlockState {
     pub kernel: String,
@@ -167,6 +176,11 @@ pub(crate) struct BlockState {
     pub bulk_stores: RefCell<Vec<BulkStores>>,
     /// 16-byte shared chunks (offset / 16) a TMA store may still read: its issuer and site.
     pub bulk_reading: RefCell<HashMap<usize, (u32, Site)>>,
+    /// Per 16-byte shared chunk: its last generic-proxy write, which the copy engine (the async
+    /// proxy) sees only once the writer has executed a `fence_proxy_async` after it.
+    pub generic_writes: RefCell<Vec<Option<GenericWrite>>>,
+    /// Per thread: the `fence_proxy_async` it has executed.
+    pub proxy_fences: RefCell<Vec<u32>>,
     /// Initialised mbarriers by shared byte offset.
     pub mbarriers: RefCell<HashMap<usize, MbarrierState>>,
     /// Named barriers 1..=15 (index 0 unused: `block_sync`'s).
@@ -202,9 +216,27 @@ impl BlockState {
             async_pending: RefCell::new(HashMap::new()),
             bulk_stores: RefCell::new((0..block_dim).map(|_| BulkStores::default()).collect()),
             bulk_reading: RefCell::new(HashMap::new()),
+            generic_writes: RefCell::new(vec![None; shared_bytes.div_ceil(16)]),
+            proxy_fences: RefCell::new(vec![0; block_dim as usize]),
             mbarriers: RefCell::new(HashMap::new()),
             named: RefCell::new((0..16).map(|_| NamedBarrier::default()).collect()),
         }
+    }
+
+    /// Thread `tid` wrote shared bytes `offset..offset + bytes` through the generic proxy.
+    pub fn note_generic_write(&self, tid: u32, site: Site, offset: usize, bytes: u32) {
+        let fences = self.proxy_fences.borrow()[tid as usize];
+        let mut writes = self.generic_writes.borrow_mut();
+        for chunk in offset / 16..(offset + bytes as usize).div_ceil(16) {
+            writes[chunk] = Some(GenericWrite { tid, fences, site });
+        }
+    }
+
+    /// The write to the 16-byte shared chunk `chunk` whose writer has not executed a
+    /// `fence_proxy_async` since, if any: what the copy engine may not see yet.
+    pub fn unfenced_write(&self, chunk: usize) -> Option<GenericWrite> {
+        let fences = self.proxy_fences.borrow();
+        self.generic_writes.borrow()[chunk].filter(|w| fences[w.tid as usize] == w.fences)
     }
 
     /// The cluster id of this block's thread `tid`.
