@@ -25,6 +25,21 @@ fn shifted_store(output: GlobalMut<u32>, shift: u32) {
     output.store(t + shift, t);
 }
 
+/// Reads an absent optional input (`Global::empty()`) when `read = 1`.
+#[tile_kernel(block = 32)]
+fn absent_input(output: GlobalMut<u32>, read: u32) {
+    let none = Global::<u32>::empty();
+    let t = thread_idx();
+    output.store(
+        t,
+        if read != 0 {
+            none.load(t)
+        } else {
+            none.len() + t
+        },
+    );
+}
+
 /// A barrier inside a branch only some threads take (`divergent = 1`).
 #[tile_kernel(block = 64)]
 fn branchy_barrier(output: GlobalMut<u32>, divergent: u32) {
@@ -207,6 +222,22 @@ fn an_out_of_bounds_store_is_caught() {
         e.message
     );
     ShiftedStore::launch(&d, LaunchConfig::new(1, 32), &mut out, 0).unwrap();
+    assert_eq!(out.to_vec().unwrap(), (0..32).collect::<Vec<u32>>());
+}
+
+#[test]
+fn an_access_through_an_empty_handle_is_out_of_bounds() {
+    let d = device();
+    let mut out = DeviceBuffer::zeros(&d, 32).unwrap();
+    let e = kernel_error(AbsentInput::launch(
+        &d,
+        LaunchConfig::new(1, 32),
+        &mut out,
+        1,
+    ));
+    assert_eq!(e.fault, Fault::OutOfBounds, "{e}");
+    assert!(e.message.contains("Global::empty()"), "{e}");
+    AbsentInput::launch(&d, LaunchConfig::new(1, 32), &mut out, 0).unwrap();
     assert_eq!(out.to_vec().unwrap(), (0..32).collect::<Vec<u32>>());
 }
 
