@@ -119,8 +119,10 @@ pub trait Operands {
         k0_bn_batch: (u32, u32, u32),
         bars_bar: (&SharedArray<Mbarrier, NB>, u32),
     );
-    /// The descriptor of k-slice `kk` (of four) of the B stage at shared byte `stage`.
-    fn b_slice(stage: u32, kk: u32) -> u64;
+    /// The descriptor of the first k-slice of the B stage at shared byte `stage`.
+    fn b_descriptor(stage: u32) -> u64;
+    /// Bytes from one k-slice (of four per stage) of B to the next.
+    const B_SLICE_BYTES: u32;
     /// One MMA: `acc += A_slice · B_slice`.
     fn mma(acc: &mut [f32; 128], a: u64, b: u64);
 }
@@ -149,10 +151,12 @@ impl Operands for Bf16Operands {
         });
     }
 
+    // N-major: 64-column panels of 64 rows × 128 bytes; a k-slice is 16 rows further.
+    const B_SLICE_BYTES: u32 = 16 * ROW_BYTES;
+
     #[inline(always)]
-    fn b_slice(stage: u32, kk: u32) -> u64 {
-        // N-major: 64-column panels of 64 rows × 128 bytes; a k-slice is 16 rows further.
-        SmemMatrix::mn_major_128b(stage + kk * 16 * ROW_BYTES, PANEL_BYTES).descriptor()
+    fn b_descriptor(stage: u32) -> u64 {
+        SmemMatrix::mn_major_128b(stage, PANEL_BYTES).descriptor()
     }
 
     #[inline(always)]
@@ -182,9 +186,11 @@ impl<A: Fp8, B: Fp8> Operands for Fp8Operands<A, B> {
         b.copy_to_shared([k0 as i32, bn as i32, batch as i32], ring, at, bars, bar);
     }
 
+    const B_SLICE_BYTES: u32 = 32;
+
     #[inline(always)]
-    fn b_slice(stage: u32, kk: u32) -> u64 {
-        k_major(stage + kk * 32)
+    fn b_descriptor(stage: u32) -> u64 {
+        k_major(stage)
     }
 
     #[inline(always)]
@@ -316,11 +322,15 @@ fn consume<
     let wg = warp_id() / 4;
     let c_start = aligned_start(&staging.c);
     let has_bias = flags::<O, EPI>(&epilogue) & HAS_BIAS != 0;
-    let a_base = smem.a.shared_address(aligned_start(&smem.a));
-    let b_base = smem.b.shared_address(aligned_start(&smem.b));
+    // The first k-slice of this warpgroup's rows of A and of B in stage 0; every other slice is
+    // a constant number of bytes further (`SmemMatrix::advance`: one add each).
+    let a_first = k_major(smem.a.shared_address(aligned_start(&smem.a)) + wg * 64 * ROW_BYTES);
+    let b_first = P::b_descriptor(smem.b.shared_address(aligned_start(&smem.b)));
     let (m, n) = (pb.m, pb.n);
     let mut t = 0;
-    for (product, bm, bn) in pb.my_tiles() {
+    let mut tiles = pb.my_tiles();
+    let mut tile = tiles.next();
+    while let Some((product, bm, bn)) = tile {
         // The tile's bias, read now so that its latency passes behind the MMAs.
         let bias = if has_bias {
             load_bias(epilogue.bias, n, bn)
@@ -334,15 +344,15 @@ fn consume<
             for ks in 0..pb.k_stages {
                 let (s, parity) = stage(t);
                 smem.bars.wait(full(s), parity);
-                let a_stage = a_base + s * A_STAGE_BYTES + wg * 64 * ROW_BYTES;
-                let b_stage = b_base + s * B_STAGE_BYTES;
+                let a_stage = SmemMatrix::advance(a_first, s * A_STAGE_BYTES);
+                let b_stage = SmemMatrix::advance(b_first, s * B_STAGE_BYTES);
                 wgmma_fence();
                 unroll::<4>(|kk| {
                     let kk = kk as u32;
                     P::mma(
                         &mut acc.data,
-                        k_major(a_stage + kk * 32),
-                        P::b_slice(b_stage, kk),
+                        SmemMatrix::advance(a_stage, kk * 32),
+                        SmemMatrix::advance(b_stage, kk * P::B_SLICE_BYTES),
                     );
                 });
                 wgmma_commit();
@@ -352,8 +362,13 @@ fn consume<
                 }
                 t += 1;
             }
+            // The next tile's coordinates (divisions) while the last stage's MMAs run, not
+            // between this tile's epilogue and the next one's first MMA.
+            tile = tiles.next();
             wgmma_wait::<0>(&mut acc.data);
             release(smem, stage(t - 1).0);
+        } else {
+            tile = tiles.next();
         }
         if has_bias {
             stage_bias(&bias, staging.bias);
