@@ -1,7 +1,8 @@
 //! The bf16 tensor-core GEMM with the kernel chosen for the problem: what `ck run gemm` and the
 //! Python binding call. `C = act(alpha · A·B + beta · D + bias)`, bf16 A and B, f32 or bf16 C.
 //!
-//! The rule, from measurements on an H100 (`notes/README.md`, "The plain TMA kernels"):
+//! The rule, from measurements on an H100 (`notes/README.md`, "Where the plain TMA kernel
+//! pays" and "gemm_auto's rule still holds"):
 //!
 //! | problem | kernel |
 //! |---|---|
@@ -11,13 +12,13 @@
 //! | one product, bf16 C, alpha alone, and K ≤ 1024 or ≥ 2048 tiles of 128 × 256 | `gemm_tma_bf16` |
 //! | otherwise | `gemm_bf16_wgmma*` (`cp.async`, 128 × 256 tiles) |
 //!
-//! Measured on an H100 (TFLOP/s, TMA against `cp.async`, two runs): the plain GEMM 644–657 /
-//! 561–580 at 8192×8192×1024, 618–656 / 559–592 at 4096×4096×1024 and 16384×4096×1024,
-//! 680–705 / 634–678 at 8192³ — but 652–682 / 678–717 at 1024 tiles with K = 4096 and 657–673 /
-//! 740–750 at 2048×8192×8192, where the persistent grid's fixed order of tiles loses to the
-//! hardware's; bias + GELU 503–694 / 435–640 at all three benchmark shapes. With f32 C, a batch
-//! of products, or an epilogue read from the flags at run time (D) the `cp.async` kernels were
-//! as fast or faster.
+//! Measured on an H100 with the TMA kernels storing C by the copy engine (TFLOP/s, TMA against
+//! `cp.async`): the plain GEMM 613–658 / 581 at 8192×8192×1024, 648–664 / 565–583 at
+//! 4096×4096×1024 and 16384×4096×1024, 670–687 / 658–676 at 8192³ — but 666 / 680–693 at 1024
+//! tiles with K = 4096, 674 / 726 at 6144³ and 730 / 741 at 2048×8192×8192 (the rule's one
+//! miss: 720 / 700 at 4096×4096×16384); bias + GELU
+//! 507–700 / 433–615 at the three benchmark shapes. With f32 C, a batch of products, or an
+//! epilogue read from the flags at run time (D) the `cp.async` kernels were as fast or faster.
 
 use crate::gemm::host::Bf16Kernel;
 use crate::gemm_fused::HostEpilogue;

@@ -379,21 +379,38 @@ fn consume<
     O::finish();
 }
 
-/// The kernel body: the barriers, then the producer and the consumers.
+/// The kernel body: the shared region cut into its parts (`NR` elements: A's ring of `NA`,
+/// B's of `NB`, C's staging of `NC`, each reaching over the alignment pad), the barriers, then
+/// the producer and the consumers.
 #[inline(always)]
+#[allow(clippy::type_complexity)]
 fn gemm_tma<
     P: Operands,
     O: TmaOutput,
     const EPI: u32,
+    const NR: usize,
     const NA: usize,
     const NB: usize,
     const NC: usize,
 >(
     (a, b): (Tma<P::A, 3>, Tma<P::B, 3>),
-    (c, epilogue, staging): (O::Dest, Epilogue<O>, Staging<O, NC>),
+    (c, epilogue): (O::Dest, Epilogue<O>),
     mnk_batch: (u32, u32, u32, u32),
-    smem: Smem<P::A, P::B, NA, NB>,
+    (region, bars, bias): (
+        SharedArray<P::A, NR>,
+        SharedArray<Mbarrier, BARRIERS>,
+        SharedArray<O, BIAS_STAGE>,
+    ),
 ) {
+    let smem = Smem {
+        a: region.part::<P::A, 0, NA>(),
+        b: region.part::<P::B, { A_RING_BYTES as usize }, NB>(),
+        bars,
+    };
+    let staging = Staging {
+        c: region.part::<O, { (A_RING_BYTES + B_RING_BYTES) as usize }, NC>(),
+        bias,
+    };
     let pb = Problem::new(mnk_batch, P::BK);
     if thread_idx() == 0 {
         for s in 0..STAGES {
@@ -419,8 +436,9 @@ fn gemm_tma<
 /// alpha alone (`plain`: a kernel without the epilogue's other paths — their code and registers
 /// cost the plain GEMM 10–17 % at K = 1024 although never taken) or the epilogue of the flags
 /// `fused: EPI` (compile-time flags, or [`RUNTIME_FLAGS`] for the kernel argument's). The two
-/// arms repeat the body: `#[tile_kernel]` rewrites the `shared!` it finds in the function's own
-/// tokens, not in a macro call there.
+/// arms differ in their arguments and repeat the `shared!` declarations, which `#[tile_kernel]`
+/// finds in the function's own tokens only (not in a macro call there); [`gemm_tma`] cuts the
+/// region into its parts.
 macro_rules! tma_gemm_kernel {
     ($(#[$doc:meta])* $name:ident, $p:ty, $a:ty, $b:ty, $o:ty, [$($c:tt)+], fused: $epi:expr) => {
         $(#[$doc])*
@@ -442,32 +460,20 @@ macro_rules! tma_gemm_kernel {
         ) {
             const EPI: u32 = $epi;
             let epilogue = Epilogue { alpha, beta, d, bias, flags };
-            let region = shared!($a; region_elems(<$a as Element>::BYTES, <$o as Element>::BYTES));
-            let smem = Smem {
-                a: region.part::<$a, 0, { part_elems(A_RING_BYTES, <$a as Element>::BYTES) }>(),
-                b: region.part::<
-                    $b,
-                    { A_RING_BYTES as usize },
-                    { part_elems(B_RING_BYTES, <$b as Element>::BYTES) },
-                >(),
-                bars: shared!(Mbarrier; BARRIERS),
-            };
-            let staging = Staging {
-                c: region.part::<
-                    $o,
-                    { (A_RING_BYTES + B_RING_BYTES) as usize },
-                    { part_elems(c_stage_bytes(<$o as Element>::BYTES), <$o as Element>::BYTES) },
-                >(),
-                bias: shared!($o; BIAS_STAGE),
-            };
+            let shared = (
+                shared!($a; region_elems(<$a as Element>::BYTES, <$o as Element>::BYTES)),
+                shared!(Mbarrier; BARRIERS),
+                shared!($o; BIAS_STAGE),
+            );
             gemm_tma::<
                 $p,
                 $o,
                 EPI,
+                { region_elems(<$a as Element>::BYTES, <$o as Element>::BYTES) },
                 { part_elems(A_RING_BYTES, <$a as Element>::BYTES) },
                 { part_elems(B_RING_BYTES, <$b as Element>::BYTES) },
                 { part_elems(c_stage_bytes(<$o as Element>::BYTES), <$o as Element>::BYTES) },
-            >((a, b), (c, epilogue, staging), (m, n, k, batch), smem);
+            >((a, b), (c, epilogue), (m, n, k, batch), shared);
         }
     };
     ($(#[$doc:meta])* $name:ident, $p:ty, $a:ty, $b:ty, $o:ty, [$($c:tt)+], plain) => {
@@ -488,32 +494,20 @@ macro_rules! tma_gemm_kernel {
             const EPI: u32 = 0;
             let none = Global::<$o>::empty();
             let epilogue = Epilogue { alpha, beta: 0.0, d: none, bias: none, flags: 0 };
-            let region = shared!($a; region_elems(<$a as Element>::BYTES, <$o as Element>::BYTES));
-            let smem = Smem {
-                a: region.part::<$a, 0, { part_elems(A_RING_BYTES, <$a as Element>::BYTES) }>(),
-                b: region.part::<
-                    $b,
-                    { A_RING_BYTES as usize },
-                    { part_elems(B_RING_BYTES, <$b as Element>::BYTES) },
-                >(),
-                bars: shared!(Mbarrier; BARRIERS),
-            };
-            let staging = Staging {
-                c: region.part::<
-                    $o,
-                    { (A_RING_BYTES + B_RING_BYTES) as usize },
-                    { part_elems(c_stage_bytes(<$o as Element>::BYTES), <$o as Element>::BYTES) },
-                >(),
-                bias: shared!($o; BIAS_STAGE),
-            };
+            let shared = (
+                shared!($a; region_elems(<$a as Element>::BYTES, <$o as Element>::BYTES)),
+                shared!(Mbarrier; BARRIERS),
+                shared!($o; BIAS_STAGE),
+            );
             gemm_tma::<
                 $p,
                 $o,
                 EPI,
+                { region_elems(<$a as Element>::BYTES, <$o as Element>::BYTES) },
                 { part_elems(A_RING_BYTES, <$a as Element>::BYTES) },
                 { part_elems(B_RING_BYTES, <$b as Element>::BYTES) },
                 { part_elems(c_stage_bytes(<$o as Element>::BYTES), <$o as Element>::BYTES) },
-            >((a, b), (c, epilogue, staging), (m, n, k, batch), smem);
+            >((a, b), (c, epilogue), (m, n, k, batch), shared);
         }
     };
 }

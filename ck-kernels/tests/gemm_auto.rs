@@ -7,7 +7,7 @@ use ck_kernels::checks::Rng;
 use ck_kernels::epilogue::Activation;
 use ck_kernels::gemm::host::{reference as product, Bf16Kernel};
 use ck_kernels::gemm_auto::{choose, gemm, launch, Choice};
-use ck_kernels::gemm_fused::{EpilogueArgs, HostEpilogue};
+use ck_kernels::gemm_fused::{upload, EpilogueArgs, HostEpilogue};
 
 fn picked<O: ck_kernels::gemm_auto::AutoOutput>(
     device: &Device,
@@ -116,18 +116,7 @@ fn plain_bf16_c_on_the_tma_kernel_is_the_fp64_product_rounded_once() {
         );
     }
     // The launcher names the kernel it ran.
-    let (ad, bd) = (
-        DeviceBuffer::from_slice(
-            &device,
-            &a.iter().map(|&x| Bf16::from_f32(x)).collect::<Vec<_>>(),
-        )
-        .unwrap(),
-        DeviceBuffer::from_slice(
-            &device,
-            &b.iter().map(|&x| Bf16::from_f32(x)).collect::<Vec<_>>(),
-        )
-        .unwrap(),
-    );
+    let (ad, bd) = (upload(&device, &a).unwrap(), upload(&device, &b).unwrap());
     let mut cd = DeviceBuffer::<Bf16>::zeros(&device, (m * n) as usize).unwrap();
     let (_, name) = launch(&device, (&ad, &bd), &mut cd, 1, (m, n, k), &args).unwrap();
     assert_eq!(name, "gemm_tma_bf16");

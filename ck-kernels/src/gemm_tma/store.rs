@@ -4,7 +4,7 @@
 //! from the accumulator layout; the tile's bias staged once in shared memory ([`BiasRows`],
 //! read back as [`BiasWgmma32`]).
 
-use super::BN;
+use super::{BN, CONSUMER_WARPS};
 use crate::epilogue::{CElement, Epilogue, HAS_D, RUNTIME_FLAGS};
 use crate::gemm_sm90::CWgmma256;
 use ck_core::device::*;
@@ -62,7 +62,7 @@ pub const C_BOX: [u32; 2] = [16, 64];
 /// stored straight from the accumulators.
 pub const fn c_stage_bytes(bytes: u32) -> u32 {
     if bytes == 2 {
-        8 * 2 * C_BOX[0] * C_BOX[1] * 2
+        CONSUMER_WARPS * 2 * C_BOX[0] * C_BOX[1] * bytes
     } else {
         0
     }
