@@ -61,15 +61,9 @@ fn relu(x: f32) -> f32 {
     x.max(0.0)
 }
 
-/// GELU's tanh argument: `√(2/π) · (x + 0.044715 x³)`.
-#[inline(always)]
-fn gelu_arg(x: f32) -> f32 {
-    0.797_884_6 * (x + 0.044_715 * x * x * x)
-}
-
 #[inline(always)]
 fn gelu(x: f32) -> f32 {
-    let u = gelu_arg(x);
+    let u = 0.797_884_6 * (x + 0.044_715 * x * x * x);
     // tanh(u) = 1 − 2 / (e^{2u} + 1): ±1, not NaN, where e^{2u} overflows. The approximate
     // reciprocal: an IEEE division per element costs more than the MMAs of a K = 1024 GEMM.
     let tanh = 1.0 - 2.0 * math::rcp(math::exp2(2.0 * core::f32::consts::LOG2_E * u) + 1.0);
@@ -84,7 +78,8 @@ fn silu(x: f32) -> f32 {
 /// [`gelu`] with the approximate tanh (one SFU instruction instead of two): for bf16 C.
 #[inline(always)]
 fn gelu_tanh_approx(x: f32) -> f32 {
-    0.5 * x * (1.0 + math::tanh_approx(gelu_arg(x)))
+    let u = 0.797_884_6 * x * (1.0 + 0.044_715 * x * x);
+    0.5 * x * (1.0 + math::tanh_approx(u))
 }
 
 /// [`silu`] as `x · (1 + tanh(x / 2)) / 2` with the approximate tanh: for bf16 C.
