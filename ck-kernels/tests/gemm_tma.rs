@@ -204,6 +204,14 @@ fn rows_that_tma_cannot_copy_are_refused() {
             .unwrap_err();
     assert_eq!(e.rule(), "shape-unsupported", "{e}");
     assert!(e.to_string().contains("K must be a multiple of 16"), "{e}");
+    // N = 12: C's rows (stored by the copy engine) would not start 16-byte aligned.
+    let a = DeviceBuffer::<Bf16>::zeros(&device, 8 * 16).unwrap();
+    let b = DeviceBuffer::<Bf16>::zeros(&device, 16 * 12).unwrap();
+    let mut c = DeviceBuffer::<Bf16>::zeros(&device, 8 * 12).unwrap();
+    let e =
+        launch::<Bf16Operands, Bf16>(&device, (&a, &b), &mut c, 1, (8, 12, 16), &args).unwrap_err();
+    assert_eq!(e.rule(), "shape-unsupported", "{e}");
+    assert!(e.to_string().contains("N of 8"), "{e}");
 }
 
 #[test]

@@ -216,7 +216,7 @@ pub fn launch<P: TmaGemm<O>, O: GemmOutput>(
         return Err(LaunchError::invalid(
             rules::SHAPE_UNSUPPORTED,
             format!(
-                "{} copies 16-byte rows of A and B with TMA: K must be a multiple of {} and N of 8; got N = {n}, K = {k}",
+                "{} moves whole 16-byte rows of A, B and C with TMA: K must be a multiple of {} and N of 8 (pad them, or use ck_kernels::gemm, which takes any N and K without the fused epilogue); got N = {n}, K = {k}",
                 kernel_name::<P, O>(epilogue),
                 P::K_MULTIPLE,
             ),
