@@ -22,6 +22,9 @@ for op in layernorm add-rmsnorm softmax; do
   "$CK" bench $op --backend cuda --peers "$OUT/peers.json" | tee "$OUT/bench-$op.txt" || status=1
 done
 echo "### ck bench gemm"
+# cuBLASLt for the in-process peer: PyTorch's copy, where none is on the library path already.
+LT=$(python3 -c 'import glob, nvidia; print(next((p.rsplit("/", 1)[0] for d in nvidia.__path__ for p in glob.glob(d + "/**/libcublasLt.so*", recursive=True)), ""))' 2>/dev/null)
+export LD_LIBRARY_PATH=${LT:+$LT:}${LD_LIBRARY_PATH:-}
 "$CK" bench gemm --backend cuda --peers "$OUT/peers.json" --iters 20 | tee "$OUT/bench-gemm.txt" || status=1
 echo "### ck bench attention"
 "$CK" bench attention --backend cuda --peers "$OUT/peers.json" --iters 10 | tee "$OUT/bench-attention.txt" || status=1

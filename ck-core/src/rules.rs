@@ -262,6 +262,8 @@ pub const NO_GPU: RuleId = RuleId::error("no-gpu");
 pub const NO_PTX: RuleId = RuleId::error("no-ptx");
 /// `ptx-module`: the driver rejected a PTX module or it lacks a kernel.
 pub const PTX_MODULE: RuleId = RuleId::error("ptx-module");
+/// `no-cublas`: no cuBLASLt library to load (the in-process GEMM peer).
+pub const NO_CUBLAS: RuleId = RuleId::error("no-cublas");
 /// `cuda`: a CUDA driver error.
 pub const CUDA: RuleId = RuleId::error("cuda");
 /// `unknown-kernel`: a kernel name the command does not know.

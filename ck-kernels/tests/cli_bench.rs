@@ -73,3 +73,32 @@ fn a_small_gemm_benchmark_runs_on_the_emulator() {
         "{text}"
     );
 }
+
+#[test]
+fn gemm_cases_are_chosen_by_name() {
+    let (code, stderr) = ck_bench(&["gemm", "--dtypes", "bf16,bf17"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("error[dtype]") && stderr.contains("`bf17` is not a GEMM case; use f32,"),
+        "{stderr}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_ck"))
+        .args([
+            "bench", "gemm", "--shapes", "16x24x16", "--dtypes", "fp8_e4m3", "--iters", "1",
+            "--warmup", "0", "--json",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The one case asked for, alone.
+    assert!(text.contains("\"case\":\"fp8_e4m3 16x24x16\""), "{text}");
+    assert!(
+        !text.contains("\"case\":\"bf16 ") && !text.contains("\"case\":\"f32 "),
+        "{text}"
+    );
+}

@@ -3,6 +3,7 @@
 
 use std::prelude::rust_2021::*;
 
+pub mod cublas_lt;
 mod cuda;
 mod external;
 pub mod module;

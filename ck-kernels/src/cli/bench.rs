@@ -17,9 +17,20 @@ use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError};
 use serde_json::{json, Value};
 use std::time::Duration;
 
-fn median(mut v: Vec<Duration>) -> Duration {
+pub(super) fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
+}
+
+/// One timed sample of `f`: on a GPU, QUEUED launches back to back between two events (the
+/// peers of `bench_peers.py` are timed the same way), so a short kernel is not charged the
+/// launch latency of an idle GPU; on the emulator, one launch.
+pub(super) fn sample(
+    device: &Device,
+    f: impl FnMut(&Device) -> Result<(), LaunchError>,
+) -> Result<Duration, LaunchError> {
+    let reps = if device.is_emulator() { 1 } else { QUEUED };
+    device.time_queued(reps, f)
 }
 
 pub(super) fn timed(
@@ -31,13 +42,9 @@ pub(super) fn timed(
     for _ in 0..warmup {
         f(device)?;
     }
-    // On a GPU each sample is QUEUED launches back to back between two events (the peers of
-    // `bench_peers.py` are timed the same way), so a short kernel is not charged the launch
-    // latency of an idle GPU; on the emulator, one launch.
-    let reps = if device.is_emulator() { 1 } else { QUEUED };
     let mut v = Vec::with_capacity(iters);
     for _ in 0..iters {
-        v.push(device.time_queued(reps, &mut f)?);
+        v.push(sample(device, &mut f)?);
     }
     Ok(median(v))
 }
@@ -74,7 +81,9 @@ pub struct BenchArgs {
     /// [default: the benchmark's]
     #[arg(long, value_name = "SHAPE,..")]
     shapes: Option<String>,
-    /// Element types, comma-separated (rmsnorm) [default: f32,bf16]
+    /// Element types, comma-separated: f32,bf16 (row-wise operators, the default); for gemm
+    /// the cases f32, bf16_f32out, bf16, bf16_bias_gelu, fp8_e4m3, bmm_bf16, grouped_bf16
+    /// [default: all]
     #[arg(long, value_name = "f32,bf16")]
     dtypes: Option<String>,
     /// Timed runs; the median is reported [default: 25]
@@ -169,7 +178,9 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
         "softmax" => bench_rows(RowOp::Softmax, &device, args, &peers, (warmup, iters))?,
         "copy" => bench_copy(&device, args, &peers, (warmup, iters))?,
         "gemm" => {
-            super::bench_gemm::bench(&device, args.shapes.as_deref(), &peers, (warmup, iters))?
+            let cases = super::bench_gemm::parse_cases(args.dtypes.as_deref())?;
+            let shapes = args.shapes.as_deref();
+            super::bench_gemm::bench(&device, (shapes, &cases), &peers, (warmup, iters))?
         }
         "attention" => {
             super::attention::bench(&device, args.shapes.as_deref(), &peers, (warmup, iters))?

@@ -1,25 +1,57 @@
-//! `ck bench gemm`: the GEMM family's TFLOP/s next to cuBLAS (and `torch._scaled_mm`,
-//! `torch.bmm`, the grouped peers) from `--peers`: f32, bf16 with f32 or bf16 C, the fused
-//! epilogue, the TMA and fp8 kernels per shape; batched and grouped GEMM on their fixed cases.
+//! `ck bench gemm`: the GEMM family's TFLOP/s next to cuBLAS: f32, bf16 with f32 or bf16 C,
+//! the fused epilogue, the TMA and fp8 kernels per shape; batched and grouped GEMM on their
+//! fixed cases. The peer is cuBLASLt timed in turn with each kernel where it loads
+//! ([`super::gemm_peer`]), else the `--peers` file (torch's cuBLAS, `torch._scaled_mm`,
+//! `torch.bmm`, the grouped peers).
 
 use super::bench::{parse_shapes, timed};
+use super::gemm_peer::{GemmPeer, Timed};
 use super::run::launch_error;
 use super::CliError;
 use crate::checks::Rng;
 use crate::gemm_auto::{choose, Choice};
 use ck_core::device::Bf16;
+use ck_core::host::cublas_lt::{LtOperands, LtProblem};
 use ck_core::host::{Device, DeviceBuffer};
-use serde_json::{json, Value};
-use std::time::Duration;
+use serde_json::Value;
+
+/// The cases of `ck bench gemm`, the names `--dtypes` takes.
+pub(super) const CASES: [&str; 7] = [
+    "f32",
+    "bf16_f32out",
+    "bf16",
+    "bf16_bias_gelu",
+    "fp8_e4m3",
+    "bmm_bf16",
+    "grouped_bf16",
+];
+
+/// The cases of `--dtypes` (comma-separated names of [`CASES`]; all when absent).
+pub(super) fn parse_cases(dtypes: Option<&str>) -> Result<Vec<&'static str>, CliError> {
+    let Some(list) = dtypes else {
+        return Ok(CASES.to_vec());
+    };
+    list.split(',')
+        .map(|d| {
+            CASES.iter().copied().find(|&c| c == d).ok_or_else(|| {
+                CliError::new(
+                    ck_core::rules::DTYPE,
+                    format!("`{d}` is not a GEMM case; use {}", CASES.join(", ")),
+                )
+            })
+        })
+        .collect()
+}
 
 /// GEMM rows of `ck bench` on `shapes` (MxNxK, comma-separated; default the three benchmark
-/// shapes on a GPU, one small one on the emulator).
+/// shapes on a GPU, one small one on the emulator), for `cases` (names of [`CASES`]).
 pub(super) fn bench(
     device: &Device,
-    shapes: Option<&str>,
+    (shapes, cases): (Option<&str>, &[&str]),
     peers: &Value,
     (warmup, iters): (usize, usize),
 ) -> Result<Vec<Value>, CliError> {
+    let want = |case: &str| cases.contains(&case);
     use crate::gemm::host::{launch_bf16_with, launch_f32, Bf16Kernel};
     let default = if device.is_emulator() {
         "128x128x64"
@@ -28,6 +60,8 @@ pub(super) fn bench(
     };
     let fixed_cases = !device.is_emulator() && shapes.is_none();
     let shapes = parse_shapes::<3>(shapes.unwrap_or(default), "MxNxK")?;
+    let peer = GemmPeer::open(device, peers);
+    let counts = (warmup, iters);
     let mut rows = Vec::new();
     for [m, n, k] in shapes {
         let mut rng = Rng(0x51ed ^ (m as u64) << 32 ^ (n as u64) << 16 ^ k as u64);
@@ -39,24 +73,26 @@ pub(super) fn bench(
         );
         let mut cd =
             DeviceBuffer::<f32>::zeros(device, m as usize * n as usize).map_err(launch_error)?;
-        let t = timed(device, warmup, iters, |d| {
-            launch_f32(d, &ad, &bd, &mut cd, (m, n, k)).map(|_| ())
-        })
-        .map_err(launch_error)?;
-        // One row per kernel: our TFLOP/s and, when the peers ran, cuBLAS's and the ratio.
-        // `dtype` names the case and the peer's key: f32, bf16_f32out (bf16 in, f32 C), bf16
-        // (bf16 C), bf16_bias_gelu (bf16 C = gelu(A·B + bias)).
-        let row = |dtype: &str, kernel: &str, t: Duration| {
-            let key = format!("{m}x{n}x{k}");
-            let ours = 2.0 * m as f64 * n as f64 * k as f64 / t.as_secs_f64() / 1e12;
-            let mut row = json!({"case": format!("{dtype} {key}"), "kernel": kernel, "ms": t.as_secs_f64() * 1e3, "ours_tflops": ours});
-            if let Some(c) = peers["gemm"][&key][format!("{dtype}_tflops")].as_f64() {
-                row["cublas_tflops"] = json!(c);
-                row["vs_cublas"] = json!(ours / c);
-            }
-            row
+        let f32_problem = LtProblem {
+            operands: LtOperands::F32,
+            c_f32: true,
+            ..LtProblem::bf16(m, n, k)
         };
-        rows.push(row("f32", "gemm_f32", t));
+        let shape = format!("{m}x{n}x{k}");
+        let flop = 2.0 * m as f64 * n as f64 * k as f64;
+        let row = |dtype: &str, kernel: &str, t: Timed| peer.row((dtype, &shape), kernel, flop, t);
+        if want("f32") {
+            let t = peer.time(
+                device,
+                counts,
+                (f32_problem, "gemm_f32"),
+                (&ad, &bd),
+                None,
+                &mut cd,
+                |d, c| launch_f32(d, &ad, &bd, c, (m, n, k)).map(|_| ()),
+            )?;
+            rows.push(row("f32", "gemm_f32", t));
+        }
         // The tensor-core kernel on the same values rounded to bf16.
         let ab: Vec<Bf16> = a.iter().map(|&v| Bf16::from_f32(v)).collect();
         let bb: Vec<Bf16> = b.iter().map(|&v| Bf16::from_f32(v)).collect();
@@ -64,9 +100,12 @@ pub(super) fn bench(
             DeviceBuffer::from_slice(device, &ab).map_err(launch_error)?,
             DeviceBuffer::from_slice(device, &bb).map_err(launch_error)?,
         );
-        // The kernel launch_bf16 picks ("(auto)"); on the GPU also every other kernel that takes
-        // the shape, for what the choice buys (on the emulator they would time the emulator).
+        // The cp.async kernel for the shape; on the GPU also every other kernel that takes the
+        // shape, for what the choice buys (on the emulator they would time the emulator).
+        // "(auto)" marks what `ck run gemm` runs (gemm_auto's choice), here or on TMA.
         let picked = Bf16Kernel::for_shape(device, (m, n, k));
+        let f32_plain = crate::gemm_fused::EpilogueArgs::<f32>::default();
+        let f32_tma = matches!(choose(device, 1, (m, n, k), &f32_plain), Choice::Tma);
         let mut kernels = vec![picked];
         if !device.is_emulator() {
             let wgmma_takes = picked != Bf16Kernel::MmaSync;
@@ -80,16 +119,21 @@ pub(super) fn bench(
                 .filter(|&o| o != picked && (wgmma_takes || o == Bf16Kernel::MmaSync)),
             );
         }
-        for kernel in kernels {
-            let t = timed(device, warmup, iters, |d| {
-                launch_bf16_with(d, kernel, &ad, &bd, &mut cd, (m, n, k)).map(|_| ())
-            })
-            .map_err(launch_error)?;
-            let name = if kernel == picked {
-                format!("{} (auto)", kernel.name())
-            } else {
-                kernel.name().to_string()
-            };
+        let f32out = LtProblem {
+            c_f32: true,
+            ..LtProblem::bf16(m, n, k)
+        };
+        for kernel in kernels.into_iter().filter(|_| want("bf16_f32out")) {
+            let name = auto_mark(kernel.name(), kernel == picked && !f32_tma);
+            let t = peer.time(
+                device,
+                counts,
+                (f32out, &name),
+                (&ad, &bd),
+                None,
+                &mut cd,
+                |d, c| launch_bf16_with(d, kernel, &ad, &bd, c, (m, n, k)).map(|_| ()),
+            )?;
             rows.push(row("bf16_f32out", &name, t));
         }
         // bf16 C, plain and with a fused bias + GELU, on the wgmma kernel launch_bf16 picks.
@@ -105,27 +149,47 @@ pub(super) fn bench(
                 activation: Activation::Gelu,
                 ..Default::default()
             };
-            for (dtype, args) in [("bf16", EpilogueArgs::default()), ("bf16_bias_gelu", gelu)] {
-                let t = timed(device, warmup, iters, |d| {
-                    launch(d, picked, (&ad, &bd), &mut c16, (m, n, k), &args).map(|_| ())
-                })
-                .map_err(launch_error)?;
-                let name = format!("{}_bf16", picked.name());
+            let epilogues = [("bf16", EpilogueArgs::default()), ("bf16_bias_gelu", gelu)];
+            for (dtype, args) in epilogues.into_iter().filter(|(d, _)| want(d)) {
+                let problem = LtProblem {
+                    bias_gelu: args.bias.is_some(),
+                    ..LtProblem::bf16(m, n, k)
+                };
                 let tma = matches!(choose(device, 1, (m, n, k), &args), Choice::Tma);
-                rows.push(row(dtype, &auto_mark(&name, !tma), t));
+                let name = auto_mark(&format!("{}_bf16", picked.name()), !tma);
+                let t = peer.time(
+                    device,
+                    counts,
+                    (problem, &name),
+                    (&ad, &bd),
+                    args.bias,
+                    &mut c16,
+                    |d, c| launch(d, picked, (&ad, &bd), c, (m, n, k), &args).map(|_| ()),
+                )?;
+                rows.push(row(dtype, &name, t));
             }
         }
         if n.is_multiple_of(8) && k.is_multiple_of(16) {
             rows.extend(
-                bench_gemm_tma(device, (&ad, &bd), (m, n, k), (&a, &b), (warmup, iters))?
-                    .into_iter()
-                    .map(|(dtype, kernel, t)| row(dtype, &kernel, t)),
+                bench_gemm_tma(
+                    device,
+                    &peer,
+                    &want,
+                    (&ad, &bd),
+                    (m, n, k),
+                    (&a, &b),
+                    counts,
+                )?
+                .into_iter()
+                .map(|(dtype, kernel, t)| row(dtype, &kernel, t)),
             );
         }
     }
-    if fixed_cases {
-        rows.extend(bench_bmm(device, peers, (warmup, iters))?);
-        rows.extend(bench_grouped(device, peers, (warmup, iters))?);
+    if fixed_cases && want("bmm_bf16") {
+        rows.extend(bench_bmm(device, &peer, counts)?);
+    }
+    if fixed_cases && want("grouped_bf16") {
+        rows.extend(bench_grouped(device, &peer, counts)?);
     }
     Ok(rows)
 }
@@ -144,11 +208,13 @@ fn auto_mark(kernel: &str, picked: bool) -> String {
 /// (case, kernel, time) rows.
 fn bench_gemm_tma(
     device: &Device,
+    peer: &GemmPeer,
+    want: &dyn Fn(&str) -> bool,
     (ad, bd): (&DeviceBuffer<Bf16>, &DeviceBuffer<Bf16>),
     (m, n, k): (u32, u32, u32),
     (a, b): (&[f32], &[f32]),
-    (warmup, iters): (usize, usize),
-) -> Result<Vec<(&'static str, String, Duration)>, CliError> {
+    counts: (usize, usize),
+) -> Result<Vec<(&'static str, String, Timed)>, CliError> {
     use crate::epilogue::Activation;
     use crate::gemm_fused::EpilogueArgs;
     use crate::gemm_tma::host::{kernel_name, launch, quantize};
@@ -169,31 +235,49 @@ fn bench_gemm_tma(
         ..Default::default()
     };
     let plain = EpilogueArgs::default();
-    for (dtype, args) in [("bf16", &plain), ("bf16_bias_gelu", &gelu)] {
-        let t = timed(device, warmup, iters, |d| {
-            launch::<Bf16Operands, Bf16>(d, (ad, bd), &mut c16, 1, (m, n, k), args).map(|_| ())
-        })
-        .map_err(launch_error)?;
+    let epilogues = [("bf16", &plain), ("bf16_bias_gelu", &gelu)];
+    for (dtype, args) in epilogues.into_iter().filter(|(d, _)| want(d)) {
+        let problem = LtProblem {
+            bias_gelu: args.bias.is_some(),
+            ..LtProblem::bf16(m, n, k)
+        };
         let tma = matches!(choose(device, 1, (m, n, k), args), Choice::Tma);
-        rows.push((
-            dtype,
-            auto_mark(kernel_name::<Bf16Operands, Bf16>(args), tma),
-            t,
-        ));
-    }
-    let t = timed(device, warmup, iters, |d| {
-        launch::<Bf16Operands, f32>(
-            d,
+        let name = auto_mark(kernel_name::<Bf16Operands, Bf16>(args), tma);
+        let t = peer.time(
+            device,
+            counts,
+            (problem, &name),
             (ad, bd),
+            args.bias,
+            &mut c16,
+            |d, c| launch::<Bf16Operands, Bf16>(d, (ad, bd), c, 1, (m, n, k), args).map(|_| ()),
+        )?;
+        rows.push((dtype, name, t));
+    }
+    let f32out = LtProblem {
+        c_f32: true,
+        ..LtProblem::bf16(m, n, k)
+    };
+    let f32_plain = EpilogueArgs::<f32>::default();
+    let f32_tma = matches!(choose(device, 1, (m, n, k), &f32_plain), Choice::Tma);
+    let name = &auto_mark("gemm_tma_bf16_f32", f32_tma);
+    if want("bf16_f32out") {
+        let t = peer.time(
+            device,
+            counts,
+            (f32out, name),
+            (ad, bd),
+            None,
             &mut c32,
-            1,
-            (m, n, k),
-            &EpilogueArgs::default(),
-        )
-        .map(|_| ())
-    })
-    .map_err(launch_error)?;
-    rows.push(("bf16_f32out", "gemm_tma_bf16_f32".into(), t));
+            |d, c| {
+                launch::<Bf16Operands, f32>(d, (ad, bd), c, 1, (m, n, k), &f32_plain).map(|_| ())
+            },
+        )?;
+        rows.push(("bf16_f32out", name.clone(), t));
+    }
+    if !want("fp8_e4m3") {
+        return Ok(rows);
+    }
     // e4m3 operands: A as is, B transposed to [n, k]; the scales go into alpha.
     let bt = crate::gemm_tma::host::transpose_batched(b, 1, (k, n));
     let ((qa, sa), (qb, sb)) = (quantize::<E4m3>(a), quantize::<E4m3>(&bt));
@@ -205,20 +289,34 @@ fn bench_gemm_tma(
         alpha: sa * sb,
         ..Default::default()
     };
-    let t = timed(device, warmup, iters, |d| {
-        launch::<Fp8Operands<E4m3, E4m3>, Bf16>(d, (&a8, &b8), &mut c16, 1, (m, n, k), &scaled)
-            .map(|_| ())
-    })
-    .map_err(launch_error)?;
-    rows.push(("fp8_e4m3", "gemm_fp8_e4m3 (auto)".into(), t));
+    let problem = LtProblem {
+        operands: LtOperands::E4m3,
+        alpha: scaled.alpha,
+        ..LtProblem::bf16(m, n, k)
+    };
+    let name = "gemm_fp8_e4m3 (auto)";
+    let t = peer.time(
+        device,
+        counts,
+        (problem, name),
+        (&a8, &b8),
+        None,
+        &mut c16,
+        |d, c| {
+            launch::<Fp8Operands<E4m3, E4m3>, Bf16>(d, (&a8, &b8), c, 1, (m, n, k), &scaled)
+                .map(|_| ())
+        },
+    )?;
+    rows.push(("fp8_e4m3", name.into(), t));
     Ok(rows)
 }
 
-/// Batched GEMM, 16 products of 2048³ (bf16 in and out) against torch.bmm from the peers.
+/// Batched GEMM, 16 products of 2048³ (bf16 in and out) against cuBLASLt's strided batch (or
+/// `torch.bmm` from the peers file).
 fn bench_bmm(
     device: &Device,
-    peers: &Value,
-    (warmup, iters): (usize, usize),
+    peer: &GemmPeer,
+    counts: (usize, usize),
 ) -> Result<Vec<Value>, CliError> {
     use crate::gemm::host::Bf16Kernel;
     use crate::gemm_fused::{launch_batched, EpilogueArgs};
@@ -235,35 +333,39 @@ fn bench_bmm(
         DeviceBuffer::<Bf16>::zeros(device, (batch * m * n) as usize).map_err(launch_error)?;
     let kernel = Bf16Kernel::for_shape(device, (batch * m, n, k));
     let plain = EpilogueArgs::default();
-    let t = timed(device, warmup, iters, |d| {
-        launch_batched(d, kernel, (&a, &b), &mut c, batch, (m, n, k), &plain).map(|_| ())
-    })
-    .map_err(launch_error)?;
-    let t_tma = timed(device, warmup, iters, |d| {
-        crate::gemm_tma::host::launch::<crate::gemm_tma::Bf16Operands, Bf16>(
-            d,
-            (&a, &b),
-            &mut c,
-            batch,
-            (m, n, k),
-            &plain,
-        )
-        .map(|_| ())
-    })
-    .map_err(launch_error)?;
-    let key = format!("{batch}x{m}x{n}x{k}");
-    let row = |kernel: String, t: Duration| {
-        let ours = 2.0 * batch as f64 * m as f64 * n as f64 * k as f64 / t.as_secs_f64() / 1e12;
-        let mut row = json!({"case": format!("bmm_bf16 {key}"), "kernel": kernel, "ms": t.as_secs_f64() * 1e3, "ours_tflops": ours});
-        if let Some(p) = peers["gemm"][&key]["bmm_bf16_tflops"].as_f64() {
-            row["cublas_tflops"] = json!(p);
-            row["vs_cublas"] = json!(ours / p);
-        }
-        row
+    let problem = LtProblem {
+        batch,
+        ..LtProblem::bf16(m, n, k)
     };
+    let tma = matches!(choose(device, batch, (m, n, k), &plain), Choice::Tma);
+    let name = auto_mark(&format!("{}_bf16", kernel.name()), !tma);
+    let tma_name = auto_mark("gemm_tma_bf16", tma);
+    let t = peer.time(
+        device,
+        counts,
+        (problem, &name),
+        (&a, &b),
+        None,
+        &mut c,
+        |d, c| launch_batched(d, kernel, (&a, &b), c, batch, (m, n, k), &plain).map(|_| ()),
+    )?;
+    let t_tma = peer.time(
+        device,
+        counts,
+        (problem, &tma_name),
+        (&a, &b),
+        None,
+        &mut c,
+        |d, c| {
+            use crate::gemm_tma::{host::launch, Bf16Operands};
+            launch::<Bf16Operands, Bf16>(d, (&a, &b), c, batch, (m, n, k), &plain).map(|_| ())
+        },
+    )?;
+    let shape = format!("{batch}x{m}x{n}x{k}");
+    let flop = 2.0 * batch as f64 * m as f64 * n as f64 * k as f64;
     Ok(vec![
-        row(format!("{}_bf16", kernel.name()), t),
-        row("gemm_tma_bf16".into(), t_tma),
+        peer.row(("bmm_bf16", &shape), &name, flop, t),
+        peer.row(("bmm_bf16", &shape), &tma_name, flop, t_tma),
     ])
 }
 
@@ -284,7 +386,7 @@ fn grouped_cases() -> [(Vec<u32>, u32, u32); 2] {
 /// `torch._grouped_mm` and a loop of `torch.mm` from the peers.
 fn bench_grouped(
     device: &Device,
-    peers: &Value,
+    peer: &GemmPeer,
     (warmup, iters): (usize, usize),
 ) -> Result<Vec<Value>, CliError> {
     use crate::gemm_fused::EpilogueArgs;
@@ -311,14 +413,14 @@ fn bench_grouped(
         })
         .map_err(launch_error)?;
         let m: u32 = tokens.iter().sum();
-        let key = format!("moe{} {m}x{n}x{k}", tokens.len());
-        let ours = 2.0 * m as f64 * n as f64 * k as f64 / t.as_secs_f64() / 1e12;
-        let mut row = json!({"case": format!("grouped_bf16 {key}"), "kernel": "gemm_grouped_bf16", "ms": t.as_secs_f64() * 1e3, "ours_tflops": ours});
-        if let Some(p) = peers["gemm"][&key]["grouped_bf16_tflops"].as_f64() {
-            row["cublas_tflops"] = json!(p);
-            row["vs_cublas"] = json!(ours / p);
-        }
-        rows.push(row);
+        let shape = format!("moe{} {m}x{n}x{k}", tokens.len());
+        let flop = 2.0 * m as f64 * n as f64 * k as f64;
+        // cuBLASLt has no grouped product: the peer is the file's (torch).
+        let t = Timed {
+            ours: t,
+            peer: None,
+        };
+        rows.push(peer.row(("grouped_bf16", &shape), "gemm_grouped_bf16", flop, t));
     }
     Ok(rows)
 }

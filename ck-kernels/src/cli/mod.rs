@@ -8,6 +8,7 @@ mod bench;
 mod bench_gemm;
 mod build_ptx;
 mod encoding;
+mod gemm_peer;
 mod lds;
 mod new;
 mod run;

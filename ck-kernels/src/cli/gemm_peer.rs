@@ -1,0 +1,152 @@
+//! The GEMM peer of `ck bench gemm`: cuBLASLt ([`ck_core::host::cublas_lt`]) timed in the same
+//! process, sample for sample in turn with each of our kernels, so that both run at the same
+//! clocks; and the row that reports the two.
+//!
+//! Where cuBLASLt cannot be loaded (or on the emulator), the peer column comes from the
+//! `--peers` file of `scripts/bench_peers.py`, measured by torch in a separate process: that
+//! number is a short burst on a GPU that may be cooler or hotter than during our rows (on an
+//! H100 a sustained cuBLAS 4096³ falls from ~790 to ~660–700 TFLOP/s within a second, held by
+//! the power cap), so the row says which peer it shows.
+
+use super::bench::{median, sample};
+use super::run::launch_error;
+use super::CliError;
+use ck_core::device::{Bf16, Element, Real};
+use ck_core::host::cublas_lt::{CublasLt, LtProblem};
+use ck_core::host::{Device, DeviceBuffer, LaunchError};
+use ck_core::rules;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// Our kernel's median time and, where cuBLASLt ran beside it, the peer's.
+#[derive(Clone, Copy)]
+pub(super) struct Timed {
+    pub ours: Duration,
+    pub peer: Option<Duration>,
+}
+
+/// cuBLASLt where it loads, and the `--peers` file.
+pub(super) struct GemmPeer<'a> {
+    lt: Option<CublasLt>,
+    file: &'a Value,
+}
+
+impl<'a> GemmPeer<'a> {
+    /// Loads cuBLASLt on a GPU; says on stderr why not where it cannot.
+    pub fn open(device: &Device, file: &'a Value) -> GemmPeer<'a> {
+        let lt = if device.is_emulator() {
+            None
+        } else {
+            CublasLt::open(device)
+                .map_err(|e| {
+                    eprintln!(
+                        "note: no in-process cuBLASLt peer ({}); the cuBLAS column comes from --peers",
+                        e.message()
+                    )
+                })
+                .ok()
+        };
+        GemmPeer { lt, file }
+    }
+
+    /// Times `ours` (our kernel `kernel` writing `ours_c`) and, where cuBLASLt loaded, its
+    /// `problem` on `a` and `b` (and `bias`) into a C of its own: `iters` samples of each in
+    /// turn, after `warmup` runs of each. Then the two Cs must agree (a relative error under
+    /// 1e-2 on every 61st element): a peer fed the operands the wrong way round, or a kernel
+    /// that computes something else, is an error rather than a ratio.
+    #[allow(clippy::too_many_arguments)]
+    pub fn time<A: Element, C: Real>(
+        &self,
+        device: &Device,
+        (warmup, iters): (usize, usize),
+        (problem, kernel): (LtProblem, &str),
+        (a, b): (&DeviceBuffer<A>, &DeviceBuffer<A>),
+        bias: Option<&DeviceBuffer<Bf16>>,
+        ours_c: &mut DeviceBuffer<C>,
+        mut ours: impl FnMut(&Device, &mut DeviceBuffer<C>) -> Result<(), LaunchError>,
+    ) -> Result<Timed, CliError> {
+        let Some(lt) = &self.lt else {
+            let t = super::bench::timed(device, warmup, iters, |d| ours(d, ours_c))
+                .map_err(launch_error)?;
+            return Ok(Timed {
+                ours: t,
+                peer: None,
+            });
+        };
+        let gemm = lt.plan(problem).map_err(launch_error)?;
+        let len = problem.batch as usize * problem.m as usize * problem.n as usize;
+        let mut c = DeviceBuffer::<C>::zeros(device, len).map_err(launch_error)?;
+        let mut peer = |d: &Device| lt.run(&gemm, d, (a, b), &mut c, bias);
+        let mut ours = |d: &Device| ours(d, ours_c);
+        // At least one run of each, for the comparison.
+        for _ in 0..warmup.max(1) {
+            ours(device).map_err(launch_error)?;
+            peer(device).map_err(launch_error)?;
+        }
+        // Ours, peer, peer, ours, …: a clock that drifts within a pair of samples favours
+        // neither.
+        let (mut t_ours, mut t_peer) = (Vec::with_capacity(iters), Vec::with_capacity(iters));
+        for i in 0..iters {
+            if i % 2 == 0 {
+                t_ours.push(sample(device, &mut ours).map_err(launch_error)?);
+                t_peer.push(sample(device, &mut peer).map_err(launch_error)?);
+            } else {
+                t_peer.push(sample(device, &mut peer).map_err(launch_error)?);
+                t_ours.push(sample(device, &mut ours).map_err(launch_error)?);
+            }
+        }
+        let error = relative_error(ours_c, &c).map_err(launch_error)?;
+        if error.is_nan() || error >= 1e-2 {
+            return Err(CliError::new(
+                rules::WRONG_RESULT,
+                format!("{kernel} and the cuBLASLt peer disagree on {problem:?}: relative error {error:.2e} (at most 1e-2 expected)"),
+            ));
+        }
+        Ok(Timed {
+            ours: median(t_ours),
+            peer: Some(median(t_peer)),
+        })
+    }
+
+    /// One row: `case` (`"{dtype} {shape}"`), our kernel's TFLOP/s for `flop` operations, and
+    /// the peer's: cuBLASLt timed in turn where it ran (then the file's figure, measured by
+    /// torch, as `torch_tflops`), else the `--peers` file's `{dtype}_tflops` for `shape`.
+    pub fn row(&self, (dtype, shape): (&str, &str), kernel: &str, flop: f64, t: Timed) -> Value {
+        let tflops = |t: Duration| flop / t.as_secs_f64() / 1e12;
+        let ours = tflops(t.ours);
+        let mut row = json!({
+            "case": format!("{dtype} {shape}"),
+            "kernel": kernel,
+            "ms": t.ours.as_secs_f64() * 1e3,
+            "ours_tflops": ours,
+        });
+        let file = self.file["gemm"][shape][format!("{dtype}_tflops")].as_f64();
+        let (peer, source) = match (t.peer, file) {
+            (Some(p), _) => (Some(tflops(p)), "cuBLASLt, in turn"),
+            (None, Some(f)) => (Some(f), "--peers file"),
+            (None, None) => (None, ""),
+        };
+        if let Some(p) = peer {
+            row["cublas_tflops"] = json!(p);
+            row["vs_cublas"] = json!(ours / p);
+            row["peer"] = json!(source);
+        }
+        if let (Some(_), Some(f)) = (t.peer, file) {
+            row["torch_tflops"] = json!(f);
+        }
+        row
+    }
+}
+
+/// ‖x − y‖ / ‖y‖ over every 61st element (61 is prime, so the sample walks all rows and
+/// columns of any matrix shape).
+fn relative_error<C: Real>(x: &DeviceBuffer<C>, y: &DeviceBuffer<C>) -> Result<f64, LaunchError> {
+    let (x, y) = (x.to_vec()?, y.to_vec()?);
+    let (mut diff, mut norm) = (0.0f64, 0.0f64);
+    for (&u, &v) in x.iter().zip(&y).step_by(61) {
+        let (u, v) = (u.to_f32() as f64, v.to_f32() as f64);
+        diff += (u - v) * (u - v);
+        norm += v * v;
+    }
+    Ok((diff / norm.max(f64::MIN_POSITIVE)).sqrt())
+}
