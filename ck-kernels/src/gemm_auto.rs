@@ -1,30 +1,28 @@
 //! The bf16 tensor-core GEMM with the kernel chosen for the problem: what `ck run gemm` and the
 //! Python binding call. `C = act(alpha · A·B + beta · D + bias)`, bf16 A and B, f32 or bf16 C.
 //!
-//! The rule, from measurements on an H100 (`notes/README.md`, "Where the plain TMA kernel
-//! pays" and "gemm_auto's rule still holds"):
+//! The rule, from measurements on an H100 (`notes/README.md`, "The GEMM peer in the same
+//! process"):
 //!
 //! | problem | kernel |
 //! |---|---|
 //! | N or K not a multiple of 8 | `gemm_bf16` (`mma.sync`; no fused epilogue) — refused here |
 //! | all 128 × 128 tiles fit in one wave | `gemm_bf16_wgmma_n128*` (`cp.async`) |
-//! | one product, bf16 C, bias and an activation | `gemm_tma_bf16_bias*` (TMA, warp-specialised, persistent, compiled for that epilogue) |
-//! | one product, bf16 C, alpha alone, and K ≤ 1024 or ≥ 2048 tiles of 128 × 256 | `gemm_tma_bf16` |
-//! | otherwise | `gemm_bf16_wgmma*` (`cp.async`, 128 × 256 tiles) |
+//! | an epilogue a TMA kernel is compiled for: alpha alone (bf16 or f32 C), or bf16 C with a bias and an activation; any batch | `gemm_tma_bf16*` (TMA, warp-specialised, persistent) |
+//! | otherwise (a residual D, an activation without a bias, f32 C with a bias) | `gemm_bf16_wgmma*` (`cp.async`, 128 × 256 tiles) |
 //!
-//! Measured on an H100 with the TMA kernels storing C by the copy engine (TFLOP/s, TMA against
-//! `cp.async`): the plain GEMM 613–658 / 581 at 8192×8192×1024, 648–664 / 565–583 at
-//! 4096×4096×1024 and 16384×4096×1024, 670–687 / 658–676 at 8192³ — but 666 / 680–693 at 1024
-//! tiles with K = 4096, 674 / 726 at 6144³ and 730 / 741 at 2048×8192×8192 (the rule's one
-//! miss: 720 / 700 at 4096×4096×16384); bias + GELU
-//! 507–700 / 433–615 at the three benchmark shapes. With f32 C, a batch of products, or an
-//! epilogue read from the flags at run time (D) the `cp.async` kernels were as fast or faster.
+//! Measured on an H100 against cuBLASLt timed in turn in the same process (`ck bench gemm`), as
+//! a fraction of it, TMA / `cp.async`: bf16 C 0.99–1.00 / 0.90–0.95 on the shapes from 2048³ to
+//! 4096×4096×16384 (3072³, two waves and a sliver: 0.76 / 0.70) and 0.97–0.99 / 0.78–0.84 at
+//! K = 1024; f32 C 0.91–1.04 / 0.81–0.96 (3072³: 0.73 / 0.71; a tie at 2048³); 16 products of
+//! 2048³ 0.98–1.03 / 0.85. Timed one after the other instead, the
+//! `cp.async` kernel, which ran first on a cooler GPU, had seemed the faster at K ≥ 4096.
 
 use crate::gemm::host::Bf16Kernel;
 use crate::gemm_fused::HostEpilogue;
 use crate::gemm_fused::{launch_batched, run_on_host_values, upload, EpilogueArgs, GemmOutput};
 use crate::gemm_tma::host::{kernel_name, launch as launch_tma, TmaGemm};
-use crate::gemm_tma::{Bf16Operands, BM, BN};
+use crate::gemm_tma::Bf16Operands;
 use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer, LaunchError, LaunchStats};
 
@@ -32,15 +30,14 @@ use ck_core::host::{Device, DeviceBuffer, LaunchError, LaunchStats};
 /// kernels' entry points for them ([`crate::gemm_tma::host`], which depends on this crate's
 /// fused-GEMM host code and so cannot be a bound of [`GemmOutput`]).
 pub trait AutoOutput: GemmOutput {
-    /// bf16 C: yes; f32 C: no (the `cp.async` kernels were as fast or faster).
-    const TMA: bool;
     /// [`TmaGemm::compiled_for`]: a TMA kernel is compiled for the epilogue of `flags`.
     fn compiled_for(flags: u32) -> bool;
-    /// [`crate::gemm_tma::host::launch`] for one product of bf16 operands.
+    /// [`crate::gemm_tma::host::launch`] for `batch` products of bf16 operands.
     fn launch_tma(
         device: &Device,
         ab: (&DeviceBuffer<Bf16>, &DeviceBuffer<Bf16>),
         c: &mut DeviceBuffer<Self>,
+        batch: u32,
         mnk: (u32, u32, u32),
         epilogue: &EpilogueArgs<'_, Self>,
     ) -> Result<LaunchStats, LaunchError>;
@@ -49,9 +46,8 @@ pub trait AutoOutput: GemmOutput {
 }
 
 macro_rules! auto_output {
-    ($o:ty, $tma:literal) => {
+    ($o:ty) => {
         impl AutoOutput for $o {
-            const TMA: bool = $tma;
             fn compiled_for(flags: u32) -> bool {
                 <Bf16Operands as TmaGemm<$o>>::compiled_for(flags)
             }
@@ -59,10 +55,11 @@ macro_rules! auto_output {
                 device: &Device,
                 ab: (&DeviceBuffer<Bf16>, &DeviceBuffer<Bf16>),
                 c: &mut DeviceBuffer<$o>,
+                batch: u32,
                 mnk: (u32, u32, u32),
                 epilogue: &EpilogueArgs<'_, $o>,
             ) -> Result<LaunchStats, LaunchError> {
-                launch_tma::<Bf16Operands, $o>(device, ab, c, 1, mnk, epilogue)
+                launch_tma::<Bf16Operands, $o>(device, ab, c, batch, mnk, epilogue)
             }
             fn tma_name(epilogue: &EpilogueArgs<'_, $o>) -> &'static str {
                 kernel_name::<Bf16Operands, $o>(epilogue)
@@ -70,8 +67,8 @@ macro_rules! auto_output {
         }
     };
 }
-auto_output!(Bf16, true);
-auto_output!(f32, false);
+auto_output!(Bf16);
+auto_output!(f32);
 
 /// The kernel [`launch`] runs for `batch` products of `m × k` by `k × n` with `epilogue`.
 pub enum Choice {
@@ -89,15 +86,7 @@ pub fn choose<O: AutoOutput>(
     epilogue: &EpilogueArgs<'_, O>,
 ) -> Choice {
     let kernel = Bf16Kernel::for_shape(device, (batch.saturating_mul(m), n, k));
-    let flags = epilogue.flags();
-    let tiles = m.div_ceil(BM) as u64 * n.div_ceil(BN) as u64;
-    let plain_pays = k <= 1024 || tiles >= 2048;
-    if O::TMA
-        && batch == 1
-        && kernel == Bf16Kernel::Wgmma128x256
-        && O::compiled_for(flags)
-        && (flags != 0 || plain_pays)
-    {
+    if kernel == Bf16Kernel::Wgmma128x256 && O::compiled_for(epilogue.flags()) {
         Choice::Tma
     } else {
         Choice::Wgmma(kernel)
@@ -118,7 +107,7 @@ pub fn launch<O: AutoOutput>(
 ) -> Result<(LaunchStats, &'static str), LaunchError> {
     match choose(device, batch, mnk, epilogue) {
         Choice::Tma => Ok((
-            O::launch_tma(device, ab, c, mnk, epilogue)?,
+            O::launch_tma(device, ab, c, batch, mnk, epilogue)?,
             O::tma_name(epilogue),
         )),
         Choice::Wgmma(kernel) => Ok((

@@ -58,20 +58,24 @@ fn each_problem_gets_the_kernel_of_the_measured_rule() {
         ..Default::default()
     };
     assert_eq!(picked(&device, 1, big, &with_d), "gemm_bf16_wgmma");
-    assert_eq!(picked(&device, 2, big, &plain), "gemm_bf16_wgmma");
+    // A batch of products, and f32 C with alpha alone: TMA; f32 C with a bias: cp.async.
+    assert_eq!(picked(&device, 2, big, &plain), "tma");
     assert_eq!(
         picked(&device, 1, big, &EpilogueArgs::<f32>::default()),
-        "gemm_bf16_wgmma"
+        "tma"
     );
-    // The plain GEMM with K > 1024 on fewer than 2048 tiles: cp.async; with bias + GELU: TMA.
+    let bias32 = DeviceBuffer::<f32>::zeros(&device, 256).unwrap();
+    let f32_bias = EpilogueArgs::<f32> {
+        bias: Some(&bias32),
+        ..Default::default()
+    };
+    assert_eq!(picked(&device, 1, big, &f32_bias), "gemm_bf16_wgmma");
+    // Any K and tile count past one wave.
     let deep = (128 * (device.multiprocessors() + 1), 256, 4096);
-    assert_eq!(picked(&device, 1, deep, &plain), "gemm_bf16_wgmma");
+    assert_eq!(picked(&device, 1, deep, &plain), "tma");
     assert_eq!(picked(&device, 1, deep, &bias_gelu), "tma");
     assert_eq!(picked(&device, 1, (8192, 8192, 8192), &plain), "tma");
-    assert_eq!(
-        picked(&device, 1, (8192, 4096, 4096), &plain),
-        "gemm_bf16_wgmma"
-    );
+    assert_eq!(picked(&device, 1, (8192, 4096, 4096), &plain), "tma");
     // One wave of 128 × 128 tiles, and rows the wgmma kernels cannot copy.
     assert_eq!(
         picked(&device, 1, (128, 128, 64), &plain),
@@ -120,4 +124,61 @@ fn plain_bf16_c_on_the_tma_kernel_is_the_fp64_product_rounded_once() {
     let mut cd = DeviceBuffer::<Bf16>::zeros(&device, (m * n) as usize).unwrap();
     let (_, name) = launch(&device, (&ad, &bd), &mut cd, 1, (m, n, k), &args).unwrap();
     assert_eq!(name, "gemm_tma_bf16");
+}
+
+#[test]
+fn batches_and_f32_c_on_the_tma_kernel_are_the_fp64_products() {
+    let device = Device::emulator();
+    let mut rng = Rng(43);
+    // Two products with edge tiles in M and N and K of one and a half stages.
+    let (batch, m, n, k) = (2u32, 128 * device.multiprocessors() + 5, 136, 96);
+    let (mk, kn, mn) = ((m * k) as usize, (k * n) as usize, (m * n) as usize);
+    let bf16 =
+        |v: Vec<f32>| -> Vec<f32> { v.iter().map(|&x| Bf16::from_f32(x).to_f32()).collect() };
+    let a = bf16((0..batch as usize * mk).map(|_| rng.f32()).collect());
+    let b = bf16((0..batch as usize * kn).map(|_| rng.f32()).collect());
+    let plain = EpilogueArgs::<Bf16>::default();
+    assert!(matches!(
+        choose(&device, batch, (m, n, k), &plain),
+        Choice::Tma
+    ));
+    let (c16, _) =
+        gemm::<Bf16>(&device, (&a, &b), batch, (m, n, k), HostEpilogue::default()).unwrap();
+    // f32 C: the first product alone.
+    let f32_plain = EpilogueArgs::<f32>::default();
+    assert!(matches!(
+        choose(&device, 1, (m, n, k), &f32_plain),
+        Choice::Tma
+    ));
+    let (c32, _) = gemm::<f32>(
+        &device,
+        (&a[..mk], &b[..kn]),
+        1,
+        (m, n, k),
+        HostEpilogue::default(),
+    )
+    .unwrap();
+    for p in 0..batch as usize {
+        let want = product(&a[p * mk..][..mk], &b[p * kn..][..kn], (m, n, k));
+        let scale = want.iter().fold(0.0f64, |s, w| s.max(w.abs()));
+        for (i, &w) in want.iter().enumerate() {
+            let got = c16[p * mn + i] as f64;
+            // One bf16 rounding (2⁻⁸ relative) over the f32 accumulation's own error.
+            assert!(
+                (got - w).abs() <= w.abs() * 2f64.powi(-8) + 1e-5 * scale,
+                "product {p}: C[{}, {}] = {got}, want {w}",
+                i / n as usize,
+                i % n as usize
+            );
+            if p == 0 {
+                let got = c32[i] as f64;
+                assert!(
+                    (got - w).abs() <= 1e-5 * scale,
+                    "f32 C[{}, {}] = {got}, want {w}",
+                    i / n as usize,
+                    i % n as usize
+                );
+            }
+        }
+    }
 }
