@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Checks `ck run gemm --backend cuda` at full benchmark sizes against torch, five ways per
-shape: `--dtype bf16` (bf16-rounded operands on the f32 GEMM), `--out-dtype f32` (the wgmma
+shape: `--dtype bf16` (bf16-rounded operands on the f32 GEMM), `--out-dtype f32` (the TMA
 tensor-core GEMM, f32 C), `--out-dtype bf16` (the plain TMA GEMM), `--out-dtype bf16 --bias
 --activation gelu` (the TMA GEMM compiled for bias + GELU, bf16 C) and `--dtype fp8-e4m3
 --out-dtype bf16` (the TMA fp8 GEMM). The reference is computed on the GPU in fp64 from the same
@@ -20,7 +20,7 @@ import torch
 
 MODES = {
     "bf16 operands, f32 GEMM": (["--dtype", "bf16"], 1e-5),
-    "wgmma, f32 C": (["--out-dtype", "f32"], 1e-5),
+    "tensor cores (TMA), f32 C": (["--out-dtype", "f32"], 1e-5),
     "TMA, bf16 C": (["--out-dtype", "bf16"], 4e-3),
     "TMA, bf16 C = gelu(A·B + bias)": (["--out-dtype", "bf16", "--activation", "gelu"], 4e-3),
     # The fp8 tensor cores accumulate with fewer bits than f32: a looser bound.

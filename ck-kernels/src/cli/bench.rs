@@ -210,6 +210,7 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
         let cell = |v: &Value| match v {
             Value::Number(n) if n.is_f64() => format!("{:.3}", n.as_f64().unwrap_or(0.0)),
             Value::String(s) => s.clone(),
+            Value::Null => "-".into(),
             v => v.to_string(),
         };
         // Right-aligned columns, each as wide as its widest cell (at least 14).
