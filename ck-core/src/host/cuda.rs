@@ -21,11 +21,30 @@ use std::prelude::rust_2021::*;
 /// searching again.
 type Modules = Mutex<HashMap<&'static str, Result<Arc<CudaModule>, LaunchError>>>;
 type Functions = Mutex<HashMap<(&'static str, &'static str), CudaFunction>>;
-/// Tensor maps in device memory by their 128 encoded bytes. A map is a function of its tensor's
-/// address and geometry alone, so an equal map is the same map: launches that pass the same
-/// tensors again upload nothing (an upload is a copy on the stream between two kernels).
-type Maps = Mutex<HashMap<[u8; 128], Arc<CudaSlice<u8>>>>;
-/// Maps kept; past this the cache starts afresh (the maps in use stay alive with their launch).
+/// Tensor maps in device memory by their 128 encoded bytes, shared by every view of the device
+/// (its own stream and the streams it borrows). A map is a function of its tensor's address
+/// and geometry alone, so an equal map is the same map: launches that pass the same tensors
+/// again upload nothing (an upload is a copy between two kernels).
+///
+/// A map enters the cache through a stream of the cache's own, and the host waits for that
+/// copy, so a cached map is in device memory before any launch on any stream can name it (no
+/// ordering between streams is needed, and a stream handle reused after its stream was
+/// destroyed cannot see a copy in flight). Cached maps live as long as the device, since a
+/// kernel queued on some stream may still read one; past [`MAPS_KEPT`] of them each launch
+/// uploads its own on its stream, freed in stream order after it.
+struct MapCache {
+    maps: Mutex<HashMap<[u8; 128], Arc<CudaSlice<u8>>>>,
+    uploads: Arc<CudaStream>,
+}
+
+impl Drop for MapCache {
+    fn drop(&mut self) {
+        // Kernels queued on borrowed streams may still read the maps freed after this.
+        let _ = self.uploads.context().synchronize();
+    }
+}
+
+/// Maps kept in the cache.
 const MAPS_KEPT: usize = 256;
 
 /// A CUDA device with its stream and the kernels' module.
@@ -41,8 +60,8 @@ pub struct CudaDevice {
     /// Shared with the views of this device on other streams.
     modules: Arc<Modules>,
     functions: Arc<Functions>,
-    /// Uploaded on this stream, so shared only with views of the same stream.
-    maps: Arc<Maps>,
+    /// Shared with the views of this device on other streams.
+    maps: Arc<MapCache>,
 }
 
 impl std::fmt::Debug for CudaDevice {
@@ -84,6 +103,10 @@ impl CudaDevice {
         // no event calls per argument.
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.default_stream();
+        let maps = Arc::new(MapCache {
+            maps: Mutex::default(),
+            uploads: ctx.new_stream().map_err(backend)?,
+        });
         Ok(CudaDevice {
             ordinal,
             name,
@@ -93,7 +116,7 @@ impl CudaDevice {
             timed: true,
             modules: Arc::default(),
             functions: Arc::default(),
-            maps: Arc::default(),
+            maps,
         })
     }
 
@@ -117,7 +140,7 @@ impl CudaDevice {
             timed: false,
             modules: self.modules.clone(),
             functions: self.functions.clone(),
-            maps: Arc::default(),
+            maps: self.maps.clone(),
         }
     }
 
@@ -212,17 +235,20 @@ impl CudaDevice {
         self.stream.clone_htod(data).map_err(backend)
     }
 
-    /// The encoded tensor map `map` in device memory: the copy uploaded for an equal map
-    /// earlier on this stream, or a new upload.
+    /// The encoded tensor map `map` in device memory: the cached copy of an equal map, a new
+    /// one added to the cache (complete when this returns), or, with the cache full, a copy
+    /// queued on this stream ([`MapCache`]).
     pub(crate) fn tensor_map(&self, map: [u8; 128]) -> Result<Arc<CudaSlice<u8>>, LaunchError> {
-        let mut maps = self.maps.lock().unwrap_or_else(|e| e.into_inner());
+        let mut maps = self.maps.maps.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(uploaded) = maps.get(&map) {
             return Ok(uploaded.clone());
         }
         if maps.len() >= MAPS_KEPT {
-            maps.clear();
+            return Ok(Arc::new(self.upload(&map)?));
         }
-        let uploaded = Arc::new(self.upload(&map)?);
+        let uploads = &self.maps.uploads;
+        let uploaded = Arc::new(uploads.clone_htod(&map).map_err(backend)?);
+        uploads.synchronize().map_err(backend)?;
         maps.insert(map, uploaded.clone());
         Ok(uploaded)
     }

@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 /// A tensor in `buffer` as the TMA copy engine sees it (see [`crate::tma`] for what one copy
 /// moves). On a GPU it holds the driver-encoded 128-byte map in device memory (uploaded once per
-/// stream for equal maps: see `CudaDevice::tensor_map`); it borrows the
+/// device for equal maps, whichever stream launches: see `CudaDevice::tensor_map`); it borrows the
 /// buffer, so the buffer outlives it and no kernel writes the buffer while a kernel copies
 /// from it.
 pub struct TensorMap<'a, T, const R: usize> {
