@@ -2,7 +2,8 @@
 1 × 1024 tensor next to torch's ``F.rms_norm`` (CUDA events around 10 000 back-to-back calls,
 and wall time of the Python loop), then the bandwidth (bytes read + written over time) of the
 operators next to torch's and, where Triton is installed, Triton's (``ck_rs.peers``) on large
-tensors."""
+tensors, then ``ck_rs.gemm`` against ``torch.matmul`` timed in turn (``--gemm-only`` skips the
+rest)."""
 
 import argparse
 import time
@@ -51,14 +52,64 @@ def median_ms(fn, iters=25, batch=10):
     return sorted(times)[len(times) // 2]
 
 
+def in_turn_ms(ours, peer, iters=25, batch=10):
+    """Medians over ``iters`` samples of each of ``batch`` back-to-back calls, ours and the
+    peer's taken in turn (ours, peer, peer, ours, ...): a GPU held down by its power cap
+    slows both alike, where timing one after the other would compare two clocks."""
+    for _ in range(5):
+        ours()
+        peer()
+    samples = ([], [])
+    for i in range(iters):
+        for which in ((0, 1) if i % 2 == 0 else (1, 0)):
+            fn = (ours, peer)[which]
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            for _ in range(batch):
+                fn()
+            e.record()
+            e.synchronize()
+            samples[which].append(s.elapsed_time(e) / batch)
+    return tuple(sorted(t)[len(t) // 2] for t in samples)
+
+
+def gemm_in_turn(dev):
+    print("\nbf16 GEMM, TFLOP/s: ck_rs.gemm and torch (cuBLAS) timed in turn, medians of 25 x 10 calls")
+    print(f"{'case':>30} {'ck_rs':>8} {'torch':>8} {'ratio':>8}")
+    for m, n, k in ((4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024)):
+        a = torch.randn(m, k, device=dev).bfloat16()
+        b = torch.randn(k, n, device=dev).bfloat16()
+        c16 = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
+        c32 = torch.empty(m, n, device=dev)
+        cases = [
+            ("bf16 C", lambda: ck_rs.gemm(a, b, out=c16, out_dtype=torch.bfloat16),
+             lambda: torch.mm(a, b, out=c16)),
+            ("f32 C", lambda: ck_rs.gemm(a, b, out=c32),
+             lambda: torch.mm(a, b, out_dtype=torch.float32)),
+        ]
+        for name, ours, peer in cases:
+            ref = peer().float()
+            got = ours().float()
+            err = ((got - ref).norm() / ref.norm()).item()
+            if not err < 1e-2:
+                raise SystemExit(f"error[wrong-result]: ck_rs.gemm {name} {m}x{n}x{k} differs from torch by {err:.2e}")
+            t_ours, t_peer = in_turn_ms(ours, peer)
+            tf = lambda ms: 2 * m * n * k / ms / 1e9
+            print(f"{name + f' {m}x{n}x{k}':>30} {tf(t_ours):8.0f} {tf(t_peer):8.0f} {t_peer / t_ours:8.3f}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--calls", type=int, default=10_000)
+    p.add_argument("--gemm-only", action="store_true", help="only the GEMM comparison")
     args = p.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("error[no-gpu]: ck_rs.bench measures CUDA tensors; no CUDA device here")
     dev = torch.device("cuda")
     print(f"{torch.cuda.get_device_name(dev)}, torch {torch.__version__}")
+    if args.gemm_only:
+        gemm_in_turn(dev)
+        return
     x, g = torch.randn(1, 1024, device=dev), torch.randn(1024, device=dev)
     y = torch.empty_like(x)
     caps = [torch.utils.dlpack.to_dlpack(t) for t in (x, g, y)]
@@ -104,6 +155,7 @@ def main():
                 case = f"{name} {str(dtype)[6:]} {m}x{n}"
                 tri = f"{gb(tt):8.0f}" if tt else f"{'-':>8}"
                 print(f"{case:>34} {gb(a):8.0f} {gb(t):8.0f} {tri} {best / a:8.2f}")
+    gemm_in_turn(dev)
 
 
 if __name__ == "__main__":

@@ -337,9 +337,10 @@ pub fn softmax(x: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>, stream: Option<u64>) 
 }
 
 /// `c = act(alpha · a·b + beta · d + bias)` (`a` M × K, `b` K × N; `c` and `d` M × N, `bias`
-/// N). Without an epilogue and with a float32 `c`: float32 or bfloat16 `a`, `b` on the GEMM
-/// for their type. With one, or a bfloat16 `c`: the bf16 tensor-core GEMM with the fused
-/// epilogue (on the emulator float32 `a`, `b` are rounded to bfloat16; on a GPU they must be
+/// N). Without an epilogue and with a float32 `c`: float32 `a`, `b` on the f32 GEMM, bfloat16
+/// ones on the bf16 GEMM (where N or K is not a multiple of 8) or else on the kernel
+/// `gemm_auto` picks, as `ck run gemm` does. With an epilogue, or a bfloat16 `c`: that choice
+/// among the bf16 tensor-core GEMMs with the fused epilogue (on the emulator float32 `a`, `b` are rounded to bfloat16; on a GPU they must be
 /// bfloat16), `d` and `bias` of `c`'s type. `activation`: 0 none, 1 relu, 2 gelu, 3 silu.
 #[pyfunction]
 #[pyo3(signature = (a, b, c, d=None, bias=None, alpha=1.0, beta=1.0, activation=0, stream=None))]
@@ -392,10 +393,11 @@ pub fn gemm(
         || alpha != 1.0
         || activation != Activation::None
         || c.dtype() == Dtype::Bf16;
-    if !fused {
-        if m == 0 || n == 0 {
-            return Ok(()); // C is empty (K = 0 runs: the kernel writes the empty sum, 0)
-        }
+    let auto = dtype == Dtype::Bf16 && n % 8 == 0 && k % 8 == 0;
+    if !fused && (m == 0 || n == 0) {
+        return Ok(()); // C is empty (K = 0 runs: the kernel writes the empty sum, 0)
+    }
+    if !fused && !auto {
         return by_dtype!(dtype, T => {
             let (ab, bb, mut cb) = (be.buffer::<T>(&a)?, be.buffer::<T>(&b)?, be.buffer::<f32>(&c)?);
             T::gemm(be.device(), &ab, &bb, &mut cb, mnk).map_err(launch_error)?;
