@@ -274,6 +274,8 @@ pub const PROBE_PARAMETERS: RuleId = RuleId::error("probe-parameters");
 // Operators (`ck-kernels`).
 /// `shape-unsupported`: a shape an operator does not take.
 pub const SHAPE_UNSUPPORTED: RuleId = RuleId::error("shape-unsupported");
+/// `epilogue-unsupported`: an epilogue the chosen kernel is not compiled for.
+pub const EPILOGUE_UNSUPPORTED: RuleId = RuleId::error("epilogue-unsupported");
 /// `bad-scale`: a scale that is not a positive finite number.
 pub const BAD_SCALE: RuleId = RuleId::error("bad-scale");
 /// `bad-eps`: an epsilon that is not positive and finite.

@@ -82,7 +82,8 @@ pub use ptx::{
 pub struct Mbarrier(u64);
 
 /// One thread's f32 accumulators of a warpgroup MMA `m64nNk16`: `N / 2` registers. Implemented
-/// for `[f32; 32]` (N = 64), `[f32; 64]` (N = 128) and `[f32; 128]` (N = 256); see
+/// for `[f32; 32]` (N = 64), `[f32; 64]` (N = 128), `[f32; 96]` (N = 192) and `[f32; 128]`
+/// (N = 256); see
 /// [`wgmma_bf16`].
 pub trait WgmmaAccumulators {
     /// The MMA's N.

@@ -199,6 +199,7 @@ macro_rules! accumulators {
 
 accumulators!(32, 64);
 accumulators!(64, 128);
+accumulators!(96, 192);
 accumulators!(128, 256);
 
 /// The operand types of an MMA.
