@@ -8,6 +8,7 @@
 //! |---|---|
 //! | N or K not a multiple of 8 | `gemm_bf16` (`mma.sync`; no fused epilogue) — refused here |
 //! | all 128 × 128 tiles fit in one wave | `gemm_bf16_wgmma_n128*` (`cp.async`) |
+//! | alpha alone (bf16 or f32 C), where 128 × 192 tiles spend ≥ 5 % more of the machine's time on C than 128 × 256 ones ([`wave_efficiency`]: 3072³, 1536³, …) | `gemm_tma_bf16*_n192` |
 //! | an epilogue a TMA kernel is compiled for: alpha alone (bf16 or f32 C), or bf16 C with a bias and an activation; any batch | `gemm_tma_bf16*` (TMA, warp-specialised, persistent) |
 //! | otherwise (a residual D, an activation without a bias, f32 C with a bias) | `gemm_bf16_wgmma*` (`cp.async`, 128 × 256 tiles) |
 //!
@@ -22,7 +23,12 @@ use crate::gemm::host::Bf16Kernel;
 use crate::gemm_fused::HostEpilogue;
 use crate::gemm_fused::{launch_batched, run_on_host_values, upload, EpilogueArgs, GemmOutput};
 use crate::gemm_tma::host::{kernel_name, launch as launch_tma, TmaGemm};
-use crate::gemm_tma::Bf16Operands;
+use crate::gemm_tma::{Bf16Operands, Width, BM, N192, N256};
+
+/// How much more of the machine's time the 192-wide tiles must spend on C's own elements
+/// than the 256-wide ones before they are chosen (they copy 11 % more bytes per FLOP). On an
+/// H100 they tie at equal shares (6144³) and win by 4–6 % at 6.5 % more (5632×5632×4096).
+const NARROW_GAIN: f64 = 1.05;
 use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer, LaunchError, LaunchStats};
 
@@ -32,17 +38,18 @@ use ck_core::host::{Device, DeviceBuffer, LaunchError, LaunchStats};
 pub trait AutoOutput: GemmOutput {
     /// [`TmaGemm::compiled_for`]: a TMA kernel is compiled for the epilogue of `flags`.
     fn compiled_for(flags: u32) -> bool;
-    /// [`crate::gemm_tma::host::launch`] for `batch` products of bf16 operands.
+    /// [`crate::gemm_tma::host::launch`] for `batch` products of bf16 operands, in 128 × 256
+    /// tiles or, `narrow`, 128 × 192 ones.
     fn launch_tma(
         device: &Device,
         ab: (&DeviceBuffer<Bf16>, &DeviceBuffer<Bf16>),
         c: &mut DeviceBuffer<Self>,
-        batch: u32,
-        mnk: (u32, u32, u32),
+        batch_mnk: (u32, (u32, u32, u32)),
         epilogue: &EpilogueArgs<'_, Self>,
+        narrow: bool,
     ) -> Result<LaunchStats, LaunchError>;
-    /// [`kernel_name`]: the TMA kernel that runs `epilogue`.
-    fn tma_name(epilogue: &EpilogueArgs<'_, Self>) -> &'static str;
+    /// [`kernel_name`]: the TMA kernel that runs `epilogue` (in `narrow` tiles).
+    fn tma_name(epilogue: &EpilogueArgs<'_, Self>, narrow: bool) -> &'static str;
 }
 
 macro_rules! auto_output {
@@ -55,14 +62,22 @@ macro_rules! auto_output {
                 device: &Device,
                 ab: (&DeviceBuffer<Bf16>, &DeviceBuffer<Bf16>),
                 c: &mut DeviceBuffer<$o>,
-                batch: u32,
-                mnk: (u32, u32, u32),
+                (batch, mnk): (u32, (u32, u32, u32)),
                 epilogue: &EpilogueArgs<'_, $o>,
+                narrow: bool,
             ) -> Result<LaunchStats, LaunchError> {
-                launch_tma::<Bf16Operands, $o>(device, ab, c, batch, mnk, epilogue)
+                if narrow {
+                    launch_tma::<Bf16Operands<N192>, $o>(device, ab, c, batch, mnk, epilogue)
+                } else {
+                    launch_tma::<Bf16Operands, $o>(device, ab, c, batch, mnk, epilogue)
+                }
             }
-            fn tma_name(epilogue: &EpilogueArgs<'_, $o>) -> &'static str {
-                kernel_name::<Bf16Operands, $o>(epilogue)
+            fn tma_name(epilogue: &EpilogueArgs<'_, $o>, narrow: bool) -> &'static str {
+                if narrow {
+                    kernel_name::<Bf16Operands<N192>, $o>(epilogue)
+                } else {
+                    kernel_name::<Bf16Operands, $o>(epilogue)
+                }
             }
         }
     };
@@ -71,11 +86,23 @@ auto_output!(Bf16);
 auto_output!(f32);
 
 /// The kernel [`launch`] runs for `batch` products of `m × k` by `k × n` with `epilogue`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Choice {
     /// A `cp.async` wgmma kernel (or `mma.sync`, which [`launch`] refuses).
     Wgmma(Bf16Kernel),
-    /// The TMA kernel.
+    /// The TMA kernel (128 × 256 tiles).
     Tma,
+    /// The TMA kernel with 128 × 192 tiles (plain bf16 C).
+    TmaN192,
+}
+
+/// The share of the multiprocessors' time a grid of `w`-wide tiles spends on C's own elements:
+/// `batch · m · n` over the tiles' area in whole waves of `sms`.
+fn wave_efficiency(batch: u32, (m, n): (u32, u32), w: u32, sms: u32) -> f64 {
+    let tiles = batch as u64 * m.div_ceil(BM) as u64 * n.div_ceil(w) as u64;
+    let waves = tiles.div_ceil(sms.max(1) as u64);
+    let area = waves * sms as u64 * (BM * w) as u64;
+    batch as f64 * m as f64 * n as f64 / area as f64
 }
 
 /// The choice of the table in the module documentation.
@@ -87,6 +114,12 @@ pub fn choose<O: AutoOutput>(
 ) -> Choice {
     let kernel = Bf16Kernel::for_shape(device, (batch.saturating_mul(m), n, k));
     if kernel == Bf16Kernel::Wgmma128x256 && O::compiled_for(epilogue.flags()) {
+        let sms = device.multiprocessors();
+        let narrow = wave_efficiency(batch, (m, n), N192::BN, sms);
+        let wide = wave_efficiency(batch, (m, n), N256::BN, sms);
+        if epilogue.flags() == 0 && narrow > NARROW_GAIN * wide {
+            return Choice::TmaN192;
+        }
         Choice::Tma
     } else {
         Choice::Wgmma(kernel)
@@ -105,11 +138,15 @@ pub fn launch<O: AutoOutput>(
     mnk: (u32, u32, u32),
     epilogue: &EpilogueArgs<'_, O>,
 ) -> Result<(LaunchStats, &'static str), LaunchError> {
-    match choose(device, batch, mnk, epilogue) {
-        Choice::Tma => Ok((
-            O::launch_tma(device, ab, c, batch, mnk, epilogue)?,
-            O::tma_name(epilogue),
-        )),
+    let choice = choose(device, batch, mnk, epilogue);
+    match choice {
+        Choice::Tma | Choice::TmaN192 => {
+            let narrow = choice == Choice::TmaN192;
+            Ok((
+                O::launch_tma(device, ab, c, (batch, mnk), epilogue, narrow)?,
+                O::tma_name(epilogue, narrow),
+            ))
+        }
         Choice::Wgmma(kernel) => Ok((
             launch_batched(device, kernel, ab, c, batch, mnk, epilogue)?,
             kernel.name(),

@@ -4,8 +4,9 @@
 //! MMA reads), f32 accumulation, bf16 or f32 C, the [`crate::epilogue`], any batch of products.
 //!
 //! One block per multiprocessor takes the `128 × 256` tiles of C `block, block + grid, …` (in
-//! the grouped order of [`crate::gemm_sm90`], product by product). A block has three
-//! warpgroups:
+//! the grouped order of [`crate::gemm_sm90`], product by product) — or `128 × 192` ones
+//! ([`Width`], `*_n192` kernels, plain products), for shapes whose wider tiles leave the last
+//! wave mostly idle. A block has three warpgroups:
 //!
 //! * **the producer** (one thread of warpgroup 2, which gives its registers to the others):
 //!   for every tile and every K stage, waits until the stage's buffer is free, announces its
@@ -42,30 +43,34 @@
 //! batch need (K a multiple of 8 for bf16, of 16 for fp8; N a multiple of 8).
 
 mod store;
+mod width;
 pub use store::{
     c_stage_bytes, BiasRows, BiasWgmma32, CWgmma32, Staging, TmaOutput, BIAS_STAGE, C_BOX,
 };
 use store::{flags, load_bias, stage_bias, store_tile};
+pub use width::{CWgmma192, Width, N192, N256};
 
 use crate::epilogue::{Activation, Epilogue, ACTIVATION_SHIFT, HAS_BIAS, RUNTIME_FLAGS};
-use crate::gemm_sm90::{block_tile, CWgmma256};
+use crate::gemm_sm90::block_tile;
 use ck_core::device::*;
 use ck_core::tile::{unroll, DistributedTensor};
 use ck_core::wgmma::{SmemMatrix, SwizzleMode};
 use ck_macros::tile_kernel;
 
-/// Block tile rows and columns.
+/// Block tile rows.
 pub const BM: u32 = 128;
-pub const BN: u32 = 256;
+
 /// Threads per block: two consumer warpgroups, then the producer's.
 pub const THREADS: u32 = 384;
 /// Stages in the ring.
 const STAGES: u32 = 4;
 /// Bytes of one row of a stage (one K stage: 64 bf16 or 128 fp8), the swizzle's row.
 const ROW_BYTES: u32 = 128;
-/// Bytes of A's and B's slices of one stage.
+/// Bytes of A's slice of one stage, and of B's for tiles `bn` wide.
 pub const A_STAGE_BYTES: u32 = BM * ROW_BYTES;
-pub const B_STAGE_BYTES: u32 = BN * ROW_BYTES;
+pub const fn b_stage_bytes(bn: u32) -> u32 {
+    bn * ROW_BYTES
+}
 /// bf16 B is copied in 64-column panels of 64 rows × 128 bytes.
 const PANEL_BYTES: u32 = 64 * ROW_BYTES;
 /// Consumer warps, each arriving once at an "empty" barrier when done with a stage.
@@ -81,17 +86,19 @@ const fn empty(s: u32) -> u32 {
     STAGES + s
 }
 
-/// Bytes of A's and B's rings.
+/// Bytes of A's ring, and of B's for tiles `bn` wide.
 pub const A_RING_BYTES: u32 = STAGES * A_STAGE_BYTES;
-pub const B_RING_BYTES: u32 = STAGES * B_STAGE_BYTES;
+pub const fn b_ring_bytes(bn: u32) -> u32 {
+    STAGES * b_stage_bytes(bn)
+}
 /// What the shared region's parts start after: up to 1 KiB, to the first 1024-byte boundary
 /// (the swizzle XORs absolute address bits).
 const ALIGN_PAD: u32 = 1024;
 
-/// Elements of `elem_bytes` in the shared region of a kernel writing C of `c_bytes`: A's ring,
-/// B's ring, C's staging ([`c_stage_bytes`]) and the pad.
-pub const fn region_elems(elem_bytes: u32, c_bytes: u32) -> usize {
-    ((A_RING_BYTES + B_RING_BYTES + c_stage_bytes(c_bytes) + ALIGN_PAD) / elem_bytes) as usize
+/// Elements of `elem_bytes` in the shared region of a kernel with tiles `bn` wide writing C of
+/// `c_bytes`: A's ring, B's ring, C's staging ([`c_stage_bytes`]) and the pad.
+pub const fn region_elems(bn: u32, elem_bytes: u32, c_bytes: u32) -> usize {
+    ((A_RING_BYTES + b_ring_bytes(bn) + c_stage_bytes(c_bytes) + ALIGN_PAD) / elem_bytes) as usize
 }
 
 /// Elements of `elem_bytes` in a part of the region of `bytes` used bytes: the part reaches
@@ -105,12 +112,14 @@ pub trait Operands {
     /// A's and B's element types.
     type A: Element;
     type B: Element;
+    /// The block tile's width.
+    type W: Width;
     /// K per stage (a 128-byte row of A).
     const BK: u32;
-    /// B's TMA box (innermost first): `[64, BK, 1]` for row-major bf16 B (four per stage),
-    /// `[BK, 256, 1]` for K-major fp8 B.
+    /// B's TMA box (innermost first): `[64, BK, 1]` for row-major bf16 B (`BN / 64` per
+    /// stage), `[BK, BN, 1]` for K-major fp8 B.
     const B_BOX: [u32; 3];
-    /// Copies B's slice of stage `k0..k0 + BK`, columns `bn..bn + 256`, of product `batch`
+    /// Copies B's slice of stage `k0..k0 + BK`, columns `bn..bn + BN`, of product `batch`
     /// into the ring at element `at`, completing on barrier `bar`.
     fn copy_b<const N: usize, const NB: usize>(
         b: &Tma<Self::B, 3>,
@@ -124,15 +133,16 @@ pub trait Operands {
     /// Bytes from one k-slice (of four per stage) of B to the next.
     const B_SLICE_BYTES: u32;
     /// One MMA: `acc += A_slice · B_slice`.
-    fn mma(acc: &mut [f32; 128], a: u64, b: u64);
+    fn mma(acc: &mut <Self::W as Width>::Regs, a: u64, b: u64);
 }
 
-/// bf16 A `[M, K]` and B `[K, N]`, both row-major.
-pub struct Bf16Operands;
+/// bf16 A `[M, K]` and B `[K, N]`, both row-major, in tiles `W` wide.
+pub struct Bf16Operands<W = N256>(core::marker::PhantomData<W>);
 
-impl Operands for Bf16Operands {
+impl<W: Width> Operands for Bf16Operands<W> {
     type A = Bf16;
     type B = Bf16;
+    type W = W;
     const BK: u32 = 64;
     const B_BOX: [u32; 3] = [64, 64, 1];
 
@@ -146,8 +156,10 @@ impl Operands for Bf16Operands {
     ) {
         unroll::<4>(|p| {
             let p = p as u32;
-            let coords = [(bn + 64 * p) as i32, k0 as i32, batch as i32];
-            b.copy_to_shared(coords, ring, at + p * PANEL_BYTES / 2, bars, bar);
+            if p < W::BN / 64 {
+                let coords = [(bn + 64 * p) as i32, k0 as i32, batch as i32];
+                b.copy_to_shared(coords, ring, at + p * PANEL_BYTES / 2, bars, bar);
+            }
         });
     }
 
@@ -160,7 +172,7 @@ impl Operands for Bf16Operands {
     }
 
     #[inline(always)]
-    fn mma(acc: &mut [f32; 128], a: u64, b: u64) {
+    fn mma(acc: &mut W::Regs, a: u64, b: u64) {
         wgmma_bf16(acc, a, b, true);
     }
 }
@@ -172,8 +184,9 @@ pub struct Fp8Operands<A, B>(core::marker::PhantomData<(A, B)>);
 impl<A: Fp8, B: Fp8> Operands for Fp8Operands<A, B> {
     type A = A;
     type B = B;
+    type W = N256;
     const BK: u32 = 128;
-    const B_BOX: [u32; 3] = [128, BN, 1];
+    const B_BOX: [u32; 3] = [128, N256::BN, 1];
 
     #[inline(always)]
     fn copy_b<const N: usize, const NB: usize>(
@@ -225,8 +238,8 @@ struct Problem {
 
 impl Problem {
     #[inline(always)]
-    fn new((m, n, k, batch): (u32, u32, u32, u32), bk: u32) -> Problem {
-        let (tiles_m, tiles_n) = (m.div_ceil(BM), n.div_ceil(BN));
+    fn new((m, n, k, batch): (u32, u32, u32, u32), (bk, bn): (u32, u32)) -> Problem {
+        let (tiles_m, tiles_n) = (m.div_ceil(BM), n.div_ceil(bn));
         Problem {
             m,
             n,
@@ -237,16 +250,17 @@ impl Problem {
         }
     }
 
-    /// This block's tiles, as (product, first row, first column): `block, block + grid, …`.
+    /// This block's tiles `bn` wide (the width `new` was given), as (product, first row, first
+    /// column): `block, block + grid, …`.
     #[inline(always)]
-    fn my_tiles(&self) -> impl Iterator<Item = (u32, u32, u32)> + '_ {
+    fn my_tiles(&self, bn: u32) -> impl Iterator<Item = (u32, u32, u32)> + '_ {
         let per_product = self.tiles_m * self.tiles_n;
         let mut next = block_idx();
         core::iter::from_fn(move || {
             let i = next;
             next += grid_dim();
             (i < self.tiles).then(|| {
-                let (bm, bn) = block_tile(i % per_product, (self.tiles_m, self.tiles_n), BN);
+                let (bm, bn) = block_tile(i % per_product, (self.tiles_m, self.tiles_n), bn);
                 (i / per_product, bm, bn)
             })
         })
@@ -276,7 +290,7 @@ fn produce<P: Operands, const NA: usize, const NB: usize>(
     b.prefetch();
     let (a0, b0) = (aligned_start(&smem.a), aligned_start(&smem.b));
     let mut t = 0;
-    for (product, bm, bn) in pb.my_tiles() {
+    for (product, bm, bn) in pb.my_tiles(P::W::BN) {
         for ks in 0..pb.k_stages {
             let (s, parity) = stage(t);
             if t >= STAGES {
@@ -284,12 +298,12 @@ fn produce<P: Operands, const NA: usize, const NB: usize>(
                 smem.bars.wait(empty(s), parity ^ 1);
             }
             smem.bars
-                .arrive_expect_tx(full(s), A_STAGE_BYTES + B_STAGE_BYTES);
+                .arrive_expect_tx(full(s), A_STAGE_BYTES + b_stage_bytes(P::W::BN));
             let k0 = ks * P::BK;
             let a_at = a0 + s * A_STAGE_BYTES / <P::A as Element>::BYTES;
             let coords = [k0 as i32, bm as i32, product as i32];
             a.copy_to_shared(coords, &smem.a, a_at, &smem.bars, full(s));
-            let b_at = b0 + s * B_STAGE_BYTES / <P::B as Element>::BYTES;
+            let b_at = b0 + s * b_stage_bytes(P::W::BN) / <P::B as Element>::BYTES;
             P::copy_b(b, &smem.b, b_at, (k0, bn, product), (&smem.bars, full(s)));
             t += 1;
         }
@@ -328,7 +342,10 @@ fn consume<
     let b_first = P::b_descriptor(smem.b.shared_address(aligned_start(&smem.b)));
     let (m, n) = (pb.m, pb.n);
     let mut t = 0;
-    let mut tiles = pb.my_tiles();
+    // The parity of the C boxes this warp has stored (bf16 C), so that its two buffers
+    // alternate across tiles.
+    let mut boxes = 0;
+    let mut tiles = pb.my_tiles(P::W::BN);
     let mut tile = tiles.next();
     while let Some((product, bm, bn)) = tile {
         // The tile's bias, read now so that its latency passes behind the MMAs.
@@ -337,7 +354,7 @@ fn consume<
         } else {
             DistributedTensor::splat(O::default())
         };
-        let mut acc = DistributedTensor::<CWgmma256, f32>::splat(0.0);
+        let mut acc = DistributedTensor::<<P::W as Width>::Acc, f32>::splat(0.0);
         // The loop and its last wait in one branch: with no K stage the zero accumulators join
         // after every MMA path (see `gemm_sm90`).
         if pb.k_stages > 0 {
@@ -345,18 +362,18 @@ fn consume<
                 let (s, parity) = stage(t);
                 smem.bars.wait(full(s), parity);
                 let a_stage = SmemMatrix::advance(a_first, s * A_STAGE_BYTES);
-                let b_stage = SmemMatrix::advance(b_first, s * B_STAGE_BYTES);
+                let b_stage = SmemMatrix::advance(b_first, s * b_stage_bytes(P::W::BN));
                 wgmma_fence();
                 unroll::<4>(|kk| {
                     let kk = kk as u32;
                     P::mma(
-                        &mut acc.data,
+                        P::W::regs(&mut acc),
                         SmemMatrix::advance(a_stage, kk * 32),
                         SmemMatrix::advance(b_stage, kk * P::B_SLICE_BYTES),
                     );
                 });
                 wgmma_commit();
-                wgmma_wait::<1>(&mut acc.data);
+                wgmma_wait::<1>(P::W::regs(&mut acc));
                 if ks > 0 {
                     release(smem, stage(t - 1).0);
                 }
@@ -365,7 +382,7 @@ fn consume<
             // The next tile's coordinates (divisions) while the last stage's MMAs run, not
             // between this tile's epilogue and the next one's first MMA.
             tile = tiles.next();
-            wgmma_wait::<0>(&mut acc.data);
+            wgmma_wait::<0>(P::W::regs(&mut acc));
             release(smem, stage(t - 1).0);
         } else {
             tile = tiles.next();
@@ -373,15 +390,19 @@ fn consume<
         if has_bias {
             stage_bias(&bias, staging.bias);
         }
-        let tile = (c, &epilogue, staging, c_start);
-        store_tile::<O, EPI, NC>(acc, tile, (product, bm, bn), (m, n));
+        let tile = (c, &epilogue, staging, (c_start, boxes));
+        store_tile::<P::W, O, EPI, NC>(acc, tile, (product, bm, bn), (m, n));
+        // An even number of boxes per tile leaves the alternation where it started.
+        if (P::W::BN / 64) % 2 == 1 {
+            boxes += 1;
+        }
     }
     O::finish();
 }
 
 /// The kernel body: the shared region cut into its parts (`NR` elements: A's ring of `NA`,
-/// B's of `NB`, C's staging of `NC`, each reaching over the alignment pad), the barriers, then
-/// the producer and the consumers.
+/// B's of `NB`, C's staging of `NC` from byte `CAT`, each reaching over the alignment pad),
+/// the barriers, then the producer and the consumers.
 #[inline(always)]
 #[allow(clippy::type_complexity)]
 fn gemm_tma<
@@ -391,6 +412,7 @@ fn gemm_tma<
     const NR: usize,
     const NA: usize,
     const NB: usize,
+    const CAT: usize,
     const NC: usize,
 >(
     (a, b): (Tma<P::A, 3>, Tma<P::B, 3>),
@@ -408,10 +430,10 @@ fn gemm_tma<
         bars,
     };
     let staging = Staging {
-        c: region.part::<O, { (A_RING_BYTES + B_RING_BYTES) as usize }, NC>(),
+        c: region.part::<O, CAT, NC>(),
         bias,
     };
-    let pb = Problem::new(mnk_batch, P::BK);
+    let pb = Problem::new(mnk_batch, (P::BK, P::W::BN));
     if thread_idx() == 0 {
         for s in 0..STAGES {
             smem.bars.init(full(s), 1);
@@ -461,7 +483,7 @@ macro_rules! tma_gemm_kernel {
             const EPI: u32 = $epi;
             let epilogue = Epilogue { alpha, beta, d, bias, flags };
             let shared = (
-                shared!($a; region_elems(<$a as Element>::BYTES, <$o as Element>::BYTES)),
+                shared!($a; region_elems(<<$p as Operands>::W as Width>::BN, <$a as Element>::BYTES, <$o as Element>::BYTES)),
                 shared!(Mbarrier; BARRIERS),
                 shared!($o; BIAS_STAGE),
             );
@@ -469,9 +491,10 @@ macro_rules! tma_gemm_kernel {
                 $p,
                 $o,
                 EPI,
-                { region_elems(<$a as Element>::BYTES, <$o as Element>::BYTES) },
+                { region_elems(<<$p as Operands>::W as Width>::BN, <$a as Element>::BYTES, <$o as Element>::BYTES) },
                 { part_elems(A_RING_BYTES, <$a as Element>::BYTES) },
-                { part_elems(B_RING_BYTES, <$b as Element>::BYTES) },
+                { part_elems(b_ring_bytes(<<$p as Operands>::W as Width>::BN), <$b as Element>::BYTES) },
+                { (A_RING_BYTES + b_ring_bytes(<<$p as Operands>::W as Width>::BN)) as usize },
                 { part_elems(c_stage_bytes(<$o as Element>::BYTES), <$o as Element>::BYTES) },
             >((a, b), (c, epilogue), (m, n, k, batch), shared);
         }
@@ -495,7 +518,7 @@ macro_rules! tma_gemm_kernel {
             let none = Global::<$o>::empty();
             let epilogue = Epilogue { alpha, beta: 0.0, d: none, bias: none, flags: 0 };
             let shared = (
-                shared!($a; region_elems(<$a as Element>::BYTES, <$o as Element>::BYTES)),
+                shared!($a; region_elems(<<$p as Operands>::W as Width>::BN, <$a as Element>::BYTES, <$o as Element>::BYTES)),
                 shared!(Mbarrier; BARRIERS),
                 shared!($o; BIAS_STAGE),
             );
@@ -503,9 +526,10 @@ macro_rules! tma_gemm_kernel {
                 $p,
                 $o,
                 EPI,
-                { region_elems(<$a as Element>::BYTES, <$o as Element>::BYTES) },
+                { region_elems(<<$p as Operands>::W as Width>::BN, <$a as Element>::BYTES, <$o as Element>::BYTES) },
                 { part_elems(A_RING_BYTES, <$a as Element>::BYTES) },
-                { part_elems(B_RING_BYTES, <$b as Element>::BYTES) },
+                { part_elems(b_ring_bytes(<<$p as Operands>::W as Width>::BN), <$b as Element>::BYTES) },
+                { (A_RING_BYTES + b_ring_bytes(<<$p as Operands>::W as Width>::BN)) as usize },
                 { part_elems(c_stage_bytes(<$o as Element>::BYTES), <$o as Element>::BYTES) },
             >((a, b), (c, epilogue), (m, n, k, batch), shared);
         }
@@ -516,6 +540,10 @@ tma_gemm_kernel!(
     /// bf16 A `[batch, M, K]` · B `[batch, K, N]` → bf16 C = alpha · A·B; persistent grid of at
     /// most one block of 384 threads per multiprocessor (see the module documentation).
     gemm_tma_bf16, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], plain
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = alpha · A·B in tiles of 128 × 192 ([`N192`]).
+    gemm_tma_bf16_n192, Bf16Operands<N192>, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], plain
 );
 tma_gemm_kernel!(
     /// bf16 A · B → bf16 C with the whole epilogue (D, bias, activation as `flags` say).
@@ -545,6 +573,10 @@ tma_gemm_kernel!(
 tma_gemm_kernel!(
     /// bf16 A · B → f32 C = alpha · A·B.
     gemm_tma_bf16_f32, Bf16Operands, Bf16, Bf16, f32, [GlobalMut<f32>], plain
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → f32 C = alpha · A·B in tiles of 128 × 192 ([`N192`]).
+    gemm_tma_bf16_f32_n192, Bf16Operands<N192>, Bf16, Bf16, f32, [GlobalMut<f32>], plain
 );
 tma_gemm_kernel!(
     /// bf16 A · B → f32 C with the whole epilogue.

@@ -17,6 +17,7 @@ fn picked<O: ck_kernels::gemm_auto::AutoOutput>(
 ) -> String {
     match choose(device, batch, mnk, args) {
         Choice::Tma => "tma".into(),
+        Choice::TmaN192 => "tma_n192".into(),
         Choice::Wgmma(k) => k.name().into(),
     }
 }
@@ -76,6 +77,15 @@ fn each_problem_gets_the_kernel_of_the_measured_rule() {
     assert_eq!(picked(&device, 1, deep, &bias_gelu), "tma");
     assert_eq!(picked(&device, 1, (8192, 8192, 8192), &plain), "tma");
     assert_eq!(picked(&device, 1, (8192, 4096, 4096), &plain), "tma");
+    // One row of tiles 192 · SMs wide: 128 × 256 tiles leave a quarter of the one wave idle,
+    // 128 × 192 ones fill it (plain products only, bf16 or f32 C).
+    let narrow = (128, 192 * device.multiprocessors(), 64);
+    assert_eq!(picked(&device, 1, narrow, &plain), "tma_n192");
+    assert_eq!(
+        picked(&device, 1, narrow, &EpilogueArgs::<f32>::default()),
+        "tma_n192"
+    );
+    assert_eq!(picked(&device, 1, narrow, &bias_gelu), "tma");
     // One wave of 128 × 128 tiles, and rows the wgmma kernels cannot copy.
     assert_eq!(
         picked(&device, 1, (128, 128, 64), &plain),
@@ -89,10 +99,11 @@ fn each_problem_gets_the_kernel_of_the_measured_rule() {
 
 #[test]
 fn plain_bf16_c_on_the_tma_kernel_is_the_fp64_product_rounded_once() {
-    let device = Device::emulator();
+    // Two multiprocessors, where 128 × 256 tiles beat 128 × 192 ones on this shape.
+    let device = Device::Emulator { workers: 2 };
     let mut rng = Rng(41);
     // Edge tiles in M and N; K of two and a half stages.
-    let (m, n, k) = (128 * device.multiprocessors() + 3, 264, 160);
+    let (m, n, k) = (259, 504, 160);
     let bf16 =
         |v: Vec<f32>| -> Vec<f32> { v.iter().map(|&x| Bf16::from_f32(x).to_f32()).collect() };
     let a = bf16((0..m * k).map(|_| rng.f32()).collect());
@@ -128,10 +139,11 @@ fn plain_bf16_c_on_the_tma_kernel_is_the_fp64_product_rounded_once() {
 
 #[test]
 fn batches_and_f32_c_on_the_tma_kernel_are_the_fp64_products() {
-    let device = Device::emulator();
+    let device = Device::Emulator { workers: 2 };
     let mut rng = Rng(43);
-    // Two products with edge tiles in M and N and K of one and a half stages.
-    let (batch, m, n, k) = (2u32, 128 * device.multiprocessors() + 5, 136, 96);
+    // Two products with edge tiles in M and N and K of one and a half stages (on two
+    // multiprocessors: 128 × 256 tiles, not 128 × 192).
+    let (batch, m, n, k) = (2u32, 261, 504, 96);
     let (mk, kn, mn) = ((m * k) as usize, (k * n) as usize, (m * n) as usize);
     let bf16 =
         |v: Vec<f32>| -> Vec<f32> { v.iter().map(|&x| Bf16::from_f32(x).to_f32()).collect() };
@@ -180,5 +192,34 @@ fn batches_and_f32_c_on_the_tma_kernel_are_the_fp64_products() {
                 );
             }
         }
+    }
+}
+
+#[test]
+fn the_192_wide_tiles_it_picks_compute_the_fp64_product() {
+    let device = Device::emulator();
+    let mut rng = Rng(47);
+    let (m, n, k) = (131, 192 * device.multiprocessors() - 8, 80);
+    let bf16 =
+        |v: Vec<f32>| -> Vec<f32> { v.iter().map(|&x| Bf16::from_f32(x).to_f32()).collect() };
+    let a = bf16((0..m * k).map(|_| rng.f32()).collect());
+    let b = bf16((0..k * n).map(|_| rng.f32()).collect());
+    let args = EpilogueArgs::<Bf16>::default();
+    assert_eq!(choose(&device, 1, (m, n, k), &args), Choice::TmaN192);
+    let (ad, bd) = (upload(&device, &a).unwrap(), upload(&device, &b).unwrap());
+    let mut cd = DeviceBuffer::<Bf16>::zeros(&device, (m * n) as usize).unwrap();
+    let (_, name) = launch(&device, (&ad, &bd), &mut cd, 1, (m, n, k), &args).unwrap();
+    assert_eq!(name, "gemm_tma_bf16_n192");
+    let c = cd.to_vec().unwrap();
+    let want = product(&a, &b, (m, n, k));
+    let scale = want.iter().fold(0.0f64, |s, w| s.max(w.abs()));
+    for (i, (g, &w)) in c.iter().zip(&want).enumerate() {
+        let g = g.to_f32() as f64;
+        assert!(
+            (g - w).abs() <= w.abs() * 2f64.powi(-8) + 1e-5 * scale,
+            "C[{}, {}] = {g}, want {w}",
+            i / n as usize,
+            i % n as usize
+        );
     }
 }

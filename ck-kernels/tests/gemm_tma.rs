@@ -9,7 +9,7 @@ use ck_kernels::epilogue::Activation;
 use ck_kernels::gemm_fused::HostEpilogue;
 use ck_kernels::gemm_fused::{reference, upload, EpilogueArgs, GemmOutput};
 use ck_kernels::gemm_tma::host::{gemm_fp8, launch, quantize, TmaGemm};
-use ck_kernels::gemm_tma::{Bf16Operands, Fp8Operands};
+use ck_kernels::gemm_tma::{Bf16Operands, Fp8Operands, N192};
 
 /// The value of 8-bit float bits with `e` exponent and `m` mantissa bits, from the format's
 /// definition (E4M3: no infinities, NaN only at all ones; E5M2: IEEE specials).
@@ -161,6 +161,28 @@ fn bf16_operands_f32_and_bf16_c() {
     // Three K stages over three products, then one K stage over six tiles (three per block).
     check::<Bf16Operands, Bf16>((3, 67, 24, 136), &EPILOGUES[1..2], false, BF16_TOL);
     check::<Bf16Operands, Bf16>((1, 260, 296, 40), &EPILOGUES[2..], false, BF16_TOL);
+}
+
+#[test]
+fn tiles_192_wide() {
+    // Three by three tiles (the last column of tiles 8 wide, the last row 4 high) on two
+    // blocks: each block walks four or five tiles of three C boxes per warp, so the warps'
+    // two box buffers alternate across tile boundaries; two K stages and a half. Then a batch.
+    check::<Bf16Operands<N192>, Bf16>((1, 260, 392, 160), &EPILOGUES[..1], false, BF16_TOL);
+    check::<Bf16Operands<N192>, Bf16>((2, 67, 200, 64), &PLAIN, false, BF16_TOL);
+    // Only alpha: an epilogue is refused, not ignored.
+    let device = Device::emulator();
+    let a = DeviceBuffer::<Bf16>::zeros(&device, 8 * 16).unwrap();
+    let b = DeviceBuffer::<Bf16>::zeros(&device, 16 * 8).unwrap();
+    let mut c = DeviceBuffer::<Bf16>::zeros(&device, 8 * 8).unwrap();
+    let bias = DeviceBuffer::<Bf16>::zeros(&device, 8).unwrap();
+    let args = EpilogueArgs {
+        bias: Some(&bias),
+        ..Default::default()
+    };
+    let e = launch::<Bf16Operands<N192>, Bf16>(&device, (&a, &b), &mut c, 1, (8, 8, 16), &args)
+        .unwrap_err();
+    assert_eq!(e.rule(), "epilogue-unsupported", "{e}");
 }
 
 #[test]

@@ -105,7 +105,7 @@ pub(super) fn bench(
         // "(auto)" marks what `ck run gemm` runs (gemm_auto's choice), here or on TMA.
         let picked = Bf16Kernel::for_shape(device, (m, n, k));
         let f32_plain = crate::gemm_fused::EpilogueArgs::<f32>::default();
-        let f32_tma = matches!(choose(device, 1, (m, n, k), &f32_plain), Choice::Tma);
+        let f32_tma = !matches!(choose(device, 1, (m, n, k), &f32_plain), Choice::Wgmma(_));
         let mut kernels = vec![picked];
         if !device.is_emulator() {
             let wgmma_takes = picked != Bf16Kernel::MmaSync;
@@ -155,7 +155,7 @@ pub(super) fn bench(
                     bias_gelu: args.bias.is_some(),
                     ..LtProblem::bf16(m, n, k)
                 };
-                let tma = matches!(choose(device, 1, (m, n, k), &args), Choice::Tma);
+                let tma = !matches!(choose(device, 1, (m, n, k), &args), Choice::Wgmma(_));
                 let name = auto_mark(&format!("{}_bf16", picked.name()), !tma);
                 let t = peer.time(
                     device,
@@ -218,7 +218,8 @@ fn bench_gemm_tma(
     use crate::epilogue::Activation;
     use crate::gemm_fused::EpilogueArgs;
     use crate::gemm_tma::host::{kernel_name, launch, quantize};
-    use crate::gemm_tma::{Bf16Operands, Fp8Operands};
+    use crate::gemm_tma::{Bf16Operands, Fp8Operands, N192};
+    type Narrow = Bf16Operands<N192>;
     use ck_core::device::E4m3;
     let mut rows = Vec::new();
     let mut c16 =
@@ -241,8 +242,11 @@ fn bench_gemm_tma(
             bias_gelu: args.bias.is_some(),
             ..LtProblem::bf16(m, n, k)
         };
-        let tma = matches!(choose(device, 1, (m, n, k), args), Choice::Tma);
-        let name = auto_mark(kernel_name::<Bf16Operands, Bf16>(args), tma);
+        let choice = choose(device, 1, (m, n, k), args);
+        let name = auto_mark(
+            kernel_name::<Bf16Operands, Bf16>(args),
+            choice == Choice::Tma,
+        );
         let t = peer.time(
             device,
             counts,
@@ -253,14 +257,28 @@ fn bench_gemm_tma(
             |d, c| launch::<Bf16Operands, Bf16>(d, (ad, bd), c, 1, (m, n, k), args).map(|_| ()),
         )?;
         rows.push((dtype, name, t));
+        if args.bias.is_none() {
+            // The 192-wide tiles (plain products only).
+            let name = auto_mark("gemm_tma_bf16_n192", choice == Choice::TmaN192);
+            let t = peer.time(
+                device,
+                counts,
+                (problem, &name),
+                (ad, bd),
+                None,
+                &mut c16,
+                |d, c| launch::<Narrow, Bf16>(d, (ad, bd), c, 1, (m, n, k), args).map(|_| ()),
+            )?;
+            rows.push((dtype, name, t));
+        }
     }
     let f32out = LtProblem {
         c_f32: true,
         ..LtProblem::bf16(m, n, k)
     };
     let f32_plain = EpilogueArgs::<f32>::default();
-    let f32_tma = matches!(choose(device, 1, (m, n, k), &f32_plain), Choice::Tma);
-    let name = &auto_mark("gemm_tma_bf16_f32", f32_tma);
+    let f32_choice = choose(device, 1, (m, n, k), &f32_plain);
+    let name = &auto_mark("gemm_tma_bf16_f32", f32_choice == Choice::Tma);
     if want("bf16_f32out") {
         let t = peer.time(
             device,
@@ -274,6 +292,17 @@ fn bench_gemm_tma(
             },
         )?;
         rows.push(("bf16_f32out", name.clone(), t));
+        let name = auto_mark("gemm_tma_bf16_f32_n192", f32_choice == Choice::TmaN192);
+        let t = peer.time(
+            device,
+            counts,
+            (f32out, &name),
+            (ad, bd),
+            None,
+            &mut c32,
+            |d, c| launch::<Narrow, f32>(d, (ad, bd), c, 1, (m, n, k), &f32_plain).map(|_| ()),
+        )?;
+        rows.push(("bf16_f32out", name, t));
     }
     if !want("fp8_e4m3") {
         return Ok(rows);
@@ -337,7 +366,7 @@ fn bench_bmm(
         batch,
         ..LtProblem::bf16(m, n, k)
     };
-    let tma = matches!(choose(device, batch, (m, n, k), &plain), Choice::Tma);
+    let tma = !matches!(choose(device, batch, (m, n, k), &plain), Choice::Wgmma(_));
     let name = auto_mark(&format!("{}_bf16", kernel.name()), !tma);
     let tma_name = auto_mark("gemm_tma_bf16", tma);
     let t = peer.time(

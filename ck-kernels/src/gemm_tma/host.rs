@@ -109,7 +109,7 @@ macro_rules! tma_gemm {
                 (k, n, batch): (u32, u32, u32),
             ) -> Result<TensorMap<'a, Self::B, 3>, LaunchError> {
                 if $kmajor {
-                    k_major_map(b, (k, n, batch), BN)
+                    k_major_map(b, (k, n, batch), <$p as Operands>::W::BN)
                 } else {
                     let bx = <$p as Operands>::B_BOX;
                     TensorMap::dense(b, [n as u64, k as u64, batch as u64], bx, SwizzleMode::B128)
@@ -152,6 +152,51 @@ tma_gemm!(
         (bias_and(Activation::Silu), GemmTmaBf16BiasSilu, "gemm_tma_bf16_bias_silu")
     ]
 );
+/// The 128 × 192 tiles: the plain product alone (what `gemm_auto` sends there), bf16 or f32 C.
+macro_rules! narrow_gemm {
+    ($o:ty, $kernel:ident, $name:literal, c: $c_as:ident) => {
+        impl TmaGemm<$o> for Bf16Operands<N192> {
+            const KERNEL: &'static str = $name;
+
+            fn kernel_for(_flags: u32) -> &'static str {
+                $name
+            }
+
+            fn compiled_for(flags: u32) -> bool {
+                flags == 0
+            }
+
+            fn b_map<'a>(
+                b: &'a DeviceBuffer<Bf16>,
+                (k, n, batch): (u32, u32, u32),
+            ) -> Result<TensorMap<'a, Bf16, 3>, LaunchError> {
+                let dims = [n as u64, k as u64, batch as u64];
+                TensorMap::dense(b, dims, Self::B_BOX, SwizzleMode::B128)
+            }
+
+            fn launch_kernel(
+                device: &Device,
+                cfg: LaunchConfig,
+                (a, b): (&TensorMap<'_, Bf16, 3>, &TensorMap<'_, Bf16, 3>),
+                c: &mut DeviceBuffer<$o>,
+                _d_bias: (&DeviceBuffer<$o>, &DeviceBuffer<$o>),
+                (m, n, k, batch): (u32, u32, u32, u32),
+                (alpha, _beta, flags): (f32, f32, u32),
+            ) -> Result<LaunchStats, LaunchError> {
+                if flags != 0 {
+                    return Err(LaunchError::invalid(
+                        rules::EPILOGUE_UNSUPPORTED,
+                        format!("{} computes C = alpha · A·B alone; for D, a bias or an activation use the 256-wide kernels (Bf16Operands, or ck_kernels::gemm_auto)", $name),
+                    ));
+                }
+                let mut c = c_argument!($c_as, c, (m, n, batch));
+                $kernel::launch(device, cfg, a, b, &mut c, m, n, k, batch, alpha)
+            }
+        }
+    };
+}
+narrow_gemm!(Bf16, GemmTmaBf16N192, "gemm_tma_bf16_n192", c: map);
+narrow_gemm!(f32, GemmTmaBf16F32N192, "gemm_tma_bf16_f32_n192", c: buffer);
 tma_gemm!(
     Bf16Operands, f32, GemmTmaBf16F32, GemmTmaBf16F32Epilogue, "gemm_tma_bf16_f32",
     c: buffer, b_k_major: false
@@ -236,10 +281,10 @@ pub fn launch<P: TmaGemm<O>, O: GemmOutput>(
     let (stand_in_a, stand_in_b);
     let (a_map, b_map) = if k == 0 {
         stand_in_a = DeviceBuffer::<P::A>::zeros(device, (ROW_BYTES * BM) as usize)?;
-        stand_in_b = DeviceBuffer::<P::B>::zeros(device, (ROW_BYTES * BN) as usize)?;
+        stand_in_b = DeviceBuffer::<P::B>::zeros(device, (ROW_BYTES * P::W::BN) as usize)?;
         (
             k_major_map(&stand_in_a, (P::BK, BM, 1), BM)?,
-            P::b_map(&stand_in_b, (P::BK, BN, 1))?,
+            P::b_map(&stand_in_b, (P::BK, P::W::BN, 1))?,
         )
     } else {
         (
@@ -247,7 +292,7 @@ pub fn launch<P: TmaGemm<O>, O: GemmOutput>(
             P::b_map(b, (k, n, batch))?,
         )
     };
-    let tiles = batch * m.div_ceil(BM) * n.div_ceil(BN);
+    let tiles = batch * m.div_ceil(BM) * n.div_ceil(P::W::BN);
     let cfg = LaunchConfig::new(tiles.min(device.multiprocessors()), THREADS);
     let scalars = (epilogue.alpha, epilogue.beta, epilogue.flags());
     P::launch_kernel(

@@ -4,9 +4,8 @@
 //! from the accumulator layout; the tile's bias staged once in shared memory ([`BiasRows`],
 //! read back as [`BiasWgmma32`]).
 
-use super::{BN, CONSUMER_WARPS};
+use super::{Width, CONSUMER_WARPS, N256};
 use crate::epilogue::{CElement, Epilogue, HAS_D, RUNTIME_FLAGS};
-use crate::gemm_sm90::CWgmma256;
 use ck_core::device::*;
 use ck_core::tile::{
     broadcast_x, make_tile_window, DistributedTensor, TmaBoxView, View, View1, View2,
@@ -14,8 +13,8 @@ use ck_core::tile::{
 use ck_macros::tile_distribution;
 
 tile_distribution! {
-    /// A 128 × 32 tile in the wgmma accumulator layout ([`CWgmma256`] with j < 4): the 32-column
-    /// slice `q` of a [`CWgmma256`] tile, whose registers are its 16q..16q + 16.
+    /// A 128 × 32 tile in the wgmma accumulator layout ([`crate::gemm_sm90::CWgmma256`] with
+    /// j < 4): the 32-column slice `q` of a wider tile, whose registers are its 16q..16q + 16.
     pub struct CWgmma32 {
         warp_size: 32, block_size: 256,
         h: { m: [wg: 2, w: 4, h: 2, g: 8], n: [j: 4, t: 4, e: 2] },
@@ -51,7 +50,8 @@ tile_distribution! {
 /// Elements of the staged bias: one tile's 256 values per consumer warpgroup, which the
 /// epilogue's slices read from shared memory. (Read from global memory by each 32-column slice,
 /// every slice waited out a load's latency: bias + GELU cost the 8192³ GEMM 6–7 %, not 2–4 %.)
-pub const BIAS_STAGE: usize = 2 * BN as usize;
+/// A narrower tile reads the first of its 256.
+pub const BIAS_STAGE: usize = 2 * N256::BN as usize;
 
 /// Rows and columns of one box of bf16 C: a warp's 16 rows of a 64-column (128-byte) slice of
 /// the tile, 2 KiB, what one TMA store writes.
@@ -74,11 +74,12 @@ pub trait TmaOutput: CElement {
     type Dest: Copy;
     /// Stores slice `Q` (columns `32Q..32Q + 32`) of the tile of product `product` at rows
     /// `bm..`, columns `bn..` of the `m × n` C: `x`, the epilogue applied, through the
-    /// staging buffer (from its element `start`, 1024-byte aligned) if this type uses it.
+    /// staging buffer (from its element `start`, 1024-byte aligned; `buffer`: which of the
+    /// warp's two box buffers the slice's box uses) if this type uses it.
     fn store_slice<const NC: usize, const Q: u32>(
         x: &DistributedTensor<CWgmma32, f32>,
         c: Self::Dest,
-        staging_start: (SharedArray<Self, NC>, u32),
+        staging_start_buffer: (SharedArray<Self, NC>, u32, u32),
         product_bm_bn: (u32, u32, u32),
         mn: (u32, u32),
     );
@@ -95,7 +96,7 @@ impl TmaOutput for f32 {
     fn store_slice<const NC: usize, const Q: u32>(
         x: &DistributedTensor<CWgmma32, f32>,
         c: GlobalMut<f32>,
-        _staging: (SharedArray<f32, NC>, u32),
+        _staging: (SharedArray<f32, NC>, u32, u32),
         (product, bm, bn): (u32, u32, u32),
         (m, n): (u32, u32),
     ) {
@@ -115,19 +116,20 @@ impl TmaOutput for Bf16 {
     /// `stmatrix` (the accumulator layout is `stmatrix`'s fragment: see [`stage_pairs`]);
     /// after the second slice of a box, lane 0 hands the box to the copy engine (which clips
     /// it at C's edges) and the warp goes on. Before the first slice of a box, lane 0 waits
-    /// until the engine has read the box stored from that buffer two boxes ago. Only warp
+    /// until the engine has read the box stored from that buffer two boxes ago (the buffers
+    /// alternate over the warp's boxes, across tiles: a 192-wide tile has three). Only warp
     /// barriers: a warp's rows are its own.
     #[inline(always)]
     fn store_slice<const NC: usize, const Q: u32>(
         x: &DistributedTensor<CWgmma32, f32>,
         c: TmaMut<Bf16, 3>,
-        (staging, start): (SharedArray<Bf16, NC>, u32),
+        (staging, start, which): (SharedArray<Bf16, NC>, u32, u32),
         (product, bm, bn): (u32, u32, u32),
         _mn: (u32, u32),
     ) {
         let (warp, lane) = (warp_id(), lane_id());
         let box_elems = C_BOX[0] * C_BOX[1];
-        let buffer = start + (2 * warp + Q / 2 % 2) * box_elems;
+        let buffer = start + (2 * warp + which) * box_elems;
         let view = TmaBoxView::new(staging, buffer, (C_BOX[0], C_BOX[1]), C_BOX[0]);
         let half = Q % 2;
         if half == 0 {
@@ -216,19 +218,20 @@ pub(super) fn stage_bias<O: TmaOutput>(
 ) {
     let wg = warp_id() / 4;
     named_barrier_sync(1 + wg, 128);
-    let view = View2::<_, O, 2>::new(staged, 2, BN, BN);
+    let view = View2::<_, O, 2>::new(staged, 2, N256::BN, N256::BN);
     make_tile_window::<BiasRows, _>(view, [0, 0]).store(bias);
     named_barrier_sync(1 + wg, 128);
 }
 
-/// The epilogue and the store of one tile of C, 32 columns at a time (so the accumulators, D
-/// and bias of a slice are live together, not of the whole tile: 128 + 3 · 16 registers).
-/// `EPI`: the epilogue's flags (`HAS_D`, `HAS_BIAS`, the activation) fixed at compile time, or
-/// [`RUNTIME_FLAGS`] to read them from the kernel argument.
+/// The epilogue and the store of one tile of C, `W::BN` wide, 32 columns at a time (so the
+/// accumulators, D and bias of a slice are live together, not of the whole tile: 128 + 3 · 16
+/// registers). `EPI`: the epilogue's flags (`HAS_D`, `HAS_BIAS`, the activation) fixed at
+/// compile time, or [`RUNTIME_FLAGS`] to read them from the kernel argument. `stage`: C's
+/// staging buffer's first element and the boxes this warp stored before the tile.
 #[inline(always)]
-pub(super) fn store_tile<O: TmaOutput, const EPI: u32, const NC: usize>(
-    acc: DistributedTensor<CWgmma256, f32>,
-    (c, epilogue, staging, stage): (O::Dest, &Epilogue<O>, Staging<O, NC>, u32),
+pub(super) fn store_tile<W: Width, O: TmaOutput, const EPI: u32, const NC: usize>(
+    acc: DistributedTensor<W::Acc, f32>,
+    (c, epilogue, staging, stage): (O::Dest, &Epilogue<O>, Staging<O, NC>, (u32, u32)),
     (product, bm, bn): (u32, u32, u32),
     (m, n): (u32, u32),
 ) {
@@ -237,17 +240,17 @@ pub(super) fn store_tile<O: TmaOutput, const EPI: u32, const NC: usize>(
     } else {
         epilogue.d
     };
-    // Eight calls with a constant slice (not a closure, which LLVM may outline and then index
-    // the accumulators through the stack).
+    // Up to eight calls with a constant slice (not a closure, which LLVM may outline and then
+    // index the accumulators through the stack); those past the tile's width do nothing.
     let tile = (c, d, epilogue, (staging, stage), [product, bm, bn], (m, n));
-    store_slice::<O, EPI, NC, 0>(&acc, tile);
-    store_slice::<O, EPI, NC, 1>(&acc, tile);
-    store_slice::<O, EPI, NC, 2>(&acc, tile);
-    store_slice::<O, EPI, NC, 3>(&acc, tile);
-    store_slice::<O, EPI, NC, 4>(&acc, tile);
-    store_slice::<O, EPI, NC, 5>(&acc, tile);
-    store_slice::<O, EPI, NC, 6>(&acc, tile);
-    store_slice::<O, EPI, NC, 7>(&acc, tile);
+    store_slice::<W, O, EPI, NC, 0>(&acc, tile);
+    store_slice::<W, O, EPI, NC, 1>(&acc, tile);
+    store_slice::<W, O, EPI, NC, 2>(&acc, tile);
+    store_slice::<W, O, EPI, NC, 3>(&acc, tile);
+    store_slice::<W, O, EPI, NC, 4>(&acc, tile);
+    store_slice::<W, O, EPI, NC, 5>(&acc, tile);
+    store_slice::<W, O, EPI, NC, 6>(&acc, tile);
+    store_slice::<W, O, EPI, NC, 7>(&acc, tile);
 }
 
 /// The epilogue's flags: `EPI`, or the kernel argument's where `EPI` is [`RUNTIME_FLAGS`].
@@ -264,19 +267,22 @@ pub(super) fn flags<O: Element, const EPI: u32>(epilogue: &Epilogue<O>) -> u32 {
 /// the accumulators' `16Q..16Q + 16`.
 #[inline(always)]
 #[allow(clippy::type_complexity)]
-fn store_slice<O: TmaOutput, const EPI: u32, const NC: usize, const Q: u32>(
-    acc: &DistributedTensor<CWgmma256, f32>,
-    (c, d, epilogue, (staging, stage), [product, bm, bn], (m, n)): (
+fn store_slice<W: Width, O: TmaOutput, const EPI: u32, const NC: usize, const Q: u32>(
+    acc: &DistributedTensor<W::Acc, f32>,
+    (c, d, epilogue, (staging, (start, boxes)), [product, bm, bn], (m, n)): (
         O::Dest,
         Global<O>,
         &Epilogue<O>,
-        (Staging<O, NC>, u32),
+        (Staging<O, NC>, (u32, u32)),
         [u32; 3],
         (u32, u32),
     ),
 ) {
+    if Q >= W::BN / 32 {
+        return;
+    }
     let mut x = DistributedTensor::<CWgmma32, f32> {
-        data: core::array::from_fn(|i| acc.data[16 * Q as usize + i]),
+        data: core::array::from_fn(|i| W::reg(acc, 16 * Q as usize + i)),
     };
     if EPI == 0 {
         epilogue.scale(&mut x);
@@ -288,12 +294,19 @@ fn store_slice<O: TmaOutput, const EPI: u32, const NC: usize, const Q: u32>(
             || O::load_f32::<CWgmma32, 2>(d, (m, n, n), origin),
             // Bias: this warpgroup's staged copy, the same in every row of the slice.
             || {
-                let at = (BN * (warp_id() / 4) + 32 * Q) as i32;
+                let at = (N256::BN * (warp_id() / 4) + 32 * Q) as i32;
                 let row = View1::<_, O, 2>::new(staging.bias, BIAS_STAGE as u32);
                 let cols = make_tile_window::<BiasWgmma32, _>(row, [at]).load::<O>();
                 broadcast_x::<CWgmma32, BiasWgmma32, O, 0>(&cols).map(O::to_f32)
             },
         );
     }
-    O::store_slice::<NC, Q>(&x, c, (staging.c, stage), (product, bm, bn), (m, n));
+    // The box buffer: they alternate over the warp's boxes, across tiles; with an even number
+    // of boxes per tile each tile starts on the first (a constant).
+    let which = if (W::BN / 64).is_multiple_of(2) {
+        Q / 2 % 2
+    } else {
+        (boxes + Q / 2) % 2
+    };
+    O::store_slice::<NC, Q>(&x, c, (staging.c, start, which), (product, bm, bn), (m, n));
 }
