@@ -35,42 +35,41 @@ def per_call_us(fn, calls):
     return start.elapsed_time(end) / calls * 1e3, wall
 
 
-def median_ms(fn, iters=25, batch=10):
-    """Median over `iters` of the time per call of `batch` back-to-back calls: the queue
+def sample_ms(fn, batch=10):
+    """The time per call of ``batch`` back-to-back calls of ``fn``, by CUDA events: the queue
     stays full, so this is the kernel's time, not the launch latency of an idle GPU."""
-    for _ in range(5):
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(batch):
         fn()
-    times = []
-    for _ in range(iters):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(batch):
-            fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e) / batch)
+    e.record()
+    e.synchronize()
+    return s.elapsed_time(e) / batch
+
+
+def median(times):
     return sorted(times)[len(times) // 2]
 
 
+def median_ms(fn, iters=25, batch=10):
+    """Median over ``iters`` samples (``sample_ms``) after 5 warm-up calls."""
+    for _ in range(5):
+        fn()
+    return median([sample_ms(fn, batch) for _ in range(iters)])
+
+
 def in_turn_ms(ours, peer, iters=25, batch=10):
-    """Medians over ``iters`` samples of each of ``batch`` back-to-back calls, ours and the
-    peer's taken in turn (ours, peer, peer, ours, ...): a GPU held down by its power cap
-    slows both alike, where timing one after the other would compare two clocks."""
+    """Medians over ``iters`` samples of each, ours and the peer's taken in turn (ours, peer,
+    peer, ours, ...): a GPU held down by its power cap slows both alike, where timing one
+    after the other would compare two clocks."""
     for _ in range(5):
         ours()
         peer()
     samples = ([], [])
     for i in range(iters):
         for which in ((0, 1) if i % 2 == 0 else (1, 0)):
-            fn = (ours, peer)[which]
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            for _ in range(batch):
-                fn()
-            e.record()
-            e.synchronize()
-            samples[which].append(s.elapsed_time(e) / batch)
-    return tuple(sorted(t)[len(t) // 2] for t in samples)
+            samples[which].append(sample_ms((ours, peer)[which], batch))
+    return median(samples[0]), median(samples[1])
 
 
 def gemm_in_turn(dev):
