@@ -70,8 +70,8 @@ pub enum LtOperands {
     F32,
 }
 
-/// One product for cuBLASLt: `C = act(alpha · A · B + bias)`, `batch` of them at strides of
-/// whole matrices, f32 accumulation.
+/// One product for cuBLASLt: `C = act(alpha · A · B + bias)` or `alpha · A · B + D`, `batch`
+/// of them at strides of whole matrices, f32 accumulation.
 #[derive(Clone, Copy, Debug)]
 pub struct LtProblem {
     /// The element type of A and B.
@@ -90,6 +90,8 @@ pub struct LtProblem {
     pub alpha: f32,
     /// `C = gelu(alpha · A · B + bias)` (tanh GELU) with a bf16 bias of N values.
     pub bias_gelu: bool,
+    /// `C = alpha · A · B + D` with D (C's type and shape) given to [`CublasLt::run`].
+    pub residual: bool,
 }
 
 impl LtProblem {
@@ -104,6 +106,7 @@ impl LtProblem {
             k,
             alpha: 1.0,
             bias_gelu: false,
+            residual: false,
         }
     }
 }
@@ -313,14 +316,15 @@ impl CublasLt {
     }
 
     /// Queues `gemm` on `device`'s stream: `a` and `b` as [`LtOperands`] says, `c` f32 or
-    /// bf16 as planned, `bias` the N values of a `bias_gelu` plan.
+    /// bf16 as planned, `bias` the N values of a `bias_gelu` plan, `residual` the matrix a
+    /// `residual` plan adds.
     pub fn run<A: Element, C: Element>(
         &self,
         gemm: &LtGemm,
         device: &Device,
         (a, b): (&DeviceBuffer<A>, &DeviceBuffer<A>),
         c: &mut DeviceBuffer<C>,
-        bias: Option<&DeviceBuffer<Bf16>>,
+        (bias, residual): (Option<&DeviceBuffer<Bf16>>, Option<&DeviceBuffer<C>>),
     ) -> Result<(), LaunchError> {
         let p = gemm.problem;
         let ab_bytes = match p.operands {
@@ -361,6 +365,12 @@ impl CublasLt {
                 bias.map_or(0, |b| b.len())
             ));
         }
+        if p.residual != residual.is_some() || residual.is_some_and(|r| r.len() != mn) {
+            return mismatch(format!(
+                "a residual of {} elements for {p:?}",
+                residual.map_or(0, |r| r.len())
+            ));
+        }
         let Device::Cuda(d) = device else {
             return Err(LaunchError::invalid(
                 rules::NO_CUBLAS,
@@ -393,7 +403,12 @@ impl CublasLt {
                 )?
             };
         }
-        let (alpha, beta) = (p.alpha, 0.0f32);
+        // The library's C input: D for a residual (beta 1), else C itself, unread (beta 0).
+        let (beta, pd) = match residual {
+            Some(r) => (1.0f32, ptr(&r.storage)?),
+            None => (0.0, pc),
+        };
+        let alpha = p.alpha;
         let workspace = self.workspace.device_ptr(stream).0;
         // SAFETY: the buffers hold the planned matrices (lengths and types checked above) on
         // this device; the library's A is our B and its B our A (module docs).
@@ -407,7 +422,7 @@ impl CublasLt {
                 gemm.layouts[0],
                 pa as *const c_void,
                 gemm.layouts[1],
-                pc as *const c_void,
+                pd as *const c_void,
                 gemm.layouts[2],
                 pc as *mut c_void,
                 gemm.layouts[2],

@@ -16,11 +16,12 @@ use ck_core::host::{Device, DeviceBuffer};
 use serde_json::Value;
 
 /// The cases of `ck bench gemm`, the names `--dtypes` takes.
-pub(super) const CASES: [&str; 7] = [
+pub(super) const CASES: [&str; 8] = [
     "f32",
     "bf16_f32out",
     "bf16",
     "bf16_bias_gelu",
+    "bf16_residual",
     "fp8_e4m3",
     "bmm_bf16",
     "grouped_bf16",
@@ -87,7 +88,7 @@ pub(super) fn bench(
                 counts,
                 (f32_problem, "gemm_f32"),
                 (&ad, &bd),
-                None,
+                (None, None),
                 &mut cd,
                 |d, c| launch_f32(d, &ad, &bd, c, (m, n, k)).map(|_| ()),
             )?;
@@ -130,7 +131,7 @@ pub(super) fn bench(
                 counts,
                 (f32out, &name),
                 (&ad, &bd),
-                None,
+                (None, None),
                 &mut cd,
                 |d, c| launch_bf16_with(d, kernel, &ad, &bd, c, (m, n, k)).map(|_| ()),
             )?;
@@ -149,10 +150,20 @@ pub(super) fn bench(
                 activation: Activation::Gelu,
                 ..Default::default()
             };
-            let epilogues = [("bf16", EpilogueArgs::default()), ("bf16_bias_gelu", gelu)];
+            let resid = residual(device, &mut rng, m * n)?;
+            let with_d = EpilogueArgs {
+                d: Some(&resid),
+                ..Default::default()
+            };
+            let epilogues = [
+                ("bf16", EpilogueArgs::default()),
+                ("bf16_bias_gelu", gelu),
+                ("bf16_residual", with_d),
+            ];
             for (dtype, args) in epilogues.into_iter().filter(|(d, _)| want(d)) {
                 let problem = LtProblem {
                     bias_gelu: args.bias.is_some(),
+                    residual: args.d.is_some(),
                     ..LtProblem::bf16(m, n, k)
                 };
                 let tma = !matches!(choose(device, 1, (m, n, k), &args), Choice::Wgmma(_));
@@ -162,7 +173,7 @@ pub(super) fn bench(
                     counts,
                     (problem, &name),
                     (&ad, &bd),
-                    args.bias,
+                    (args.bias, args.d),
                     &mut c16,
                     |d, c| launch(d, picked, (&ad, &bd), c, (m, n, k), &args).map(|_| ()),
                 )?;
@@ -192,6 +203,12 @@ pub(super) fn bench(
         rows.extend(bench_grouped(device, &peer, counts)?);
     }
     Ok(rows)
+}
+
+/// A residual D of `len` random bf16 values for the `bf16_residual` case (C = A·B + D).
+fn residual(device: &Device, rng: &mut Rng, len: u32) -> Result<DeviceBuffer<Bf16>, CliError> {
+    let d: Vec<Bf16> = (0..len).map(|_| Bf16::from_f32(rng.f32())).collect();
+    DeviceBuffer::from_slice(device, &d).map_err(launch_error)
 }
 
 /// `kernel`, marked "(auto)" when it is the one `ck run gemm` runs (`gemm_auto`'s choice).
@@ -236,10 +253,20 @@ fn bench_gemm_tma(
         ..Default::default()
     };
     let plain = EpilogueArgs::default();
-    let epilogues = [("bf16", &plain), ("bf16_bias_gelu", &gelu)];
+    let resid = residual(device, &mut Rng(0xd), m * n)?;
+    let with_d = EpilogueArgs {
+        d: Some(&resid),
+        ..Default::default()
+    };
+    let epilogues = [
+        ("bf16", &plain),
+        ("bf16_bias_gelu", &gelu),
+        ("bf16_residual", &with_d),
+    ];
     for (dtype, args) in epilogues.into_iter().filter(|(d, _)| want(d)) {
         let problem = LtProblem {
             bias_gelu: args.bias.is_some(),
+            residual: args.d.is_some(),
             ..LtProblem::bf16(m, n, k)
         };
         let choice = choose(device, 1, (m, n, k), args);
@@ -252,12 +279,12 @@ fn bench_gemm_tma(
             counts,
             (problem, &name),
             (ad, bd),
-            args.bias,
+            (args.bias, args.d),
             &mut c16,
             |d, c| launch::<Bf16Operands, Bf16>(d, (ad, bd), c, 1, (m, n, k), args).map(|_| ()),
         )?;
         rows.push((dtype, name, t));
-        if args.bias.is_none() {
+        if args.flags() == 0 {
             // The 192-wide tiles (plain products only).
             let name = auto_mark("gemm_tma_bf16_n192", choice == Choice::TmaN192);
             let t = peer.time(
@@ -265,7 +292,7 @@ fn bench_gemm_tma(
                 counts,
                 (problem, &name),
                 (ad, bd),
-                None,
+                (None, None),
                 &mut c16,
                 |d, c| launch::<Narrow, Bf16>(d, (ad, bd), c, 1, (m, n, k), args).map(|_| ()),
             )?;
@@ -285,7 +312,7 @@ fn bench_gemm_tma(
             counts,
             (f32out, name),
             (ad, bd),
-            None,
+            (None, None),
             &mut c32,
             |d, c| {
                 launch::<Bf16Operands, f32>(d, (ad, bd), c, 1, (m, n, k), &f32_plain).map(|_| ())
@@ -298,7 +325,7 @@ fn bench_gemm_tma(
             counts,
             (f32out, &name),
             (ad, bd),
-            None,
+            (None, None),
             &mut c32,
             |d, c| launch::<Narrow, f32>(d, (ad, bd), c, 1, (m, n, k), &f32_plain).map(|_| ()),
         )?;
@@ -329,7 +356,7 @@ fn bench_gemm_tma(
         counts,
         (problem, name),
         (&a8, &b8),
-        None,
+        (None, None),
         &mut c16,
         |d, c| {
             launch::<Fp8Operands<E4m3, E4m3>, Bf16>(d, (&a8, &b8), c, 1, (m, n, k), &scaled)
@@ -374,7 +401,7 @@ fn bench_bmm(
         counts,
         (problem, &name),
         (&a, &b),
-        None,
+        (None, None),
         &mut c,
         |d, c| launch_batched(d, kernel, (&a, &b), c, batch, (m, n, k), &plain).map(|_| ()),
     )?;
@@ -383,7 +410,7 @@ fn bench_bmm(
         counts,
         (problem, &tma_name),
         (&a, &b),
-        None,
+        (None, None),
         &mut c,
         |d, c| {
             use crate::gemm_tma::{host::launch, Bf16Operands};

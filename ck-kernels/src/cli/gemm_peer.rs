@@ -50,7 +50,7 @@ impl<'a> GemmPeer<'a> {
     }
 
     /// Times `ours` (our kernel `kernel` writing `ours_c`) and, where cuBLASLt loaded, its
-    /// `problem` on `a` and `b` (and `bias`) into a C of its own: `iters` samples of each in
+    /// `problem` on `a` and `b` (and `bias`, or the residual `d`) into a C of its own: `iters` samples of each in
     /// turn, after `warmup` runs of each. Then the two Cs must agree (a relative error under
     /// 1e-2 on every 61st element): a peer fed the operands the wrong way round, or a kernel
     /// that computes something else, is an error rather than a ratio.
@@ -61,7 +61,7 @@ impl<'a> GemmPeer<'a> {
         (warmup, iters): (usize, usize),
         (problem, kernel): (LtProblem, &str),
         (a, b): (&DeviceBuffer<A>, &DeviceBuffer<A>),
-        bias: Option<&DeviceBuffer<Bf16>>,
+        inputs: (Option<&DeviceBuffer<Bf16>>, Option<&DeviceBuffer<C>>),
         ours_c: &mut DeviceBuffer<C>,
         mut ours: impl FnMut(&Device, &mut DeviceBuffer<C>) -> Result<(), LaunchError>,
     ) -> Result<Timed, CliError> {
@@ -76,7 +76,7 @@ impl<'a> GemmPeer<'a> {
         let gemm = lt.plan(problem).map_err(launch_error)?;
         let len = problem.batch as usize * problem.m as usize * problem.n as usize;
         let mut c = DeviceBuffer::<C>::zeros(device, len).map_err(launch_error)?;
-        let mut peer = |d: &Device| lt.run(&gemm, d, (a, b), &mut c, bias);
+        let mut peer = |d: &Device| lt.run(&gemm, d, (a, b), &mut c, inputs);
         let mut ours = |d: &Device| ours(d, ours_c);
         // At least one run of each, for the comparison.
         for _ in 0..warmup.max(1) {
