@@ -14,23 +14,24 @@
 //!
 //! Measured on an H100 against cuBLASLt timed in turn in the same process (`ck bench gemm`), as
 //! a fraction of it, TMA / `cp.async`: bf16 C 0.99–1.00 / 0.90–0.95 on the shapes from 2048³ to
-//! 4096×4096×16384 (3072³, two waves and a sliver: 0.76 / 0.70) and 0.97–0.99 / 0.78–0.84 at
-//! K = 1024; f32 C 0.91–1.04 / 0.81–0.96 (3072³: 0.73 / 0.71; a tie at 2048³); 16 products of
-//! 2048³ 0.98–1.03 / 0.85. Timed one after the other instead, the
-//! `cp.async` kernel, which ran first on a cooler GPU, had seemed the faster at K ≥ 4096.
+//! 4096×4096×16384 and 0.97–0.99 / 0.78–0.84 at K = 1024; f32 C 0.91–1.04 / 0.81–0.96 (a tie at
+//! 2048³); 16 products of 2048³ 0.98–1.03 / 0.85. Timed one after the other instead, the
+//! `cp.async` kernel, which ran first on a cooler GPU, had seemed the faster at K ≥ 4096. Where
+//! the 256-wide tiles leave the last wave mostly idle the 192-wide ones win: 3072³ 0.98–0.99
+//! against 0.76–0.77 (f32 C 0.95 against 0.74), 2048×3072×3072 1.00–1.01 against 0.79–0.82.
 
 use crate::gemm::host::Bf16Kernel;
 use crate::gemm_fused::HostEpilogue;
 use crate::gemm_fused::{launch_batched, run_on_host_values, upload, EpilogueArgs, GemmOutput};
 use crate::gemm_tma::host::{kernel_name, launch as launch_tma, TmaGemm};
 use crate::gemm_tma::{Bf16Operands, Width, BM, N192, N256};
+use ck_core::device::Bf16;
+use ck_core::host::{Device, DeviceBuffer, LaunchError, LaunchStats};
 
 /// How much more of the machine's time the 192-wide tiles must spend on C's own elements
 /// than the 256-wide ones before they are chosen (they copy 11 % more bytes per FLOP). On an
 /// H100 they tie at equal shares (6144³) and win by 4–6 % at 6.5 % more (5632×5632×4096).
 const NARROW_GAIN: f64 = 1.05;
-use ck_core::device::Bf16;
-use ck_core::host::{Device, DeviceBuffer, LaunchError, LaunchStats};
 
 /// C's element types: whether their GEMMs may run on a TMA kernel, and the bf16-operand TMA
 /// kernels' entry points for them ([`crate::gemm_tma::host`], which depends on this crate's
@@ -92,7 +93,7 @@ pub enum Choice {
     Wgmma(Bf16Kernel),
     /// The TMA kernel (128 × 256 tiles).
     Tma,
-    /// The TMA kernel with 128 × 192 tiles (plain bf16 C).
+    /// The TMA kernel with 128 × 192 tiles (alpha alone, bf16 or f32 C).
     TmaN192,
 }
 

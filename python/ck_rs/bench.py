@@ -87,7 +87,11 @@ def gemm_in_turn(dev):
              lambda: torch.mm(a, b, out_dtype=torch.float32)),
         ]
         for name, ours, peer in cases:
-            ref = peer().float()
+            try:
+                ref = peer().float()
+            except (TypeError, RuntimeError) as e:  # an older torch without mm(out_dtype=)
+                print(f"{name + f' {m}x{n}x{k}':>30}  no torch peer ({e})")
+                continue
             got = ours().float()
             err = ((got - ref).norm() / ref.norm()).item()
             if not err < 1e-2:

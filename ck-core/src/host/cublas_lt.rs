@@ -18,7 +18,7 @@
 //! `[M, K]` and our B given as `Bᵀ[N, K]`, the library's "A" transposed.
 
 use super::{Device, DeviceBuffer, LaunchError, Storage};
-use crate::device::{Bf16, Element};
+use crate::device::{Bf16, E4m3, Element};
 use crate::rules;
 use cudarc::cublaslt::{result, sys};
 use cudarc::driver::{CudaSlice, DevicePtr};
@@ -40,11 +40,6 @@ pub struct CublasLt {
     workspace: CudaSlice<u8>,
     device: Arc<super::CudaDevice>,
 }
-
-// SAFETY: a cuBLASLt handle may be used from any thread, one call at a time (the calls below
-// take `&self` but cuBLASLt documents its handle as thread-safe for matmul).
-unsafe impl Send for CublasLt {}
-unsafe impl Sync for CublasLt {}
 
 impl std::fmt::Debug for CublasLt {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -327,12 +322,12 @@ impl CublasLt {
         (bias, residual): (Option<&DeviceBuffer<Bf16>>, Option<&DeviceBuffer<C>>),
     ) -> Result<(), LaunchError> {
         let p = gemm.problem;
-        let ab_bytes = match p.operands {
-            LtOperands::Bf16 => 2,
-            LtOperands::E4m3 => 1,
-            LtOperands::F32 => 4,
+        let ab_type = match p.operands {
+            LtOperands::Bf16 => Bf16::NAME,
+            LtOperands::E4m3 => E4m3::NAME,
+            LtOperands::F32 => f32::NAME,
         };
-        let c_bytes = if p.c_f32 { 4 } else { 2 };
+        let c_type = if p.c_f32 { f32::NAME } else { Bf16::NAME };
         let (mk, kn, mn) = (
             p.batch as usize * p.m as usize * p.k as usize,
             p.batch as usize * p.k as usize * p.n as usize,
@@ -344,9 +339,9 @@ impl CublasLt {
                 format!("cuBLASLt peer: {what}"),
             ))
         };
-        if A::BYTES != ab_bytes || C::BYTES != c_bytes {
+        if A::NAME != ab_type || C::NAME != c_type {
             return mismatch(format!(
-                "operands of {} and C of {} do not match the plan {p:?}",
+                "operands of {} and C of {} do not match the plan {p:?}: pass {ab_type} operands and {c_type} C",
                 A::NAME,
                 C::NAME
             ));

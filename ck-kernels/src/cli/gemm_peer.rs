@@ -50,10 +50,11 @@ impl<'a> GemmPeer<'a> {
     }
 
     /// Times `ours` (our kernel `kernel` writing `ours_c`) and, where cuBLASLt loaded, its
-    /// `problem` on `a` and `b` (and `bias`, or the residual `d`) into a C of its own: `iters` samples of each in
-    /// turn, after `warmup` runs of each. Then the two Cs must agree (a relative error under
-    /// 1e-2 on every 61st element): a peer fed the operands the wrong way round, or a kernel
-    /// that computes something else, is an error rather than a ratio.
+    /// `problem` on `a` and `b` (with `inputs`: the bias, the residual) into a C of its own:
+    /// `iters` samples of each in turn, after `warmup` runs of each. Then the two Cs must agree
+    /// (`‖ours − peer‖ / ‖peer‖` under 1e-2): a peer fed the operands the wrong way round, or
+    /// a kernel that computes something else, is an error rather than a ratio. A problem
+    /// cuBLASLt has no algorithm for is timed without the peer (and says so on stderr).
     #[allow(clippy::too_many_arguments)]
     pub fn time<A: Element, C: Real>(
         &self,
@@ -65,7 +66,14 @@ impl<'a> GemmPeer<'a> {
         ours_c: &mut DeviceBuffer<C>,
         mut ours: impl FnMut(&Device, &mut DeviceBuffer<C>) -> Result<(), LaunchError>,
     ) -> Result<Timed, CliError> {
-        let Some(lt) = &self.lt else {
+        let planned = self.lt.as_ref().and_then(|lt| match lt.plan(problem) {
+            Ok(gemm) => Some((lt, gemm)),
+            Err(e) => {
+                eprintln!("note: {kernel}: no cuBLASLt peer for this problem ({e})");
+                None
+            }
+        });
+        let Some((lt, gemm)) = planned else {
             let t = super::bench::timed(device, warmup, iters, |d| ours(d, ours_c))
                 .map_err(launch_error)?;
             return Ok(Timed {
@@ -73,7 +81,6 @@ impl<'a> GemmPeer<'a> {
                 peer: None,
             });
         };
-        let gemm = lt.plan(problem).map_err(launch_error)?;
         let len = problem.batch as usize * problem.m as usize * problem.n as usize;
         let mut c = DeviceBuffer::<C>::zeros(device, len).map_err(launch_error)?;
         let mut peer = |d: &Device| lt.run(&gemm, d, (a, b), &mut c, inputs);
@@ -138,15 +145,9 @@ impl<'a> GemmPeer<'a> {
     }
 }
 
-/// ‖x − y‖ / ‖y‖ over every 61st element (61 is prime, so the sample walks all rows and
-/// columns of any matrix shape).
+/// `‖x − y‖ / ‖y‖` over every element ([`crate::checks::norm_relative_error`]).
 fn relative_error<C: Real>(x: &DeviceBuffer<C>, y: &DeviceBuffer<C>) -> Result<f64, LaunchError> {
-    let (x, y) = (x.to_vec()?, y.to_vec()?);
-    let (mut diff, mut norm) = (0.0f64, 0.0f64);
-    for (&u, &v) in x.iter().zip(&y).step_by(61) {
-        let (u, v) = (u.to_f32() as f64, v.to_f32() as f64);
-        diff += (u - v) * (u - v);
-        norm += v * v;
-    }
-    Ok((diff / norm.max(f64::MIN_POSITIVE)).sqrt())
+    let x: Vec<f32> = x.to_vec()?.into_iter().map(C::to_f32).collect();
+    let y: Vec<f64> = y.to_vec()?.into_iter().map(|v| v.to_f32() as f64).collect();
+    Ok(crate::checks::norm_relative_error(&x, &y))
 }

@@ -58,6 +58,20 @@ fn k_major_map<T: Element>(
     )
 }
 
+/// A row-major B `[batch, k, n]` (N-major) in boxes of `box_dims`, in the 128-byte swizzle.
+fn n_major_map<T: Element>(
+    b: &DeviceBuffer<T>,
+    (k, n, batch): (u32, u32, u32),
+    box_dims: [u32; 3],
+) -> Result<TensorMap<'_, T, 3>, LaunchError> {
+    TensorMap::dense(
+        b,
+        [n as u64, k as u64, batch as u64],
+        box_dims,
+        SwizzleMode::B128,
+    )
+}
+
 /// C `[batch, m, n]` as the kernels' store map: boxes of [`C_BOX`] in the 128-byte swizzle.
 fn c_map(
     c: &mut DeviceBuffer<Bf16>,
@@ -111,8 +125,7 @@ macro_rules! tma_gemm {
                 if $kmajor {
                     k_major_map(b, (k, n, batch), <$p as Operands>::W::BN)
                 } else {
-                    let bx = <$p as Operands>::B_BOX;
-                    TensorMap::dense(b, [n as u64, k as u64, batch as u64], bx, SwizzleMode::B128)
+                    n_major_map(b, (k, n, batch), <$p as Operands>::B_BOX)
                 }
             }
 
@@ -170,8 +183,7 @@ macro_rules! narrow_gemm {
                 b: &'a DeviceBuffer<Bf16>,
                 (k, n, batch): (u32, u32, u32),
             ) -> Result<TensorMap<'a, Bf16, 3>, LaunchError> {
-                let dims = [n as u64, k as u64, batch as u64];
-                TensorMap::dense(b, dims, Self::B_BOX, SwizzleMode::B128)
+                n_major_map(b, (k, n, batch), Self::B_BOX)
             }
 
             fn launch_kernel(
