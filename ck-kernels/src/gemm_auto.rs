@@ -13,7 +13,7 @@
 //! | otherwise (a residual D, an activation without a bias, f32 C with a bias) | `gemm_bf16_wgmma*` (`cp.async`, 128 × 256 tiles) |
 //!
 //! Measured on an H100 against cuBLASLt timed in turn in the same process (`ck bench gemm`), as
-//! a fraction of it, TMA / `cp.async`: bf16 C 0.99–1.00 / 0.90–0.95 on the shapes from 2048³ to
+//! a fraction of it, TMA / `cp.async`: bf16 C 0.98–1.00 / 0.90–0.95 on the shapes from 2048³ to
 //! 4096×4096×16384 and 0.97–0.99 / 0.78–0.84 at K = 1024; f32 C 0.91–1.04 / 0.81–0.96 (a tie at
 //! 2048³); 16 products of 2048³ 0.98–1.03 / 0.85. Timed one after the other instead, the
 //! `cp.async` kernel, which ran first on a cooler GPU, had seemed the faster at K ≥ 4096. Where
