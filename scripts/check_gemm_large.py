@@ -2,7 +2,8 @@
 """Checks `ck run gemm --backend cuda` at full benchmark sizes against torch, five ways per
 shape: `--dtype bf16` (bf16-rounded operands on the f32 GEMM), `--out-dtype f32` (the TMA
 tensor-core GEMM, f32 C), `--out-dtype bf16` (the plain TMA GEMM), `--out-dtype bf16 --bias
---activation gelu` (the TMA GEMM compiled for bias + GELU, bf16 C) and `--dtype fp8-e4m3
+--activation gelu` (the TMA GEMM compiled for bias + GELU, bf16 C), `--out-dtype bf16 --residual
+--beta 0.5` (the TMA GEMM that copies D with the copy engine) and `--dtype fp8-e4m3
 --out-dtype bf16` (the TMA fp8 GEMM). The reference is computed on the GPU in fp64 from the same
 bf16-rounded operands; the norm-wise relative error must be <= 1e-5 for f32 C (only the f32
 accumulation differs) and <= 4e-3 for bf16 C (one rounding). The fp64 CPU reference of the
@@ -23,6 +24,7 @@ MODES = {
     "tensor cores (TMA), f32 C": (["--out-dtype", "f32"], 1e-5),
     "TMA, bf16 C": (["--out-dtype", "bf16"], 4e-3),
     "TMA, bf16 C = gelu(A·B + bias)": (["--out-dtype", "bf16", "--activation", "gelu"], 4e-3),
+    "TMA, bf16 C = A·B + 0.5·D": (["--out-dtype", "bf16", "--beta", "0.5"], 4e-3),
     # The fp8 tensor cores accumulate with fewer bits than f32: a looser bound.
     "fp8 e4m3 (TMA), bf16 C": (["--dtype", "fp8-e4m3", "--out-dtype", "bf16"], 1e-2),
 }
@@ -43,16 +45,19 @@ def check(ck, m, n, k):
     a = torch.rand(m, k, generator=g) * 2 - 1
     b = torch.rand(k, n, generator=g) * 2 - 1
     bias = torch.rand(n, generator=g) * 2 - 1
+    resid = torch.rand(m, n, generator=g) * 2 - 1
     ab = a.bfloat16().cuda().double() @ b.bfloat16().cuda().double()
     ok = True
     with tempfile.TemporaryDirectory() as d:
-        pa, pb, pc, pbias = (os.path.join(d, f) for f in ("a.npy", "b.npy", "c.npy", "bias.npy"))
+        pa, pb, pc, pbias, pd = (os.path.join(d, f)
+                                 for f in ("a.npy", "b.npy", "c.npy", "bias.npy", "d.npy"))
         np.save(pa, a.numpy())
         np.save(pb, b.numpy())
         np.save(pbias, bias.numpy())
+        np.save(pd, resid.numpy())
         for name, (flags, tol) in MODES.items():
-            fused = "--activation" in flags
-            extra = ["--bias", pbias] if fused else []
+            fused, with_d = "--activation" in flags, "--beta" in flags
+            extra = ["--bias", pbias] if fused else ["--residual", pd] if with_d else []
             subprocess.run([ck, "run", "gemm", "--backend", "cuda", "--input-a", pa,
                             "--input-b", pb, "--output", pc, *flags, *extra],
                            check=True, stdout=subprocess.DEVNULL)
@@ -60,6 +65,8 @@ def check(ck, m, n, k):
             ref = e4m3_reference(a, b) if "fp8-e4m3" in flags else ab
             if fused:
                 ref = torch.nn.functional.gelu(ab + bias.bfloat16().cuda().double(), approximate="tanh")
+            if with_d:
+                ref = ab + 0.5 * resid.bfloat16().cuda().double()
             err = (torch.linalg.norm(c - ref) / torch.linalg.norm(ref)).item()
             good = err <= tol
             ok &= good

@@ -9,8 +9,8 @@
 //! | N or K not a multiple of 8 | `gemm_bf16` (`mma.sync`; no fused epilogue) — refused here |
 //! | all 128 × 128 tiles fit in one wave | `gemm_bf16_wgmma_n128*` (`cp.async`) |
 //! | alpha alone (bf16 or f32 C), where 128 × 192 tiles spend ≥ 5 % more of the machine's time on C than 128 × 256 ones ([`wave_efficiency`]: 3072³, 1536³, …) | `gemm_tma_bf16*_n192` |
-//! | an epilogue a TMA kernel is compiled for: alpha alone (bf16 or f32 C), or bf16 C with a bias and an activation; any batch | `gemm_tma_bf16*` (TMA, warp-specialised, persistent) |
-//! | otherwise (a residual D, an activation without a bias, f32 C with a bias) | `gemm_bf16_wgmma*` (`cp.async`, 128 × 256 tiles) |
+//! | an epilogue a TMA kernel is compiled for: alpha alone (bf16 or f32 C), bf16 C with a bias and an activation, or bf16 C with a residual (`alpha · A·B + beta · D`); any batch | `gemm_tma_bf16*` (TMA, warp-specialised, persistent) |
+//! | otherwise (D with a bias or an activation, an activation without a bias, f32 C with D or a bias) | `gemm_bf16_wgmma*` (`cp.async`, 128 × 256 tiles) |
 //!
 //! Measured on an H100 against cuBLASLt timed in turn in the same process (`ck bench gemm`), as
 //! a fraction of it, TMA / `cp.async`: bf16 C 0.98–1.00 / 0.90–0.95 on the shapes from 2048³ to

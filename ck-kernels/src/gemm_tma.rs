@@ -34,6 +34,10 @@
 //! `RUNTIME_FLAGS`). Each operand and output type has two: `gemm_tma_bf16` (and the others
 //! without a suffix) computes `C = alpha · A·B`, `gemm_tma_bf16_epilogue` the whole
 //! [`Epilogue`] its flags ask for; bf16 C also has `gemm_tma_bf16_bias{,_relu,_gelu,_silu}`.
+//! bf16 C with a residual alone (`alpha · A·B + beta · D`) has `gemm_tma_bf16_residual`, whose
+//! producer copies each tile's D through the ring as two more stages, and whose consumers stage
+//! C where D arrived ([`DRing`]); the others read D in the accumulator layout from global
+//! memory ([`DLoads`]).
 //! The host launches the kernel compiled for the epilogue it is given, the run-time one when
 //! none is: that one's paths for D, bias and the activations, never taken by a plain GEMM,
 //! cost it registers (spills) and instruction fetch — 10–17 % at 8192×8192×1024 on an H100. A
@@ -42,15 +46,18 @@
 //! Shapes: rows of A, B and C start 16-byte aligned, as the copy engine and the slices of a
 //! batch need (K a multiple of 8 for bf16, of 16 for fp8; N a multiple of 8).
 
+mod residual;
 mod store;
 mod width;
+pub use residual::{DLoads, DRing, DSource, TileAt, D_BOX};
 pub use store::{
     c_stage_bytes, BiasRows, BiasWgmma32, CWgmma32, Staging, TmaOutput, BIAS_STAGE, C_BOX,
+    C_BUFFERS,
 };
-use store::{flags, load_bias, stage_bias, store_tile};
+use store::{flags, load_bias, stage_bias, store_tile, TileOut};
 pub use width::{CWgmma192, Width, N192, N256};
 
-use crate::epilogue::{Activation, Epilogue, ACTIVATION_SHIFT, HAS_BIAS, RUNTIME_FLAGS};
+use crate::epilogue::{Activation, Epilogue, ACTIVATION_SHIFT, HAS_BIAS, HAS_D, RUNTIME_FLAGS};
 use crate::gemm_sm90::block_tile;
 use ck_core::device::*;
 use ck_core::tile::{unroll, DistributedTensor};
@@ -86,25 +93,38 @@ const fn empty(s: u32) -> u32 {
     STAGES + s
 }
 
-/// Bytes of A's ring, and of B's for tiles `bn` wide.
-pub const A_RING_BYTES: u32 = STAGES * A_STAGE_BYTES;
-pub const fn b_ring_bytes(bn: u32) -> u32 {
-    STAGES * b_stage_bytes(bn)
-}
 /// What the shared region's parts start after: up to 1 KiB, to the first 1024-byte boundary
 /// (the swizzle XORs absolute address bits).
 const ALIGN_PAD: u32 = 1024;
 
-/// Elements of `elem_bytes` in the shared region of a kernel with tiles `bn` wide writing C of
-/// `c_bytes`: A's ring, B's ring, C's staging ([`c_stage_bytes`]) and the pad.
-pub const fn region_elems(bn: u32, elem_bytes: u32, c_bytes: u32) -> usize {
-    ((A_RING_BYTES + b_ring_bytes(bn) + c_stage_bytes(c_bytes) + ALIGN_PAD) / elem_bytes) as usize
-}
-
 /// Elements of `elem_bytes` in a part of the region of `bytes` used bytes: the part reaches
 /// over the pad, so that its contents fit from the aligned start.
-pub const fn part_elems(bytes: u32, elem_bytes: u32) -> usize {
+const fn part_elems(bytes: u32, elem_bytes: u32) -> usize {
     ((bytes + ALIGN_PAD) / elem_bytes) as usize
+}
+
+/// The shared region of a kernel on operands `P` writing C of `O` with `C_BOXES` C box buffers
+/// per consumer warp ([`C_BUFFERS`], or none where C is staged in the ring, [`DRing`]): A's
+/// ring and B's ring, then C's staging ([`c_stage_bytes`]), after one alignment pad; in elements of A (the region's type) and
+/// bytes. For bf16 operands and C with two boxes: 64 + 128 + 32 KiB + the pad, 225 KiB of the
+/// 227 a block may have.
+pub struct Region<P, O, const C_BOXES: u32>(core::marker::PhantomData<(P, O)>);
+
+impl<P: Operands, O: TmaOutput, const C_BOXES: u32> Region<P, O, C_BOXES> {
+    const A_RING: u32 = STAGES * A_STAGE_BYTES;
+    const B_RING: u32 = STAGES * b_stage_bytes(P::W::BN);
+    const C_STAGE: u32 = c_stage_bytes(O::BYTES, C_BOXES);
+    /// The region's elements.
+    pub const ELEMS: usize =
+        ((Self::A_RING + Self::B_RING + Self::C_STAGE + ALIGN_PAD) / P::A::BYTES) as usize;
+    /// A's ring: elements (of A), from byte 0.
+    pub const A_ELEMS: usize = part_elems(Self::A_RING, P::A::BYTES);
+    /// B's ring: its first byte, its elements (of B).
+    pub const B_AT: usize = Self::A_RING as usize;
+    pub const B_ELEMS: usize = part_elems(Self::B_RING, P::B::BYTES);
+    /// C's staging: its first byte, its elements (of C).
+    pub const C_AT: usize = (Self::A_RING + Self::B_RING) as usize;
+    pub const C_ELEMS: usize = part_elems(Self::C_STAGE, O::BYTES);
 }
 
 /// What depends on the operand types: how B is laid out and copied, and the MMA.
@@ -269,20 +289,20 @@ impl Problem {
 
 /// Stage use `t` of the block (over all its tiles): its stage and the parity of that use.
 #[inline(always)]
-fn stage(t: u32) -> (u32, u32) {
+pub(crate) fn stage(t: u32) -> (u32, u32) {
     (t % STAGES, (t / STAGES) % 2)
 }
 
 /// Element `first` of `ring`: the first on a 1024-byte boundary.
 #[inline(always)]
-fn aligned_start<T: Element, const N: usize>(ring: &SharedArray<T, N>) -> u32 {
+pub(crate) fn aligned_start<T: Element, const N: usize>(ring: &SharedArray<T, N>) -> u32 {
     (1024 - ring.shared_address(0) % 1024) % 1024 / T::BYTES
 }
 
 /// Every stage of every tile of the block, into the ring as its buffers are released.
 #[inline(always)]
-fn produce<P: Operands, const NA: usize, const NB: usize>(
-    (a, b): (&Tma<P::A, 3>, &Tma<P::B, 3>),
+fn produce<P: Operands, O: TmaOutput, S: DSource<O>, const NA: usize, const NB: usize>(
+    (a, b, dsrc): (&Tma<P::A, 3>, &Tma<P::B, 3>, S),
     smem: &Smem<P::A, P::B, NA, NB>,
     pb: &Problem,
 ) {
@@ -307,6 +327,8 @@ fn produce<P: Operands, const NA: usize, const NB: usize>(
             P::copy_b(b, &smem.b, b_at, (k0, bn, product), (&smem.bars, full(s)));
             t += 1;
         }
+        dsrc.produce(&smem.bars, (product, bm, bn), t);
+        t += S::D_STAGES;
     }
 }
 
@@ -324,12 +346,13 @@ fn release<A, B, const NA: usize, const NB: usize>(smem: &Smem<A, B, NA, NB>, s:
 fn consume<
     P: Operands,
     O: TmaOutput,
+    S: DSource<O>,
     const EPI: u32,
     const NA: usize,
     const NB: usize,
     const NC: usize,
 >(
-    (c, epilogue, staging): (O::Dest, Epilogue<O>, Staging<O, NC>),
+    (c, epilogue, dsrc, staging): (O::Dest, Epilogue<O>, S, Staging<O, NC>),
     smem: &Smem<P::A, P::B, NA, NB>,
     pb: &Problem,
 ) {
@@ -342,9 +365,8 @@ fn consume<
     let b_first = P::b_descriptor(smem.b.shared_address(aligned_start(&smem.b)));
     let (m, n) = (pb.m, pb.n);
     let mut t = 0;
-    // The parity of the C boxes this warp has stored (bf16 C), so that its two buffers
-    // alternate across tiles.
-    let mut boxes = 0;
+    // The block's tiles before this one (C's box buffers and D's barriers follow it).
+    let mut ordinal = 0;
     let mut tiles = pb.my_tiles(P::W::BN);
     let mut tile = tiles.next();
     while let Some((product, bm, bn)) = tile {
@@ -387,36 +409,46 @@ fn consume<
         } else {
             tile = tiles.next();
         }
+        // The tile's D stages, if it has any, follow its K stages in the ring.
+        let d_use = t;
+        t += S::D_STAGES;
         if has_bias {
             stage_bias(&bias, staging.bias);
         }
-        let tile = (c, &epilogue, staging, (c_start, boxes));
-        store_tile::<P::W, O, EPI, NC>(acc, tile, (product, bm, bn), (m, n));
-        // An even number of boxes per tile leaves the alternation where it started.
-        if (P::W::BN / 64) % 2 == 1 {
-            boxes += 1;
-        }
+        let out = TileOut {
+            c,
+            epilogue: &epilogue,
+            dsrc,
+            staging,
+            c_start,
+            ordinal,
+            d_use,
+        };
+        store_tile::<P::W, O, S, EPI, NC>(acc, out, (product, bm, bn), (m, n));
+        ordinal += 1;
     }
     O::finish();
 }
 
-/// The kernel body: the shared region cut into its parts (`NR` elements: A's ring of `NA`,
-/// B's of `NB`, C's staging of `NC` from byte `CAT`, each reaching over the alignment pad),
-/// the barriers, then the producer and the consumers.
+/// The kernel body: the shared region cut into its parts ([`Region`]: `NR` elements; A's ring
+/// of `NA`, B's of `NB` from byte `BAT`, C's staging of `NC` from byte `CAT`, each reaching
+/// over the alignment pad), the barriers, then the producer and the consumers.
 #[inline(always)]
 #[allow(clippy::type_complexity)]
 fn gemm_tma<
     P: Operands,
     O: TmaOutput,
+    S: DSource<O>,
     const EPI: u32,
     const NR: usize,
     const NA: usize,
+    const BAT: usize,
     const NB: usize,
     const CAT: usize,
     const NC: usize,
 >(
     (a, b): (Tma<P::A, 3>, Tma<P::B, 3>),
-    (c, epilogue): (O::Dest, Epilogue<O>),
+    (c, epilogue, dsrc): (O::Dest, Epilogue<O>, S),
     mnk_batch: (u32, u32, u32, u32),
     (region, bars, bias): (
         SharedArray<P::A, NR>,
@@ -426,7 +458,7 @@ fn gemm_tma<
 ) {
     let smem = Smem {
         a: region.part::<P::A, 0, NA>(),
-        b: region.part::<P::B, { A_RING_BYTES as usize }, NB>(),
+        b: region.part::<P::B, BAT, NB>(),
         bars,
     };
     let staging = Staging {
@@ -445,11 +477,11 @@ fn gemm_tma<
     if warp_id() >= CONSUMER_WARPS {
         setmaxnreg_dec::<40>();
         if thread_idx() == 32 * CONSUMER_WARPS {
-            produce::<P, NA, NB>((&a, &b), &smem, &pb);
+            produce::<P, O, S, NA, NB>((&a, &b, dsrc), &smem, &pb);
         }
     } else {
         setmaxnreg_inc::<232>();
-        consume::<P, O, EPI, NA, NB, NC>((c, epilogue, staging), &smem, &pb);
+        consume::<P, O, S, EPI, NA, NB, NC>((c, epilogue, dsrc, staging), &smem, &pb);
     }
 }
 
@@ -483,20 +515,66 @@ macro_rules! tma_gemm_kernel {
             const EPI: u32 = $epi;
             let epilogue = Epilogue { alpha, beta, d, bias, flags };
             let shared = (
-                shared!($a; region_elems(<<$p as Operands>::W as Width>::BN, <$a as Element>::BYTES, <$o as Element>::BYTES)),
+                shared!($a; Region::<$p, $o, C_BUFFERS>::ELEMS),
                 shared!(Mbarrier; BARRIERS),
                 shared!($o; BIAS_STAGE),
             );
             gemm_tma::<
                 $p,
                 $o,
+                _,
                 EPI,
-                { region_elems(<<$p as Operands>::W as Width>::BN, <$a as Element>::BYTES, <$o as Element>::BYTES) },
-                { part_elems(A_RING_BYTES, <$a as Element>::BYTES) },
-                { part_elems(b_ring_bytes(<<$p as Operands>::W as Width>::BN), <$b as Element>::BYTES) },
-                { (A_RING_BYTES + b_ring_bytes(<<$p as Operands>::W as Width>::BN)) as usize },
-                { part_elems(c_stage_bytes(<$o as Element>::BYTES), <$o as Element>::BYTES) },
-            >((a, b), (c, epilogue), (m, n, k, batch), shared);
+                { Region::<$p, $o, C_BUFFERS>::ELEMS },
+                { Region::<$p, $o, C_BUFFERS>::A_ELEMS },
+                { Region::<$p, $o, C_BUFFERS>::B_AT },
+                { Region::<$p, $o, C_BUFFERS>::B_ELEMS },
+                { Region::<$p, $o, C_BUFFERS>::C_AT },
+                { Region::<$p, $o, C_BUFFERS>::C_ELEMS },
+            >((a, b), (c, epilogue, DLoads), (m, n, k, batch), shared);
+        }
+    };
+    ($(#[$doc:meta])* $name:ident, $p:ty, $a:ty, $b:ty, $o:ty, [$($c:tt)+], residual: $epi:expr) => {
+        $(#[$doc])*
+        #[tile_kernel(block = 384, min_blocks_per_sm = 1)]
+        #[allow(clippy::too_many_arguments)]
+        pub fn $name(
+            a: Tma<$a, 3>,
+            b: Tma<$b, 3>,
+            c: $($c)+,
+            d: Tma<$o, 3>,
+            bias: Global<$o>,
+            m: u32,
+            n: u32,
+            k: u32,
+            batch: u32,
+            alpha: f32,
+            beta: f32,
+            flags: u32,
+        ) {
+            // D's stages fill a ring slot's B half: 256 columns (see `DRing`). C is staged where
+            // D arrived: no C staging of its own.
+            const _: () = assert!(<<$p as Operands>::W as Width>::BN == N256::BN);
+            const EPI: u32 = $epi;
+            let epilogue = Epilogue { alpha, beta, d: Global::<$o>::empty(), bias, flags };
+            let shared = (
+                shared!($a; Region::<$p, $o, 0>::ELEMS),
+                shared!(Mbarrier; BARRIERS),
+                shared!($o; BIAS_STAGE),
+            );
+            let ring = shared.0.part::<$b, { Region::<$p, $o, 0>::B_AT }, { Region::<$p, $o, 0>::B_ELEMS }>();
+            let dsrc = DRing { map: d, ring, bars: shared.1 };
+            gemm_tma::<
+                $p,
+                $o,
+                _,
+                EPI,
+                { Region::<$p, $o, 0>::ELEMS },
+                { Region::<$p, $o, 0>::A_ELEMS },
+                { Region::<$p, $o, 0>::B_AT },
+                { Region::<$p, $o, 0>::B_ELEMS },
+                { Region::<$p, $o, 0>::C_AT },
+                { Region::<$p, $o, 0>::C_ELEMS },
+            >((a, b), (c, epilogue, dsrc), (m, n, k, batch), shared);
         }
     };
     ($(#[$doc:meta])* $name:ident, $p:ty, $a:ty, $b:ty, $o:ty, [$($c:tt)+], plain) => {
@@ -518,20 +596,22 @@ macro_rules! tma_gemm_kernel {
             let none = Global::<$o>::empty();
             let epilogue = Epilogue { alpha, beta: 0.0, d: none, bias: none, flags: 0 };
             let shared = (
-                shared!($a; region_elems(<<$p as Operands>::W as Width>::BN, <$a as Element>::BYTES, <$o as Element>::BYTES)),
+                shared!($a; Region::<$p, $o, C_BUFFERS>::ELEMS),
                 shared!(Mbarrier; BARRIERS),
                 shared!($o; BIAS_STAGE),
             );
             gemm_tma::<
                 $p,
                 $o,
+                _,
                 EPI,
-                { region_elems(<<$p as Operands>::W as Width>::BN, <$a as Element>::BYTES, <$o as Element>::BYTES) },
-                { part_elems(A_RING_BYTES, <$a as Element>::BYTES) },
-                { part_elems(b_ring_bytes(<<$p as Operands>::W as Width>::BN), <$b as Element>::BYTES) },
-                { (A_RING_BYTES + b_ring_bytes(<<$p as Operands>::W as Width>::BN)) as usize },
-                { part_elems(c_stage_bytes(<$o as Element>::BYTES), <$o as Element>::BYTES) },
-            >((a, b), (c, epilogue), (m, n, k, batch), shared);
+                { Region::<$p, $o, C_BUFFERS>::ELEMS },
+                { Region::<$p, $o, C_BUFFERS>::A_ELEMS },
+                { Region::<$p, $o, C_BUFFERS>::B_AT },
+                { Region::<$p, $o, C_BUFFERS>::B_ELEMS },
+                { Region::<$p, $o, C_BUFFERS>::C_AT },
+                { Region::<$p, $o, C_BUFFERS>::C_ELEMS },
+            >((a, b), (c, epilogue, DLoads), (m, n, k, batch), shared);
         }
     };
 }
@@ -548,6 +628,12 @@ tma_gemm_kernel!(
 tma_gemm_kernel!(
     /// bf16 A · B → bf16 C with the whole epilogue (D, bias, activation as `flags` say).
     gemm_tma_bf16_epilogue, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: RUNTIME_FLAGS
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = alpha · A·B + beta · D, D brought in by the copy engine
+    /// ([`DRing`]: D through the ring; compiled for this epilogue alone: `bias` and `flags` are
+    /// not read).
+    gemm_tma_bf16_residual, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], residual: HAS_D
 );
 /// The flags of a bias and an activation.
 pub(crate) const fn bias_and(activation: Activation) -> u32 {

@@ -46,13 +46,21 @@ fn each_problem_gets_the_kernel_of_the_measured_rule() {
         ..Default::default()
     };
     assert_eq!(picked(&device, 1, big, &bias_gelu), "tma");
-    // Epilogues no TMA kernel is compiled for: an activation without bias, a residual.
+    // A residual alone with bf16 C: the TMA kernel that copies D through its ring.
+    let residual = DeviceBuffer::<Bf16>::zeros(&device, 1).unwrap();
+    let d_alone = EpilogueArgs::<Bf16> {
+        d: Some(&residual),
+        beta: 0.5,
+        ..Default::default()
+    };
+    assert_eq!(picked(&device, 1, big, &d_alone), "tma");
+    // Epilogues no TMA kernel is compiled for: an activation without bias, a residual with a
+    // bias, a residual with f32 C.
     let relu = EpilogueArgs::<Bf16> {
         activation: Activation::Relu,
         ..Default::default()
     };
     assert_eq!(picked(&device, 1, big, &relu), "gemm_bf16_wgmma");
-    let residual = DeviceBuffer::<Bf16>::zeros(&device, 1).unwrap();
     let with_d = EpilogueArgs::<Bf16> {
         d: Some(&residual),
         bias: Some(&bias),
@@ -71,6 +79,12 @@ fn each_problem_gets_the_kernel_of_the_measured_rule() {
         ..Default::default()
     };
     assert_eq!(picked(&device, 1, big, &f32_bias), "gemm_bf16_wgmma");
+    let residual32 = DeviceBuffer::<f32>::zeros(&device, 1).unwrap();
+    let f32_d = EpilogueArgs::<f32> {
+        d: Some(&residual32),
+        ..Default::default()
+    };
+    assert_eq!(picked(&device, 1, big, &f32_d), "gemm_bf16_wgmma");
     // Any K and tile count past one wave.
     let deep = (128 * (device.multiprocessors() + 1), 256, 4096);
     assert_eq!(picked(&device, 1, deep, &plain), "tma");
@@ -86,6 +100,7 @@ fn each_problem_gets_the_kernel_of_the_measured_rule() {
         "tma_n192"
     );
     assert_eq!(picked(&device, 1, narrow, &bias_gelu), "tma");
+    assert_eq!(picked(&device, 1, narrow, &d_alone), "tma");
     // One wave of 128 × 128 tiles, and rows the wgmma kernels cannot copy.
     assert_eq!(
         picked(&device, 1, (128, 128, 64), &plain),

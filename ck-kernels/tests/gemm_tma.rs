@@ -8,7 +8,7 @@ use ck_kernels::checks::Rng;
 use ck_kernels::epilogue::Activation;
 use ck_kernels::gemm_fused::HostEpilogue;
 use ck_kernels::gemm_fused::{reference, upload, EpilogueArgs, GemmOutput};
-use ck_kernels::gemm_tma::host::{gemm_fp8, launch, quantize, TmaGemm};
+use ck_kernels::gemm_tma::host::{gemm_fp8, kernel_name, launch, quantize, TmaGemm};
 use ck_kernels::gemm_tma::{Bf16Operands, Fp8Operands, N192};
 
 /// The value of 8-bit float bits with `e` exponent and `m` mantissa bits, from the format's
@@ -199,6 +199,34 @@ fn bias_and_activation_kernels_of_bf16_c() {
     }
     // Edge tiles in M and N, two K stages and a half.
     check::<Bf16Operands, Bf16>((1, 130, 264, 160), &BIAS_AND, false, BF16_TOL);
+}
+
+/// `C = alpha · A·B + beta · D` for bf16 C: D copied by the copy engine into the warps' C box
+/// buffers (`gemm_tma_bf16_residual`).
+const RESIDUAL: [(f32, f32, bool, bool, Activation); 2] = [
+    (1.0, 1.0, true, false, Activation::None),
+    (0.5, -1.5, true, false, Activation::None),
+];
+
+#[test]
+fn residual_kernel_copies_d_into_the_c_boxes() {
+    let d = DeviceBuffer::<Bf16>::empty(&Device::emulator()).unwrap();
+    let args = EpilogueArgs {
+        d: Some(&d),
+        ..Default::default()
+    };
+    assert_eq!(
+        kernel_name::<Bf16Operands, Bf16>(&args),
+        "gemm_tma_bf16_residual"
+    );
+    assert!(<Bf16Operands as TmaGemm<Bf16>>::compiled_for(args.flags()));
+    // Three by three tiles on two blocks (four or five each: the D barriers' phases run on
+    // across tiles); the last row of tiles 4 high, the last column 8 wide (three of each
+    // warp's four D boxes lie wholly past N: copied as zeros, stored nowhere); three K stages.
+    check::<Bf16Operands, Bf16>((1, 260, 520, 136), &RESIDUAL, false, BF16_TOL);
+    // One K stage (D asked for after the first), over a batch of three; then no K at all.
+    check::<Bf16Operands, Bf16>((3, 67, 24, 64), &RESIDUAL[1..], false, BF16_TOL);
+    check::<Bf16Operands, Bf16>((1, 5, 16, 0), &RESIDUAL[..1], false, BF16_TOL);
 }
 
 #[test]

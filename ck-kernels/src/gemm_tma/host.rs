@@ -2,7 +2,7 @@
 //! per-tensor quantisation of the fp8 operands.
 
 use super::*;
-use crate::epilogue::Activation;
+use crate::epilogue::{Activation, HAS_D};
 use crate::gemm_fused::{
     check_problem, run_on_host_values, EpilogueArgs, GemmOutput, HostEpilogue,
 };
@@ -72,6 +72,21 @@ fn n_major_map<T: Element>(
     )
 }
 
+/// D `[batch, m, n]` as the residual kernel's producer copies it into the ring: boxes of
+/// [`D_BOX`] (a tile's 128 rows by 64 columns) in the 128-byte swizzle, so that each warp's
+/// 16 rows lie as its C box does.
+fn d_map(
+    d: &DeviceBuffer<Bf16>,
+    (m, n, batch): (u32, u32, u32),
+) -> Result<TensorMap<'_, Bf16, 3>, LaunchError> {
+    TensorMap::dense(
+        d,
+        [n as u64, m as u64, batch as u64],
+        [D_BOX[1], D_BOX[0], 1],
+        SwizzleMode::B128,
+    )
+}
+
 /// C `[batch, m, n]` as the kernels' store map: boxes of [`C_BOX`] in the 128-byte swizzle.
 fn c_map(
     c: &mut DeviceBuffer<Bf16>,
@@ -96,10 +111,21 @@ macro_rules! c_argument {
     };
 }
 
+/// A compiled kernel's D argument: the buffer (`buffer`: not read, or read by the threads) or
+/// [`d_map`] over it (`map`: copied by the copy engine).
+macro_rules! d_argument {
+    (buffer, $d:ident, $dims:expr) => {
+        $d
+    };
+    (map, $d:ident, $dims:expr) => {
+        &d_map($d, $dims)?
+    };
+}
+
 macro_rules! tma_gemm {
     ($p:ty, $o:ty, $plain:ident, $fused:ident, $name:literal, c: $c_as:ident,
         b_k_major: $kmajor:literal
-        $(, compiled: [$(($flags:expr, $lean:ident, $lean_name:literal)),*])?) => {
+        $(, compiled: [$(($flags:expr, $lean:ident, $lean_name:literal, d: $d_as:ident)),*])?) => {
         impl TmaGemm<$o> for $p {
             const KERNEL: &'static str = $name;
 
@@ -107,6 +133,7 @@ macro_rules! tma_gemm {
                 $($(if flags == $flags {
                     return $lean_name;
                 })*)?
+
                 if flags == 0 {
                     $name
                 } else {
@@ -140,6 +167,7 @@ macro_rules! tma_gemm {
             ) -> Result<LaunchStats, LaunchError> {
                 let mut c = c_argument!($c_as, c, (m, n, batch));
                 $($(if flags == $flags {
+                    let d = d_argument!($d_as, d, (m, n, batch));
                     return $lean::launch(
                         device, cfg, a, b, &mut c, d, bias, m, n, k, batch, alpha, beta, flags,
                     );
@@ -159,10 +187,11 @@ macro_rules! tma_gemm {
 tma_gemm!(
     Bf16Operands, Bf16, GemmTmaBf16, GemmTmaBf16Epilogue, "gemm_tma_bf16", c: map, b_k_major: false,
     compiled: [
-        (bias_and(Activation::None), GemmTmaBf16Bias, "gemm_tma_bf16_bias"),
-        (bias_and(Activation::Relu), GemmTmaBf16BiasRelu, "gemm_tma_bf16_bias_relu"),
-        (bias_and(Activation::Gelu), GemmTmaBf16BiasGelu, "gemm_tma_bf16_bias_gelu"),
-        (bias_and(Activation::Silu), GemmTmaBf16BiasSilu, "gemm_tma_bf16_bias_silu")
+        (bias_and(Activation::None), GemmTmaBf16Bias, "gemm_tma_bf16_bias", d: buffer),
+        (bias_and(Activation::Relu), GemmTmaBf16BiasRelu, "gemm_tma_bf16_bias_relu", d: buffer),
+        (bias_and(Activation::Gelu), GemmTmaBf16BiasGelu, "gemm_tma_bf16_bias_gelu", d: buffer),
+        (bias_and(Activation::Silu), GemmTmaBf16BiasSilu, "gemm_tma_bf16_bias_silu", d: buffer),
+        (HAS_D, GemmTmaBf16Residual, "gemm_tma_bf16_residual", d: map)
     ]
 );
 /// The 128 × 192 tiles: the plain product alone (what `gemm_auto` sends there), bf16 or f32 C.

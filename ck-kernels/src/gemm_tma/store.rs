@@ -4,8 +4,9 @@
 //! from the accumulator layout; the tile's bias staged once in shared memory ([`BiasRows`],
 //! read back as [`BiasWgmma32`]).
 
+use super::residual::DSource;
 use super::{Width, CONSUMER_WARPS, N256};
-use crate::epilogue::{CElement, Epilogue, HAS_D, RUNTIME_FLAGS};
+use crate::epilogue::{CElement, Epilogue, RUNTIME_FLAGS};
 use ck_core::device::*;
 use ck_core::tile::{
     broadcast_x, make_tile_window, DistributedTensor, TmaBoxView, View, View1, View2,
@@ -57,12 +58,15 @@ pub const BIAS_STAGE: usize = 2 * N256::BN as usize;
 /// the tile, 2 KiB, what one TMA store writes.
 pub const C_BOX: [u32; 2] = [16, 64];
 
-/// Bytes of a kernel's C staging for elements of `bytes` bytes: two boxes per consumer warp
-/// for bf16 (one being filled while the copy engine reads the other); none for f32, which is
-/// stored straight from the accumulators.
-pub const fn c_stage_bytes(bytes: u32) -> u32 {
+/// C box buffers per consumer warp: one being filled while the copy engine reads the other.
+pub const C_BUFFERS: u32 = 2;
+
+/// Bytes of a kernel's C staging for elements of `bytes` bytes: `boxes` boxes per consumer
+/// warp for bf16 ([`C_BUFFERS`]; none where C is staged where D arrived, [`super::DRing`]);
+/// none for f32, which is stored straight from the accumulators.
+pub const fn c_stage_bytes(bytes: u32, boxes: u32) -> u32 {
     if bytes == 2 {
-        CONSUMER_WARPS * 2 * C_BOX[0] * C_BOX[1] * bytes
+        CONSUMER_WARPS * boxes * C_BOX[0] * C_BOX[1] * bytes
     } else {
         0
     }
@@ -74,12 +78,12 @@ pub trait TmaOutput: CElement {
     type Dest: Copy;
     /// Stores slice `Q` (columns `32Q..32Q + 32`) of the tile of product `product` at rows
     /// `bm..`, columns `bn..` of the `m × n` C: `x`, the epilogue applied, through the
-    /// staging buffer (from its element `start`, 1024-byte aligned; `buffer`: which of the
-    /// warp's two box buffers the slice's box uses) if this type uses it.
+    /// staging array's box buffer from element `buffer` (`box_buffer`; 1024-byte aligned)
+    /// if this type uses it.
     fn store_slice<const NC: usize, const Q: u32>(
         x: &DistributedTensor<CWgmma32, f32>,
         c: Self::Dest,
-        staging_start_buffer: (SharedArray<Self, NC>, u32, u32),
+        staging_buffer: (SharedArray<Self, NC>, u32),
         product_bm_bn: (u32, u32, u32),
         mn: (u32, u32),
     );
@@ -96,7 +100,7 @@ impl TmaOutput for f32 {
     fn store_slice<const NC: usize, const Q: u32>(
         x: &DistributedTensor<CWgmma32, f32>,
         c: GlobalMut<f32>,
-        _staging: (SharedArray<f32, NC>, u32, u32),
+        _staging: (SharedArray<f32, NC>, u32),
         (product, bm, bn): (u32, u32, u32),
         (m, n): (u32, u32),
     ) {
@@ -112,24 +116,22 @@ impl TmaOutput for f32 {
 impl TmaOutput for Bf16 {
     type Dest = TmaMut<Bf16, 3>;
 
-    /// Each warp writes its 16 rows of the slice into one of its two [`C_BOX`] buffers with
+    /// Each warp writes its 16 rows of the slice into one of its [`C_BOX`] buffers with
     /// `stmatrix` (the accumulator layout is `stmatrix`'s fragment: see [`stage_pairs`]);
     /// after the second slice of a box, lane 0 hands the box to the copy engine (which clips
     /// it at C's edges) and the warp goes on. Before the first slice of a box, lane 0 waits
-    /// until the engine has read the box stored from that buffer two boxes ago (the buffers
-    /// alternate over the warp's boxes, across tiles: a 192-wide tile has three). Only warp
-    /// barriers: a warp's rows are its own.
+    /// until the engine has read every box but the last one stored (with two buffers, the one
+    /// stored from this buffer two boxes ago; they alternate over the warp's boxes, across
+    /// tiles: a 192-wide tile has three). Only warp barriers: a warp's rows are its own.
     #[inline(always)]
     fn store_slice<const NC: usize, const Q: u32>(
         x: &DistributedTensor<CWgmma32, f32>,
         c: TmaMut<Bf16, 3>,
-        (staging, start, which): (SharedArray<Bf16, NC>, u32, u32),
+        (staging, buffer): (SharedArray<Bf16, NC>, u32),
         (product, bm, bn): (u32, u32, u32),
         _mn: (u32, u32),
     ) {
         let (warp, lane) = (warp_id(), lane_id());
-        let box_elems = C_BOX[0] * C_BOX[1];
-        let buffer = start + (2 * warp + which) * box_elems;
         let view = TmaBoxView::new(staging, buffer, (C_BOX[0], C_BOX[1]), C_BOX[0]);
         let half = Q % 2;
         if half == 0 {
@@ -159,6 +161,27 @@ impl TmaOutput for Bf16 {
     }
 }
 
+/// The first element of this warp's box buffer `which` (of [`C_BUFFERS`]) in C's staging from
+/// `start`.
+#[inline(always)]
+fn box_buffer(start: u32, which: u32) -> u32 {
+    start + (C_BUFFERS * warp_id() + which) * C_BOX[0] * C_BOX[1]
+}
+
+/// Where this lane names its row for the `x4` matrix access to 8-column groups `j, j + 1` of
+/// half `half` of a warp's box (see [`stage_pairs`]).
+#[inline(always)]
+pub(super) fn pairs_at<T: Element, const NC: usize>(
+    view: &TmaBoxView<T, NC>,
+    half: u32,
+    j: u32,
+) -> u32 {
+    let lane = lane_id();
+    let row = 8 * (lane / 8 % 2) + lane % 8;
+    let col = 8 * (4 * half + j + lane / 16);
+    view.offset(&[row as ck_core::Index, col as ck_core::Index]) as u32
+}
+
 /// Writes a warp's 16 rows of the 32-column slice `x` (rounded to bf16) into half `half` of
 /// the 16 × 64 box `view`, with two `stmatrix.x4`.
 ///
@@ -176,14 +199,10 @@ fn stage_pairs<const NC: usize>(
     staging: SharedArray<Bf16, NC>,
     half: u32,
 ) {
-    let lane = lane_id();
     let pair = |j: usize, h: usize| Bf16::pack2(x.data[4 * j + 2 * h], x.data[4 * j + 2 * h + 1]);
     for j in [0, 2] {
         let regs = [pair(j, 0), pair(j, 1), pair(j + 1, 0), pair(j + 1, 1)];
-        let row = 8 * (lane / 8 % 2) + lane % 8;
-        let col = 8 * (4 * half + j as u32 + lane / 16);
-        let at = view.offset(&[row as ck_core::Index, col as ck_core::Index]) as u32;
-        stmatrix_x4(&staging, at, regs);
+        stmatrix_x4(&staging, pairs_at(view, half, j as u32), regs);
     }
 }
 
@@ -223,34 +242,42 @@ pub(super) fn stage_bias<O: TmaOutput>(
     named_barrier_sync(1 + wg, 128);
 }
 
+/// Where a tile's epilogue writes and what it reads besides the accumulators: C, the
+/// epilogue's arguments, D's source, the staging (C's buffers from element `c_start`) and
+/// the block's tiles before this one (`ordinal`).
+#[derive(Clone, Copy)]
+pub(super) struct TileOut<'e, O: TmaOutput, S, const NC: usize> {
+    pub c: O::Dest,
+    pub epilogue: &'e Epilogue<O>,
+    pub dsrc: S,
+    pub staging: Staging<O, NC>,
+    pub c_start: u32,
+    pub ordinal: u32,
+    /// The tile's first D stage's use of the ring ([`DSource::D_STAGES`]).
+    pub d_use: u32,
+}
+
 /// The epilogue and the store of one tile of C, `W::BN` wide, 32 columns at a time (so the
 /// accumulators, D and bias of a slice are live together, not of the whole tile: 128 + 3 · 16
 /// registers). `EPI`: the epilogue's flags (`HAS_D`, `HAS_BIAS`, the activation) fixed at
-/// compile time, or [`RUNTIME_FLAGS`] to read them from the kernel argument. `stage`: C's
-/// staging buffer's first element and the boxes this warp stored before the tile.
+/// compile time, or [`RUNTIME_FLAGS`] to read them from the kernel argument.
 #[inline(always)]
-pub(super) fn store_tile<W: Width, O: TmaOutput, const EPI: u32, const NC: usize>(
+pub(super) fn store_tile<W: Width, O: TmaOutput, S: DSource<O>, const EPI: u32, const NC: usize>(
     acc: DistributedTensor<W::Acc, f32>,
-    (c, epilogue, staging, stage): (O::Dest, &Epilogue<O>, Staging<O, NC>, (u32, u32)),
-    (product, bm, bn): (u32, u32, u32),
-    (m, n): (u32, u32),
+    out: TileOut<'_, O, S, NC>,
+    tile: (u32, u32, u32),
+    mn: (u32, u32),
 ) {
-    let d = if flags::<O, EPI>(epilogue) & HAS_D != 0 {
-        epilogue.d.slice(product * m * n, m * n)
-    } else {
-        epilogue.d
-    };
     // Up to eight calls with a constant slice (not a closure, which LLVM may outline and then
     // index the accumulators through the stack); those past the tile's width do nothing.
-    let tile = (c, d, epilogue, (staging, stage), [product, bm, bn], (m, n));
-    store_slice::<W, O, EPI, NC, 0>(&acc, tile);
-    store_slice::<W, O, EPI, NC, 1>(&acc, tile);
-    store_slice::<W, O, EPI, NC, 2>(&acc, tile);
-    store_slice::<W, O, EPI, NC, 3>(&acc, tile);
-    store_slice::<W, O, EPI, NC, 4>(&acc, tile);
-    store_slice::<W, O, EPI, NC, 5>(&acc, tile);
-    store_slice::<W, O, EPI, NC, 6>(&acc, tile);
-    store_slice::<W, O, EPI, NC, 7>(&acc, tile);
+    store_slice::<W, O, S, EPI, NC, 0>(&acc, out, tile, mn);
+    store_slice::<W, O, S, EPI, NC, 1>(&acc, out, tile, mn);
+    store_slice::<W, O, S, EPI, NC, 2>(&acc, out, tile, mn);
+    store_slice::<W, O, S, EPI, NC, 3>(&acc, out, tile, mn);
+    store_slice::<W, O, S, EPI, NC, 4>(&acc, out, tile, mn);
+    store_slice::<W, O, S, EPI, NC, 5>(&acc, out, tile, mn);
+    store_slice::<W, O, S, EPI, NC, 6>(&acc, out, tile, mn);
+    store_slice::<W, O, S, EPI, NC, 7>(&acc, out, tile, mn);
 }
 
 /// The epilogue's flags: `EPI`, or the kernel argument's where `EPI` is [`RUNTIME_FLAGS`].
@@ -266,18 +293,29 @@ pub(super) fn flags<O: Element, const EPI: u32>(epilogue: &Epilogue<O>) -> u32 {
 /// Columns `32Q..32Q + 32` of the tile at `origin`: a [`CWgmma32`] tile whose registers are
 /// the accumulators' `16Q..16Q + 16`.
 #[inline(always)]
-#[allow(clippy::type_complexity)]
-fn store_slice<W: Width, O: TmaOutput, const EPI: u32, const NC: usize, const Q: u32>(
+fn store_slice<
+    W: Width,
+    O: TmaOutput,
+    S: DSource<O>,
+    const EPI: u32,
+    const NC: usize,
+    const Q: u32,
+>(
     acc: &DistributedTensor<W::Acc, f32>,
-    (c, d, epilogue, (staging, (start, boxes)), [product, bm, bn], (m, n)): (
-        O::Dest,
-        Global<O>,
-        &Epilogue<O>,
-        (Staging<O, NC>, (u32, u32)),
-        [u32; 3],
-        (u32, u32),
-    ),
+    out: TileOut<'_, O, S, NC>,
+    tile: (u32, u32, u32),
+    mn: (u32, u32),
 ) {
+    let TileOut {
+        c,
+        epilogue,
+        dsrc,
+        staging,
+        c_start: start,
+        ordinal,
+        d_use,
+    } = out;
+    let at = (tile, d_use);
     if Q >= W::BN / 32 {
         return;
     }
@@ -287,11 +325,10 @@ fn store_slice<W: Width, O: TmaOutput, const EPI: u32, const NC: usize, const Q:
     if EPI == 0 {
         epilogue.scale(&mut x);
     } else {
-        let origin = [bm as i32, (bn + 32 * Q) as i32];
         epilogue.apply_flags(
             flags::<O, EPI>(epilogue),
             &mut x,
-            || O::load_f32::<CWgmma32, 2>(d, (m, n, n), origin),
+            || dsrc.slice::<Q>(epilogue, at, mn),
             // Bias: this warpgroup's staged copy, the same in every row of the slice.
             || {
                 let at = (N256::BN * (warp_id() / 4) + 32 * Q) as i32;
@@ -301,12 +338,15 @@ fn store_slice<W: Width, O: TmaOutput, const EPI: u32, const NC: usize, const Q:
             },
         );
     }
-    // The box buffer: they alternate over the warp's boxes, across tiles; with an even number
-    // of boxes per tile each tile starts on the first (a constant).
-    let which = if (W::BN / 64).is_multiple_of(2) {
+    // C's own box buffer (where it has them): the two alternate over the warp's boxes,
+    // across tiles (with an even number of boxes per tile, each tile starts on the first: a
+    // constant).
+    let boxes_per_tile = W::BN / 64;
+    let which = if boxes_per_tile.is_multiple_of(2) {
         Q / 2 % 2
     } else {
-        (boxes + Q / 2) % 2
+        (ordinal * boxes_per_tile + Q / 2) % 2
     };
-    O::store_slice::<NC, Q>(&x, c, (staging.c, start, which), (product, bm, bn), (m, n));
+    let buffer = box_buffer(start, which);
+    dsrc.store::<NC, Q>(&x, c, (staging.c, buffer), at, mn);
 }
