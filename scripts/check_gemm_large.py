@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Checks `ck run gemm --backend cuda` at full benchmark sizes against torch, five ways per
+"""Checks `ck run gemm --backend cuda` at full benchmark sizes against torch, seven ways per
 shape: `--dtype bf16` (bf16-rounded operands on the f32 GEMM), `--out-dtype f32` (the TMA
 tensor-core GEMM, f32 C), `--out-dtype bf16` (the plain TMA GEMM), `--out-dtype bf16 --bias
 --activation gelu` (the TMA GEMM compiled for bias + GELU, bf16 C), `--out-dtype bf16 --residual
---beta 0.5` (the TMA GEMM that copies D with the copy engine) and `--dtype fp8-e4m3
---out-dtype bf16` (the TMA fp8 GEMM). The reference is computed on the GPU in fp64 from the same
+--beta 0.5` (the TMA GEMM that copies D through its ring), the same with `--bias --activation
+gelu` (the whole epilogue; `gemm_auto` picks its kernel) and `--dtype fp8-e4m3 --out-dtype bf16`
+(the TMA fp8 GEMM). The reference is computed on the GPU in fp64 from the same
 bf16-rounded operands; the norm-wise relative error must be <= 1e-5 for f32 C (only the f32
 accumulation differs) and <= 4e-3 for bf16 C (one rounding). The fp64 CPU reference of the
 tests is too slow at these sizes.
@@ -25,6 +26,8 @@ MODES = {
     "TMA, bf16 C": (["--out-dtype", "bf16"], 4e-3),
     "TMA, bf16 C = gelu(A·B + bias)": (["--out-dtype", "bf16", "--activation", "gelu"], 4e-3),
     "TMA, bf16 C = A·B + 0.5·D": (["--out-dtype", "bf16", "--beta", "0.5"], 4e-3),
+    "TMA, bf16 C = gelu(A·B + 0.5·D + bias)":
+        (["--out-dtype", "bf16", "--beta", "0.5", "--activation", "gelu"], 4e-3),
     # The fp8 tensor cores accumulate with fewer bits than f32: a looser bound.
     "fp8 e4m3 (TMA), bf16 C": (["--dtype", "fp8-e4m3", "--out-dtype", "bf16"], 1e-2),
 }
@@ -57,16 +60,16 @@ def check(ck, m, n, k):
         np.save(pd, resid.numpy())
         for name, (flags, tol) in MODES.items():
             fused, with_d = "--activation" in flags, "--beta" in flags
-            extra = ["--bias", pbias] if fused else ["--residual", pd] if with_d else []
+            extra = (["--bias", pbias] if fused else []) + (["--residual", pd] if with_d else [])
             subprocess.run([ck, "run", "gemm", "--backend", "cuda", "--input-a", pa,
                             "--input-b", pb, "--output", pc, *flags, *extra],
                            check=True, stdout=subprocess.DEVNULL)
             c = torch.from_numpy(np.load(pc)).cuda().double()
             ref = e4m3_reference(a, b) if "fp8-e4m3" in flags else ab
+            if fused or with_d:
+                ref = ab + (0.5 * resid.bfloat16().cuda().double() if with_d else 0)
             if fused:
-                ref = torch.nn.functional.gelu(ab + bias.bfloat16().cuda().double(), approximate="tanh")
-            if with_d:
-                ref = ab + 0.5 * resid.bfloat16().cuda().double()
+                ref = torch.nn.functional.gelu(ref + bias.bfloat16().cuda().double(), approximate="tanh")
             err = (torch.linalg.norm(c - ref) / torch.linalg.norm(ref)).item()
             good = err <= tol
             ok &= good

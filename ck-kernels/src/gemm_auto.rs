@@ -9,8 +9,8 @@
 //! | N or K not a multiple of 8 | `gemm_bf16` (`mma.sync`; no fused epilogue) — refused here |
 //! | all 128 × 128 tiles fit in one wave | `gemm_bf16_wgmma_n128*` (`cp.async`) |
 //! | alpha alone (bf16 or f32 C), where 128 × 192 tiles spend ≥ 5 % more of the machine's time on C than 128 × 256 ones ([`wave_efficiency`]: 3072³, 1536³, …) | `gemm_tma_bf16*_n192` |
-//! | an epilogue a TMA kernel is compiled for: alpha alone (bf16 or f32 C), bf16 C with a bias and an activation, or bf16 C with a residual (`alpha · A·B + beta · D`); any batch | `gemm_tma_bf16*` (TMA, warp-specialised, persistent) |
-//! | otherwise (D with a bias or an activation, an activation without a bias, f32 C with D or a bias) | `gemm_bf16_wgmma*` (`cp.async`, 128 × 256 tiles) |
+//! | an epilogue a TMA kernel is compiled for: alpha alone (bf16 or f32 C), bf16 C with a bias and an activation, or bf16 C with a residual (`alpha · A·B + beta · D`) and a bias and an activation or neither; and bf16 C with a residual and an activation alone (`gemm_tma_bf16_residual_epilogue`, D through the ring, the activation read at run time); any batch | `gemm_tma_bf16*` (TMA, warp-specialised, persistent) |
+//! | otherwise (an activation without a bias or D, f32 C with D or a bias) | `gemm_bf16_wgmma*` (`cp.async`, 128 × 256 tiles) |
 //!
 //! Measured on an H100 against cuBLASLt timed in turn in the same process (`ck bench gemm`), as
 //! a fraction of it, TMA / `cp.async`: bf16 C 0.98–1.00 / 0.90–0.95 on the shapes from 2048³ to
@@ -37,8 +37,8 @@ const NARROW_GAIN: f64 = 1.05;
 /// kernels' entry points for them ([`crate::gemm_tma::host`], which depends on this crate's
 /// fused-GEMM host code and so cannot be a bound of [`GemmOutput`]).
 pub trait AutoOutput: GemmOutput {
-    /// [`TmaGemm::compiled_for`]: a TMA kernel is compiled for the epilogue of `flags`.
-    fn compiled_for(flags: u32) -> bool;
+    /// [`TmaGemm::takes`]: a TMA kernel runs the epilogue of `flags` at full speed.
+    fn tma_takes(flags: u32) -> bool;
     /// [`crate::gemm_tma::host::launch`] for `batch` products of bf16 operands, in 128 × 256
     /// tiles or, `narrow`, 128 × 192 ones.
     fn launch_tma(
@@ -56,8 +56,8 @@ pub trait AutoOutput: GemmOutput {
 macro_rules! auto_output {
     ($o:ty) => {
         impl AutoOutput for $o {
-            fn compiled_for(flags: u32) -> bool {
-                <Bf16Operands as TmaGemm<$o>>::compiled_for(flags)
+            fn tma_takes(flags: u32) -> bool {
+                <Bf16Operands as TmaGemm<$o>>::takes(flags)
             }
             fn launch_tma(
                 device: &Device,
@@ -114,7 +114,7 @@ pub fn choose<O: AutoOutput>(
     epilogue: &EpilogueArgs<'_, O>,
 ) -> Choice {
     let kernel = Bf16Kernel::for_shape(device, (batch.saturating_mul(m), n, k));
-    if kernel == Bf16Kernel::Wgmma128x256 && O::compiled_for(epilogue.flags()) {
+    if kernel == Bf16Kernel::Wgmma128x256 && O::tma_takes(epilogue.flags()) {
         let sms = device.multiprocessors();
         let narrow = wave_efficiency(batch, (m, n), N192::BN, sms);
         let wide = wave_efficiency(batch, (m, n), N256::BN, sms);

@@ -36,7 +36,9 @@
 //! [`Epilogue`] its flags ask for; bf16 C also has `gemm_tma_bf16_bias{,_relu,_gelu,_silu}`.
 //! bf16 C with a residual alone (`alpha · A·B + beta · D`) has `gemm_tma_bf16_residual`, whose
 //! producer copies each tile's D through the ring as two more stages, and whose consumers stage
-//! C where D arrived ([`DRing`]); the others read D in the accumulator layout from global
+//! C where D arrived ([`DRing`]); `gemm_tma_bf16_residual_bias{,_relu,_gelu,_silu}` add a bias
+//! and an activation, and the run-time-flags twin `gemm_tma_bf16_residual_epilogue` takes the
+//! rest (an activation without a bias). The others read D in the accumulator layout from global
 //! memory ([`DLoads`]).
 //! The host launches the kernel compiled for the epilogue it is given, the run-time one when
 //! none is: that one's paths for D, bias and the activations, never taken by a plain GEMM,
@@ -555,6 +557,8 @@ macro_rules! tma_gemm_kernel {
             // D arrived: no C staging of its own.
             const _: () = assert!(<<$p as Operands>::W as Width>::BN == N256::BN);
             const EPI: u32 = $epi;
+            // D is copied whatever the flags say: it is applied whatever they say.
+            let flags = flags | HAS_D;
             let epilogue = Epilogue { alpha, beta, d: Global::<$o>::empty(), bias, flags };
             let shared = (
                 shared!($a; Region::<$p, $o, 0>::ELEMS),
@@ -629,16 +633,39 @@ tma_gemm_kernel!(
     /// bf16 A · B → bf16 C with the whole epilogue (D, bias, activation as `flags` say).
     gemm_tma_bf16_epilogue, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: RUNTIME_FLAGS
 );
+/// The flags of a bias and an activation.
+pub(crate) const fn bias_and(activation: Activation) -> u32 {
+    HAS_BIAS | activation.code() << ACTIVATION_SHIFT
+}
 tma_gemm_kernel!(
     /// bf16 A · B → bf16 C = alpha · A·B + beta · D, D brought in by the copy engine
     /// ([`DRing`]: D through the ring; compiled for this epilogue alone: `bias` and `flags` are
     /// not read).
     gemm_tma_bf16_residual, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], residual: HAS_D
 );
-/// The flags of a bias and an activation.
-pub(crate) const fn bias_and(activation: Activation) -> u32 {
-    HAS_BIAS | activation.code() << ACTIVATION_SHIFT
-}
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = act(alpha · A·B + beta · D + bias), D through the ring as in
+    /// `gemm_tma_bf16_residual`, the bias and the activation as `flags` say (D always).
+    gemm_tma_bf16_residual_epilogue, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], residual: RUNTIME_FLAGS
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = alpha · A·B + beta · D + bias, D through the ring (compiled for
+    /// this epilogue alone).
+    gemm_tma_bf16_residual_bias, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], residual: HAS_D | bias_and(Activation::None)
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = relu(alpha · A·B + beta · D + bias), D through the ring.
+    gemm_tma_bf16_residual_bias_relu, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], residual: HAS_D | bias_and(Activation::Relu)
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = gelu(alpha · A·B + beta · D + bias), D through the ring.
+    gemm_tma_bf16_residual_bias_gelu, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], residual: HAS_D | bias_and(Activation::Gelu)
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = silu(alpha · A·B + beta · D + bias), D through the ring.
+    gemm_tma_bf16_residual_bias_silu, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], residual: HAS_D | bias_and(Activation::Silu)
+);
+
 tma_gemm_kernel!(
     /// bf16 A · B → bf16 C = alpha · A·B + bias (compiled for this epilogue alone; `d`, `beta`
     /// and `flags` are not read).

@@ -201,32 +201,59 @@ fn bias_and_activation_kernels_of_bf16_c() {
     check::<Bf16Operands, Bf16>((1, 130, 264, 160), &BIAS_AND, false, BF16_TOL);
 }
 
-/// `C = alpha · A·B + beta · D` for bf16 C: D copied by the copy engine into the warps' C box
-/// buffers (`gemm_tma_bf16_residual`).
-const RESIDUAL: [(f32, f32, bool, bool, Activation); 2] = [
+/// `C = act(alpha · A·B + beta · D + bias)` for bf16 C, D copied through the ring, and the
+/// kernel each case runs: compiled for D alone or D, a bias and an activation; the run-time
+/// flags' twin for the rest.
+const RESIDUAL: [(f32, f32, bool, bool, Activation); 7] = [
     (1.0, 1.0, true, false, Activation::None),
     (0.5, -1.5, true, false, Activation::None),
+    (1.25, 0.5, true, true, Activation::Gelu),
+    (1.0, 1.0, true, false, Activation::Silu),
+    (0.75, 1.0, true, true, Activation::None),
+    (1.0, 2.0, true, true, Activation::Relu),
+    (1.0, 1.0, true, true, Activation::Silu),
+];
+const RESIDUAL_KERNELS: [&str; 7] = [
+    "gemm_tma_bf16_residual",
+    "gemm_tma_bf16_residual",
+    "gemm_tma_bf16_residual_bias_gelu",
+    "gemm_tma_bf16_residual_epilogue",
+    "gemm_tma_bf16_residual_bias",
+    "gemm_tma_bf16_residual_bias_relu",
+    "gemm_tma_bf16_residual_bias_silu",
 ];
 
 #[test]
-fn residual_kernel_copies_d_into_the_c_boxes() {
-    let d = DeviceBuffer::<Bf16>::empty(&Device::emulator()).unwrap();
-    let args = EpilogueArgs {
-        d: Some(&d),
-        ..Default::default()
-    };
-    assert_eq!(
-        kernel_name::<Bf16Operands, Bf16>(&args),
-        "gemm_tma_bf16_residual"
+fn residual_kernels_copy_d_through_the_ring() {
+    let device = Device::emulator();
+    let (d, bias) = (
+        DeviceBuffer::<Bf16>::empty(&device).unwrap(),
+        DeviceBuffer::<Bf16>::empty(&device).unwrap(),
     );
-    assert!(<Bf16Operands as TmaGemm<Bf16>>::compiled_for(args.flags()));
-    // Three by three tiles on two blocks (four or five each: the D barriers' phases run on
-    // across tiles); the last row of tiles 4 high, the last column 8 wide (three of each
-    // warp's four D boxes lie wholly past N: copied as zeros, stored nowhere); three K stages.
-    check::<Bf16Operands, Bf16>((1, 260, 520, 136), &RESIDUAL, false, BF16_TOL);
-    // One K stage (D asked for after the first), over a batch of three; then no K at all.
+    for (&(alpha, beta, _, with_bias, activation), kernel) in RESIDUAL.iter().zip(RESIDUAL_KERNELS)
+    {
+        let args = EpilogueArgs {
+            alpha,
+            beta,
+            d: Some(&d),
+            bias: with_bias.then_some(&bias),
+            activation,
+        };
+        assert_eq!(kernel_name::<Bf16Operands, Bf16>(&args), kernel);
+        let compiled = kernel != "gemm_tma_bf16_residual_epilogue";
+        assert_eq!(
+            <Bf16Operands as TmaGemm<Bf16>>::compiled_for(args.flags()),
+            compiled
+        );
+    }
+    // Three by three tiles on two blocks (four or five each: the ring's D stages and their
+    // parities run on across tiles); the last row of tiles 4 high, the last column 8 wide
+    // (three of each warp's four D boxes lie wholly past N: copied as zeros, stored nowhere);
+    // three K stages.
+    check::<Bf16Operands, Bf16>((1, 260, 520, 136), &RESIDUAL[..3], false, BF16_TOL);
+    // One K stage, over a batch of three; then no K at all.
     check::<Bf16Operands, Bf16>((3, 67, 24, 64), &RESIDUAL[1..], false, BF16_TOL);
-    check::<Bf16Operands, Bf16>((1, 5, 16, 0), &RESIDUAL[..1], false, BF16_TOL);
+    check::<Bf16Operands, Bf16>((1, 5, 16, 0), &RESIDUAL[3..5], false, BF16_TOL);
 }
 
 #[test]

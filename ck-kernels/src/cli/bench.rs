@@ -82,8 +82,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "SHAPE,..")]
     shapes: Option<String>,
     /// Element types, comma-separated: f32,bf16 (row-wise operators, the default); for gemm
-    /// the cases f32, bf16_f32out, bf16, bf16_bias_gelu, bf16_residual, fp8_e4m3, bmm_bf16,
-    /// grouped_bf16
+    /// the cases f32, bf16_f32out, bf16, bf16_bias_gelu, bf16_residual,
+    /// bf16_bias_gelu_residual, fp8_e4m3, bmm_bf16, grouped_bf16
     /// [default: all]
     #[arg(long, value_name = "f32,bf16")]
     dtypes: Option<String>,

@@ -16,12 +16,13 @@ use ck_core::host::{Device, DeviceBuffer};
 use serde_json::Value;
 
 /// The cases of `ck bench gemm`, the names `--dtypes` takes.
-pub(super) const CASES: [&str; 8] = [
+pub(super) const CASES: [&str; 9] = [
     "f32",
     "bf16_f32out",
     "bf16",
     "bf16_bias_gelu",
     "bf16_residual",
+    "bf16_bias_gelu_residual",
     "fp8_e4m3",
     "bmm_bf16",
     "grouped_bf16",
@@ -155,10 +156,15 @@ pub(super) fn bench(
                 d: Some(&resid),
                 ..Default::default()
             };
+            let everything = EpilogueArgs {
+                d: Some(&resid),
+                ..gelu
+            };
             let epilogues = [
                 ("bf16", EpilogueArgs::default()),
                 ("bf16_bias_gelu", gelu),
                 ("bf16_residual", with_d),
+                ("bf16_bias_gelu_residual", everything),
             ];
             for (dtype, args) in epilogues.into_iter().filter(|(d, _)| want(d)) {
                 let problem = LtProblem {
@@ -258,10 +264,15 @@ fn bench_gemm_tma(
         d: Some(&resid),
         ..Default::default()
     };
+    let everything = EpilogueArgs {
+        d: Some(&resid),
+        ..gelu
+    };
     let epilogues = [
         ("bf16", &plain),
         ("bf16_bias_gelu", &gelu),
         ("bf16_residual", &with_d),
+        ("bf16_bias_gelu_residual", &everything),
     ];
     for (dtype, args) in epilogues.into_iter().filter(|(d, _)| want(d)) {
         let problem = LtProblem {

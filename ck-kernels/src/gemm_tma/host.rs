@@ -22,6 +22,10 @@ pub trait TmaGemm<O: GemmOutput>: Operands {
     /// Whether a kernel is compiled for the epilogue of `flags` alone (the plain one for 0):
     /// no code for the others' paths.
     fn compiled_for(flags: u32) -> bool;
+    /// Whether a kernel runs the epilogue of `flags` without the run-time-flags kernel's cost
+    /// (`gemm_auto`'s test): one compiled for it, or one that reads only the bias and the
+    /// activation at run time and brings D through its ring.
+    fn takes(flags: u32) -> bool;
     /// What K must be a multiple of (16-byte rows of A, and of B when it is K-major).
     const K_MULTIPLE: u32 = 16 / <Self::A as Element>::BYTES;
     /// B's tensor map over `b` for `batch` products (`k × n` row-major, or `n × k`).
@@ -125,7 +129,8 @@ macro_rules! d_argument {
 macro_rules! tma_gemm {
     ($p:ty, $o:ty, $plain:ident, $fused:ident, $name:literal, c: $c_as:ident,
         b_k_major: $kmajor:literal
-        $(, compiled: [$(($flags:expr, $lean:ident, $lean_name:literal, d: $d_as:ident)),*])?) => {
+        $(, compiled: [$(($flags:expr, $lean:ident, $lean_name:literal, d: $d_as:ident)),*])?
+        $(, with_d: ($with_d:ident, $with_d_name:literal))?) => {
         impl TmaGemm<$o> for $p {
             const KERNEL: &'static str = $name;
 
@@ -133,6 +138,9 @@ macro_rules! tma_gemm {
                 $($(if flags == $flags {
                     return $lean_name;
                 })*)?
+                $(if flags & HAS_D != 0 {
+                    return $with_d_name;
+                })?
 
                 if flags == 0 {
                     $name
@@ -143,6 +151,11 @@ macro_rules! tma_gemm {
 
             fn compiled_for(flags: u32) -> bool {
                 flags == 0 $($(|| flags == $flags)*)?
+            }
+
+            fn takes(flags: u32) -> bool {
+                <Self as TmaGemm<$o>>::compiled_for(flags)
+                    || <Self as TmaGemm<$o>>::kernel_for(flags) != concat!($name, "_epilogue")
             }
 
             fn b_map<'a>(
@@ -172,6 +185,12 @@ macro_rules! tma_gemm {
                         device, cfg, a, b, &mut c, d, bias, m, n, k, batch, alpha, beta, flags,
                     );
                 })*)?
+                $(if flags & HAS_D != 0 {
+                    let d = &d_map(d, (m, n, batch))?;
+                    return $with_d::launch(
+                        device, cfg, a, b, &mut c, d, bias, m, n, k, batch, alpha, beta, flags,
+                    );
+                })?
                 if flags == 0 {
                     $plain::launch(device, cfg, a, b, &mut c, m, n, k, batch, alpha)
                 } else {
@@ -191,8 +210,13 @@ tma_gemm!(
         (bias_and(Activation::Relu), GemmTmaBf16BiasRelu, "gemm_tma_bf16_bias_relu", d: buffer),
         (bias_and(Activation::Gelu), GemmTmaBf16BiasGelu, "gemm_tma_bf16_bias_gelu", d: buffer),
         (bias_and(Activation::Silu), GemmTmaBf16BiasSilu, "gemm_tma_bf16_bias_silu", d: buffer),
-        (HAS_D, GemmTmaBf16Residual, "gemm_tma_bf16_residual", d: map)
-    ]
+        (HAS_D, GemmTmaBf16Residual, "gemm_tma_bf16_residual", d: map),
+        (HAS_D | bias_and(Activation::None), GemmTmaBf16ResidualBias, "gemm_tma_bf16_residual_bias", d: map),
+        (HAS_D | bias_and(Activation::Relu), GemmTmaBf16ResidualBiasRelu, "gemm_tma_bf16_residual_bias_relu", d: map),
+        (HAS_D | bias_and(Activation::Gelu), GemmTmaBf16ResidualBiasGelu, "gemm_tma_bf16_residual_bias_gelu", d: map),
+        (HAS_D | bias_and(Activation::Silu), GemmTmaBf16ResidualBiasSilu, "gemm_tma_bf16_residual_bias_silu", d: map)
+    ],
+    with_d: (GemmTmaBf16ResidualEpilogue, "gemm_tma_bf16_residual_epilogue")
 );
 /// The 128 × 192 tiles: the plain product alone (what `gemm_auto` sends there), bf16 or f32 C.
 macro_rules! narrow_gemm {
@@ -205,6 +229,10 @@ macro_rules! narrow_gemm {
             }
 
             fn compiled_for(flags: u32) -> bool {
+                flags == 0
+            }
+
+            fn takes(flags: u32) -> bool {
                 flags == 0
             }
 
