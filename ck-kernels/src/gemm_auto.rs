@@ -8,7 +8,7 @@
 //! |---|---|
 //! | N or K not a multiple of 8 | `gemm_bf16` (`mma.sync`; no fused epilogue) — refused here |
 //! | all 128 × 128 tiles fit in one wave | `gemm_bf16_wgmma_n128*` (`cp.async`) |
-//! | alpha alone (bf16 or f32 C), where 128 × 192 tiles spend ≥ 5 % more of the machine's time on C than 128 × 256 ones ([`wave_efficiency`]: 3072³, 1536³, …) | `gemm_tma_bf16*_n192` |
+//! | alpha alone (bf16 or f32 C), or bf16 C with a bias and an activation or with D alone, where 128 × 192 tiles spend ≥ 5 % more of the machine's time on C than 128 × 256 ones ([`wave_efficiency`]: 3072³, 1536³, …) | `gemm_tma_bf16*_n192*` |
 //! | an epilogue a TMA kernel is compiled for: alpha alone (bf16 or f32 C), bf16 C with a bias and an activation, or bf16 C with a residual (`alpha · A·B + beta · D`) and a bias and an activation or neither; and bf16 C with a residual and an activation alone (`gemm_tma_bf16_residual_epilogue`, D through the ring, the activation read at run time); any batch | `gemm_tma_bf16*` (TMA, warp-specialised, persistent) |
 //! | otherwise (an activation without a bias or D, f32 C with D or a bias) | `gemm_bf16_wgmma*` (`cp.async`, 128 × 256 tiles) |
 //!
@@ -39,6 +39,8 @@ const NARROW_GAIN: f64 = 1.05;
 pub trait AutoOutput: GemmOutput {
     /// [`TmaGemm::takes`]: a TMA kernel runs the epilogue of `flags` at full speed.
     fn tma_takes(flags: u32) -> bool;
+    /// The same for the 128 × 192 tiles.
+    fn narrow_takes(flags: u32) -> bool;
     /// [`crate::gemm_tma::host::launch`] for `batch` products of bf16 operands, in 128 × 256
     /// tiles or, `narrow`, 128 × 192 ones.
     fn launch_tma(
@@ -58,6 +60,9 @@ macro_rules! auto_output {
         impl AutoOutput for $o {
             fn tma_takes(flags: u32) -> bool {
                 <Bf16Operands as TmaGemm<$o>>::takes(flags)
+            }
+            fn narrow_takes(flags: u32) -> bool {
+                <Bf16Operands<N192> as TmaGemm<$o>>::takes(flags)
             }
             fn launch_tma(
                 device: &Device,
@@ -93,7 +98,7 @@ pub enum Choice {
     Wgmma(Bf16Kernel),
     /// The TMA kernel (128 × 256 tiles).
     Tma,
-    /// The TMA kernel with 128 × 192 tiles (alpha alone, bf16 or f32 C).
+    /// The TMA kernel with 128 × 192 tiles.
     TmaN192,
 }
 
@@ -118,7 +123,7 @@ pub fn choose<O: AutoOutput>(
         let sms = device.multiprocessors();
         let narrow = wave_efficiency(batch, (m, n), N192::BN, sms);
         let wide = wave_efficiency(batch, (m, n), N256::BN, sms);
-        if epilogue.flags() == 0 && narrow > NARROW_GAIN * wide {
+        if O::narrow_takes(epilogue.flags()) && narrow > NARROW_GAIN * wide {
             return Choice::TmaN192;
         }
         Choice::Tma

@@ -5,8 +5,8 @@
 //!
 //! One block per multiprocessor takes the `128 × 256` tiles of C `block, block + grid, …` (in
 //! the grouped order of [`crate::gemm_sm90`], product by product) — or `128 × 192` ones
-//! ([`Width`], `*_n192` kernels, plain products), for shapes whose wider tiles leave the last
-//! wave mostly idle. A block has three warpgroups:
+//! ([`Width`], `*_n192*` kernels: alpha alone, a bias with an activation, D alone), for shapes
+//! whose wider tiles leave the last wave mostly idle. A block has three warpgroups:
 //!
 //! * **the producer** (one thread of warpgroup 2, which gives its registers to the others):
 //!   for every tile and every K stage, waits until the stage's buffer is free, announces its
@@ -553,9 +553,7 @@ macro_rules! tma_gemm_kernel {
             beta: f32,
             flags: u32,
         ) {
-            // D's stages fill a ring slot's B half: 256 columns (see `DRing`). C is staged where
-            // D arrived: no C staging of its own.
-            const _: () = assert!(<<$p as Operands>::W as Width>::BN == N256::BN);
+            // C is staged where D arrived (see `DRing`): no C staging of its own.
             const EPI: u32 = $epi;
             // D is copied whatever the flags say: it is applied whatever they say.
             let flags = flags | HAS_D;
@@ -566,7 +564,8 @@ macro_rules! tma_gemm_kernel {
                 shared!($o; BIAS_STAGE),
             );
             let ring = shared.0.part::<$b, { Region::<$p, $o, 0>::B_AT }, { Region::<$p, $o, 0>::B_ELEMS }>();
-            let dsrc = DRing { map: d, ring, bars: shared.1 };
+            let width = core::marker::PhantomData::<<$p as Operands>::W>;
+            let dsrc = DRing { map: d, ring, bars: shared.1, width };
             gemm_tma::<
                 $p,
                 $o,
@@ -628,6 +627,27 @@ tma_gemm_kernel!(
 tma_gemm_kernel!(
     /// bf16 A · B → bf16 C = alpha · A·B in tiles of 128 × 192 ([`N192`]).
     gemm_tma_bf16_n192, Bf16Operands<N192>, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], plain
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = alpha · A·B + bias in tiles of 128 × 192.
+    gemm_tma_bf16_n192_bias, Bf16Operands<N192>, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::None)
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = relu(alpha · A·B + bias) in tiles of 128 × 192.
+    gemm_tma_bf16_n192_bias_relu, Bf16Operands<N192>, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::Relu)
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = gelu(alpha · A·B + bias) in tiles of 128 × 192.
+    gemm_tma_bf16_n192_bias_gelu, Bf16Operands<N192>, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::Gelu)
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = silu(alpha · A·B + bias) in tiles of 128 × 192.
+    gemm_tma_bf16_n192_bias_silu, Bf16Operands<N192>, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::Silu)
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = alpha · A·B + beta · D in tiles of 128 × 192, D through the ring
+    /// (three D stages of one panel each).
+    gemm_tma_bf16_n192_residual, Bf16Operands<N192>, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], residual: HAS_D
 );
 tma_gemm_kernel!(
     /// bf16 A · B → bf16 C with the whole epilogue (D, bias, activation as `flags` say).

@@ -93,15 +93,18 @@ fn each_problem_gets_the_kernel_of_the_measured_rule() {
     assert_eq!(picked(&device, 1, (8192, 8192, 8192), &plain), "tma");
     assert_eq!(picked(&device, 1, (8192, 4096, 4096), &plain), "tma");
     // One row of tiles 192 · SMs wide: 128 × 256 tiles leave a quarter of the one wave idle,
-    // 128 × 192 ones fill it (plain products only, bf16 or f32 C).
+    // 128 × 192 ones fill it — for the epilogues compiled for them: alpha alone (bf16 or f32
+    // C), a bias with an activation, D alone (bf16 C).
     let narrow = (128, 192 * device.multiprocessors(), 64);
     assert_eq!(picked(&device, 1, narrow, &plain), "tma_n192");
     assert_eq!(
         picked(&device, 1, narrow, &EpilogueArgs::<f32>::default()),
         "tma_n192"
     );
-    assert_eq!(picked(&device, 1, narrow, &bias_gelu), "tma");
-    assert_eq!(picked(&device, 1, narrow, &d_alone), "tma");
+    assert_eq!(picked(&device, 1, narrow, &bias_gelu), "tma_n192");
+    assert_eq!(picked(&device, 1, narrow, &d_alone), "tma_n192");
+    assert_eq!(picked(&device, 1, narrow, &with_d), "tma");
+    assert_eq!(picked(&device, 1, narrow, &f32_bias), "gemm_bf16_wgmma");
     // One wave of 128 × 128 tiles, and rows the wgmma kernels cannot copy.
     assert_eq!(
         picked(&device, 1, (128, 128, 64), &plain),

@@ -170,14 +170,23 @@ fn tiles_192_wide() {
     // two box buffers alternate across tile boundaries; two K stages and a half. Then a batch.
     check::<Bf16Operands<N192>, Bf16>((1, 260, 392, 160), &EPILOGUES[..1], false, BF16_TOL);
     check::<Bf16Operands<N192>, Bf16>((2, 67, 200, 64), &PLAIN, false, BF16_TOL);
-    // Only alpha: an epilogue is refused, not ignored.
+    // The epilogues compiled for them: a bias with each activation, and D alone through the
+    // ring (three D stages of one panel per tile; four or five tiles per block).
+    check::<Bf16Operands<N192>, Bf16>((1, 260, 392, 160), &BIAS_AND, false, BF16_TOL);
+    check::<Bf16Operands<N192>, Bf16>((1, 260, 392, 160), &RESIDUAL[..2], false, BF16_TOL);
+    check::<Bf16Operands<N192>, Bf16>((3, 67, 200, 64), &RESIDUAL[1..2], false, BF16_TOL);
+    // Any other epilogue is refused, not ignored.
     let device = Device::emulator();
     let a = DeviceBuffer::<Bf16>::zeros(&device, 8 * 16).unwrap();
     let b = DeviceBuffer::<Bf16>::zeros(&device, 16 * 8).unwrap();
     let mut c = DeviceBuffer::<Bf16>::zeros(&device, 8 * 8).unwrap();
-    let bias = DeviceBuffer::<Bf16>::zeros(&device, 8).unwrap();
+    let (bias, d) = (
+        DeviceBuffer::<Bf16>::zeros(&device, 8).unwrap(),
+        DeviceBuffer::<Bf16>::zeros(&device, 64).unwrap(),
+    );
     let args = EpilogueArgs {
         bias: Some(&bias),
+        d: Some(&d),
         ..Default::default()
     };
     let e = launch::<Bf16Operands<N192>, Bf16>(&device, (&a, &b), &mut c, 1, (8, 8, 16), &args)

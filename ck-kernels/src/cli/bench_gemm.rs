@@ -240,7 +240,7 @@ fn bench_gemm_tma(
 ) -> Result<Vec<(&'static str, String, Timed)>, CliError> {
     use crate::epilogue::Activation;
     use crate::gemm_fused::EpilogueArgs;
-    use crate::gemm_tma::host::{kernel_name, launch, quantize};
+    use crate::gemm_tma::host::{kernel_name, launch, quantize, TmaGemm};
     use crate::gemm_tma::{Bf16Operands, Fp8Operands, N192};
     type Narrow = Bf16Operands<N192>;
     use ck_core::device::E4m3;
@@ -295,15 +295,15 @@ fn bench_gemm_tma(
             |d, c| launch::<Bf16Operands, Bf16>(d, (ad, bd), c, 1, (m, n, k), args).map(|_| ()),
         )?;
         rows.push((dtype, name, t));
-        if args.flags() == 0 {
-            // The 192-wide tiles (plain products only).
-            let name = auto_mark("gemm_tma_bf16_n192", choice == Choice::TmaN192);
+        if <Narrow as TmaGemm<Bf16>>::takes(args.flags()) {
+            // The 192-wide tiles, where a kernel is compiled for the epilogue.
+            let name = auto_mark(kernel_name::<Narrow, Bf16>(args), choice == Choice::TmaN192);
             let t = peer.time(
                 device,
                 counts,
                 (problem, &name),
                 (ad, bd),
-                (None, None),
+                (args.bias, args.d),
                 &mut c16,
                 |d, c| launch::<Narrow, Bf16>(d, (ad, bd), c, 1, (m, n, k), args).map(|_| ()),
             )?;

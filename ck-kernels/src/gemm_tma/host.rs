@@ -218,22 +218,29 @@ tma_gemm!(
     ],
     with_d: (GemmTmaBf16ResidualEpilogue, "gemm_tma_bf16_residual_epilogue")
 );
-/// The 128 × 192 tiles: the plain product alone (what `gemm_auto` sends there), bf16 or f32 C.
+/// The 128 × 192 tiles: the plain product (bf16 or f32 C) and, for bf16 C, the epilogues
+/// compiled for them; any other epilogue is refused.
 macro_rules! narrow_gemm {
-    ($o:ty, $kernel:ident, $name:literal, c: $c_as:ident) => {
+    ($o:ty, $kernel:ident, $name:literal, c: $c_as:ident
+        $(, compiled: [$(($flags:expr, $lean:ident, $lean_name:literal, d: $d_as:ident)),*])?) => {
         impl TmaGemm<$o> for Bf16Operands<N192> {
             const KERNEL: &'static str = $name;
 
-            fn kernel_for(_flags: u32) -> &'static str {
+            fn kernel_for(flags: u32) -> &'static str {
+                $($(if flags == $flags {
+                    return $lean_name;
+                })*)?
+                // Any other epilogue: the plain kernel's name (the launch refuses it).
+                let _ = flags;
                 $name
             }
 
             fn compiled_for(flags: u32) -> bool {
-                flags == 0
+                flags == 0 $($(|| flags == $flags)*)?
             }
 
             fn takes(flags: u32) -> bool {
-                flags == 0
+                <Self as TmaGemm<$o>>::compiled_for(flags)
             }
 
             fn b_map<'a>(
@@ -248,23 +255,39 @@ macro_rules! narrow_gemm {
                 cfg: LaunchConfig,
                 (a, b): (&TensorMap<'_, Bf16, 3>, &TensorMap<'_, Bf16, 3>),
                 c: &mut DeviceBuffer<$o>,
-                _d_bias: (&DeviceBuffer<$o>, &DeviceBuffer<$o>),
+                (d, bias): (&DeviceBuffer<$o>, &DeviceBuffer<$o>),
                 (m, n, k, batch): (u32, u32, u32, u32),
-                (alpha, _beta, flags): (f32, f32, u32),
+                (alpha, beta, flags): (f32, f32, u32),
             ) -> Result<LaunchStats, LaunchError> {
+                let mut c = c_argument!($c_as, c, (m, n, batch));
+                $($(if flags == $flags {
+                    let d = d_argument!($d_as, d, (m, n, batch));
+                    return $lean::launch(
+                        device, cfg, a, b, &mut c, d, bias, m, n, k, batch, alpha, beta, flags,
+                    );
+                })*)?
                 if flags != 0 {
+                    let _ = (d, bias, beta);
                     return Err(LaunchError::invalid(
                         rules::EPILOGUE_UNSUPPORTED,
-                        format!("{} computes C = alpha · A·B alone; for D, a bias or an activation use the 256-wide kernels (Bf16Operands, or ck_kernels::gemm_auto)", $name),
+                        format!("{} has no kernel for this epilogue (alpha alone, and for bf16 C a bias with an activation, or D alone); use the 256-wide kernels (Bf16Operands, or ck_kernels::gemm_auto)", $name),
                     ));
                 }
-                let mut c = c_argument!($c_as, c, (m, n, batch));
                 $kernel::launch(device, cfg, a, b, &mut c, m, n, k, batch, alpha)
             }
         }
     };
 }
-narrow_gemm!(Bf16, GemmTmaBf16N192, "gemm_tma_bf16_n192", c: map);
+narrow_gemm!(
+    Bf16, GemmTmaBf16N192, "gemm_tma_bf16_n192", c: map,
+    compiled: [
+        (bias_and(Activation::None), GemmTmaBf16N192Bias, "gemm_tma_bf16_n192_bias", d: buffer),
+        (bias_and(Activation::Relu), GemmTmaBf16N192BiasRelu, "gemm_tma_bf16_n192_bias_relu", d: buffer),
+        (bias_and(Activation::Gelu), GemmTmaBf16N192BiasGelu, "gemm_tma_bf16_n192_bias_gelu", d: buffer),
+        (bias_and(Activation::Silu), GemmTmaBf16N192BiasSilu, "gemm_tma_bf16_n192_bias_silu", d: buffer),
+        (HAS_D, GemmTmaBf16N192Residual, "gemm_tma_bf16_n192_residual", d: map)
+    ]
+);
 narrow_gemm!(f32, GemmTmaBf16F32N192, "gemm_tma_bf16_f32_n192", c: buffer);
 tma_gemm!(
     Bf16Operands, f32, GemmTmaBf16F32, GemmTmaBf16F32Epilogue, "gemm_tma_bf16_f32",

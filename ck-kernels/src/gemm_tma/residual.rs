@@ -12,20 +12,23 @@
 //! the plain kernel's). A fourth of the shared memory for D costs a stage of the ring, and a
 //! ring of three stages starves the MMAs (0.63 at K = 1024, 0.87 at 8192³: measured). In the
 //! ring itself D needs no memory of its own: after a tile's K stages the producer copies the
-//! tile's D as two more stages, into the B halves of two ring slots (32 KiB each: D's columns
-//! 0–127, then 128–255), which arrive while the consumers run the tile's last MMAs.
+//! tile's D as more stages, D's 128 × 64 panels into the B halves of ring slots (two to a slot
+//! of 128 × 256 tiles, 32 KiB; one to a slot of 128 × 192 tiles, 24 KiB), which arrive while
+//! the consumers run the tile's last MMAs.
 //!
-//! **The protocol**, per tile of 128 × 256, on the ring's barriers:
+//! **The protocol**, per tile, on the ring's barriers (`P` panels per slot, `BN / 64 / P` D
+//! stages: two for 128 × 256 tiles, three for 128 × 192 ones):
 //!
 //! ```text
-//! producer:  K stages u .. u+k, then D stages u+k, u+k+1: wait "empty", expect 32 KiB on
-//!            "full", copy D's 128 × 64 boxes 2i, 2i + 1 into the slot's B half
-//! consumers: K stages as before; epilogue, box b of the warp's 16 rows (b = 0..4):
-//!            at b = 0, 2: wait "full" of D stage b / 2
+//! producer:  K stages u .. u+k, then D stages u+k, …: wait "empty", expect P · 16 KiB on
+//!            "full", copy D's panels Pi .. Pi + P into the slot's B half
+//! consumers: K stages as before; epilogue, box b of the warp's 16 rows (b < BN / 64):
+//!            at a D stage's first box: wait its "full"
 //!            ldmatrix D → registers; C = alpha·acc + beta·D → stmatrix into the same bytes;
 //!            the copy engine stores the box from there
-//!            after b = 1, 3: lane 0 waits until the engine has read the stage's boxes, then
-//!            arrives on its "empty" (eight warps release a stage, as for K stages)
+//!            after a D stage's last box: lane 0 waits until the engine has read the stage's
+//!            boxes, then arrives on its "empty" (eight warps release a stage, as for K
+//!            stages)
 //! ```
 //!
 //! The next tile's first two K stages arrive during the epilogue, in the slots its last two K
@@ -33,7 +36,7 @@
 //! M) is copied as zeros and its C store writes nothing, so ragged edges need no branch.
 
 use super::store::{pairs_at, CWgmma32, TmaOutput, C_BOX};
-use super::{aligned_start, b_stage_bytes, empty, full, stage, Width, BARRIERS, BM, N256, STAGES};
+use super::{aligned_start, b_stage_bytes, empty, full, stage, Width, BARRIERS, BM, STAGES};
 use crate::epilogue::{CElement, Epilogue};
 use ck_core::device::*;
 use ck_core::tile::{DistributedTensor, TmaBoxView};
@@ -103,39 +106,49 @@ impl<O: TmaOutput> DSource<O> for DLoads {
     }
 }
 
-/// bf16 D `[batch, m, n]` copied by the producer through the ring (see the module
-/// documentation): D's map (boxes of 128 rows × 64 columns, the 128-byte swizzle), B's ring
-/// (of `N` bf16 elements, where D lands) and the ring's barriers. For 128 × 256 tiles.
-#[derive(Clone, Copy)]
-pub struct DRing<const N: usize> {
+/// bf16 D `[batch, m, n]` copied by the producer through the ring of a kernel with tiles `W`
+/// wide (see the module documentation): D's map (boxes of 128 rows × 64 columns, the 128-byte
+/// swizzle), B's ring (of `N` bf16 elements, where D lands) and the ring's barriers.
+pub struct DRing<const N: usize, W> {
     pub map: Tma<Bf16, 3>,
     pub ring: SharedArray<Bf16, N>,
     pub bars: SharedArray<Mbarrier, BARRIERS>,
+    pub width: core::marker::PhantomData<W>,
 }
+
+impl<const N: usize, W> Clone for DRing<N, W> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<const N: usize, W> Copy for DRing<N, W> {}
 
 /// Rows and columns of one copy of D: a 64-column panel of the tile, 16 KiB; two per stage.
 pub const D_BOX: [u32; 2] = [BM, 64];
 
-impl<const N: usize> DRing<N> {
-    /// The element where the box of this warp's 16 rows of D's panel `p` (of four) lies in the
-    /// ring, for the tile whose first D stage is ring use `d_use`; and that stage.
+impl<const N: usize, W: Width> DRing<N, W> {
+    /// D's panels per ring slot: as many as fit its B half.
+    const PANELS: u32 = b_stage_bytes(W::BN) / (D_BOX[0] * D_BOX[1] * Bf16::BYTES);
+
+    /// The element where the box of this warp's 16 rows of D's panel `p` lies in the ring, for
+    /// the tile whose first D stage is ring use `d_use`; and that panel's stage.
     #[inline(always)]
     fn box_at(&self, d_use: u32, p: u32) -> (u32, (u32, u32)) {
-        let (s, parity) = stage(d_use + p / 2);
+        let (s, parity) = stage(d_use + p / Self::PANELS);
         let rows = warp_id() * C_BOX[0] * C_BOX[1];
-        (self.panel_at(s, p % 2) + rows, (s, parity))
+        (self.panel_at(s, p % Self::PANELS) + rows, (s, parity))
     }
 
-    /// The element where D's panel `p` (0 or 1) of a stage in ring slot `s` starts.
+    /// The element where the `p`-th panel of a D stage in ring slot `s` starts.
     #[inline(always)]
     fn panel_at(&self, s: u32, p: u32) -> u32 {
-        let slot = b_stage_bytes(N256::BN) / Bf16::BYTES;
+        let slot = b_stage_bytes(W::BN) / Bf16::BYTES;
         aligned_start(&self.ring) + s * slot + p * D_BOX[0] * D_BOX[1]
     }
 }
 
-impl<const N: usize> DSource<Bf16> for DRing<N> {
-    const D_STAGES: u32 = 2;
+impl<const N: usize, W: Width> DSource<Bf16> for DRing<N, W> {
+    const D_STAGES: u32 = W::BN / D_BOX[1] / Self::PANELS;
 
     #[inline(always)]
     fn produce(
@@ -149,13 +162,10 @@ impl<const N: usize> DSource<Bf16> for DRing<N> {
             if t + i >= STAGES {
                 bars.wait(empty(s), parity ^ 1);
             }
-            bars.arrive_expect_tx(full(s), 2 * self.map.box_bytes());
-            for p in 0..2 {
-                let coords = [
-                    (bn + D_BOX[1] * (2 * i + p)) as i32,
-                    bm as i32,
-                    product as i32,
-                ];
+            bars.arrive_expect_tx(full(s), Self::PANELS * self.map.box_bytes());
+            for p in 0..Self::PANELS {
+                let panel = Self::PANELS * i + p;
+                let coords = [(bn + D_BOX[1] * panel) as i32, bm as i32, product as i32];
                 let at = self.panel_at(s, p);
                 self.map
                     .copy_to_shared(coords, &self.ring, at, bars, full(s));
@@ -173,7 +183,7 @@ impl<const N: usize> DSource<Bf16> for DRing<N> {
         _mn: (u32, u32),
     ) -> DistributedTensor<CWgmma32, f32> {
         let (at, (s, parity)) = self.box_at(d_use, Q / 2);
-        if Q.is_multiple_of(4) {
+        if Q.is_multiple_of(2 * Self::PANELS) {
             self.bars.wait(full(s), parity);
         }
         let view = TmaBoxView::new(self.ring, at, (C_BOX[0], C_BOX[1]), C_BOX[0]);
@@ -204,7 +214,7 @@ impl<const N: usize> DSource<Bf16> for DRing<N> {
     ) {
         let (at, (s, _)) = self.box_at(d_use, Q / 2);
         Bf16::store_slice::<N, Q>(x, c, (self.ring, at), tile, mn);
-        if Q % 4 == 3 && lane_id() == 0 {
+        if Q % (2 * Self::PANELS) == 2 * Self::PANELS - 1 && lane_id() == 0 {
             bulk_wait_group_read::<0>();
             self.bars.arrive(empty(s));
         }
