@@ -2,8 +2,8 @@
 1 × 1024 tensor next to torch's ``F.rms_norm`` (CUDA events around 10 000 back-to-back calls,
 and wall time of the Python loop), then the bandwidth (bytes read + written over time) of the
 operators next to torch's and, where Triton is installed, Triton's (``ck_rs.peers``) on large
-tensors, then ``ck_rs.gemm`` against ``torch.matmul`` timed in turn (``--gemm-only`` skips the
-rest)."""
+tensors, then ``ck_rs.gemm`` against ``torch.matmul`` (``torch.addmm`` with a residual) timed in
+turn (``--gemm-only`` skips the rest)."""
 
 import argparse
 import time
@@ -80,9 +80,12 @@ def gemm_in_turn(dev):
         b = torch.randn(k, n, device=dev).bfloat16()
         c16 = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
         c32 = torch.empty(m, n, device=dev)
+        d = torch.randn(m, n, device=dev).bfloat16()
         cases = [
             ("bf16 C", lambda: ck_rs.gemm(a, b, out=c16, out_dtype=torch.bfloat16),
              lambda: torch.mm(a, b, out=c16)),
+            ("bf16 C + residual", lambda: ck_rs.gemm(a, b, residual=d, out=c16, out_dtype=torch.bfloat16),
+             lambda: torch.addmm(d, a, b, out=c16)),
             ("f32 C", lambda: ck_rs.gemm(a, b, out=c32),
              lambda: torch.mm(a, b, out_dtype=torch.float32)),
         ]
