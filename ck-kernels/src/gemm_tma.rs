@@ -107,9 +107,9 @@ const fn part_elems(bytes: u32, elem_bytes: u32) -> usize {
 
 /// The shared region of a kernel on operands `P` writing C of `O` with `C_BOXES` C box buffers
 /// per consumer warp ([`C_BUFFERS`], or none where C is staged in the ring, [`DRing`]): A's
-/// ring and B's ring, then C's staging ([`c_stage_bytes`]), after one alignment pad; in elements of A (the region's type) and
-/// bytes. For bf16 operands and C with two boxes: 64 + 128 + 32 KiB + the pad, 225 KiB of the
-/// 227 a block may have.
+/// ring and B's ring, then C's staging ([`c_stage_bytes`]), after one alignment pad; in
+/// elements of A (the region's type) and bytes. For bf16 operands and C with two boxes:
+/// 64 + 128 + 32 KiB + the pad, 225 KiB of the 227 a block may have.
 pub struct Region<P, O, const C_BOXES: u32>(core::marker::PhantomData<(P, O)>);
 
 impl<P: Operands, O: TmaOutput, const C_BOXES: u32> Region<P, O, C_BOXES> {
@@ -291,13 +291,13 @@ impl Problem {
 
 /// Stage use `t` of the block (over all its tiles): its stage and the parity of that use.
 #[inline(always)]
-pub(crate) fn stage(t: u32) -> (u32, u32) {
+fn stage(t: u32) -> (u32, u32) {
     (t % STAGES, (t / STAGES) % 2)
 }
 
 /// Element `first` of `ring`: the first on a 1024-byte boundary.
 #[inline(always)]
-pub(crate) fn aligned_start<T: Element, const N: usize>(ring: &SharedArray<T, N>) -> u32 {
+fn aligned_start<T: Element, const N: usize>(ring: &SharedArray<T, N>) -> u32 {
     (1024 - ring.shared_address(0) % 1024) % 1024 / T::BYTES
 }
 
@@ -367,7 +367,7 @@ fn consume<
     let b_first = P::b_descriptor(smem.b.shared_address(aligned_start(&smem.b)));
     let (m, n) = (pb.m, pb.n);
     let mut t = 0;
-    // The block's tiles before this one (C's box buffers and D's barriers follow it).
+    // The block's tiles before this one (C's two box buffers alternate across tiles by it).
     let mut ordinal = 0;
     let mut tiles = pb.my_tiles(P::W::BN);
     let mut tile = tiles.next();
@@ -619,6 +619,10 @@ macro_rules! tma_gemm_kernel {
     };
 }
 
+/// The flags of a bias and an activation.
+pub(crate) const fn bias_and(activation: Activation) -> u32 {
+    HAS_BIAS | activation.code() << ACTIVATION_SHIFT
+}
 tma_gemm_kernel!(
     /// bf16 A `[batch, M, K]` · B `[batch, K, N]` → bf16 C = alpha · A·B; persistent grid of at
     /// most one block of 384 threads per multiprocessor (see the module documentation).
@@ -653,10 +657,23 @@ tma_gemm_kernel!(
     /// bf16 A · B → bf16 C with the whole epilogue (D, bias, activation as `flags` say).
     gemm_tma_bf16_epilogue, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: RUNTIME_FLAGS
 );
-/// The flags of a bias and an activation.
-pub(crate) const fn bias_and(activation: Activation) -> u32 {
-    HAS_BIAS | activation.code() << ACTIVATION_SHIFT
-}
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = alpha · A·B + bias (compiled for this epilogue alone; `d`, `beta`
+    /// and `flags` are not read).
+    gemm_tma_bf16_bias, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::None)
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = relu(alpha · A·B + bias).
+    gemm_tma_bf16_bias_relu, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::Relu)
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = gelu(alpha · A·B + bias) (tanh form).
+    gemm_tma_bf16_bias_gelu, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::Gelu)
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = silu(alpha · A·B + bias).
+    gemm_tma_bf16_bias_silu, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::Silu)
+);
 tma_gemm_kernel!(
     /// bf16 A · B → bf16 C = alpha · A·B + beta · D, D brought in by the copy engine
     /// ([`DRing`]: D through the ring; compiled for this epilogue alone: `bias` and `flags` are
@@ -684,24 +701,6 @@ tma_gemm_kernel!(
 tma_gemm_kernel!(
     /// bf16 A · B → bf16 C = silu(alpha · A·B + beta · D + bias), D through the ring.
     gemm_tma_bf16_residual_bias_silu, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], residual: HAS_D | bias_and(Activation::Silu)
-);
-
-tma_gemm_kernel!(
-    /// bf16 A · B → bf16 C = alpha · A·B + bias (compiled for this epilogue alone; `d`, `beta`
-    /// and `flags` are not read).
-    gemm_tma_bf16_bias, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::None)
-);
-tma_gemm_kernel!(
-    /// bf16 A · B → bf16 C = relu(alpha · A·B + bias).
-    gemm_tma_bf16_bias_relu, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::Relu)
-);
-tma_gemm_kernel!(
-    /// bf16 A · B → bf16 C = gelu(alpha · A·B + bias) (tanh form).
-    gemm_tma_bf16_bias_gelu, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::Gelu)
-);
-tma_gemm_kernel!(
-    /// bf16 A · B → bf16 C = silu(alpha · A·B + bias).
-    gemm_tma_bf16_bias_silu, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::Silu)
 );
 tma_gemm_kernel!(
     /// bf16 A · B → f32 C = alpha · A·B.

@@ -239,10 +239,10 @@ fn bench_gemm_tma(
     counts: (usize, usize),
 ) -> Result<Vec<(&'static str, String, Timed)>, CliError> {
     use crate::epilogue::Activation;
+    use crate::gemm_auto::AutoOutput;
     use crate::gemm_fused::EpilogueArgs;
-    use crate::gemm_tma::host::{kernel_name, launch, quantize, TmaGemm};
-    use crate::gemm_tma::{Bf16Operands, Fp8Operands, N192};
-    type Narrow = Bf16Operands<N192>;
+    use crate::gemm_tma::host::{launch, quantize};
+    use crate::gemm_tma::Fp8Operands;
     use ck_core::device::E4m3;
     let mut rows = Vec::new();
     let mut c16 =
@@ -281,23 +281,12 @@ fn bench_gemm_tma(
             ..LtProblem::bf16(m, n, k)
         };
         let choice = choose(device, 1, (m, n, k), args);
-        let name = auto_mark(
-            kernel_name::<Bf16Operands, Bf16>(args),
-            choice == Choice::Tma,
-        );
-        let t = peer.time(
-            device,
-            counts,
-            (problem, &name),
-            (ad, bd),
-            (args.bias, args.d),
-            &mut c16,
-            |d, c| launch::<Bf16Operands, Bf16>(d, (ad, bd), c, 1, (m, n, k), args).map(|_| ()),
-        )?;
-        rows.push((dtype, name, t));
-        if <Narrow as TmaGemm<Bf16>>::takes(args.flags()) {
-            // The 192-wide tiles, where a kernel is compiled for the epilogue.
-            let name = auto_mark(kernel_name::<Narrow, Bf16>(args), choice == Choice::TmaN192);
+        // The 256-wide tiles, and the 192-wide ones where a kernel is compiled for the epilogue.
+        for (narrow, picked) in [(false, Choice::Tma), (true, Choice::TmaN192)] {
+            if narrow && !Bf16::narrow_takes(args.flags()) {
+                continue;
+            }
+            let name = auto_mark(Bf16::tma_name(args, narrow), choice == picked);
             let t = peer.time(
                 device,
                 counts,
@@ -305,7 +294,7 @@ fn bench_gemm_tma(
                 (ad, bd),
                 (args.bias, args.d),
                 &mut c16,
-                |d, c| launch::<Narrow, Bf16>(d, (ad, bd), c, 1, (m, n, k), args).map(|_| ()),
+                |d, c| Bf16::launch_tma(d, (ad, bd), c, (1, (m, n, k)), args, narrow).map(|_| ()),
             )?;
             rows.push((dtype, name, t));
         }
@@ -316,31 +305,22 @@ fn bench_gemm_tma(
     };
     let f32_plain = EpilogueArgs::<f32>::default();
     let f32_choice = choose(device, 1, (m, n, k), &f32_plain);
-    let name = &auto_mark("gemm_tma_bf16_f32", f32_choice == Choice::Tma);
     if want("bf16_f32out") {
-        let t = peer.time(
-            device,
-            counts,
-            (f32out, name),
-            (ad, bd),
-            (None, None),
-            &mut c32,
-            |d, c| {
-                launch::<Bf16Operands, f32>(d, (ad, bd), c, 1, (m, n, k), &f32_plain).map(|_| ())
-            },
-        )?;
-        rows.push(("bf16_f32out", name.clone(), t));
-        let name = auto_mark("gemm_tma_bf16_f32_n192", f32_choice == Choice::TmaN192);
-        let t = peer.time(
-            device,
-            counts,
-            (f32out, &name),
-            (ad, bd),
-            (None, None),
-            &mut c32,
-            |d, c| launch::<Narrow, f32>(d, (ad, bd), c, 1, (m, n, k), &f32_plain).map(|_| ()),
-        )?;
-        rows.push(("bf16_f32out", name, t));
+        for (narrow, picked) in [(false, Choice::Tma), (true, Choice::TmaN192)] {
+            let name = auto_mark(f32::tma_name(&f32_plain, narrow), f32_choice == picked);
+            let t = peer.time(
+                device,
+                counts,
+                (f32out, &name),
+                (ad, bd),
+                (None, None),
+                &mut c32,
+                |d, c| {
+                    f32::launch_tma(d, (ad, bd), c, (1, (m, n, k)), &f32_plain, narrow).map(|_| ())
+                },
+            )?;
+            rows.push(("bf16_f32out", name, t));
+        }
     }
     if !want("fp8_e4m3") {
         return Ok(rows);

@@ -126,6 +126,36 @@ macro_rules! d_argument {
     };
 }
 
+/// The name of the kernel for the epilogues no kernel is compiled for: the run-time-flags one
+/// (`<name>_epilogue`), or, where the rest is `refused`, the plain kernel's (whose launch
+/// refuses them).
+macro_rules! rest_name {
+    (refused, $name:literal) => {
+        $name
+    };
+    ($fused:ident, $name:literal) => {
+        concat!($name, "_epilogue")
+    };
+}
+
+/// The launch for the epilogues no kernel is compiled for: the run-time-flags kernel, or
+/// `epilogue-unsupported`.
+macro_rules! rest_launch {
+    (refused, $name:literal, ($($arg:expr),*)) => {{
+        let _ = ($($arg),*);
+        Err(LaunchError::invalid(
+            rules::EPILOGUE_UNSUPPORTED,
+            format!("{} has no kernel for this epilogue (it has alpha alone, and for bf16 C a bias with an activation, or D alone); use the 256-wide kernels (Bf16Operands), or ck_kernels::gemm_auto, which picks a kernel for every epilogue", $name),
+        ))
+    }};
+    ($fused:ident, $name:literal, ($($arg:expr),*)) => {
+        $fused::launch($($arg),*)
+    };
+}
+
+/// `TmaGemm` for operands `$p` and C of `$o`: the plain kernel `$plain` (named `$name`), the
+/// kernels compiled for one epilogue each, the run-time-flags kernel with D through the ring
+/// (`with_d`), and for the rest the run-time-flags kernel `$fused` or `refused`.
 macro_rules! tma_gemm {
     ($p:ty, $o:ty, $plain:ident, $fused:ident, $name:literal, c: $c_as:ident,
         b_k_major: $kmajor:literal
@@ -145,7 +175,7 @@ macro_rules! tma_gemm {
                 if flags == 0 {
                     $name
                 } else {
-                    concat!($name, "_epilogue")
+                    rest_name!($fused, $name)
                 }
             }
 
@@ -155,7 +185,7 @@ macro_rules! tma_gemm {
 
             fn takes(flags: u32) -> bool {
                 <Self as TmaGemm<$o>>::compiled_for(flags)
-                    || <Self as TmaGemm<$o>>::kernel_for(flags) != concat!($name, "_epilogue")
+                    || <Self as TmaGemm<$o>>::kernel_for(flags) != rest_name!($fused, $name)
             }
 
             fn b_map<'a>(
@@ -194,8 +224,10 @@ macro_rules! tma_gemm {
                 if flags == 0 {
                     $plain::launch(device, cfg, a, b, &mut c, m, n, k, batch, alpha)
                 } else {
-                    $fused::launch(
-                        device, cfg, a, b, &mut c, d, bias, m, n, k, batch, alpha, beta, flags,
+                    rest_launch!(
+                        $fused,
+                        $name,
+                        (device, cfg, a, b, &mut c, d, bias, m, n, k, batch, alpha, beta, flags)
                     )
                 }
             }
@@ -218,68 +250,11 @@ tma_gemm!(
     ],
     with_d: (GemmTmaBf16ResidualEpilogue, "gemm_tma_bf16_residual_epilogue")
 );
-/// The 128 × 192 tiles: the plain product (bf16 or f32 C) and, for bf16 C, the epilogues
-/// compiled for them; any other epilogue is refused.
-macro_rules! narrow_gemm {
-    ($o:ty, $kernel:ident, $name:literal, c: $c_as:ident
-        $(, compiled: [$(($flags:expr, $lean:ident, $lean_name:literal, d: $d_as:ident)),*])?) => {
-        impl TmaGemm<$o> for Bf16Operands<N192> {
-            const KERNEL: &'static str = $name;
-
-            fn kernel_for(flags: u32) -> &'static str {
-                $($(if flags == $flags {
-                    return $lean_name;
-                })*)?
-                // Any other epilogue: the plain kernel's name (the launch refuses it).
-                let _ = flags;
-                $name
-            }
-
-            fn compiled_for(flags: u32) -> bool {
-                flags == 0 $($(|| flags == $flags)*)?
-            }
-
-            fn takes(flags: u32) -> bool {
-                <Self as TmaGemm<$o>>::compiled_for(flags)
-            }
-
-            fn b_map<'a>(
-                b: &'a DeviceBuffer<Bf16>,
-                (k, n, batch): (u32, u32, u32),
-            ) -> Result<TensorMap<'a, Bf16, 3>, LaunchError> {
-                n_major_map(b, (k, n, batch), Self::B_BOX)
-            }
-
-            fn launch_kernel(
-                device: &Device,
-                cfg: LaunchConfig,
-                (a, b): (&TensorMap<'_, Bf16, 3>, &TensorMap<'_, Bf16, 3>),
-                c: &mut DeviceBuffer<$o>,
-                (d, bias): (&DeviceBuffer<$o>, &DeviceBuffer<$o>),
-                (m, n, k, batch): (u32, u32, u32, u32),
-                (alpha, beta, flags): (f32, f32, u32),
-            ) -> Result<LaunchStats, LaunchError> {
-                let mut c = c_argument!($c_as, c, (m, n, batch));
-                $($(if flags == $flags {
-                    let d = d_argument!($d_as, d, (m, n, batch));
-                    return $lean::launch(
-                        device, cfg, a, b, &mut c, d, bias, m, n, k, batch, alpha, beta, flags,
-                    );
-                })*)?
-                if flags != 0 {
-                    let _ = (d, bias, beta);
-                    return Err(LaunchError::invalid(
-                        rules::EPILOGUE_UNSUPPORTED,
-                        format!("{} has no kernel for this epilogue (alpha alone, and for bf16 C a bias with an activation, or D alone); use the 256-wide kernels (Bf16Operands, or ck_kernels::gemm_auto)", $name),
-                    ));
-                }
-                $kernel::launch(device, cfg, a, b, &mut c, m, n, k, batch, alpha)
-            }
-        }
-    };
-}
-narrow_gemm!(
-    Bf16, GemmTmaBf16N192, "gemm_tma_bf16_n192", c: map,
+// The 128 × 192 tiles: the plain product (bf16 or f32 C) and, for bf16 C, a bias with an
+// activation or D alone; any other epilogue is refused.
+tma_gemm!(
+    Bf16Operands<N192>, Bf16, GemmTmaBf16N192, refused, "gemm_tma_bf16_n192", c: map,
+    b_k_major: false,
     compiled: [
         (bias_and(Activation::None), GemmTmaBf16N192Bias, "gemm_tma_bf16_n192_bias", d: buffer),
         (bias_and(Activation::Relu), GemmTmaBf16N192BiasRelu, "gemm_tma_bf16_n192_bias_relu", d: buffer),
@@ -288,7 +263,10 @@ narrow_gemm!(
         (HAS_D, GemmTmaBf16N192Residual, "gemm_tma_bf16_n192_residual", d: map)
     ]
 );
-narrow_gemm!(f32, GemmTmaBf16F32N192, "gemm_tma_bf16_f32_n192", c: buffer);
+tma_gemm!(
+    Bf16Operands<N192>, f32, GemmTmaBf16F32N192, refused, "gemm_tma_bf16_f32_n192", c: buffer,
+    b_k_major: false
+);
 tma_gemm!(
     Bf16Operands, f32, GemmTmaBf16F32, GemmTmaBf16F32Epilogue, "gemm_tma_bf16_f32",
     c: buffer, b_k_major: false
