@@ -80,6 +80,14 @@ pub fn block_sync() {
     unsafe { nvptx::_syncthreads() }
 }
 
+/// `fence.acq_rel.gpu` (`__threadfence`): orders this thread's global-memory accesses before
+/// it before those after it, for every block of the grid.
+#[inline(always)]
+pub fn fence_acq_rel_gpu() {
+    // SAFETY: a memory fence; touches no memory.
+    unsafe { asm!("fence.acq_rel.gpu;", options(nostack)) }
+}
+
 /// `bar.warp.sync` over the full warp.
 #[inline(always)]
 pub fn warp_sync() {

@@ -62,6 +62,10 @@ pub struct CudaDevice {
     functions: Arc<Functions>,
     /// Shared with the views of this device on other streams.
     maps: Arc<MapCache>,
+    /// Kernels' workspaces on this device's own stream, by name (`Device::take_workspace`),
+    /// shared with the view that queues launches for timing there; a view on a borrowed stream
+    /// has none.
+    pub(crate) workspaces: Option<Arc<super::workspace::Workspaces>>,
 }
 
 impl std::fmt::Debug for CudaDevice {
@@ -117,6 +121,7 @@ impl CudaDevice {
             modules: Arc::default(),
             functions: Arc::default(),
             maps,
+            workspaces: Some(Arc::default()),
         })
     }
 
@@ -141,6 +146,7 @@ impl CudaDevice {
             modules: self.modules.clone(),
             functions: self.functions.clone(),
             maps: self.maps.clone(),
+            workspaces: None,
         }
     }
 
@@ -205,6 +211,7 @@ impl CudaDevice {
             modules: self.modules.clone(),
             functions: self.functions.clone(),
             maps: self.maps.clone(),
+            workspaces: self.workspaces.clone(),
         }));
         let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
         let start = self.stream.record_event(flags).map_err(backend)?;

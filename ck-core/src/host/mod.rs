@@ -8,6 +8,7 @@ mod cuda;
 mod external;
 pub mod module;
 mod tensor_map;
+mod workspace;
 
 pub use crate::kernel::{KernelSpec, Module};
 pub use crate::report::{Fault, KernelError, LaunchStats};

@@ -48,6 +48,15 @@ pub fn block_sync() {
     ctx().suspend(Event::Barrier(Location::caller()));
 }
 
+/// `fence.acq_rel.gpu` (`__threadfence`): this thread's global-memory accesses before it are
+/// ordered, for every block, before those after it. Two blocks hand data over with it: the
+/// writer stores, fences and then bumps a counter with an atomic; the reader that sees the
+/// count fences and then loads (`gemm_tma::stream_k`). The emulator's blocks run on parallel
+/// OS threads, so this is a real fence there too.
+pub fn fence_acq_rel_gpu() {
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+}
+
 #[track_caller]
 fn warp_op(op: WarpOp, value: u32) -> u32 {
     let mut payload = [0u32; 10];
