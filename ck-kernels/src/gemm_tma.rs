@@ -6,7 +6,10 @@
 //! One block per multiprocessor takes the `128 × 256` tiles of C `block, block + grid, …` (in
 //! the grouped order of [`crate::gemm_sm90`], product by product) — or `128 × 192` ones
 //! ([`Width`], `*_n192*` kernels: alpha alone, a bias with an activation, D alone), for shapes
-//! whose wider tiles leave the last wave mostly idle. A block has three warpgroups:
+//! whose wider tiles leave the last wave mostly idle. Where few tiles meet a long K (fewer
+//! tiles than multiprocessors, many stages each), the host shares the tiles' K stages out over
+//! more blocks instead ([`stream_k`]: each block sums a run of stages, the last of a tile's
+//! blocks adds the others' parts from a workspace and stores C). A block has three warpgroups:
 //!
 //! * **the producer** (one thread of warpgroup 2, which gives its registers to the others):
 //!   for every tile and every K stage, waits until the stage's buffer is free, announces its
@@ -48,15 +51,19 @@
 //! Shapes: rows of A, B and C start 16-byte aligned, as the copy engine and the slices of a
 //! batch need (K a multiple of 8 for bf16, of 16 for fp8; N a multiple of 8).
 
+mod kernels;
 mod residual;
 mod store;
+pub mod stream_k;
 mod width;
+pub use kernels::*;
 pub use residual::{DLoads, DRing, DSource, TileAt, D_BOX};
 pub use store::{
     c_stage_bytes, BiasRows, BiasWgmma32, CWgmma32, Staging, TmaOutput, BIAS_STAGE, C_BOX,
     C_BUFFERS,
 };
 use store::{flags, load_bias, stage_bias, store_tile, TileOut};
+use stream_k::{Parts, Schedule};
 pub use width::{CWgmma192, Width, N192, N256};
 
 use crate::epilogue::{Activation, Epilogue, ACTIVATION_SHIFT, HAS_BIAS, HAS_D, RUNTIME_FLAGS};
@@ -247,45 +254,40 @@ pub struct Smem<A, B, const NA: usize, const NB: usize> {
     pub bars: SharedArray<Mbarrier, BARRIERS>,
 }
 
-/// The problem: `batch` products of `m × k` by `k × n`, in tiles.
+/// The problem: `batch` products of `m × k` by `k × n`, in tiles, and the blocks' share of
+/// them.
 #[derive(Clone, Copy)]
 struct Problem {
     m: u32,
     n: u32,
-    k_stages: u32,
     tiles_m: u32,
     tiles_n: u32,
-    tiles: u32,
+    schedule: Schedule,
 }
 
 impl Problem {
+    /// The problem in tiles of `bk × bn`, the last `sk_tiles` in stream-K ([`Schedule::new`]
+    /// checks them).
     #[inline(always)]
-    fn new((m, n, k, batch): (u32, u32, u32, u32), (bk, bn): (u32, u32)) -> Problem {
-        let (tiles_m, tiles_n) = (m.div_ceil(BM), n.div_ceil(bn));
+    fn new((m, n, k, batch): (u32, u32, u32, u32), (bk, bn): (u32, u32), sk_tiles: u32) -> Problem {
+        let (tiles_m, tiles_n, k_stages) = (m.div_ceil(BM), n.div_ceil(bn), k.div_ceil(bk));
+        let tiles = batch * tiles_m * tiles_n;
         Problem {
             m,
             n,
-            k_stages: k.div_ceil(bk),
             tiles_m,
             tiles_n,
-            tiles: batch * tiles_m * tiles_n,
+            schedule: Schedule::new(tiles, k_stages, grid_dim(), sk_tiles),
         }
     }
 
-    /// This block's tiles `bn` wide (the width `new` was given), as (product, first row, first
-    /// column): `block, block + grid, …`.
+    /// Tile `i` of `bn` columns (the width `new` was given) as (product, first row, first
+    /// column), in the grouped order of [`block_tile`], product by product.
     #[inline(always)]
-    fn my_tiles(&self, bn: u32) -> impl Iterator<Item = (u32, u32, u32)> + '_ {
+    fn tile_at(&self, i: u32, bn: u32) -> (u32, u32, u32) {
         let per_product = self.tiles_m * self.tiles_n;
-        let mut next = block_idx();
-        core::iter::from_fn(move || {
-            let i = next;
-            next += grid_dim();
-            (i < self.tiles).then(|| {
-                let (bm, bn) = block_tile(i % per_product, (self.tiles_m, self.tiles_n), bn);
-                (i / per_product, bm, bn)
-            })
-        })
+        let (bm, bn) = block_tile(i % per_product, (self.tiles_m, self.tiles_n), bn);
+        (i / per_product, bm, bn)
     }
 }
 
@@ -312,8 +314,9 @@ fn produce<P: Operands, O: TmaOutput, S: DSource<O>, const NA: usize, const NB: 
     b.prefetch();
     let (a0, b0) = (aligned_start(&smem.a), aligned_start(&smem.b));
     let mut t = 0;
-    for (product, bm, bn) in pb.my_tiles(P::W::BN) {
-        for ks in 0..pb.k_stages {
+    for unit in pb.schedule.units(block_idx()) {
+        let (product, bm, bn) = pb.tile_at(unit.tile, P::W::BN);
+        for ks in unit.k0..unit.k1 {
             let (s, parity) = stage(t);
             if t >= STAGES {
                 // Use n − 1 of this stage has been released by every consumer warp.
@@ -343,19 +346,22 @@ fn release<A, B, const NA: usize, const NB: usize>(smem: &Smem<A, B, NA, NB>, s:
     }
 }
 
-/// Every tile of the block: its MMAs stage by stage, then the epilogue and the store of C.
+/// Every unit of the block: its MMAs stage by stage, then, where the block finishes a tile
+/// (a whole one, or the last part of a stream-K one: [`Parts::settle`]), the epilogue and the
+/// store of C. Without `STREAM_K` every tile is whole.
 #[inline(always)]
 fn consume<
     P: Operands,
     O: TmaOutput,
     S: DSource<O>,
     const EPI: u32,
+    const STREAM_K: bool,
     const NA: usize,
     const NB: usize,
     const NC: usize,
 >(
     (c, epilogue, dsrc, staging): (O::Dest, Epilogue<O>, S, Staging<O, NC>),
-    smem: &Smem<P::A, P::B, NA, NB>,
+    (smem, parts): (&Smem<P::A, P::B, NA, NB>, Parts),
     pb: &Problem,
 ) {
     let wg = warp_id() / 4;
@@ -367,11 +373,14 @@ fn consume<
     let b_first = P::b_descriptor(smem.b.shared_address(aligned_start(&smem.b)));
     let (m, n) = (pb.m, pb.n);
     let mut t = 0;
-    // The block's tiles before this one (C's two box buffers alternate across tiles by it).
+    // The block's stores of C before this one (C's two box buffers alternate by it).
     let mut ordinal = 0;
-    let mut tiles = pb.my_tiles(P::W::BN);
-    let mut tile = tiles.next();
-    while let Some((product, bm, bn)) = tile {
+    let mut units = pb
+        .schedule
+        .units(block_idx())
+        .map(|u| (u, pb.tile_at(u.tile, P::W::BN)));
+    let mut next = units.next();
+    while let Some((unit, (product, bm, bn))) = next {
         // The tile's bias, read now so that its latency passes behind the MMAs.
         let bias = if has_bias {
             load_bias(epilogue.bias, n, bn)
@@ -381,8 +390,8 @@ fn consume<
         let mut acc = DistributedTensor::<<P::W as Width>::Acc, f32>::splat(0.0);
         // The loop and its last wait in one branch: with no K stage the zero accumulators join
         // after every MMA path (see `gemm_sm90`).
-        if pb.k_stages > 0 {
-            for ks in 0..pb.k_stages {
+        if unit.k1 > unit.k0 {
+            for ks in unit.k0..unit.k1 {
                 let (s, parity) = stage(t);
                 smem.bars.wait(full(s), parity);
                 let a_stage = SmemMatrix::advance(a_first, s * A_STAGE_BYTES);
@@ -398,22 +407,28 @@ fn consume<
                 });
                 wgmma_commit();
                 wgmma_wait::<1>(P::W::regs(&mut acc));
-                if ks > 0 {
+                if ks > unit.k0 {
                     release(smem, stage(t - 1).0);
                 }
                 t += 1;
             }
-            // The next tile's coordinates (divisions) while the last stage's MMAs run, not
+            // The next unit's coordinates (divisions) while the last stage's MMAs run, not
             // between this tile's epilogue and the next one's first MMA.
-            tile = tiles.next();
+            next = units.next();
             wgmma_wait::<0>(P::W::regs(&mut acc));
             release(smem, stage(t - 1).0);
         } else {
-            tile = tiles.next();
+            next = units.next();
         }
         // The tile's D stages, if it has any, follow its K stages in the ring.
         let d_use = t;
         t += S::D_STAGES;
+        if STREAM_K
+            && !pb.schedule.whole(unit)
+            && !parts.settle::<P::W>(&pb.schedule, unit, &mut acc)
+        {
+            continue;
+        }
         if has_bias {
             stage_bias(&bias, staging.bias);
         }
@@ -442,6 +457,7 @@ fn gemm_tma<
     O: TmaOutput,
     S: DSource<O>,
     const EPI: u32,
+    const STREAM_K: bool,
     const NR: usize,
     const NA: usize,
     const BAT: usize,
@@ -451,11 +467,15 @@ fn gemm_tma<
 >(
     (a, b): (Tma<P::A, 3>, Tma<P::B, 3>),
     (c, epilogue, dsrc): (O::Dest, Epilogue<O>, S),
-    mnk_batch: (u32, u32, u32, u32),
-    (region, bars, bias): (
+    (mnk_batch, (parts, tickets, sk_tiles)): (
+        (u32, u32, u32, u32),
+        (GlobalMut<f32>, GlobalMut<u32>, u32),
+    ),
+    (region, bars, bias, said): (
         SharedArray<P::A, NR>,
         SharedArray<Mbarrier, BARRIERS>,
         SharedArray<O, BIAS_STAGE>,
+        SharedArray<u32, 1>,
     ),
 ) {
     let smem = Smem {
@@ -467,7 +487,18 @@ fn gemm_tma<
         c: region.part::<O, CAT, NC>(),
         bias,
     };
-    let pb = Problem::new(mnk_batch, (P::BK, P::W::BN));
+    let parts = Parts {
+        parts,
+        tickets,
+        said,
+    };
+    // A workspace too small for the schedule asked for: every tile whole.
+    let sk_tiles = if STREAM_K && parts.fits::<P::W>(grid_dim(), sk_tiles) {
+        sk_tiles
+    } else {
+        0
+    };
+    let pb = Problem::new(mnk_batch, (P::BK, P::W::BN), sk_tiles);
     if thread_idx() == 0 {
         for s in 0..STAGES {
             smem.bars.init(full(s), 1);
@@ -483,262 +514,13 @@ fn gemm_tma<
         }
     } else {
         setmaxnreg_inc::<232>();
-        consume::<P, O, S, EPI, NA, NB, NC>((c, epilogue, dsrc, staging), &smem, &pb);
+        consume::<P, O, S, EPI, STREAM_K, NA, NB, NC>(
+            (c, epilogue, dsrc, staging),
+            (&smem, parts),
+            &pb,
+        );
     }
 }
-
-/// Declares a TMA GEMM kernel on operands `$p` (element types `$a`, `$b`) writing `$o` through
-/// the C argument `[$c]` (`TmaMut<Bf16, 3>` or `GlobalMut<f32>`: [`TmaOutput::Dest`]), with
-/// alpha alone (`plain`: a kernel without the epilogue's other paths — their code and registers
-/// cost the plain GEMM 10–17 % at K = 1024 although never taken) or the epilogue of the flags
-/// `fused: EPI` (compile-time flags, or [`RUNTIME_FLAGS`] for the kernel argument's). The two
-/// arms differ in their arguments and repeat the `shared!` declarations, which `#[tile_kernel]`
-/// finds in the function's own tokens only (not in a macro call there); [`gemm_tma`] cuts the
-/// region into its parts.
-macro_rules! tma_gemm_kernel {
-    ($(#[$doc:meta])* $name:ident, $p:ty, $a:ty, $b:ty, $o:ty, [$($c:tt)+], fused: $epi:expr) => {
-        $(#[$doc])*
-        #[tile_kernel(block = 384, min_blocks_per_sm = 1)]
-        #[allow(clippy::too_many_arguments)]
-        pub fn $name(
-            a: Tma<$a, 3>,
-            b: Tma<$b, 3>,
-            c: $($c)+,
-            d: Global<$o>,
-            bias: Global<$o>,
-            m: u32,
-            n: u32,
-            k: u32,
-            batch: u32,
-            alpha: f32,
-            beta: f32,
-            flags: u32,
-        ) {
-            const EPI: u32 = $epi;
-            let epilogue = Epilogue { alpha, beta, d, bias, flags };
-            let shared = (
-                shared!($a; Region::<$p, $o, C_BUFFERS>::ELEMS),
-                shared!(Mbarrier; BARRIERS),
-                shared!($o; BIAS_STAGE),
-            );
-            gemm_tma::<
-                $p,
-                $o,
-                _,
-                EPI,
-                { Region::<$p, $o, C_BUFFERS>::ELEMS },
-                { Region::<$p, $o, C_BUFFERS>::A_ELEMS },
-                { Region::<$p, $o, C_BUFFERS>::B_AT },
-                { Region::<$p, $o, C_BUFFERS>::B_ELEMS },
-                { Region::<$p, $o, C_BUFFERS>::C_AT },
-                { Region::<$p, $o, C_BUFFERS>::C_ELEMS },
-            >((a, b), (c, epilogue, DLoads), (m, n, k, batch), shared);
-        }
-    };
-    ($(#[$doc:meta])* $name:ident, $p:ty, $a:ty, $b:ty, $o:ty, [$($c:tt)+], residual: $epi:expr) => {
-        $(#[$doc])*
-        #[tile_kernel(block = 384, min_blocks_per_sm = 1)]
-        #[allow(clippy::too_many_arguments)]
-        pub fn $name(
-            a: Tma<$a, 3>,
-            b: Tma<$b, 3>,
-            c: $($c)+,
-            d: Tma<$o, 3>,
-            bias: Global<$o>,
-            m: u32,
-            n: u32,
-            k: u32,
-            batch: u32,
-            alpha: f32,
-            beta: f32,
-            flags: u32,
-        ) {
-            // C is staged where D arrived (see `DRing`): no C staging of its own.
-            const EPI: u32 = $epi;
-            // D is copied whatever the flags say: it is applied whatever they say.
-            let flags = flags | HAS_D;
-            let epilogue = Epilogue { alpha, beta, d: Global::<$o>::empty(), bias, flags };
-            let shared = (
-                shared!($a; Region::<$p, $o, 0>::ELEMS),
-                shared!(Mbarrier; BARRIERS),
-                shared!($o; BIAS_STAGE),
-            );
-            let ring = shared.0.part::<$b, { Region::<$p, $o, 0>::B_AT }, { Region::<$p, $o, 0>::B_ELEMS }>();
-            let width = core::marker::PhantomData::<<$p as Operands>::W>;
-            let dsrc = DRing { map: d, ring, bars: shared.1, width };
-            gemm_tma::<
-                $p,
-                $o,
-                _,
-                EPI,
-                { Region::<$p, $o, 0>::ELEMS },
-                { Region::<$p, $o, 0>::A_ELEMS },
-                { Region::<$p, $o, 0>::B_AT },
-                { Region::<$p, $o, 0>::B_ELEMS },
-                { Region::<$p, $o, 0>::C_AT },
-                { Region::<$p, $o, 0>::C_ELEMS },
-            >((a, b), (c, epilogue, dsrc), (m, n, k, batch), shared);
-        }
-    };
-    ($(#[$doc:meta])* $name:ident, $p:ty, $a:ty, $b:ty, $o:ty, [$($c:tt)+], plain) => {
-        $(#[$doc])*
-        #[tile_kernel(block = 384, min_blocks_per_sm = 1)]
-        #[allow(clippy::too_many_arguments)]
-        pub fn $name(
-            a: Tma<$a, 3>,
-            b: Tma<$b, 3>,
-            c: $($c)+,
-            m: u32,
-            n: u32,
-            k: u32,
-            batch: u32,
-            alpha: f32,
-        ) {
-            // Only alpha is read (`EPI` is 0): D and bias are never touched.
-            const EPI: u32 = 0;
-            let none = Global::<$o>::empty();
-            let epilogue = Epilogue { alpha, beta: 0.0, d: none, bias: none, flags: 0 };
-            let shared = (
-                shared!($a; Region::<$p, $o, C_BUFFERS>::ELEMS),
-                shared!(Mbarrier; BARRIERS),
-                shared!($o; BIAS_STAGE),
-            );
-            gemm_tma::<
-                $p,
-                $o,
-                _,
-                EPI,
-                { Region::<$p, $o, C_BUFFERS>::ELEMS },
-                { Region::<$p, $o, C_BUFFERS>::A_ELEMS },
-                { Region::<$p, $o, C_BUFFERS>::B_AT },
-                { Region::<$p, $o, C_BUFFERS>::B_ELEMS },
-                { Region::<$p, $o, C_BUFFERS>::C_AT },
-                { Region::<$p, $o, C_BUFFERS>::C_ELEMS },
-            >((a, b), (c, epilogue, DLoads), (m, n, k, batch), shared);
-        }
-    };
-}
-
-/// The flags of a bias and an activation.
-pub(crate) const fn bias_and(activation: Activation) -> u32 {
-    HAS_BIAS | activation.code() << ACTIVATION_SHIFT
-}
-tma_gemm_kernel!(
-    /// bf16 A `[batch, M, K]` · B `[batch, K, N]` → bf16 C = alpha · A·B; persistent grid of at
-    /// most one block of 384 threads per multiprocessor (see the module documentation).
-    gemm_tma_bf16, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], plain
-);
-tma_gemm_kernel!(
-    /// bf16 A · B → bf16 C = alpha · A·B in tiles of 128 × 192 ([`N192`]).
-    gemm_tma_bf16_n192, Bf16Operands<N192>, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], plain
-);
-tma_gemm_kernel!(
-    /// bf16 A · B → bf16 C = alpha · A·B + bias in tiles of 128 × 192.
-    gemm_tma_bf16_n192_bias, Bf16Operands<N192>, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::None)
-);
-tma_gemm_kernel!(
-    /// bf16 A · B → bf16 C = relu(alpha · A·B + bias) in tiles of 128 × 192.
-    gemm_tma_bf16_n192_bias_relu, Bf16Operands<N192>, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::Relu)
-);
-tma_gemm_kernel!(
-    /// bf16 A · B → bf16 C = gelu(alpha · A·B + bias) in tiles of 128 × 192.
-    gemm_tma_bf16_n192_bias_gelu, Bf16Operands<N192>, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::Gelu)
-);
-tma_gemm_kernel!(
-    /// bf16 A · B → bf16 C = silu(alpha · A·B + bias) in tiles of 128 × 192.
-    gemm_tma_bf16_n192_bias_silu, Bf16Operands<N192>, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::Silu)
-);
-tma_gemm_kernel!(
-    /// bf16 A · B → bf16 C = alpha · A·B + beta · D in tiles of 128 × 192, D through the ring
-    /// (three D stages of one panel each).
-    gemm_tma_bf16_n192_residual, Bf16Operands<N192>, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], residual: HAS_D
-);
-tma_gemm_kernel!(
-    /// bf16 A · B → bf16 C with the whole epilogue (D, bias, activation as `flags` say).
-    gemm_tma_bf16_epilogue, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: RUNTIME_FLAGS
-);
-tma_gemm_kernel!(
-    /// bf16 A · B → bf16 C = alpha · A·B + bias (compiled for this epilogue alone; `d`, `beta`
-    /// and `flags` are not read).
-    gemm_tma_bf16_bias, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::None)
-);
-tma_gemm_kernel!(
-    /// bf16 A · B → bf16 C = relu(alpha · A·B + bias).
-    gemm_tma_bf16_bias_relu, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::Relu)
-);
-tma_gemm_kernel!(
-    /// bf16 A · B → bf16 C = gelu(alpha · A·B + bias) (tanh form).
-    gemm_tma_bf16_bias_gelu, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::Gelu)
-);
-tma_gemm_kernel!(
-    /// bf16 A · B → bf16 C = silu(alpha · A·B + bias).
-    gemm_tma_bf16_bias_silu, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::Silu)
-);
-tma_gemm_kernel!(
-    /// bf16 A · B → bf16 C = alpha · A·B + beta · D, D brought in by the copy engine
-    /// ([`DRing`]: D through the ring; compiled for this epilogue alone: `bias` and `flags` are
-    /// not read).
-    gemm_tma_bf16_residual, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], residual: HAS_D
-);
-tma_gemm_kernel!(
-    /// bf16 A · B → bf16 C = act(alpha · A·B + beta · D + bias), D through the ring as in
-    /// `gemm_tma_bf16_residual`, the bias and the activation as `flags` say (D always).
-    gemm_tma_bf16_residual_epilogue, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], residual: RUNTIME_FLAGS
-);
-tma_gemm_kernel!(
-    /// bf16 A · B → bf16 C = alpha · A·B + beta · D + bias, D through the ring (compiled for
-    /// this epilogue alone).
-    gemm_tma_bf16_residual_bias, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], residual: HAS_D | bias_and(Activation::None)
-);
-tma_gemm_kernel!(
-    /// bf16 A · B → bf16 C = relu(alpha · A·B + beta · D + bias), D through the ring.
-    gemm_tma_bf16_residual_bias_relu, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], residual: HAS_D | bias_and(Activation::Relu)
-);
-tma_gemm_kernel!(
-    /// bf16 A · B → bf16 C = gelu(alpha · A·B + beta · D + bias), D through the ring.
-    gemm_tma_bf16_residual_bias_gelu, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], residual: HAS_D | bias_and(Activation::Gelu)
-);
-tma_gemm_kernel!(
-    /// bf16 A · B → bf16 C = silu(alpha · A·B + beta · D + bias), D through the ring.
-    gemm_tma_bf16_residual_bias_silu, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], residual: HAS_D | bias_and(Activation::Silu)
-);
-tma_gemm_kernel!(
-    /// bf16 A · B → f32 C = alpha · A·B.
-    gemm_tma_bf16_f32, Bf16Operands, Bf16, Bf16, f32, [GlobalMut<f32>], plain
-);
-tma_gemm_kernel!(
-    /// bf16 A · B → f32 C = alpha · A·B in tiles of 128 × 192 ([`N192`]).
-    gemm_tma_bf16_f32_n192, Bf16Operands<N192>, Bf16, Bf16, f32, [GlobalMut<f32>], plain
-);
-tma_gemm_kernel!(
-    /// bf16 A · B → f32 C with the whole epilogue.
-    gemm_tma_bf16_f32_epilogue, Bf16Operands, Bf16, Bf16, f32, [GlobalMut<f32>], fused: RUNTIME_FLAGS
-);
-tma_gemm_kernel!(
-    /// e4m3 A `[batch, M, K]` · (e4m3 B `[batch, N, K]`)ᵀ → bf16 C = alpha · A·B (alpha: the
-    /// product of the per-tensor scales).
-    gemm_fp8_e4m3, Fp8Operands<E4m3, E4m3>, E4m3, E4m3, Bf16, [TmaMut<Bf16, 3>], plain
-);
-tma_gemm_kernel!(
-    /// e4m3 A · (e4m3 B)ᵀ → bf16 C with the whole epilogue.
-    gemm_fp8_e4m3_epilogue, Fp8Operands<E4m3, E4m3>, E4m3, E4m3, Bf16, [TmaMut<Bf16, 3>], fused: RUNTIME_FLAGS
-);
-tma_gemm_kernel!(
-    /// e4m3 A · (e4m3 B)ᵀ → f32 C = alpha · A·B.
-    gemm_fp8_e4m3_f32, Fp8Operands<E4m3, E4m3>, E4m3, E4m3, f32, [GlobalMut<f32>], plain
-);
-tma_gemm_kernel!(
-    /// e4m3 A · (e4m3 B)ᵀ → f32 C with the whole epilogue.
-    gemm_fp8_e4m3_f32_epilogue, Fp8Operands<E4m3, E4m3>, E4m3, E4m3, f32, [GlobalMut<f32>], fused: RUNTIME_FLAGS
-);
-tma_gemm_kernel!(
-    /// e4m3 A · (e5m2 B)ᵀ → bf16 C = alpha · A·B (e5m2's range for gradients).
-    gemm_fp8_e4m3_e5m2, Fp8Operands<E4m3, E5m2>, E4m3, E5m2, Bf16, [TmaMut<Bf16, 3>], plain
-);
-tma_gemm_kernel!(
-    /// e4m3 A · (e5m2 B)ᵀ → bf16 C with the whole epilogue.
-    gemm_fp8_e4m3_e5m2_epilogue, Fp8Operands<E4m3, E5m2>, E4m3, E5m2, Bf16, [TmaMut<Bf16, 3>], fused: RUNTIME_FLAGS
-);
 
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod host;

@@ -1,6 +1,7 @@
 //! The TMA, warp-specialised GEMMs on the emulator against fp64 references computed here:
 //! bf16 and fp8 (e4m3 × e4m3, e4m3 × e5m2) operands, f32 and bf16 C, epilogues, batches, edge
-//! tiles, more tiles than blocks (each block walks several), K = 0, and the shape errors.
+//! tiles, more tiles than blocks (each block walks several), stream-K (tiles summed by two or
+//! more blocks), K = 0, and the shape errors.
 
 use ck_core::device::{Bf16, E4m3, E5m2, Element, Real};
 use ck_core::host::{Device, DeviceBuffer};
@@ -8,7 +9,9 @@ use ck_kernels::checks::Rng;
 use ck_kernels::epilogue::Activation;
 use ck_kernels::gemm_fused::HostEpilogue;
 use ck_kernels::gemm_fused::{reference, upload, EpilogueArgs, GemmOutput};
-use ck_kernels::gemm_tma::host::{gemm_fp8, kernel_name, launch, quantize, TmaGemm};
+use ck_kernels::gemm_tma::host::{
+    gemm_fp8, kernel_name, launch, quantize, schedule, TmaGemm, TICKETS,
+};
 use ck_kernels::gemm_tma::{Bf16Operands, Fp8Operands, N192};
 
 /// The value of 8-bit float bits with `e` exponent and `m` mantissa bits, from the format's
@@ -64,8 +67,29 @@ where
 {
     // Two blocks whatever the host's cores, so that every block walks several tiles (the ring's
     // stages and parities run on across them).
-    let device = Device::Emulator { workers: 2 };
+    check_on::<P, O>(2, shape, cases, b_t, tol);
+}
+
+/// [`check`] on an emulator of `multiprocessors` (the most blocks a launch has); returns the
+/// last case's C.
+fn check_on<P, O>(
+    multiprocessors: usize,
+    shape: Shape,
+    cases: &[(f32, f32, bool, bool, Activation)],
+    b_t: bool,
+    tol: f64,
+) -> Vec<f32>
+where
+    P: TmaGemm<O>,
+    P::A: Operand,
+    P::B: Operand,
+    O: GemmOutput,
+{
+    let device = Device::Emulator {
+        workers: multiprocessors,
+    };
     let (batch, m, n, k) = shape;
+    let mut last = Vec::new();
     let (mk, kn, mn) = ((m * k) as usize, (k * n) as usize, (m * n) as usize);
     let mut rng = Rng(0x7a ^ (m * 131 + n * 7 + k) as u64);
     let a: Vec<P::A> = (0..batch as usize * mk)
@@ -94,6 +118,7 @@ where
         let mut cd = upload_o(&vec![f32::NAN; batch as usize * mn]);
         launch::<P, O>(&device, (&ad, &bd), &mut cd, batch, (m, n, k), &args).unwrap();
         let c = cd.to_vec().unwrap();
+        last = c.iter().map(|v| v.to_f32()).collect();
         for p in 0..batch as usize {
             // A·B in fp64 from the operands' values, B read as [k, n] or [n, k].
             let ab: Vec<f64> = (0..mn)
@@ -131,6 +156,7 @@ where
             }
         }
     }
+    last
 }
 
 const PLAIN: [(f32, f32, bool, bool, Activation); 1] = [(1.0, 1.0, false, false, Activation::None)];
@@ -152,6 +178,10 @@ const BIAS_AND: [(f32, f32, bool, bool, Activation); 4] = [
 /// f32 C: the products are exact in f32 up to accumulation order; bf16 C: one rounding.
 const F32_TOL: f64 = 1e-5;
 const BF16_TOL: f64 = 1.0 / 128.0;
+/// f32 C at K = 640 and K ≤ 2000: f32 accumulation's error bound grows with K (F32_TOL is for
+/// K ≤ 160).
+const F32_TOL_K640: f64 = 4.0 * F32_TOL;
+const F32_TOL_K2K: f64 = 12.5 * F32_TOL;
 
 #[test]
 fn bf16_operands_f32_and_bf16_c() {
@@ -360,4 +390,76 @@ fn fp8_from_host_values_transposes_b_and_applies_the_scales() {
     )
     .unwrap_err();
     assert_eq!(e.rule(), "shape-mismatch", "{e}");
+}
+
+/// Asserts that the launch of `shape` (a bias where `with_bias`) on `multiprocessors` shares
+/// tiles out (stream-K); returns the most blocks on a tile.
+fn assert_streams<P: TmaGemm<O>, O: GemmOutput>(
+    multiprocessors: usize,
+    (batch, m, n, k): Shape,
+    with_bias: bool,
+) -> u32 {
+    let device = Device::Emulator {
+        workers: multiprocessors,
+    };
+    let bias = DeviceBuffer::<O>::empty(&device).unwrap();
+    let args = EpilogueArgs {
+        bias: with_bias.then_some(&bias),
+        ..Default::default()
+    };
+    let s = schedule::<P, O>(&device, batch, (m, n, k), &args);
+    assert!(s.streams(), "{s:?}");
+    let sharers = (s.dp_tiles..s.tiles)
+        .map(|t| s.sharers(t))
+        .map(|(f, l)| l - f + 1);
+    sharers.max().unwrap()
+}
+
+#[test]
+fn stream_k_shares_few_tiles_of_a_long_k_out() {
+    // One tile of ten K stages on two blocks of five: block 0 sums the first five, block 1 the
+    // last five; each stores its part, and the second to take a ticket adds both and runs the
+    // epilogue.
+    let one = (1, 100, 256, 640);
+    assert_eq!(assert_streams::<Bf16Operands, Bf16>(2, one, false), 2);
+    check::<Bf16Operands, Bf16>(one, &PLAIN, false, BF16_TOL);
+    check::<Bf16Operands, Bf16>(one, &BIAS_AND[2..3], false, BF16_TOL);
+    // f32 C, the run-time-flags kernel (D read by the threads), over a batch of two tiles on
+    // four blocks.
+    let two = (2, 60, 104, 640);
+    assert_eq!(assert_streams::<Bf16Operands, f32>(5, two, true), 2);
+    check_on::<Bf16Operands, f32>(5, two, &EPILOGUES, false, F32_TOL_K640);
+    // The 192-wide tiles and fp8 (128 K per stage).
+    check::<Bf16Operands<N192>, Bf16>((1, 100, 192, 640), &BIAS_AND[..1], false, BF16_TOL);
+    let fp8 = (1, 100, 256, 1280);
+    assert_eq!(
+        assert_streams::<Fp8Operands<E4m3, E4m3>, Bf16>(2, fp8, false),
+        2
+    );
+    check::<Fp8Operands<E4m3, E4m3>, Bf16>(fp8, &PLAIN, true, BF16_TOL);
+    // D through the ring keeps every tile whole, and is right on the same shape.
+    check::<Bf16Operands, Bf16>(one, &RESIDUAL[..1], false, BF16_TOL);
+
+    // One tile of 30 stages on five blocks of six: five parts, added in block order whoever
+    // finishes last, so C is the same bits from launch to launch, with a launch on other data
+    // between (31 stages). After them the tickets are back at zero (a launch that found one
+    // counted could finish a tile before every part is in).
+    let shape = (1, 128, 256, 1920);
+    assert_eq!(assert_streams::<Bf16Operands, f32>(5, shape, false), 5);
+    assert_eq!(
+        assert_streams::<Bf16Operands, f32>(5, (1, 128, 256, 1984), false),
+        5
+    );
+    let first = check_on::<Bf16Operands, f32>(5, shape, &PLAIN, false, F32_TOL_K2K);
+    check_on::<Bf16Operands, f32>(5, (1, 128, 256, 1984), &PLAIN, false, F32_TOL_K2K);
+    let again = check_on::<Bf16Operands, f32>(5, shape, &PLAIN, false, F32_TOL_K2K);
+    assert!(first
+        .iter()
+        .zip(&again)
+        .all(|(a, b)| a.to_bits() == b.to_bits()));
+    // (The stream-K launches of this binary all run in this test, one after the other, so each
+    // takes the workspace the last one kept.)
+    let device = Device::emulator();
+    let tickets = device.take_workspace::<u32>(TICKETS, 1).unwrap().unwrap();
+    assert!(tickets.to_vec().unwrap().iter().all(|&t| t == 0));
 }

@@ -26,6 +26,9 @@ pub trait TmaGemm<O: GemmOutput>: Operands {
     /// (`gemm_auto`'s test): one compiled for it, or one that reads only the bias and the
     /// activation at run time and brings D through its ring.
     fn takes(flags: u32) -> bool;
+    /// Whether the kernel for the epilogue of `flags` shares the last tiles out (stream-K):
+    /// all but those with D through the ring.
+    fn streams(flags: u32) -> bool;
     /// What K must be a multiple of (16-byte rows of A, and of B when it is K-major).
     const K_MULTIPLE: u32 = 16 / <Self::A as Element>::BYTES;
     /// B's tensor map over `b` for `batch` products (`k × n` row-major, or `n × k`).
@@ -43,7 +46,16 @@ pub trait TmaGemm<O: GemmOutput>: Operands {
         d_bias: (&DeviceBuffer<O>, &DeviceBuffer<O>),
         mnk_batch: (u32, u32, u32, u32),
         scalars: (f32, f32, u32),
+        stream_k: StreamK<'_>,
     ) -> Result<LaunchStats, LaunchError>;
+}
+
+/// The stream-K arguments of a launch: the workspace's parts and tickets, and the tiles to
+/// share out (0: every tile whole; the kernels with D through the ring take no workspace).
+pub struct StreamK<'a> {
+    pub parts: &'a mut DeviceBuffer<f32>,
+    pub tickets: &'a mut DeviceBuffer<u32>,
+    pub sk_tiles: u32,
 }
 
 /// A `[batch, m, k]` (or a row-major B^T `[batch, n, k]`) in boxes of one stage's 128-byte
@@ -115,15 +127,17 @@ macro_rules! c_argument {
     };
 }
 
-/// A compiled kernel's D argument: the buffer (`buffer`: not read, or read by the threads) or
-/// [`d_map`] over it (`map`: copied by the copy engine).
-macro_rules! d_argument {
-    (buffer, $d:ident, $dims:expr) => {
-        $d
+/// The launch of a compiled kernel: D as the buffer (`buffer`: not read, or read by the
+/// threads), with the stream-K workspace; or D as [`d_map`] over it (`map`: copied by the copy
+/// engine through the ring), every tile whole.
+macro_rules! launch_compiled {
+    (buffer, $kernel:ident, ($($arg:expr),*), $dims:expr, $sk:ident) => {
+        $kernel::launch($($arg),*, $sk.parts, $sk.tickets, $sk.sk_tiles)
     };
-    (map, $d:ident, $dims:expr) => {
-        &d_map($d, $dims)?
-    };
+    (map, $kernel:ident, ($device:expr, $cfg:expr, $a:expr, $b:expr, $c:expr, $d:expr, $($arg:expr),*), $dims:expr, $sk:ident) => {{
+        let _ = $sk;
+        $kernel::launch($device, $cfg, $a, $b, $c, &d_map($d, $dims)?, $($arg),*)
+    }};
 }
 
 /// The name of the kernel for the epilogues no kernel is compiled for: the run-time-flags one
@@ -188,6 +202,15 @@ macro_rules! tma_gemm {
                     || <Self as TmaGemm<$o>>::kernel_for(flags) != rest_name!($fused, $name)
             }
 
+            fn streams(flags: u32) -> bool {
+                // (Read only where some kernel brings D through the ring.)
+                let _ = flags;
+                let through_ring = false
+                    $($(|| (flags == $flags && stringify!($d_as) == "map"))*)?
+                    $(|| (flags & HAS_D != 0 && !$with_d_name.is_empty()))?;
+                !through_ring
+            }
+
             fn b_map<'a>(
                 b: &'a DeviceBuffer<Self::B>,
                 (k, n, batch): (u32, u32, u32),
@@ -207,27 +230,38 @@ macro_rules! tma_gemm {
                 (d, bias): (&DeviceBuffer<$o>, &DeviceBuffer<$o>),
                 (m, n, k, batch): (u32, u32, u32, u32),
                 (alpha, beta, flags): (f32, f32, u32),
+                sk: StreamK<'_>,
             ) -> Result<LaunchStats, LaunchError> {
                 let mut c = c_argument!($c_as, c, (m, n, batch));
                 $($(if flags == $flags {
-                    let d = d_argument!($d_as, d, (m, n, batch));
-                    return $lean::launch(
-                        device, cfg, a, b, &mut c, d, bias, m, n, k, batch, alpha, beta, flags,
+                    return launch_compiled!(
+                        $d_as,
+                        $lean,
+                        (device, cfg, a, b, &mut c, d, bias, m, n, k, batch, alpha, beta, flags),
+                        (m, n, batch),
+                        sk
                     );
                 })*)?
                 $(if flags & HAS_D != 0 {
                     let d = &d_map(d, (m, n, batch))?;
+                    let _ = sk;
                     return $with_d::launch(
                         device, cfg, a, b, &mut c, d, bias, m, n, k, batch, alpha, beta, flags,
                     );
                 })?
+                let (parts, tickets, sk_tiles) = (sk.parts, sk.tickets, sk.sk_tiles);
                 if flags == 0 {
-                    $plain::launch(device, cfg, a, b, &mut c, m, n, k, batch, alpha)
+                    $plain::launch(
+                        device, cfg, a, b, &mut c, m, n, k, batch, alpha, parts, tickets, sk_tiles,
+                    )
                 } else {
                     rest_launch!(
                         $fused,
                         $name,
-                        (device, cfg, a, b, &mut c, d, bias, m, n, k, batch, alpha, beta, flags)
+                        (
+                            device, cfg, a, b, &mut c, d, bias, m, n, k, batch, alpha, beta, flags,
+                            parts, tickets, sk_tiles
+                        )
                     )
                 }
             }
@@ -362,18 +396,90 @@ pub fn launch<P: TmaGemm<O>, O: GemmOutput>(
             P::b_map(b, (k, n, batch))?,
         )
     };
-    let tiles = batch * m.div_ceil(BM) * n.div_ceil(P::W::BN);
-    let cfg = LaunchConfig::new(tiles.min(device.multiprocessors()), THREADS);
+    let planned = schedule::<P, O>(device, batch, (m, n, k), epilogue);
     let scalars = (epilogue.alpha, epilogue.beta, epilogue.flags());
-    P::launch_kernel(
+    let workspace = if planned.streams() {
+        take_workspace::<P::W>(device, planned)?
+    } else {
+        None
+    };
+    let schedule = match workspace {
+        Some(_) => planned,
+        None => Schedule::new(
+            planned.tiles,
+            planned.k_stages,
+            planned.tiles.min(device.multiprocessors()),
+            0,
+        ),
+    };
+    let mut empty_parts = DeviceBuffer::<f32>::empty(device)?;
+    let mut empty_tickets = DeviceBuffer::<u32>::empty(device)?;
+    let mut workspace = workspace;
+    let (parts, tickets) = match &mut workspace {
+        Some((parts, tickets)) => (parts, tickets),
+        None => (&mut empty_parts, &mut empty_tickets),
+    };
+    let stream_k = StreamK {
+        parts,
+        tickets,
+        sk_tiles: schedule.tiles - schedule.dp_tiles,
+    };
+    let launched = P::launch_kernel(
         device,
-        cfg,
+        LaunchConfig::new(schedule.grid, THREADS),
         (&a_map, &b_map),
         c,
         (d, bias),
         (m, n, k, batch),
         scalars,
-    )
+        stream_k,
+    );
+    // Kept only after a launch that ran: a failed one may have left tickets counted.
+    if let (Some((parts, tickets)), Ok(_)) = (workspace, &launched) {
+        device.keep_workspace(PARTS, parts);
+        device.keep_workspace(TICKETS, tickets);
+    }
+    launched
+}
+
+/// How [`launch`] shares `batch` products of `m × n × k` with `epilogue` out over the blocks
+/// on `device` ([`Schedule::plan`]): the last tiles in stream-K where that pays and the kernel
+/// can (not where D comes through the ring). Where the device keeps no workspace (a borrowed
+/// stream), [`launch`] runs every tile whole instead.
+pub fn schedule<P: TmaGemm<O>, O: GemmOutput>(
+    device: &Device,
+    batch: u32,
+    (m, n, k): (u32, u32, u32),
+    epilogue: &EpilogueArgs<'_, O>,
+) -> Schedule {
+    let tiles = batch * m.div_ceil(BM) * n.div_ceil(P::W::BN);
+    let (k_stages, sms) = (k.div_ceil(P::BK), device.multiprocessors());
+    if P::streams(epilogue.flags()) {
+        Schedule::plan(tiles, k_stages, sms)
+    } else {
+        Schedule::new(tiles, k_stages, tiles.min(sms), 0)
+    }
+}
+
+/// The names of the stream-K kernels' workspaces ([`Device::take_workspace`]; every width
+/// shares them): the parts, and the tickets, which every launch leaves at zero.
+pub const PARTS: &str = "gemm_tma stream-K parts";
+pub const TICKETS: &str = "gemm_tma stream-K tickets";
+
+/// The device's stream-K workspace for `schedule` in tiles `W` wide: a part of each block's
+/// accumulators per slot, and a ticket per stream-K tile. `None` where the device keeps no
+/// workspace (a borrowed stream).
+#[allow(clippy::type_complexity)]
+fn take_workspace<W: Width>(
+    device: &Device,
+    schedule: Schedule,
+) -> Result<Option<(DeviceBuffer<f32>, DeviceBuffer<u32>)>, LaunchError> {
+    let part = (W::BN / 2 * 256) as usize;
+    let slots = stream_k::Schedule::slots(schedule.grid) as usize;
+    let parts = device.take_workspace::<f32>(PARTS, slots * part)?;
+    let sk_tiles = (schedule.tiles - schedule.dp_tiles) as usize;
+    let tickets = device.take_workspace::<u32>(TICKETS, sk_tiles)?;
+    Ok(parts.zip(tickets))
 }
 
 /// `x` in the 8-bit format `T` with a per-tensor scale: `(q, s)` with `x ≈ s · q`, `s` mapping

@@ -1,0 +1,271 @@
+//! The TMA GEMM kernels: one `#[tile_kernel]` per operand type, C type and epilogue, each
+//! [`super::gemm_tma`]'s body with its shared memory cut into parts (see the parent module).
+
+use super::*;
+
+/// Declares a TMA GEMM kernel on operands `$p` (element types `$a`, `$b`) writing `$o` through
+/// the C argument `[$c]` (`TmaMut<Bf16, 3>` or `GlobalMut<f32>`: [`TmaOutput::Dest`]), with
+/// alpha alone (`plain`: a kernel without the epilogue's other paths — their code and registers
+/// cost the plain GEMM 10–17 % at K = 1024 although never taken) or the epilogue of the flags
+/// `fused: EPI` (compile-time flags, or [`RUNTIME_FLAGS`] for the kernel argument's). The two
+/// arms differ in their arguments and repeat the `shared!` declarations, which `#[tile_kernel]`
+/// finds in the function's own tokens only (not in a macro call there); [`gemm_tma`] cuts the
+/// region into its parts.
+macro_rules! tma_gemm_kernel {
+    ($(#[$doc:meta])* $name:ident, $p:ty, $a:ty, $b:ty, $o:ty, [$($c:tt)+], fused: $epi:expr) => {
+        $(#[$doc])*
+        #[tile_kernel(block = 384, min_blocks_per_sm = 1)]
+        #[allow(clippy::too_many_arguments)]
+        pub fn $name(
+            a: Tma<$a, 3>,
+            b: Tma<$b, 3>,
+            c: $($c)+,
+            d: Global<$o>,
+            bias: Global<$o>,
+            m: u32,
+            n: u32,
+            k: u32,
+            batch: u32,
+            alpha: f32,
+            beta: f32,
+            flags: u32,
+            parts: GlobalMut<f32>,
+            tickets: GlobalMut<u32>,
+            sk_tiles: u32,
+        ) {
+            const EPI: u32 = $epi;
+            let epilogue = Epilogue { alpha, beta, d, bias, flags };
+            let shared = (
+                shared!($a; Region::<$p, $o, C_BUFFERS>::ELEMS),
+                shared!(Mbarrier; BARRIERS),
+                shared!($o; BIAS_STAGE),
+                shared!(u32; 1),
+            );
+            gemm_tma::<
+                $p,
+                $o,
+                _,
+                EPI,
+                true,
+                { Region::<$p, $o, C_BUFFERS>::ELEMS },
+                { Region::<$p, $o, C_BUFFERS>::A_ELEMS },
+                { Region::<$p, $o, C_BUFFERS>::B_AT },
+                { Region::<$p, $o, C_BUFFERS>::B_ELEMS },
+                { Region::<$p, $o, C_BUFFERS>::C_AT },
+                { Region::<$p, $o, C_BUFFERS>::C_ELEMS },
+            >((a, b), (c, epilogue, DLoads), ((m, n, k, batch), (parts, tickets, sk_tiles)), shared);
+        }
+    };
+    ($(#[$doc:meta])* $name:ident, $p:ty, $a:ty, $b:ty, $o:ty, [$($c:tt)+], residual: $epi:expr) => {
+        $(#[$doc])*
+        #[tile_kernel(block = 384, min_blocks_per_sm = 1)]
+        #[allow(clippy::too_many_arguments)]
+        pub fn $name(
+            a: Tma<$a, 3>,
+            b: Tma<$b, 3>,
+            c: $($c)+,
+            d: Tma<$o, 3>,
+            bias: Global<$o>,
+            m: u32,
+            n: u32,
+            k: u32,
+            batch: u32,
+            alpha: f32,
+            beta: f32,
+            flags: u32,
+        ) {
+            // C is staged where D arrived (see `DRing`): no C staging of its own.
+            const EPI: u32 = $epi;
+            // D is copied whatever the flags say: it is applied whatever they say.
+            let flags = flags | HAS_D;
+            let epilogue = Epilogue { alpha, beta, d: Global::<$o>::empty(), bias, flags };
+            let shared = (
+                shared!($a; Region::<$p, $o, 0>::ELEMS),
+                shared!(Mbarrier; BARRIERS),
+                shared!($o; BIAS_STAGE),
+                shared!(u32; 1),
+            );
+            let ring = shared.0.part::<$b, { Region::<$p, $o, 0>::B_AT }, { Region::<$p, $o, 0>::B_ELEMS }>();
+            let width = core::marker::PhantomData::<<$p as Operands>::W>;
+            let dsrc = DRing { map: d, ring, bars: shared.1, width };
+            // D comes through the ring after a tile's K stages: every tile whole.
+            let (none_f32, none_u32) = (GlobalMut::<f32>::empty(), GlobalMut::<u32>::empty());
+            gemm_tma::<
+                $p,
+                $o,
+                _,
+                EPI,
+                false,
+                { Region::<$p, $o, 0>::ELEMS },
+                { Region::<$p, $o, 0>::A_ELEMS },
+                { Region::<$p, $o, 0>::B_AT },
+                { Region::<$p, $o, 0>::B_ELEMS },
+                { Region::<$p, $o, 0>::C_AT },
+                { Region::<$p, $o, 0>::C_ELEMS },
+            >((a, b), (c, epilogue, dsrc), ((m, n, k, batch), (none_f32, none_u32, 0)), shared);
+        }
+    };
+    ($(#[$doc:meta])* $name:ident, $p:ty, $a:ty, $b:ty, $o:ty, [$($c:tt)+], plain) => {
+        $(#[$doc])*
+        #[tile_kernel(block = 384, min_blocks_per_sm = 1)]
+        #[allow(clippy::too_many_arguments)]
+        pub fn $name(
+            a: Tma<$a, 3>,
+            b: Tma<$b, 3>,
+            c: $($c)+,
+            m: u32,
+            n: u32,
+            k: u32,
+            batch: u32,
+            alpha: f32,
+            parts: GlobalMut<f32>,
+            tickets: GlobalMut<u32>,
+            sk_tiles: u32,
+        ) {
+            // Only alpha is read (`EPI` is 0): D and bias are never touched.
+            const EPI: u32 = 0;
+            let none = Global::<$o>::empty();
+            let epilogue = Epilogue { alpha, beta: 0.0, d: none, bias: none, flags: 0 };
+            let shared = (
+                shared!($a; Region::<$p, $o, C_BUFFERS>::ELEMS),
+                shared!(Mbarrier; BARRIERS),
+                shared!($o; BIAS_STAGE),
+                shared!(u32; 1),
+            );
+            gemm_tma::<
+                $p,
+                $o,
+                _,
+                EPI,
+                true,
+                { Region::<$p, $o, C_BUFFERS>::ELEMS },
+                { Region::<$p, $o, C_BUFFERS>::A_ELEMS },
+                { Region::<$p, $o, C_BUFFERS>::B_AT },
+                { Region::<$p, $o, C_BUFFERS>::B_ELEMS },
+                { Region::<$p, $o, C_BUFFERS>::C_AT },
+                { Region::<$p, $o, C_BUFFERS>::C_ELEMS },
+            >((a, b), (c, epilogue, DLoads), ((m, n, k, batch), (parts, tickets, sk_tiles)), shared);
+        }
+    };
+}
+
+/// The flags of a bias and an activation.
+pub(crate) const fn bias_and(activation: Activation) -> u32 {
+    HAS_BIAS | activation.code() << ACTIVATION_SHIFT
+}
+tma_gemm_kernel!(
+    /// bf16 A `[batch, M, K]` · B `[batch, K, N]` → bf16 C = alpha · A·B; persistent grid of at
+    /// most one block of 384 threads per multiprocessor (see the module documentation).
+    gemm_tma_bf16, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], plain
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = alpha · A·B in tiles of 128 × 192 ([`N192`]).
+    gemm_tma_bf16_n192, Bf16Operands<N192>, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], plain
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = alpha · A·B + bias in tiles of 128 × 192.
+    gemm_tma_bf16_n192_bias, Bf16Operands<N192>, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::None)
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = relu(alpha · A·B + bias) in tiles of 128 × 192.
+    gemm_tma_bf16_n192_bias_relu, Bf16Operands<N192>, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::Relu)
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = gelu(alpha · A·B + bias) in tiles of 128 × 192.
+    gemm_tma_bf16_n192_bias_gelu, Bf16Operands<N192>, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::Gelu)
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = silu(alpha · A·B + bias) in tiles of 128 × 192.
+    gemm_tma_bf16_n192_bias_silu, Bf16Operands<N192>, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::Silu)
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = alpha · A·B + beta · D in tiles of 128 × 192, D through the ring
+    /// (three D stages of one panel each).
+    gemm_tma_bf16_n192_residual, Bf16Operands<N192>, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], residual: HAS_D
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C with the whole epilogue (D, bias, activation as `flags` say).
+    gemm_tma_bf16_epilogue, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: RUNTIME_FLAGS
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = alpha · A·B + bias (compiled for this epilogue alone; `d`, `beta`
+    /// and `flags` are not read).
+    gemm_tma_bf16_bias, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::None)
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = relu(alpha · A·B + bias).
+    gemm_tma_bf16_bias_relu, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::Relu)
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = gelu(alpha · A·B + bias) (tanh form).
+    gemm_tma_bf16_bias_gelu, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::Gelu)
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = silu(alpha · A·B + bias).
+    gemm_tma_bf16_bias_silu, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::Silu)
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = alpha · A·B + beta · D, D brought in by the copy engine
+    /// ([`DRing`]: D through the ring; compiled for this epilogue alone: `bias` and `flags` are
+    /// not read).
+    gemm_tma_bf16_residual, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], residual: HAS_D
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = act(alpha · A·B + beta · D + bias), D through the ring as in
+    /// `gemm_tma_bf16_residual`, the bias and the activation as `flags` say (D always).
+    gemm_tma_bf16_residual_epilogue, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], residual: RUNTIME_FLAGS
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = alpha · A·B + beta · D + bias, D through the ring (compiled for
+    /// this epilogue alone).
+    gemm_tma_bf16_residual_bias, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], residual: HAS_D | bias_and(Activation::None)
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = relu(alpha · A·B + beta · D + bias), D through the ring.
+    gemm_tma_bf16_residual_bias_relu, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], residual: HAS_D | bias_and(Activation::Relu)
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = gelu(alpha · A·B + beta · D + bias), D through the ring.
+    gemm_tma_bf16_residual_bias_gelu, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], residual: HAS_D | bias_and(Activation::Gelu)
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → bf16 C = silu(alpha · A·B + beta · D + bias), D through the ring.
+    gemm_tma_bf16_residual_bias_silu, Bf16Operands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], residual: HAS_D | bias_and(Activation::Silu)
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → f32 C = alpha · A·B.
+    gemm_tma_bf16_f32, Bf16Operands, Bf16, Bf16, f32, [GlobalMut<f32>], plain
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → f32 C = alpha · A·B in tiles of 128 × 192 ([`N192`]).
+    gemm_tma_bf16_f32_n192, Bf16Operands<N192>, Bf16, Bf16, f32, [GlobalMut<f32>], plain
+);
+tma_gemm_kernel!(
+    /// bf16 A · B → f32 C with the whole epilogue.
+    gemm_tma_bf16_f32_epilogue, Bf16Operands, Bf16, Bf16, f32, [GlobalMut<f32>], fused: RUNTIME_FLAGS
+);
+tma_gemm_kernel!(
+    /// e4m3 A `[batch, M, K]` · (e4m3 B `[batch, N, K]`)ᵀ → bf16 C = alpha · A·B (alpha: the
+    /// product of the per-tensor scales).
+    gemm_fp8_e4m3, Fp8Operands<E4m3, E4m3>, E4m3, E4m3, Bf16, [TmaMut<Bf16, 3>], plain
+);
+tma_gemm_kernel!(
+    /// e4m3 A · (e4m3 B)ᵀ → bf16 C with the whole epilogue.
+    gemm_fp8_e4m3_epilogue, Fp8Operands<E4m3, E4m3>, E4m3, E4m3, Bf16, [TmaMut<Bf16, 3>], fused: RUNTIME_FLAGS
+);
+tma_gemm_kernel!(
+    /// e4m3 A · (e4m3 B)ᵀ → f32 C = alpha · A·B.
+    gemm_fp8_e4m3_f32, Fp8Operands<E4m3, E4m3>, E4m3, E4m3, f32, [GlobalMut<f32>], plain
+);
+tma_gemm_kernel!(
+    /// e4m3 A · (e4m3 B)ᵀ → f32 C with the whole epilogue.
+    gemm_fp8_e4m3_f32_epilogue, Fp8Operands<E4m3, E4m3>, E4m3, E4m3, f32, [GlobalMut<f32>], fused: RUNTIME_FLAGS
+);
+tma_gemm_kernel!(
+    /// e4m3 A · (e5m2 B)ᵀ → bf16 C = alpha · A·B (e5m2's range for gradients).
+    gemm_fp8_e4m3_e5m2, Fp8Operands<E4m3, E5m2>, E4m3, E5m2, Bf16, [TmaMut<Bf16, 3>], plain
+);
+tma_gemm_kernel!(
+    /// e4m3 A · (e5m2 B)ᵀ → bf16 C with the whole epilogue.
+    gemm_fp8_e4m3_e5m2_epilogue, Fp8Operands<E4m3, E5m2>, E4m3, E5m2, Bf16, [TmaMut<Bf16, 3>], fused: RUNTIME_FLAGS
+);

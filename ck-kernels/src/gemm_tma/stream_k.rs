@@ -1,0 +1,468 @@
+//! Stream-K: the last tiles' K stages shared out evenly over the blocks, so that the last
+//! wave of a persistent GEMM leaves no multiprocessor idle.
+//!
+//! A persistent grid of `G` blocks takes `T` tiles in rounds of `G`; when `G` does not divide
+//! `T`, the last round runs `T mod G` tiles while the other blocks wait. The schedule here
+//! gives the first tiles out whole (data-parallel) and cuts the stages of the last ones into
+//! `G` runs of (nearly) equal length, which may start and end inside a tile: a tile is then
+//! summed by two or more blocks, each storing its part in a workspace, and the last to finish
+//! adds the others' parts to its own and runs the epilogue.
+//!
+//! Worked example, 4096³ in 128 × 256 tiles on 132 multiprocessors: T = 512 tiles of 64
+//! stages; 512 = 3 · 132 + 116. Data-parallel alone, a block runs up to 4 · 64 = 256 stages.
+//! Here the first 512 − (116 + 132) = 264 tiles are data-parallel (two per block) and the last
+//! 248 tiles' 248 · 64 = 15872 stages are one run cut at `⌊15872 · b / 132⌋` for
+//! `b = 0..=132`: block 1 takes stages 120..240 of the run — the last 8 of tile 265, all of
+//! tile 266 and the first 48 of tile 267 — so every block runs 248 or 249 stages instead of up
+//! to 256: 2.7 % fewer — before the hand-overs, which cost more than that (below).
+//!
+//! Each run is at least one stage long (the host keeps the stream-K stages ≥ `G`), so the
+//! blocks that share tile `t` are exactly those whose runs hold its first and last stage and
+//! every block between: [`Schedule::sharers`]. With one data-parallel round kept in stream-K
+//! (`T mod G + G` tiles; all `T` when `T < G`), a run is at least a tile long, and a tile has
+//! at most two sharers unless `T < G`.
+//!
+//! **The hand-over** ([`Parts::settle`]): each sharer stores its accumulators in its slot of
+//! the workspace (in their own register order, so that each thread's stores and loads are
+//! whole 16-byte vectors, coalesced), fences, and takes a ticket — an atomic increment of the
+//! tile's counter. The block whose ticket completes the count loads every part, sets the
+//! counter back to zero for the next launch, and stores C. It adds the parts in block order,
+//! whoever finishes: C is the same bits from run to run. (The finishing block could keep its
+//! own part in registers and load only the others', but with the accumulators live beside the
+//! loads ptxas spilled them, and the K loop with them.)
+//!
+//! **Where it pays** ([`Schedule::plan`]): every hand-over moves a 128 KiB part out and back,
+//! and the grid's hand-overs ran at about 1 TB/s on an H100 — 0.4 of a stage per part. That is
+//! far more than the 2.7 % above: stream-K made 4096³ 25 % slower and 8192×8192×1024 12 %.
+//! Where few tiles meet a long K it is the other way round: 1024×1024×8192 is 32 tiles of 128
+//! stages, a quarter of the machine; shared out on 64 or 128 blocks it ran 1.44 or 1.66 × as
+//! fast, and 512×2048×16384 2.2 ×. The plan takes stream-K where its estimate promises at
+//! least a fifth off.
+
+use super::Width;
+use ck_core::device::*;
+use ck_core::tile::{unroll, DistributedTensor};
+
+/// The consumer threads' named barrier for the hand-over (1 and 2 are the warpgroups' own).
+const HAND_OVER_BARRIER: u32 = 3;
+/// The consumer threads (two warpgroups).
+const CONSUMERS: u32 = 256;
+
+/// A block's run of stages of one tile: `k0..k1` of tile `tile` (in the order of
+/// [`super::Problem::tile_at`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unit {
+    pub tile: u32,
+    pub k0: u32,
+    pub k1: u32,
+}
+
+/// The blocks' share of a GEMM: tiles `0..dp_tiles` whole, block `b` taking `b, b + grid, …`;
+/// then the stages of tiles `dp_tiles..tiles`, one run in tile order, block `b` taking stages
+/// `start(b)..start(b + 1)` of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Schedule {
+    pub tiles: u32,
+    pub k_stages: u32,
+    pub grid: u32,
+    pub dp_tiles: u32,
+    /// Stages of the stream-K tiles.
+    sk_stages: u32,
+}
+
+/// What a tile's part costs, for [`Schedule::plan`]: the grid's hand-overs move each part
+/// out and back (2 × 128 KiB for a 128 × 256 tile) at about 1 TB/s in all (an H100, `ck bench
+/// gemm`: 1024×1024×8192 on 64 blocks, 40 µs of stages and 14 µs more; 1536×1536×8192 on 132
+/// blocks, 44 µs and 47 µs more), about 2/5 of a stage (0.6 µs) per part.
+const PART_STAGES: (u64, u64) = (2, 5);
+
+/// How much fewer stages stream-K must promise before it is chosen: the estimate above is
+/// rough, and where it promised 5 % (1024×1024×8192 in 128 × 192 tiles), 5 % was lost.
+const GAIN: (u64, u64) = (4, 5);
+
+impl Schedule {
+    /// `tiles` tiles of `k_stages` stages on `grid` blocks, the last `sk_tiles` of them in
+    /// stream-K; all of them whole where the stream-K part would leave a block without a stage,
+    /// where more tiles are asked for than there are, or where the stream-K stages times the
+    /// grid pass 2³² (K in the millions).
+    pub fn new(tiles: u32, k_stages: u32, grid: u32, sk_tiles: u32) -> Schedule {
+        // The run's stage numbers times the grid fit in 32 bits (`start`, `block_of`).
+        let sk_stages = sk_tiles as u64 * k_stages as u64;
+        let sk = sk_tiles <= tiles
+            && sk_stages >= grid as u64
+            && sk_stages * grid as u64 <= u32::MAX as u64;
+        let sk_stages = sk_stages as u32;
+        let sk_tiles = if sk { sk_tiles } else { 0 };
+        Schedule {
+            tiles,
+            k_stages,
+            grid,
+            dp_tiles: tiles - sk_tiles,
+            sk_stages: if sk { sk_stages } else { 0 },
+        }
+    }
+
+    /// The host's choice for `tiles` tiles of `k_stages` stages on `sms` multiprocessors (one
+    /// block each): of every tile whole on `min(tiles, sms)` blocks; the last round and one
+    /// more in stream-K on `sms` blocks; and, with fewer tiles than multiprocessors, every tile
+    /// in stream-K on `s` blocks per tile or on `sms` — the one of least [`Schedule::cost`],
+    /// stream-K only where it costs at most 4/5 of the whole tiles ([`GAIN`]). In practice
+    /// that is a grid with many idle multiprocessors and a long K: 32 tiles of 128 stages
+    /// (1024×1024×8192) on 64 blocks, 1.4 × as fast on an H100; the hand-overs cost more than
+    /// they save at 4096³ (25 % slower) or 1536×1536×8192 (12 % slower).
+    pub fn plan(tiles: u32, k_stages: u32, sms: u32) -> Schedule {
+        let sms = sms.max(1);
+        let whole = Schedule::new(tiles, k_stages, tiles.clamp(1, sms), 0);
+        let shared = |(sk_tiles, grid)| Schedule::new(tiles, k_stages, grid, sk_tiles);
+        let per_tile = (tiles > 0 && tiles < sms).then_some(2..=sms / tiles.max(1));
+        let fewer_tiles = (per_tile.into_iter().flatten().map(|s| s * tiles))
+            .chain((tiles < sms).then_some(sms))
+            .map(|grid| (tiles, grid));
+        let last_rounds = (tiles >= sms).then_some((tiles % sms + sms, sms));
+        let best = fewer_tiles
+            .chain(last_rounds)
+            .map(shared)
+            .filter(Schedule::streams)
+            .min_by_key(Schedule::cost);
+        match best {
+            Some(s) if s.cost() * GAIN.1 <= whole.cost() * GAIN.0 => s,
+            _ => whole,
+        }
+    }
+
+    /// The most stages a block runs, plus [`PART_STAGES`] for each part the grid hands over
+    /// (at most a part per stream-K tile and one more per block but the first, where a run
+    /// starts inside a tile).
+    pub fn cost(&self) -> u64 {
+        let parts = if self.streams() {
+            (self.tiles - self.dp_tiles + self.grid - 1) as u64
+        } else {
+            0
+        };
+        self.stages_per_block() + (parts * PART_STAGES.0).div_ceil(PART_STAGES.1)
+    }
+
+    /// Whether some tile is shared.
+    pub fn streams(&self) -> bool {
+        self.sk_stages > 0
+    }
+
+    /// The most stages a block runs.
+    pub fn stages_per_block(&self) -> u64 {
+        let whole = self.dp_tiles.div_ceil(self.grid.max(1)) as u64 * self.k_stages as u64;
+        whole + (self.sk_stages as u64).div_ceil(self.grid.max(1) as u64)
+    }
+
+    /// The first stage of block `b`'s run (`b ≤ grid`).
+    #[inline(always)]
+    fn start(&self, b: u32) -> u32 {
+        b * self.sk_stages / self.grid
+    }
+
+    /// The block whose run holds stage `s` of the run: the last `b` with `start(b) ≤ s`.
+    #[inline(always)]
+    fn block_of(&self, s: u32) -> u32 {
+        ((s + 1) * self.grid - 1) / self.sk_stages
+    }
+
+    /// Block `block`'s units: its whole tiles, then its run, tile by tile.
+    #[inline(always)]
+    pub fn units(&self, block: u32) -> impl Iterator<Item = Unit> {
+        let s = *self;
+        let mut whole = block;
+        let (mut at, end) = (s.start(block), s.start(block + 1));
+        core::iter::from_fn(move || {
+            if whole < s.dp_tiles {
+                let unit = Unit {
+                    tile: whole,
+                    k0: 0,
+                    k1: s.k_stages,
+                };
+                whole += s.grid;
+                return Some(unit);
+            }
+            (at < end).then(|| {
+                let (tile, k0) = (s.dp_tiles + at / s.k_stages, at % s.k_stages);
+                let k1 = s.k_stages.min(k0 + (end - at));
+                at += k1 - k0;
+                Unit { tile, k0, k1 }
+            })
+        })
+    }
+
+    /// Whether `unit` is a whole tile.
+    #[inline(always)]
+    pub fn whole(&self, unit: Unit) -> bool {
+        unit.k0 == 0 && unit.k1 == self.k_stages
+    }
+
+    /// The first and the last block sharing stream-K tile `tile`.
+    #[inline(always)]
+    pub fn sharers(&self, tile: u32) -> (u32, u32) {
+        let first = (tile - self.dp_tiles) * self.k_stages;
+        (
+            self.block_of(first),
+            self.block_of(first + self.k_stages - 1),
+        )
+    }
+
+    /// Block `b`'s slot for its part of stream-K tile `tile`: `2b` for the tile its run starts
+    /// in, `2b + 1` for the one it ends in.
+    #[inline(always)]
+    pub fn slot(&self, b: u32, tile: u32) -> u32 {
+        let starts_in = self.dp_tiles + self.start(b) / self.k_stages;
+        2 * b + (tile != starts_in) as u32
+    }
+
+    /// Slots in the workspace: two per block.
+    pub const fn slots(grid: u32) -> u32 {
+        2 * grid
+    }
+}
+
+/// The workspace of the hand-over: the parts (`Schedule::slots` of a tile's accumulators each)
+/// and a counter per stream-K tile, zero between launches; and a word of shared memory through
+/// which thread 0 tells the others what its ticket said.
+#[derive(Clone, Copy)]
+pub struct Parts {
+    pub parts: GlobalMut<f32>,
+    pub tickets: GlobalMut<u32>,
+    pub said: SharedArray<u32, 1>,
+}
+
+impl Parts {
+    /// Whether the workspace holds `grid` blocks' parts of tiles `W` wide and `sk_tiles`
+    /// tickets.
+    #[inline(always)]
+    pub fn fits<W: Width>(&self, grid: u32, sk_tiles: u32) -> bool {
+        let part = W::BN / 2 * CONSUMERS;
+        (Schedule::slots(grid) as u64 * part as u64) <= self.parts.len() as u64
+            && sk_tiles <= self.tickets.len()
+    }
+
+    /// Thread 0's fence, atomic increment of ticket `ticket` and fence, between two barriers of
+    /// the consumer threads (each fenced its own stores before); returns the count after it, to
+    /// every consumer thread.
+    #[inline(always)]
+    fn ticket(&self, ticket: u32) -> u32 {
+        named_barrier_sync(HAND_OVER_BARRIER, CONSUMERS);
+        if thread_idx() == 0 {
+            fence_acq_rel_gpu();
+            let count = self.tickets.atomic_add(ticket, 1) + 1;
+            fence_acq_rel_gpu();
+            self.said.store(0, count);
+        }
+        named_barrier_sync(HAND_OVER_BARRIER, CONSUMERS);
+        self.said.load(0)
+    }
+
+    /// Element of vector `j` of this thread in slot `slot` (vectors of four registers, thread
+    /// after thread).
+    #[inline(always)]
+    fn at<W: Width>(slot: u32, j: u32) -> u32 {
+        slot * (W::BN / 2 * CONSUMERS) + (j * CONSUMERS + thread_idx()) * 4
+    }
+
+    #[inline(always)]
+    fn store<W: Width>(&self, slot: u32, acc: &DistributedTensor<W::Acc, f32>) {
+        unroll::<32>(|j| {
+            if (j as u32) < W::BN / 8 {
+                let v = [0, 1, 2, 3].map(|e| acc.get(4 * j + e));
+                self.parts.store_vec::<4>(Self::at::<W>(slot, j as u32), v);
+            }
+        });
+        fence_acq_rel_gpu();
+    }
+
+    /// `acc` = the parts of blocks `first` and `first + 1` of tile `tile`, then plus those of
+    /// the blocks after them up to `last`, in that order. The accumulators are dead while the
+    /// first two are loaded (their sum is written over them), so those loads may all be in
+    /// flight at once; each later part is added eight vectors at a time in a loop over the
+    /// blocks, which keeps 32 registers of loads beside the 128 accumulators (all 32 vectors
+    /// in flight beside them, ptxas spilled the accumulators and, with them, the K loop).
+    #[inline(always)]
+    fn sum<W: Width>(
+        &self,
+        schedule: &Schedule,
+        (tile, first, last): (u32, u32, u32),
+        acc: &mut DistributedTensor<W::Acc, f32>,
+    ) {
+        let (s0, s1) = (schedule.slot(first, tile), schedule.slot(first + 1, tile));
+        unroll::<32>(|j| {
+            if (j as u32) < W::BN / 8 {
+                let a = self.parts.load_vec::<4>(Self::at::<W>(s0, j as u32));
+                let b = self.parts.load_vec::<4>(Self::at::<W>(s1, j as u32));
+                for e in 0..4 {
+                    acc.set(4 * j + e, a[e] + b[e]);
+                }
+            }
+        });
+        unroll::<4>(|chunk| {
+            for block in first + 2..=last {
+                let slot = schedule.slot(block, tile);
+                unroll::<8>(|v| {
+                    let j = 8 * chunk + v;
+                    if (j as u32) < W::BN / 8 {
+                        let x = self.parts.load_vec::<4>(Self::at::<W>(slot, j as u32));
+                        for (e, x) in x.into_iter().enumerate() {
+                            acc.set(4 * j + e, acc.get(4 * j + e) + x);
+                        }
+                    }
+                });
+            }
+        });
+    }
+
+    /// The hand-over of stream-K unit `unit`, whose sum is in `acc`, by every consumer thread
+    /// (see the module documentation). True when this block finishes the tile: `acc` then
+    /// holds the whole tile's sum.
+    #[inline(always)]
+    pub fn settle<W: Width>(
+        &self,
+        schedule: &Schedule,
+        unit: Unit,
+        acc: &mut DistributedTensor<W::Acc, f32>,
+    ) -> bool {
+        let (first, last) = schedule.sharers(unit.tile);
+        let ticket = unit.tile - schedule.dp_tiles;
+        self.store::<W>(schedule.slot(block_idx(), unit.tile), acc);
+        if self.ticket(ticket) < last - first + 1 {
+            return false;
+        }
+        if thread_idx() == 0 {
+            // Every sharer has taken its ticket: the next launch finds zero.
+            self.tickets.store(ticket, 0);
+        }
+        fence_acq_rel_gpu();
+        self.sum::<W>(schedule, (unit.tile, first, last), acc);
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every stage of every tile is in exactly one unit of one block, units are runs of one
+    /// tile, whole tiles are whole, and the sharers and slots agree with the units.
+    fn check(s: Schedule) {
+        let (tiles, k_stages) = (s.tiles, s.k_stages);
+        let mut seen = vec![0u32; (tiles * k_stages.max(1)) as usize];
+        let mut sharers = vec![Vec::new(); tiles as usize];
+        let mut slots = std::collections::HashSet::new();
+        for b in 0..s.grid {
+            for u in s.units(b) {
+                assert!(
+                    u.tile < tiles && u.k0 < u.k1.max(1) && u.k1 <= k_stages,
+                    "{u:?}"
+                );
+                if k_stages == 0 {
+                    seen[u.tile as usize] += 1;
+                    continue;
+                }
+                for k in u.k0..u.k1 {
+                    seen[(u.tile * k_stages + k) as usize] += 1;
+                }
+                if u.tile < s.dp_tiles {
+                    assert!(s.whole(u));
+                } else {
+                    sharers[u.tile as usize].push(b);
+                    if !s.whole(u) {
+                        assert!(slots.insert(s.slot(b, u.tile)));
+                        assert!(s.slot(b, u.tile) < Schedule::slots(s.grid));
+                    }
+                }
+            }
+        }
+        assert!(seen.iter().all(|&n| n == 1), "{s:?}");
+        for t in s.dp_tiles..tiles {
+            let (first, last) = s.sharers(t);
+            assert_eq!(
+                sharers[t as usize],
+                (first..=last).collect::<Vec<_>>(),
+                "{s:?}"
+            );
+            if s.dp_tiles > 0 {
+                // Runs at least a tile long: at most two blocks on a tile.
+                assert!(last - first < 2, "{s:?}: tile {t}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_stage_once_over_a_domain() {
+        for sms in [1, 2, 3, 7, 132] {
+            for tiles in (0..40).chain([131, 132, 133, 263, 264, 265, 512]) {
+                for k_stages in [0, 1, 2, 3, 5, 16, 64] {
+                    let s = Schedule::plan(tiles, k_stages, sms);
+                    assert!(s.grid >= 1 && s.grid <= sms);
+                    check(s);
+                    // Every tile in stream-K, and the last round and one more.
+                    check(Schedule::new(tiles, k_stages, sms, tiles));
+                    if tiles >= sms {
+                        check(Schedule::new(tiles, k_stages, sms, tiles % sms + sms));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_worked_example() {
+        let s = Schedule::new(512, 64, 132, 248);
+        assert_eq!((s.grid, s.dp_tiles, s.sk_stages), (132, 264, 248 * 64));
+        let units: Vec<_> = s.units(1).collect();
+        assert_eq!(units.len(), 5);
+        assert_eq!((units[0].tile, units[1].tile), (1, 133));
+        assert_eq!(
+            units[2],
+            Unit {
+                tile: 265,
+                k0: 56,
+                k1: 64
+            }
+        );
+        assert_eq!(
+            units[3],
+            Unit {
+                tile: 266,
+                k0: 0,
+                k1: 64
+            }
+        );
+        assert_eq!(
+            units[4],
+            Unit {
+                tile: 267,
+                k0: 0,
+                k1: 48
+            }
+        );
+        assert_eq!(s.sharers(265), (0, 1));
+        assert_eq!((s.slot(0, 265), s.slot(1, 265)), (1, 2));
+        // 128 + 121 stages at most, against 256 whole; but 379 parts cost more than that saves.
+        assert_eq!(s.stages_per_block(), 249);
+        assert_eq!(Schedule::plan(512, 64, 132), Schedule::new(512, 64, 132, 0));
+    }
+
+    #[test]
+    fn stream_k_where_few_tiles_meet_a_long_k() {
+        // 1024×1024×8192 in 128 × 256 tiles: 32 tiles of 128 stages on 96 blocks of 43 (the
+        // measured 64 blocks of 64 and 128 blocks of 32 ran 1.44 and 1.66 × as fast).
+        let s = Schedule::plan(32, 128, 132);
+        assert_eq!((s.grid, s.dp_tiles, s.stages_per_block()), (96, 0, 43));
+        assert!(s.cost() * 5 <= 128 * 4);
+        // 512×2048×16384: on 128 blocks of 64 stages (2.2 × as fast).
+        assert_eq!(Schedule::plan(32, 256, 132).grid, 128);
+        // Whole where the hand-overs cost more than they save, as measured: 1536×1536×8192,
+        // 1536³, 3072³, 8192×8192×1024.
+        for (tiles, k_stages) in [(72, 128), (72, 24), (288, 48), (2048, 16)] {
+            assert!(!Schedule::plan(tiles, k_stages, 132).streams());
+        }
+        // Full rounds, and stages too short to share.
+        assert!(!Schedule::plan(264, 64, 132).streams());
+        assert!(!Schedule::plan(1, 2, 132).streams());
+        // Stage numbers past 32 bits (K in the millions).
+        assert!(!Schedule::new(264, 1 << 20, 132, 264).streams());
+    }
+}
