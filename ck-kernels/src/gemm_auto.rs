@@ -7,7 +7,8 @@
 //! | problem | kernel |
 //! |---|---|
 //! | N or K not a multiple of 8 | `gemm_bf16` (`mma.sync`; no fused epilogue) — refused here |
-//! | all 128 × 128 tiles fit in one wave | `gemm_bf16_wgmma_n128*` (`cp.async`) |
+//! | all 128 × 128 tiles fit in one wave, and a TMA kernel for the epilogue would share its tiles' K stages out (few tiles, a long K: `gemm_tma::stream_k`; not on a borrowed stream) | `gemm_tma_bf16*` in 128 × 256 or 128 × 192 tiles, the fewer estimated stages |
+//! | otherwise, all 128 × 128 tiles fit in one wave | `gemm_bf16_wgmma_n128*` (`cp.async`) |
 //! | alpha alone (bf16 or f32 C), or bf16 C with a bias and an activation or with D alone, where 128 × 192 tiles spend ≥ 5 % more of the machine's time on C than 128 × 256 ones ([`wave_efficiency`]: 3072³, 1536³, …) | `gemm_tma_bf16*_n192*` |
 //! | an epilogue a TMA kernel is compiled for: alpha alone (bf16 or f32 C), bf16 C with a bias and an activation, or bf16 C with a residual (`alpha · A·B + beta · D`) and a bias and an activation or neither; and bf16 C with a residual and an activation alone (`gemm_tma_bf16_residual_epilogue`, D through the ring, the activation read at run time); any batch | `gemm_tma_bf16*` (TMA, warp-specialised, persistent) |
 //! | otherwise (an activation without a bias or D, f32 C with D or a bias) | `gemm_bf16_wgmma*` (`cp.async`, 128 × 256 tiles) |
@@ -23,7 +24,8 @@
 use crate::gemm::host::Bf16Kernel;
 use crate::gemm_fused::HostEpilogue;
 use crate::gemm_fused::{launch_batched, run_on_host_values, upload, EpilogueArgs, GemmOutput};
-use crate::gemm_tma::host::{kernel_name, launch as launch_tma, TmaGemm};
+use crate::gemm_tma::host::{kernel_name, launch as launch_tma, schedule, TmaGemm};
+use crate::gemm_tma::stream_k::Schedule;
 use crate::gemm_tma::{Bf16Operands, Width, BM, N192, N256};
 use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer, LaunchError, LaunchStats};
@@ -53,6 +55,13 @@ pub trait AutoOutput: GemmOutput {
     ) -> Result<LaunchStats, LaunchError>;
     /// [`kernel_name`]: the TMA kernel that runs `epilogue` (in `narrow` tiles).
     fn tma_name(epilogue: &EpilogueArgs<'_, Self>, narrow: bool) -> &'static str;
+    /// [`schedule`]: how that kernel shares the tiles out over its blocks.
+    fn tma_schedule(
+        device: &Device,
+        batch_mnk: (u32, (u32, u32, u32)),
+        epilogue: &EpilogueArgs<'_, Self>,
+        narrow: bool,
+    ) -> Schedule;
 }
 
 macro_rules! auto_output {
@@ -83,6 +92,18 @@ macro_rules! auto_output {
                     kernel_name::<Bf16Operands<N192>, $o>(epilogue)
                 } else {
                     kernel_name::<Bf16Operands, $o>(epilogue)
+                }
+            }
+            fn tma_schedule(
+                device: &Device,
+                (batch, mnk): (u32, (u32, u32, u32)),
+                epilogue: &EpilogueArgs<'_, $o>,
+                narrow: bool,
+            ) -> Schedule {
+                if narrow {
+                    schedule::<Bf16Operands<N192>, $o>(device, batch, mnk, epilogue)
+                } else {
+                    schedule::<Bf16Operands, $o>(device, batch, mnk, epilogue)
                 }
             }
         }
@@ -119,16 +140,49 @@ pub fn choose<O: AutoOutput>(
     epilogue: &EpilogueArgs<'_, O>,
 ) -> Choice {
     let kernel = Bf16Kernel::for_shape(device, (batch.saturating_mul(m), n, k));
-    if kernel == Bf16Kernel::Wgmma128x256 && O::tma_takes(epilogue.flags()) {
-        let sms = device.multiprocessors();
-        let narrow = wave_efficiency(batch, (m, n), N192::BN, sms);
-        let wide = wave_efficiency(batch, (m, n), N256::BN, sms);
-        if O::narrow_takes(epilogue.flags()) && narrow > NARROW_GAIN * wide {
-            return Choice::TmaN192;
+    if !O::tma_takes(epilogue.flags()) {
+        return Choice::Wgmma(kernel);
+    }
+    match kernel {
+        Bf16Kernel::Wgmma128x256 => {
+            let sms = device.multiprocessors();
+            let narrow = wave_efficiency(batch, (m, n), N192::BN, sms);
+            let wide = wave_efficiency(batch, (m, n), N256::BN, sms);
+            if O::narrow_takes(epilogue.flags()) && narrow > NARROW_GAIN * wide {
+                return Choice::TmaN192;
+            }
+            Choice::Tma
         }
-        Choice::Tma
-    } else {
-        Choice::Wgmma(kernel)
+        Bf16Kernel::Wgmma128x128 => {
+            shared_out(device, (batch, (m, n, k)), epilogue).unwrap_or(Choice::Wgmma(kernel))
+        }
+        Bf16Kernel::MmaSync => Choice::Wgmma(kernel),
+    }
+}
+
+/// The TMA kernel for a problem of one wave of 128 × 128 tiles where a TMA kernel would share
+/// its tiles' K stages out over idle multiprocessors ([`crate::gemm_tma::stream_k`]; only on a
+/// device that keeps its workspace, not on a borrowed stream): of the two widths, the one of
+/// fewer estimated stages (a 192-wide stage counting 3/4 of a 256-wide one). On an H100,
+/// 1024×1024×8192 ran in 47 µs on 128 × 256 tiles against the `cp.async` 128 × 128 kernel's
+/// 58, and 512×2048×16384 in 63 µs on 128 × 192 tiles against 112.
+fn shared_out<O: AutoOutput>(
+    device: &Device,
+    batch_mnk: (u32, (u32, u32, u32)),
+    epilogue: &EpilogueArgs<'_, O>,
+) -> Option<Choice> {
+    if !device.keeps_workspaces() {
+        return None;
+    }
+    let wide = O::tma_schedule(device, batch_mnk, epilogue, false);
+    let narrow = O::narrow_takes(epilogue.flags())
+        .then(|| O::tma_schedule(device, batch_mnk, epilogue, true));
+    if !wide.streams() && !narrow.is_some_and(|s| s.streams()) {
+        return None;
+    }
+    match narrow {
+        Some(narrow) if 3 * narrow.cost() < 4 * wide.cost() => Some(Choice::TmaN192),
+        _ => Some(Choice::Tma),
     }
 }
 

@@ -242,3 +242,30 @@ fn the_192_wide_tiles_it_picks_compute_the_fp64_product() {
         );
     }
 }
+
+#[test]
+fn few_tiles_of_a_long_k_go_to_the_tma_kernel_that_shares_them_out() {
+    // An H100's 132 multiprocessors (only the choice is made here, nothing is launched). The
+    // shapes measured there: 32 tiles of 128 stages on 128 × 256 tiles, 44 tiles of 256 stages
+    // on 128 × 192 ones, the stages shared out over idle multiprocessors (stream-K).
+    let h100 = Device::Emulator { workers: 132 };
+    let plain = EpilogueArgs::<Bf16>::default();
+    assert_eq!(picked(&h100, 1, (1024, 1024, 8192), &plain), "tma");
+    assert_eq!(picked(&h100, 1, (512, 2048, 16384), &plain), "tma_n192");
+    let f32_plain = EpilogueArgs::<f32>::default();
+    assert_eq!(picked(&h100, 1, (1024, 1024, 8192), &f32_plain), "tma");
+    // A short K: nothing to share, the one wave of 128 × 128 tiles.
+    assert_eq!(
+        picked(&h100, 1, (1024, 1024, 512), &plain),
+        "gemm_bf16_wgmma_n128"
+    );
+    // An epilogue no TMA kernel takes (an activation without a bias).
+    let relu = EpilogueArgs::<Bf16> {
+        activation: Activation::Relu,
+        ..Default::default()
+    };
+    assert_eq!(
+        picked(&h100, 1, (1024, 1024, 8192), &relu),
+        "gemm_bf16_wgmma_n128"
+    );
+}
