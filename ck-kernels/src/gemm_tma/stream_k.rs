@@ -33,11 +33,11 @@
 //!
 //! **Where it pays** ([`Schedule::plan`]): every hand-over moves a 128 KiB part out and back,
 //! and the grid's hand-overs ran at about 1 TB/s on an H100 — 0.4 of a stage per part. That is
-//! far more than the 2.7 % above: stream-K made 4096³ 25 % slower and 8192×8192×1024 12 %.
-//! Where few tiles meet a long K it is the other way round: 1024×1024×8192 is 32 tiles of 128
-//! stages, a quarter of the machine; shared out on 64 or 128 blocks it ran 1.44 or 1.66 × as
-//! fast, and 512×2048×16384 2.2 ×. The plan takes stream-K where its estimate promises at
-//! least a fifth off.
+//! far more than the 2.7 % above: stream-K made 4096³ 25–30 % slower and 8192×8192×1024 up to
+//! 15 %. Where few tiles meet a long K it is the other way round: 1024×1024×8192 is 32 tiles of
+//! 128 stages, a quarter of the machine; shared out on 64, 96 or 128 blocks it ran 1.44, 1.70
+//! or 1.66 × as fast, and 512×2048×16384 2.2 ×. The plan takes stream-K where its estimate
+//! promises at least a fifth off.
 
 use super::Width;
 use ck_core::device::*;
@@ -108,8 +108,8 @@ impl Schedule {
     /// in stream-K on `s` blocks per tile or on `sms` — the one of least [`Schedule::cost`],
     /// stream-K only where it costs at most 4/5 of the whole tiles ([`GAIN`]). In practice
     /// that is a grid with many idle multiprocessors and a long K: 32 tiles of 128 stages
-    /// (1024×1024×8192) on 64 blocks, 1.4 × as fast on an H100; the hand-overs cost more than
-    /// they save at 4096³ (25 % slower) or 1536×1536×8192 (12 % slower).
+    /// (1024×1024×8192) on 96 blocks, 1.7 × as fast on an H100; the hand-overs cost more than
+    /// they save at 4096³ (25–30 % slower) or 1536×1536×8192 (11–17 % slower).
     pub fn plan(tiles: u32, k_stages: u32, sms: u32) -> Schedule {
         let sms = sms.max(1);
         let whole = Schedule::new(tiles, k_stages, tiles.clamp(1, sms), 0);
@@ -447,8 +447,8 @@ mod tests {
 
     #[test]
     fn stream_k_where_few_tiles_meet_a_long_k() {
-        // 1024×1024×8192 in 128 × 256 tiles: 32 tiles of 128 stages on 96 blocks of 43 (the
-        // measured 64 blocks of 64 and 128 blocks of 32 ran 1.44 and 1.66 × as fast).
+        // 1024×1024×8192 in 128 × 256 tiles: 32 tiles of 128 stages on 96 blocks of 43 (1.70 ×
+        // as fast on an H100; 64 blocks of 64 and 128 blocks of 32: 1.44 and 1.66 ×).
         let s = Schedule::plan(32, 128, 132);
         assert_eq!((s.grid, s.dp_tiles, s.stages_per_block()), (96, 0, 43));
         assert!(s.cost() * 5 <= 128 * 4);
