@@ -474,7 +474,7 @@ fn take_workspace<W: Width>(
     device: &Device,
     schedule: Schedule,
 ) -> Result<Option<(DeviceBuffer<f32>, DeviceBuffer<u32>)>, LaunchError> {
-    let part = (W::BN / 2 * 256) as usize;
+    let part = stream_k::Parts::part_elems::<W>() as usize;
     let slots = stream_k::Schedule::slots(schedule.grid) as usize;
     let parts = device.take_workspace::<f32>(PARTS, slots * part)?;
     let sk_tiles = (schedule.tiles - schedule.dp_tiles) as usize;

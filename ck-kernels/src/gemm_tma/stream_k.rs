@@ -48,8 +48,8 @@ const HAND_OVER_BARRIER: u32 = 3;
 /// The consumer threads (two warpgroups).
 const CONSUMERS: u32 = 256;
 
-/// A block's run of stages of one tile: `k0..k1` of tile `tile` (in the order of
-/// [`super::Problem::tile_at`]).
+/// A block's run of stages of one tile: `k0..k1` of tile `tile` (in the order of the kernel's
+/// `Problem::tile_at`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Unit {
     pub tile: u32,
@@ -106,7 +106,7 @@ impl Schedule {
     /// block each): of every tile whole on `min(tiles, sms)` blocks; the last round and one
     /// more in stream-K on `sms` blocks; and, with fewer tiles than multiprocessors, every tile
     /// in stream-K on `s` blocks per tile or on `sms` — the one of least [`Schedule::cost`],
-    /// stream-K only where it costs at most 4/5 of the whole tiles ([`GAIN`]). In practice
+    /// stream-K only where it costs at most 4/5 of the whole tiles (`GAIN`). In practice
     /// that is a grid with many idle multiprocessors and a long K: 32 tiles of 128 stages
     /// (1024×1024×8192) on 96 blocks, 1.7 × as fast on an H100; the hand-overs cost more than
     /// they save at 4096³ (25–30 % slower) or 1536×1536×8192 (11–17 % slower).
@@ -130,7 +130,7 @@ impl Schedule {
         }
     }
 
-    /// The most stages a block runs, plus [`PART_STAGES`] for each part the grid hands over
+    /// The most stages a block runs, plus `PART_STAGES` (2/5) for each part the grid hands over
     /// (at most a part per stream-K tile and one more per block but the first, where a run
     /// starts inside a tile).
     pub fn cost(&self) -> u64 {
@@ -231,12 +231,16 @@ pub struct Parts {
 }
 
 impl Parts {
+    /// Elements of one part of a tile `W` wide: its accumulators, `BN / 2` per consumer thread.
+    pub const fn part_elems<W: Width>() -> u32 {
+        W::BN / 2 * CONSUMERS
+    }
+
     /// Whether the workspace holds `grid` blocks' parts of tiles `W` wide and `sk_tiles`
     /// tickets.
     #[inline(always)]
     pub fn fits<W: Width>(&self, grid: u32, sk_tiles: u32) -> bool {
-        let part = W::BN / 2 * CONSUMERS;
-        (Schedule::slots(grid) as u64 * part as u64) <= self.parts.len() as u64
+        (Schedule::slots(grid) as u64 * Self::part_elems::<W>() as u64) <= self.parts.len() as u64
             && sk_tiles <= self.tickets.len()
     }
 
@@ -260,7 +264,7 @@ impl Parts {
     /// after thread).
     #[inline(always)]
     fn at<W: Width>(slot: u32, j: u32) -> u32 {
-        slot * (W::BN / 2 * CONSUMERS) + (j * CONSUMERS + thread_idx()) * 4
+        slot * Self::part_elems::<W>() + (j * CONSUMERS + thread_idx()) * 4
     }
 
     #[inline(always)]
