@@ -350,6 +350,10 @@ pub fn kernel_name<P: TmaGemm<O>, O: GemmOutput>(epilogue: &EpilogueArgs<'_, O>)
 /// # Ok(()) }
 /// ```
 ///
+/// Where [`schedule`] shares tiles out (few tiles, a long K), the launch uses the device's
+/// stream-K workspace ([`PARTS`], [`TICKETS`]): two 128 KiB parts per block of the grid at
+/// most (34 MB on 132 SMs), allocated by the first such launch and kept for the next ones.
+///
 /// Errors: `shape-unsupported` where a row of A, B or C would not start 16-byte aligned (K not
 /// a multiple of 8 for bf16 or 16 for fp8; N not a multiple of 8), and the checks of
 /// [`check_problem`].
