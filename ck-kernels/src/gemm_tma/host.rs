@@ -140,6 +140,17 @@ macro_rules! launch_compiled {
     }};
 }
 
+/// Whether a kernel with D as `map` (the `with_d` kernel among them) brings D through its ring,
+/// where stream-K cannot follow.
+macro_rules! through_ring {
+    (map $($with_d:ident)?) => {
+        true
+    };
+    (buffer) => {
+        false
+    };
+}
+
 /// The name of the kernel for the epilogues no kernel is compiled for: the run-time-flags one
 /// (`<name>_epilogue`), or, where the rest is `refused`, the plain kernel's (whose launch
 /// refuses them).
@@ -206,8 +217,8 @@ macro_rules! tma_gemm {
                 // (Read only where some kernel brings D through the ring.)
                 let _ = flags;
                 let through_ring = false
-                    $($(|| (flags == $flags && stringify!($d_as) == "map"))*)?
-                    $(|| (flags & HAS_D != 0 && !$with_d_name.is_empty()))?;
+                    $($(|| (flags == $flags && through_ring!($d_as)))*)?
+                    $(|| (flags & HAS_D != 0 && through_ring!(map $with_d)))?;
                 !through_ring
             }
 
@@ -401,27 +412,23 @@ pub fn launch<P: TmaGemm<O>, O: GemmOutput>(
         )
     };
     let planned = schedule::<P, O>(device, batch, (m, n, k), epilogue);
-    let scalars = (epilogue.alpha, epilogue.beta, epilogue.flags());
-    let workspace = if planned.streams() {
+    let mut workspace = if planned.streams() {
         take_workspace::<P::W>(device, planned)?
     } else {
         None
     };
-    let schedule = match workspace {
-        Some(_) => planned,
-        None => Schedule::new(
-            planned.tiles,
-            planned.k_stages,
-            planned.tiles.min(device.multiprocessors()),
-            0,
-        ),
-    };
-    let mut empty_parts = DeviceBuffer::<f32>::empty(device)?;
-    let mut empty_tickets = DeviceBuffer::<u32>::empty(device)?;
-    let mut workspace = workspace;
-    let (parts, tickets) = match &mut workspace {
-        Some((parts, tickets)) => (parts, tickets),
-        None => (&mut empty_parts, &mut empty_tickets),
+    let (mut no_parts, mut no_tickets) = (
+        DeviceBuffer::<f32>::empty(device)?,
+        DeviceBuffer::<u32>::empty(device)?,
+    );
+    // Without a workspace (a borrowed stream), every tile whole.
+    let (schedule, parts, tickets) = match &mut workspace {
+        Some((parts, tickets)) => (planned, parts, tickets),
+        None => {
+            let whole =
+                Schedule::whole_tiles(planned.tiles, planned.k_stages, device.multiprocessors());
+            (whole, &mut no_parts, &mut no_tickets)
+        }
     };
     let stream_k = StreamK {
         parts,
@@ -435,7 +442,7 @@ pub fn launch<P: TmaGemm<O>, O: GemmOutput>(
         c,
         (d, bias),
         (m, n, k, batch),
-        scalars,
+        (epilogue.alpha, epilogue.beta, epilogue.flags()),
         stream_k,
     );
     // Kept only after a launch that ran: a failed one may have left tickets counted.
@@ -461,7 +468,7 @@ pub fn schedule<P: TmaGemm<O>, O: GemmOutput>(
     if P::streams(epilogue.flags()) {
         Schedule::plan(tiles, k_stages, sms)
     } else {
-        Schedule::new(tiles, k_stages, tiles.min(sms), 0)
+        Schedule::whole_tiles(tiles, k_stages, sms)
     }
 }
 

@@ -102,6 +102,12 @@ impl Schedule {
         }
     }
 
+    /// Every one of `tiles` tiles of `k_stages` stages whole, on `min(tiles, sms)` blocks (one
+    /// at least).
+    pub fn whole_tiles(tiles: u32, k_stages: u32, sms: u32) -> Schedule {
+        Schedule::new(tiles, k_stages, tiles.clamp(1, sms.max(1)), 0)
+    }
+
     /// The host's choice for `tiles` tiles of `k_stages` stages on `sms` multiprocessors (one
     /// block each): of every tile whole on `min(tiles, sms)` blocks; the last round and one
     /// more in stream-K on `sms` blocks; and, with fewer tiles than multiprocessors, every tile
@@ -112,7 +118,7 @@ impl Schedule {
     /// they save at 4096³ (25–30 % slower) or 1536×1536×8192 (11–17 % slower).
     pub fn plan(tiles: u32, k_stages: u32, sms: u32) -> Schedule {
         let sms = sms.max(1);
-        let whole = Schedule::new(tiles, k_stages, tiles.clamp(1, sms), 0);
+        let whole = Schedule::whole_tiles(tiles, k_stages, sms);
         let shared = |(sk_tiles, grid)| Schedule::new(tiles, k_stages, grid, sk_tiles);
         let per_tile = (tiles > 0 && tiles < sms).then_some(2..=sms / tiles.max(1));
         let fewer_tiles = (per_tile.into_iter().flatten().map(|s| s * tiles))
@@ -446,17 +452,23 @@ mod tests {
         assert_eq!((s.slot(0, 265), s.slot(1, 265)), (1, 2));
         // 128 + 121 stages at most, against 256 whole; but 379 parts cost more than that saves.
         assert_eq!(s.stages_per_block(), 249);
-        assert_eq!(Schedule::plan(512, 64, 132), Schedule::new(512, 64, 132, 0));
+        assert_eq!(
+            Schedule::plan(512, 64, 132),
+            Schedule::whole_tiles(512, 64, 132)
+        );
     }
 
     #[test]
     fn stream_k_where_few_tiles_meet_a_long_k() {
-        // 1024×1024×8192 in 128 × 256 tiles: 32 tiles of 128 stages on 96 blocks of 43 (1.70 ×
-        // as fast on an H100; 64 blocks of 64 and 128 blocks of 32: 1.44 and 1.66 ×).
+        // 1024×1024×8192 in 128 × 256 tiles: 32 tiles of 128 stages. Stages per block plus
+        // ⌈2/5 · parts⌉ (parts = tiles + grid − 1) on 64, 96, 128 or 132 blocks: 64 + 38 = 102,
+        // 43 + 51 = 94, 32 + 64 = 96, 32 + 66 = 98; whole, 128 (94 ≤ 4/5 · 128). On an H100 the
+        // 96 blocks ran 1.70 × as fast as whole tiles (64 and 128 blocks: 1.44 and 1.66 ×).
         let s = Schedule::plan(32, 128, 132);
         assert_eq!((s.grid, s.dp_tiles, s.stages_per_block()), (96, 0, 43));
         assert!(s.cost() * 5 <= 128 * 4);
-        // 512×2048×16384: on 128 blocks of 64 stages (2.2 × as fast).
+        // 512×2048×16384: 32 tiles of 256 stages; on 64, 96, 128 or 132 blocks 128 + 38,
+        // 86 + 51, 64 + 64 = 128 (the least), 63 + 66 (2.2 × as fast on an H100).
         assert_eq!(Schedule::plan(32, 256, 132).grid, 128);
         // Whole where the hand-overs cost more than they save, as measured: 1536×1536×8192,
         // 1536³, 3072³, 8192×8192×1024.
