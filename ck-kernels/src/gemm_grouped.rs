@@ -4,7 +4,7 @@
 //! expert, its rows the tokens routed to it).
 //!
 //! Every problem's operands lie in four shared buffers (A, B, C and D, bias), each at an offset
-//! that starts 16 bytes aligned ([`host::GroupedLayout`]). A table in device memory, built on
+//! that starts 16 bytes aligned ([`host::GroupedGemm`]). A table in device memory, built on
 //! the host, says per problem where its tiles start in the grid and where its operands are;
 //! the grid is every problem's `128 × 256` tiles in turn. A block finds its problem in the
 //! table — a warp tests 32 problems per step with one vote — slices its operands out of the
@@ -25,6 +25,10 @@
 //! of 8), its blocks copy element by element ([`ck_core::tile::View2::copy_16`]) in a second
 //! instance of the body, which only the `gemm_grouped_any_*` kernels hold: the host launches
 //! them for groups with such a problem, and the others where every row is whole vectors.
+//!
+//! Groups whose problems share N and K and have enough rows to be bound by the MMAs
+//! ([`host::TMA_MIN_ROWS`]) run `C = alpha · A·B` on the TMA kernels instead
+//! ([`crate::gemm_tma::grouped`]): a persistent grid over each problem's own row tiles.
 
 use crate::epilogue::{Epilogue, HAS_D};
 use crate::gemm_sm90::{

@@ -43,6 +43,8 @@
 //! and an activation, and the run-time-flags twin `gemm_tma_bf16_residual_epilogue` takes the
 //! rest (an activation without a bias). The others read D in the accumulator layout from global
 //! memory ([`DLoads`]).
+//! `gemm_tma_grouped_bf16{,_f32}` run a group of products that share N and K, each
+//! problem's rows in tiles of their own ([`grouped`]).
 //! The host launches the kernel compiled for the epilogue it is given, the run-time one when
 //! none is: that one's paths for D, bias and the activations, never taken by a plain GEMM,
 //! cost it registers (spills) and instruction fetch — 10–17 % at 8192×8192×1024 on an H100. A
@@ -51,11 +53,13 @@
 //! Shapes: rows of A, B and C start 16-byte aligned, as the copy engine and the slices of a
 //! batch need (K a multiple of 8 for bf16, of 16 for fp8; N a multiple of 8).
 
+pub mod grouped;
 mod kernels;
 mod residual;
 mod store;
 pub mod stream_k;
 mod width;
+use grouped::{Direct, GroupedRows};
 pub use kernels::*;
 pub use residual::{DLoads, DRing, DSource, TileAt, D_BOX};
 pub use store::{
@@ -254,10 +258,32 @@ pub struct Smem<A, B, const NA: usize, const NB: usize> {
     pub bars: SharedArray<Mbarrier, BARRIERS>,
 }
 
+/// Where a tile lies: A's first row and product (its TMA coordinates past K), B's product,
+/// C's place (product, first row, first column) and the rows of C below which its epilogue
+/// writes (`m`).
+#[derive(Clone, Copy)]
+pub struct Place {
+    pub a: (u32, u32),
+    pub b: u32,
+    pub c: (u32, u32, u32),
+    pub m: u32,
+}
+
+/// The tiles of a launch and the blocks' share of them: a batch of products of one shape
+/// ([`Problem`]) or the row tiles of a group of problems ([`GroupedRows`]).
+pub trait Tiles: Copy {
+    /// Which blocks run which stages of which tiles.
+    fn schedule(&self) -> &Schedule;
+    /// Columns of C.
+    fn n(&self) -> u32;
+    /// Where tile `i` of `bn` columns lies.
+    fn place(&self, i: u32, bn: u32) -> Place;
+}
+
 /// The problem: `batch` products of `m × k` by `k × n`, in tiles, and the blocks' share of
 /// them.
 #[derive(Clone, Copy)]
-struct Problem {
+pub struct Problem {
     m: u32,
     n: u32,
     tiles_m: u32,
@@ -269,7 +295,11 @@ impl Problem {
     /// The problem in tiles of `bk × bn`, the last `sk_tiles` in stream-K ([`Schedule::new`]
     /// checks them).
     #[inline(always)]
-    fn new((m, n, k, batch): (u32, u32, u32, u32), (bk, bn): (u32, u32), sk_tiles: u32) -> Problem {
+    pub fn new(
+        (m, n, k, batch): (u32, u32, u32, u32),
+        (bk, bn): (u32, u32),
+        sk_tiles: u32,
+    ) -> Problem {
         let (tiles_m, tiles_n, k_stages) = (m.div_ceil(BM), n.div_ceil(bn), k.div_ceil(bk));
         let tiles = batch * tiles_m * tiles_n;
         Problem {
@@ -280,14 +310,31 @@ impl Problem {
             schedule: Schedule::new(tiles, k_stages, grid_dim(), sk_tiles),
         }
     }
+}
 
-    /// Tile `i` of `bn` columns (the width `new` was given) as (product, first row, first
-    /// column), in the grouped order of [`block_tile`], product by product.
+impl Tiles for Problem {
     #[inline(always)]
-    fn tile_at(&self, i: u32, bn: u32) -> (u32, u32, u32) {
+    fn schedule(&self) -> &Schedule {
+        &self.schedule
+    }
+
+    #[inline(always)]
+    fn n(&self) -> u32 {
+        self.n
+    }
+
+    /// Tile `i` in the grouped order of `gemm_sm90::block_tile`, product by product.
+    #[inline(always)]
+    fn place(&self, i: u32, bn: u32) -> Place {
         let per_product = self.tiles_m * self.tiles_n;
         let (bm, bn) = block_tile(i % per_product, (self.tiles_m, self.tiles_n), bn);
-        (i / per_product, bm, bn)
+        let product = i / per_product;
+        Place {
+            a: (bm, product),
+            b: product,
+            c: (product, bm, bn),
+            m: self.m,
+        }
     }
 }
 
@@ -305,17 +352,18 @@ fn aligned_start<T: Element, const N: usize>(ring: &SharedArray<T, N>) -> u32 {
 
 /// Every stage of every tile of the block, into the ring as its buffers are released.
 #[inline(always)]
-fn produce<P: Operands, O: TmaOutput, S: DSource<O>, const NA: usize, const NB: usize>(
+fn produce<P: Operands, O: TmaOutput, S: DSource<O>, T: Tiles, const NA: usize, const NB: usize>(
     (a, b, dsrc): (&Tma<P::A, 3>, &Tma<P::B, 3>, S),
     smem: &Smem<P::A, P::B, NA, NB>,
-    pb: &Problem,
+    pb: &T,
 ) {
     a.prefetch();
     b.prefetch();
     let (a0, b0) = (aligned_start(&smem.a), aligned_start(&smem.b));
     let mut t = 0;
-    for unit in pb.schedule.units(block_idx()) {
-        let (product, bm, bn) = pb.tile_at(unit.tile, P::W::BN);
+    for unit in pb.schedule().units(block_idx()) {
+        let place = pb.place(unit.tile, P::W::BN);
+        let (_, _, bn) = place.c;
         for ks in unit.k0..unit.k1 {
             let (s, parity) = stage(t);
             if t >= STAGES {
@@ -326,13 +374,13 @@ fn produce<P: Operands, O: TmaOutput, S: DSource<O>, const NA: usize, const NB: 
                 .arrive_expect_tx(full(s), A_STAGE_BYTES + b_stage_bytes(P::W::BN));
             let k0 = ks * P::BK;
             let a_at = a0 + s * A_STAGE_BYTES / <P::A as Element>::BYTES;
-            let coords = [k0 as i32, bm as i32, product as i32];
+            let coords = [k0 as i32, place.a.0 as i32, place.a.1 as i32];
             a.copy_to_shared(coords, &smem.a, a_at, &smem.bars, full(s));
             let b_at = b0 + s * b_stage_bytes(P::W::BN) / <P::B as Element>::BYTES;
-            P::copy_b(b, &smem.b, b_at, (k0, bn, product), (&smem.bars, full(s)));
+            P::copy_b(b, &smem.b, b_at, (k0, bn, place.b), (&smem.bars, full(s)));
             t += 1;
         }
-        dsrc.produce(&smem.bars, (product, bm, bn), t);
+        dsrc.produce(&smem.bars, place.c, t);
         t += S::D_STAGES;
     }
 }
@@ -354,15 +402,16 @@ fn consume<
     P: Operands,
     O: TmaOutput,
     S: DSource<O>,
+    T: Tiles,
     const EPI: u32,
     const STREAM_K: bool,
     const NA: usize,
     const NB: usize,
     const NC: usize,
 >(
-    (c, epilogue, dsrc, staging): (O::Dest, Epilogue<O>, S, Staging<O, NC>),
+    (c, epilogue, dsrc, staging): (S::Dest, Epilogue<O>, S, Staging<O, NC>),
     (smem, parts): (&Smem<P::A, P::B, NA, NB>, Parts),
-    pb: &Problem,
+    pb: &T,
 ) {
     let wg = warp_id() / 4;
     let c_start = aligned_start(&staging.c);
@@ -371,19 +420,19 @@ fn consume<
     // a constant number of bytes further (`SmemMatrix::advance`: one add each).
     let a_first = k_major(smem.a.shared_address(aligned_start(&smem.a)) + wg * 64 * ROW_BYTES);
     let b_first = P::b_descriptor(smem.b.shared_address(aligned_start(&smem.b)));
-    let (m, n) = (pb.m, pb.n);
+    let n = pb.n();
     let mut t = 0;
     // The block's stores of C before this one (C's two box buffers alternate by it).
     let mut ordinal = 0;
     let mut units = pb
-        .schedule
+        .schedule()
         .units(block_idx())
-        .map(|u| (u, pb.tile_at(u.tile, P::W::BN)));
+        .map(|u| (u, pb.place(u.tile, P::W::BN)));
     let mut next = units.next();
-    while let Some((unit, (product, bm, bn))) = next {
+    while let Some((unit, place)) = next {
         // The tile's bias, read now so that its latency passes behind the MMAs.
         let bias = if has_bias {
-            load_bias(epilogue.bias, n, bn)
+            load_bias(epilogue.bias, n, place.c.2)
         } else {
             DistributedTensor::splat(O::default())
         };
@@ -424,8 +473,8 @@ fn consume<
         let d_use = t;
         t += S::D_STAGES;
         if STREAM_K
-            && !pb.schedule.whole(unit)
-            && !parts.settle::<P::W>(&pb.schedule, unit, &mut acc)
+            && !pb.schedule().whole(unit)
+            && !parts.settle::<P::W>(pb.schedule(), unit, &mut acc)
         {
             continue;
         }
@@ -441,21 +490,31 @@ fn consume<
             ordinal,
             d_use,
         };
-        store_tile::<P::W, O, S, EPI, NC>(acc, out, (product, bm, bn), (m, n));
+        store_tile::<P::W, O, S, EPI, NC>(acc, out, place.c, (place.m, n));
         ordinal += 1;
     }
     O::finish();
 }
 
+/// The tiles of `batch` products of `m × k` by `k × n` on operands `P`, given the tiles the
+/// launch shares out in stream-K.
+#[inline(always)]
+fn batched<P: Operands>(mnk_batch: (u32, u32, u32, u32)) -> impl FnOnce(u32) -> Problem {
+    move |sk_tiles| Problem::new(mnk_batch, (P::BK, P::W::BN), sk_tiles)
+}
+
 /// The kernel body: the shared region cut into its parts ([`Region`]: `NR` elements; A's ring
 /// of `NA`, B's of `NB` from byte `BAT`, C's staging of `NC` from byte `CAT`, each reaching
-/// over the alignment pad), the barriers, then the producer and the consumers.
+/// over the alignment pad), the barriers, then the producer and the consumers, on the tiles
+/// `tiles` makes of the stream-K tile count (0 where the workspace is too small).
 #[inline(always)]
 #[allow(clippy::type_complexity)]
 fn gemm_tma<
     P: Operands,
     O: TmaOutput,
     S: DSource<O>,
+    T: Tiles,
+    F: FnOnce(u32) -> T,
     const EPI: u32,
     const STREAM_K: bool,
     const NR: usize,
@@ -466,11 +525,8 @@ fn gemm_tma<
     const NC: usize,
 >(
     (a, b): (Tma<P::A, 3>, Tma<P::B, 3>),
-    (c, epilogue, dsrc): (O::Dest, Epilogue<O>, S),
-    (mnk_batch, (parts, tickets, sk_tiles)): (
-        (u32, u32, u32, u32),
-        (GlobalMut<f32>, GlobalMut<u32>, u32),
-    ),
+    (c, epilogue, dsrc): (S::Dest, Epilogue<O>, S),
+    (tiles, (parts, tickets, sk_tiles)): (F, (GlobalMut<f32>, GlobalMut<u32>, u32)),
     (region, bars, bias, said): (
         SharedArray<P::A, NR>,
         SharedArray<Mbarrier, BARRIERS>,
@@ -498,7 +554,7 @@ fn gemm_tma<
     } else {
         0
     };
-    let pb = Problem::new(mnk_batch, (P::BK, P::W::BN), sk_tiles);
+    let pb = tiles(sk_tiles);
     if thread_idx() == 0 {
         for s in 0..STAGES {
             smem.bars.init(full(s), 1);
@@ -510,11 +566,11 @@ fn gemm_tma<
     if warp_id() >= CONSUMER_WARPS {
         setmaxnreg_dec::<40>();
         if thread_idx() == 32 * CONSUMER_WARPS {
-            produce::<P, O, S, NA, NB>((&a, &b, dsrc), &smem, &pb);
+            produce::<P, O, S, T, NA, NB>((&a, &b, dsrc), &smem, &pb);
         }
     } else {
         setmaxnreg_inc::<232>();
-        consume::<P, O, S, EPI, STREAM_K, NA, NB, NC>(
+        consume::<P, O, S, T, EPI, STREAM_K, NA, NB, NC>(
             (c, epilogue, dsrc, staging),
             (&smem, parts),
             &pb,

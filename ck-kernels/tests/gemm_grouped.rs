@@ -1,15 +1,18 @@
 //! The grouped GEMM on the emulator: problems of mixed and degenerate shapes (1 × 1 × 1, M = 0,
 //! N = 0, K = 0, N and K off the 16-byte vectors, several tiles in both dims) in one launch,
-//! on both kernels (groups with and without rows that are not whole vectors),
-//! with every epilogue input, against an fp64 reference written here; more problems than one
-//! warp's vote covers; the layout's offsets; bad buffers as errors.
+//! on the three kernels (groups with and without rows that are not whole vectors; problems
+//! that share N and K on the TMA kernel), with every epilogue input, against an fp64
+//! reference written here; more problems than one warp's vote covers; the layout's offsets;
+//! the TMA kernel's row table; bad buffers as errors.
 
 use ck_core::device::{Bf16, Real};
 use ck_core::host::{Device, DeviceBuffer};
 use ck_kernels::checks::Rng;
 use ck_kernels::epilogue::Activation;
 use ck_kernels::gemm_fused::{EpilogueArgs, HostEpilogue};
-use ck_kernels::gemm_grouped::host::{GroupedGemm, GroupedOutput, Operand, Problem, ALIGN};
+use ck_kernels::gemm_grouped::host::{
+    row_table, GroupedGemm, GroupedOutput, Operand, Problem, ALIGN,
+};
 
 fn round<O: Real>(v: &[f32]) -> Vec<f32> {
     v.iter().map(|&x| O::from_f32(x).to_f32()).collect()
@@ -57,7 +60,7 @@ fn reference(
 /// Runs `problems` in one launch with C of type `O`, with and without D and bias, and checks
 /// every element of every problem: `tol(want, scale)` bounds the error.
 fn check<O: GroupedOutput>(problems: &[Problem], tol: impl Fn(f64, f64) -> f64) {
-    let device = Device::emulator();
+    let device = Device::Emulator { workers: 2 };
     let grouped = GroupedGemm::new(&device, problems).unwrap();
     let mut rng = Rng(0x9e0);
     let per = |rng: &mut Rng, op: Operand| -> Vec<Vec<f32>> {
@@ -166,6 +169,54 @@ fn grouped_gemm_of_whole_vector_rows_matches_fp64_in_both_output_types() {
     check::<Bf16>(&WHOLE_VECTORS, |w, scale| {
         w.abs() * 2f64.powi(-8) + 1e-5 * scale.max(1.0)
     });
+}
+
+/// A mixture-of-experts layer: every problem of the same N and K (multiples of 8), 257 rows on
+/// average over those with rows (the TMA kernel's side of `TMA_MIN_ROWS`). Problems' rows end
+/// inside a tile and inside a 16-row box (300, 390, 337), a problem has no rows and one has
+/// one; N ends 8 columns into a second tile, K 8 into a second stage.
+const SHARED_N_K: [Problem; 5] = [
+    Problem::new(300, 264, 72),
+    Problem::new(0, 264, 72),
+    Problem::new(390, 264, 72),
+    Problem::new(1, 264, 72),
+    Problem::new(337, 264, 72),
+];
+
+#[test]
+fn problems_that_share_n_and_k_run_on_the_tma_kernel_and_match_fp64() {
+    let device = Device::Emulator { workers: 2 };
+    let grouped = GroupedGemm::new(&device, &SHARED_N_K).unwrap();
+    // alpha alone on the TMA kernel (11 row tiles by 2 column tiles on a grid of 2: each
+    // block runs 11 tiles); any other epilogue on the `cp.async` one.
+    assert_eq!(grouped.kernel_name::<Bf16>(0), "gemm_tma_grouped_bf16");
+    assert_eq!(grouped.kernel_name::<f32>(0), "gemm_tma_grouped_bf16_f32");
+    assert_eq!(grouped.kernel_name::<f32>(1), "gemm_grouped_bf16_f32");
+    check::<f32>(&SHARED_N_K, |_, scale| 1e-5 * scale.max(1.0));
+    check::<Bf16>(&SHARED_N_K, |w, scale| {
+        w.abs() * 2f64.powi(-8) + 1e-5 * scale.max(1.0)
+    });
+    // Problems of different N, and problems of too few rows to pay for the TMA kernel (255 on
+    // average: bound by reading B), stay on the `cp.async` kernel.
+    let mixed = GroupedGemm::new(&device, &WHOLE_VECTORS).unwrap();
+    assert_eq!(mixed.kernel_name::<Bf16>(0), "gemm_grouped_bf16");
+    let shallow = [Problem::new(255, 8, 8), Problem::new(0, 8, 8)];
+    let shallow = GroupedGemm::new(&device, &shallow).unwrap();
+    assert_eq!(shallow.kernel_name::<Bf16>(0), "gemm_grouped_bf16");
+    let deep = [Problem::new(257, 8, 8), Problem::new(255, 8, 8)];
+    let deep = GroupedGemm::new(&device, &deep).unwrap();
+    assert_eq!(deep.kernel_name::<Bf16>(0), "gemm_tma_grouped_bf16");
+}
+
+#[test]
+fn the_row_table_cuts_each_problem_into_tiles_of_its_own() {
+    // The worked example of `gemm_tma::grouped`: rows 0..200, none, 200..330.
+    let firsts = [0, 128, 200, 328];
+    let ends = [200, 200, 330, 330];
+    let problems = [0, 0, 2, 2];
+    let want: Vec<u32> = [firsts, ends, problems].concat();
+    assert_eq!(row_table(&[200, 0, 130]), want);
+    assert!(row_table(&[0, 0]).is_empty());
 }
 
 #[test]

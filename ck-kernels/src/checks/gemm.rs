@@ -2,6 +2,7 @@
 
 use super::{norm_relative_error, Outcome, Rng};
 use crate::gemm::host::Bf16Kernel;
+use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer, LaunchError};
 
 /// GEMM of seeded random matrices, checked against fp64 (norm-wise relative error ≤ 1e-5).
@@ -225,16 +226,30 @@ pub(super) fn cross_check_cases(
     let problems = grouped_problems(72);
     record(
         "gemm grouped 5 problems gemm_grouped_any_bf16_f32".into(),
-        gemm_grouped_case(a, &problems, 23)?,
-        gemm_grouped_case(b, &problems, 23)?,
+        gemm_grouped_case::<f32>(a, &problems, true, 23)?,
+        gemm_grouped_case::<f32>(b, &problems, true, 23)?,
         1e-4,
     );
     let problems = moe_problems(136);
     record(
         "gemm grouped moe 5 experts gemm_grouped_bf16_f32".into(),
-        gemm_grouped_case(a, &problems, 29)?,
-        gemm_grouped_case(b, &problems, 29)?,
+        gemm_grouped_case::<f32>(a, &problems, true, 29)?,
+        gemm_grouped_case::<f32>(b, &problems, true, 29)?,
         1e-4,
+    );
+    // Alpha alone: the TMA kernels, C stored row by row where each problem's rows end.
+    record(
+        "gemm grouped moe 5 experts gemm_tma_grouped_bf16_f32".into(),
+        gemm_grouped_case::<f32>(a, &problems, false, 37)?,
+        gemm_grouped_case::<f32>(b, &problems, false, 37)?,
+        1e-4,
+    );
+    // bf16 C: the devices' f32 sums may round to neighbouring bf16 values (2⁻⁸).
+    record(
+        "gemm grouped moe 5 experts gemm_tma_grouped_bf16".into(),
+        gemm_grouped_case::<Bf16>(a, &problems, false, 37)?,
+        gemm_grouped_case::<Bf16>(b, &problems, false, 37)?,
+        1e-2,
     );
     Ok(())
 }
@@ -252,22 +267,27 @@ pub fn grouped_problems(k: u32) -> [crate::gemm_grouped::host::Problem; 5] {
     ]
 }
 
-/// A mixture-of-experts group: experts of 0, 37, 130, 256 and 1 tokens, N = 264, depth `k`
-/// (a multiple of 8: the kernel without element copies).
+/// A mixture-of-experts group: experts of 0, 300, 390, 1 and 337 tokens, N = 264, depth `k`
+/// (a multiple of 8). Every problem has the same N and K and those with rows 257 on average
+/// ([`crate::gemm_grouped::host::TMA_MIN_ROWS`]): alpha alone runs on the TMA kernel, any
+/// other epilogue on the `cp.async` kernel without element copies. Rows end inside a tile and
+/// inside a 16-row box.
 pub fn moe_problems(k: u32) -> Vec<crate::gemm_grouped::host::Problem> {
     use crate::gemm_grouped::host::Problem;
-    [0, 37, 130, 256, 1]
+    [0, 300, 390, 1, 337]
         .into_iter()
         .map(|m| Problem::new(m, 264, k))
         .collect()
 }
 
-/// The grouped GEMM (f32 C, bias + SiLU) on `problems` of seeded random bf16 operands in one
-/// launch, against fp64 per problem (norm-wise relative error ≤ 1e-5 over all of them); the
-/// output is every problem's C in turn.
-pub fn gemm_grouped_case(
+/// The grouped GEMM with C of `O` on `problems` of seeded random bf16 operands in one launch,
+/// `C_g = A_g·B_g` or, with `bias_silu`, `silu(A_g·B_g + bias_g)`; against fp64 per problem
+/// (norm-wise relative error over all of them ≤ 1e-5 for f32 C, ≤ 4e-3 for bf16 C, whose
+/// rounding alone is up to 2⁻⁹ per element); the output is every problem's C in turn.
+pub fn gemm_grouped_case<O: crate::gemm_grouped::host::GroupedOutput>(
     device: &Device,
     problems: &[crate::gemm_grouped::host::Problem],
+    bias_silu: bool,
     seed: u64,
 ) -> Result<Outcome, LaunchError> {
     use crate::epilogue::Activation;
@@ -288,23 +308,30 @@ pub fn gemm_grouped_case(
         values(Operand::B),
         values(Operand::Bias),
     );
+    let packed_bias = grouped.pack(Operand::Bias, &bias)?;
+    let activation = if bias_silu {
+        Activation::Silu
+    } else {
+        Activation::None
+    };
     let epilogue = HostEpilogue {
-        bias: Some(&grouped.pack(Operand::Bias, &bias)?),
-        activation: Activation::Silu,
+        bias: bias_silu.then_some(&packed_bias[..]),
+        activation,
         ..Default::default()
     };
     let (ap, bp) = (grouped.pack(Operand::A, &a)?, grouped.pack(Operand::B, &b)?);
-    let (c, stats) = grouped.gemm_on_host_values::<f32>(device, (&ap, &bp), epilogue)?;
+    let (c, stats) = grouped.gemm_on_host_values::<O>(device, (&ap, &bp), epilogue)?;
     let c: Vec<f32> = grouped.unpack(Operand::C, &c)?.concat();
     let want: Vec<f64> = problems
         .iter()
         .enumerate()
         .flat_map(|(g, p)| {
             let ab = reference(&a[g], &b[g], (p.m, p.n, p.k));
-            let bias = Some(&bias[g][..]);
-            epilogue_reference(&ab, (p.m, p.n), (1.0, 1.0), (None, bias), Activation::Silu)
+            let bias = bias_silu.then_some(&bias[g][..]);
+            epilogue_reference(&ab, (p.m, p.n), (1.0, 1.0), (None, bias), activation)
         })
         .collect();
     let err = norm_relative_error(&c, &want);
-    Ok(Outcome::within(&c, stats, err, 1e-5))
+    let tol = if O::BYTES == 2 { 4e-3 } else { 1e-5 };
+    Ok(Outcome::within(&c, stats, err, tol))
 }

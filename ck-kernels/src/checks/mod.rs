@@ -15,6 +15,7 @@ use crate::elementwise::{AddF32, CopyF32, TILE_F32};
 use crate::exercise::*;
 use crate::gemm::host::Bf16Kernel;
 use crate::rmsnorm::host::{reference, rmsnorm, Dtype};
+use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats, TensorMap};
 use ck_core::wgmma::SwizzleMode;
 
@@ -259,10 +260,12 @@ pub fn run_exercise(
             let k = n.clamp(1, 4096).next_multiple_of(8);
             gemm_bf16_case(device, kernel, (257, 264, k), seed)
         }
-        "gemm-grouped" => gemm_grouped_case(device, &grouped_problems(n.clamp(1, 4096)), seed),
+        "gemm-grouped" => {
+            gemm_grouped_case::<f32>(device, &grouped_problems(n.clamp(1, 4096)), true, seed)
+        }
         "gemm-grouped-moe" => {
             let k = n.clamp(1, 4096).next_multiple_of(8);
-            gemm_grouped_case(device, &moe_problems(k), seed)
+            gemm_grouped_case::<Bf16>(device, &moe_problems(k), false, seed)
         }
         "attention-check" => {
             let shape = Shape {

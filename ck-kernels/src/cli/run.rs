@@ -270,8 +270,8 @@ pub enum RunCommand {
     GemmWgmmaN128(ExerciseArgs),
     /// The grouped bf16 GEMM: five problems of mixed shapes (two of depth N) in one launch
     GemmGrouped(ExerciseArgs),
-    /// The grouped bf16 GEMM as a mixture-of-experts layer: 0, 37, 130, 256 and 1 tokens,
-    /// N = 264, K = N rounded up to a multiple of 8
+    /// The grouped bf16 GEMM as a mixture-of-experts layer: 0, 300, 390, 1 and 337 tokens,
+    /// N = 264, K = N rounded up to a multiple of 8, bf16 C = A_g·B_g (the TMA kernel)
     GemmGroupedMoe(ExerciseArgs),
     /// A shared-memory access pattern whose bank conflicts are known: thread (warp w, lane l)
     /// stores W bytes at w·8192 + l·S·W, loads them back

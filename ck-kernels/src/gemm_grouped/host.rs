@@ -27,7 +27,12 @@ use crate::gemm_fused::{
     check_scales, run_with_host_epilogue, upload, EpilogueArgs, GemmOutput, HostEpilogue,
 };
 use crate::gemm_sm90::whole_vector_rows;
-use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats};
+use crate::gemm_tma::grouped::field as row_field;
+use crate::gemm_tma::host::{k_major_map, TmaGemm};
+use crate::gemm_tma::{
+    Bf16Operands, GemmTmaGroupedBf16, GemmTmaGroupedBf16F32, Width, N256, THREADS,
+};
+use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats, TensorMap};
 use ck_core::rules;
 
 /// One problem of a grouped GEMM: `[m, k]` A times `[k, n]` B, row-major.
@@ -88,6 +93,104 @@ pub struct GroupedGemm {
     vector_rows: bool,
     /// [`super::field`]'s table; none when there are no tiles.
     table: Option<DeviceBuffer<u32>>,
+    /// The TMA kernels' row tiles, where every problem has the same N and K.
+    row_tiles: Option<RowTiles>,
+}
+
+/// A group whose problems share N and K (multiples of 8, K > 0) and have rows, as the TMA
+/// kernels see it ([`crate::gemm_tma::grouped`]): A `[rows, k]`, B `[groups, k, n]`, C
+/// `[rows, n]`, and the table of its `count` row tiles.
+struct RowTiles {
+    table: DeviceBuffer<u32>,
+    count: u32,
+    rows: u32,
+    groups: u32,
+    n: u32,
+    k: u32,
+    /// The problems with rows have [`TMA_MIN_ROWS`] on average: [`GroupedGemm::launch`] takes
+    /// the TMA kernel for alpha alone.
+    deep: bool,
+}
+
+/// Rows per problem (on average over the problems with rows) from which the TMA kernel runs a
+/// group. Each problem's B is read once per row tile, so a problem of `m` rows does `m` FLOP
+/// per byte of B: under ~300 (an H100's 990 TFLOP/s over 3.35 TB/s) the group is bound by
+/// reading the weights, and there the `cp.async` kernel read them faster on an H100 (64
+/// experts of 121 rows on average, N = K = 2048: 0.225 ms against 0.243); above, the TMA
+/// kernel computes faster (8 experts of 2048 rows, N = K = 4096: 0.78–0.82 ms against
+/// 0.89–0.92). `ck bench gemm --dtypes grouped_bf16` times both kernels on every case.
+pub const TMA_MIN_ROWS: u32 = 256;
+
+/// The TMA kernels' row table for problems of `ms` rows (see [`crate::gemm_tma::grouped`]):
+/// each problem's rows in 128-row tiles, field by field.
+pub fn row_table(ms: &[u32]) -> Vec<u32> {
+    let mut tiles: Vec<[u32; row_field::COUNT as usize]> = Vec::new();
+    let mut start = 0;
+    for (g, &m) in ms.iter().enumerate() {
+        let end = start + m;
+        tiles.extend(
+            (start..end)
+                .step_by(BM as usize)
+                .map(|first| [first, end, g as u32]),
+        );
+        start = end;
+    }
+    (0..row_field::COUNT as usize)
+        .flat_map(|f| tiles.iter().map(move |t| t[f]))
+        .collect()
+}
+
+impl RowTiles {
+    /// The row tiles of `problems` if they share N and K (multiples of 8, K > 0), have rows,
+    /// and their tiles fit the kernels' 32-bit indices; else none.
+    fn new(device: &Device, problems: &[Problem]) -> Result<Option<RowTiles>, LaunchError> {
+        let Some(&Problem { n, k, .. }) = problems.first() else {
+            return Ok(None);
+        };
+        let rows: u64 = problems.iter().map(|p| p.m as u64).sum();
+        let count: u64 = problems.iter().map(|p| p.m.div_ceil(BM) as u64).sum();
+        let shared = problems.iter().all(|p| (p.n, p.k) == (n, k));
+        let fits = (row_field::COUNT as u64 * count).max(count * n.div_ceil(N256::BN) as u64)
+            <= u32::MAX as u64
+            && rows <= u32::MAX as u64;
+        if !shared || !whole_vector_rows(n, k) || k == 0 || n == 0 || rows == 0 || !fits {
+            return Ok(None);
+        }
+        let ms: Vec<u32> = problems.iter().map(|p| p.m).collect();
+        let with_rows = ms.iter().filter(|&&m| m > 0).count() as u64;
+        Ok(Some(RowTiles {
+            table: DeviceBuffer::from_slice(device, &row_table(&ms))?,
+            count: count as u32,
+            rows: rows as u32,
+            groups: problems.len() as u32,
+            n,
+            k,
+            deep: rows >= TMA_MIN_ROWS as u64 * with_rows,
+        }))
+    }
+
+    /// `C = alpha · A·B` for every problem on the TMA kernel writing `O`: a persistent grid.
+    fn launch<O: GroupedOutput>(
+        &self,
+        device: &Device,
+        (a, b): (&DeviceBuffer<Bf16>, &DeviceBuffer<Bf16>),
+        c: &mut DeviceBuffer<O>,
+        alpha: f32,
+    ) -> Result<LaunchStats, LaunchError> {
+        let (n, k) = (self.n, self.k);
+        let a_map = k_major_map(a, (k, self.rows, 1), BM)?;
+        let b_map = <Bf16Operands as TmaGemm<Bf16>>::b_map(b, (k, n, self.groups))?;
+        let tiles = self.count * n.div_ceil(N256::BN);
+        let cfg = LaunchConfig::new(tiles.min(device.multiprocessors()), THREADS);
+        O::launch_grouped_tma(
+            device,
+            cfg,
+            (&a_map, &b_map),
+            c,
+            (&self.table, self.count),
+            (n, k, alpha),
+        )
+    }
 }
 
 impl GroupedGemm {
@@ -146,6 +249,7 @@ impl GroupedGemm {
         } else {
             None
         };
+        let row_tiles = RowTiles::new(device, problems)?;
         Ok(GroupedGemm {
             problems: problems.to_vec(),
             offsets,
@@ -153,6 +257,7 @@ impl GroupedGemm {
             tiles: tiles as u32,
             vector_rows: problems.iter().all(|p| whole_vector_rows(p.n, p.k)),
             table,
+            row_tiles,
         })
     }
 
@@ -177,9 +282,34 @@ impl GroupedGemm {
         self.problems.is_empty()
     }
 
-    /// Blocks of the launch: every problem's 128 × 256 tiles.
+    /// Every problem's 128 × 256 tiles: the blocks of a `cp.async` kernel's launch, the work of
+    /// a TMA kernel's persistent grid.
     pub fn tiles(&self) -> u32 {
         self.tiles
+    }
+
+    /// The kernel [`GroupedGemm::launch`] runs for C of `O` and an epilogue of `flags`: where
+    /// the problems share N and K, have [`TMA_MIN_ROWS`] rows on average and the epilogue is
+    /// alpha alone, the persistent TMA kernel ([`crate::gemm_tma::grouped`]); else the
+    /// `cp.async` one, without element copies where every row is whole 16-byte vectors.
+    pub fn kernel_name<O: GroupedOutput>(&self, flags: u32) -> &'static str {
+        self.kernel_name_on::<O>(self.takes_tma(flags))
+    }
+
+    /// The name of the TMA kernel (`tma`) or of the `cp.async` kernel for this group.
+    pub(crate) fn kernel_name_on<O: GroupedOutput>(&self, tma: bool) -> &'static str {
+        O::kernel_names()[if tma { 2 } else { self.vector_rows as usize }]
+    }
+
+    /// Whether [`GroupedGemm::launch`] runs the TMA kernel for an epilogue of `flags`.
+    fn takes_tma(&self, flags: u32) -> bool {
+        flags == 0 && self.row_tiles.as_ref().is_some_and(|r| r.deep)
+    }
+
+    /// Whether the TMA kernel can run this group (its problems share N and K) with alpha
+    /// alone, whichever [`GroupedGemm::launch`] picks.
+    pub(crate) fn has_tma(&self) -> bool {
+        self.row_tiles.is_some()
     }
 
     /// One problem's values per entry of `values` placed in `operand`'s buffer (zeros between
@@ -255,6 +385,19 @@ impl GroupedGemm {
     pub fn launch<O: GroupedOutput>(
         &self,
         device: &Device,
+        ab: (&DeviceBuffer<Bf16>, &DeviceBuffer<Bf16>),
+        c: &mut DeviceBuffer<O>,
+        epilogue: &EpilogueArgs<'_, O>,
+    ) -> Result<LaunchStats, LaunchError> {
+        self.launch_on(self.takes_tma(epilogue.flags()), device, ab, c, epilogue)
+    }
+
+    /// [`GroupedGemm::launch`] on the TMA kernel where `tma` and it can run the group with
+    /// this epilogue, else on the `cp.async` kernel.
+    pub(crate) fn launch_on<O: GroupedOutput>(
+        &self,
+        tma: bool,
+        device: &Device,
         (a, b): (&DeviceBuffer<Bf16>, &DeviceBuffer<Bf16>),
         c: &mut DeviceBuffer<O>,
         epilogue: &EpilogueArgs<'_, O>,
@@ -281,6 +424,9 @@ impl GroupedGemm {
         let Some(table) = &self.table else {
             return Ok(LaunchStats::default());
         };
+        if let (Some(row_tiles), true, 0) = (&self.row_tiles, tma, epilogue.flags()) {
+            return row_tiles.launch(device, (a, b), c, epilogue.alpha);
+        }
         let empty = DeviceBuffer::<O>::empty(device)?;
         let d_bias = (
             epilogue.d.unwrap_or(&empty),
@@ -320,6 +466,18 @@ impl GroupedGemm {
 
 /// C's element types with a grouped kernel.
 pub trait GroupedOutput: GemmOutput {
+    /// The kernels' names: for problems of any shapes, of whole-vector rows, on TMA.
+    fn kernel_names() -> [&'static str; 3];
+    /// Launches the TMA kernel writing this type on A's and B's maps, the row tiles' table
+    /// and count, and the shared N and K.
+    fn launch_grouped_tma(
+        device: &Device,
+        cfg: LaunchConfig,
+        maps: (&TensorMap<'_, Bf16, 3>, &TensorMap<'_, Bf16, 3>),
+        c: &mut DeviceBuffer<Self>,
+        rows: (&DeviceBuffer<u32>, u32),
+        n_k_alpha: (u32, u32, f32),
+    ) -> Result<LaunchStats, LaunchError>;
     /// Launches the grouped kernel writing this type: the one without element copies when
     /// `vector_rows` (every problem's N and K multiples of 8).
     #[allow(clippy::too_many_arguments)]
@@ -336,8 +494,23 @@ pub trait GroupedOutput: GemmOutput {
 }
 
 macro_rules! grouped_output {
-    ($o:ty, $kernel:ident, $any:ident) => {
+    ($o:ty, $kernel:ident, $any:ident, $tma:ident, $names:expr) => {
         impl GroupedOutput for $o {
+            fn kernel_names() -> [&'static str; 3] {
+                $names
+            }
+
+            fn launch_grouped_tma(
+                device: &Device,
+                cfg: LaunchConfig,
+                (a, b): (&TensorMap<'_, Bf16, 3>, &TensorMap<'_, Bf16, 3>),
+                c: &mut DeviceBuffer<$o>,
+                (rows, count): (&DeviceBuffer<u32>, u32),
+                (n, k, alpha): (u32, u32, f32),
+            ) -> Result<LaunchStats, LaunchError> {
+                $tma::launch(device, cfg, a, b, c, rows, count, n, k, alpha)
+            }
+
             fn launch_grouped(
                 device: &Device,
                 vector_rows: bool,
@@ -361,5 +534,25 @@ macro_rules! grouped_output {
         }
     };
 }
-grouped_output!(Bf16, GemmGroupedBf16, GemmGroupedAnyBf16);
-grouped_output!(f32, GemmGroupedBf16F32, GemmGroupedAnyBf16F32);
+grouped_output!(
+    Bf16,
+    GemmGroupedBf16,
+    GemmGroupedAnyBf16,
+    GemmTmaGroupedBf16,
+    [
+        "gemm_grouped_any_bf16",
+        "gemm_grouped_bf16",
+        "gemm_tma_grouped_bf16"
+    ]
+);
+grouped_output!(
+    f32,
+    GemmGroupedBf16F32,
+    GemmGroupedAnyBf16F32,
+    GemmTmaGroupedBf16F32,
+    [
+        "gemm_grouped_any_bf16_f32",
+        "gemm_grouped_bf16_f32",
+        "gemm_tma_grouped_bf16_f32"
+    ]
+);

@@ -60,7 +60,7 @@ pub struct StreamK<'a> {
 
 /// A `[batch, m, k]` (or a row-major B^T `[batch, n, k]`) in boxes of one stage's 128-byte
 /// rows by `rows`.
-fn k_major_map<T: Element>(
+pub(crate) fn k_major_map<T: Element>(
     x: &DeviceBuffer<T>,
     (k, rows, batch): (u32, u32, u32),
     box_rows: u32,

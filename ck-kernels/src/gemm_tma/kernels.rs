@@ -45,6 +45,8 @@ macro_rules! tma_gemm_kernel {
                 $p,
                 $o,
                 _,
+                _,
+                _,
                 EPI,
                 true,
                 { Region::<$p, $o, C_BUFFERS>::ELEMS },
@@ -53,7 +55,7 @@ macro_rules! tma_gemm_kernel {
                 { Region::<$p, $o, C_BUFFERS>::B_ELEMS },
                 { Region::<$p, $o, C_BUFFERS>::C_AT },
                 { Region::<$p, $o, C_BUFFERS>::C_ELEMS },
-            >((a, b), (c, epilogue, DLoads), ((m, n, k, batch), (parts, tickets, sk_tiles)), shared);
+            >((a, b), (c, epilogue, DLoads), (batched::<$p>((m, n, k, batch)), (parts, tickets, sk_tiles)), shared);
         }
     };
     ($(#[$doc:meta])* $name:ident, $p:ty, $a:ty, $b:ty, $o:ty, [$($c:tt)+], residual: $epi:expr) => {
@@ -94,6 +96,8 @@ macro_rules! tma_gemm_kernel {
                 $p,
                 $o,
                 _,
+                _,
+                _,
                 EPI,
                 false,
                 { Region::<$p, $o, 0>::ELEMS },
@@ -102,7 +106,7 @@ macro_rules! tma_gemm_kernel {
                 { Region::<$p, $o, 0>::B_ELEMS },
                 { Region::<$p, $o, 0>::C_AT },
                 { Region::<$p, $o, 0>::C_ELEMS },
-            >((a, b), (c, epilogue, dsrc), ((m, n, k, batch), (none_f32, none_u32, 0)), shared);
+            >((a, b), (c, epilogue, dsrc), (batched::<$p>((m, n, k, batch)), (none_f32, none_u32, 0)), shared);
         }
     };
     ($(#[$doc:meta])* $name:ident, $p:ty, $a:ty, $b:ty, $o:ty, [$($c:tt)+], plain) => {
@@ -136,6 +140,8 @@ macro_rules! tma_gemm_kernel {
                 $p,
                 $o,
                 _,
+                _,
+                _,
                 EPI,
                 true,
                 { Region::<$p, $o, C_BUFFERS>::ELEMS },
@@ -144,7 +150,52 @@ macro_rules! tma_gemm_kernel {
                 { Region::<$p, $o, C_BUFFERS>::B_ELEMS },
                 { Region::<$p, $o, C_BUFFERS>::C_AT },
                 { Region::<$p, $o, C_BUFFERS>::C_ELEMS },
-            >((a, b), (c, epilogue, DLoads), ((m, n, k, batch), (parts, tickets, sk_tiles)), shared);
+            >((a, b), (c, epilogue, DLoads), (batched::<$p>((m, n, k, batch)), (parts, tickets, sk_tiles)), shared);
+        }
+    };
+    ($(#[$doc:meta])* $name:ident, $o:ty, grouped) => {
+        $(#[$doc])*
+        #[tile_kernel(block = 384, min_blocks_per_sm = 1)]
+        #[allow(clippy::too_many_arguments)]
+        pub fn $name(
+            a: Tma<Bf16, 3>,
+            b: Tma<Bf16, 3>,
+            c: GlobalMut<$o>,
+            rows: Global<u32>,
+            row_tiles: u32,
+            n: u32,
+            k: u32,
+            alpha: f32,
+        ) {
+            // Only alpha is read; C goes through its staging to the threads' own stores
+            // (`Direct`).
+            const EPI: u32 = 0;
+            let none = Global::<$o>::empty();
+            let epilogue = Epilogue { alpha, beta: 0.0, d: none, bias: none, flags: 0 };
+            let shared = (
+                shared!(Bf16; Region::<Bf16Operands, $o, C_BUFFERS>::ELEMS),
+                shared!(Mbarrier; BARRIERS),
+                shared!($o; BIAS_STAGE),
+                shared!(u32; 1),
+            );
+            let bk_bn = (<Bf16Operands as Operands>::BK, N256::BN);
+            let tiles = |_| GroupedRows::new((rows, row_tiles), (n, k), bk_bn);
+            let (none_f32, none_u32) = (GlobalMut::<f32>::empty(), GlobalMut::<u32>::empty());
+            gemm_tma::<
+                Bf16Operands,
+                $o,
+                _,
+                _,
+                _,
+                EPI,
+                false,
+                { Region::<Bf16Operands, $o, C_BUFFERS>::ELEMS },
+                { Region::<Bf16Operands, $o, C_BUFFERS>::A_ELEMS },
+                { Region::<Bf16Operands, $o, C_BUFFERS>::B_AT },
+                { Region::<Bf16Operands, $o, C_BUFFERS>::B_ELEMS },
+                { Region::<Bf16Operands, $o, C_BUFFERS>::C_AT },
+                { Region::<Bf16Operands, $o, C_BUFFERS>::C_ELEMS },
+            >((a, b), (c, epilogue, Direct), (tiles, (none_f32, none_u32, 0)), shared);
         }
     };
 }
@@ -268,4 +319,13 @@ tma_gemm_kernel!(
 tma_gemm_kernel!(
     /// e4m3 A · (e5m2 B)ᵀ → bf16 C with the whole epilogue.
     gemm_fp8_e4m3_e5m2_epilogue, Fp8Operands<E4m3, E5m2>, E4m3, E5m2, Bf16, [TmaMut<Bf16, 3>], fused: RUNTIME_FLAGS
+);
+tma_gemm_kernel!(
+    /// A group of bf16 products that share N and K → bf16 C = alpha · A_g·B_g: A `[Σ m_g, K]`,
+    /// B `[groups, K, N]`, C `[Σ m_g, N]`, the row tiles' table in `rows` (see [`grouped`]).
+    gemm_tma_grouped_bf16, Bf16, grouped
+);
+tma_gemm_kernel!(
+    /// The same group → f32 C.
+    gemm_tma_grouped_bf16_f32, f32, grouped
 );

@@ -45,8 +45,10 @@ use ck_core::tile::{DistributedTensor, TmaBoxView};
 /// (meaningful where [`DSource::D_STAGES`] is not 0).
 pub type TileAt = ((u32, u32, u32), u32);
 
-/// The source of D for a tile's epilogue and the place C is staged in.
+/// The source of D for a tile's epilogue, the place C is staged in, and how C is passed.
 pub trait DSource<O: TmaOutput>: Copy {
+    /// The kernel's C argument.
+    type Dest: Copy;
     /// Ring stages a tile's D takes after its K stages (0: D is not in the ring).
     const D_STAGES: u32;
     /// The producer, after a tile's K stages: copies its D into the ring from stage use `t`.
@@ -64,7 +66,7 @@ pub trait DSource<O: TmaOutput>: Copy {
     fn store<const NC: usize, const Q: u32>(
         &self,
         x: &DistributedTensor<CWgmma32, f32>,
-        c: O::Dest,
+        c: Self::Dest,
         staged: (SharedArray<O, NC>, u32),
         at: TileAt,
         mn: (u32, u32),
@@ -77,6 +79,7 @@ pub trait DSource<O: TmaOutput>: Copy {
 pub struct DLoads;
 
 impl<O: TmaOutput> DSource<O> for DLoads {
+    type Dest = O::Dest;
     const D_STAGES: u32 = 0;
 
     #[inline(always)]
@@ -148,6 +151,7 @@ impl<const N: usize, W: Width> DRing<N, W> {
 }
 
 impl<const N: usize, W: Width> DSource<Bf16> for DRing<N, W> {
+    type Dest = TmaMut<Bf16, 3>;
     const D_STAGES: u32 = W::BN / D_BOX[1] / Self::PANELS;
 
     #[inline(always)]

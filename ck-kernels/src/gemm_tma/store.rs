@@ -87,6 +87,16 @@ pub trait TmaOutput: CElement {
         product_bm_bn: (u32, u32, u32),
         mn: (u32, u32),
     );
+    /// As [`TmaOutput::store_slice`] into C passed as its buffer, nothing at or past row `m`:
+    /// for C whose tiles end where a TMA store cannot clip them (the grouped kernels: a
+    /// problem's last rows, followed by the next problem's).
+    fn store_slice_rows<const NC: usize, const Q: u32>(
+        x: &DistributedTensor<CWgmma32, f32>,
+        c: GlobalMut<Self>,
+        staging_buffer: (SharedArray<Self, NC>, u32),
+        product_bm_bn: (u32, u32, u32),
+        mn: (u32, u32),
+    );
     /// After the block's last tile: whatever the stores still need from shared memory is
     /// read (a block must not exit before its TMA stores have read their source).
     fn finish();
@@ -107,6 +117,18 @@ impl TmaOutput for f32 {
         let c = c.slice(product * m * n, m * n);
         let origin = [bm as i32, (bn + 32 * Q) as i32];
         f32::store_f32::<CWgmma32, 2>(c, (m, n, n), origin, x);
+    }
+
+    /// The same: f32 C is stored from the accumulators, with C's bounds.
+    #[inline(always)]
+    fn store_slice_rows<const NC: usize, const Q: u32>(
+        x: &DistributedTensor<CWgmma32, f32>,
+        c: GlobalMut<f32>,
+        staging: (SharedArray<f32, NC>, u32),
+        tile: (u32, u32, u32),
+        mn: (u32, u32),
+    ) {
+        Self::store_slice::<NC, Q>(x, c, staging, tile, mn);
     }
 
     #[inline(always)]
@@ -149,6 +171,44 @@ impl TmaOutput for Bf16 {
                 let row = (bm + C_BOX[0] * warp) as i32;
                 c.store_from_shared([col, row, product as i32], &staging, buffer);
                 bulk_commit_group();
+            }
+        }
+    }
+
+    /// Staged as for the copy engine (a warp's 16 × 64 box, two slices), then each lane
+    /// copies four of the box's 16-byte chunks to global memory, row `lane / 8 + 4i`, chunk
+    /// `lane % 8`: each store instruction writes four whole 128-byte rows. (From the
+    /// accumulator layout each store would write 4 bytes, a quad 16 of a 32-byte sector:
+    /// eight times the instructions, each sector half used.) N is a multiple of 8, so a chunk
+    /// lies wholly inside C or wholly past it.
+    #[inline(always)]
+    fn store_slice_rows<const NC: usize, const Q: u32>(
+        x: &DistributedTensor<CWgmma32, f32>,
+        c: GlobalMut<Bf16>,
+        (staging, buffer): (SharedArray<Bf16, NC>, u32),
+        (product, bm, bn): (u32, u32, u32),
+        (m, n): (u32, u32),
+    ) {
+        let (warp, lane) = (warp_id(), lane_id());
+        let view = TmaBoxView::new(staging, buffer, (C_BOX[0], C_BOX[1]), C_BOX[0]);
+        let half = Q % 2;
+        if half == 0 {
+            // Every lane's reads of this buffer's previous box are done.
+            warp_sync();
+        }
+        stage_pairs::<NC>(x, &view, staging, half);
+        if half == 1 {
+            warp_sync();
+            let c = c.slice(product * m * n, m * n);
+            let chunk = 8 * (lane % 8);
+            let col = bn + 64 * (Q / 2) + chunk;
+            for i in 0..4 {
+                let r = lane / 8 + 4 * i;
+                let row = bm + C_BOX[0] * warp + r;
+                if row < m && col < n {
+                    let at = view.offset(&[r as ck_core::Index, chunk as ck_core::Index]);
+                    c.store_vec::<8>(row * n + col, staging.load_vec::<8>(at as u32));
+                }
             }
         }
     }
@@ -246,8 +306,8 @@ pub(super) fn stage_bias<O: TmaOutput>(
 /// epilogue's arguments, D's source, the staging (C's buffers from element `c_start`) and
 /// the block's tiles before this one (`ordinal`).
 #[derive(Clone, Copy)]
-pub(super) struct TileOut<'e, O: TmaOutput, S, const NC: usize> {
-    pub c: O::Dest,
+pub(super) struct TileOut<'e, O: TmaOutput, S: DSource<O>, const NC: usize> {
+    pub c: S::Dest,
     pub epilogue: &'e Epilogue<O>,
     pub dsrc: S,
     pub staging: Staging<O, NC>,
