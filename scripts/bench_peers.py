@@ -229,7 +229,8 @@ def grouped_cases():
     """The grouped GEMMs of `ck bench gemm` (the same list there): mixture-of-experts layers,
     tokens per expert, N, K; keyed `moe{experts} {tokens}x{n}x{k}`."""
     cases = [([1024, 3072, 512, 2560, 1536, 2048, 4096, 1536], 4096, 4096),
-             ([37 * g % 256 for g in range(64)], 2048, 2048)]
+             ([37 * g % 256 for g in range(64)], 2048, 2048),
+             ([128] * 32, 4096, 4096), ([256] * 16, 4096, 4096), ([512] * 16, 4096, 4096)]
     return {f"moe{len(t)} {sum(t)}x{n}x{k}": (t, n, k) for t, n, k in cases}
 
 

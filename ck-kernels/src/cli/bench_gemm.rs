@@ -1,10 +1,10 @@
 //! `ck bench gemm`: the GEMM family's TFLOP/s next to cuBLAS: f32, bf16 with f32 or bf16 C,
 //! the fused epilogue, the TMA and fp8 kernels per shape; batched and grouped GEMM on their
 //! fixed cases. The peer is cuBLASLt timed in turn with each kernel where it loads
-//! ([`super::gemm_peer`]), else the `--peers` file (torch's cuBLAS, `torch._scaled_mm`,
-//! `torch.bmm`, the grouped peers).
+//! ([`super::gemm_peer`]; for grouped GEMM a loop of its products, one per problem), else the
+//! `--peers` file (torch's cuBLAS, `torch._scaled_mm`, `torch.bmm`, the grouped peers).
 
-use super::bench::{parse_shapes, timed};
+use super::bench::parse_shapes;
 use super::gemm_peer::{GemmPeer, Timed};
 use super::run::launch_error;
 use super::CliError;
@@ -417,8 +417,10 @@ fn bench_bmm(
 }
 
 /// The grouped cases (the same list as `grouped_cases` in `scripts/bench_peers.py`):
-/// mixture-of-experts layers as (tokens per expert, N, K).
-fn grouped_cases() -> [(Vec<u32>, u32, u32); 2] {
+/// mixture-of-experts layers as (tokens per expert, N, K). Skewed routing (8 experts, 512–4096 tokens), 64 experts of 0–255 tokens, and even routing
+/// of 128, 256 and 512 tokens per expert around the point where a problem's FLOP per byte of
+/// its weights (its rows) meets the H100's balance ([`crate::gemm_grouped::host::TMA_MIN_ROWS`]).
+fn grouped_cases() -> [(Vec<u32>, u32, u32); 5] {
     [
         (
             vec![1024, 3072, 512, 2560, 1536, 2048, 4096, 1536],
@@ -426,15 +428,19 @@ fn grouped_cases() -> [(Vec<u32>, u32, u32); 2] {
             4096,
         ),
         ((0..64).map(|g| 37 * g % 256).collect(), 2048, 2048),
+        (vec![128; 32], 4096, 4096),
+        (vec![256; 16], 4096, 4096),
+        (vec![512; 16], 4096, 4096),
     ]
 }
 
-/// Grouped GEMM (bf16 in and out) on [`grouped_cases`] against the faster of
-/// `torch._grouped_mm` and a loop of `torch.mm` from the peers.
+/// Grouped GEMM (bf16 in and out) on [`grouped_cases`] against a loop of cuBLASLt products,
+/// one per problem, in turn (where cuBLASLt loads; else the `--peers` file's figure, the
+/// faster of `torch._grouped_mm` and a loop of `torch.mm`).
 fn bench_grouped(
     device: &Device,
     peer: &GemmPeer,
-    (warmup, iters): (usize, usize),
+    counts: (usize, usize),
 ) -> Result<Vec<Value>, CliError> {
     use crate::gemm_fused::EpilogueArgs;
     use crate::gemm_grouped::host::{GroupedGemm, Operand, Problem};
@@ -443,31 +449,49 @@ fn bench_grouped(
         let problems: Vec<Problem> = tokens.iter().map(|&m| Problem::new(m, n, k)).collect();
         let grouped = GroupedGemm::new(device, &problems).map_err(launch_error)?;
         let mut rng = Rng(0x6e0);
-        let mut rand = |len: u32| -> Result<DeviceBuffer<Bf16>, CliError> {
-            let v: Vec<Bf16> = (0..len).map(|_| Bf16::from_f32(rng.f32())).collect();
-            DeviceBuffer::from_slice(device, &v).map_err(launch_error)
-        };
-        let (a, b) = (
-            rand(grouped.len(Operand::A))?,
-            rand(grouped.len(Operand::B))?,
-        );
+        let mut rand =
+            |len: u32| -> Vec<Bf16> { (0..len).map(|_| Bf16::from_f32(rng.f32())).collect() };
+        let (a, b) = (rand(grouped.len(Operand::A)), rand(grouped.len(Operand::B)));
+        let upload = |v: &[Bf16]| DeviceBuffer::from_slice(device, v).map_err(launch_error);
+        // The peer's operands: each problem's own (none for a problem without rows).
+        let mut loop_problems = Vec::new();
+        let (mut ab, mut c_at) = (Vec::new(), Vec::new());
+        for (g, p) in problems.iter().enumerate().filter(|(_, p)| p.m > 0) {
+            let part = |v: &[Bf16], op: Operand| {
+                let at = grouped.offset(g, op) as usize;
+                upload(&v[at..at + p.len(op) as usize])
+            };
+            ab.push((part(&a, Operand::A)?, part(&b, Operand::B)?));
+            loop_problems.push((p.m, p.n, p.k));
+            c_at.push(grouped.offset(g, Operand::C) as usize);
+        }
+        let (a, b) = (upload(&a)?, upload(&b)?);
         let mut c = DeviceBuffer::<Bf16>::zeros(device, grouped.len(Operand::C) as usize)
             .map_err(launch_error)?;
-        let t = timed(device, warmup, iters, |d| {
-            grouped
-                .launch(d, (&a, &b), &mut c, &EpilogueArgs::default())
-                .map(|_| ())
-        })
-        .map_err(launch_error)?;
+        let args = EpilogueArgs::default();
         let m: u32 = tokens.iter().sum();
         let shape = format!("moe{} {m}x{n}x{k}", tokens.len());
         let flop = 2.0 * m as f64 * n as f64 * k as f64;
-        // cuBLASLt has no grouped product: the peer is the file's (torch).
-        let t = Timed {
-            ours: t,
-            peer: None,
+        let picked = grouped.kernel_name::<Bf16>(args.flags());
+        // Both kernels where the TMA one can run the group, the one `launch` picks marked.
+        let kernels: &[bool] = if grouped.has_tma() {
+            &[true, false]
+        } else {
+            &[false]
         };
-        rows.push(peer.row(("grouped_bf16", &shape), "gemm_grouped_bf16", flop, t));
+        for &tma in kernels {
+            let kernel = grouped.kernel_name_on::<Bf16>(tma);
+            let name = auto_mark(kernel, kernel == picked);
+            let t = peer.time_loop(
+                device,
+                counts,
+                (&loop_problems, &name),
+                &ab,
+                (&mut c, &c_at),
+                |d, c| grouped.launch_on(tma, d, (&a, &b), c, &args).map(|_| ()),
+            )?;
+            rows.push(peer.row(("grouped_bf16", &shape), &name, flop, t));
+        }
     }
     Ok(rows)
 }

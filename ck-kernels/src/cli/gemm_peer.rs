@@ -83,35 +83,72 @@ impl<'a> GemmPeer<'a> {
         };
         let len = problem.batch as usize * problem.m as usize * problem.n as usize;
         let mut c = DeviceBuffer::<C>::zeros(device, len).map_err(launch_error)?;
-        let mut peer = |d: &Device| lt.run(&gemm, d, (a, b), &mut c, inputs);
-        let mut ours = |d: &Device| ours(d, ours_c);
-        // At least one run of each, for the comparison.
-        for _ in 0..warmup.max(1) {
-            ours(device).map_err(launch_error)?;
-            peer(device).map_err(launch_error)?;
-        }
-        // Ours, peer, peer, ours, …: a clock that drifts within a pair of samples favours
-        // neither.
-        let (mut t_ours, mut t_peer) = (Vec::with_capacity(iters), Vec::with_capacity(iters));
-        for i in 0..iters {
-            if i % 2 == 0 {
-                t_ours.push(sample(device, &mut ours).map_err(launch_error)?);
-                t_peer.push(sample(device, &mut peer).map_err(launch_error)?);
-            } else {
-                t_peer.push(sample(device, &mut peer).map_err(launch_error)?);
-                t_ours.push(sample(device, &mut ours).map_err(launch_error)?);
-            }
-        }
+        let (t_ours, t_peer) = in_turn(
+            device,
+            (warmup, iters),
+            |d| ours(d, ours_c),
+            |d| lt.run(&gemm, d, (a, b), &mut c, inputs),
+        )?;
         let error = relative_error(ours_c, &c).map_err(launch_error)?;
-        if error.is_nan() || error >= 1e-2 {
-            return Err(CliError::new(
-                rules::WRONG_RESULT,
-                format!("{kernel} and the cuBLASLt peer disagree on {problem:?}: relative error {error:.2e} (at most 1e-2 expected)"),
-            ));
-        }
+        agree(kernel, &format!("{problem:?}"), error)?;
         Ok(Timed {
-            ours: median(t_ours),
-            peer: Some(median(t_peer)),
+            ours: t_ours,
+            peer: Some(t_peer),
+        })
+    }
+
+    /// Times `ours` (a grouped kernel writing `ours_c`, problem `g`'s C from element
+    /// `c_at[g]`) against what a framework without a grouped GEMM runs — a loop of cuBLASLt
+    /// products, one per problem `(m, n, k)` on its own operands `ab[g]` into a C of its own
+    /// (torch's `mm` loop) — in turn, as [`GemmPeer::time`]; then every problem's C must
+    /// agree. Without cuBLASLt, `ours` alone.
+    #[allow(clippy::too_many_arguments)]
+    pub fn time_loop(
+        &self,
+        device: &Device,
+        (warmup, iters): (usize, usize),
+        (problems, kernel): (&[(u32, u32, u32)], &str),
+        ab: &[(DeviceBuffer<Bf16>, DeviceBuffer<Bf16>)],
+        (ours_c, c_at): (&mut DeviceBuffer<Bf16>, &[usize]),
+        mut ours: impl FnMut(&Device, &mut DeviceBuffer<Bf16>) -> Result<(), LaunchError>,
+    ) -> Result<Timed, CliError> {
+        let Some(lt) = &self.lt else {
+            let t = super::bench::timed(device, warmup, iters, |d| ours(d, ours_c))
+                .map_err(launch_error)?;
+            return Ok(Timed {
+                ours: t,
+                peer: None,
+            });
+        };
+        let mut planned = Vec::with_capacity(problems.len());
+        for &(m, n, k) in problems {
+            let gemm = lt.plan(LtProblem::bf16(m, n, k)).map_err(launch_error)?;
+            let c = DeviceBuffer::<Bf16>::zeros(device, (m * n) as usize).map_err(launch_error)?;
+            planned.push((gemm, c));
+        }
+        let (t_ours, t_peer) = in_turn(
+            device,
+            (warmup, iters),
+            |d| ours(d, ours_c),
+            |d| {
+                for ((gemm, c), (a, b)) in planned.iter_mut().zip(ab) {
+                    lt.run(gemm, d, (a, b), c, (None, None))?;
+                }
+                Ok(())
+            },
+        )?;
+        let ours_c = ours_c.to_vec().map_err(launch_error)?;
+        let (mut got, mut want) = (Vec::new(), Vec::new());
+        for ((_, c), &at) in planned.iter().zip(c_at) {
+            let peer = c.to_vec().map_err(launch_error)?;
+            got.extend(ours_c[at..at + peer.len()].iter().map(|v| v.to_f32()));
+            want.extend(peer.iter().map(|v| v.to_f32() as f64));
+        }
+        let error = crate::checks::norm_relative_error(&got, &want);
+        agree(kernel, &format!("{} problems", problems.len()), error)?;
+        Ok(Timed {
+            ours: t_ours,
+            peer: Some(t_peer),
         })
     }
 
@@ -143,6 +180,45 @@ impl<'a> GemmPeer<'a> {
         }
         row
     }
+}
+
+/// `iters` samples of `ours` and of `peer` in turn, after `warmup` runs of each (at least one,
+/// for the comparison of their results): their medians.
+fn in_turn(
+    device: &Device,
+    (warmup, iters): (usize, usize),
+    mut ours: impl FnMut(&Device) -> Result<(), LaunchError>,
+    mut peer: impl FnMut(&Device) -> Result<(), LaunchError>,
+) -> Result<(Duration, Duration), CliError> {
+    for _ in 0..warmup.max(1) {
+        ours(device).map_err(launch_error)?;
+        peer(device).map_err(launch_error)?;
+    }
+    // Ours, peer, peer, ours, …: a clock that drifts within a pair of samples favours neither.
+    let (mut t_ours, mut t_peer) = (Vec::with_capacity(iters), Vec::with_capacity(iters));
+    for i in 0..iters {
+        if i % 2 == 0 {
+            t_ours.push(sample(device, &mut ours).map_err(launch_error)?);
+            t_peer.push(sample(device, &mut peer).map_err(launch_error)?);
+        } else {
+            t_peer.push(sample(device, &mut peer).map_err(launch_error)?);
+            t_ours.push(sample(device, &mut ours).map_err(launch_error)?);
+        }
+    }
+    Ok((median(t_ours), median(t_peer)))
+}
+
+/// An error (`wrong-result`) unless our kernel and the peer agree on `what` (relative error
+/// under 1e-2): a peer fed the operands the wrong way round, or a kernel that computes
+/// something else, is an error rather than a ratio.
+fn agree(kernel: &str, what: &str, error: f64) -> Result<(), CliError> {
+    if error.is_nan() || error >= 1e-2 {
+        return Err(CliError::new(
+            rules::WRONG_RESULT,
+            format!("{kernel} and the cuBLASLt peer disagree on {what}: relative error {error:.2e} (at most 1e-2 expected)"),
+        ));
+    }
+    Ok(())
 }
 
 /// `‖x − y‖ / ‖y‖` over every element ([`crate::checks::norm_relative_error`]).
