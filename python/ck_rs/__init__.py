@@ -27,6 +27,7 @@ __all__ = [
     "layernorm",
     "softmax",
     "gemm",
+    "grouped_mm",
     "attention",
     "KernelFault",
 ]
@@ -267,6 +268,40 @@ def gemm(
         _ACTIVATIONS[activation],
         c.stream,
     )
+    return res
+
+
+def grouped_mm(a, b, tokens, *, out=None, out_dtype=None):
+    """A mixture-of-experts layer's grouped product in one launch: expert ``g``'s rows of
+    ``a`` (the ``tokens[g]`` after expert ``g - 1``'s) times ``b[g]``. ``a`` ``[sum(tokens),
+    K]``, ``b`` ``[experts, K, N]``, N and K multiples of 8; float32 accumulation. The result
+    ``[sum(tokens), N]`` is float32, or bfloat16 with ``out_dtype=torch.bfloat16``.
+
+    The kernel takes bfloat16 operands (float32 ones are rounded first). Where the experts have
+    256 tokens or more on average it runs on the TMA GEMM, else on the ``cp.async`` one (see
+    ``ck_kernels::gemm_grouped``). ``tokens`` is a sequence of ints on the host (e.g. the
+    router's counts, ``counts.tolist()``)."""
+    c = _Call(a=a, b=b)
+    tokens = [int(t) for t in tokens]
+    bf16_out = out_dtype is not None and out_dtype not in ("float32", _np.float32) and (
+        not c.torch or out_dtype != _torch.float32
+    )
+    if bf16_out and not (c.torch and out_dtype == _torch.bfloat16):
+        raise _error(
+            TypeError,
+            "dtype-unsupported",
+            f"out_dtype {out_dtype!r}: the result is float32, or torch.bfloat16 for torch tensors",
+        )
+    if c.cuda and a.dtype != _torch.bfloat16:  # the GPU kernel reads bf16 in place
+        a, b = a.to(_torch.bfloat16), b.to(_torch.bfloat16)
+    shape = (a.shape[0], b.shape[-1]) if len(a.shape) == 2 and len(b.shape) == 3 else (0, 0)
+    if out is None:
+        res = c.empty(shape, float32=True) if not bf16_out else _torch.empty(
+            shape, dtype=_torch.bfloat16, device=c.device
+        )
+    else:
+        res = _out(c, out, shape)
+    _native.grouped_mm(c.capsule(a), c.capsule(b), c.capsule(res), tokens, c.stream)
     return res
 
 

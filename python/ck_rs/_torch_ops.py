@@ -1,7 +1,7 @@
 """The operators as PyTorch custom ops (``torch.ops.ck_rs.*``), each with a fake (meta)
 implementation, so that ``torch.compile`` keeps them in its graph without a break."""
 
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 
@@ -60,6 +60,16 @@ def gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 @gemm.register_fake
 def _(a, b):
     return a.new_empty((a.shape[0], b.shape[1]), dtype=torch.float32)
+
+
+@torch.library.custom_op("ck_rs::grouped_mm", mutates_args=())
+def grouped_mm(a: torch.Tensor, b: torch.Tensor, tokens: List[int]) -> torch.Tensor:
+    return ck_rs.grouped_mm(a, b, tokens)
+
+
+@grouped_mm.register_fake
+def _(a, b, tokens):
+    return a.new_empty((a.shape[0], b.shape[2]), dtype=torch.float32)
 
 
 @torch.library.custom_op("ck_rs::attention", mutates_args=())

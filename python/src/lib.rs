@@ -14,6 +14,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::layernorm, m)?)?;
     m.add_function(wrap_pyfunction!(ops::softmax, m)?)?;
     m.add_function(wrap_pyfunction!(ops::gemm, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::grouped_mm, m)?)?;
     m.add_function(wrap_pyfunction!(ops::attention, m)?)?;
     m.add(
         "HAS_EMBEDDED_PTX",

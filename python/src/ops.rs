@@ -448,6 +448,91 @@ pub fn gemm(
     })
 }
 
+/// A mixture-of-experts layer's grouped product: `c[rows of expert g] = a[its rows] · b[g]`,
+/// `a` `[Σ tokens, K]`, `b` `[experts, K, N]`, `c` `[Σ tokens, N]` (float32 or bfloat16),
+/// expert `g`'s rows the `tokens[g]` after expert `g − 1`'s, in one launch of the grouped GEMM
+/// (`ck_kernels::gemm_grouped`). N and K multiples of 8 (each expert's rows are read and
+/// written in place); `a` and `b` bfloat16 (float32 on the emulator too: rounded).
+#[pyfunction]
+#[pyo3(signature = (a, b, c, tokens, stream=None))]
+pub fn grouped_mm(
+    a: &Bound<'_, PyAny>,
+    b: &Bound<'_, PyAny>,
+    c: &Bound<'_, PyAny>,
+    tokens: Vec<u64>,
+    stream: Option<u64>,
+) -> PyResult<()> {
+    use kernels::gemm_grouped::host::{GroupedGemm, Problem};
+    let (a, b, c) = (tensor("a", a)?, tensor("b", b)?, tensor("c", c)?);
+    let dtype = same_dtype(&[&a, &b])?;
+    let [m, k] = matrix(&a)?;
+    let [experts, k2, n] = match b.shape()[..] {
+        [e, r, c] => [e, r, c],
+        _ => {
+            return Err(shape_error(
+                &b,
+                "give the experts' weights as [experts, K, N]".into(),
+            ))
+        }
+    };
+    if k2 != k {
+        return Err(shape_error(
+            &b,
+            format!("its rows must match `a`'s columns ({k})"),
+        ));
+    }
+    expect_shape(&c, &[m, n])?;
+    if tokens.len() != experts {
+        return Err(value_error(
+            rules::SHAPE_MISMATCH,
+            format!(
+                "{} token counts for {experts} experts; give one per expert",
+                tokens.len()
+            ),
+        ));
+    }
+    let total: u64 = tokens.iter().sum();
+    if total != m as u64 {
+        return Err(value_error(
+            rules::SHAPE_MISMATCH,
+            format!("the token counts add up to {total} but `a` has {m} rows; give each expert's rows, in order"),
+        ));
+    }
+    if n % 8 != 0 || k % 8 != 0 {
+        return Err(value_error(
+            rules::SHAPE_UNSUPPORTED,
+            format!("N = {n}, K = {k}: each expert's rows are read and written in place as 16-byte vectors, so N and K must be multiples of 8; pad the weights (and `a`'s columns) with zeros"),
+        ));
+    }
+    // SAFETY: `stream` is the handle `ck_rs` passes: torch's current stream of the tensors'
+    // device, which torch keeps alive while work is queued on it.
+    let be = unsafe { Backend::of(&[&a, &b, &c], stream)? };
+    if !be.device().is_emulator() && dtype != Dtype::Bf16 {
+        return Err(type_error(
+            rules::DTYPE_UNSUPPORTED,
+            format!(
+                "`a` is {}; the grouped GEMM on the GPU takes bfloat16 operands",
+                a.describe()
+            ),
+        ));
+    }
+    let (n, k) = (to_u32("N", n)?, to_u32("K", k)?);
+    let problems = tokens
+        .iter()
+        .map(|&t| Ok(Problem::new(to_u32("a token count", t as usize)?, n, k)))
+        .collect::<PyResult<Vec<_>>>()?;
+    let grouped = GroupedGemm::new(be.device(), &problems).map_err(launch_error)?;
+    let (ab, bb) = (be.bf16(&a)?, be.bf16(&b)?);
+    by_dtype!(c.dtype(), O => {
+        let mut cb = be.buffer::<O>(&c)?;
+        let args = kernels::gemm_fused::EpilogueArgs::default();
+        grouped
+            .launch(be.device(), (&ab, &bb), &mut cb, &args)
+            .map_err(launch_error)?;
+        be.finish(&cb, &c)
+    })
+}
+
 fn matrix(t: &Tensor<'_>) -> PyResult<[usize; 2]> {
     match t.shape()[..] {
         [r, c] => Ok([r, c]),

@@ -74,6 +74,23 @@ def test_gemm(m, n, k):
 
 
 @pytest.mark.parametrize(
+    "tokens,n,k",
+    [
+        ([0, 5, 1, 130], 16, 24),  # few rows per expert: the cp.async kernel
+        ([257, 0, 255], 8, 8),  # 256 on average: the TMA kernel, rows ending inside tiles
+    ],
+)
+def test_grouped_mm(tokens, n, k):
+    a, b = randn(sum(tokens), k), randn(len(tokens), k, n)
+    c = ck_rs.grouped_mm(a, b, tokens)
+    assert c.dtype == np.float32 and c.shape == (sum(tokens), n)
+    a64, b64 = ref.bf16_round(a).astype(np.float64), ref.bf16_round(b).astype(np.float64)
+    starts = np.cumsum([0] + tokens)
+    want = np.concatenate([a64[s:e] @ b64[g] for g, (s, e) in enumerate(zip(starts, starts[1:]))])
+    assert ref.rel_err(c, want) < 1e-5
+
+
+@pytest.mark.parametrize(
     "shape,causal",
     [
         ((1, 2, 1, 17, 64), False),

@@ -49,6 +49,22 @@ def test_gemm(device, dtype):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_grouped_mm(device):
+    # 257 rows per expert with rows on average: the TMA kernel; on the GPU at a size where
+    # experts' rows end inside tiles and 16-row boxes.
+    tokens, n, k = ([300, 0, 390, 1, 337], 264, 136) if device == "cuda" else ([257, 0, 255], 8, 8)
+    a = randn(sum(tokens), k, device=device, dtype=torch.bfloat16)
+    b = randn(len(tokens), k, n, device=device, dtype=torch.bfloat16)
+    starts = np.cumsum([0] + tokens)
+    want = np.concatenate([np64(a)[s:e] @ np64(b)[g] for g, (s, e) in enumerate(zip(starts, starts[1:]))])
+    c = ck_rs.grouped_mm(a, b, tokens, out_dtype=torch.bfloat16)
+    assert c.dtype == torch.bfloat16 and c.device == a.device and c.shape == (sum(tokens), n)
+    assert ref.rel_err(np64(c), want) < 4e-3
+    c = torch.ops.ck_rs.grouped_mm(a, b, tokens)
+    assert c.dtype == torch.float32 and ref.rel_err(np64(c), want) < 1e-5
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("causal", [False, True])
 def test_attention(device, dtype, causal):
