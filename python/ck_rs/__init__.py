@@ -207,6 +207,31 @@ def softmax(x, *, out=None):
 _ACTIVATIONS = {"none": 0, "relu": 1, "gelu": 2, "silu": 3}
 
 
+def _bf16_result(call, out_dtype):
+    """Whether a product's result is bfloat16 (``out_dtype=torch.bfloat16``, torch tensors
+    only); float32 otherwise."""
+    bf16 = out_dtype is not None and out_dtype not in ("float32", _np.float32) and (
+        not call.torch or out_dtype != _torch.float32
+    )
+    if bf16 and not (call.torch and out_dtype == _torch.bfloat16):
+        raise _error(
+            TypeError,
+            "dtype-unsupported",
+            f"out_dtype {out_dtype!r}: the result is float32, or torch.bfloat16 for torch tensors",
+        )
+    return bf16
+
+
+def _product_out(call, out, shape, bf16):
+    """A product's result: `out` (checked like any output), or a fresh float32 or bfloat16
+    one."""
+    if out is not None:
+        return _out(call, out, shape)
+    if bf16:
+        return _torch.empty(shape, dtype=_torch.bfloat16, device=call.device)
+    return call.empty(shape, float32=True)
+
+
 def gemm(
     a,
     b,
@@ -236,25 +261,12 @@ def gemm(
         )
     extra = {k: v for k, v in (("bias", bias), ("residual", residual)) if v is not None}
     c = _Call(a=a, b=b, **extra)
-    bf16_out = out_dtype is not None and out_dtype not in ("float32", _np.float32) and (
-        not c.torch or out_dtype != _torch.float32
-    )
-    if bf16_out and not (c.torch and out_dtype == _torch.bfloat16):
-        raise _error(
-            TypeError,
-            "dtype-unsupported",
-            f"out_dtype {out_dtype!r}: the result is float32, or torch.bfloat16 for torch tensors",
-        )
+    bf16_out = _bf16_result(c, out_dtype)
     fused = bool(extra) or alpha != 1.0 or activation != "none" or bf16_out
     if fused and c.cuda and a.dtype != _torch.bfloat16:  # the GPU kernel reads bf16 in place
         a, b = a.to(_torch.bfloat16), b.to(_torch.bfloat16)
     shape = (a.shape[0], b.shape[-1]) if len(a.shape) == 2 and len(b.shape) == 2 else (0, 0)
-    if out is None:
-        res = c.empty(shape, float32=True) if not bf16_out else _torch.empty(
-            shape, dtype=_torch.bfloat16, device=c.device
-        )
-    else:
-        res = _out(c, out, shape)
+    res = _product_out(c, out, shape, bf16_out)
     if c.torch:  # the epilogue's inputs in the result's type
         extra = {k: v.to(res.dtype) for k, v in extra.items()}
     _native.gemm(
@@ -283,24 +295,11 @@ def grouped_mm(a, b, tokens, *, out=None, out_dtype=None):
     router's counts, ``counts.tolist()``)."""
     c = _Call(a=a, b=b)
     tokens = [int(t) for t in tokens]
-    bf16_out = out_dtype is not None and out_dtype not in ("float32", _np.float32) and (
-        not c.torch or out_dtype != _torch.float32
-    )
-    if bf16_out and not (c.torch and out_dtype == _torch.bfloat16):
-        raise _error(
-            TypeError,
-            "dtype-unsupported",
-            f"out_dtype {out_dtype!r}: the result is float32, or torch.bfloat16 for torch tensors",
-        )
+    bf16_out = _bf16_result(c, out_dtype)
     if c.cuda and a.dtype != _torch.bfloat16:  # the GPU kernel reads bf16 in place
         a, b = a.to(_torch.bfloat16), b.to(_torch.bfloat16)
     shape = (a.shape[0], b.shape[-1]) if len(a.shape) == 2 and len(b.shape) == 3 else (0, 0)
-    if out is None:
-        res = c.empty(shape, float32=True) if not bf16_out else _torch.empty(
-            shape, dtype=_torch.bfloat16, device=c.device
-        )
-    else:
-        res = _out(c, out, shape)
+    res = _product_out(c, out, shape, bf16_out)
     _native.grouped_mm(c.capsule(a), c.capsule(b), c.capsule(res), tokens, c.stream)
     return res
 
