@@ -7,7 +7,7 @@
 //! | problem | kernel |
 //! |---|---|
 //! | N or K not a multiple of 8 | `gemm_bf16` (`mma.sync`; no fused epilogue) — refused here |
-//! | all 128 × 128 tiles fit in one wave, and a TMA kernel for the epilogue would share its tiles' K stages out (few tiles, a long K: `gemm_tma::stream_k`; not on a borrowed stream) | `gemm_tma_bf16*` in 128 × 256 or 128 × 192 tiles, the fewer estimated stages |
+//! | all 128 × 128 tiles fit in one wave, and a TMA kernel for the epilogue would share its tiles' K stages out (few tiles, a long K: `gemm_tma::stream_k`; not on a stream being captured into a CUDA graph) | `gemm_tma_bf16*` in 128 × 256 or 128 × 192 tiles, the fewer estimated stages |
 //! | otherwise, all 128 × 128 tiles fit in one wave | `gemm_bf16_wgmma_n128*` (`cp.async`) |
 //! | alpha alone (bf16 or f32 C), or bf16 C with a bias and an activation or with D alone, where 128 × 192 tiles spend ≥ 5 % more of the machine's time on C than 128 × 256 ones ([`wave_efficiency`]: 3072³, 1536³, …) | `gemm_tma_bf16*_n192*` |
 //! | an epilogue a TMA kernel is compiled for: alpha alone (bf16 or f32 C), bf16 C with a bias and an activation, or bf16 C with a residual (`alpha · A·B + beta · D`) and a bias and an activation or neither; and bf16 C with a residual and an activation alone (`gemm_tma_bf16_residual_epilogue`, D through the ring, the activation read at run time); any batch | `gemm_tma_bf16*` (TMA, warp-specialised, persistent) |
@@ -161,8 +161,9 @@ pub fn choose<O: AutoOutput>(
 }
 
 /// The TMA kernel for a problem of one wave of 128 × 128 tiles where a TMA kernel would share
-/// its tiles' K stages out over idle multiprocessors ([`crate::gemm_tma::stream_k`]; only on a
-/// device that keeps its workspace, not on a borrowed stream): of the two widths, the one of
+/// its tiles' K stages out over idle multiprocessors ([`crate::gemm_tma::stream_k`]; only where
+/// the device gives a workspace, not while its stream is being captured into a CUDA graph): of
+/// the two widths, the one of
 /// fewer estimated stages (a 192-wide stage counting 3/4 of a 256-wide one). On an H100,
 /// 1024×1024×8192 ran in 47 µs on 128 × 256 tiles against the `cp.async` 128 × 128 kernel's
 /// 58, and 512×2048×16384 in 63 µs on 128 × 192 tiles against 112.

@@ -48,6 +48,46 @@ def test_gemm(device, dtype):
     assert ref.rel_err(np64(c), np64(a) @ np64(b)) < 1e-5
 
 
+GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def few_tiles_long_k():
+    """1024 x 1024 x 8192: few tiles of a long K, whose K stages the GEMM shares out over the
+    idle multiprocessors (stream-K, with a workspace per stream); its fp64 product."""
+    a = randn(1024, 8192, device="cuda", dtype=torch.bfloat16)
+    b = randn(8192, 1024, device="cuda", dtype=torch.bfloat16)
+    return a, b, np64(a) @ np64(b)
+
+
+@GPU
+def test_gemm_shares_k_out_on_the_current_and_a_side_stream():
+    a, b, want = few_tiles_long_k()
+    for out_dtype, tol in ((torch.float32, 1e-5), (torch.bfloat16, 4e-3)):
+        assert ref.rel_err(np64(ck_rs.gemm(a, b, out_dtype=out_dtype)), want) < tol
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            cs = [ck_rs.gemm(a, b, out_dtype=out_dtype) for _ in range(3)]
+        side.synchronize()
+        for c in cs:
+            assert ref.rel_err(np64(c), want) < tol
+
+
+@GPU
+def test_gemm_in_a_cuda_graph_replays_right():
+    # A stream being captured gets no workspace (a graph may be replayed on any stream).
+    a, b, want = few_tiles_long_k()
+    ck_rs.gemm(a, b)  # the tensor maps, cached before the capture
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        c = ck_rs.gemm(a, b)
+    for _ in range(2):
+        g.replay()
+    torch.cuda.synchronize()
+    assert ref.rel_err(np64(c), want) < 1e-5
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_grouped_mm(device):
     # 257 rows per expert with rows on average: the TMA kernel; on the GPU at a size where

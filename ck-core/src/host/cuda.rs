@@ -37,6 +37,20 @@ struct MapCache {
     uploads: Arc<CudaStream>,
 }
 
+/// The workspaces of every borrowed stream of a device, by stream handle.
+struct StreamWorkspaces {
+    by_stream: Mutex<HashMap<usize, Arc<super::workspace::Workspaces>>>,
+    ctx: Arc<CudaContext>,
+}
+
+impl Drop for StreamWorkspaces {
+    fn drop(&mut self) {
+        // They are freed on the device's own stream, which does not follow the borrowed
+        // streams: kernels queued there may still use them.
+        let _ = self.ctx.synchronize();
+    }
+}
+
 impl Drop for MapCache {
     fn drop(&mut self) {
         // Kernels queued on borrowed streams may still read the maps freed after this.
@@ -62,10 +76,15 @@ pub struct CudaDevice {
     functions: Arc<Functions>,
     /// Shared with the views of this device on other streams.
     maps: Arc<MapCache>,
-    /// Kernels' workspaces on this device's own stream, by name (`Device::take_workspace`),
-    /// shared with the view that queues launches for timing there; a view on a borrowed stream
-    /// has none.
+    /// Kernels' workspaces on this device's stream, by name (`Device::take_workspace`): the
+    /// device's own, shared with the view that queues launches for timing there; a view on a
+    /// borrowed stream has that stream's, shared by every view on it.
     pub(crate) workspaces: Option<Arc<super::workspace::Workspaces>>,
+    /// The workspaces of every borrowed stream, by stream handle (shared with the views).
+    stream_workspaces: Arc<StreamWorkspaces>,
+    /// The device's own stream, which outlives every view: views allocate their workspaces
+    /// there.
+    pub(crate) own_stream: Arc<CudaStream>,
 }
 
 impl std::fmt::Debug for CudaDevice {
@@ -111,17 +130,23 @@ impl CudaDevice {
             maps: Mutex::default(),
             uploads: ctx.new_stream().map_err(backend)?,
         });
+        let stream_workspaces = Arc::new(StreamWorkspaces {
+            by_stream: Mutex::default(),
+            ctx: ctx.clone(),
+        });
         Ok(CudaDevice {
             ordinal,
             name,
             multiprocessors,
             ctx,
-            stream,
             timed: true,
             modules: Arc::default(),
             functions: Arc::default(),
             maps,
             workspaces: Some(Arc::default()),
+            stream_workspaces,
+            own_stream: stream.clone(),
+            stream,
         })
     }
 
@@ -132,6 +157,14 @@ impl CudaDevice {
     /// # Safety
     /// `stream` is a live stream of this device's context and outlives the returned device.
     pub(crate) unsafe fn on_stream(&self, stream: u64) -> CudaDevice {
+        let workspaces = self
+            .stream_workspaces
+            .by_stream
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(stream as usize)
+            .or_default()
+            .clone();
         CudaDevice {
             ordinal: self.ordinal,
             name: self.name.clone(),
@@ -146,8 +179,38 @@ impl CudaDevice {
             modules: self.modules.clone(),
             functions: self.functions.clone(),
             maps: self.maps.clone(),
-            workspaces: None,
+            workspaces: Some(workspaces),
+            stream_workspaces: self.stream_workspaces.clone(),
+            own_stream: self.own_stream.clone(),
         }
+    }
+
+    /// Whether this is a view on another library's stream.
+    pub(crate) fn borrows_stream(&self) -> bool {
+        !Arc::ptr_eq(&self.stream, &self.own_stream)
+    }
+
+    /// Whether this device's stream is being captured into a CUDA graph (a launch there is
+    /// recorded, to be replayed later on any stream).
+    pub(crate) fn capturing(&self) -> Result<bool, LaunchError> {
+        let status = self.stream.capture_status().map_err(backend)?;
+        Ok(status != cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
+    }
+
+    /// `bytes` zeroed bytes on the device's own stream, complete when this returns (so that a
+    /// launch on any stream may use them), freed on that stream.
+    pub(crate) fn alloc_on_own_stream(&self, bytes: usize) -> Result<CudaSlice<u8>, LaunchError> {
+        let slice = self
+            .own_stream
+            .alloc_zeros::<u8>(bytes.max(1))
+            .map_err(backend)?;
+        self.own_stream.synchronize().map_err(backend)?;
+        Ok(slice)
+    }
+
+    /// Waits until everything queued on this device's stream has run.
+    pub(crate) fn synchronize(&self) -> Result<(), LaunchError> {
+        self.stream.synchronize().map_err(backend)
     }
 
     /// The loaded module of `m`'s crate, loading it on first use.
@@ -212,6 +275,8 @@ impl CudaDevice {
             functions: self.functions.clone(),
             maps: self.maps.clone(),
             workspaces: self.workspaces.clone(),
+            stream_workspaces: self.stream_workspaces.clone(),
+            own_stream: self.own_stream.clone(),
         }));
         let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
         let start = self.stream.record_event(flags).map_err(backend)?;

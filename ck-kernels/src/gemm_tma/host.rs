@@ -421,7 +421,7 @@ pub fn launch<P: TmaGemm<O>, O: GemmOutput>(
         DeviceBuffer::<f32>::empty(device)?,
         DeviceBuffer::<u32>::empty(device)?,
     );
-    // Without a workspace (a borrowed stream), every tile whole.
+    // Without a workspace (a stream being captured into a graph), every tile whole.
     let (schedule, parts, tickets) = match &mut workspace {
         Some((parts, tickets)) => (planned, parts, tickets),
         None => {
@@ -455,8 +455,8 @@ pub fn launch<P: TmaGemm<O>, O: GemmOutput>(
 
 /// How [`launch`] shares `batch` products of `m × n × k` with `epilogue` out over the blocks
 /// on `device` ([`Schedule::plan`]): the last tiles in stream-K where that pays and the kernel
-/// can (not where D comes through the ring). Where the device keeps no workspace (a borrowed
-/// stream), [`launch`] runs every tile whole instead.
+/// can (not where D comes through the ring). Where the device gives no workspace (its stream
+/// is being captured into a CUDA graph), [`launch`] runs every tile whole instead.
 pub fn schedule<P: TmaGemm<O>, O: GemmOutput>(
     device: &Device,
     batch: u32,
@@ -478,8 +478,8 @@ pub const PARTS: &str = "gemm_tma stream-K parts";
 pub const TICKETS: &str = "gemm_tma stream-K tickets";
 
 /// The device's stream-K workspace for `schedule` in tiles `W` wide: a part of each block's
-/// accumulators per slot, and a ticket per stream-K tile. `None` where the device keeps no
-/// workspace (a borrowed stream).
+/// accumulators per slot, and a ticket per stream-K tile. `None` where the device gives none
+/// (a stream being captured into a CUDA graph).
 #[allow(clippy::type_complexity)]
 fn take_workspace<W: Width>(
     device: &Device,
