@@ -2,8 +2,9 @@
 1 × 1024 tensor next to torch's ``F.rms_norm`` (CUDA events around 10 000 back-to-back calls,
 and wall time of the Python loop), then the bandwidth (bytes read + written over time) of the
 operators next to torch's and, where Triton is installed, Triton's (``ck_rs.peers``) on large
-tensors, then ``ck_rs.gemm`` against ``torch.matmul`` (``torch.addmm`` with a residual) timed in
-turn (``--gemm-only`` skips the rest)."""
+tensors, then ``ck_rs.gemm`` against ``torch.matmul`` (``torch.addmm`` with a residual) and
+``ck_rs.grouped_mm`` against ``torch._grouped_mm`` timed in turn (``--gemm-only`` skips the
+rest)."""
 
 import argparse
 import time
@@ -104,10 +105,42 @@ def gemm_in_turn(dev):
             print(f"{name + f' {m}x{n}x{k}':>30} {tf(t_ours):8.0f} {tf(t_peer):8.0f} {t_peer / t_ours:8.3f}")
 
 
+# Mixture-of-experts layers: tokens per expert, N = K (the grouped cases of `ck bench gemm`).
+GROUPED_CASES = (
+    ([1024, 3072, 512, 2560, 1536, 2048, 4096, 1536], 4096),
+    ([512] * 16, 4096),
+    ([256] * 16, 4096),
+    ([128] * 32, 4096),
+    ([37 * g % 256 for g in range(64)], 2048),
+)
+
+
+def grouped_in_turn(dev):
+    if not hasattr(torch, "_grouped_mm"):
+        print(f"\nno torch._grouped_mm in torch {torch.__version__}: grouped GEMM not compared")
+        return
+    print("\ngrouped bf16 GEMM, TFLOP/s: ck_rs.grouped_mm and torch._grouped_mm timed in turn")
+    print(f"{'case':>30} {'ck_rs':>8} {'torch':>8} {'ratio':>8}")
+    for tokens, n in GROUPED_CASES:
+        a = torch.randn(sum(tokens), n, device=dev).bfloat16()
+        b = torch.randn(len(tokens), n, n, device=dev).bfloat16()
+        offs = torch.tensor(tokens, device=dev, dtype=torch.int32).cumsum(0, dtype=torch.int32)
+        ours = lambda: ck_rs.grouped_mm(a, b, tokens, out_dtype=torch.bfloat16)
+        peer = lambda: torch._grouped_mm(a, b, offs=offs)
+        ref = peer().float()
+        err = ((ours().float() - ref).norm() / ref.norm()).item()
+        case = f"{len(tokens)} experts {sum(tokens)}x{n}x{n}"
+        if not err < 1e-2:
+            raise SystemExit(f"error[wrong-result]: ck_rs.grouped_mm {case} differs from torch by {err:.2e}")
+        t_ours, t_peer = in_turn_ms(ours, peer)
+        tf = lambda ms: 2 * sum(tokens) * n * n / ms / 1e9
+        print(f"{case:>30} {tf(t_ours):8.0f} {tf(t_peer):8.0f} {t_peer / t_ours:8.3f}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--calls", type=int, default=10_000)
-    p.add_argument("--gemm-only", action="store_true", help="only the GEMM comparison")
+    p.add_argument("--gemm-only", action="store_true", help="only the GEMM comparisons")
     args = p.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("error[no-gpu]: ck_rs.bench measures CUDA tensors; no CUDA device here")
@@ -115,6 +148,7 @@ def main():
     print(f"{torch.cuda.get_device_name(dev)}, torch {torch.__version__}")
     if args.gemm_only:
         gemm_in_turn(dev)
+        grouped_in_turn(dev)
         return
     x, g = torch.randn(1, 1024, device=dev), torch.randn(1024, device=dev)
     y = torch.empty_like(x)
@@ -162,6 +196,7 @@ def main():
                 tri = f"{gb(tt):8.0f}" if tt else f"{'-':>8}"
                 print(f"{case:>34} {gb(a):8.0f} {gb(t):8.0f} {tri} {best / a:8.2f}")
     gemm_in_turn(dev)
+    grouped_in_turn(dev)
 
 
 if __name__ == "__main__":
