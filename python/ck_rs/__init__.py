@@ -295,6 +295,12 @@ def grouped_mm(a, b, tokens, *, out=None, out_dtype=None):
     router's counts, ``counts.tolist()``)."""
     c = _Call(a=a, b=b)
     tokens = [int(t) for t in tokens]
+    if any(t < 0 for t in tokens):
+        raise _error(
+            ValueError,
+            "shape-mismatch",
+            f"token counts {tokens}: give each expert's number of rows of `a`, 0 or more",
+        )
     bf16_out = _bf16_result(c, out_dtype)
     if c.cuda and a.dtype != _torch.bfloat16:  # the GPU kernel reads bf16 in place
         a, b = a.to(_torch.bfloat16), b.to(_torch.bfloat16)

@@ -31,6 +31,7 @@ def f32(*shape):
         (lambda: ck_rs.gemm(f32(8, 8), f32(8, 8), out_dtype="bfloat16"), TypeError, "dtype-unsupported"),
         (lambda: ck_rs.grouped_mm(f32(5, 8), f32(2, 8, 8), [2, 2]), ValueError, "shape-mismatch"),
         (lambda: ck_rs.grouped_mm(f32(4, 8), f32(2, 8, 8), [4]), ValueError, "shape-mismatch"),
+        (lambda: ck_rs.grouped_mm(f32(4, 8), f32(2, 8, 8), [6, -2]), ValueError, "shape-mismatch"),
         (lambda: ck_rs.grouped_mm(f32(4, 8), f32(2, 6, 8), [2, 2]), ValueError, "shape-mismatch"),
         (lambda: ck_rs.grouped_mm(f32(4, 8), f32(2, 8, 6), [2, 2]), ValueError, "shape-unsupported"),
         (lambda: ck_rs.attention(f32(1, 2, 4, 32), f32(1, 2, 4, 32), f32(1, 2, 4, 32)), ValueError, "head-dim-unsupported"),

@@ -3,6 +3,29 @@
 
 use super::*;
 
+/// [`gemm_tma`] on operands `$p` writing `$o`, its shared region cut by [`Region`] with `$boxes`
+/// C box buffers per consumer warp, for the epilogue `$epi`, sharing tiles out where
+/// `stream_k`; then the body's arguments.
+macro_rules! gemm_tma_in_region {
+    ($p:ty, $o:ty, $boxes:expr, $epi:expr, stream_k: $sk:expr, $($arg:expr),+ $(,)?) => {
+        gemm_tma::<
+            $p,
+            $o,
+            _,
+            _,
+            _,
+            { $epi },
+            { $sk },
+            { Region::<$p, $o, { $boxes }>::ELEMS },
+            { Region::<$p, $o, { $boxes }>::A_ELEMS },
+            { Region::<$p, $o, { $boxes }>::B_AT },
+            { Region::<$p, $o, { $boxes }>::B_ELEMS },
+            { Region::<$p, $o, { $boxes }>::C_AT },
+            { Region::<$p, $o, { $boxes }>::C_ELEMS },
+        >($($arg),+)
+    };
+}
+
 /// Declares a TMA GEMM kernel on operands `$p` (element types `$a`, `$b`) writing `$o` through
 /// the C argument `[$c]` (`TmaMut<Bf16, 3>` or `GlobalMut<f32>`: [`TmaOutput::Dest`]), with
 /// alpha alone (`plain`: a kernel without the epilogue's other paths — their code and registers
@@ -41,21 +64,7 @@ macro_rules! tma_gemm_kernel {
                 shared!($o; BIAS_STAGE),
                 shared!(u32; 1),
             );
-            gemm_tma::<
-                $p,
-                $o,
-                _,
-                _,
-                _,
-                EPI,
-                true,
-                { Region::<$p, $o, C_BUFFERS>::ELEMS },
-                { Region::<$p, $o, C_BUFFERS>::A_ELEMS },
-                { Region::<$p, $o, C_BUFFERS>::B_AT },
-                { Region::<$p, $o, C_BUFFERS>::B_ELEMS },
-                { Region::<$p, $o, C_BUFFERS>::C_AT },
-                { Region::<$p, $o, C_BUFFERS>::C_ELEMS },
-            >((a, b), (c, epilogue, DLoads), (batched::<$p>((m, n, k, batch)), (parts, tickets, sk_tiles)), shared);
+            gemm_tma_in_region!($p, $o, C_BUFFERS, EPI, stream_k: true, (a, b), (c, epilogue, DLoads), (batched::<$p>((m, n, k, batch)), (parts, tickets, sk_tiles)), shared);
         }
     };
     ($(#[$doc:meta])* $name:ident, $p:ty, $a:ty, $b:ty, $o:ty, [$($c:tt)+], residual: $epi:expr) => {
@@ -92,21 +101,7 @@ macro_rules! tma_gemm_kernel {
             let dsrc = DRing { map: d, ring, bars: shared.1, width };
             // D comes through the ring after a tile's K stages: every tile whole.
             let (none_f32, none_u32) = (GlobalMut::<f32>::empty(), GlobalMut::<u32>::empty());
-            gemm_tma::<
-                $p,
-                $o,
-                _,
-                _,
-                _,
-                EPI,
-                false,
-                { Region::<$p, $o, 0>::ELEMS },
-                { Region::<$p, $o, 0>::A_ELEMS },
-                { Region::<$p, $o, 0>::B_AT },
-                { Region::<$p, $o, 0>::B_ELEMS },
-                { Region::<$p, $o, 0>::C_AT },
-                { Region::<$p, $o, 0>::C_ELEMS },
-            >((a, b), (c, epilogue, dsrc), (batched::<$p>((m, n, k, batch)), (none_f32, none_u32, 0)), shared);
+            gemm_tma_in_region!($p, $o, 0, EPI, stream_k: false, (a, b), (c, epilogue, dsrc), (batched::<$p>((m, n, k, batch)), (none_f32, none_u32, 0)), shared);
         }
     };
     ($(#[$doc:meta])* $name:ident, $p:ty, $a:ty, $b:ty, $o:ty, [$($c:tt)+], plain) => {
@@ -136,21 +131,7 @@ macro_rules! tma_gemm_kernel {
                 shared!($o; BIAS_STAGE),
                 shared!(u32; 1),
             );
-            gemm_tma::<
-                $p,
-                $o,
-                _,
-                _,
-                _,
-                EPI,
-                true,
-                { Region::<$p, $o, C_BUFFERS>::ELEMS },
-                { Region::<$p, $o, C_BUFFERS>::A_ELEMS },
-                { Region::<$p, $o, C_BUFFERS>::B_AT },
-                { Region::<$p, $o, C_BUFFERS>::B_ELEMS },
-                { Region::<$p, $o, C_BUFFERS>::C_AT },
-                { Region::<$p, $o, C_BUFFERS>::C_ELEMS },
-            >((a, b), (c, epilogue, DLoads), (batched::<$p>((m, n, k, batch)), (parts, tickets, sk_tiles)), shared);
+            gemm_tma_in_region!($p, $o, C_BUFFERS, EPI, stream_k: true, (a, b), (c, epilogue, DLoads), (batched::<$p>((m, n, k, batch)), (parts, tickets, sk_tiles)), shared);
         }
     };
     ($(#[$doc:meta])* $name:ident, $o:ty, grouped) => {
@@ -181,21 +162,7 @@ macro_rules! tma_gemm_kernel {
             let bk_bn = (<Bf16Operands as Operands>::BK, N256::BN);
             let tiles = |_| GroupedRows::new((rows, row_tiles), (n, k), bk_bn);
             let (none_f32, none_u32) = (GlobalMut::<f32>::empty(), GlobalMut::<u32>::empty());
-            gemm_tma::<
-                Bf16Operands,
-                $o,
-                _,
-                _,
-                _,
-                EPI,
-                false,
-                { Region::<Bf16Operands, $o, C_BUFFERS>::ELEMS },
-                { Region::<Bf16Operands, $o, C_BUFFERS>::A_ELEMS },
-                { Region::<Bf16Operands, $o, C_BUFFERS>::B_AT },
-                { Region::<Bf16Operands, $o, C_BUFFERS>::B_ELEMS },
-                { Region::<Bf16Operands, $o, C_BUFFERS>::C_AT },
-                { Region::<Bf16Operands, $o, C_BUFFERS>::C_ELEMS },
-            >((a, b), (c, epilogue, Direct), (tiles, (none_f32, none_u32, 0)), shared);
+            gemm_tma_in_region!(Bf16Operands, $o, C_BUFFERS, EPI, stream_k: false, (a, b), (c, epilogue, Direct), (tiles, (none_f32, none_u32, 0)), shared);
         }
     };
 }
