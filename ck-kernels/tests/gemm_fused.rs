@@ -177,10 +177,11 @@ fn ck_run_gemm_applies_the_epilogue_and_writes_bf16_c() {
         .args([
             "--residual",
             &path("d.npy"),
+            // Negative values as separate words: clap would read `-0.5` as an option.
             "--alpha",
-            "0.5",
+            "-0.5",
             "--beta",
-            "2",
+            "-2",
         ])
         .args(["--activation", "silu"])
         .output()
@@ -197,7 +198,7 @@ fn ck_run_gemm_applies_the_epilogue_and_writes_bf16_c() {
     let want = reference(
         &product(&a, &b, (m, n, k)),
         (m, n),
-        (0.5, 2.0),
+        (-0.5, -2.0),
         (Some(&d), Some(&bias)),
         Activation::Silu,
     );

@@ -15,7 +15,7 @@ mod run;
 mod sfc;
 
 use ck_core::rules::{self, RuleId};
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// An error for the user: the rule, printed as `error[rule]`, and a message saying what to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,7 +110,10 @@ enum Command {
 /// Runs the command line `argv` (without the program name); returns the process exit status.
 pub fn main_with_args(argv: &[String]) -> i32 {
     let args = std::iter::once("ck".to_string()).chain(argv.iter().cloned());
-    let cli = match Cli::try_parse_from(args) {
+    let parsed = command()
+        .try_get_matches_from(args)
+        .and_then(|m| Cli::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => {
             // --help and --version.
@@ -132,7 +135,7 @@ pub fn main_with_args(argv: &[String]) -> i32 {
         Command::New(a) => new::run(&a),
         Command::BuildPtx(a) => build_ptx::run(&a),
         Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "ck", &mut std::io::stdout());
+            clap_complete::generate(shell, &mut command(), "ck", &mut std::io::stdout());
             Ok(())
         }
     };
@@ -146,6 +149,17 @@ pub fn main_with_args(argv: &[String]) -> i32 {
             1
         }
     }
+}
+
+/// The command line as clap parses it: [`Cli`]'s declaration with negative numbers accepted as
+/// option values in every subcommand (`--beta -1.0`, `--alpha -0.5`): clap's default reads a
+/// value that starts with `-` as the next option.
+fn command() -> clap::Command {
+    fn negatives_everywhere(cmd: clap::Command) -> clap::Command {
+        cmd.allow_negative_numbers(true)
+            .mut_subcommands(negatives_everywhere)
+    }
+    negatives_everywhere(Cli::command())
 }
 
 /// clap's first paragraph as one `error[usage]` line, like every other error, naming the help
@@ -173,7 +187,7 @@ fn subcommand_of(argv: &[String]) -> String {
         .take(2)
         .map(String::as_str)
         .collect();
-    let known = Cli::command();
+    let known = command();
     match words.first().and_then(|w| known.find_subcommand(w)) {
         Some(sub) => match words.get(1).filter(|w| sub.find_subcommand(w).is_some()) {
             Some(kernel) => format!("{} {kernel}", sub.get_name()),
@@ -189,7 +203,20 @@ fn subcommand_of(argv: &[String]) -> String {
 mod tests {
     #[test]
     fn the_command_line_declaration_is_consistent() {
-        use clap::CommandFactory;
-        super::Cli::command().debug_assert();
+        super::command().debug_assert();
+    }
+
+    #[test]
+    fn every_command_takes_negative_numbers_as_option_values() {
+        fn check(cmd: &clap::Command, path: &str) {
+            assert!(
+                cmd.is_allow_negative_numbers_set(),
+                "`{path}` reads `--opt -1` as two options"
+            );
+            for sub in cmd.get_subcommands() {
+                check(sub, &format!("{path} {}", sub.get_name()));
+            }
+        }
+        check(&super::command(), "ck");
     }
 }
