@@ -364,6 +364,9 @@ pub const NO_STREAM: RuleId = RuleId::error("no-stream");
 pub const READ_ONLY: RuleId = RuleId::error("read-only");
 /// `kind-mismatch`: outputs of another kind (numpy, torch) than the inputs.
 pub const KIND_MISMATCH: RuleId = RuleId::error("kind-mismatch");
+/// `no-backward`: a tensor that requires grad given to an operator without a backward (its
+/// gradient would be dropped).
+pub const NO_BACKWARD: RuleId = RuleId::error("no-backward");
 
 /// Every rule, for lookups and the test that every `error[...]` in the sources names one.
 pub const ALL: &[RuleId] = &[
@@ -495,4 +498,5 @@ pub const ALL: &[RuleId] = &[
     NO_STREAM,
     READ_ONLY,
     KIND_MISMATCH,
+    NO_BACKWARD,
 ];

@@ -59,9 +59,10 @@ def _is_torch(x):
 
 
 class _Call:
-    """The tensors of one call: all numpy or all torch, on one device."""
+    """The tensors of one call: all numpy or all torch, on one device, none of them asking
+    for a gradient that the operator cannot give."""
 
-    def __init__(self, **tensors):
+    def __init__(self, op, **tensors):
         kinds = {name: _is_torch(t) for name, t in tensors.items()}
         for name, t in tensors.items():
             if not (kinds[name] or isinstance(t, _np.ndarray)):
@@ -92,6 +93,16 @@ class _Call:
                         "put every tensor of a call on one device",
                     )
             self.device = device
+            if _torch.is_grad_enabled():
+                for name, t in tensors.items():
+                    if t.requires_grad:
+                        raise _error(
+                            ValueError,
+                            "no-backward",
+                            f"`{name}` requires grad but ck_rs.{op} has no backward pass yet, "
+                            "so its gradient would be lost; call it under torch.no_grad() "
+                            "(inference) or on detached tensors",
+                        )
         self.stream = _current_stream(self.device) if self.cuda else None
 
     def capsule(self, t):
@@ -144,7 +155,7 @@ def rmsnorm(x, gamma, eps=1e-6, *, out=None):
     """RMSNorm over the last dimension: ``y = x · rsqrt(mean(x²) + eps) · gamma``.
 
     ``x`` is ``[..., N]``, ``gamma`` ``[N]``; float32 or bfloat16 (f32 arithmetic)."""
-    c = _Call(x=x, gamma=gamma)
+    c = _Call("rmsnorm", x=x, gamma=gamma)
     y = _out(c, out, tuple(x.shape), x)
     _native.rmsnorm(c.capsule(x), c.capsule(gamma), c.capsule(y), float(eps), c.stream)
     return y
@@ -154,7 +165,7 @@ def add_rmsnorm(x, residual, gamma, eps=1e-6, *, out=None, residual_out=None):
     """Fused residual add and RMSNorm: ``r = x + residual``, ``y = rmsnorm(r) · gamma``.
 
     Returns ``(y, r)``."""
-    c = _Call(x=x, residual=residual, gamma=gamma)
+    c = _Call("add_rmsnorm", x=x, residual=residual, gamma=gamma)
     y = _out(c, out, tuple(x.shape), x)
     r = _out(c, residual_out, tuple(x.shape), x, name="residual_out")
     _native.add_rmsnorm(
@@ -175,7 +186,7 @@ def layernorm(x, gamma, beta, eps=1e-5, *, out=None, return_stats=False):
 
     With ``return_stats=True`` returns ``(y, mean, rstd)``, the statistics float32 and one
     per row (what a backward pass needs)."""
-    c = _Call(x=x, gamma=gamma, beta=beta)
+    c = _Call("layernorm", x=x, gamma=gamma, beta=beta)
     y = _out(c, out, tuple(x.shape), x)
     stats = ()
     if return_stats:
@@ -198,7 +209,7 @@ def layernorm(x, gamma, beta, eps=1e-5, *, out=None, return_stats=False):
 
 def softmax(x, *, out=None):
     """Softmax over the last dimension (the row max subtracted first)."""
-    c = _Call(x=x)
+    c = _Call("softmax", x=x)
     y = _out(c, out, tuple(x.shape), x)
     _native.softmax(c.capsule(x), c.capsule(y), c.stream)
     return y
@@ -260,7 +271,7 @@ def gemm(
             f"activation {activation!r}; use one of {', '.join(_ACTIVATIONS)}",
         )
     extra = {k: v for k, v in (("bias", bias), ("residual", residual)) if v is not None}
-    c = _Call(a=a, b=b, **extra)
+    c = _Call("gemm", a=a, b=b, **extra)
     bf16_out = _bf16_result(c, out_dtype)
     fused = bool(extra) or alpha != 1.0 or activation != "none" or bf16_out
     if fused and c.cuda and a.dtype != _torch.bfloat16:  # the GPU kernel reads bf16 in place
@@ -293,7 +304,7 @@ def grouped_mm(a, b, tokens, *, out=None, out_dtype=None):
     256 tokens or more on average it runs on the TMA GEMM, else on the ``cp.async`` one (see
     ``ck_kernels::gemm_grouped``). ``tokens`` is a sequence of ints on the host (e.g. the
     router's counts, ``counts.tolist()``)."""
-    c = _Call(a=a, b=b)
+    c = _Call("grouped_mm", a=a, b=b)
     tokens = [int(t) for t in tokens]
     if any(t < 0 for t in tokens):
         raise _error(
@@ -319,7 +330,7 @@ def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False):
     corner when ``seq_q ≠ seq_k``. The kernel takes bfloat16: float32 inputs are rounded to
     bfloat16 and the output is float32 again. With ``return_lse=True`` returns ``(o, lse)``,
     the row log-sum-exp ``[batch, heads, seq_q]`` in float32."""
-    c = _Call(q=q, k=k, v=v)
+    c = _Call("attention", q=q, k=k, v=v)
     if scale is not None and not (_math.isfinite(scale) and scale > 0):
         raise _error(ValueError, "bad-scale", f"the scale is {scale}; give a positive finite number")
     widen = c.cuda and q.dtype == _torch.float32

@@ -1,5 +1,10 @@
 """The operators as PyTorch custom ops (``torch.ops.ck_rs.*``), each with a fake (meta)
-implementation, so that ``torch.compile`` keeps them in its graph without a break."""
+implementation, so that ``torch.compile`` keeps them in its graph without a break.
+
+The implementations run below autograd (under ``torch.no_grad()``, so the eager functions' check
+for tensors that require grad does not apply to them): called on such tensors, an op keeps the
+graph, and ``backward()`` raises torch's error for an op with no autograd formula, rather than
+losing the gradient."""
 
 from typing import List, Optional, Tuple
 
@@ -10,7 +15,8 @@ import ck_rs
 
 @torch.library.custom_op("ck_rs::rmsnorm", mutates_args=())
 def rmsnorm(x: torch.Tensor, gamma: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    return ck_rs.rmsnorm(x, gamma, eps)
+    with torch.no_grad():
+        return ck_rs.rmsnorm(x, gamma, eps)
 
 
 @rmsnorm.register_fake
@@ -22,7 +28,8 @@ def _(x, gamma, eps=1e-6):
 def add_rmsnorm(
     x: torch.Tensor, residual: torch.Tensor, gamma: torch.Tensor, eps: float = 1e-6
 ) -> Tuple[torch.Tensor, torch.Tensor]:
-    return ck_rs.add_rmsnorm(x, residual, gamma, eps)
+    with torch.no_grad():
+        return ck_rs.add_rmsnorm(x, residual, gamma, eps)
 
 
 @add_rmsnorm.register_fake
@@ -34,7 +41,8 @@ def _(x, residual, gamma, eps=1e-6):
 def layernorm(
     x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps: float = 1e-5
 ) -> torch.Tensor:
-    return ck_rs.layernorm(x, gamma, beta, eps)
+    with torch.no_grad():
+        return ck_rs.layernorm(x, gamma, beta, eps)
 
 
 @layernorm.register_fake
@@ -44,7 +52,8 @@ def _(x, gamma, beta, eps=1e-5):
 
 @torch.library.custom_op("ck_rs::softmax", mutates_args=())
 def softmax(x: torch.Tensor) -> torch.Tensor:
-    return ck_rs.softmax(x)
+    with torch.no_grad():
+        return ck_rs.softmax(x)
 
 
 @softmax.register_fake
@@ -54,7 +63,8 @@ def _(x):
 
 @torch.library.custom_op("ck_rs::gemm", mutates_args=())
 def gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return ck_rs.gemm(a, b)
+    with torch.no_grad():
+        return ck_rs.gemm(a, b)
 
 
 @gemm.register_fake
@@ -64,7 +74,8 @@ def _(a, b):
 
 @torch.library.custom_op("ck_rs::grouped_mm", mutates_args=())
 def grouped_mm(a: torch.Tensor, b: torch.Tensor, tokens: List[int]) -> torch.Tensor:
-    return ck_rs.grouped_mm(a, b, tokens)
+    with torch.no_grad():
+        return ck_rs.grouped_mm(a, b, tokens)
 
 
 @grouped_mm.register_fake
@@ -80,7 +91,8 @@ def attention(
     causal: bool = False,
     scale: Optional[float] = None,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
-    return ck_rs.attention(q, k, v, causal=causal, scale=scale, return_lse=True)
+    with torch.no_grad():
+        return ck_rs.attention(q, k, v, causal=causal, scale=scale, return_lse=True)
 
 
 @attention.register_fake

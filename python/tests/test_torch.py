@@ -122,10 +122,39 @@ def test_torch_and_numpy_do_not_mix():
         ck_rs.rmsnorm(torch.ones(2, 8), np.ones(8, np.float32))
 
 
-def test_requires_grad_inputs_are_read():
+GRAD_CALLS = {
+    "rmsnorm": lambda x, g: ck_rs.rmsnorm(x, g),
+    "add_rmsnorm": lambda x, g: ck_rs.add_rmsnorm(x, x, g),
+    "layernorm": lambda x, g: ck_rs.layernorm(x, g, g),
+    "softmax": lambda x, g: ck_rs.softmax(x),
+    "gemm": lambda x, g: ck_rs.gemm(x, x.T),
+    "attention": lambda x, g: ck_rs.attention(*[x.reshape(1, 1, 4, 64)] * 3),
+}
+
+
+@pytest.mark.parametrize("op", GRAD_CALLS)
+def test_an_input_that_requires_grad_is_an_error_not_a_lost_gradient(op):
     x = randn(4, 64).requires_grad_()
-    y = ck_rs.rmsnorm(x, torch.ones(64))
+    rule = rf"^error\[no-backward\]: `\w+` requires grad but ck_rs\.{op} has no backward"
+    with pytest.raises(ValueError, match=rule):
+        GRAD_CALLS[op](x, torch.ones(64))
+
+
+def test_requires_grad_inputs_are_read_under_no_grad():
+    x = randn(4, 64).requires_grad_()
+    with torch.no_grad():
+        y = ck_rs.rmsnorm(x, torch.ones(64))
+    assert not y.requires_grad
     assert ref.rel_err(np64(y), ref.rmsnorm(np64(x), np.ones(64), 1e-6)) < 1e-5
+
+
+def test_the_custom_op_keeps_the_graph_and_its_backward_is_an_error():
+    x = randn(4, 64).requires_grad_()
+    y = torch.ops.ck_rs.rmsnorm(x, torch.ones(64))
+    assert y.requires_grad
+    assert ref.rel_err(np64(y), ref.rmsnorm(np64(x), np.ones(64), 1e-6)) < 1e-5
+    with pytest.raises(RuntimeError, match="autograd"):
+        y.sum().backward()
 
 
 @pytest.mark.parametrize("device", DEVICES)
