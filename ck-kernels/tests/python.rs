@@ -8,6 +8,9 @@
 //! Skipped, saying why, where the machine has no `python3` with `venv`, or no package index
 //! for maturin, numpy and pytest; once those are there, a failing build or test fails.
 //! `CK_PYTHON` names another interpreter.
+//!
+//! A slow tier, left out of `cargo test --workspace` (`#[ignore]`): `.ci/run` runs it after the
+//! test command, with `cargo test -p ck-kernels --test python --test cli_new -- --ignored`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -88,6 +91,8 @@ fn skip(why: &str) {
 }
 
 #[test]
+#[ignore = "slow tier (minutes: a second build of the workspace into the wheel); .ci/run runs it \
+            with `cargo test -p ck-kernels --test python --test cli_new -- --ignored`"]
 fn python_package() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     // Run from outside the checkout, so that `python/ck_rs` (without its native module) is not
