@@ -4,7 +4,7 @@ shape: `--dtype bf16` (bf16-rounded operands on the f32 GEMM), `--out-dtype f32`
 tensor-core GEMM, f32 C), `--out-dtype bf16` (the plain TMA GEMM), `--out-dtype bf16 --bias
 --activation gelu` (the TMA GEMM compiled for bias + GELU, bf16 C), `--out-dtype bf16 --residual
 --beta 0.5` (the TMA GEMM that copies D through its ring), the same with `--bias --activation
-gelu` (the whole epilogue; `gemm_auto` picks its kernel) and `--dtype fp8-e4m3 --out-dtype bf16`
+gelu` (the whole epilogue; `gemm::auto` picks its kernel) and `--dtype fp8-e4m3 --out-dtype bf16`
 (the TMA fp8 GEMM). The reference is computed on the GPU in fp64 from the same
 bf16-rounded operands; the norm-wise relative error must be <= 1e-5 for f32 C (only the f32
 accumulation differs; times K / 8192 past K = 8192) and <= 4e-3 for bf16 C (one rounding). The fp64 CPU reference of the

@@ -4,9 +4,9 @@
 
 use ck_core::device::Bf16;
 use ck_core::host::Device;
-use ck_kernels::add_rmsnorm::host::add_rmsnorm;
 use ck_kernels::checks::Rng;
-use ck_kernels::rows::Dtype;
+use ck_kernels::rows::add_rmsnorm::host::add_rmsnorm;
+use ck_kernels::rows::plan::Dtype;
 
 fn check(m: u32, n: u32, dtype: Dtype) {
     let device = Device::emulator();

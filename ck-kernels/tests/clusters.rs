@@ -26,7 +26,7 @@ fn no_cluster_ids(output: GlobalMut<u32>) {
     output.store(thread_idx(), 100 * cluster_ctarank() + cluster_size());
 }
 
-/// The `multicast` exercise (`ck_kernels::exercise::multicast`) with a switch per rule to
+/// The `multicast` exercise (`ck_kernels::probes::exercise::multicast`) with a switch per rule to
 /// break: streams `tiles` tiles of 8 rows × 32 u32 into both blocks of a cluster through two
 /// stages, as a multicast GEMM's producer and consumers do: rank 0's thread 0 multicasts each tile into
 /// both blocks; each block's thread 0 waits until its stage is free and announces the bytes on

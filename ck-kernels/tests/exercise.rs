@@ -2,8 +2,8 @@
 //! against the bank model computed independently here.
 
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig};
-use ck_kernels::bank_probe::{self, BankProbe};
-use ck_kernels::exercise::*;
+use ck_kernels::probes::bank_probe::{self, BankProbe};
+use ck_kernels::probes::exercise::*;
 use std::collections::{HashMap, HashSet};
 
 use ck_kernels::checks::Rng;

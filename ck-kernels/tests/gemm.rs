@@ -2,7 +2,7 @@
 
 use ck_core::host::Device;
 use ck_kernels::checks::norm_relative_error;
-use ck_kernels::gemm::host::{gemm, reference};
+use ck_kernels::gemm::mma_sync::host::{gemm, reference};
 
 use ck_kernels::checks::Rng;
 
@@ -40,7 +40,7 @@ fn bf16_operands(rng: &mut Rng, (m, n, k): (u32, u32, u32)) -> (Vec<f32>, Vec<f3
 
 #[test]
 fn gemm_bf16_tensor_core_matches_fp64_on_odd_shapes() {
-    use ck_kernels::gemm::host::gemm_bf16;
+    use ck_kernels::gemm::auto::gemm_bf16;
     let device = Device::emulator();
     let mut rng = Rng(23);
     // The kernel launch_bf16 picks: mma.sync for N or K not a multiple of 8, wgmma otherwise.
@@ -65,7 +65,8 @@ fn gemm_bf16_tensor_core_matches_fp64_on_odd_shapes() {
 
 #[test]
 fn every_bf16_kernel_matches_fp64_across_tile_edges_and_wrapping_buffers() {
-    use ck_kernels::gemm::host::{gemm_bf16_with, Bf16Kernel};
+    use ck_kernels::gemm::auto::gemm_bf16_with;
+    use ck_kernels::gemm::choice::Bf16Kernel;
     let device = Device::emulator();
     let mut rng = Rng(29);
     // Edges in M and N, six K stages so the four shared buffers wrap.

@@ -1,15 +1,16 @@
-//! `gemm_auto`: which kernel each problem gets, and the result of the one it picks for plain
+//! `gemm::auto`: which kernel each problem gets, and the result of the one it picks for plain
 //! bf16 C (the TMA kernel) against an fp64 reference on the emulator.
 
 use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer};
 use ck_kernels::checks::Rng;
-use ck_kernels::epilogue::Activation;
-use ck_kernels::gemm::host::{reference as product, Bf16Kernel};
-use ck_kernels::gemm_auto::{choose, gemm, launch, Choice};
-use ck_kernels::gemm_fused::{upload, EpilogueArgs, HostEpilogue};
+use ck_kernels::gemm::auto::{choose, gemm, launch, Choice};
+use ck_kernels::gemm::choice::Bf16Kernel;
+use ck_kernels::gemm::epilogue::Activation;
+use ck_kernels::gemm::fused::{upload, EpilogueArgs, HostEpilogue};
+use ck_kernels::gemm::mma_sync::host::reference as product;
 
-fn picked<O: ck_kernels::gemm_auto::AutoOutput>(
+fn picked<O: ck_kernels::gemm::auto::AutoOutput>(
     device: &Device,
     batch: u32,
     mnk: (u32, u32, u32),

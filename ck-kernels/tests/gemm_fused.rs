@@ -5,9 +5,10 @@
 use ck_core::device::{Bf16, Real};
 use ck_core::host::{Device, DeviceBuffer};
 use ck_kernels::checks::Rng;
-use ck_kernels::epilogue::Activation;
-use ck_kernels::gemm::host::{reference as product, Bf16Kernel};
-use ck_kernels::gemm_fused::{launch, reference, upload, EpilogueArgs, GemmOutput};
+use ck_kernels::gemm::choice::Bf16Kernel;
+use ck_kernels::gemm::epilogue::Activation;
+use ck_kernels::gemm::fused::{launch, reference, upload, EpilogueArgs, GemmOutput};
+use ck_kernels::gemm::mma_sync::host::reference as product;
 
 /// One epilogue: alpha, beta, with D, with bias, activation.
 type Case = (f32, f32, bool, bool, Activation);
@@ -215,7 +216,7 @@ fn ck_run_gemm_applies_the_epilogue_and_writes_bf16_c() {
 /// `batch` products in one launch: each against its own fp64 reference, with D per product
 /// and one bias, both tiles and both output types.
 fn check_batched<O: GemmOutput>(kernel: Bf16Kernel, tol: impl Fn(f64, f64) -> f64) {
-    use ck_kernels::gemm_fused::launch_batched;
+    use ck_kernels::gemm::fused::launch_batched;
     let device = Device::emulator();
     let mut rng = Rng(53);
     let (batch, m, n, k) = (3u32, 67u32, 136u32, 24u32);

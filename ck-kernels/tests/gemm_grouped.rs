@@ -8,9 +8,9 @@
 use ck_core::device::{Bf16, Real};
 use ck_core::host::{Device, DeviceBuffer};
 use ck_kernels::checks::Rng;
-use ck_kernels::epilogue::Activation;
-use ck_kernels::gemm_fused::{EpilogueArgs, HostEpilogue};
-use ck_kernels::gemm_grouped::host::{
+use ck_kernels::gemm::epilogue::Activation;
+use ck_kernels::gemm::fused::{EpilogueArgs, HostEpilogue};
+use ck_kernels::gemm::grouped::host::{
     row_table, GroupedGemm, GroupedOutput, Operand, Problem, ALIGN,
 };
 
@@ -210,7 +210,7 @@ fn problems_that_share_n_and_k_run_on_the_tma_kernel_and_match_fp64() {
 
 #[test]
 fn the_row_table_cuts_each_problem_into_tiles_of_its_own() {
-    // The worked example of `gemm_tma::grouped`: rows 0..200, none, 200..330.
+    // The worked example of `gemm::tma::grouped`: rows 0..200, none, 200..330.
     let firsts = [0, 128, 200, 328];
     let ends = [200, 200, 330, 330];
     let problems = [0, 0, 2, 2];

@@ -6,13 +6,13 @@
 use ck_core::device::{Bf16, E4m3, E5m2, Element, Real};
 use ck_core::host::{Device, DeviceBuffer};
 use ck_kernels::checks::Rng;
-use ck_kernels::epilogue::Activation;
-use ck_kernels::gemm_fused::HostEpilogue;
-use ck_kernels::gemm_fused::{reference, upload, EpilogueArgs, GemmOutput};
-use ck_kernels::gemm_tma::host::{
+use ck_kernels::gemm::epilogue::Activation;
+use ck_kernels::gemm::fused::HostEpilogue;
+use ck_kernels::gemm::fused::{reference, upload, EpilogueArgs, GemmOutput};
+use ck_kernels::gemm::tma::host::{
     gemm_fp8, kernel_name, launch, quantize, schedule, TmaGemm, TICKETS,
 };
-use ck_kernels::gemm_tma::{Bf16Operands, Fp8Operands, N192};
+use ck_kernels::gemm::tma::{Bf16Operands, Fp8Operands, N192};
 
 /// The value of 8-bit float bits with `e` exponent and `m` mantissa bits, from the format's
 /// definition (E4M3: no infinities, NaN only at all ones; E5M2: IEEE specials).

@@ -5,8 +5,8 @@
 use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer};
 use ck_kernels::checks::Rng;
-use ck_kernels::layernorm::host::{launch_f32, layernorm, reference, Buffers};
-use ck_kernels::rows::Dtype;
+use ck_kernels::rows::layernorm::host::{launch_f32, layernorm, reference, Buffers};
+use ck_kernels::rows::plan::Dtype;
 
 /// The largest `|got − want| / scale` over elements.
 fn max_err(got: &[f32], want: &[f64], scale: impl Fn(usize) -> f64) -> f64 {

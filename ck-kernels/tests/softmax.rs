@@ -4,8 +4,8 @@
 use ck_core::device::Bf16;
 use ck_core::host::Device;
 use ck_kernels::checks::Rng;
-use ck_kernels::rows::Dtype;
-use ck_kernels::softmax::host::{reference, softmax};
+use ck_kernels::rows::plan::Dtype;
+use ck_kernels::rows::softmax::host::{reference, softmax};
 
 fn check(m: u32, n: u32, scale: f32, offset: f32, dtype: Dtype, tol: f64) {
     let device = Device::emulator();

@@ -6,7 +6,7 @@ use ck_core::device::*;
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig};
 use ck_core::tile::{block_reduce_x, make_tile_window, shuffle_tile, Plan, TileWindow, View2};
 use ck_kernels::elementwise::{AddBf16, AddF32, CopyBf16, CopyF32, TILE_BF16, TILE_F32};
-use ck_kernels::rmsnorm::host::{reference, rmsnorm, Dtype};
+use ck_kernels::rows::rmsnorm::host::{reference, rmsnorm, Dtype};
 use ck_macros::{tile_distribution, tile_kernel};
 
 /// Each thread copies the 16 bytes (4 × u32) at `[t / 4, 4 · (t % 4) + shift]` of a `rows ×

@@ -263,7 +263,7 @@ def gemm(
     Plain products of float32 or bfloat16 operands run on the GEMM for their type; an epilogue
     or a bfloat16 result runs on the bf16 tensor-core GEMMs with the epilogue fused (float32
     operands are rounded to bfloat16 first), on the kernel ``ck run gemm`` picks for the
-    problem (``ck_kernels::gemm_auto``)."""
+    problem (``ck_kernels::gemm::auto``)."""
     if activation not in _ACTIVATIONS:
         raise _error(
             ValueError,
@@ -302,7 +302,7 @@ def grouped_mm(a, b, tokens, *, out=None, out_dtype=None):
 
     The kernel takes bfloat16 operands (float32 ones are rounded first). Where the experts have
     256 tokens or more on average it runs on the TMA GEMM, else on the ``cp.async`` one (see
-    ``ck_kernels::gemm_grouped``). ``tokens`` is a sequence of ints on the host (e.g. the
+    ``ck_kernels::gemm::grouped``). ``tokens`` is a sequence of ints on the host (e.g. the
     router's counts, ``counts.tolist()``)."""
     c = _Call("grouped_mm", a=a, b=b)
     tokens = [int(t) for t in tokens]

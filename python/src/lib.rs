@@ -18,7 +18,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::attention, m)?)?;
     m.add(
         "HAS_EMBEDDED_PTX",
-        ck_kernels::rmsnorm::RmsnormF32Rows::SPEC
+        ck_kernels::rows::rmsnorm::RmsnormF32Rows::SPEC
             .module
             .embedded
             .is_some(),

@@ -15,7 +15,11 @@ type Launched = Result<LaunchStats, LaunchError>;
 trait Kernels: Element {
     fn rmsnorm(d: &Device, x: &Buf<Self>, g: &Buf<Self>, y: &mut Buf<Self>, p: Rows) -> Launched;
     fn add_rmsnorm(d: &Device, i: [&Buf<Self>; 3], o: [&mut Buf<Self>; 2], p: Rows) -> Launched;
-    fn layernorm(d: &Device, b: kernels::layernorm::host::Buffers<'_, Self>, p: Rows) -> Launched;
+    fn layernorm(
+        d: &Device,
+        b: kernels::rows::layernorm::host::Buffers<'_, Self>,
+        p: Rows,
+    ) -> Launched;
     fn softmax(d: &Device, x: &Buf<Self>, y: &mut Buf<Self>, p: (u32, u32)) -> Launched;
     fn gemm(d: &Device, a: &Buf<Self>, b: &Buf<Self>, c: &mut Buf<f32>, p: Mnk) -> Launched;
 }
@@ -26,10 +30,10 @@ type Rows = (u32, u32, f32);
 type Mnk = (u32, u32, u32);
 
 macro_rules! impl_kernels {
-    ($t:ty, $launch:ident) => {
+    ($t:ty, $launch:ident, $gemm:path) => {
         impl Kernels for $t {
             fn rmsnorm(d: &Device, x: &Buf<$t>, g: &Buf<$t>, y: &mut Buf<$t>, p: Rows) -> Launched {
-                kernels::rmsnorm::host::$launch(d, x, g, y, p)
+                kernels::rows::rmsnorm::host::$launch(d, x, g, y, p)
             }
             fn add_rmsnorm(
                 d: &Device,
@@ -37,26 +41,26 @@ macro_rules! impl_kernels {
                 [ro, y]: [&mut Buf<$t>; 2],
                 p: Rows,
             ) -> Launched {
-                kernels::add_rmsnorm::host::$launch(d, (x, r, g), (ro, y), p)
+                kernels::rows::add_rmsnorm::host::$launch(d, (x, r, g), (ro, y), p)
             }
             fn layernorm(
                 d: &Device,
-                b: kernels::layernorm::host::Buffers<'_, $t>,
+                b: kernels::rows::layernorm::host::Buffers<'_, $t>,
                 p: Rows,
             ) -> Launched {
-                kernels::layernorm::host::$launch(d, b, p)
+                kernels::rows::layernorm::host::$launch(d, b, p)
             }
             fn softmax(d: &Device, x: &Buf<$t>, y: &mut Buf<$t>, p: (u32, u32)) -> Launched {
-                kernels::softmax::host::$launch(d, x, y, p)
+                kernels::rows::softmax::host::$launch(d, x, y, p)
             }
             fn gemm(d: &Device, a: &Buf<$t>, b: &Buf<$t>, c: &mut Buf<f32>, p: Mnk) -> Launched {
-                kernels::gemm::host::$launch(d, a, b, c, p)
+                $gemm(d, a, b, c, p)
             }
         }
     };
 }
-impl_kernels!(f32, launch_f32);
-impl_kernels!(Bf16, launch_bf16);
+impl_kernels!(f32, launch_f32, kernels::gemm::mma_sync::host::launch_f32);
+impl_kernels!(Bf16, launch_bf16, kernels::gemm::auto::launch_bf16);
 
 /// Runs `$body` with `$t` the element type of `$dtype`.
 macro_rules! by_dtype {
@@ -297,7 +301,7 @@ pub fn layernorm(
             be.buffer::<T>(&beta)?,
             be.buffer::<T>(&y)?,
         );
-        let bufs = kernels::layernorm::host::Buffers {
+        let bufs = kernels::rows::layernorm::host::Buffers {
             x: &xb,
             gamma: &gb,
             beta: &bb,
@@ -339,7 +343,7 @@ pub fn softmax(x: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>, stream: Option<u64>) 
 /// `c = act(alpha · a·b + beta · d + bias)` (`a` M × K, `b` K × N; `c` and `d` M × N, `bias`
 /// N). Without an epilogue and with a float32 `c`: float32 `a`, `b` on the f32 GEMM, bfloat16
 /// ones on the bf16 GEMM (where N or K is not a multiple of 8) or else on the kernel
-/// `gemm_auto` picks, as `ck run gemm` does. With an epilogue, or a bfloat16 `c`: that choice
+/// `gemm::auto` picks, as `ck run gemm` does. With an epilogue, or a bfloat16 `c`: that choice
 /// among the bf16 tensor-core GEMMs with the fused epilogue (on the emulator float32 `a`, `b` are rounded to bfloat16; on a GPU they must be
 /// bfloat16), `d` and `bias` of `c`'s type. `activation`: 0 none, 1 relu, 2 gelu, 3 silu.
 #[pyfunction]
@@ -356,7 +360,7 @@ pub fn gemm(
     activation: u32,
     stream: Option<u64>,
 ) -> PyResult<()> {
-    use kernels::epilogue::Activation;
+    use kernels::gemm::epilogue::Activation;
     let (a, b, c) = (tensor("a", a)?, tensor("b", b)?, tensor("c", c)?);
     let d = d.map(|d| tensor("d", d)).transpose()?;
     let bias = bias.map(|t| tensor("bias", t)).transpose()?;
@@ -435,14 +439,14 @@ pub fn gemm(
         let db = d.as_ref().map(|t| be.buffer::<O>(t)).transpose()?;
         let biasb = bias.as_ref().map(|t| be.buffer::<O>(t)).transpose()?;
         let mut cb = be.buffer::<O>(&c)?;
-        let args = kernels::gemm_fused::EpilogueArgs {
+        let args = kernels::gemm::fused::EpilogueArgs {
             alpha,
             beta,
             d: db.as_ref(),
             bias: biasb.as_ref(),
             activation,
         };
-        kernels::gemm_auto::launch(be.device(), (&ab, &bb), &mut cb, 1, mnk, &args)
+        kernels::gemm::auto::launch(be.device(), (&ab, &bb), &mut cb, 1, mnk, &args)
             .map_err(launch_error)?;
         be.finish(&cb, &c)
     })
@@ -451,7 +455,7 @@ pub fn gemm(
 /// A mixture-of-experts layer's grouped product: `c[rows of expert g] = a[its rows] · b[g]`,
 /// `a` `[Σ tokens, K]`, `b` `[experts, K, N]`, `c` `[Σ tokens, N]` (float32 or bfloat16),
 /// expert `g`'s rows the `tokens[g]` after expert `g − 1`'s, in one launch of the grouped GEMM
-/// (`ck_kernels::gemm_grouped`). N and K multiples of 8 (each expert's rows are read and
+/// (`ck_kernels::gemm::grouped`). N and K multiples of 8 (each expert's rows are read and
 /// written in place); `a` and `b` bfloat16 (float32 on the emulator too: rounded).
 #[pyfunction]
 #[pyo3(signature = (a, b, c, tokens, stream=None))]
@@ -462,7 +466,7 @@ pub fn grouped_mm(
     tokens: Vec<u64>,
     stream: Option<u64>,
 ) -> PyResult<()> {
-    use kernels::gemm_grouped::host::{GroupedGemm, Problem};
+    use kernels::gemm::grouped::host::{GroupedGemm, Problem};
     let (a, b, c) = (tensor("a", a)?, tensor("b", b)?, tensor("c", c)?);
     let dtype = same_dtype(&[&a, &b])?;
     let [m, k] = matrix(&a)?;
@@ -525,7 +529,7 @@ pub fn grouped_mm(
     let (ab, bb) = (be.bf16(&a)?, be.bf16(&b)?);
     by_dtype!(c.dtype(), O => {
         let mut cb = be.buffer::<O>(&c)?;
-        let args = kernels::gemm_fused::EpilogueArgs::default();
+        let args = kernels::gemm::fused::EpilogueArgs::default();
         grouped
             .launch(be.device(), (&ab, &bb), &mut cb, &args)
             .map_err(launch_error)?;

@@ -1,7 +1,7 @@
 //! The GEMM checks: seeded problems on a device against fp64, and their cross-device cases.
 
 use super::{norm_relative_error, Outcome, Rng};
-use crate::gemm::host::Bf16Kernel;
+use crate::gemm::choice::Bf16Kernel;
 use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer, LaunchError};
 
@@ -11,7 +11,7 @@ pub fn gemm_case(
     (m, n, k): (u32, u32, u32),
     seed: u64,
 ) -> Result<Outcome, LaunchError> {
-    use crate::gemm::host::{gemm, reference};
+    use crate::gemm::mma_sync::host::{gemm, reference};
     let mut rng = Rng(seed.max(1));
     let a: Vec<f32> = (0..m * k).map(|_| rng.f32()).collect();
     let b: Vec<f32> = (0..k * n).map(|_| rng.f32()).collect();
@@ -29,7 +29,8 @@ pub fn gemm_bf16_case(
     (m, n, k): (u32, u32, u32),
     seed: u64,
 ) -> Result<Outcome, LaunchError> {
-    use crate::gemm::host::{gemm_bf16_with, reference};
+    use crate::gemm::auto::gemm_bf16_with;
+    use crate::gemm::mma_sync::host::reference;
     let mut rng = Rng(seed.max(1));
     let round = |v: f32| ck_core::device::Bf16::from_f32(v).to_f32();
     let a: Vec<f32> = (0..m * k).map(|_| round(rng.f32())).collect();
@@ -48,10 +49,10 @@ pub fn gemm_tma_case(
     (batch, m, n, k): (u32, u32, u32, u32),
     seed: u64,
 ) -> Result<Outcome, LaunchError> {
-    use crate::gemm::host::reference;
-    use crate::gemm_fused::{upload, EpilogueArgs};
-    use crate::gemm_tma::host::{launch, transpose_batched};
-    use crate::gemm_tma::{Bf16Operands, Fp8Operands};
+    use crate::gemm::fused::{upload, EpilogueArgs};
+    use crate::gemm::mma_sync::host::reference;
+    use crate::gemm::tma::host::{launch, transpose_batched};
+    use crate::gemm::tma::{Bf16Operands, Fp8Operands};
     use ck_core::device::{Bf16, E4m3};
     let mut rng = Rng(seed.max(1));
     // Values of the operand type, as f32 (exact): A [batch, m, k], B [batch, k, n].
@@ -100,9 +101,9 @@ pub fn gemm_tma_residual_case(
     (batch, m, n, k): (u32, u32, u32, u32),
     seed: u64,
 ) -> Result<Outcome, LaunchError> {
-    use crate::gemm::host::reference;
-    use crate::gemm_fused::{upload, EpilogueArgs};
-    use crate::gemm_tma::{host::launch, Bf16Operands};
+    use crate::gemm::fused::{upload, EpilogueArgs};
+    use crate::gemm::mma_sync::host::reference;
+    use crate::gemm::tma::{host::launch, Bf16Operands};
     use ck_core::device::Bf16;
     let mut rng = Rng(seed.max(1));
     let mut values = |len: u32, scale: f32| -> Vec<f32> {
@@ -173,7 +174,7 @@ pub(super) fn cross_check_cases(
         (1, 8, 8),
         (136, 264, 328),
     ] {
-        let aligned = crate::gemm_sm90::whole_vector_rows(n, k);
+        let aligned = crate::gemm::wgmma::whole_vector_rows(n, k);
         for kernel in [Bf16Kernel::MmaSync]
             .into_iter()
             .chain(wgmma.into_iter().filter(|_| aligned))
@@ -256,8 +257,8 @@ pub(super) fn cross_check_cases(
 
 /// The grouped GEMM's check problems, two of them of depth `k`: mixed shapes, an empty problem,
 /// N and K off the 16-byte vectors, and more tiles than the emulator has blocks.
-pub fn grouped_problems(k: u32) -> [crate::gemm_grouped::host::Problem; 5] {
-    use crate::gemm_grouped::host::Problem;
+pub fn grouped_problems(k: u32) -> [crate::gemm::grouped::host::Problem; 5] {
+    use crate::gemm::grouped::host::Problem;
     [
         Problem::new(257, 264, k),
         Problem::new(0, 256, 64),
@@ -269,11 +270,11 @@ pub fn grouped_problems(k: u32) -> [crate::gemm_grouped::host::Problem; 5] {
 
 /// A mixture-of-experts group: experts of 0, 300, 390, 1 and 337 tokens, N = 264, depth `k`
 /// (a multiple of 8). Every problem has the same N and K and those with rows 257 on average
-/// ([`crate::gemm_grouped::host::TMA_MIN_ROWS`]): alpha alone runs on the TMA kernel, any
+/// ([`crate::gemm::grouped::host::TMA_MIN_ROWS`]): alpha alone runs on the TMA kernel, any
 /// other epilogue on the `cp.async` kernel without element copies. Rows end inside a tile and
 /// inside a 16-row box.
-pub fn moe_problems(k: u32) -> Vec<crate::gemm_grouped::host::Problem> {
-    use crate::gemm_grouped::host::Problem;
+pub fn moe_problems(k: u32) -> Vec<crate::gemm::grouped::host::Problem> {
+    use crate::gemm::grouped::host::Problem;
     [0, 300, 390, 1, 337]
         .into_iter()
         .map(|m| Problem::new(m, 264, k))
@@ -284,16 +285,16 @@ pub fn moe_problems(k: u32) -> Vec<crate::gemm_grouped::host::Problem> {
 /// `C_g = A_g·B_g` or, with `bias_silu`, `silu(A_g·B_g + bias_g)`; against fp64 per problem
 /// (norm-wise relative error over all of them ≤ 1e-5 for f32 C, ≤ 4e-3 for bf16 C, whose
 /// rounding alone is up to 2⁻⁹ per element); the output is every problem's C in turn.
-pub fn gemm_grouped_case<O: crate::gemm_grouped::host::GroupedOutput>(
+pub fn gemm_grouped_case<O: crate::gemm::grouped::host::GroupedOutput>(
     device: &Device,
-    problems: &[crate::gemm_grouped::host::Problem],
+    problems: &[crate::gemm::grouped::host::Problem],
     bias_silu: bool,
     seed: u64,
 ) -> Result<Outcome, LaunchError> {
-    use crate::epilogue::Activation;
-    use crate::gemm::host::reference;
-    use crate::gemm_fused::{reference as epilogue_reference, HostEpilogue};
-    use crate::gemm_grouped::host::{GroupedGemm, Operand};
+    use crate::gemm::epilogue::Activation;
+    use crate::gemm::fused::{reference as epilogue_reference, HostEpilogue};
+    use crate::gemm::grouped::host::{GroupedGemm, Operand};
+    use crate::gemm::mma_sync::host::reference;
     let grouped = GroupedGemm::new(device, problems)?;
     let mut rng = Rng(seed.max(1));
     let round = |v: f32| ck_core::device::Bf16::from_f32(v).to_f32();

@@ -10,11 +10,11 @@ pub use gemm::{
 };
 
 use crate::attention::host::{Options, Shape};
-use crate::bank_probe::{self, BankProbe};
 use crate::elementwise::{AddF32, CopyF32, TILE_F32};
-use crate::exercise::*;
-use crate::gemm::host::Bf16Kernel;
-use crate::rmsnorm::host::{reference, rmsnorm, Dtype};
+use crate::gemm::choice::Bf16Kernel;
+use crate::probes::bank_probe::{self, BankProbe};
+use crate::probes::exercise::*;
+use crate::rows::rmsnorm::host::{reference, rmsnorm, Dtype};
 use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats, TensorMap};
 use ck_core::wgmma::SwizzleMode;
@@ -356,7 +356,7 @@ pub fn layernorm_case(
     (m, n): (u32, u32),
     seed: u64,
 ) -> Result<Outcome, LaunchError> {
-    use crate::layernorm::host as ln;
+    use crate::rows::layernorm::host as ln;
     let mut rng = Rng(seed.max(1));
     let round = |v: f32| dtype.round(v);
     let x: Vec<f32> = (0..m * n).map(|_| round(10.0 + rng.f32())).collect();
@@ -392,7 +392,7 @@ pub fn add_rmsnorm_case(
     let res: Vec<f32> = (0..m * n).map(|_| round(rng.f32())).collect();
     let g: Vec<f32> = (0..n).map(|_| round(rng.f32() + 1.5)).collect();
     let ((r, y), stats) =
-        crate::add_rmsnorm::host::add_rmsnorm(device, (&x, &res, &g), (m, n), 1e-6, dtype)?;
+        crate::rows::add_rmsnorm::host::add_rmsnorm(device, (&x, &res, &g), (m, n), 1e-6, dtype)?;
     let want_r: Vec<f64> = x
         .iter()
         .zip(&res)
@@ -418,8 +418,8 @@ pub fn softmax_case(
     let mut rng = Rng(seed.max(1));
     let round = |v: f32| dtype.round(v);
     let x: Vec<f32> = (0..m * n).map(|_| round(8.0 * rng.f32())).collect();
-    let (y, stats) = crate::softmax::host::softmax(device, &x, (m, n), dtype)?;
-    let want = crate::softmax::host::reference(&x, (m, n));
+    let (y, stats) = crate::rows::softmax::host::softmax(device, &x, (m, n), dtype)?;
+    let want = crate::rows::softmax::host::reference(&x, (m, n));
     let tol = row_tolerance(dtype);
     Ok(Outcome::within(
         &y,
@@ -431,7 +431,7 @@ pub fn softmax_case(
 
 /// Runs the LDS probe over the XOR (`swizzled`) or the plain layout.
 pub fn run_lds_probe(device: &Device, swizzled: bool) -> Result<Outcome, LaunchError> {
-    use crate::lds_probe::{reference, LdsProbePlain, LdsProbeXor};
+    use crate::probes::lds_probe::{reference, LdsProbePlain, LdsProbeXor};
     let mut out = DeviceBuffer::<u16>::zeros(device, 128 * 8)?;
     let cfg = LaunchConfig::new(1, 32);
     let stats = if swizzled {

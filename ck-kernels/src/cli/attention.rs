@@ -1,8 +1,8 @@
 //! `ck run attention` (Q, K, V from .npy files) and `ck bench attention` (TFLOP/s next to
 //! torch's SDPA flash and cuDNN backends from the peers file).
 
-use super::bench::timed;
-use super::run::{device, launch_error, report_files, write_npy, BackendArg, JsonArg};
+use super::common::{device, launch_error, report_files, write_npy, BackendArg, JsonArg};
+use super::timing::timed;
 use super::CliError;
 use crate::attention::host::{attention, launch, Options, Shape};
 use crate::checks::Rng;

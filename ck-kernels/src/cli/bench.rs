@@ -3,54 +3,22 @@
 //! Times are CUDA events around each launch (the emulator: wall time), median of `--iters` runs
 //! after `--warmup` runs, on random data.
 
-use super::run::{device, launch_error, BackendArg};
+use super::common::{device, launch_error, parse_shapes, BackendArg};
+use super::timing::{median, timed};
 use super::CliError;
-use crate::add_rmsnorm::host::{launch_bf16 as add_bf16, launch_f32 as add_f32};
 use crate::checks::Rng;
 use crate::elementwise::{CopyBf16, CopyF32, TILE_BF16, TILE_F32};
-use crate::layernorm::host::{launch_bf16 as ln_bf16, launch_f32 as ln_f32, Buffers as LnBuffers};
-use crate::rmsnorm::host::{launch_bf16 as rms_bf16, launch_f32 as rms_f32};
-use crate::rows::Dtype;
-use crate::softmax::host::{launch_bf16 as sm_bf16, launch_f32 as sm_f32};
+use crate::rows::add_rmsnorm::host::{launch_bf16 as add_bf16, launch_f32 as add_f32};
+use crate::rows::layernorm::host::{
+    launch_bf16 as ln_bf16, launch_f32 as ln_f32, Buffers as LnBuffers,
+};
+use crate::rows::plan::Dtype;
+use crate::rows::rmsnorm::host::{launch_bf16 as rms_bf16, launch_f32 as rms_f32};
+use crate::rows::softmax::host::{launch_bf16 as sm_bf16, launch_f32 as sm_f32};
 use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError};
 use serde_json::{json, Value};
 use std::time::Duration;
-
-pub(super) fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
-/// One timed sample of `f`: on a GPU, QUEUED launches back to back between two events (the
-/// peers of `bench_peers.py` are timed the same way), so a short kernel is not charged the
-/// launch latency of an idle GPU; on the emulator, one launch.
-pub(super) fn sample(
-    device: &Device,
-    f: impl FnMut(&Device) -> Result<(), LaunchError>,
-) -> Result<Duration, LaunchError> {
-    let reps = if device.is_emulator() { 1 } else { QUEUED };
-    device.time_queued(reps, f)
-}
-
-pub(super) fn timed(
-    device: &Device,
-    warmup: usize,
-    iters: usize,
-    mut f: impl FnMut(&Device) -> Result<(), LaunchError>,
-) -> Result<Duration, LaunchError> {
-    for _ in 0..warmup {
-        f(device)?;
-    }
-    let mut v = Vec::with_capacity(iters);
-    for _ in 0..iters {
-        v.push(sample(device, &mut f)?);
-    }
-    Ok(median(v))
-}
-
-/// Launches per timed sample on a GPU.
-const QUEUED: u32 = 10;
 
 /// The median of `iters` calls of `f`, each returning its own time (the driver's copy).
 fn timed_each(
@@ -114,25 +82,6 @@ fn peers(args: &BenchArgs) -> Result<Value, CliError> {
         }
         None => Ok(json!({})),
     }
-}
-
-/// Parses `--shapes`: comma-separated shapes of `N` positive extents joined by `x`
-/// (`4096x4096` for N = 2, `4096x4096x1024` for N = 3); `form` names them for the error.
-pub(super) fn parse_shapes<const N: usize>(s: &str, form: &str) -> Result<Vec<[u32; N]>, CliError> {
-    s.split(',')
-        .map(|t| {
-            let bad = || {
-                CliError::usage(format!(
-                    "--shapes: `{t}` is not {form} (positive integers joined by `x`)"
-                ))
-            };
-            let dims: Vec<u32> = t
-                .split('x')
-                .map(|d| d.parse::<u32>().ok().filter(|&x| x > 0).ok_or_else(bad))
-                .collect::<Result<_, _>>()?;
-            dims.try_into().map_err(|_| bad())
-        })
-        .collect()
 }
 
 /// A count option (`--iters`, `--warmup`): a whole number ≥ `min`, `default` when absent.

@@ -8,8 +8,8 @@
 //! H100 a sustained cuBLAS 4096³ falls from ~790 to ~660–700 TFLOP/s within a second, held by
 //! the power cap), so the row says which peer it shows.
 
-use super::bench::{median, sample};
-use super::run::launch_error;
+use super::common::launch_error;
+use super::timing::{median, sample};
 use super::CliError;
 use ck_core::device::{Bf16, Element, Real};
 use ck_core::host::cublas_lt::{CublasLt, LtProblem};
@@ -74,7 +74,7 @@ impl<'a> GemmPeer<'a> {
             }
         });
         let Some((lt, gemm)) = planned else {
-            let t = super::bench::timed(device, warmup, iters, |d| ours(d, ours_c))
+            let t = super::timing::timed(device, warmup, iters, |d| ours(d, ours_c))
                 .map_err(launch_error)?;
             return Ok(Timed {
                 ours: t,
@@ -113,7 +113,7 @@ impl<'a> GemmPeer<'a> {
         mut ours: impl FnMut(&Device, &mut DeviceBuffer<Bf16>) -> Result<(), LaunchError>,
     ) -> Result<Timed, CliError> {
         let Some(lt) = &self.lt else {
-            let t = super::bench::timed(device, warmup, iters, |d| ours(d, ours_c))
+            let t = super::timing::timed(device, warmup, iters, |d| ours(d, ours_c))
                 .map_err(launch_error)?;
             return Ok(Timed {
                 ours: t,

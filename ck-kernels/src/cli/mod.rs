@@ -7,12 +7,14 @@ mod attention;
 mod bench;
 mod bench_gemm;
 mod build_ptx;
+mod common;
 mod encoding;
 mod gemm_peer;
 mod lds;
 mod new;
 mod run;
 mod sfc;
+mod timing;
 
 use ck_core::rules::{self, RuleId};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};

@@ -2,30 +2,13 @@
 //! reference and prints the launch statistics; `ck cross-check` runs every exercise kernel on
 //! the emulator and the GPU and compares the outputs bit for bit.
 
+use super::common::{
+    device, launch_error, print_stats, report_files, stats_json, write_npy, BackendArg, JsonArg,
+};
 use super::CliError;
 use crate::checks::{self, Outcome};
-use ck_core::host::{Device, LaunchError, LaunchStats};
+use ck_core::host::Device;
 use serde_json::json;
-
-pub(crate) fn launch_error(e: LaunchError) -> CliError {
-    CliError::new(e.rule(), e.message())
-}
-
-/// Where a kernel runs.
-#[derive(Debug, Clone, clap::Args)]
-pub struct BackendArg {
-    /// emu (the CPU emulator: sanitizer and profiler) or cuda (GPU 0)
-    #[arg(long, value_name = "emu|cuda", default_value = "emu")]
-    pub(super) backend: String,
-}
-
-/// Output format.
-#[derive(Debug, Clone, clap::Args)]
-pub struct JsonArg {
-    /// Print the launch counters as JSON
-    #[arg(long)]
-    pub(super) json: bool,
-}
 
 /// A seeded run of an exercise kernel.
 #[derive(Debug, clap::Args)]
@@ -297,73 +280,6 @@ pub enum RunCommand {
     GemmLds(LayoutArgs),
 }
 
-pub(crate) fn device(args: &BackendArg) -> Result<Device, CliError> {
-    match args.backend.as_str() {
-        "emu" => Ok(Device::emulator()),
-        "cuda" => Device::cuda(0).map_err(launch_error),
-        other => Err(CliError::new(
-            ck_core::rules::BACKEND,
-            format!("unknown backend `{other}`; available: emu, cuda"),
-        )),
-    }
-}
-
-/// The counters every `ck run` prints (zero on the GPU, which has no profiler here: use ncu).
-pub fn stats_json(st: &LaunchStats) -> serde_json::Value {
-    json!({
-        "shared_load_wavefronts": st.shared_load_wavefronts,
-        "shared_load_conflicts": st.shared_load_conflicts,
-        "shared_store_wavefronts": st.shared_store_wavefronts,
-        "shared_store_conflicts": st.shared_store_conflicts,
-        "shared_load_requests": st.shared_load_requests,
-        "shared_store_requests": st.shared_store_requests,
-        "global_load_sectors": st.global_load_sectors,
-        "global_store_sectors": st.global_store_sectors,
-        "elapsed_ms": st.elapsed.as_secs_f64() * 1e3,
-    })
-}
-
-fn print_stats(st: &LaunchStats) {
-    println!(
-        "shared loads:  {:>6} wavefronts, {:>6} conflicts ({} requests)",
-        st.shared_load_wavefronts, st.shared_load_conflicts, st.shared_load_requests
-    );
-    println!(
-        "shared stores: {:>6} wavefronts, {:>6} conflicts ({} requests)",
-        st.shared_store_wavefronts, st.shared_store_conflicts, st.shared_store_requests
-    );
-    println!(
-        "global loads:  {:>6} sectors ({} requests)",
-        st.global_load_sectors, st.global_load_requests
-    );
-    println!(
-        "global stores: {:>6} sectors ({} requests)",
-        st.global_store_sectors, st.global_store_requests
-    );
-    println!("time:          {:.3} ms", st.elapsed.as_secs_f64() * 1e3);
-}
-
-/// Writes an f32 array of `shape` to the .npy file `path`.
-pub(super) fn write_npy(path: &str, shape: Vec<usize>, data: Vec<f32>) -> Result<(), CliError> {
-    crate::npy::write(path, &crate::npy::Array { shape, data })
-        .map_err(|msg| CliError::new(ck_core::rules::IO, msg))
-}
-
-/// The end of a `ck run` on files: the counters as JSON, or `summary` and the counters.
-pub(super) fn report_files(
-    json: bool,
-    summary: String,
-    stats: &LaunchStats,
-) -> Result<(), CliError> {
-    if json {
-        println!("{}", stats_json(stats));
-    } else {
-        println!("{summary}");
-        print_stats(stats);
-    }
-    Ok(())
-}
-
 fn uint(name: &str, value: &Option<String>, default: Option<u32>) -> Result<u32, CliError> {
     match value {
         Some(v) => v
@@ -402,7 +318,7 @@ pub fn run(command: &RunCommand) -> Result<(), CliError> {
                 uint("stride", &a.stride, None)?,
                 uint("width", &a.width, None)?,
             );
-            crate::bank_probe::check_parameters(stride, width)
+            crate::probes::bank_probe::check_parameters(stride, width)
                 .map_err(|m| CliError::new(ck_core::rules::PROBE_PARAMETERS, m))?;
             let device = device(&a.backend)?;
             let o = checks::run_bank_probe(&device, stride, width).map_err(launch_error)?;
@@ -567,7 +483,7 @@ pub fn cross_check(args: &CrossCheckArgs) -> Result<(), CliError> {
 
 /// `ck run rmsnorm --input X.npy --gamma G.npy --output Y.npy`.
 fn rmsnorm_cmd(args: &RmsnormArgs) -> Result<(), CliError> {
-    use crate::rmsnorm::host::rmsnorm;
+    use crate::rows::rmsnorm::host::rmsnorm;
     let eps = eps_option(args.eps.as_deref(), 1e-6)?;
     let dtype = dtype_option(args.dtype.as_deref())?;
     let (x, v) = read_rows(&args.input, &[&args.gamma])?;
@@ -605,9 +521,9 @@ fn eps_option(value: Option<&str>, default: f32) -> Result<f32, CliError> {
 }
 
 /// `--dtype`: f32 (the default) or bf16.
-fn dtype_option(value: Option<&str>) -> Result<crate::rows::Dtype, CliError> {
+fn dtype_option(value: Option<&str>) -> Result<crate::rows::plan::Dtype, CliError> {
     let name = value.unwrap_or("f32");
-    crate::rows::Dtype::parse(name).ok_or_else(|| {
+    crate::rows::plan::Dtype::parse(name).ok_or_else(|| {
         CliError::new(
             ck_core::rules::DTYPE,
             format!("unsupported dtype `{name}`; use f32 or bf16"),
@@ -656,7 +572,7 @@ fn read_rows(
 
 /// `ck run layernorm --input X.npy --gamma G.npy --beta B.npy --output Y.npy`.
 fn layernorm_cmd(args: &LayernormArgs) -> Result<(), CliError> {
-    use crate::layernorm::host::layernorm;
+    use crate::rows::layernorm::host::layernorm;
     let eps = eps_option(args.eps.as_deref(), 1e-5)?;
     let dtype = dtype_option(args.dtype.as_deref())?;
     let (x, v) = read_rows(&args.input, &[&args.gamma, &args.beta])?;
@@ -689,8 +605,8 @@ fn layernorm_cmd(args: &LayernormArgs) -> Result<(), CliError> {
 /// `ck run add-rmsnorm --input X.npy --residual R.npy --gamma G.npy --output Y.npy
 /// --residual-out R2.npy`.
 fn add_rmsnorm_cmd(args: &AddRmsnormArgs) -> Result<(), CliError> {
-    use crate::add_rmsnorm::host::add_rmsnorm;
     use crate::npy;
+    use crate::rows::add_rmsnorm::host::add_rmsnorm;
     let eps = eps_option(args.eps.as_deref(), 1e-6)?;
     let dtype = dtype_option(args.dtype.as_deref())?;
     let (x, v) = read_rows(&args.input, &[&args.gamma])?;
@@ -728,7 +644,7 @@ fn add_rmsnorm_cmd(args: &AddRmsnormArgs) -> Result<(), CliError> {
 
 /// `ck run softmax --input X.npy --output Y.npy`.
 fn softmax_cmd(args: &SoftmaxArgs) -> Result<(), CliError> {
-    use crate::softmax::host::softmax;
+    use crate::rows::softmax::host::softmax;
     let dtype = dtype_option(args.dtype.as_deref())?;
     let (x, _) = read_rows(&args.input, &[])?;
     let (m, n) = (x.shape[0], x.shape[1]);
@@ -778,7 +694,7 @@ fn lds_probe_cmd(args: &LayoutArgs) -> Result<(), CliError> {
 
 /// `ck run gemm --input-a A.npy --input-b B.npy --output C.npy [--dtype f32|bf16]`.
 fn gemm_cmd(args: &GemmArgs) -> Result<(), CliError> {
-    use crate::gemm::host::gemm;
+    use crate::gemm::mma_sync::host::gemm;
     use crate::npy;
     let (pa, pb, out) = (&*args.input_a, &*args.input_b, &*args.output);
     let dtype = args.dtype.as_deref().unwrap_or("f32");
@@ -866,10 +782,10 @@ fn gemm_fused_cmd(
     batch: usize,
     (m, n, k): (usize, usize, usize),
 ) -> Result<(Vec<f32>, ck_core::host::LaunchStats, String), CliError> {
-    use crate::epilogue::Activation;
-    use crate::gemm_auto::gemm;
-    use crate::gemm_fused::HostEpilogue;
-    use crate::gemm_tma::host::gemm_fp8;
+    use crate::gemm::auto::gemm;
+    use crate::gemm::epilogue::Activation;
+    use crate::gemm::fused::HostEpilogue;
+    use crate::gemm::tma::host::gemm_fp8;
     use crate::npy;
     if args.dtype.as_deref() == Some("f32") {
         return Err(CliError::new(
@@ -951,7 +867,9 @@ fn gemm_fused_cmd(
 /// plain shared layouts (the same result; `both`: XOR then plain, one
 /// ncu session profiles them in that order), and their shared-memory counters.
 fn gemm_lds_cmd(args: &LayoutArgs) -> Result<(), CliError> {
-    use crate::gemm::host::{launch_bf16_plain, launch_bf16_with, Bf16Kernel};
+    use crate::gemm::auto::launch_bf16_with;
+    use crate::gemm::choice::Bf16Kernel;
+    use crate::gemm::mma_sync::host::launch_bf16_plain;
     use ck_core::device::Bf16;
     use ck_core::host::DeviceBuffer;
     let layouts: &[&str] = match args.layout.as_str() {
@@ -976,7 +894,7 @@ fn gemm_lds_cmd(args: &LayoutArgs) -> Result<(), CliError> {
     let bd = DeviceBuffer::from_slice(&device, &b).map_err(launch_error)?;
     let af: Vec<f32> = a.iter().map(|v| v.to_f32()).collect();
     let bf: Vec<f32> = b.iter().map(|v| v.to_f32()).collect();
-    let want = crate::gemm::host::reference(&af, &bf, (m, n, k));
+    let want = crate::gemm::mma_sync::host::reference(&af, &bf, (m, n, k));
     let mut rows = Vec::new();
     for &name in layouts {
         let mut cd = DeviceBuffer::<f32>::zeros(&device, (m * n) as usize).map_err(launch_error)?;

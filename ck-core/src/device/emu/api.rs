@@ -51,7 +51,7 @@ pub fn block_sync() {
 /// `fence.acq_rel.gpu` (`__threadfence`): this thread's global-memory accesses before it are
 /// ordered, for every block, before those after it. Two blocks hand data over with it: the
 /// writer stores, fences and then bumps a counter with an atomic; the reader that sees the
-/// count fences and then loads (`gemm_tma::stream_k`). The emulator's blocks run on parallel
+/// count fences and then loads (`gemm::tma::stream_k`). The emulator's blocks run on parallel
 /// OS threads, so this is a real fence there too.
 pub fn fence_acq_rel_gpu() {
     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);

@@ -2,8 +2,8 @@
 //! per-tensor quantisation of the fp8 operands.
 
 use super::*;
-use crate::epilogue::{Activation, HAS_D};
-use crate::gemm_fused::{
+use crate::gemm::epilogue::{Activation, HAS_D};
+use crate::gemm::fused::{
     check_problem, run_on_host_values, EpilogueArgs, GemmOutput, HostEpilogue,
 };
 use ck_core::host::{
@@ -23,7 +23,7 @@ pub trait TmaGemm<O: GemmOutput>: Operands {
     /// no code for the others' paths.
     fn compiled_for(flags: u32) -> bool;
     /// Whether a kernel runs the epilogue of `flags` without the run-time-flags kernel's cost
-    /// (`gemm_auto`'s test): one compiled for it, or one that reads only the bias and the
+    /// (`gemm::auto`'s test): one compiled for it, or one that reads only the bias and the
     /// activation at run time and brings D through its ring.
     fn takes(flags: u32) -> bool;
     /// Whether the kernel for the epilogue of `flags` shares the last tiles out (stream-K):
@@ -170,7 +170,7 @@ macro_rules! rest_launch {
         let _ = ($($arg),*);
         Err(LaunchError::invalid(
             rules::EPILOGUE_UNSUPPORTED,
-            format!("{} has no kernel for this epilogue (it has alpha alone, and for bf16 C a bias with an activation, or D alone); use the 256-wide kernels (Bf16Operands), or ck_kernels::gemm_auto, which picks a kernel for every epilogue", $name),
+            format!("{} has no kernel for this epilogue (it has alpha alone, and for bf16 C a bias with an activation, or D alone); use the 256-wide kernels (Bf16Operands), or ck_kernels::gemm::auto, which picks a kernel for every epilogue", $name),
         ))
     }};
     ($fused:ident, $name:literal, ($($arg:expr),*)) => {
@@ -342,8 +342,8 @@ pub fn kernel_name<P: TmaGemm<O>, O: GemmOutput>(epilogue: &EpilogueArgs<'_, O>)
 /// ```
 /// use ck_core::device::{Bf16, E4m3};
 /// use ck_core::host::{Device, DeviceBuffer};
-/// use ck_kernels::gemm_fused::EpilogueArgs;
-/// use ck_kernels::gemm_tma::{host, Fp8Operands};
+/// use ck_kernels::gemm::fused::EpilogueArgs;
+/// use ck_kernels::gemm::tma::{host, Fp8Operands};
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let device = Device::emulator();
 /// let (m, n, k) = (64u32, 128u32, 256u32);
@@ -380,7 +380,7 @@ pub fn launch<P: TmaGemm<O>, O: GemmOutput>(
         return Err(LaunchError::invalid(
             rules::SHAPE_UNSUPPORTED,
             format!(
-                "{} moves whole 16-byte rows of A, B and C with TMA: K must be a multiple of {} and N of 8 (pad them, or use ck_kernels::gemm, which takes any N and K without the fused epilogue); got N = {n}, K = {k}",
+                "{} moves whole 16-byte rows of A, B and C with TMA: K must be a multiple of {} and N of 8 (pad them, or use ck_kernels::gemm::auto::launch_bf16, which takes any N and K without the fused epilogue); got N = {n}, K = {k}",
                 kernel_name::<P, O>(epilogue),
                 P::K_MULTIPLE,
             ),

@@ -3,7 +3,7 @@
 //! operations give one after the other, with one read of x and of the residual and one write of
 //! r and of y. Rows longer than one tile read their `r` back for the second pass.
 
-use crate::rows::*;
+use crate::rows::plan::*;
 use ck_core::device::*;
 use ck_core::tile::{block_reduce_x, make_tile_window, DistributedTensor, View2};
 use ck_core::TileDistribution;

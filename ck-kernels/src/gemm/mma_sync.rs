@@ -9,8 +9,9 @@
 //! registers while the current one is multiplied, so one barrier per step suffices.
 //!
 //! `gemm_bf16`: the `mma.sync` tensor-core kernel (any shape; see its documentation). Where N
-//! and K are multiples of 8, [`host::launch_bf16`] runs a Hopper kernel ([`crate::gemm_sm90`],
-//! 5–6× faster on an H100) instead; [`host::Bf16Kernel::for_shape`] says which.
+//! and K are multiples of 8, [`crate::gemm::auto::launch_bf16`] runs a Hopper kernel
+//! ([`crate::gemm::wgmma`], 5–6× faster on an H100) instead;
+//! [`crate::gemm::choice::Bf16Kernel::for_shape`] says which.
 
 use ck_core::device::*;
 use ck_core::tile::{make_tile_window, unroll, DistributedTensor, View2};
@@ -324,79 +325,6 @@ pub mod host {
         GemmF32::launch(device, config(m, n), a, b, c, m, n, k)
     }
 
-    /// The bf16 GEMM kernels.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub enum Bf16Kernel {
-        /// `gemm_bf16`: `mma.sync` + `ldmatrix`, any shape.
-        MmaSync,
-        /// `gemm_bf16_wgmma`: wgmma on 128 × 256 tiles (N, K multiples of 8).
-        Wgmma128x256,
-        /// `gemm_bf16_wgmma_n128`: wgmma on 128 × 128 tiles (N, K multiples of 8).
-        Wgmma128x128,
-    }
-
-    impl Bf16Kernel {
-        /// The kernel for an M × N × K product on `device`: wgmma where N and K are multiples
-        /// of 8 (its 16-byte copies need 16-byte rows of A and B), `mma.sync` otherwise. The
-        /// wgmma tiles are 128 × 128 when they all run at once (one wave: a 128 × 128 tile takes
-        /// 0.7 of a 128 × 256 one's time on an H100, so halving the tiles of a partial wave
-        /// pays), else 128 × 256 (at 1024 × 1024 × 8192: 282 against 204 TFLOP/s; at
-        /// 2048 × 2048 × 4096, 256 tiles of 128 × 128 on 132 SMs: 486 against 628).
-        pub fn for_shape(device: &Device, (m, n, k): (u32, u32, u32)) -> Bf16Kernel {
-            use crate::gemm_sm90::{whole_vector_rows, BM};
-            if !whole_vector_rows(n, k) {
-                Bf16Kernel::MmaSync
-            } else if m.div_ceil(BM) * n.div_ceil(128) <= device.multiprocessors() {
-                Bf16Kernel::Wgmma128x128
-            } else {
-                Bf16Kernel::Wgmma128x256
-            }
-        }
-
-        /// The kernel's name.
-        pub fn name(self) -> &'static str {
-            match self {
-                Bf16Kernel::MmaSync => "gemm_bf16",
-                Bf16Kernel::Wgmma128x256 => "gemm_bf16_wgmma",
-                Bf16Kernel::Wgmma128x128 => "gemm_bf16_wgmma_n128",
-            }
-        }
-    }
-
-    /// The bf16 GEMM on device buffers, with the kernel [`Bf16Kernel::for_shape`] picks.
-    pub fn launch_bf16(
-        device: &Device,
-        a: &DeviceBuffer<Bf16>,
-        b: &DeviceBuffer<Bf16>,
-        c: &mut DeviceBuffer<f32>,
-        shape: (u32, u32, u32),
-    ) -> Result<LaunchStats, LaunchError> {
-        launch_bf16_with(device, Bf16Kernel::for_shape(device, shape), a, b, c, shape)
-    }
-
-    /// The bf16 GEMM on device buffers with `kernel`; `shape-unsupported` for a wgmma kernel
-    /// where N or K is not a multiple of 8.
-    pub fn launch_bf16_with(
-        device: &Device,
-        kernel: Bf16Kernel,
-        a: &DeviceBuffer<Bf16>,
-        b: &DeviceBuffer<Bf16>,
-        c: &mut DeviceBuffer<f32>,
-        (m, n, k): (u32, u32, u32),
-    ) -> Result<LaunchStats, LaunchError> {
-        if kernel == Bf16Kernel::MmaSync {
-            return GemmBf16::launch(device, config(m, n), a, b, c, m, n, k);
-        }
-        if !crate::gemm_sm90::whole_vector_rows(n, k) {
-            return Err(LaunchError::invalid(
-                ck_core::rules::SHAPE_UNSUPPORTED,
-                format!("{} needs N and K to be multiples of 8 (16-byte rows); got N = {n}, K = {k} (launch_bf16 sends such shapes to gemm_bf16)", kernel.name()),
-            ));
-        }
-        let plain = crate::gemm_fused::EpilogueArgs::default();
-        crate::gemm_fused::launch(device, kernel, (a, b), c, (m, n, k), &plain)
-    }
-
     /// Launches `gemm_bf16_plain` (plain shared layouts) on device buffers.
     pub fn launch_bf16_plain(
         device: &Device,
@@ -408,7 +336,12 @@ pub mod host {
         GemmBf16Plain::launch(device, config(m, n), a, b, c, m, n, k)
     }
 
-    fn check_shapes(a: &[f32], b: &[f32], (m, n, k): (u32, u32, u32)) -> Result<(), LaunchError> {
+    /// `shape-mismatch` unless A and B have the elements of an M × K and a K × N matrix.
+    pub(crate) fn check_shapes(
+        a: &[f32],
+        b: &[f32],
+        (m, n, k): (u32, u32, u32),
+    ) -> Result<(), LaunchError> {
         if a.len() != m as usize * k as usize || b.len() != k as usize * n as usize {
             return Err(LaunchError::invalid(
                 ck_core::rules::SHAPE_MISMATCH,
@@ -437,37 +370,6 @@ pub mod host {
         let mut cd =
             DeviceBuffer::from_slice(device, &vec![f32::NAN; (shape.0 * shape.1) as usize])?;
         let st = launch_f32(device, &ad, &bd, &mut cd, shape)?;
-        Ok((cd.to_vec()?, st))
-    }
-
-    /// `A · B` with A and B rounded to bf16, on the tensor-core kernel
-    /// [`Bf16Kernel::for_shape`] picks (f32 accumulation).
-    pub fn gemm_bf16(
-        device: &Device,
-        a: &[f32],
-        b: &[f32],
-        shape: (u32, u32, u32),
-    ) -> Result<(Vec<f32>, LaunchStats), LaunchError> {
-        gemm_bf16_with(device, Bf16Kernel::for_shape(device, shape), a, b, shape)
-    }
-
-    /// `A · B` with A and B rounded to bf16, on `kernel`.
-    pub fn gemm_bf16_with(
-        device: &Device,
-        kernel: Bf16Kernel,
-        a: &[f32],
-        b: &[f32],
-        shape: (u32, u32, u32),
-    ) -> Result<(Vec<f32>, LaunchStats), LaunchError> {
-        check_shapes(a, b, shape)?;
-        let round = |v: &[f32]| v.iter().map(|&x| Bf16::from_f32(x)).collect::<Vec<_>>();
-        let (ad, bd) = (
-            DeviceBuffer::from_slice(device, &round(a))?,
-            DeviceBuffer::from_slice(device, &round(b))?,
-        );
-        let mut cd =
-            DeviceBuffer::from_slice(device, &vec![f32::NAN; (shape.0 * shape.1) as usize])?;
-        let st = launch_bf16_with(device, kernel, &ad, &bd, &mut cd, shape)?;
         Ok((cd.to_vec()?, st))
     }
 

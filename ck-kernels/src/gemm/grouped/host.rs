@@ -4,8 +4,8 @@
 //! ```
 //! use ck_core::device::Bf16;
 //! use ck_core::host::Device;
-//! use ck_kernels::gemm_fused::HostEpilogue;
-//! use ck_kernels::gemm_grouped::host::{GroupedGemm, Operand, Problem};
+//! use ck_kernels::gemm::fused::HostEpilogue;
+//! use ck_kernels::gemm::grouped::host::{GroupedGemm, Operand, Problem};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let device = Device::emulator();
 //! // Two experts of a mixture-of-experts layer, 3 and 5 tokens, and a 1 × 1 × 1 problem.
@@ -23,15 +23,15 @@
 //! ```
 
 use super::*;
-use crate::gemm_fused::{
+use crate::gemm::fused::{
     check_scales, run_with_host_epilogue, upload, EpilogueArgs, GemmOutput, HostEpilogue,
 };
-use crate::gemm_sm90::whole_vector_rows;
-use crate::gemm_tma::grouped::field as row_field;
-use crate::gemm_tma::host::{k_major_map, TmaGemm};
-use crate::gemm_tma::{
+use crate::gemm::tma::grouped::field as row_field;
+use crate::gemm::tma::host::{k_major_map, TmaGemm};
+use crate::gemm::tma::{
     Bf16Operands, GemmTmaGroupedBf16, GemmTmaGroupedBf16F32, Width, N256, THREADS,
 };
+use crate::gemm::wgmma::whole_vector_rows;
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats, TensorMap};
 use ck_core::rules;
 
@@ -98,7 +98,7 @@ pub struct GroupedGemm {
 }
 
 /// A group whose problems share N and K (multiples of 8, K > 0) and have rows, as the TMA
-/// kernels see it ([`crate::gemm_tma::grouped`]): A `[rows, k]`, B `[groups, k, n]`, C
+/// kernels see it ([`crate::gemm::tma::grouped`]): A `[rows, k]`, B `[groups, k, n]`, C
 /// `[rows, n]`, and the table of its `count` row tiles.
 struct RowTiles {
     table: DeviceBuffer<u32>,
@@ -121,7 +121,7 @@ struct RowTiles {
 /// 0.89–0.92). `ck bench gemm --dtypes grouped_bf16` times both kernels on every case.
 pub const TMA_MIN_ROWS: u32 = 256;
 
-/// The TMA kernels' row table for problems of `ms` rows (see [`crate::gemm_tma::grouped`]):
+/// The TMA kernels' row table for problems of `ms` rows (see [`crate::gemm::tma::grouped`]):
 /// each problem's rows in 128-row tiles, field by field.
 pub fn row_table(ms: &[u32]) -> Vec<u32> {
     let mut tiles: Vec<[u32; row_field::COUNT as usize]> = Vec::new();
@@ -290,7 +290,7 @@ impl GroupedGemm {
 
     /// The kernel [`GroupedGemm::launch`] runs for C of `O` and an epilogue of `flags`: where
     /// the problems share N and K, have [`TMA_MIN_ROWS`] rows on average and the epilogue is
-    /// alpha alone, the persistent TMA kernel ([`crate::gemm_tma::grouped`]); else the
+    /// alpha alone, the persistent TMA kernel ([`crate::gemm::tma::grouped`]); else the
     /// `cp.async` one, without element copies where every row is whole 16-byte vectors.
     pub fn kernel_name<O: GroupedOutput>(&self, flags: u32) -> &'static str {
         self.kernel_name_on::<O>(self.takes_tma(flags))

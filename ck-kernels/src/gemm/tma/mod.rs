@@ -1,10 +1,10 @@
 //! `gemm_tma_*` and `gemm_fp8_*`: `C[b] = act(alpha · A[b]·B[b] + beta · D[b] + bias)` on
 //! Hopper (sm_90a) with the copies on the TMA engine and a warp-specialised, persistent block —
 //! bf16 operands (`B` as `[K, N]`) or 8-bit floats (`B` as `[N, K]`, the only layout the fp8
-//! MMA reads), f32 accumulation, bf16 or f32 C, the [`crate::epilogue`], any batch of products.
+//! MMA reads), f32 accumulation, bf16 or f32 C, the [`crate::gemm::epilogue`], any batch of products.
 //!
 //! One block per multiprocessor takes the `128 × 256` tiles of C `block, block + grid, …` (in
-//! the grouped order of [`crate::gemm_sm90`], product by product) — or `128 × 192` ones
+//! the grouped order of [`crate::gemm::wgmma`], product by product) — or `128 × 192` ones
 //! ([`Width`], `*_n192*` kernels: alpha alone, a bias with an activation, D alone), for shapes
 //! whose wider tiles leave the last wave mostly idle. Where few tiles meet a long K (fewer
 //! tiles than multiprocessors, many stages each), the host shares the tiles' K stages out over
@@ -61,17 +61,19 @@ pub mod stream_k;
 mod width;
 use grouped::{Direct, GroupedRows};
 pub use kernels::*;
-pub use residual::{DLoads, DRing, DSource, TileAt, D_BOX};
+pub use residual::{DLoads, DRing, D_BOX};
 pub use store::{
-    c_stage_bytes, BiasRows, BiasWgmma32, CWgmma32, Staging, TmaOutput, BIAS_STAGE, C_BOX,
-    C_BUFFERS,
+    c_stage_bytes, BiasRows, BiasWgmma32, CWgmma32, DSource, Staging, TileAt, TmaOutput,
+    BIAS_STAGE, C_BOX, C_BUFFERS,
 };
 use store::{flags, load_bias, stage_bias, store_tile, TileOut};
 use stream_k::{Parts, Schedule};
 pub use width::{CWgmma192, Width, N192, N256};
 
-use crate::epilogue::{Activation, Epilogue, ACTIVATION_SHIFT, HAS_BIAS, HAS_D, RUNTIME_FLAGS};
-use crate::gemm_sm90::block_tile;
+use crate::gemm::epilogue::{
+    Activation, Epilogue, ACTIVATION_SHIFT, HAS_BIAS, HAS_D, RUNTIME_FLAGS,
+};
+use crate::gemm::wgmma::block_tile;
 use ck_core::device::*;
 use ck_core::tile::{unroll, DistributedTensor};
 use ck_core::wgmma::{SmemMatrix, SwizzleMode};
@@ -323,7 +325,7 @@ impl Tiles for Problem {
         self.n
     }
 
-    /// Tile `i` in the grouped order of `gemm_sm90::block_tile`, product by product.
+    /// Tile `i` in the grouped order of `gemm::wgmma::block_tile`, product by product.
     #[inline(always)]
     fn place(&self, i: u32, bn: u32) -> Place {
         let per_product = self.tiles_m * self.tiles_n;
@@ -438,7 +440,7 @@ fn consume<
         };
         let mut acc = DistributedTensor::<<P::W as Width>::Acc, f32>::splat(0.0);
         // The loop and its last wait in one branch: with no K stage the zero accumulators join
-        // after every MMA path (see `gemm_sm90`).
+        // after every MMA path (see `gemm::wgmma`).
         if unit.k1 > unit.k0 {
             for ks in unit.k0..unit.k1 {
                 let (s, parity) = stage(t);

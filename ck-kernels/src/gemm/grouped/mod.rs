@@ -9,7 +9,7 @@
 //! the grid is every problem's `128 × 256` tiles in turn. A block finds its problem in the
 //! table — a warp tests 32 problems per step with one vote — slices its operands out of the
 //! buffers (each slice checked, once) and computes its tile with the body of the `wgmma` GEMM
-//! ([`crate::gemm_sm90`]): the same `cp.async` pipeline, MMAs and epilogue.
+//! ([`crate::gemm::wgmma`]): the same `cp.async` pipeline, MMAs and epilogue.
 //!
 //! ```text
 //! problem   (m, n, k)        tiles      first tile
@@ -28,10 +28,10 @@
 //!
 //! Groups whose problems share N and K and have enough rows to be bound by the MMAs
 //! ([`host::TMA_MIN_ROWS`]) run `C = alpha · A·B` on the TMA kernels instead
-//! ([`crate::gemm_tma::grouped`]): a persistent grid over each problem's own row tiles.
+//! ([`crate::gemm::tma::grouped`]): a persistent grid over each problem's own row tiles.
 
-use crate::epilogue::{Epilogue, HAS_D};
-use crate::gemm_sm90::{
+use crate::gemm::epilogue::{Epilogue, HAS_D};
+use crate::gemm::wgmma::{
     block_tile, gemm_tile, smem_elems, staged_elems, whole_vector_rows, ACopy, BCopy256, CRows256,
     CWgmma256, Tile128x256, WgmmaTile, BM,
 };
@@ -91,7 +91,7 @@ fn problem_of(table: &Global<u32>, groups: u32, tile: u32) -> u32 {
 /// `ANY_SHAPE`: some problems' rows are not whole 16-byte vectors (N or K not a multiple of 8).
 #[inline(always)]
 fn gemm_grouped<
-    O: crate::epilogue::CElement,
+    O: crate::gemm::epilogue::CElement,
     const SMEM: usize,
     const STAGED: usize,
     const ANY_SHAPE: bool,
@@ -114,7 +114,7 @@ fn gemm_grouped<
     if epilogue.flags & HAS_D != 0 {
         epilogue.d = epilogue.d.slice(c_at, m * n);
     }
-    if epilogue.flags & crate::epilogue::HAS_BIAS != 0 {
+    if epilogue.flags & crate::gemm::epilogue::HAS_BIAS != 0 {
         epilogue.bias = epilogue.bias.slice(at(field::BIAS_AT), n);
     }
     let tile = block_idx() - at(field::FIRST_TILE);

@@ -1,11 +1,11 @@
 //! Host side of the fused GEMM: `C = act(alpha · A·B + beta · D + bias)` with bf16 A and B,
-//! f32 accumulation, f32 or bf16 C (and D, bias), on the wgmma kernels of [`crate::gemm_sm90`].
-//! The epilogue runs in registers before the one store of C ([`crate::epilogue`]).
+//! f32 accumulation, f32 or bf16 C (and D, bias), on the wgmma kernels of [`crate::gemm::wgmma`].
+//! The epilogue runs in registers before the one store of C ([`crate::gemm::epilogue`]).
 
-use crate::epilogue::CElement;
-use crate::epilogue::{Activation, ACTIVATION_SHIFT, HAS_BIAS, HAS_D};
-use crate::gemm::host::Bf16Kernel;
-use crate::gemm_sm90::*;
+use crate::gemm::choice::Bf16Kernel;
+use crate::gemm::epilogue::CElement;
+use crate::gemm::epilogue::{Activation, ACTIVATION_SHIFT, HAS_BIAS, HAS_D};
+use crate::gemm::wgmma::*;
 use ck_core::device::{Bf16, Real};
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats};
 

@@ -16,7 +16,7 @@
 //! is its first value, so `x − mean` stays exact-ish far from zero), and one `block_reduce_x`
 //! merges them (Chan's update) — one reduction, one trip through shared memory and two barriers fewer.
 
-use crate::rows::*;
+use crate::rows::plan::*;
 use ck_core::device::*;
 use ck_core::tile::{
     block_reduce_x, make_tile_window, welford_x, DistributedTensor, View2, Welford,

@@ -5,7 +5,7 @@
 //! after problem `g − 1`'s), and B is `[groups, K, N]`: one tensor map each. Each problem's rows
 //! are cut into 128-row tiles of their own, so that no tile mixes two problems; the grid is
 //! these *row tiles* by N's column tiles, in the grouped order of one product
-//! (`gemm_sm90::block_tile`). A table on the device gives each row tile three fields, each a column
+//! (`gemm::wgmma::block_tile`). A table on the device gives each row tile three fields, each a column
 //! of `row_tiles` values (`field · row_tiles + r`): its first row, the row its problem ends at,
 //! and its problem (B's product):
 //!
@@ -22,12 +22,13 @@
 //! ([`Direct`]): a TMA store writes whole 16-row boxes and clips only at the matrix's edge,
 //! so it would write the next problem's first rows.
 
-use super::residual::{DLoads, DSource, TileAt};
+use super::residual::DLoads;
 use super::store::{CWgmma32, TmaOutput};
+use super::store::{DSource, TileAt};
 use super::stream_k::Schedule;
 use super::{Place, Tiles, BARRIERS, BM};
-use crate::epilogue::Epilogue;
-use crate::gemm_sm90::block_tile;
+use crate::gemm::epilogue::Epilogue;
+use crate::gemm::wgmma::block_tile;
 use ck_core::device::*;
 use ck_core::tile::DistributedTensor;
 

@@ -4,17 +4,48 @@
 //! from the accumulator layout; the tile's bias staged once in shared memory ([`BiasRows`],
 //! read back as [`BiasWgmma32`]).
 
-use super::residual::DSource;
-use super::{Width, CONSUMER_WARPS, N256};
-use crate::epilogue::{CElement, Epilogue, RUNTIME_FLAGS};
+use super::{Width, BARRIERS, CONSUMER_WARPS, N256};
+use crate::gemm::epilogue::{CElement, Epilogue, RUNTIME_FLAGS};
 use ck_core::device::*;
 use ck_core::tile::{
     broadcast_x, make_tile_window, DistributedTensor, TmaBoxView, View, View1, View2,
 };
 use ck_macros::tile_distribution;
 
+/// A tile's place (product, first row, first column) and its first D stage's use of the ring
+/// (meaningful where [`DSource::D_STAGES`] is not 0).
+pub type TileAt = ((u32, u32, u32), u32);
+
+/// The source of D for a tile's epilogue, the place C is staged in, and how C is passed.
+pub trait DSource<O: TmaOutput>: Copy {
+    /// The kernel's C argument.
+    type Dest: Copy;
+    /// Ring stages a tile's D takes after its K stages (0: D is not in the ring).
+    const D_STAGES: u32;
+    /// The producer, after a tile's K stages: copies its D into the ring from stage use `t`.
+    fn produce(&self, bars: &SharedArray<Mbarrier, BARRIERS>, tile: (u32, u32, u32), t: u32);
+    /// D's values at slice `Q` (columns `32Q..32Q + 32`) of the tile, in the accumulator layout
+    /// of the `m × n` D (called only when the epilogue has a D).
+    fn slice<const Q: u32>(
+        &self,
+        epilogue: &Epilogue<O>,
+        at: TileAt,
+        mn: (u32, u32),
+    ) -> DistributedTensor<CWgmma32, f32>;
+    /// Stores slice `Q` of C (`x`, the epilogue applied): through `staged` (C's own staging
+    /// array and the slice's box buffer in it), or from where D arrived.
+    fn store<const NC: usize, const Q: u32>(
+        &self,
+        x: &DistributedTensor<CWgmma32, f32>,
+        c: Self::Dest,
+        staged: (SharedArray<O, NC>, u32),
+        at: TileAt,
+        mn: (u32, u32),
+    );
+}
+
 tile_distribution! {
-    /// A 128 × 32 tile in the wgmma accumulator layout ([`crate::gemm_sm90::CWgmma256`] with
+    /// A 128 × 32 tile in the wgmma accumulator layout ([`crate::gemm::wgmma::CWgmma256`] with
     /// j < 4): the 32-column slice `q` of a wider tile, whose registers are its 16q..16q + 16.
     pub struct CWgmma32 {
         warp_size: 32, block_size: 256,

@@ -1,13 +1,13 @@
 //! The bf16 tensor-core GEMM with the kernel chosen for the problem: what `ck run gemm` and the
 //! Python binding call. `C = act(alpha · A·B + beta · D + bias)`, bf16 A and B, f32 or bf16 C.
 //!
-//! The rule, from measurements on an H100 (`notes/README.md`, "The GEMM peer in the same
+//! The rule, from measurements on an H100 (`notes/gemm.md`, "The GEMM peer in the same
 //! process"):
 //!
 //! | problem | kernel |
 //! |---|---|
 //! | N or K not a multiple of 8 | `gemm_bf16` (`mma.sync`; no fused epilogue) — refused here |
-//! | all 128 × 128 tiles fit in one wave, and a TMA kernel for the epilogue would share its tiles' K stages out (few tiles, a long K: `gemm_tma::stream_k`; not on a stream being captured into a CUDA graph) | `gemm_tma_bf16*` in 128 × 256 or 128 × 192 tiles, the fewer estimated stages |
+//! | all 128 × 128 tiles fit in one wave, and a TMA kernel for the epilogue would share its tiles' K stages out (few tiles, a long K: `gemm::tma::stream_k`; not on a stream being captured into a CUDA graph) | `gemm_tma_bf16*` in 128 × 256 or 128 × 192 tiles, the fewer estimated stages |
 //! | otherwise, all 128 × 128 tiles fit in one wave | `gemm_bf16_wgmma_n128*` (`cp.async`) |
 //! | alpha alone (bf16 or f32 C), or bf16 C with a bias and an activation or with D alone, where 128 × 192 tiles spend ≥ 5 % more of the machine's time on C than 128 × 256 ones ([`wave_efficiency`]: 3072³, 1536³, …) | `gemm_tma_bf16*_n192*` |
 //! | an epilogue a TMA kernel is compiled for: alpha alone (bf16 or f32 C), bf16 C with a bias and an activation, or bf16 C with a residual (`alpha · A·B + beta · D`) and a bias and an activation or neither; and bf16 C with a residual and an activation alone (`gemm_tma_bf16_residual_epilogue`, D through the ring, the activation read at run time); any batch | `gemm_tma_bf16*` (TMA, warp-specialised, persistent) |
@@ -21,12 +21,14 @@
 //! the 256-wide tiles leave the last wave mostly idle the 192-wide ones win: 3072³ 0.98–0.99
 //! against 0.76–0.77 (f32 C 0.95 against 0.74), 2048×3072×3072 1.00–1.01 against 0.79–0.82.
 
-use crate::gemm::host::Bf16Kernel;
-use crate::gemm_fused::HostEpilogue;
-use crate::gemm_fused::{launch_batched, run_on_host_values, upload, EpilogueArgs, GemmOutput};
-use crate::gemm_tma::host::{kernel_name, launch as launch_tma, schedule, TmaGemm};
-use crate::gemm_tma::stream_k::Schedule;
-use crate::gemm_tma::{Bf16Operands, Width, BM, N192, N256};
+use crate::gemm::choice::Bf16Kernel;
+use crate::gemm::fused::HostEpilogue;
+use crate::gemm::fused::{launch_batched, run_on_host_values, upload, EpilogueArgs, GemmOutput};
+use crate::gemm::mma_sync::host::{check_shapes, config};
+use crate::gemm::mma_sync::GemmBf16;
+use crate::gemm::tma::host::{kernel_name, launch as launch_tma, schedule, TmaGemm};
+use crate::gemm::tma::stream_k::Schedule;
+use crate::gemm::tma::{Bf16Operands, Width, BM, N192, N256};
 use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer, LaunchError, LaunchStats};
 
@@ -36,14 +38,14 @@ use ck_core::host::{Device, DeviceBuffer, LaunchError, LaunchStats};
 const NARROW_GAIN: f64 = 1.05;
 
 /// C's element types: whether their GEMMs may run on a TMA kernel, and the bf16-operand TMA
-/// kernels' entry points for them ([`crate::gemm_tma::host`], which depends on this crate's
+/// kernels' entry points for them ([`crate::gemm::tma::host`], which depends on this crate's
 /// fused-GEMM host code and so cannot be a bound of [`GemmOutput`]).
 pub trait AutoOutput: GemmOutput {
     /// [`TmaGemm::takes`]: a TMA kernel runs the epilogue of `flags` at full speed.
     fn tma_takes(flags: u32) -> bool;
     /// The same for the 128 × 192 tiles.
     fn narrow_takes(flags: u32) -> bool;
-    /// [`crate::gemm_tma::host::launch`] for `batch` products of bf16 operands, in 128 × 256
+    /// [`crate::gemm::tma::host::launch`] for `batch` products of bf16 operands, in 128 × 256
     /// tiles or, `narrow`, 128 × 192 ones.
     fn launch_tma(
         device: &Device,
@@ -161,7 +163,7 @@ pub fn choose<O: AutoOutput>(
 }
 
 /// The TMA kernel for a problem of one wave of 128 × 128 tiles where a TMA kernel would share
-/// its tiles' K stages out over idle multiprocessors ([`crate::gemm_tma::stream_k`]; only where
+/// its tiles' K stages out over idle multiprocessors ([`crate::gemm::tma::stream_k`]; only where
 /// the device gives a workspace, not while its stream is being captured into a CUDA graph): of
 /// the two widths, the one of
 /// fewer estimated stages (a 192-wide stage counting 3/4 of a 256-wide one). On an H100,
@@ -190,7 +192,7 @@ fn shared_out<O: AutoOutput>(
 /// `C = act(alpha · A·B + beta · D + bias)` for `batch` products on device buffers (A
 /// `[batch, m, k]`, B `[batch, k, n]`, C and D `[batch, m, n]`, bias `n`, row-major) on the
 /// kernel [`choose`] picks; returns the launch's statistics and the kernel's name. Errors as
-/// [`crate::gemm_fused::launch_batched`] (N and K must be multiples of 8).
+/// [`crate::gemm::fused::launch_batched`] (N and K must be multiples of 8).
 pub fn launch<O: AutoOutput>(
     device: &Device,
     ab: (&DeviceBuffer<Bf16>, &DeviceBuffer<Bf16>),
@@ -221,8 +223,8 @@ pub fn launch<O: AutoOutput>(
 /// ```
 /// use ck_core::device::Bf16;
 /// use ck_core::host::Device;
-/// use ck_kernels::gemm_auto::gemm;
-/// use ck_kernels::gemm_fused::HostEpilogue;
+/// use ck_kernels::gemm::auto::gemm;
+/// use ck_kernels::gemm::fused::HostEpilogue;
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let device = Device::emulator();
 /// let (m, n, k) = (2u32, 8u32, 16u32);
@@ -248,4 +250,71 @@ pub fn gemm<O: AutoOutput>(
         epilogue,
         |c, args| launch(device, (&ad, &bd), c, batch, mnk, args).map(|(stats, _)| stats),
     )
+}
+
+// The bf16 GEMM with f32 C and no epilogue, on any shape: the `mma.sync` kernel where N or K is
+// not a multiple of 8, else the `cp.async` wgmma kernel [`Bf16Kernel::for_shape`] picks.
+
+/// The bf16 GEMM on device buffers, with the kernel [`Bf16Kernel::for_shape`] picks.
+pub fn launch_bf16(
+    device: &Device,
+    a: &DeviceBuffer<Bf16>,
+    b: &DeviceBuffer<Bf16>,
+    c: &mut DeviceBuffer<f32>,
+    shape: (u32, u32, u32),
+) -> Result<LaunchStats, LaunchError> {
+    launch_bf16_with(device, Bf16Kernel::for_shape(device, shape), a, b, c, shape)
+}
+
+/// The bf16 GEMM on device buffers with `kernel`; `shape-unsupported` for a wgmma kernel
+/// where N or K is not a multiple of 8.
+pub fn launch_bf16_with(
+    device: &Device,
+    kernel: Bf16Kernel,
+    a: &DeviceBuffer<Bf16>,
+    b: &DeviceBuffer<Bf16>,
+    c: &mut DeviceBuffer<f32>,
+    (m, n, k): (u32, u32, u32),
+) -> Result<LaunchStats, LaunchError> {
+    if kernel == Bf16Kernel::MmaSync {
+        return GemmBf16::launch(device, config(m, n), a, b, c, m, n, k);
+    }
+    if !crate::gemm::wgmma::whole_vector_rows(n, k) {
+        return Err(LaunchError::invalid(
+            ck_core::rules::SHAPE_UNSUPPORTED,
+            format!("{} needs N and K to be multiples of 8 (16-byte rows); got N = {n}, K = {k} (launch_bf16 sends such shapes to gemm_bf16)", kernel.name()),
+        ));
+    }
+    let plain = EpilogueArgs::default();
+    crate::gemm::fused::launch(device, kernel, (a, b), c, (m, n, k), &plain)
+}
+
+/// `A · B` with A and B rounded to bf16, on the tensor-core kernel
+/// [`Bf16Kernel::for_shape`] picks (f32 accumulation).
+pub fn gemm_bf16(
+    device: &Device,
+    a: &[f32],
+    b: &[f32],
+    shape: (u32, u32, u32),
+) -> Result<(Vec<f32>, LaunchStats), LaunchError> {
+    gemm_bf16_with(device, Bf16Kernel::for_shape(device, shape), a, b, shape)
+}
+
+/// `A · B` with A and B rounded to bf16, on `kernel`.
+pub fn gemm_bf16_with(
+    device: &Device,
+    kernel: Bf16Kernel,
+    a: &[f32],
+    b: &[f32],
+    shape: (u32, u32, u32),
+) -> Result<(Vec<f32>, LaunchStats), LaunchError> {
+    check_shapes(a, b, shape)?;
+    let round = |v: &[f32]| v.iter().map(|&x| Bf16::from_f32(x)).collect::<Vec<_>>();
+    let (ad, bd) = (
+        DeviceBuffer::from_slice(device, &round(a))?,
+        DeviceBuffer::from_slice(device, &round(b))?,
+    );
+    let mut cd = DeviceBuffer::from_slice(device, &vec![f32::NAN; (shape.0 * shape.1) as usize])?;
+    let st = launch_bf16_with(device, kernel, &ad, &bd, &mut cd, shape)?;
+    Ok((cd.to_vec()?, st))
 }

@@ -1,9 +1,9 @@
 //! `gemm_bf16_wgmma` and `gemm_bf16_wgmma_n128` (f32 C), `gemm_bf16_wgmma_bf16` and
 //! `gemm_bf16_wgmma_n128_bf16` (bf16 C): `C[M,N] = act(alpha · A[M,K] · B[K,N] + beta · D +
-//! bias)` (bf16 A and B, f32 accumulation, row-major, the [`crate::epilogue`]) on Hopper's
+//! bias)` (bf16 A and B, f32 accumulation, row-major, the [`crate::gemm::epilogue`]) on Hopper's
 //! warpgroup MMA (`wgmma`, sm_90a), for any M and any N, K that are
 //! multiples of 8 (rows of A and B must be 16-byte aligned for `cp.async`;
-//! [`crate::gemm::host::Bf16Kernel::for_shape`] sends other shapes to the `mma.sync` kernel).
+//! [`crate::gemm::choice::Bf16Kernel::for_shape`] sends other shapes to the `mma.sync` kernel).
 //!
 //! A 256-thread block (two warpgroups) computes a `128 × BN` tile of C, `BN` = 256 or 128
 //! ([`WgmmaTile`]). K is walked in stages of 64: each thread issues 16-byte `cp.async` copies
@@ -24,7 +24,7 @@
 //! f32 accumulators per thread; 128 × 128 copies 32 KiB for 2.1 MFLOP (64 FLOP per byte) but
 //! makes twice the blocks, which pays when the larger tiles leave SMs idle.
 
-use crate::epilogue::{CElement, Epilogue, HAS_BIAS, HAS_D};
+use crate::gemm::epilogue::{CElement, Epilogue, HAS_BIAS, HAS_D};
 use ck_core::device::*;
 use ck_core::distribution::TileDistribution;
 use ck_core::tile::{make_tile_window, unroll, DistributedTensor, View2};

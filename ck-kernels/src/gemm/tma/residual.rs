@@ -35,43 +35,11 @@
 //! stages freed; the ring keeps four stages during the MMAs. A box wholly outside D (past N or
 //! M) is copied as zeros and its C store writes nothing, so ragged edges need no branch.
 
-use super::store::{pairs_at, CWgmma32, TmaOutput, C_BOX};
+use super::store::{pairs_at, CWgmma32, DSource, TileAt, TmaOutput, C_BOX};
 use super::{aligned_start, b_stage_bytes, empty, full, stage, Width, BARRIERS, BM, STAGES};
-use crate::epilogue::{CElement, Epilogue};
+use crate::gemm::epilogue::{CElement, Epilogue};
 use ck_core::device::*;
 use ck_core::tile::{DistributedTensor, TmaBoxView};
-
-/// A tile's place (product, first row, first column) and its first D stage's use of the ring
-/// (meaningful where [`DSource::D_STAGES`] is not 0).
-pub type TileAt = ((u32, u32, u32), u32);
-
-/// The source of D for a tile's epilogue, the place C is staged in, and how C is passed.
-pub trait DSource<O: TmaOutput>: Copy {
-    /// The kernel's C argument.
-    type Dest: Copy;
-    /// Ring stages a tile's D takes after its K stages (0: D is not in the ring).
-    const D_STAGES: u32;
-    /// The producer, after a tile's K stages: copies its D into the ring from stage use `t`.
-    fn produce(&self, bars: &SharedArray<Mbarrier, BARRIERS>, tile: (u32, u32, u32), t: u32);
-    /// D's values at slice `Q` (columns `32Q..32Q + 32`) of the tile, in the accumulator layout
-    /// of the `m × n` D (called only when the epilogue has a D).
-    fn slice<const Q: u32>(
-        &self,
-        epilogue: &Epilogue<O>,
-        at: TileAt,
-        mn: (u32, u32),
-    ) -> DistributedTensor<CWgmma32, f32>;
-    /// Stores slice `Q` of C (`x`, the epilogue applied): through `staged` (C's own staging
-    /// array and the slice's box buffer in it), or from where D arrived.
-    fn store<const NC: usize, const Q: u32>(
-        &self,
-        x: &DistributedTensor<CWgmma32, f32>,
-        c: Self::Dest,
-        staged: (SharedArray<O, NC>, u32),
-        at: TileAt,
-        mn: (u32, u32),
-    );
-}
 
 /// D read from global memory ([`Epilogue::d`]) by each thread, in the accumulator layout; C
 /// staged in its own box buffers ([`super::C_BUFFERS`] per warp).

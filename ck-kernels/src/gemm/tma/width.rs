@@ -2,7 +2,7 @@
 //! or 192 (for shapes whose 256-wide tiles leave the last wave of multiprocessors mostly
 //! idle), with the accumulator layout of that width.
 
-use crate::gemm_sm90::CWgmma256;
+use crate::gemm::wgmma::CWgmma256;
 use ck_core::device::WgmmaAccumulators;
 use ck_core::distribution::TileDistribution;
 use ck_core::tile::DistributedTensor;
@@ -27,7 +27,7 @@ pub trait Width: 'static {
 pub struct N256;
 /// Tiles of 128 × 192, for shapes whose 128 × 256 tiles leave the last wave mostly idle: at
 /// 3072³, 288 tiles of 128 × 256 take three waves of 132 multiprocessors, the third under a
-/// quarter full; 384 of 128 × 192 fill three waves to 97 % (`gemm_auto` decides).
+/// quarter full; 384 of 128 × 192 fill three waves to 97 % (`gemm::auto` decides).
 pub struct N192;
 
 tile_distribution! {

@@ -8,9 +8,9 @@
 //! column tiles: a first pass accumulates the sum of squares, a second re-reads and scales.
 //! Columns past N and rows past M are padding (read as 0, never written).
 //!
-//! The tile per row length follows [`RowTile::for_columns`](crate::rows::RowTile::for_columns).
+//! The tile per row length follows [`RowTile::for_columns`](crate::rows::plan::RowTile::for_columns).
 
-use crate::rows::*;
+use crate::rows::plan::*;
 use ck_core::device::*;
 use ck_core::tile::{block_reduce_x, make_tile_window, DistributedTensor, View2};
 use ck_core::TileDistribution;
@@ -124,7 +124,7 @@ pub mod host {
     use super::*;
     use ck_core::host::{Device, DeviceBuffer, LaunchError, LaunchStats};
 
-    pub use crate::rows::Dtype;
+    pub use crate::rows::plan::Dtype;
 
     /// Launches the configured f32 kernel on device buffers.
     pub fn launch_f32(

@@ -52,10 +52,10 @@ pub const LOG2_E: f32 = core::f32::consts::LOG2_E;
 /// warpgroup `wg` owns rows 64·wg..64·wg + 64; in it warp `w` and lane (g, t) hold rows
 /// 16w + {g, g + 8} and columns 8j + 2t + {0, 1} — register 4j + 2h + e. Also `O`'s layout for
 /// head dim 128.
-pub use crate::gemm_sm90::CWgmma128 as Scores;
+pub use crate::gemm::wgmma::CWgmma128 as Scores;
 
 /// `O`'s 128 × 64 tile (head dim 64) in the accumulator layout ([`Scores`] with j < 8).
-pub use crate::gemm_sm90::CWgmma64 as Out64;
+pub use crate::gemm::wgmma::CWgmma64 as Out64;
 
 tile_distribution! {
     /// One value per query row: [`Scores`] (or [`Out64`]) reduced over its columns. The lane

@@ -7,7 +7,7 @@
 //! `(max, sum)` per row — on a new max the sum is rescaled by `exp2((old − new)·log₂e)` — and
 //! one `block_reduce_x` of the pair merges them; then every tile again for the output.
 
-use crate::rows::*;
+use crate::rows::plan::*;
 use ck_core::device::*;
 use ck_core::tile::{block_reduce_x, make_tile_window, DistributedTensor, View2};
 use ck_core::TileDistribution;

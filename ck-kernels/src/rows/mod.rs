@@ -1,0 +1,19 @@
+//! The row-wise family: operators that reduce along each row of an `M × N` tensor and write a
+//! row of the same length (f32 or bf16 in and out, f32 arithmetic, any M × N).
+//!
+//! | file | what |
+//! |---|---|
+//! | [`plan`] | the tile plan: how a block covers rows of N columns, which tile a row length gets ([`plan::RowTile::for_columns`]), the element types ([`plan::Dtype`]) |
+//! | [`rmsnorm`] | `rmsnorm_{f32,bf16}_*`: `y = x · rsqrt(mean(x²) + eps) · gamma` |
+//! | [`add_rmsnorm`] | `add_rmsnorm_{f32,bf16}_*`: `r = x + residual` written out, `y = rmsnorm(r) · gamma` |
+//! | [`layernorm`] | `layernorm_{f32,bf16}_*`: LayerNorm on shifted data, optionally each row's mean and rstd |
+//! | [`softmax`] | `softmax_{f32,bf16}_*`: row softmax, online `(max, sum)` for rows longer than a tile |
+//!
+//! Each operator file holds its kernels (one per tile of the plan), their host launchers and
+//! the fp64 CPU reference; every operator depends on [`plan`] and on nothing else here.
+
+pub mod add_rmsnorm;
+pub mod layernorm;
+pub mod plan;
+pub mod rmsnorm;
+pub mod softmax;
