@@ -26,7 +26,7 @@ pub struct KernelSpec {
 /// The PTX module of one kernel crate: every `#[tile_kernel]` of a crate is compiled into one
 /// module, `<crate_name>.ptx`, by `ck build-ptx`. On the GPU, each module is loaded once, when the
 /// first of its kernels is launched, so kernels of several crates run in one process.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 pub struct Module {
     /// The crate's name as rustc spells it (`my_kernels`, not `my-kernels`).
     pub crate_name: &'static str,
@@ -34,15 +34,32 @@ pub struct Module {
     pub manifest_dir: &'static str,
     /// The module's PTX, embedded at build time by `ck_build::embed_ptx()` in the crate's
     /// `build.rs` (release builds whose module had been built), else `None`.
-    pub embedded: Option<&'static str>,
+    ///
+    /// A function rather than the text: a `&'static str` in a constant is copied into every
+    /// codegen unit (and every crate) that reads the constant, and a module of a few MB
+    /// embedded ten times made a 116 MB `ck`. The text lives in the one function's unit; a
+    /// crate built with `codegen-units = 1` holds it once.
+    pub embedded: Option<fn() -> &'static str>,
 }
+
+/// Two modules are the same crate's: same name and directory (whether each embeds its text is
+/// compared, not the functions that hold it, whose addresses mean nothing).
+impl PartialEq for Module {
+    fn eq(&self, other: &Module) -> bool {
+        self.crate_name == other.crate_name
+            && self.manifest_dir == other.manifest_dir
+            && self.embedded.is_some() == other.embedded.is_some()
+    }
+}
+
+impl Eq for Module {}
 
 impl core::fmt::Debug for Module {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Module")
             .field("crate_name", &self.crate_name)
             .field("manifest_dir", &self.manifest_dir)
-            .field("embedded_bytes", &self.embedded.map(str::len))
+            .field("embedded_bytes", &self.embedded.map(|text| text().len()))
             .finish()
     }
 }

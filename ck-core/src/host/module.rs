@@ -93,7 +93,7 @@ pub fn find_ptx(m: &Module) -> Result<(PtxSource, String), LaunchError> {
         return read(p);
     }
     if let Some(text) = m.embedded {
-        return Ok((PtxSource::Embedded, text.to_string()));
+        return Ok((PtxSource::Embedded, text().to_string()));
     }
     let exe = std::env::current_exe().ok();
     let searched = search_path(m, exe.as_deref());
@@ -178,7 +178,7 @@ mod tests {
     fn an_embedded_module_is_used_without_files() {
         let m = Module {
             crate_name: "surely_not_built_anywhere",
-            embedded: Some(".version 8.0"),
+            embedded: Some(|| ".version 8.0"),
             ..M
         };
         assert_eq!(

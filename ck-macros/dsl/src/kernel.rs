@@ -440,7 +440,15 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
     let min_blocks_opt = some_or_none(opts.min_blocks_per_sm);
     let cluster_opt = some_or_none(opts.cluster.as_deref().copied());
     let embedded = match embedded_ptx() {
-        Some(path) => quote!(::core::option::Option::Some(::core::include_str!(#path))),
+        // One function per kernel holds the text, so it is compiled only into the kernel's own
+        // codegen unit, not into every unit and crate that reads the launcher's SPEC.
+        Some(path) => quote!(::core::option::Option::Some({
+            #[inline(never)]
+            fn embedded_ptx() -> &'static str {
+                ::core::include_str!(#path)
+            }
+            embedded_ptx as fn() -> &'static str
+        })),
         None => quote!(::core::option::Option::None),
     };
     let info_name = format_ident!("__ck_kernel_info_{}", name);
