@@ -26,37 +26,33 @@ pub use fp8::{E4m3, E5m2, Fp8, Fp8Kind};
 
 use crate::wgmma::Major;
 
+// The backend: the emulator on the host (`std`), PTX on the GPU. Both implement the same names;
+// kernels see them here, once. (A host build without `std` has no backend: the algebra only.)
 #[cfg(all(feature = "std", not(target_arch = "nvptx64")))]
 pub(crate) mod emu;
 #[cfg(all(feature = "std", not(target_arch = "nvptx64")))]
-pub use emu::{
-    ballot, block_dim, block_idx, block_sync, bulk_commit_group, bulk_wait_group_read,
-    cluster_ctarank, cluster_size, cluster_sync, cp_async_16, cp_async_16_unchecked,
-    cp_async_commit, cp_async_wait, fence_acq_rel_gpu, fence_barrier_init, fence_proxy_async,
-    grid_dim, lane_id, ldmatrix_x4, ldmatrix_x4_trans, mma_m16n8k16_bf16, named_barrier_arrive,
-    named_barrier_sync, setmaxnreg_dec, setmaxnreg_inc, shfl_down, shfl_idx, shfl_up, shfl_xor,
-    stmatrix_x4, thread_idx, warp_id, warp_sync, wgmma_commit, wgmma_fence, wgmma_fence_operands,
-    Global, GlobalMut, SharedArray, Tma, TmaMut,
-};
-
-#[cfg(all(feature = "std", not(target_arch = "nvptx64")))]
-pub(crate) use emu::{copy_16_async_on_partial_vectors, tma_box_view_unfit, view_outside_memory};
-
+use emu as backend;
 #[cfg(target_arch = "nvptx64")]
 mod ptx;
 #[cfg(target_arch = "nvptx64")]
-pub(crate) use ptx::{tma_box_view_unfit, view_outside_memory};
+use ptx as backend;
+mod shared_array;
 
-#[cfg(target_arch = "nvptx64")]
-pub use ptx::{
+#[cfg(any(feature = "std", target_arch = "nvptx64"))]
+pub use backend::{
     ballot, block_dim, block_idx, block_sync, bulk_commit_group, bulk_wait_group_read,
     cluster_ctarank, cluster_size, cluster_sync, cp_async_16, cp_async_16_unchecked,
     cp_async_commit, cp_async_wait, fence_acq_rel_gpu, fence_barrier_init, fence_proxy_async,
     grid_dim, lane_id, ldmatrix_x4, ldmatrix_x4_trans, mma_m16n8k16_bf16, named_barrier_arrive,
     named_barrier_sync, setmaxnreg_dec, setmaxnreg_inc, shfl_down, shfl_idx, shfl_up, shfl_xor,
     stmatrix_x4, thread_idx, warp_id, warp_sync, wgmma_commit, wgmma_fence, wgmma_fence_operands,
-    Global, GlobalMut, SharedArray, Tma, TmaMut,
+    Global, GlobalMut, Tma, TmaMut,
 };
+#[cfg(any(feature = "std", target_arch = "nvptx64"))]
+pub(crate) use backend::{tma_box_view_unfit, view_outside_memory};
+#[cfg(all(feature = "std", not(target_arch = "nvptx64")))]
+pub(crate) use emu::copy_16_async_on_partial_vectors;
+pub use shared_array::SharedArray;
 
 /// An mbarrier: 8 bytes of shared memory that count arrivals and asynchronous-copy bytes in
 /// phases (PTX `mbarrier`). Declare them with `shared!(Mbarrier; N)`; the array's methods

@@ -27,6 +27,7 @@ mod scheduler;
 mod sm90;
 mod state;
 
+use super::SharedArray;
 pub use api::*;
 pub use cluster::{cluster_ctarank, cluster_size, cluster_sync};
 pub use pipeline::{
