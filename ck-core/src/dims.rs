@@ -8,7 +8,8 @@
 //! lengths that differ, an overflow) — a compile error where they run in const evaluation —
 //! and each has a checked form returning `Option` for values not known to be in range.
 
-use crate::Index;
+/// CK's `index_t`: signed (pads produce negative lower indices), 32-bit (cheap on GPUs).
+pub type Index = i32;
 
 /// Capacity of a [`Dims`]. CK caps encodings at 10 dims per list (`kMaxNumDim`); a little more
 /// room lets adaptors carry a few extra dims.

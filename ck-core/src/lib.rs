@@ -65,12 +65,9 @@ pub mod wgmma;
 pub use adaptor::TensorAdaptor;
 pub use coordinate::Coordinate;
 pub use descriptor::TensorDescriptor;
-pub use dims::Dims;
+pub use dims::{Dims, Index};
 pub use distribution::TileDistribution;
 pub use encoding::Encoding;
 pub use error::{Error, Rule};
 pub use sfc::SpaceFillingCurve;
 pub use transform::Transform;
-
-/// CK's `index_t`: signed (pads produce negative lower indices), 32-bit (cheap on GPUs).
-pub type Index = i32;
