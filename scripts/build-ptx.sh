@@ -7,6 +7,6 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 export CK_PTX_TOOLS=${CK_PTX_TOOLS:-$ROOT/target/ptx-tools}
 cd "$ROOT"
-cargo run -q -p ck-kernels --bin ck -- build-ptx --manifest-path ck-kernels/Cargo.toml --install-toolchain "$@"
+cargo run -q -p ck-cli -- build-ptx --manifest-path ck-kernels/Cargo.toml --install-toolchain "$@"
 # The tutorial crate is built the way a user's crate is: its own module, target/ptx/ck_examples.ptx.
-cargo run -q -p ck-kernels --bin ck -- build-ptx --manifest-path examples/Cargo.toml "$@"
+cargo run -q -p ck-cli -- build-ptx --manifest-path examples/Cargo.toml "$@"

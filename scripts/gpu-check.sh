@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from the repository root, with the host binary and the PTX module
-# built elsewhere (scripts/build-ptx.sh, then cargo build --release -p ck-kernels):
+# built elsewhere (scripts/build-ptx.sh, then cargo build --release -p ck-cli):
 #   1. every exercise kernel on the emulator and the GPU, compared bit for bit (ck cross-check);
 #   2. bank-probe for W in {4,8,16} and S in {1,2,4,8,16,32,33}: the emulator's shared-memory
 #      wavefronts and conflicts next to ncu's l1tex counters for the same launches;

@@ -1,5 +1,6 @@
 //! Kernels written with ck-rs, by operator family, each with its host launchers and CPU
-//! reference; and the `ck` command's implementation ([`cli`]).
+//! reference: the library users depend on (the `ck` command is the `ck-cli` crate beside it,
+//! `ck-kernels/cli/`).
 //!
 //! | family | what |
 //! |---|---|
@@ -9,18 +10,14 @@
 //! | [`elementwise`] | copy and add on 16-byte vectors (the copy is the bandwidth reference) |
 //! | [`probes`] | exercise and probe kernels that check the device layer and the emulator's profiler |
 //!
-//! Host-side helpers: [`checks`] (the cross-check of every exercise on two backends), [`npy`]
-//! (`.npy` files for `ck run`).
+//! [`checks`] (host): each operator's check against its CPU reference on random input, and the
+//! cross-check of every exercise on two backends (what `ck cross-check` and the tests run).
 #![cfg_attr(target_arch = "nvptx64", no_std, feature(abi_ptx))]
 
 pub mod attention;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod checks;
-#[cfg(not(target_arch = "nvptx64"))]
-pub mod cli;
 pub mod elementwise;
 pub mod gemm;
-#[cfg(not(target_arch = "nvptx64"))]
-pub mod npy;
 pub mod probes;
 pub mod rows;

@@ -122,23 +122,3 @@ fn every_bf16_kernel_matches_fp64_across_tile_edges_and_wrapping_buffers() {
     );
     assert_eq!(err.unwrap_err().rule(), "shape-unsupported");
 }
-
-#[test]
-fn the_swizzled_layouts_cut_the_gemm_bank_conflicts() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ck"))
-        .args(["run", "gemm-lds", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let get = |i: usize, k: &str| rows[i][k].as_u64().unwrap();
-    assert_eq!(rows[0]["case"], "gemm xor");
-    // Same fragments, fewer conflicts: A's ldmatrix rows are 2-way in TV8's layout (4-way
-    // plain), B's ldmatrix.trans rows conflict-free (8-way plain); stores conflict-free in both.
-    assert!(get(0, "shared_load_conflicts") * 4 < get(1, "shared_load_conflicts"));
-    assert_eq!(get(0, "shared_store_conflicts"), 0);
-}

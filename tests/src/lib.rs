@@ -126,6 +126,7 @@ pub fn workspace_sources(extensions: &[&str]) -> Vec<std::path::PathBuf> {
     let mut dirs: Vec<PathBuf> = [
         "ck-core/src",
         "ck-kernels/src",
+        "ck-kernels/cli/src",
         "ck-build/src",
         "ck-macros",
         "examples/src",

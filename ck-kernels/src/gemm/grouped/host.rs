@@ -297,7 +297,7 @@ impl GroupedGemm {
     }
 
     /// The name of the TMA kernel (`tma`) or of the `cp.async` kernel for this group.
-    pub(crate) fn kernel_name_on<O: GroupedOutput>(&self, tma: bool) -> &'static str {
+    pub fn kernel_name_on<O: GroupedOutput>(&self, tma: bool) -> &'static str {
         O::kernel_names()[if tma { 2 } else { self.vector_rows as usize }]
     }
 
@@ -308,7 +308,7 @@ impl GroupedGemm {
 
     /// Whether the TMA kernel can run this group (its problems share N and K) with alpha
     /// alone, whichever [`GroupedGemm::launch`] picks.
-    pub(crate) fn has_tma(&self) -> bool {
+    pub fn has_tma(&self) -> bool {
         self.row_tiles.is_some()
     }
 
@@ -394,7 +394,7 @@ impl GroupedGemm {
 
     /// [`GroupedGemm::launch`] on the TMA kernel where `tma` and it can run the group with
     /// this epilogue, else on the `cp.async` kernel.
-    pub(crate) fn launch_on<O: GroupedOutput>(
+    pub fn launch_on<O: GroupedOutput>(
         &self,
         tma: bool,
         device: &Device,

@@ -4,10 +4,10 @@
 use super::common::{device, launch_error, report_files, write_npy, BackendArg, JsonArg};
 use super::timing::timed;
 use super::CliError;
-use crate::attention::host::{attention, launch, Options, Shape};
-use crate::checks::Rng;
 use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer};
+use ck_kernels::attention::host::{attention, launch, Options, Shape};
+use ck_kernels::checks::Rng;
 use serde_json::{json, Value};
 
 /// `ck run attention`.

@@ -5,13 +5,17 @@
 //!
 //! Building the new crate is a slow tier, left out of `cargo test --workspace` (`#[ignore]`):
 //! `.ci/run` runs it after the test command, with
-//! `cargo test -p ck-kernels --test python --test cli_new -- --ignored`.
+//! `cargo test -p ck-cli --test python --test cli_new -- --ignored`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn workspace() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
+/// The checkout: this crate is `ck-kernels/cli` in it.
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
 }
 
 /// Where the new crate builds: kept between runs (like trybuild's), apart from the workspace's.
@@ -65,7 +69,7 @@ fn scratch(name: &str) -> PathBuf {
 
 #[test]
 #[ignore = "slow tier (builds a crate outside the workspace); .ci/run runs it with \
-            `cargo test -p ck-kernels --test python --test cli_new -- --ignored`"]
+            `cargo test -p ck-cli --test python --test cli_new -- --ignored`"]
 fn a_new_crate_tests_on_the_emulator_and_builds_its_module() {
     let root = scratch("ok");
     let dir = root.join("my-kernels");

@@ -6,17 +6,17 @@
 use super::common::{device, launch_error, parse_shapes, BackendArg};
 use super::timing::{median, timed};
 use super::CliError;
-use crate::checks::Rng;
-use crate::elementwise::{CopyBf16, CopyF32, TILE_BF16, TILE_F32};
-use crate::rows::add_rmsnorm::host::{launch_bf16 as add_bf16, launch_f32 as add_f32};
-use crate::rows::layernorm::host::{
-    launch_bf16 as ln_bf16, launch_f32 as ln_f32, Buffers as LnBuffers,
-};
-use crate::rows::plan::Dtype;
-use crate::rows::rmsnorm::host::{launch_bf16 as rms_bf16, launch_f32 as rms_f32};
-use crate::rows::softmax::host::{launch_bf16 as sm_bf16, launch_f32 as sm_f32};
 use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError};
+use ck_kernels::checks::Rng;
+use ck_kernels::elementwise::{CopyBf16, CopyF32, TILE_BF16, TILE_F32};
+use ck_kernels::rows::add_rmsnorm::host::{launch_bf16 as add_bf16, launch_f32 as add_f32};
+use ck_kernels::rows::layernorm::host::{
+    launch_bf16 as ln_bf16, launch_f32 as ln_f32, Buffers as LnBuffers,
+};
+use ck_kernels::rows::plan::Dtype;
+use ck_kernels::rows::rmsnorm::host::{launch_bf16 as rms_bf16, launch_f32 as rms_f32};
+use ck_kernels::rows::softmax::host::{launch_bf16 as sm_bf16, launch_f32 as sm_f32};
 use serde_json::{json, Value};
 use std::time::Duration;
 

@@ -7,11 +7,11 @@
 use super::common::{launch_error, parse_shapes};
 use super::gemm_peer::{GemmPeer, Timed};
 use super::CliError;
-use crate::checks::Rng;
-use crate::gemm::auto::{choose, Choice};
 use ck_core::device::Bf16;
 use ck_core::host::cublas_lt::{LtOperands, LtProblem};
 use ck_core::host::{Device, DeviceBuffer};
+use ck_kernels::checks::Rng;
+use ck_kernels::gemm::auto::{choose, Choice};
 use serde_json::Value;
 
 /// The cases of `ck bench gemm`, the names `--dtypes` takes.
@@ -53,9 +53,9 @@ pub(super) fn bench(
     (warmup, iters): (usize, usize),
 ) -> Result<Vec<Value>, CliError> {
     let want = |case: &str| cases.contains(&case);
-    use crate::gemm::auto::launch_bf16_with;
-    use crate::gemm::choice::Bf16Kernel;
-    use crate::gemm::mma_sync::host::launch_f32;
+    use ck_kernels::gemm::auto::launch_bf16_with;
+    use ck_kernels::gemm::choice::Bf16Kernel;
+    use ck_kernels::gemm::mma_sync::host::launch_f32;
     let default = if device.is_emulator() {
         "128x128x64"
     } else {
@@ -107,7 +107,7 @@ pub(super) fn bench(
         // shape, for what the choice buys (on the emulator they would time the emulator).
         // "(auto)" marks what `ck run gemm` runs (gemm::auto's choice), here or on TMA.
         let picked = Bf16Kernel::for_shape(device, (m, n, k));
-        let f32_plain = crate::gemm::fused::EpilogueArgs::<f32>::default();
+        let f32_plain = ck_kernels::gemm::fused::EpilogueArgs::<f32>::default();
         let f32_tma = !matches!(choose(device, 1, (m, n, k), &f32_plain), Choice::Wgmma(_));
         let mut kernels = vec![picked];
         if !device.is_emulator() {
@@ -141,8 +141,8 @@ pub(super) fn bench(
         }
         // bf16 C, plain and with a fused bias + GELU, on the wgmma kernel launch_bf16 picks.
         if picked != Bf16Kernel::MmaSync {
-            use crate::gemm::epilogue::Activation;
-            use crate::gemm::fused::{launch, EpilogueArgs};
+            use ck_kernels::gemm::epilogue::Activation;
+            use ck_kernels::gemm::fused::{launch, EpilogueArgs};
             let mut c16 = DeviceBuffer::<Bf16>::zeros(device, m as usize * n as usize)
                 .map_err(launch_error)?;
             let bias: Vec<Bf16> = (0..n).map(|_| Bf16::from_f32(rng.f32())).collect();
@@ -239,12 +239,12 @@ fn bench_gemm_tma(
     (a, b): (&[f32], &[f32]),
     counts: (usize, usize),
 ) -> Result<Vec<(&'static str, String, Timed)>, CliError> {
-    use crate::gemm::auto::AutoOutput;
-    use crate::gemm::epilogue::Activation;
-    use crate::gemm::fused::EpilogueArgs;
-    use crate::gemm::tma::host::{launch, quantize};
-    use crate::gemm::tma::Fp8Operands;
     use ck_core::device::E4m3;
+    use ck_kernels::gemm::auto::AutoOutput;
+    use ck_kernels::gemm::epilogue::Activation;
+    use ck_kernels::gemm::fused::EpilogueArgs;
+    use ck_kernels::gemm::tma::host::{launch, quantize};
+    use ck_kernels::gemm::tma::Fp8Operands;
     let mut rows = Vec::new();
     let mut c16 =
         DeviceBuffer::<Bf16>::zeros(device, m as usize * n as usize).map_err(launch_error)?;
@@ -327,7 +327,7 @@ fn bench_gemm_tma(
         return Ok(rows);
     }
     // e4m3 operands: A as is, B transposed to [n, k]; the scales go into alpha.
-    let bt = crate::gemm::tma::host::transpose_batched(b, 1, (k, n));
+    let bt = ck_kernels::gemm::tma::host::transpose_batched(b, 1, (k, n));
     let ((qa, sa), (qb, sb)) = (quantize::<E4m3>(a), quantize::<E4m3>(&bt));
     let (a8, b8) = (
         DeviceBuffer::from_slice(device, &qa).map_err(launch_error)?,
@@ -366,8 +366,8 @@ fn bench_bmm(
     peer: &GemmPeer,
     counts: (usize, usize),
 ) -> Result<Vec<Value>, CliError> {
-    use crate::gemm::choice::Bf16Kernel;
-    use crate::gemm::fused::{launch_batched, EpilogueArgs};
+    use ck_kernels::gemm::choice::Bf16Kernel;
+    use ck_kernels::gemm::fused::{launch_batched, EpilogueArgs};
     let (batch, m, n, k) = (16u32, 2048u32, 2048u32, 2048u32);
     let mut rng = Rng(0xb33);
     let rand = |rng: &mut Rng, len: u32| -> Vec<Bf16> {
@@ -405,7 +405,7 @@ fn bench_bmm(
         (None, None),
         &mut c,
         |d, c| {
-            use crate::gemm::tma::{host::launch, Bf16Operands};
+            use ck_kernels::gemm::tma::{host::launch, Bf16Operands};
             launch::<Bf16Operands, Bf16>(d, (&a, &b), c, batch, (m, n, k), &plain).map(|_| ())
         },
     )?;
@@ -420,7 +420,7 @@ fn bench_bmm(
 /// The grouped cases (the same list as `grouped_cases` in `scripts/bench_peers.py`):
 /// mixture-of-experts layers as (tokens per expert, N, K). Skewed routing (8 experts, 512–4096 tokens), 64 experts of 0–255 tokens, and even routing
 /// of 128, 256 and 512 tokens per expert around the point where a problem's FLOP per byte of
-/// its weights (its rows) meets the H100's balance ([`crate::gemm::grouped::host::TMA_MIN_ROWS`]).
+/// its weights (its rows) meets the H100's balance ([`ck_kernels::gemm::grouped::host::TMA_MIN_ROWS`]).
 fn grouped_cases() -> [(Vec<u32>, u32, u32); 5] {
     [
         (
@@ -443,8 +443,8 @@ fn bench_grouped(
     peer: &GemmPeer,
     counts: (usize, usize),
 ) -> Result<Vec<Value>, CliError> {
-    use crate::gemm::fused::EpilogueArgs;
-    use crate::gemm::grouped::host::{GroupedGemm, Operand, Problem};
+    use ck_kernels::gemm::fused::EpilogueArgs;
+    use ck_kernels::gemm::grouped::host::{GroupedGemm, Operand, Problem};
     let mut rows = Vec::new();
     for (tokens, n, k) in grouped_cases() {
         let problems: Vec<Problem> = tokens.iter().map(|&m| Problem::new(m, n, k)).collect();

@@ -2,7 +2,7 @@
 //! clear `error[rule]` with exit status 1. The `.npy` bytes are built here from the format's
 //! definition (magic, version, little-endian header length, a Python-dict header padded to 64).
 
-use ck_kernels::npy;
+use ck_cli::npy;
 use std::process::Command;
 
 fn npy_bytes(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {

@@ -6,5 +6,5 @@ fn main() {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let argv: Vec<String> = std::env::args().skip(1).collect();
-    std::process::exit(ck_kernels::cli::main_with_args(&argv));
+    std::process::exit(ck_cli::main_with_args(&argv));
 }

@@ -144,7 +144,7 @@ impl<'a> GemmPeer<'a> {
             got.extend(ours_c[at..at + peer.len()].iter().map(|v| v.to_f32()));
             want.extend(peer.iter().map(|v| v.to_f32() as f64));
         }
-        let error = crate::checks::norm_relative_error(&got, &want);
+        let error = ck_kernels::checks::norm_relative_error(&got, &want);
         agree(kernel, &format!("{} problems", problems.len()), error)?;
         Ok(Timed {
             ours: t_ours,
@@ -221,9 +221,9 @@ fn agree(kernel: &str, what: &str, error: f64) -> Result<(), CliError> {
     Ok(())
 }
 
-/// `‖x − y‖ / ‖y‖` over every element ([`crate::checks::norm_relative_error`]).
+/// `‖x − y‖ / ‖y‖` over every element ([`ck_kernels::checks::norm_relative_error`]).
 fn relative_error<C: Real>(x: &DeviceBuffer<C>, y: &DeviceBuffer<C>) -> Result<f64, LaunchError> {
     let x: Vec<f32> = x.to_vec()?.into_iter().map(C::to_f32).collect();
     let y: Vec<f64> = y.to_vec()?.into_iter().map(|v| v.to_f32() as f64).collect();
-    Ok(crate::checks::norm_relative_error(&x, &y))
+    Ok(ck_kernels::checks::norm_relative_error(&x, &y))
 }

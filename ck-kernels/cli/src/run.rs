@@ -6,8 +6,8 @@ use super::common::{
     device, launch_error, print_stats, report_files, stats_json, write_npy, BackendArg, JsonArg,
 };
 use super::CliError;
-use crate::checks::{self, Outcome};
 use ck_core::host::Device;
+use ck_kernels::checks::{self, Outcome};
 use serde_json::json;
 
 /// A seeded run of an exercise kernel.
@@ -318,7 +318,7 @@ pub fn run(command: &RunCommand) -> Result<(), CliError> {
                 uint("stride", &a.stride, None)?,
                 uint("width", &a.width, None)?,
             );
-            crate::probes::bank_probe::check_parameters(stride, width)
+            ck_kernels::probes::bank_probe::check_parameters(stride, width)
                 .map_err(|m| CliError::new(ck_core::rules::PROBE_PARAMETERS, m))?;
             let device = device(&a.backend)?;
             let o = checks::run_bank_probe(&device, stride, width).map_err(launch_error)?;
@@ -483,7 +483,7 @@ pub fn cross_check(args: &CrossCheckArgs) -> Result<(), CliError> {
 
 /// `ck run rmsnorm --input X.npy --gamma G.npy --output Y.npy`.
 fn rmsnorm_cmd(args: &RmsnormArgs) -> Result<(), CliError> {
-    use crate::rows::rmsnorm::host::rmsnorm;
+    use ck_kernels::rows::rmsnorm::host::rmsnorm;
     let eps = eps_option(args.eps.as_deref(), 1e-6)?;
     let dtype = dtype_option(args.dtype.as_deref())?;
     let (x, v) = read_rows(&args.input, &[&args.gamma])?;
@@ -521,9 +521,9 @@ fn eps_option(value: Option<&str>, default: f32) -> Result<f32, CliError> {
 }
 
 /// `--dtype`: f32 (the default) or bf16.
-fn dtype_option(value: Option<&str>) -> Result<crate::rows::plan::Dtype, CliError> {
+fn dtype_option(value: Option<&str>) -> Result<ck_kernels::rows::plan::Dtype, CliError> {
     let name = value.unwrap_or("f32");
-    crate::rows::plan::Dtype::parse(name).ok_or_else(|| {
+    ck_kernels::rows::plan::Dtype::parse(name).ok_or_else(|| {
         CliError::new(
             ck_core::rules::DTYPE,
             format!("unsupported dtype `{name}`; use f32 or bf16"),
@@ -572,7 +572,7 @@ fn read_rows(
 
 /// `ck run layernorm --input X.npy --gamma G.npy --beta B.npy --output Y.npy`.
 fn layernorm_cmd(args: &LayernormArgs) -> Result<(), CliError> {
-    use crate::rows::layernorm::host::layernorm;
+    use ck_kernels::rows::layernorm::host::layernorm;
     let eps = eps_option(args.eps.as_deref(), 1e-5)?;
     let dtype = dtype_option(args.dtype.as_deref())?;
     let (x, v) = read_rows(&args.input, &[&args.gamma, &args.beta])?;
@@ -606,7 +606,7 @@ fn layernorm_cmd(args: &LayernormArgs) -> Result<(), CliError> {
 /// --residual-out R2.npy`.
 fn add_rmsnorm_cmd(args: &AddRmsnormArgs) -> Result<(), CliError> {
     use crate::npy;
-    use crate::rows::add_rmsnorm::host::add_rmsnorm;
+    use ck_kernels::rows::add_rmsnorm::host::add_rmsnorm;
     let eps = eps_option(args.eps.as_deref(), 1e-6)?;
     let dtype = dtype_option(args.dtype.as_deref())?;
     let (x, v) = read_rows(&args.input, &[&args.gamma])?;
@@ -644,7 +644,7 @@ fn add_rmsnorm_cmd(args: &AddRmsnormArgs) -> Result<(), CliError> {
 
 /// `ck run softmax --input X.npy --output Y.npy`.
 fn softmax_cmd(args: &SoftmaxArgs) -> Result<(), CliError> {
-    use crate::rows::softmax::host::softmax;
+    use ck_kernels::rows::softmax::host::softmax;
     let dtype = dtype_option(args.dtype.as_deref())?;
     let (x, _) = read_rows(&args.input, &[])?;
     let (m, n) = (x.shape[0], x.shape[1]);
@@ -694,8 +694,8 @@ fn lds_probe_cmd(args: &LayoutArgs) -> Result<(), CliError> {
 
 /// `ck run gemm --input-a A.npy --input-b B.npy --output C.npy [--dtype f32|bf16]`.
 fn gemm_cmd(args: &GemmArgs) -> Result<(), CliError> {
-    use crate::gemm::mma_sync::host::gemm;
     use crate::npy;
+    use ck_kernels::gemm::mma_sync::host::gemm;
     let (pa, pb, out) = (&*args.input_a, &*args.input_b, &*args.output);
     let dtype = args.dtype.as_deref().unwrap_or("f32");
     if !["f32", "bf16", "fp8-e4m3"].contains(&dtype) {
@@ -782,11 +782,11 @@ fn gemm_fused_cmd(
     batch: usize,
     (m, n, k): (usize, usize, usize),
 ) -> Result<(Vec<f32>, ck_core::host::LaunchStats, String), CliError> {
-    use crate::gemm::auto::gemm;
-    use crate::gemm::epilogue::Activation;
-    use crate::gemm::fused::HostEpilogue;
-    use crate::gemm::tma::host::gemm_fp8;
     use crate::npy;
+    use ck_kernels::gemm::auto::gemm;
+    use ck_kernels::gemm::epilogue::Activation;
+    use ck_kernels::gemm::fused::HostEpilogue;
+    use ck_kernels::gemm::tma::host::gemm_fp8;
     if args.dtype.as_deref() == Some("f32") {
         return Err(CliError::new(
             ck_core::rules::DTYPE,
@@ -867,11 +867,11 @@ fn gemm_fused_cmd(
 /// plain shared layouts (the same result; `both`: XOR then plain, one
 /// ncu session profiles them in that order), and their shared-memory counters.
 fn gemm_lds_cmd(args: &LayoutArgs) -> Result<(), CliError> {
-    use crate::gemm::auto::launch_bf16_with;
-    use crate::gemm::choice::Bf16Kernel;
-    use crate::gemm::mma_sync::host::launch_bf16_plain;
     use ck_core::device::Bf16;
     use ck_core::host::DeviceBuffer;
+    use ck_kernels::gemm::auto::launch_bf16_with;
+    use ck_kernels::gemm::choice::Bf16Kernel;
+    use ck_kernels::gemm::mma_sync::host::launch_bf16_plain;
     let layouts: &[&str] = match args.layout.as_str() {
         "xor" => &["xor"],
         "plain" => &["plain"],
@@ -894,7 +894,7 @@ fn gemm_lds_cmd(args: &LayoutArgs) -> Result<(), CliError> {
     let bd = DeviceBuffer::from_slice(&device, &b).map_err(launch_error)?;
     let af: Vec<f32> = a.iter().map(|v| v.to_f32()).collect();
     let bf: Vec<f32> = b.iter().map(|v| v.to_f32()).collect();
-    let want = crate::gemm::mma_sync::host::reference(&af, &bf, (m, n, k));
+    let want = ck_kernels::gemm::mma_sync::host::reference(&af, &bf, (m, n, k));
     let mut rows = Vec::new();
     for &name in layouts {
         let mut cd = DeviceBuffer::<f32>::zeros(&device, (m * n) as usize).map_err(launch_error)?;

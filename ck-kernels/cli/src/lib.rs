@@ -12,6 +12,7 @@ mod encoding;
 mod gemm_peer;
 mod lds;
 mod new;
+pub mod npy;
 mod run;
 mod sfc;
 mod timing;

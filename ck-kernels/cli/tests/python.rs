@@ -10,7 +10,7 @@
 //! `CK_PYTHON` names another interpreter.
 //!
 //! A slow tier, left out of `cargo test --workspace` (`#[ignore]`): `.ci/run` runs it after the
-//! test command, with `cargo test -p ck-kernels --test python --test cli_new -- --ignored`.
+//! test command, with `cargo test -p ck-cli --test python --test cli_new -- --ignored`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -92,9 +92,13 @@ fn skip(why: &str) {
 
 #[test]
 #[ignore = "slow tier (minutes: a second build of the workspace into the wheel); .ci/run runs it \
-            with `cargo test -p ck-kernels --test python --test cli_new -- --ignored`"]
+            with `cargo test -p ck-cli --test python --test cli_new -- --ignored`"]
 fn python_package() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    // This crate is `ck-kernels/cli` in the checkout.
+    let root = &Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap();
     // Run from outside the checkout, so that `python/ck_rs` (without its native module) is not
     // on the path ahead of the installed package.
     let dir: PathBuf = root.join("target/python-tests");

@@ -5,18 +5,19 @@
 use super::CliError;
 use std::path::{Path, PathBuf};
 
-const CARGO_TOML: &str = include_str!("../../templates/new/Cargo.toml.in");
-const BUILD_RS: &str = include_str!("../../templates/new/build.rs.in");
-const LIB_RS: &str = include_str!("../../templates/new/lib.rs.in");
-const TEST_RS: &str = include_str!("../../templates/new/test.rs.in");
-const PY_CARGO_TOML: &str = include_str!("../../templates/new/python/Cargo.toml.in");
-const PY_PROJECT: &str = include_str!("../../templates/new/python/pyproject.toml.in");
-const PY_LIB_RS: &str = include_str!("../../templates/new/python/lib.rs.in");
-const PY_TEST: &str = include_str!("../../templates/new/python/test.py.in");
+const CARGO_TOML: &str = include_str!("../templates/new/Cargo.toml.in");
+const BUILD_RS: &str = include_str!("../templates/new/build.rs.in");
+const LIB_RS: &str = include_str!("../templates/new/lib.rs.in");
+const TEST_RS: &str = include_str!("../templates/new/test.rs.in");
+const PY_CARGO_TOML: &str = include_str!("../templates/new/python/Cargo.toml.in");
+const PY_PROJECT: &str = include_str!("../templates/new/python/pyproject.toml.in");
+const PY_LIB_RS: &str = include_str!("../templates/new/python/lib.rs.in");
+const PY_TEST: &str = include_str!("../templates/new/python/test.py.in");
 
 /// The ck-rs checkout this `ck` was built from, if it is still there.
 fn checkout() -> Option<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent()?;
+    // This crate is ck-kernels/cli in the checkout.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent()?.parent()?;
     root.join("ck-core/Cargo.toml")
         .is_file()
         .then(|| root.to_path_buf())
