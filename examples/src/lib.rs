@@ -1,6 +1,6 @@
 //! # ck-examples — writing your own kernels with ck-rs
 //!
-//! Two kernels, written as a user's crate writes them (README, "Write your own kernel"):
+//! Two kernels, written as a user's crate writes them (docs/writing-kernels.md):
 //!
 //! | module | kernel | what it shows |
 //! |---|---|---|

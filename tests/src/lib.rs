@@ -117,6 +117,36 @@ pub fn is_encoding_rule(rule: &str) -> bool {
 #[doc = include_str!("../../README.md")]
 struct ReadmeDoctests;
 
+// The examples of the docs/ pages that have Rust code blocks, run as doctests, one struct per
+// page (the `ignore`d ones need `ck-kernels`, which this crate does not depend on).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/distributions.md")]
+struct DocsDistributions;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/kernels-and-emulator.md")]
+struct DocsKernelsAndEmulator;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/tiles-and-windows.md")]
+struct DocsTilesAndWindows;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/shared-memory.md")]
+struct DocsSharedMemory;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/writing-kernels.md")]
+struct DocsWritingKernels;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/operators.md")]
+struct DocsOperators;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/core.md")]
+struct DocsCore;
+
 /// The files under the workspace's source folders (not its tests) whose extension is one of
 /// `extensions`: what the source-wide checks (SAFETY comments, the rule vocabulary) read.
 pub fn workspace_sources(extensions: &[&str]) -> Vec<std::path::PathBuf> {
