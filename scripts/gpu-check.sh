@@ -34,7 +34,8 @@ python3 scripts/compare_banks.py "$OUT/lds-emu.json" "$OUT/lds-ncu.csv" | tee "$
 echo "### 2c. bf16 GEMM (256^3): swizzled vs plain shared layouts, emulator vs ncu"
 "$CK" run gemm-lds --layout both --json --backend emu > "$OUT/gemm-lds-emu.json" || status=1
 timeout 120 ncu --csv --log-file "$OUT/gemm-lds-ncu.csv" --metrics "$M" "$CK" run gemm-lds --layout both --backend cuda > /dev/null || status=1
-# Many warps in flight: ncu counts up to ~1.5 % extra wavefronts, varying per run (notes/README.md).
+# Many warps in flight: ncu counts up to ~1.5 % extra wavefronts, varying per run
+# (notes/emulator-and-tools.md, notes/h100-gemm-lds-emulator-vs-ncu.txt).
 python3 scripts/compare_banks.py "$OUT/gemm-lds-emu.json" "$OUT/gemm-lds-ncu.csv" --excess 2 | tee "$OUT/gemm-lds-table.txt" || status=1
 
 echo "### 2d. wgmma GEMM (257x264x64): cp.async stores, emulator vs ncu; wgmma reads (ncu)"
