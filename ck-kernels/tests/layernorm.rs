@@ -5,7 +5,7 @@
 use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer};
 use ck_kernels::checks::Rng;
-use ck_kernels::rows::layernorm::host::{launch_f32, layernorm, reference, Buffers};
+use ck_kernels::rows::layernorm::host::{launch, layernorm, reference, Buffers};
 use ck_kernels::rows::plan::Dtype;
 
 /// The largest `|got − want| / scale` over elements.
@@ -116,7 +116,7 @@ fn statistics_are_optional_and_shapes_are_checked() {
         mean: &mut mean,
         rstd: &mut rstd,
     };
-    let e = launch_f32(&device, bufs, (2, 3, 1e-5)).unwrap_err();
+    let e = launch(&device, bufs, (2, 3, 1e-5)).unwrap_err();
     assert_eq!(e.rule(), "shape-mismatch");
     let (mut none_a, mut none_b) = (buf(0), buf(0));
     let bufs = Buffers {
@@ -127,5 +127,5 @@ fn statistics_are_optional_and_shapes_are_checked() {
         mean: &mut none_a,
         rstd: &mut none_b,
     };
-    launch_f32(&device, bufs, (2, 3, 1e-5)).unwrap();
+    launch(&device, bufs, (2, 3, 1e-5)).unwrap();
 }

@@ -2,65 +2,40 @@
 //! makes the capsules (and allocates the outputs like the inputs), so each function here checks
 //! shapes and types, picks the kernel by element type and runs it where the tensors are.
 
-use ck_core::device::{Bf16, Element};
+use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer, LaunchError, LaunchStats};
 use ck_core::rules;
 use ck_kernels as kernels;
 use ck_python::{launch_error, type_error, value_error, Backend, Dtype, Tensor};
+use kernels::rows;
 use pyo3::prelude::*;
 
 type Launched = Result<LaunchStats, LaunchError>;
 
-/// The kernels of one element type.
-trait Kernels: Element {
-    fn rmsnorm(d: &Device, x: &Buf<Self>, g: &Buf<Self>, y: &mut Buf<Self>, p: Rows) -> Launched;
-    fn add_rmsnorm(d: &Device, i: [&Buf<Self>; 3], o: [&mut Buf<Self>; 2], p: Rows) -> Launched;
-    fn layernorm(
-        d: &Device,
-        b: kernels::rows::layernorm::host::Buffers<'_, Self>,
-        p: Rows,
-    ) -> Launched;
-    fn softmax(d: &Device, x: &Buf<Self>, y: &mut Buf<Self>, p: (u32, u32)) -> Launched;
+/// The kernels of one element type: the row operators' (generic over it) and the plain GEMM's.
+trait Kernels:
+    rows::rmsnorm::Kernels
+    + rows::add_rmsnorm::Kernels
+    + rows::layernorm::Kernels
+    + rows::softmax::Kernels
+{
     fn gemm(d: &Device, a: &Buf<Self>, b: &Buf<Self>, c: &mut Buf<f32>, p: Mnk) -> Launched;
 }
 
 type Buf<T> = DeviceBuffer<T>;
-/// Rows, columns and epsilon.
-type Rows = (u32, u32, f32);
 type Mnk = (u32, u32, u32);
 
-macro_rules! impl_kernels {
-    ($t:ty, $launch:ident, $gemm:path) => {
-        impl Kernels for $t {
-            fn rmsnorm(d: &Device, x: &Buf<$t>, g: &Buf<$t>, y: &mut Buf<$t>, p: Rows) -> Launched {
-                kernels::rows::rmsnorm::host::$launch(d, x, g, y, p)
-            }
-            fn add_rmsnorm(
-                d: &Device,
-                [x, r, g]: [&Buf<$t>; 3],
-                [ro, y]: [&mut Buf<$t>; 2],
-                p: Rows,
-            ) -> Launched {
-                kernels::rows::add_rmsnorm::host::$launch(d, (x, r, g), (ro, y), p)
-            }
-            fn layernorm(
-                d: &Device,
-                b: kernels::rows::layernorm::host::Buffers<'_, $t>,
-                p: Rows,
-            ) -> Launched {
-                kernels::rows::layernorm::host::$launch(d, b, p)
-            }
-            fn softmax(d: &Device, x: &Buf<$t>, y: &mut Buf<$t>, p: (u32, u32)) -> Launched {
-                kernels::rows::softmax::host::$launch(d, x, y, p)
-            }
-            fn gemm(d: &Device, a: &Buf<$t>, b: &Buf<$t>, c: &mut Buf<f32>, p: Mnk) -> Launched {
-                $gemm(d, a, b, c, p)
-            }
-        }
-    };
+impl Kernels for f32 {
+    fn gemm(d: &Device, a: &Buf<f32>, b: &Buf<f32>, c: &mut Buf<f32>, p: Mnk) -> Launched {
+        kernels::gemm::mma_sync::host::launch_f32(d, a, b, c, p)
+    }
 }
-impl_kernels!(f32, launch_f32, kernels::gemm::mma_sync::host::launch_f32);
-impl_kernels!(Bf16, launch_bf16, kernels::gemm::auto::launch_bf16);
+
+impl Kernels for Bf16 {
+    fn gemm(d: &Device, a: &Buf<Bf16>, b: &Buf<Bf16>, c: &mut Buf<f32>, p: Mnk) -> Launched {
+        kernels::gemm::auto::launch_bf16(d, a, b, c, p)
+    }
+}
 
 /// Runs `$body` with `$t` the element type of `$dtype`.
 macro_rules! by_dtype {
@@ -178,7 +153,7 @@ pub fn rmsnorm(
     }
     by_dtype!(dtype, T => {
         let (xb, gb, mut yb) = (be.buffer::<T>(&x)?, be.buffer::<T>(&gamma)?, be.buffer::<T>(&y)?);
-        T::rmsnorm(be.device(), &xb, &gb, &mut yb, (m, n, eps)).map_err(launch_error)?;
+        rows::rmsnorm::host::launch(be.device(), &xb, &gb, &mut yb, (m, n, eps)).map_err(launch_error)?;
         be.finish(&yb, &y)
     })
 }
@@ -218,7 +193,7 @@ pub fn add_rmsnorm(
     by_dtype!(dtype, T => {
         let (xb, rb, gb) = (be.buffer::<T>(&x)?, be.buffer::<T>(&res)?, be.buffer::<T>(&gamma)?);
         let (mut rob, mut yb) = (be.buffer::<T>(&r)?, be.buffer::<T>(&y)?);
-        T::add_rmsnorm(be.device(), [&xb, &rb, &gb], [&mut rob, &mut yb], (m, n, eps))
+        rows::add_rmsnorm::host::launch(be.device(), (&xb, &rb, &gb), (&mut rob, &mut yb), (m, n, eps))
             .map_err(launch_error)?;
         be.finish(&rob, &r)?;
         be.finish(&yb, &y)
@@ -309,7 +284,7 @@ pub fn layernorm(
             mean: &mut mb,
             rstd: &mut rb,
         };
-        T::layernorm(be.device(), bufs, (m, n, eps)).map_err(launch_error)?;
+        rows::layernorm::host::launch(be.device(), bufs, (m, n, eps)).map_err(launch_error)?;
         be.finish(&yb, &y)
     })?;
     if let Some((a, b)) = &stats {
@@ -335,7 +310,7 @@ pub fn softmax(x: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>, stream: Option<u64>) 
     }
     by_dtype!(dtype, T => {
         let (xb, mut yb) = (be.buffer::<T>(&x)?, be.buffer::<T>(&y)?);
-        T::softmax(be.device(), &xb, &mut yb, (m, n)).map_err(launch_error)?;
+        rows::softmax::host::launch(be.device(), &xb, &mut yb, (m, n)).map_err(launch_error)?;
         be.finish(&yb, &y)
     })
 }

@@ -10,13 +10,9 @@ use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError};
 use ck_kernels::checks::Rng;
 use ck_kernels::elementwise::{CopyBf16, CopyF32, TILE_BF16, TILE_F32};
-use ck_kernels::rows::add_rmsnorm::host::{launch_bf16 as add_bf16, launch_f32 as add_f32};
-use ck_kernels::rows::layernorm::host::{
-    launch_bf16 as ln_bf16, launch_f32 as ln_f32, Buffers as LnBuffers,
-};
+use ck_kernels::rows::layernorm::host::Buffers as LnBuffers;
 use ck_kernels::rows::plan::Dtype;
-use ck_kernels::rows::rmsnorm::host::{launch_bf16 as rms_bf16, launch_f32 as rms_f32};
-use ck_kernels::rows::softmax::host::{launch_bf16 as sm_bf16, launch_f32 as sm_f32};
+use ck_kernels::rows::{add_rmsnorm, layernorm, rmsnorm, softmax};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -260,6 +256,24 @@ impl<T: ck_core::device::Element> RowRun<T> {
             rstd,
         }
     }
+
+    /// One launch of `op` on these buffers.
+    fn launch(&mut self, d: &Device, op: RowOp, shape: (u32, u32, f32)) -> Result<(), LaunchError>
+    where
+        T: rmsnorm::Kernels + layernorm::Kernels + add_rmsnorm::Kernels + softmax::Kernels,
+    {
+        let (m, n, _) = shape;
+        match op {
+            RowOp::Rmsnorm => rmsnorm::host::launch(d, &self.x, &self.g, &mut self.y, shape),
+            RowOp::Layernorm => layernorm::host::launch(d, self.layernorm_buffers(), shape),
+            RowOp::AddRmsnorm => {
+                let (inputs, outputs) = ((&self.x, &self.b, &self.g), (&mut self.r, &mut self.y));
+                add_rmsnorm::host::launch(d, inputs, outputs, shape)
+            }
+            RowOp::Softmax => softmax::host::launch(d, &self.x, &mut self.y, (m, n)),
+        }
+        .map(|_| ())
+    }
 }
 
 fn bench_rows(
@@ -306,33 +320,13 @@ fn bench_rows(
                 Dtype::F32 => {
                     let mut r = RowRun::new(device, x.clone(), g.clone(), b.clone())
                         .map_err(launch_error)?;
-                    timed(device, warmup, iters, |d| {
-                        match op {
-                            RowOp::Rmsnorm => rms_f32(d, &r.x, &r.g, &mut r.y, shape),
-                            RowOp::Layernorm => ln_f32(d, r.layernorm_buffers(), shape),
-                            RowOp::AddRmsnorm => {
-                                add_f32(d, (&r.x, &r.b, &r.g), (&mut r.r, &mut r.y), shape)
-                            }
-                            RowOp::Softmax => sm_f32(d, &r.x, &mut r.y, (m, n)),
-                        }
-                        .map(|_| ())
-                    })
+                    timed(device, warmup, iters, |d| r.launch(d, op, shape))
                 }
                 Dtype::Bf16 => {
                     let round = |v: &[f32]| v.iter().map(|&a| Bf16::from_f32(a)).collect();
                     let mut r = RowRun::new(device, round(&x), round(&g), round(&b))
                         .map_err(launch_error)?;
-                    timed(device, warmup, iters, |d| {
-                        match op {
-                            RowOp::Rmsnorm => rms_bf16(d, &r.x, &r.g, &mut r.y, shape),
-                            RowOp::Layernorm => ln_bf16(d, r.layernorm_buffers(), shape),
-                            RowOp::AddRmsnorm => {
-                                add_bf16(d, (&r.x, &r.b, &r.g), (&mut r.r, &mut r.y), shape)
-                            }
-                            RowOp::Softmax => sm_bf16(d, &r.x, &mut r.y, (m, n)),
-                        }
-                        .map(|_| ())
-                    })
+                    timed(device, warmup, iters, |d| r.launch(d, op, shape))
                 }
             }
             .map_err(launch_error)?;

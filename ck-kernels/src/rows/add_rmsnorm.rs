@@ -5,6 +5,8 @@
 
 use crate::rows::plan::*;
 use ck_core::device::*;
+#[cfg(not(target_arch = "nvptx64"))]
+use ck_core::host::DeviceBuffer;
 use ck_core::tile::{block_reduce_x, make_tile_window, DistributedTensor, View2};
 use ck_core::TileDistribution;
 use ck_macros::tile_kernel;
@@ -110,85 +112,51 @@ macro_rules! add_rmsnorm_kernel {
     };
 }
 
-add_rmsnorm_kernel!(add_rmsnorm_f32_rows, RowsF32, f32, 4, 256, true);
-add_rmsnorm_kernel!(add_rmsnorm_f32_c4096, RowF32x4096, f32, 4, 128, true);
-add_rmsnorm_kernel!(add_rmsnorm_f32_c8192, RowF32x8192, f32, 4, 256, true);
-add_rmsnorm_kernel!(add_rmsnorm_bf16_rows, RowsBf16, Bf16, 8, 256, true);
-add_rmsnorm_kernel!(add_rmsnorm_bf16_c4096, RowBf16x4096, Bf16, 8, 128, true);
-add_rmsnorm_kernel!(add_rmsnorm_bf16_c8192, RowBf16x8192, Bf16, 8, 256, true);
-// Rows exactly the tile's width (bf16: 124 registers padded, two blocks per SM).
-add_rmsnorm_kernel!(add_rmsnorm_bf16_rows_full, RowsBf16, Bf16, 8, 256, false);
-add_rmsnorm_kernel!(
-    add_rmsnorm_bf16_c4096_full,
-    RowBf16x4096,
-    Bf16,
-    8,
-    128,
-    false
-);
-add_rmsnorm_kernel!(
-    add_rmsnorm_bf16_c8192_full,
-    RowBf16x8192,
-    Bf16,
-    8,
-    256,
-    false
-);
+instances! {
+    declare: add_rmsnorm_kernel,
+    launch(
+        x: &DeviceBuffer<Self>,
+        residual: &DeviceBuffer<Self>,
+        gamma: &DeviceBuffer<Self>,
+        r: &mut DeviceBuffer<Self>,
+        y: &mut DeviceBuffer<Self>,
+        m: u32,
+        n: u32,
+        eps: f32,
+    ),
+    f32 {
+        Rows Padded => add_rmsnorm_f32_rows / AddRmsnormF32Rows (RowsF32, f32, 4, 256, true),
+        Row4096 Padded => add_rmsnorm_f32_c4096 / AddRmsnormF32C4096 (RowF32x4096, f32, 4, 128, true),
+        Row8192 Padded => add_rmsnorm_f32_c8192 / AddRmsnormF32C8192 (RowF32x8192, f32, 4, 256, true),
+    }
+    Bf16 {
+        Rows Padded => add_rmsnorm_bf16_rows / AddRmsnormBf16Rows (RowsBf16, Bf16, 8, 256, true),
+        Row4096 Padded => add_rmsnorm_bf16_c4096 / AddRmsnormBf16C4096 (RowBf16x4096, Bf16, 8, 128, true),
+        Row8192 Padded => add_rmsnorm_bf16_c8192 / AddRmsnormBf16C8192 (RowBf16x8192, Bf16, 8, 256, true),
+        // Rows exactly the tile's width: no padding.
+        Rows Full => add_rmsnorm_bf16_rows_full / AddRmsnormBf16RowsFull (RowsBf16, Bf16, 8, 256, false),
+        Row4096 Full => add_rmsnorm_bf16_c4096_full / AddRmsnormBf16C4096Full (RowBf16x4096, Bf16, 8, 128, false),
+        Row8192 Full => add_rmsnorm_bf16_c8192_full / AddRmsnormBf16C8192Full (RowBf16x8192, Bf16, 8, 256, false),
+    }
+}
 
 /// Host side: launch and CPU reference.
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod host {
     use super::*;
-    use ck_core::host::{Device, DeviceBuffer, LaunchError, LaunchStats};
+    use ck_core::host::{Device, LaunchError, LaunchStats};
 
-    /// Launches the f32 kernel for rows of `n`: `r = x + residual`, `y = rmsnorm(r) · gamma`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn launch_f32(
+    /// Launches the kernel of `T` for rows of `n` ([`Instance::pick`]) on device buffers:
+    /// `r = x + residual`, `y = rmsnorm(r) · gamma`.
+    pub fn launch<T: Kernels>(
         device: &Device,
-        (x, residual, gamma): (&DeviceBuffer<f32>, &DeviceBuffer<f32>, &DeviceBuffer<f32>),
-        (r, y): (&mut DeviceBuffer<f32>, &mut DeviceBuffer<f32>),
+        (x, residual, gamma): (&DeviceBuffer<T>, &DeviceBuffer<T>, &DeviceBuffer<T>),
+        (r, y): (&mut DeviceBuffer<T>, &mut DeviceBuffer<T>),
         (m, n, eps): (u32, u32, f32),
     ) -> Result<LaunchStats, LaunchError> {
-        let tile = RowTile::for_columns(n);
-        let cfg = tile.launch_config(Dtype::F32, m);
-        let (a, b, g) = (x, residual, gamma);
-        match tile {
-            RowTile::Rows => AddRmsnormF32Rows::launch(device, cfg, a, b, g, r, y, m, n, eps),
-            RowTile::Row4096 => AddRmsnormF32C4096::launch(device, cfg, a, b, g, r, y, m, n, eps),
-            RowTile::Row8192 => AddRmsnormF32C8192::launch(device, cfg, a, b, g, r, y, m, n, eps),
-        }
-    }
-
-    /// Launches the bf16 kernel for rows of `n`.
-    pub fn launch_bf16(
-        device: &Device,
-        (x, residual, gamma): (
-            &DeviceBuffer<Bf16>,
-            &DeviceBuffer<Bf16>,
-            &DeviceBuffer<Bf16>,
-        ),
-        (r, y): (&mut DeviceBuffer<Bf16>, &mut DeviceBuffer<Bf16>),
-        (m, n, eps): (u32, u32, f32),
-    ) -> Result<LaunchStats, LaunchError> {
-        let tile = RowTile::for_columns(n);
-        let cfg = tile.launch_config(Dtype::Bf16, m);
-        let (a, b, g) = (x, residual, gamma);
-        // Rows exactly the tile's width need no padding: kernels of their own.
-        let full = n == tile.columns(Dtype::Bf16);
-        match tile {
-            RowTile::Rows if full => {
-                AddRmsnormBf16RowsFull::launch(device, cfg, a, b, g, r, y, m, n, eps)
-            }
-            RowTile::Rows => AddRmsnormBf16Rows::launch(device, cfg, a, b, g, r, y, m, n, eps),
-            RowTile::Row4096 if full => {
-                AddRmsnormBf16C4096Full::launch(device, cfg, a, b, g, r, y, m, n, eps)
-            }
-            RowTile::Row4096 => AddRmsnormBf16C4096::launch(device, cfg, a, b, g, r, y, m, n, eps),
-            RowTile::Row8192 if full => {
-                AddRmsnormBf16C8192Full::launch(device, cfg, a, b, g, r, y, m, n, eps)
-            }
-            RowTile::Row8192 => AddRmsnormBf16C8192::launch(device, cfg, a, b, g, r, y, m, n, eps),
-        }
+        let instance = Instance::pick(n, T::DTYPE, T::INSTANCES);
+        let cfg = instance.tile.launch_config(T::DTYPE, m);
+        T::launch_instance(instance, device, cfg, x, residual, gamma, r, y, m, n, eps)
     }
 
     /// `r = x + residual` and `y = rmsnorm(r) · gamma`, both `m × n`.
@@ -224,7 +192,7 @@ pub mod host {
                 let (xd, rd, gd) = (up(x)?, up(residual)?, up(gamma)?);
                 let mut r = DeviceBuffer::from_slice(device, &vec![f32::NAN; size])?;
                 let mut y = DeviceBuffer::from_slice(device, &vec![f32::NAN; size])?;
-                let st = launch_f32(device, (&xd, &rd, &gd), (&mut r, &mut y), (m, n, eps))?;
+                let st = launch(device, (&xd, &rd, &gd), (&mut r, &mut y), (m, n, eps))?;
                 Ok(((r.to_vec()?, y.to_vec()?), st))
             }
             Dtype::Bf16 => {
@@ -235,7 +203,7 @@ pub mod host {
                 let (xd, rd, gd) = (up(x)?, up(residual)?, up(gamma)?);
                 let mut r = DeviceBuffer::from_slice(device, &vec![Bf16(0x7fc0); size])?;
                 let mut y = DeviceBuffer::from_slice(device, &vec![Bf16(0x7fc0); size])?;
-                let st = launch_bf16(device, (&xd, &rd, &gd), (&mut r, &mut y), (m, n, eps))?;
+                let st = launch(device, (&xd, &rd, &gd), (&mut r, &mut y), (m, n, eps))?;
                 let wide = |b: DeviceBuffer<Bf16>| -> Result<Vec<f32>, LaunchError> {
                     Ok(b.to_vec()?.iter().map(|v| v.to_f32()).collect())
                 };

@@ -18,6 +18,8 @@
 
 use crate::rows::plan::*;
 use ck_core::device::*;
+#[cfg(not(target_arch = "nvptx64"))]
+use ck_core::host::DeviceBuffer;
 use ck_core::tile::{
     block_reduce_x, make_tile_window, welford_x, DistributedTensor, View2, Welford,
 };
@@ -253,89 +255,53 @@ macro_rules! layernorm_kernel {
     };
 }
 
-layernorm_kernel!(layernorm_f32_rows, RowsF32, f32, 4, 256, false, true);
-layernorm_kernel!(layernorm_f32_c4096, RowF32x4096, f32, 4, 128, false, true);
-layernorm_kernel!(layernorm_f32_c8192, RowF32x8192, f32, 4, 256, false, true);
-layernorm_kernel!(layernorm_f32_long, RowF32x8192, f32, 4, 256, true, true);
-// f32 rows exactly the tile's width: one reduction (see the module documentation). (The bf16
-// ones keep two: at 8192 columns the one-reduction kernel spilled under its four-blocks bound
-// and lost 14 %; at 1024 and 4096 columns it gained nothing.)
-layernorm_kernel!(layernorm_f32_rows_full, RowsF32, f32, 4, 256, one_reduction);
-layernorm_kernel!(
-    layernorm_f32_c4096_full,
-    RowF32x4096,
-    f32,
-    4,
-    128,
-    one_reduction
-);
-layernorm_kernel!(
-    layernorm_f32_c8192_full,
-    RowF32x8192,
-    f32,
-    4,
-    256,
-    one_reduction
-);
-layernorm_kernel!(layernorm_bf16_rows, RowsBf16, Bf16, 8, 256, false, true);
-layernorm_kernel!(
-    layernorm_bf16_c4096,
-    RowBf16x4096,
-    Bf16,
-    8,
-    128,
-    false,
-    true
-);
-// Three blocks per SM (80 registers; 12 bytes spilled in the epilogue): the row is 16 KiB of
-// loads, and the third block's are what keeps the memory system busy.
-layernorm_kernel!(
-    layernorm_bf16_c8192,
-    RowBf16x8192,
-    Bf16,
-    8,
-    256,
-    false,
-    true,
-    min_blocks_per_sm = 3
-);
-layernorm_kernel!(layernorm_bf16_long, RowBf16x8192, Bf16, 8, 256, true, true);
-// Rows exactly the tile's width (bf16, where the mask's instructions were the limit).
-layernorm_kernel!(
-    layernorm_bf16_rows_full,
-    RowsBf16,
-    Bf16,
-    8,
-    256,
-    false,
-    false
-);
-layernorm_kernel!(
-    layernorm_bf16_c4096_full,
-    RowBf16x4096,
-    Bf16,
-    8,
-    128,
-    false,
-    false
-);
-// Four blocks per SM (63 registers, no spill; 72 at three): 2796 -> 2940 GB/s at 16384 × 8192.
-layernorm_kernel!(
-    layernorm_bf16_c8192_full,
-    RowBf16x8192,
-    Bf16,
-    8,
-    256,
-    false,
-    false,
-    min_blocks_per_sm = 4
-);
+instances! {
+    declare: layernorm_kernel,
+    launch(
+        x: &DeviceBuffer<Self>,
+        gamma: &DeviceBuffer<Self>,
+        beta: &DeviceBuffer<Self>,
+        y: &mut DeviceBuffer<Self>,
+        mean: &mut DeviceBuffer<f32>,
+        rstd: &mut DeviceBuffer<f32>,
+        stats_rows: u32,
+        m: u32,
+        n: u32,
+        eps: f32,
+    ),
+    f32 {
+        Rows Padded => layernorm_f32_rows / LayernormF32Rows (RowsF32, f32, 4, 256, false, true),
+        Row4096 Padded => layernorm_f32_c4096 / LayernormF32C4096 (RowF32x4096, f32, 4, 128, false, true),
+        Row8192 Padded => layernorm_f32_c8192 / LayernormF32C8192 (RowF32x8192, f32, 4, 256, false, true),
+        Row8192 Long => layernorm_f32_long / LayernormF32Long (RowF32x8192, f32, 4, 256, true, true),
+        // f32 rows exactly the tile's width: one reduction (see the module documentation). (The
+        // bf16 ones keep two: at 8192 columns the one-reduction kernel spilled under its
+        // four-blocks bound and lost 14 %; at 1024 and 4096 columns it gained nothing.)
+        Rows Full => layernorm_f32_rows_full / LayernormF32RowsFull (RowsF32, f32, 4, 256, one_reduction),
+        Row4096 Full => layernorm_f32_c4096_full / LayernormF32C4096Full (RowF32x4096, f32, 4, 128, one_reduction),
+        Row8192 Full => layernorm_f32_c8192_full / LayernormF32C8192Full (RowF32x8192, f32, 4, 256, one_reduction),
+    }
+    Bf16 {
+        Rows Padded => layernorm_bf16_rows / LayernormBf16Rows (RowsBf16, Bf16, 8, 256, false, true),
+        Row4096 Padded => layernorm_bf16_c4096 / LayernormBf16C4096 (RowBf16x4096, Bf16, 8, 128, false, true),
+        // Three blocks per SM (80 registers; 12 bytes spilled in the epilogue): the row is 16 KiB
+        // of loads, and the third block's are what keeps the memory system busy.
+        Row8192 Padded => layernorm_bf16_c8192 / LayernormBf16C8192 (RowBf16x8192, Bf16, 8, 256, false, true, min_blocks_per_sm = 3),
+        Row8192 Long => layernorm_bf16_long / LayernormBf16Long (RowBf16x8192, Bf16, 8, 256, true, true),
+        // Rows exactly the tile's width (bf16, where the mask's instructions were the limit).
+        Rows Full => layernorm_bf16_rows_full / LayernormBf16RowsFull (RowsBf16, Bf16, 8, 256, false, false),
+        Row4096 Full => layernorm_bf16_c4096_full / LayernormBf16C4096Full (RowBf16x4096, Bf16, 8, 128, false, false),
+        // Four blocks per SM (63 registers, no spill; 72 at three): 2796 -> 2940 GB/s at
+        // 16384 × 8192.
+        Row8192 Full => layernorm_bf16_c8192_full / LayernormBf16C8192Full (RowBf16x8192, Bf16, 8, 256, false, false, min_blocks_per_sm = 4),
+    }
+}
 
 /// Host side: configuration, launch, CPU reference.
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod host {
     use super::*;
-    use ck_core::host::{Device, DeviceBuffer, LaunchError, LaunchStats};
+    use ck_core::host::{Device, LaunchError, LaunchStats};
 
     /// One LayerNorm's device buffers. `mean` and `rstd` receive each row's statistics when they
     /// hold `m` elements; pass empty buffers to skip them.
@@ -354,9 +320,6 @@ pub mod host {
         pub rstd: &'a mut DeviceBuffer<f32>,
     }
 
-    /// Rows longer than this go to the `_long` kernels (two reads of x).
-    const LONG_ROWS: u32 = 8192;
-
     /// Rows of statistics to write: `m`, or 0 when both buffers are empty; any other length
     /// is an error rather than statistics silently left out.
     fn stats_rows<T>(b: &Buffers<'_, T>, m: u32) -> Result<u32, LaunchError> {
@@ -370,78 +333,17 @@ pub mod host {
         }
     }
 
-    /// Launches the f32 kernel for rows of `n` on device buffers.
-    pub fn launch_f32(
+    /// Launches the kernel of `T` for rows of `n` ([`Instance::pick`]) on device buffers.
+    pub fn launch<T: Kernels>(
         device: &Device,
-        b: Buffers<'_, f32>,
+        b: Buffers<'_, T>,
         (m, n, eps): (u32, u32, f32),
     ) -> Result<LaunchStats, LaunchError> {
-        let tile = RowTile::for_columns(n);
-        let cfg = tile.launch_config(Dtype::F32, m);
+        let instance = Instance::pick(n, T::DTYPE, T::INSTANCES);
+        let cfg = instance.tile.launch_config(T::DTYPE, m);
         let s = stats_rows(&b, m)?;
         let (x, g, be, y, mu, r) = (b.x, b.gamma, b.beta, b.y, b.mean, b.rstd);
-        // Rows exactly the tile's width: one reduction, in kernels of their own.
-        let full = n == tile.columns(Dtype::F32);
-        match tile {
-            RowTile::Rows if full => {
-                LayernormF32RowsFull::launch(device, cfg, x, g, be, y, mu, r, s, m, n, eps)
-            }
-            RowTile::Rows => {
-                LayernormF32Rows::launch(device, cfg, x, g, be, y, mu, r, s, m, n, eps)
-            }
-            RowTile::Row4096 if full => {
-                LayernormF32C4096Full::launch(device, cfg, x, g, be, y, mu, r, s, m, n, eps)
-            }
-            RowTile::Row4096 => {
-                LayernormF32C4096::launch(device, cfg, x, g, be, y, mu, r, s, m, n, eps)
-            }
-            RowTile::Row8192 if full => {
-                LayernormF32C8192Full::launch(device, cfg, x, g, be, y, mu, r, s, m, n, eps)
-            }
-            RowTile::Row8192 if n <= LONG_ROWS => {
-                LayernormF32C8192::launch(device, cfg, x, g, be, y, mu, r, s, m, n, eps)
-            }
-            RowTile::Row8192 => {
-                LayernormF32Long::launch(device, cfg, x, g, be, y, mu, r, s, m, n, eps)
-            }
-        }
-    }
-
-    /// Launches the bf16 kernel for rows of `n` on device buffers.
-    pub fn launch_bf16(
-        device: &Device,
-        b: Buffers<'_, Bf16>,
-        (m, n, eps): (u32, u32, f32),
-    ) -> Result<LaunchStats, LaunchError> {
-        let tile = RowTile::for_columns(n);
-        let cfg = tile.launch_config(Dtype::Bf16, m);
-        let s = stats_rows(&b, m)?;
-        let (x, g, be, y, mu, r) = (b.x, b.gamma, b.beta, b.y, b.mean, b.rstd);
-        // Rows exactly the tile's width need no padding mask: kernels of their own.
-        let full = n == tile.columns(Dtype::Bf16);
-        match tile {
-            RowTile::Rows if full => {
-                LayernormBf16RowsFull::launch(device, cfg, x, g, be, y, mu, r, s, m, n, eps)
-            }
-            RowTile::Rows => {
-                LayernormBf16Rows::launch(device, cfg, x, g, be, y, mu, r, s, m, n, eps)
-            }
-            RowTile::Row4096 if full => {
-                LayernormBf16C4096Full::launch(device, cfg, x, g, be, y, mu, r, s, m, n, eps)
-            }
-            RowTile::Row4096 => {
-                LayernormBf16C4096::launch(device, cfg, x, g, be, y, mu, r, s, m, n, eps)
-            }
-            RowTile::Row8192 if full => {
-                LayernormBf16C8192Full::launch(device, cfg, x, g, be, y, mu, r, s, m, n, eps)
-            }
-            RowTile::Row8192 if n <= LONG_ROWS => {
-                LayernormBf16C8192::launch(device, cfg, x, g, be, y, mu, r, s, m, n, eps)
-            }
-            RowTile::Row8192 => {
-                LayernormBf16Long::launch(device, cfg, x, g, be, y, mu, r, s, m, n, eps)
-            }
-        }
+        T::launch_instance(instance, device, cfg, x, g, be, y, mu, r, s, m, n, eps)
     }
 
     /// What [`layernorm`] returns: y (bf16 results widened to f32) and each row's mean and rstd.
@@ -497,7 +399,7 @@ pub mod host {
                     mean: &mut mean,
                     rstd: &mut rstd,
                 };
-                let st = launch_f32(device, b, (m, n, eps))?;
+                let st = launch(device, b, (m, n, eps))?;
                 (yd.to_vec()?, st)
             }
             Dtype::Bf16 => {
@@ -516,7 +418,7 @@ pub mod host {
                     mean: &mut mean,
                     rstd: &mut rstd,
                 };
-                let st = launch_bf16(device, b, (m, n, eps))?;
+                let st = launch(device, b, (m, n, eps))?;
                 (yd.to_vec()?.iter().map(|v| v.to_f32()).collect(), st)
             }
         };

@@ -169,3 +169,152 @@ impl RowTile {
         ck_core::host::LaunchConfig::new(m.div_ceil(rows), block)
     }
 }
+
+/// The kernel of an operator for a tile: rows narrower than the tile (`Padded`: columns past N
+/// read as padding, the only kernel a tile must have), exactly its width (`Full`: no mask), or
+/// longer than [`LONG_ROWS`] (`Long`: the row kept as running statistics and read twice).
+/// Without a `Long` kernel, the `Padded` one of [`RowTile::Row8192`] loops over column tiles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    /// Rows up to the tile's width, padded.
+    Padded,
+    /// Rows of exactly the tile's width.
+    Full,
+    /// Rows longer than [`LONG_ROWS`].
+    Long,
+}
+
+/// Rows longer than this go to an operator's `Long` kernel where it has one.
+pub const LONG_ROWS: u32 = 8192;
+
+/// One kernel of a row operator: its tile and variant (CK Tile's instance of a problem).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Instance {
+    /// The tile ([`RowTile::for_columns`]).
+    pub tile: RowTile,
+    /// The variant for the row length.
+    pub variant: Variant,
+}
+
+impl Instance {
+    /// The instance for rows of `n` elements of `dtype` among an operator's `instances`: the
+    /// tile for `n`; `Full` where `n` is the tile's width and the operator has that kernel,
+    /// `Long` where `n` > [`LONG_ROWS`] and it has that one, else `Padded`.
+    ///
+    /// For example, with bf16 RMSNorm's instances (every tile `Padded` and `Full`): `n = 1000`
+    /// → (`Rows`, `Padded`); `n = 4096` → (`Row4096`, `Full`); `n = 20000` → (`Row8192`,
+    /// `Padded`), the kernel that loops over column tiles.
+    pub fn pick(n: u32, dtype: Dtype, instances: &[Instance]) -> Instance {
+        let tile = RowTile::for_columns(n);
+        let has = |variant| instances.contains(&Instance { tile, variant });
+        let variant = if n == tile.columns(dtype) && has(Variant::Full) {
+            Variant::Full
+        } else if n > LONG_ROWS && has(Variant::Long) {
+            Variant::Long
+        } else {
+            Variant::Padded
+        };
+        Instance { tile, variant }
+    }
+}
+
+/// An element type of the row operators' inputs and outputs: f32 or bf16.
+pub trait RowElement: ck_core::device::Element {
+    /// Its [`Dtype`].
+    const DTYPE: Dtype;
+}
+
+impl RowElement for f32 {
+    const DTYPE: Dtype = Dtype::F32;
+}
+
+impl RowElement for ck_core::device::Bf16 {
+    const DTYPE: Dtype = Dtype::Bf16;
+}
+
+/// A row operator's instances as one table: per element type, each instance's kernel (declared
+/// by the operator's own kernel macro, `declare`) and the trait `Kernels` that launches an
+/// [`Instance`] for that type, so the operator's host code is one generic `launch::<T>`:
+///
+/// ```text
+/// instances! {
+///     declare: rmsnorm_kernel,
+///     launch(x: &DeviceBuffer<Self>, gamma: &DeviceBuffer<Self>, y: &mut DeviceBuffer<Self>,
+///            m: u32, n: u32, eps: f32),
+///     f32 {
+///         Rows Padded => rmsnorm_f32_rows / RmsnormF32Rows (RowsF32, f32, 4, 256, true),
+///         …
+///     }
+///     Bf16 { … }
+/// }
+/// ```
+///
+/// expands to `rmsnorm_kernel!(rmsnorm_f32_rows, RowsF32, f32, 4, 256, true);` for every row and
+/// `impl Kernels for f32 { const INSTANCES = [(Rows, Padded), …]; fn launch_instance(…) }`.
+macro_rules! instances {
+    (
+        declare: $declare:ident,
+        launch($($arg:ident: $ty:ty),* $(,)?),
+        $($types:tt)*
+    ) => {
+        /// The operator's kernels of one element type, by [`Instance`].
+        #[cfg(not(target_arch = "nvptx64"))]
+        pub trait Kernels: $crate::rows::plan::RowElement {
+            /// The instances compiled for this type.
+            const INSTANCES: &'static [$crate::rows::plan::Instance];
+            /// Launches `instance` (one of [`Kernels::INSTANCES`]) with `cfg`.
+            #[allow(clippy::too_many_arguments)]
+            fn launch_instance(
+                instance: $crate::rows::plan::Instance,
+                device: &::ck_core::host::Device,
+                cfg: ::ck_core::host::LaunchConfig,
+                $($arg: $ty),*
+            ) -> Result<::ck_core::host::LaunchStats, ::ck_core::host::LaunchError>;
+        }
+
+        $crate::rows::plan::instances!(@types $declare, instance,
+            (
+                instance: $crate::rows::plan::Instance,
+                device: &::ck_core::host::Device,
+                cfg: ::ck_core::host::LaunchConfig,
+                $($arg: $ty),*
+            ),
+            (device, cfg, $($arg),*),
+            $($types)*
+        );
+    };
+    // The parameters and the call's arguments arrive as one token tree each (and the instance's
+    // name with them, for hygiene), so that they can be repeated per element type and instance.
+    (@types $declare:ident, $instance:ident, $params:tt, $args:tt, $($t:ty {
+        $($tile:ident $variant:ident => $name:ident / $launcher:ident ($($kernel:tt)*)),* $(,)?
+    })*) => {
+        $($($declare!($name, $($kernel)*);)*)*
+
+        $(
+            #[cfg(not(target_arch = "nvptx64"))]
+            impl Kernels for $t {
+                const INSTANCES: &'static [$crate::rows::plan::Instance] = &[$(
+                    $crate::rows::plan::Instance {
+                        tile: $crate::rows::plan::RowTile::$tile,
+                        variant: $crate::rows::plan::Variant::$variant,
+                    }
+                ),*];
+
+                #[allow(clippy::too_many_arguments)]
+                fn launch_instance $params
+                    -> Result<::ck_core::host::LaunchStats, ::ck_core::host::LaunchError>
+                {
+                    use $crate::rows::plan::{RowTile, Variant};
+                    match ($instance.tile, $instance.variant) {
+                        $((RowTile::$tile, Variant::$variant) => $launcher::launch $args,)*
+                        _ => Err(::ck_core::host::LaunchError::invalid(
+                            ::ck_core::rules::INTERNAL,
+                            format!("no {} kernel for {:?}", stringify!($t), $instance),
+                        )),
+                    }
+                }
+            }
+        )*
+    };
+}
+pub(crate) use instances;

@@ -12,6 +12,8 @@
 
 use crate::rows::plan::*;
 use ck_core::device::*;
+#[cfg(not(target_arch = "nvptx64"))]
+use ck_core::host::DeviceBuffer;
 use ck_core::tile::{block_reduce_x, make_tile_window, DistributedTensor, View2};
 use ck_core::TileDistribution;
 use ck_macros::tile_kernel;
@@ -107,68 +109,51 @@ macro_rules! rmsnorm_kernel {
     };
 }
 
-rmsnorm_kernel!(rmsnorm_f32_rows, RowsF32, f32, 4, 256, true);
-rmsnorm_kernel!(rmsnorm_f32_c4096, RowF32x4096, f32, 4, 128, true);
-rmsnorm_kernel!(rmsnorm_f32_c8192, RowF32x8192, f32, 4, 256, true);
-rmsnorm_kernel!(rmsnorm_bf16_rows, RowsBf16, Bf16, 8, 256, true);
-rmsnorm_kernel!(rmsnorm_bf16_c4096, RowBf16x4096, Bf16, 8, 128, true);
-rmsnorm_kernel!(rmsnorm_bf16_c8192, RowBf16x8192, Bf16, 8, 256, true);
-// Rows exactly the tile's width (bf16, where registers limit the loads in flight).
-rmsnorm_kernel!(rmsnorm_bf16_rows_full, RowsBf16, Bf16, 8, 256, false);
-rmsnorm_kernel!(rmsnorm_bf16_c4096_full, RowBf16x4096, Bf16, 8, 128, false);
-rmsnorm_kernel!(rmsnorm_bf16_c8192_full, RowBf16x8192, Bf16, 8, 256, false);
+instances! {
+    declare: rmsnorm_kernel,
+    launch(
+        x: &DeviceBuffer<Self>,
+        gamma: &DeviceBuffer<Self>,
+        y: &mut DeviceBuffer<Self>,
+        m: u32,
+        n: u32,
+        eps: f32,
+    ),
+    f32 {
+        Rows Padded => rmsnorm_f32_rows / RmsnormF32Rows (RowsF32, f32, 4, 256, true),
+        Row4096 Padded => rmsnorm_f32_c4096 / RmsnormF32C4096 (RowF32x4096, f32, 4, 128, true),
+        Row8192 Padded => rmsnorm_f32_c8192 / RmsnormF32C8192 (RowF32x8192, f32, 4, 256, true),
+    }
+    Bf16 {
+        Rows Padded => rmsnorm_bf16_rows / RmsnormBf16Rows (RowsBf16, Bf16, 8, 256, true),
+        Row4096 Padded => rmsnorm_bf16_c4096 / RmsnormBf16C4096 (RowBf16x4096, Bf16, 8, 128, true),
+        Row8192 Padded => rmsnorm_bf16_c8192 / RmsnormBf16C8192 (RowBf16x8192, Bf16, 8, 256, true),
+        // Rows exactly the tile's width (bf16, where registers limit the loads in flight).
+        Rows Full => rmsnorm_bf16_rows_full / RmsnormBf16RowsFull (RowsBf16, Bf16, 8, 256, false),
+        Row4096 Full => rmsnorm_bf16_c4096_full / RmsnormBf16C4096Full (RowBf16x4096, Bf16, 8, 128, false),
+        Row8192 Full => rmsnorm_bf16_c8192_full / RmsnormBf16C8192Full (RowBf16x8192, Bf16, 8, 256, false),
+    }
+}
 
 /// Host side: configuration choice, launch, CPU reference.
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod host {
     use super::*;
-    use ck_core::host::{Device, DeviceBuffer, LaunchError, LaunchStats};
+    use ck_core::host::{Device, LaunchError, LaunchStats};
 
     pub use crate::rows::plan::Dtype;
 
-    /// Launches the configured f32 kernel on device buffers.
-    pub fn launch_f32(
+    /// Launches the kernel of `T` for rows of `n` ([`Instance::pick`]) on device buffers.
+    pub fn launch<T: Kernels>(
         device: &Device,
-        x: &DeviceBuffer<f32>,
-        gamma: &DeviceBuffer<f32>,
-        y: &mut DeviceBuffer<f32>,
+        x: &DeviceBuffer<T>,
+        gamma: &DeviceBuffer<T>,
+        y: &mut DeviceBuffer<T>,
         (m, n, eps): (u32, u32, f32),
     ) -> Result<LaunchStats, LaunchError> {
-        let tile = RowTile::for_columns(n);
-        let cfg = tile.launch_config(Dtype::F32, m);
-        match tile {
-            RowTile::Rows => RmsnormF32Rows::launch(device, cfg, x, gamma, y, m, n, eps),
-            RowTile::Row4096 => RmsnormF32C4096::launch(device, cfg, x, gamma, y, m, n, eps),
-            RowTile::Row8192 => RmsnormF32C8192::launch(device, cfg, x, gamma, y, m, n, eps),
-        }
-    }
-
-    /// Launches the configured bf16 kernel on device buffers.
-    pub fn launch_bf16(
-        device: &Device,
-        x: &DeviceBuffer<Bf16>,
-        gamma: &DeviceBuffer<Bf16>,
-        y: &mut DeviceBuffer<Bf16>,
-        (m, n, eps): (u32, u32, f32),
-    ) -> Result<LaunchStats, LaunchError> {
-        let tile = RowTile::for_columns(n);
-        let cfg = tile.launch_config(Dtype::Bf16, m);
-        // Rows exactly the tile's width need no padding: kernels of their own.
-        let full = n == tile.columns(Dtype::Bf16);
-        match tile {
-            RowTile::Rows if full => {
-                RmsnormBf16RowsFull::launch(device, cfg, x, gamma, y, m, n, eps)
-            }
-            RowTile::Rows => RmsnormBf16Rows::launch(device, cfg, x, gamma, y, m, n, eps),
-            RowTile::Row4096 if full => {
-                RmsnormBf16C4096Full::launch(device, cfg, x, gamma, y, m, n, eps)
-            }
-            RowTile::Row4096 => RmsnormBf16C4096::launch(device, cfg, x, gamma, y, m, n, eps),
-            RowTile::Row8192 if full => {
-                RmsnormBf16C8192Full::launch(device, cfg, x, gamma, y, m, n, eps)
-            }
-            RowTile::Row8192 => RmsnormBf16C8192::launch(device, cfg, x, gamma, y, m, n, eps),
-        }
+        let instance = Instance::pick(n, T::DTYPE, T::INSTANCES);
+        let cfg = instance.tile.launch_config(T::DTYPE, m);
+        T::launch_instance(instance, device, cfg, x, gamma, y, m, n, eps)
     }
 
     /// RMSNorm of an `m × n` row-major `x` with `gamma` (f32 values; with `Bf16` they are rounded
@@ -199,7 +184,7 @@ pub mod host {
                     DeviceBuffer::from_slice(device, gamma)?,
                 );
                 let mut yd = DeviceBuffer::from_slice(device, &vec![f32::NAN; size])?;
-                let st = launch_f32(device, &xd, &gd, &mut yd, (m, n, eps))?;
+                let st = launch(device, &xd, &gd, &mut yd, (m, n, eps))?;
                 Ok((yd.to_vec()?, st))
             }
             Dtype::Bf16 => {
@@ -209,7 +194,7 @@ pub mod host {
                     DeviceBuffer::from_slice(device, &round(gamma))?,
                 );
                 let mut yd = DeviceBuffer::from_slice(device, &vec![Bf16(0x7fc0); size])?;
-                let st = launch_bf16(device, &xd, &gd, &mut yd, (m, n, eps))?;
+                let st = launch(device, &xd, &gd, &mut yd, (m, n, eps))?;
                 Ok((yd.to_vec()?.iter().map(|v| v.to_f32()).collect(), st))
             }
         }

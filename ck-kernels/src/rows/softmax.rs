@@ -9,6 +9,8 @@
 
 use crate::rows::plan::*;
 use ck_core::device::*;
+#[cfg(not(target_arch = "nvptx64"))]
+use ck_core::host::DeviceBuffer;
 use ck_core::tile::{block_reduce_x, make_tile_window, DistributedTensor, View2};
 use ck_core::TileDistribution;
 use ck_macros::tile_kernel;
@@ -95,56 +97,39 @@ macro_rules! softmax_kernel {
     };
 }
 
-softmax_kernel!(softmax_f32_rows, RowsF32, f32, 4, 256, false);
-softmax_kernel!(softmax_f32_c4096, RowF32x4096, f32, 4, 128, false);
-softmax_kernel!(softmax_f32_c8192, RowF32x8192, f32, 4, 256, false);
-softmax_kernel!(softmax_f32_long, RowF32x8192, f32, 4, 256, true);
-softmax_kernel!(softmax_bf16_rows, RowsBf16, Bf16, 8, 256, false);
-softmax_kernel!(softmax_bf16_c4096, RowBf16x4096, Bf16, 8, 128, false);
-softmax_kernel!(softmax_bf16_c8192, RowBf16x8192, Bf16, 8, 256, false);
-softmax_kernel!(softmax_bf16_long, RowBf16x8192, Bf16, 8, 256, true);
+instances! {
+    declare: softmax_kernel,
+    launch(x: &DeviceBuffer<Self>, y: &mut DeviceBuffer<Self>, m: u32, n: u32),
+    f32 {
+        Rows Padded => softmax_f32_rows / SoftmaxF32Rows (RowsF32, f32, 4, 256, false),
+        Row4096 Padded => softmax_f32_c4096 / SoftmaxF32C4096 (RowF32x4096, f32, 4, 128, false),
+        Row8192 Padded => softmax_f32_c8192 / SoftmaxF32C8192 (RowF32x8192, f32, 4, 256, false),
+        Row8192 Long => softmax_f32_long / SoftmaxF32Long (RowF32x8192, f32, 4, 256, true),
+    }
+    Bf16 {
+        Rows Padded => softmax_bf16_rows / SoftmaxBf16Rows (RowsBf16, Bf16, 8, 256, false),
+        Row4096 Padded => softmax_bf16_c4096 / SoftmaxBf16C4096 (RowBf16x4096, Bf16, 8, 128, false),
+        Row8192 Padded => softmax_bf16_c8192 / SoftmaxBf16C8192 (RowBf16x8192, Bf16, 8, 256, false),
+        Row8192 Long => softmax_bf16_long / SoftmaxBf16Long (RowBf16x8192, Bf16, 8, 256, true),
+    }
+}
 
 /// Host side: launch and CPU reference.
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod host {
     use super::*;
-    use ck_core::host::{Device, DeviceBuffer, LaunchError, LaunchStats};
+    use ck_core::host::{Device, LaunchError, LaunchStats};
 
-    /// Rows longer than this go to the `_long` kernels (two reads of x).
-    const LONG_ROWS: u32 = 8192;
-
-    /// Launches the f32 kernel for rows of `n` on device buffers.
-    pub fn launch_f32(
+    /// Launches the kernel of `T` for rows of `n` ([`Instance::pick`]) on device buffers.
+    pub fn launch<T: Kernels>(
         device: &Device,
-        x: &DeviceBuffer<f32>,
-        y: &mut DeviceBuffer<f32>,
+        x: &DeviceBuffer<T>,
+        y: &mut DeviceBuffer<T>,
         (m, n): (u32, u32),
     ) -> Result<LaunchStats, LaunchError> {
-        let tile = RowTile::for_columns(n);
-        let cfg = tile.launch_config(Dtype::F32, m);
-        match tile {
-            RowTile::Rows => SoftmaxF32Rows::launch(device, cfg, x, y, m, n),
-            RowTile::Row4096 => SoftmaxF32C4096::launch(device, cfg, x, y, m, n),
-            RowTile::Row8192 if n <= LONG_ROWS => SoftmaxF32C8192::launch(device, cfg, x, y, m, n),
-            RowTile::Row8192 => SoftmaxF32Long::launch(device, cfg, x, y, m, n),
-        }
-    }
-
-    /// Launches the bf16 kernel for rows of `n` on device buffers.
-    pub fn launch_bf16(
-        device: &Device,
-        x: &DeviceBuffer<Bf16>,
-        y: &mut DeviceBuffer<Bf16>,
-        (m, n): (u32, u32),
-    ) -> Result<LaunchStats, LaunchError> {
-        let tile = RowTile::for_columns(n);
-        let cfg = tile.launch_config(Dtype::Bf16, m);
-        match tile {
-            RowTile::Rows => SoftmaxBf16Rows::launch(device, cfg, x, y, m, n),
-            RowTile::Row4096 => SoftmaxBf16C4096::launch(device, cfg, x, y, m, n),
-            RowTile::Row8192 if n <= LONG_ROWS => SoftmaxBf16C8192::launch(device, cfg, x, y, m, n),
-            RowTile::Row8192 => SoftmaxBf16Long::launch(device, cfg, x, y, m, n),
-        }
+        let instance = Instance::pick(n, T::DTYPE, T::INSTANCES);
+        let cfg = instance.tile.launch_config(T::DTYPE, m);
+        T::launch_instance(instance, device, cfg, x, y, m, n)
     }
 
     /// Softmax of each row of the `m × n` row-major `x` (f32 values; with `Bf16` they are
@@ -169,14 +154,14 @@ pub mod host {
             Dtype::F32 => {
                 let xd = DeviceBuffer::from_slice(device, x)?;
                 let mut yd = DeviceBuffer::from_slice(device, &vec![f32::NAN; size])?;
-                let st = launch_f32(device, &xd, &mut yd, (m, n))?;
+                let st = launch(device, &xd, &mut yd, (m, n))?;
                 Ok((yd.to_vec()?, st))
             }
             Dtype::Bf16 => {
                 let xb: Vec<Bf16> = x.iter().map(|&v| Bf16::from_f32(v)).collect();
                 let xd = DeviceBuffer::from_slice(device, &xb)?;
                 let mut yd = DeviceBuffer::from_slice(device, &vec![Bf16(0x7fc0); size])?;
-                let st = launch_bf16(device, &xd, &mut yd, (m, n))?;
+                let st = launch(device, &xd, &mut yd, (m, n))?;
                 Ok((yd.to_vec()?.iter().map(|v| v.to_f32()).collect(), st))
             }
         }
