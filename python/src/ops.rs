@@ -12,13 +12,8 @@ use pyo3::prelude::*;
 
 type Launched = Result<LaunchStats, LaunchError>;
 
-/// The kernels of one element type: the row operators' (generic over it) and the plain GEMM's.
-trait Kernels:
-    rows::rmsnorm::Kernels
-    + rows::add_rmsnorm::Kernels
-    + rows::layernorm::Kernels
-    + rows::softmax::Kernels
-{
+/// The plain GEMM of one element type (the row operators are generic over it).
+trait Kernels: Sized {
     fn gemm(d: &Device, a: &Buf<Self>, b: &Buf<Self>, c: &mut Buf<f32>, p: Mnk) -> Launched;
 }
 
