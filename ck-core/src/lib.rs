@@ -43,7 +43,6 @@ pub mod device;
 pub mod dims;
 pub mod distribution;
 pub mod encoding;
-mod encoding_msg;
 pub mod error;
 #[cfg(all(feature = "std", not(target_arch = "nvptx64")))]
 pub mod host;

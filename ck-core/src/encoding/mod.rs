@@ -46,11 +46,11 @@
 
 use crate::adaptor::TensorAdaptor;
 use crate::dims::{Dims, MAX_DIMS};
-pub use crate::encoding_msg::ComponentNames;
 use crate::error::Error;
 use crate::magic::magic;
 use crate::transform::{tri, Transform};
 use crate::Index;
+pub use messages::ComponentNames;
 
 /// Most X dims (CK's `kMaxNumDim`).
 pub const MAX_X: usize = 10;
@@ -381,6 +381,7 @@ macro_rules! tryv {
 mod algebra;
 mod checks;
 pub use checks::Violations;
+mod messages;
 mod tables;
 
 impl Encoding {

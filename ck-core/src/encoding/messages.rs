@@ -1,7 +1,7 @@
 //! Messages for encoding violations: what is wrong, where, and what to change. Built in `const
 //! fn` so const evaluation can panic with the same text the macro reports at expansion time.
 
-use crate::encoding::{Encoding, EncodingRule, Loc, UncheckedEncoding, Violation};
+use super::{Encoding, EncodingRule, Loc, UncheckedEncoding, Violation};
 use crate::msg::MsgBuf;
 use crate::Index;
 
