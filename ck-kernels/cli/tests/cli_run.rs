@@ -9,6 +9,17 @@ use ck_kernels::gemm::epilogue::Activation;
 use ck_kernels::gemm::fused::reference;
 use ck_kernels::gemm::mma_sync::host::reference as product;
 
+/// Writes an array of `shape` of random values to the .npy file `path`; returns the values.
+fn save_random(path: &str, shape: Vec<usize>, rng: &mut Rng) -> Vec<f32> {
+    let data: Vec<f32> = (0..shape.iter().product()).map(|_| rng.f32()).collect();
+    let array = Array {
+        shape,
+        data: data.clone(),
+    };
+    write(path, &array).unwrap();
+    data
+}
+
 fn round<O: Real>(v: &[f32]) -> Vec<f32> {
     v.iter().map(|&x| O::from_f32(x).to_f32()).collect()
 }
@@ -103,18 +114,7 @@ fn ck_run_gemm_applies_the_epilogue_and_writes_bf16_c() {
     let path = |f: &str| dir.join(f).to_str().unwrap().to_string();
     let mut rng = Rng(41);
     let (m, n, k) = (70u32, 136u32, 48u32);
-    let mut save = |f: &str, shape: Vec<usize>| {
-        let data: Vec<f32> = (0..shape.iter().product()).map(|_| rng.f32()).collect();
-        write(
-            &path(f),
-            &Array {
-                shape,
-                data: data.clone(),
-            },
-        )
-        .unwrap();
-        data
-    };
+    let mut save = |f: &str, shape: Vec<usize>| save_random(&path(f), shape, &mut rng);
     let a = save("a.npy", vec![m as usize, k as usize]);
     let b = save("b.npy", vec![k as usize, n as usize]);
     let bias = save("bias.npy", vec![n as usize]);
@@ -181,18 +181,7 @@ fn ck_run_gemm_takes_3d_inputs_as_a_batch() {
     let path = |f: &str| dir.join(f).to_str().unwrap().to_string();
     let mut rng = Rng(61);
     let (batch, m, n, k) = (2usize, 9usize, 16usize, 8usize);
-    let mut save = |f: &str, shape: Vec<usize>| {
-        let data: Vec<f32> = (0..shape.iter().product()).map(|_| rng.f32()).collect();
-        write(
-            &path(f),
-            &Array {
-                shape,
-                data: data.clone(),
-            },
-        )
-        .unwrap();
-        data
-    };
+    let mut save = |f: &str, shape: Vec<usize>| save_random(&path(f), shape, &mut rng);
     let a = round::<Bf16>(&save("a.npy", vec![batch, m, k]));
     let b = round::<Bf16>(&save("b.npy", vec![batch, k, n]));
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_ck"))
