@@ -10,8 +10,10 @@
 //! | [`elementwise`] | copy and add on 16-byte vectors (the copy is the bandwidth reference) |
 //! | [`probes`] | exercise and probe kernels that check the device layer and the emulator's profiler |
 //!
-//! [`checks`] (host): each operator's check against its CPU reference on random input, and the
-//! cross-check of every exercise on two backends (what `ck cross-check` and the tests run).
+//! [`op`] describes an operator once (tensors, shape rules, scalars, launch, check against the
+//! CPU reference) and [`registry`] lists them all: the CLI, Python and the tests iterate it.
+//! [`checks`] (host): the exercise kernels' checks, and the cross-check of every exercise and
+//! operator on two backends (what `ck cross-check` and the tests run).
 #![cfg_attr(target_arch = "nvptx64", no_std, feature(abi_ptx))]
 
 pub mod attention;
@@ -19,5 +21,8 @@ pub mod attention;
 pub mod checks;
 pub mod elementwise;
 pub mod gemm;
+pub mod op;
 pub mod probes;
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod registry;
 pub mod rows;

@@ -4,9 +4,8 @@
 
 use ck_core::device::Bf16;
 use ck_core::host::Device;
-use ck_kernels::checks::Rng;
-use ck_kernels::rows::add_rmsnorm::host::add_rmsnorm;
-use ck_kernels::rows::plan::Dtype;
+use ck_kernels::op::{Dtype, HostCall, Rng};
+use ck_kernels::rows::add_rmsnorm::OP;
 
 fn check(m: u32, n: u32, dtype: Dtype) {
     let device = Device::emulator();
@@ -18,7 +17,18 @@ fn check(m: u32, n: u32, dtype: Dtype) {
     let x: Vec<f32> = (0..m * n).map(|_| round(rng.f32())).collect();
     let res: Vec<f32> = (0..m * n).map(|_| round(rng.f32())).collect();
     let g: Vec<f32> = (0..n).map(|_| round(rng.f32() + 1.5)).collect();
-    let ((r, y), _) = add_rmsnorm(&device, (&x, &res, &g), (m, n), 1e-6, dtype).unwrap();
+    let shape = [m as usize, n as usize];
+    let out = HostCall::new(&OP)
+        .dtype(dtype)
+        .input("x", &x, &shape)
+        .input("residual", &res, &shape)
+        .input("gamma", &g, &shape[1..])
+        .run(&device)
+        .unwrap();
+    let (r, y) = (
+        out.output("residual_out").unwrap(),
+        out.output("y").unwrap(),
+    );
     let what = format!("{m}×{n} {dtype:?}");
     let n = n as usize;
     for i in 0..m as usize {
@@ -81,13 +91,12 @@ fn bf16_rows_that_fill_their_tile() {
 #[test]
 fn shapes_are_checked() {
     let device = Device::emulator();
-    let e = add_rmsnorm(
-        &device,
-        (&[0.0; 6], &[0.0; 5], &[1.0; 3]),
-        (2, 3),
-        1e-6,
-        Dtype::F32,
-    )
-    .unwrap_err();
+    // A residual of another shape than x.
+    let call = HostCall::new(&OP)
+        .input("x", &[0.0; 6], &[2, 3])
+        .input("residual", &[0.0; 6], &[3, 2])
+        .input("gamma", &[1.0; 3], &[3]);
+    let e = call.run(&device).err().unwrap();
     assert_eq!(e.rule(), "shape-mismatch");
+    assert!(e.message().contains("`residual`"), "{e}");
 }

@@ -4,9 +4,9 @@
 
 use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer};
-use ck_kernels::checks::Rng;
-use ck_kernels::rows::layernorm::host::{launch, layernorm, reference, Buffers};
-use ck_kernels::rows::plan::Dtype;
+use ck_kernels::op::{Dtype, HostCall, Rng};
+use ck_kernels::rows::layernorm::host::{launch, reference, Buffers};
+use ck_kernels::rows::layernorm::OP;
 
 /// The largest `|got − want| / scale` over elements.
 fn max_err(got: &[f32], want: &[f64], scale: impl Fn(usize) -> f64) -> f64 {
@@ -33,18 +33,31 @@ fn check(m: u32, n: u32, offset: f32, dtype: Dtype, tol: (f64, f64)) {
             *v = Bf16::from_f32(*v).to_f32();
         }
     }
-    let (out, _) = layernorm(&device, (&x, &g, &b), (m, n), 1e-5, dtype).unwrap();
+    let shape = [m as usize, n as usize];
+    let out = HostCall::new(&OP)
+        .dtype(dtype)
+        .input("x", &x, &shape)
+        .input("gamma", &g, &shape[1..])
+        .input("beta", &b, &shape[1..])
+        .all_outputs()
+        .run(&device)
+        .unwrap();
+    let (out_y, out_mean, out_rstd) = (
+        out.output("y").unwrap(),
+        out.output("mean").unwrap(),
+        out.output("rstd").unwrap(),
+    );
     let (y, mean, rstd) = reference((&x, &g, &b), (m, n), 1e-5);
     let what = format!("{m}×{n} offset {offset} {dtype:?}");
     // y = t·g + b: its error is relative to the terms (|t·g| + |b|), as y may cancel to ~0.
     let nn = n as usize;
     let terms = |i: usize| ((y[i] - b[i % nn] as f64).abs() + (b[i % nn] as f64).abs()).max(1e-30);
-    let e = max_err(&out.y, &y, terms);
+    let e = max_err(out_y, &y, terms);
     assert!(e <= tol.0, "{what}: y error {e:e} relative to its terms");
     // The mean to 1e-6 of the row's size (|mean| + its standard deviation).
-    let e = max_err(&out.mean, &mean, |i| mean[i].abs() + 1.0 / rstd[i]);
+    let e = max_err(out_mean, &mean, |i| mean[i].abs() + 1.0 / rstd[i]);
     assert!(e <= 1e-6, "{what}: mean error {e:e}");
-    let e = max_err(&out.rstd, &rstd, |i| rstd[i]);
+    let e = max_err(out_rstd, &rstd, |i| rstd[i]);
     assert!(e <= tol.1, "{what}: rstd relative error {e:e}");
 }
 
@@ -93,17 +106,26 @@ fn large_offsets_keep_their_variance() {
 #[test]
 fn statistics_are_optional_and_shapes_are_checked() {
     let device = Device::emulator();
-    let e = layernorm(
-        &device,
-        (&[0.0; 5], &[1.0; 3], &[0.0; 3]),
-        (2, 3),
-        1e-5,
-        Dtype::F32,
-    )
-    .unwrap_err();
+    let call = |x: &'static [f32], xs: &[usize], n: usize| {
+        HostCall::new(&OP)
+            .input("x", x, xs)
+            .input("gamma", &[1.0; 3][..n], &[n])
+            .input("beta", &[0.0; 3][..n], &[n])
+            .all_outputs()
+            .run(&device)
+    };
+    // A beta one shorter than x's rows.
+    let e = call(&[0.0; 6], &[2, 3], 2).err().unwrap();
     assert_eq!(e.rule(), "shape-mismatch");
-    let (out, _) = layernorm(&device, (&[], &[], &[]), (0, 0), 1e-5, Dtype::F32).unwrap();
-    assert!(out.y.is_empty() && out.mean.is_empty());
+    // No rows: nothing to launch, empty outputs.
+    let out = call(&[], &[0, 3], 3).unwrap();
+    assert!(out.output("y").unwrap().is_empty() && out.output("mean").unwrap().is_empty());
+    // Without the statistics asked for, none are computed.
+    let plain = HostCall::new(&OP)
+        .input("x", &[1.0, 2.0, 3.0], &[1, 3])
+        .input("gamma", &[1.0; 3], &[3])
+        .input("beta", &[0.0; 3], &[3]);
+    assert!(plain.run(&device).unwrap().output("mean").is_none());
     // Statistics buffers are empty (skipped) or hold one value per row, nothing in between.
     let buf = |len: usize| DeviceBuffer::from_slice(&device, &vec![0.0f32; len]).unwrap();
     let (x, g, b) = (buf(6), buf(3), buf(3));

@@ -4,7 +4,8 @@
 //! longer than 8192 run the `Long` kernel where it has one).
 
 use ck_core::device::Bf16;
-use ck_kernels::rows::plan::{Instance, RowElement, RowTile, Variant};
+use ck_kernels::op::OpElement;
+use ck_kernels::rows::plan::{Instance, RowTile, Variant};
 use ck_kernels::rows::{add_rmsnorm, layernorm, rmsnorm, softmax};
 
 /// Row lengths around every boundary of the rule.
@@ -28,7 +29,7 @@ fn tile(n: u32) -> RowTile {
 
 /// Checks `pick` for type `T` with an operator whose table has `Full` kernels (`full`) and
 /// `Long` ones (`long`).
-fn check<T: RowElement>(op: &str, instances: &[Instance], full: bool, long: bool) {
+fn check<T: OpElement>(op: &str, instances: &[Instance], full: bool, long: bool) {
     for n in lengths() {
         let want = Instance {
             tile: tile(n),
@@ -99,7 +100,7 @@ fn every_operator_runs_the_kernel_the_rule_gives() {
 
 #[test]
 fn the_tiles_are_as_wide_as_the_rule_says() {
-    for dtype in [<f32 as RowElement>::DTYPE, <Bf16 as RowElement>::DTYPE] {
+    for dtype in [<f32 as OpElement>::DTYPE, <Bf16 as OpElement>::DTYPE] {
         assert_eq!(RowTile::Rows.columns(dtype), 1024);
         assert_eq!(RowTile::Row4096.columns(dtype), 4096);
         assert_eq!(RowTile::Row8192.columns(dtype), 8192);

@@ -3,9 +3,8 @@
 
 use ck_core::device::Bf16;
 use ck_core::host::Device;
-use ck_kernels::checks::Rng;
-use ck_kernels::rows::plan::Dtype;
-use ck_kernels::rows::softmax::host::{reference, softmax};
+use ck_kernels::op::{Dtype, HostCall, Rng};
+use ck_kernels::rows::softmax::{host::reference, OP};
 
 fn check(m: u32, n: u32, scale: f32, offset: f32, dtype: Dtype, tol: f64) {
     let device = Device::emulator();
@@ -17,7 +16,13 @@ fn check(m: u32, n: u32, scale: f32, offset: f32, dtype: Dtype, tol: f64) {
     let x: Vec<f32> = (0..m * n)
         .map(|_| round(offset + scale * rng.f32()))
         .collect();
-    let (y, _) = softmax(&device, &x, (m, n), dtype).unwrap();
+    let shape = [m as usize, n as usize];
+    let out = HostCall::new(&OP)
+        .dtype(dtype)
+        .input("x", &x, &shape)
+        .run(&device)
+        .unwrap();
+    let y = out.output("y").unwrap();
     let want = reference(&x, (m, n));
     for (k, (&g, &w)) in y.iter().zip(&want).enumerate() {
         // Relative to the value, with a floor for values too small to matter in a row.
@@ -61,6 +66,7 @@ fn huge_logits_do_not_overflow() {
 
 #[test]
 fn shapes_are_checked() {
-    let e = softmax(&Device::emulator(), &[0.0; 5], (2, 3), Dtype::F32).unwrap_err();
+    let call = HostCall::new(&OP).input("x", &[0.0; 5], &[2, 3]);
+    let e = call.run(&Device::emulator()).err().unwrap();
     assert_eq!(e.rule(), "shape-mismatch");
 }

@@ -1,4 +1,4 @@
-//! `ck bench rmsnorm|copy`: achieved bandwidth of our kernels, next to the peers measured in the
+//! `ck bench OP|copy|gemm|attention` (OP: an operator of the registry): achieved bandwidth of our kernels, next to the peers measured in the
 //! same job on the same GPU (`--peers` = the JSON of `scripts/bench_peers.py`), and their ratios.
 //! Times are CUDA events around each launch (the emulator: wall time), median of `--iters` runs
 //! after `--warmup` runs, on random data.
@@ -8,11 +8,9 @@ use super::timing::{median, timed};
 use super::CliError;
 use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError};
-use ck_kernels::checks::Rng;
 use ck_kernels::elementwise::{CopyBf16, CopyF32, TILE_BF16, TILE_F32};
-use ck_kernels::rows::layernorm::host::Buffers as LnBuffers;
-use ck_kernels::rows::plan::Dtype;
-use ck_kernels::rows::{add_rmsnorm, layernorm, rmsnorm, softmax};
+use ck_kernels::op::{Buffer, Dtype, Elem, Launch, Op, Rng, Role, Sizes};
+use ck_kernels::registry;
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -36,8 +34,8 @@ fn gbps(bytes: f64, t: Duration) -> f64 {
 /// `ck bench`.
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
-    /// rmsnorm, layernorm, add-rmsnorm, softmax, copy, gemm or attention
-    #[arg(value_name = "rmsnorm|layernorm|add-rmsnorm|softmax|copy|gemm|attention")]
+    /// An operator (rmsnorm, layernorm, add-rmsnorm, softmax, …), copy, gemm or attention
+    #[arg(value_name = "OP|copy|gemm|attention")]
     what: String,
     #[command(flatten)]
     backend: BackendArg,
@@ -97,16 +95,9 @@ fn count_option(
 
 pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     let what = &args.what;
-    let available = [
-        "rmsnorm",
-        "layernorm",
-        "add-rmsnorm",
-        "softmax",
-        "copy",
-        "gemm",
-        "attention",
-    ];
-    if !available.contains(&what.as_str()) {
+    let mut available: Vec<String> = registry::operators().map(|op| op.command()).collect();
+    available.extend(["copy", "gemm", "attention"].map(String::from));
+    if !available.contains(what) {
         return Err(CliError::usage(format!(
             "unknown benchmark `{what}`; available: {}",
             available.join(", ")
@@ -118,10 +109,10 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     let warmup = count_option("warmup", args.warmup.as_deref(), 5, 0)?;
     let peers = peers(args)?;
     let rows = match what.as_str() {
-        "rmsnorm" => bench_rows(RowOp::Rmsnorm, &device, args, &peers, (warmup, iters))?,
-        "layernorm" => bench_rows(RowOp::Layernorm, &device, args, &peers, (warmup, iters))?,
-        "add-rmsnorm" => bench_rows(RowOp::AddRmsnorm, &device, args, &peers, (warmup, iters))?,
-        "softmax" => bench_rows(RowOp::Softmax, &device, args, &peers, (warmup, iters))?,
+        name if registry::find(name).is_some_and(|op| op.command() == name) => {
+            let op = registry::find(name).expect("found");
+            bench_op(op, &device, args, &peers, (warmup, iters))?
+        }
         "copy" => bench_copy(&device, args, &peers, (warmup, iters))?,
         "gemm" => {
             let cases = super::bench_gemm::parse_cases(args.dtypes.as_deref())?;
@@ -185,99 +176,11 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// A row-wise operator of `ck bench`.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum RowOp {
-    Rmsnorm,
-    Layernorm,
-    AddRmsnorm,
-    Softmax,
-}
-
-impl RowOp {
-    fn name(self) -> &'static str {
-        match self {
-            RowOp::Rmsnorm => "rmsnorm",
-            RowOp::Layernorm => "layernorm",
-            RowOp::AddRmsnorm => "add-rmsnorm",
-            RowOp::Softmax => "softmax",
-        }
-    }
-
-    /// Bytes moved for an `m × n` problem of `elem`-byte elements: matrices read and written
-    /// once (x and y; add-rmsnorm also the residual and r) and row vectors once.
-    fn bytes(self, m: u32, n: u32, elem: usize) -> f64 {
-        let (matrices, vectors) = match self {
-            RowOp::Rmsnorm => (2.0, 1.0),
-            RowOp::Layernorm => (2.0, 2.0),
-            RowOp::AddRmsnorm => (4.0, 1.0),
-            RowOp::Softmax => (2.0, 0.0),
-        };
-        (matrices * m as f64 * n as f64 + vectors * n as f64) * elem as f64
-    }
-}
-
-/// One launch of `op` on buffers already on the device.
-struct RowRun<T> {
-    x: DeviceBuffer<T>,
-    g: DeviceBuffer<T>,
-    /// beta (LayerNorm) or the residual (add-rmsnorm).
-    b: DeviceBuffer<T>,
-    y: DeviceBuffer<T>,
-    /// x + residual (add-rmsnorm).
-    r: DeviceBuffer<T>,
-    /// Empty mean and rstd buffers: the statistics are not written (as in the peers).
-    no_stats: [DeviceBuffer<f32>; 2],
-}
-
-impl<T: ck_core::device::Element> RowRun<T> {
-    fn new(device: &Device, x: Vec<T>, g: Vec<T>, b: Vec<T>) -> Result<Self, LaunchError> {
-        Ok(RowRun {
-            y: DeviceBuffer::zeros(device, x.len())?,
-            r: DeviceBuffer::zeros(device, x.len())?,
-            x: DeviceBuffer::from_slice(device, &x)?,
-            g: DeviceBuffer::from_slice(device, &g)?,
-            b: DeviceBuffer::from_slice(device, &b)?,
-            no_stats: [
-                DeviceBuffer::zeros(device, 0)?,
-                DeviceBuffer::zeros(device, 0)?,
-            ],
-        })
-    }
-
-    fn layernorm_buffers(&mut self) -> LnBuffers<'_, T> {
-        let [mean, rstd] = &mut self.no_stats;
-        LnBuffers {
-            x: &self.x,
-            gamma: &self.g,
-            beta: &self.b,
-            y: &mut self.y,
-            mean,
-            rstd,
-        }
-    }
-
-    /// One launch of `op` on these buffers.
-    fn launch(&mut self, d: &Device, op: RowOp, shape: (u32, u32, f32)) -> Result<(), LaunchError>
-    where
-        T: rmsnorm::Kernels + layernorm::Kernels + add_rmsnorm::Kernels + softmax::Kernels,
-    {
-        let (m, n, _) = shape;
-        match op {
-            RowOp::Rmsnorm => rmsnorm::host::launch(d, &self.x, &self.g, &mut self.y, shape),
-            RowOp::Layernorm => layernorm::host::launch(d, self.layernorm_buffers(), shape),
-            RowOp::AddRmsnorm => {
-                let (inputs, outputs) = ((&self.x, &self.b, &self.g), (&mut self.r, &mut self.y));
-                add_rmsnorm::host::launch(d, inputs, outputs, shape)
-            }
-            RowOp::Softmax => softmax::host::launch(d, &self.x, &mut self.y, (m, n)),
-        }
-        .map(|_| ())
-    }
-}
-
-fn bench_rows(
-    op: RowOp,
+/// `ck bench OP` for an operator of the registry: its launch on seeded samples already on the
+/// device, its bytes ([`Op::bytes`]) over the median time, next to the peers' rows keyed
+/// `"{dtype} {shape}"` under the operator's command name.
+fn bench_op(
+    op: &'static Op,
     device: &Device,
     args: &BenchArgs,
     peers: &Value,
@@ -289,52 +192,40 @@ fn bench_rows(
         "4096x4096,16384x8192,65536x1024"
     };
     let shapes = parse_shapes::<2>(args.shapes.as_deref().unwrap_or(default), "MxN")?;
+    let all: Vec<&str> = op.dtypes.iter().map(|d| d.name()).collect();
     let dtypes: Vec<Dtype> = args
         .dtypes
         .as_deref()
-        .unwrap_or("f32,bf16")
+        .map_or_else(|| all.join(","), str::to_string)
         .split(',')
         .map(|d| {
-            Dtype::parse(d).ok_or_else(|| {
-                CliError::new(
-                    ck_core::rules::DTYPE,
-                    format!("unsupported dtype `{d}`; use f32 or bf16"),
-                )
-            })
+            Dtype::parse(d)
+                .filter(|d| op.dtypes.contains(d))
+                .ok_or_else(|| {
+                    CliError::new(
+                        ck_core::rules::DTYPE,
+                        format!("unsupported dtype `{d}`; use {}", all.join(" or ")),
+                    )
+                })
         })
         .collect::<Result<_, _>>()?;
+    let name = op.command();
     let copy_gbps = peers["copy"]["torch_gbps"].as_f64();
     let mut rows = Vec::new();
     for &[m, n] in &shapes {
+        let sizes = Sizes::rows(&[m as usize]).with("N", n as usize);
         let mut rng = Rng(0x9e3779b97f4a7c15 ^ (m as u64) << 20 ^ n as u64);
-        let x: Vec<f32> = (0..m as usize * n as usize).map(|_| rng.f32()).collect();
-        let g: Vec<f32> = (0..n).map(|_| rng.f32() + 1.0).collect();
-        // beta for LayerNorm, the residual for add-rmsnorm.
-        let b: Vec<f32> = match op {
-            RowOp::AddRmsnorm => (0..x.len()).map(|_| rng.f32()).collect(),
-            _ => (0..n).map(|_| rng.f32()).collect(),
-        };
-        let shape = (m, n, 1e-6);
+        let inputs = (op.sample)(&sizes, &mut rng);
         for &dt in &dtypes {
-            let t = match dt {
-                Dtype::F32 => {
-                    let mut r = RowRun::new(device, x.clone(), g.clone(), b.clone())
-                        .map_err(launch_error)?;
-                    timed(device, warmup, iters, |d| r.launch(d, op, shape))
-                }
-                Dtype::Bf16 => {
-                    let round = |v: &[f32]| v.iter().map(|&a| Bf16::from_f32(a)).collect();
-                    let mut r = RowRun::new(device, round(&x), round(&g), round(&b))
-                        .map_err(launch_error)?;
-                    timed(device, warmup, iters, |d| r.launch(d, op, shape))
-                }
-            }
+            let mut launch = on_device(op, device, dt, &sizes, &inputs).map_err(launch_error)?;
+            let t = timed(device, warmup, iters, |d| {
+                (op.launch)(d, &mut launch).map(|_| ())
+            })
             .map_err(launch_error)?;
-            let bytes = op.bytes(m, n, dt.bytes());
-            let ours = gbps(bytes, t);
+            let ours = gbps((op.bytes)(&sizes, dt), t);
             let key = format!("{} {m}x{n}", dt.name());
-            let torch = peers[op.name()][&key]["torch_gbps"].as_f64();
-            let triton = peers[op.name()][&key]["triton_gbps"].as_f64();
+            let torch = peers[&name][&key]["torch_gbps"].as_f64();
+            let triton = peers[&name][&key]["triton_gbps"].as_f64();
             let best = torch
                 .into_iter()
                 .chain(triton)
@@ -353,13 +244,51 @@ fn bench_rows(
                 row["vs_copy"] = json!(ours / c);
             }
             // A copy of the same bytes: the ramp and tail of a launch this size included.
-            if let Some(c) = peers[op.name()][&key]["copy_gbps"].as_f64() {
+            if let Some(c) = peers[&name][&key]["copy_gbps"].as_f64() {
                 row["vs_same_size_copy"] = json!(ours / c);
             }
             rows.push(row);
         }
     }
     Ok(rows)
+}
+
+/// `op`'s call on `inputs` (rounded to `dtype`) with its outputs, on `device`; optional outputs
+/// left out (as in the peers).
+fn on_device(
+    op: &'static Op,
+    device: &Device,
+    dtype: Dtype,
+    sizes: &Sizes,
+    inputs: &[Vec<f32>],
+) -> Result<Launch, LaunchError> {
+    let mut values = inputs.iter();
+    let mut buffers = Vec::new();
+    for p in op.params {
+        let dt = if p.elem == Elem::F32 {
+            Dtype::F32
+        } else {
+            dtype
+        };
+        let len: usize = sizes.shape_of(p).iter().product();
+        let v = match p.role {
+            Role::Input => values.next().cloned().unwrap_or_default(),
+            Role::Output => vec![0.0; len],
+            Role::OptionalOutput => {
+                buffers.push(None);
+                continue;
+            }
+        };
+        buffers.push(Some(Buffer::from_f32(device, dt, &v)?));
+    }
+    let scalars = op.scalars.iter().map(|s| s.default).collect();
+    Ok(Launch::new(
+        op.signature(),
+        dtype,
+        sizes.clone(),
+        scalars,
+        buffers,
+    ))
 }
 
 fn bench_copy(

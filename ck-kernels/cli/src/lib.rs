@@ -13,6 +13,7 @@ mod gemm_peer;
 mod lds;
 mod new;
 pub mod npy;
+mod operator;
 mod run;
 mod sfc;
 mod timing;
@@ -113,20 +114,19 @@ enum Command {
 /// Runs the command line `argv` (without the program name); returns the process exit status.
 pub fn main_with_args(argv: &[String]) -> i32 {
     let args = std::iter::once("ck".to_string()).chain(argv.iter().cloned());
-    let parsed = command()
-        .try_get_matches_from(args)
-        .and_then(|m| Cli::from_arg_matches(&m));
-    let cli = match parsed {
+    let matches = match command().try_get_matches_from(args) {
+        Ok(m) => m,
+        Err(e) => return clap_error(&e, argv),
+    };
+    // `ck run OP …`: the registry's operators, whose options come from their descriptions.
+    if let Some(("run", run)) = matches.subcommand() {
+        if let Some(result) = run.subcommand().and_then(|(k, m)| operator::dispatch(k, m)) {
+            return exit_status(result);
+        }
+    }
+    let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
-        Err(e) if !e.use_stderr() => {
-            // --help and --version.
-            print!("{e}");
-            return 0;
-        }
-        Err(e) => {
-            eprintln!("{}", usage_line(&e, argv));
-            return 1;
-        }
+        Err(e) => return clap_error(&e, argv),
     };
     let result = match cli.command {
         Command::Encoding(a) => encoding::run(&a),
@@ -142,6 +142,11 @@ pub fn main_with_args(argv: &[String]) -> i32 {
             Ok(())
         }
     };
+    exit_status(result)
+}
+
+/// Prints a command's error; the exit status.
+fn exit_status(result: Result<(), CliError>) -> i32 {
     match result {
         Ok(()) => 0,
         Err(e) => {
@@ -154,15 +159,26 @@ pub fn main_with_args(argv: &[String]) -> i32 {
     }
 }
 
-/// The command line as clap parses it: [`Cli`]'s declaration with negative numbers accepted as
-/// option values in every subcommand (`--beta -1.0`, `--alpha -0.5`): clap's default reads a
-/// value that starts with `-` as the next option.
+/// `--help` and `--version` (exit status 0), or a malformed command line (1).
+fn clap_error(e: &clap::Error, argv: &[String]) -> i32 {
+    if !e.use_stderr() {
+        print!("{e}");
+        return 0;
+    }
+    eprintln!("{}", usage_line(e, argv));
+    1
+}
+
+/// The command line as clap parses it: [`Cli`]'s declaration, `ck run`'s operators from the
+/// registry, and negative numbers accepted as option values in every subcommand (`--beta
+/// -1.0`, `--alpha -0.5`): clap's default reads a value that starts with `-` as the next option.
 fn command() -> clap::Command {
     fn negatives_everywhere(cmd: clap::Command) -> clap::Command {
         cmd.allow_negative_numbers(true)
             .mut_subcommands(negatives_everywhere)
     }
-    negatives_everywhere(Cli::command())
+    let cli = Cli::command().mut_subcommand("run", |run| run.subcommands(operator::commands()));
+    negatives_everywhere(cli)
 }
 
 /// clap's first paragraph as one `error[usage]` line, like every other error, naming the help

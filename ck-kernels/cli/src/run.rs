@@ -54,111 +54,6 @@ pub struct BankProbeArgs {
     json: JsonArg,
 }
 
-/// `ck run rmsnorm`.
-#[derive(Debug, clap::Args)]
-pub struct RmsnormArgs {
-    /// x, a 2-D float32 .npy (M, N)
-    #[arg(long, value_name = "X.npy")]
-    input: String,
-    /// gamma, a 1-D float32 .npy (N,)
-    #[arg(long, value_name = "G.npy")]
-    gamma: String,
-    /// Where to write y (float32 .npy)
-    #[arg(long, value_name = "Y.npy")]
-    output: String,
-    /// Added to the mean square [default: 1e-6]
-    #[arg(long, value_name = "E", allow_hyphen_values = true)]
-    eps: Option<String>,
-    /// f32, or bf16 (inputs rounded to bf16 before the kernel, f32 arithmetic) [default: f32]
-    #[arg(long, value_name = "f32|bf16")]
-    dtype: Option<String>,
-    #[command(flatten)]
-    backend: BackendArg,
-    #[command(flatten)]
-    json: JsonArg,
-}
-
-/// `ck run layernorm`.
-#[derive(Debug, clap::Args)]
-pub struct LayernormArgs {
-    /// x, a 2-D float32 .npy (M, N)
-    #[arg(long, value_name = "X.npy")]
-    input: String,
-    /// gamma, a 1-D float32 .npy (N,)
-    #[arg(long, value_name = "G.npy")]
-    gamma: String,
-    /// beta, a 1-D float32 .npy (N,)
-    #[arg(long, value_name = "B.npy")]
-    beta: String,
-    /// Where to write y (float32 .npy)
-    #[arg(long, value_name = "Y.npy")]
-    output: String,
-    /// Where to write each row's mean (float32 .npy, (M,))
-    #[arg(long, value_name = "MEAN.npy")]
-    mean_out: Option<String>,
-    /// Where to write each row's rsqrt(var + eps) (float32 .npy, (M,))
-    #[arg(long, value_name = "RSTD.npy")]
-    rstd_out: Option<String>,
-    /// Added to the variance [default: 1e-5]
-    #[arg(long, value_name = "E", allow_hyphen_values = true)]
-    eps: Option<String>,
-    /// f32, or bf16 (inputs rounded to bf16 before the kernel, f32 arithmetic) [default: f32]
-    #[arg(long, value_name = "f32|bf16")]
-    dtype: Option<String>,
-    #[command(flatten)]
-    backend: BackendArg,
-    #[command(flatten)]
-    json: JsonArg,
-}
-
-/// `ck run add-rmsnorm`.
-#[derive(Debug, clap::Args)]
-pub struct AddRmsnormArgs {
-    /// x, a 2-D float32 .npy (M, N)
-    #[arg(long, value_name = "X.npy")]
-    input: String,
-    /// The residual, a 2-D float32 .npy (M, N)
-    #[arg(long, value_name = "R.npy")]
-    residual: String,
-    /// gamma, a 1-D float32 .npy (N,)
-    #[arg(long, value_name = "G.npy")]
-    gamma: String,
-    /// Where to write y = rmsnorm(x + residual) · gamma (float32 .npy)
-    #[arg(long, value_name = "Y.npy")]
-    output: String,
-    /// Where to write x + residual (float32 .npy)
-    #[arg(long, value_name = "R2.npy")]
-    residual_out: String,
-    /// Added to the mean square [default: 1e-6]
-    #[arg(long, value_name = "E", allow_hyphen_values = true)]
-    eps: Option<String>,
-    /// f32, or bf16 (inputs rounded to bf16 before the kernel, f32 arithmetic) [default: f32]
-    #[arg(long, value_name = "f32|bf16")]
-    dtype: Option<String>,
-    #[command(flatten)]
-    backend: BackendArg,
-    #[command(flatten)]
-    json: JsonArg,
-}
-
-/// `ck run softmax`.
-#[derive(Debug, clap::Args)]
-pub struct SoftmaxArgs {
-    /// x, a 2-D float32 .npy (M, N); softmax over each row
-    #[arg(long, value_name = "X.npy")]
-    input: String,
-    /// Where to write y (float32 .npy)
-    #[arg(long, value_name = "Y.npy")]
-    output: String,
-    /// f32, or bf16 (inputs rounded to bf16 before the kernel, f32 arithmetic) [default: f32]
-    #[arg(long, value_name = "f32|bf16")]
-    dtype: Option<String>,
-    #[command(flatten)]
-    backend: BackendArg,
-    #[command(flatten)]
-    json: JsonArg,
-}
-
 /// `ck run gemm`.
 #[derive(Debug, clap::Args)]
 pub struct GemmArgs {
@@ -227,22 +122,6 @@ pub enum RunCommand {
     Add(ExerciseArgs),
     /// N rows of 32 u32 multicast by the TMA engine to both blocks of each cluster (sm_90)
     Multicast(ExerciseArgs),
-    /// RMSNorm, f32, 257 random rows of N columns
-    RmsnormF32(ExerciseArgs),
-    /// RMSNorm, bf16, 257 random rows of N columns
-    RmsnormBf16(ExerciseArgs),
-    /// LayerNorm, f32, 257 random rows of N columns around 10
-    LayernormF32(ExerciseArgs),
-    /// LayerNorm, bf16, 257 random rows of N columns around 10
-    LayernormBf16(ExerciseArgs),
-    /// Residual add + RMSNorm, f32, 257 random rows of N columns
-    AddRmsnormF32(ExerciseArgs),
-    /// Residual add + RMSNorm, bf16, 257 random rows of N columns
-    AddRmsnormBf16(ExerciseArgs),
-    /// Softmax, f32, 257 random rows of N columns
-    SoftmaxF32(ExerciseArgs),
-    /// Softmax, bf16, 257 random rows of N columns
-    SoftmaxBf16(ExerciseArgs),
     /// The SIMT f32 GEMM
     GemmF32(ExerciseArgs),
     /// The mma.sync bf16 GEMM
@@ -259,14 +138,6 @@ pub enum RunCommand {
     /// A shared-memory access pattern whose bank conflicts are known: thread (warp w, lane l)
     /// stores W bytes at w·8192 + l·S·W, loads them back
     BankProbe(BankProbeArgs),
-    /// RMSNorm of a 2-D .npy: y = x · rsqrt(mean(x²) + eps) · gamma
-    Rmsnorm(RmsnormArgs),
-    /// LayerNorm of a 2-D .npy: y = (x − mean) · rsqrt(var + eps) · gamma + beta
-    Layernorm(LayernormArgs),
-    /// Residual add + RMSNorm of 2-D .npy files: r = x + residual, y = rmsnorm(r) · gamma
-    AddRmsnorm(AddRmsnormArgs),
-    /// Softmax over each row of a 2-D .npy
-    Softmax(SoftmaxArgs),
     /// The spec's TV8 LDS tile written with k-write and read with k-read
     LdsProbe(LayoutArgs),
     /// C = A · B from .npy files
@@ -298,14 +169,6 @@ pub fn run(command: &RunCommand) -> Result<(), CliError> {
         Copy(a) => exercise("copy", a),
         Add(a) => exercise("add", a),
         Multicast(a) => exercise("multicast", a),
-        RmsnormF32(a) => exercise("rmsnorm-f32", a),
-        RmsnormBf16(a) => exercise("rmsnorm-bf16", a),
-        LayernormF32(a) => exercise("layernorm-f32", a),
-        LayernormBf16(a) => exercise("layernorm-bf16", a),
-        AddRmsnormF32(a) => exercise("add-rmsnorm-f32", a),
-        AddRmsnormBf16(a) => exercise("add-rmsnorm-bf16", a),
-        SoftmaxF32(a) => exercise("softmax-f32", a),
-        SoftmaxBf16(a) => exercise("softmax-bf16", a),
         GemmF32(a) => exercise("gemm-f32", a),
         GemmBf16(a) => exercise("gemm-bf16", a),
         GemmWgmma(a) => exercise("gemm-wgmma", a),
@@ -325,10 +188,6 @@ pub fn run(command: &RunCommand) -> Result<(), CliError> {
             let desc = format!("128 threads, {width}-byte accesses, stride {stride}");
             report("bank-probe", o, &desc, &device, a.json.json)
         }
-        Rmsnorm(a) => rmsnorm_cmd(a),
-        Layernorm(a) => layernorm_cmd(a),
-        AddRmsnorm(a) => add_rmsnorm_cmd(a),
-        Softmax(a) => softmax_cmd(a),
         LdsProbe(a) => lds_probe_cmd(a),
         Gemm(a) => gemm_cmd(a),
         Attention(a) => super::attention::run(a),
@@ -356,7 +215,7 @@ fn exercise(kernel: &str, a: &ExerciseArgs) -> Result<(), CliError> {
 
 /// The outcome of a checked run: an error if the output differs from the reference, else the
 /// counters.
-fn report(
+pub(crate) fn report(
     kernel: &str,
     outcome: Outcome,
     desc: &str,
@@ -479,186 +338,6 @@ pub fn cross_check(args: &CrossCheckArgs) -> Result<(), CliError> {
         ));
     }
     Ok(())
-}
-
-/// `ck run rmsnorm --input X.npy --gamma G.npy --output Y.npy`.
-fn rmsnorm_cmd(args: &RmsnormArgs) -> Result<(), CliError> {
-    use ck_kernels::rows::rmsnorm::host::rmsnorm;
-    let eps = eps_option(args.eps.as_deref(), 1e-6)?;
-    let dtype = dtype_option(args.dtype.as_deref())?;
-    let (x, v) = read_rows(&args.input, &[&args.gamma])?;
-    let (m, n) = (x.shape[0], x.shape[1]);
-    let device = device(&args.backend)?;
-    let (y, stats) = rmsnorm(
-        &device,
-        &x.data,
-        &v[0].data,
-        (m as u32, n as u32),
-        eps,
-        dtype,
-    )
-    .map_err(launch_error)?;
-    write_npy(&args.output, vec![m, n], y)?;
-    let summary = format!(
-        "rmsnorm ({m} × {n}, {}, eps {eps}) on {} → {}",
-        dtype.name(),
-        device.name(),
-        args.output
-    );
-    report_files(args.json.json, summary, &stats)
-}
-
-/// `--eps`: a finite, non-negative number (`default` when absent).
-fn eps_option(value: Option<&str>, default: f32) -> Result<f32, CliError> {
-    match value {
-        Some(v) => v
-            .parse()
-            .ok()
-            .filter(|e: &f32| e.is_finite() && *e >= 0.0)
-            .ok_or_else(|| CliError::usage(format!("--eps: `{v}` is not a non-negative number"))),
-        None => Ok(default),
-    }
-}
-
-/// `--dtype`: f32 (the default) or bf16.
-fn dtype_option(value: Option<&str>) -> Result<ck_kernels::rows::plan::Dtype, CliError> {
-    let name = value.unwrap_or("f32");
-    ck_kernels::rows::plan::Dtype::parse(name).ok_or_else(|| {
-        CliError::new(
-            ck_core::rules::DTYPE,
-            format!("unsupported dtype `{name}`; use f32 or bf16"),
-        )
-    })
-}
-
-/// A row-wise operator's input: a 2-D .npy `x` and 1-D row vectors of its length.
-fn read_rows(
-    input: &str,
-    vectors: &[&str],
-) -> Result<(crate::npy::Array, Vec<crate::npy::Array>), CliError> {
-    use crate::npy;
-    let x = npy::read(input).map_err(|m| CliError::new(ck_core::rules::NPY, m))?;
-    let [m, n] = x.shape[..] else {
-        return Err(CliError::new(
-            ck_core::rules::SHAPE_MISMATCH,
-            format!(
-                "{input} has shape {:?}; it must be a 2-D array (M, N)",
-                x.shape
-            ),
-        ));
-    };
-    if m == 0 || n == 0 || m > u32::MAX as usize || m * n > i32::MAX as usize {
-        return Err(CliError::new(
-            ck_core::rules::SHAPE_MISMATCH,
-            format!("shape ({m}, {n}) is empty or too large (at most 2^31 − 1 elements)"),
-        ));
-    }
-    let mut vs = Vec::new();
-    for &path in vectors {
-        let v = npy::read(path).map_err(|m| CliError::new(ck_core::rules::NPY, m))?;
-        if v.shape != [n] {
-            return Err(CliError::new(
-                ck_core::rules::SHAPE_MISMATCH,
-                format!(
-                    "{path} has shape {:?}; it must be ({n},) for an input of shape ({m}, {n})",
-                    v.shape
-                ),
-            ));
-        }
-        vs.push(v);
-    }
-    Ok((x, vs))
-}
-
-/// `ck run layernorm --input X.npy --gamma G.npy --beta B.npy --output Y.npy`.
-fn layernorm_cmd(args: &LayernormArgs) -> Result<(), CliError> {
-    use ck_kernels::rows::layernorm::host::layernorm;
-    let eps = eps_option(args.eps.as_deref(), 1e-5)?;
-    let dtype = dtype_option(args.dtype.as_deref())?;
-    let (x, v) = read_rows(&args.input, &[&args.gamma, &args.beta])?;
-    let (m, n) = (x.shape[0], x.shape[1]);
-    let device = device(&args.backend)?;
-    let (out, stats) = layernorm(
-        &device,
-        (&x.data, &v[0].data, &v[1].data),
-        (m as u32, n as u32),
-        eps,
-        dtype,
-    )
-    .map_err(launch_error)?;
-    write_npy(&args.output, vec![m, n], out.y)?;
-    if let Some(p) = &args.mean_out {
-        write_npy(p, vec![m], out.mean)?;
-    }
-    if let Some(p) = &args.rstd_out {
-        write_npy(p, vec![m], out.rstd)?;
-    }
-    let summary = format!(
-        "layernorm ({m} × {n}, {}, eps {eps}) on {} → {}",
-        dtype.name(),
-        device.name(),
-        args.output
-    );
-    report_files(args.json.json, summary, &stats)
-}
-
-/// `ck run add-rmsnorm --input X.npy --residual R.npy --gamma G.npy --output Y.npy
-/// --residual-out R2.npy`.
-fn add_rmsnorm_cmd(args: &AddRmsnormArgs) -> Result<(), CliError> {
-    use crate::npy;
-    use ck_kernels::rows::add_rmsnorm::host::add_rmsnorm;
-    let eps = eps_option(args.eps.as_deref(), 1e-6)?;
-    let dtype = dtype_option(args.dtype.as_deref())?;
-    let (x, v) = read_rows(&args.input, &[&args.gamma])?;
-    let (m, n) = (x.shape[0], x.shape[1]);
-    let res = npy::read(&args.residual).map_err(|e| CliError::new(ck_core::rules::NPY, e))?;
-    if res.shape != x.shape {
-        return Err(CliError::new(
-            ck_core::rules::SHAPE_MISMATCH,
-            format!(
-                "{} has shape {:?}; it must be ({m}, {n}) like the input",
-                args.residual, res.shape
-            ),
-        ));
-    }
-    let device = device(&args.backend)?;
-    let ((r, y), stats) = add_rmsnorm(
-        &device,
-        (&x.data, &res.data, &v[0].data),
-        (m as u32, n as u32),
-        eps,
-        dtype,
-    )
-    .map_err(launch_error)?;
-    write_npy(&args.residual_out, vec![m, n], r)?;
-    write_npy(&args.output, vec![m, n], y)?;
-    let summary = format!(
-        "add-rmsnorm ({m} × {n}, {}, eps {eps}) on {} → {}, {}",
-        dtype.name(),
-        device.name(),
-        args.residual_out,
-        args.output
-    );
-    report_files(args.json.json, summary, &stats)
-}
-
-/// `ck run softmax --input X.npy --output Y.npy`.
-fn softmax_cmd(args: &SoftmaxArgs) -> Result<(), CliError> {
-    use ck_kernels::rows::softmax::host::softmax;
-    let dtype = dtype_option(args.dtype.as_deref())?;
-    let (x, _) = read_rows(&args.input, &[])?;
-    let (m, n) = (x.shape[0], x.shape[1]);
-    let device = device(&args.backend)?;
-    let (y, stats) =
-        softmax(&device, &x.data, (m as u32, n as u32), dtype).map_err(launch_error)?;
-    write_npy(&args.output, vec![m, n], y)?;
-    let summary = format!(
-        "softmax ({m} × {n}, {}) on {} → {}",
-        dtype.name(),
-        device.name(),
-        args.output
-    );
-    report_files(args.json.json, summary, &stats)
 }
 
 /// `ck run lds-probe [--layout xor|plain|both]`: the LDS probe's counters (`both`: XOR then

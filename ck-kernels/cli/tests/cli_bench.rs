@@ -37,7 +37,7 @@ fn malformed_options_are_usage_errors() {
         ),
         (
             &["matmul"],
-            "unknown benchmark `matmul`; available: rmsnorm, layernorm, add-rmsnorm, softmax, copy, gemm",
+            "unknown benchmark `matmul`; available: rmsnorm, add-rmsnorm, layernorm, softmax, copy, gemm, attention",
         ),
     ] {
         let (code, stderr) = ck_bench(args);

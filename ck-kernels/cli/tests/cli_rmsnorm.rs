@@ -110,8 +110,15 @@ fn rmsnorm_through_npy_files() {
             "error[npy]: ",
         ),
         (
-            &["--input", &p("g.npy"), "--gamma", &p("g.npy")],
-            "error[shape-mismatch]: ",
+            &[
+                "--input",
+                &p("x.npy"),
+                "--gamma",
+                &p("g.npy"),
+                "--eps",
+                "-1",
+            ],
+            "error[bad-eps]: ",
         ),
         (
             &["--input", &p("x.npy"), "--gamma", &p("x.npy")],

@@ -12,15 +12,15 @@ pub use gemm::{
 use crate::attention::host::{Options, Shape};
 use crate::elementwise::{AddF32, CopyF32, TILE_F32};
 use crate::gemm::choice::Bf16Kernel;
+pub use crate::op::{max_relative_error, norm_relative_error, Outcome, Rng};
 use crate::probes::bank_probe::{self, BankProbe};
 use crate::probes::exercise::*;
-use crate::rows::rmsnorm::host::{reference, rmsnorm, Dtype};
 use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats, TensorMap};
 use ck_core::wgmma::SwizzleMode;
 
-/// Kernels `ck run` and `ck cross-check` know (bank-probe takes its own parameters). The
-/// RMSNorm ones run a 257 × n matrix, gemm-f32 a 257 × 129 × n product.
+/// Exercise kernels `ck run` and `ck cross-check` know besides the registry's operators
+/// (bank-probe takes its own parameters); gemm-f32 runs a 257 × 129 × n product.
 pub const EXERCISES: &[&str] = &[
     "reverse",
     "block-sum",
@@ -28,14 +28,6 @@ pub const EXERCISES: &[&str] = &[
     "copy",
     "add",
     "multicast",
-    "rmsnorm-f32",
-    "rmsnorm-bf16",
-    "layernorm-f32",
-    "layernorm-bf16",
-    "add-rmsnorm-f32",
-    "add-rmsnorm-bf16",
-    "softmax-f32",
-    "softmax-bf16",
     "gemm-f32",
     "gemm-bf16",
     "gemm-wgmma",
@@ -44,74 +36,6 @@ pub const EXERCISES: &[&str] = &[
     "gemm-grouped-moe",
     "attention-check",
 ];
-
-/// `‖got − want‖ / ‖want‖` (Frobenius): the error measure for reductions over long sums, where
-/// single elements can cancel to near zero.
-pub fn norm_relative_error(got: &[f32], want: &[f64]) -> f64 {
-    let (mut num, mut den) = (0.0f64, 0.0f64);
-    for (&g, &w) in got.iter().zip(want) {
-        num += (g as f64 - w) * (g as f64 - w);
-        den += w * w;
-    }
-    if got.iter().any(|g| g.is_nan()) {
-        return f64::NAN;
-    }
-    (num / den.max(1e-300)).sqrt()
-}
-
-/// Largest relative error of `got` against an fp64 reference (relative to each element, with a
-/// floor of 1e-3 of the largest magnitude).
-pub fn max_relative_error(got: &[f32], want: &[f64]) -> f64 {
-    let scale = want.iter().fold(0f64, |m, v| m.max(v.abs())).max(1e-30);
-    got.iter()
-        .zip(want)
-        .map(|(&g, &w)| (g as f64 - w).abs() / w.abs().max(scale * 1e-3))
-        .fold(0.0, f64::max)
-}
-
-/// One run: the raw output bits, the launch statistics, and whether the output matched the CPU
-/// reference.
-#[derive(Debug, Clone)]
-pub struct Outcome {
-    /// Output buffer, as bits.
-    pub output: Vec<u32>,
-    /// Launch statistics.
-    pub stats: LaunchStats,
-    /// `None` if the output equals the reference, else what differs.
-    pub mismatch: Option<String>,
-}
-
-impl Outcome {
-    /// A float result judged by its relative error `err` against fp64 (NaN fails).
-    fn within(output: &[f32], stats: LaunchStats, err: f64, tol: f64) -> Outcome {
-        let mismatch = (err > tol || err.is_nan())
-            .then(|| format!("relative error {err:.3e} > {tol:e} against fp64"));
-        Outcome {
-            output: output.iter().map(|v| v.to_bits()).collect(),
-            stats,
-            mismatch,
-        }
-    }
-}
-
-/// The reproducible input generator of the checks, benchmarks and tests (xorshift64; the
-/// seed must not be 0).
-pub struct Rng(pub u64);
-
-impl Rng {
-    /// The next 64 random bits.
-    pub fn bits(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// A value in [−1, 1] on a grid of 10⁻⁶.
-    pub fn f32(&mut self) -> f32 {
-        (self.bits() % 2_000_001) as f32 / 1e6 - 1.0
-    }
-}
 
 fn first_difference<T: PartialEq + std::fmt::Debug>(got: &[T], want: &[T]) -> Option<String> {
     if got.len() != want.len() {
@@ -286,147 +210,15 @@ pub fn run_exercise(
                 seed,
             )
         }
-        "layernorm-f32" => layernorm_case(device, Dtype::F32, (257, n.max(1)), seed),
-        "layernorm-bf16" => layernorm_case(device, Dtype::Bf16, (257, n.max(1)), seed),
-        "add-rmsnorm-f32" => add_rmsnorm_case(device, Dtype::F32, (257, n.max(1)), seed),
-        "add-rmsnorm-bf16" => add_rmsnorm_case(device, Dtype::Bf16, (257, n.max(1)), seed),
-        "softmax-f32" => softmax_case(device, Dtype::F32, (257, n.max(1)), seed),
-        "softmax-bf16" => softmax_case(device, Dtype::Bf16, (257, n.max(1)), seed),
-        "rmsnorm-f32" | "rmsnorm-bf16" => {
-            let dtype = if kernel == "rmsnorm-f32" {
-                Dtype::F32
-            } else {
-                Dtype::Bf16
-            };
-            rmsnorm_case(device, dtype, (257, n.max(1)), seed)
-        }
         other => Err(LaunchError::invalid(
             ck_core::rules::UNKNOWN_KERNEL,
             format!(
-                "unknown kernel `{other}`; available: {}, bank-probe",
+                "unknown kernel `{other}`; available: {}, bank-probe, and every operator \
+                 (`ck run --help`)",
                 EXERCISES.join(", ")
             ),
         )),
     }
-}
-
-/// Relative error a row-wise operator may have against fp64 on the inputs it sees: f32
-/// arithmetic over a row (1e-5), or the bf16 rounding of the output (2⁻⁸ ≈ 4e-3, so 1e-2).
-fn row_tolerance(dtype: Dtype) -> f64 {
-    match dtype {
-        Dtype::F32 => 1e-5,
-        Dtype::Bf16 => 1e-2,
-    }
-}
-
-/// RMSNorm of a seeded random `m × n` matrix, checked against fp64 (1e-5 relative for f32,
-/// 1e-2 for bf16, whose reference sees the same rounded inputs).
-pub fn rmsnorm_case(
-    device: &Device,
-    dtype: Dtype,
-    (m, n): (u32, u32),
-    seed: u64,
-) -> Result<Outcome, LaunchError> {
-    let mut rng = Rng(seed.max(1));
-    let x: Vec<f32> = (0..m * n).map(|_| rng.f32()).collect();
-    let g: Vec<f32> = (0..n).map(|_| rng.f32() + 1.5).collect();
-    let (y, stats) = rmsnorm(device, &x, &g, (m, n), 1e-6, dtype)?;
-    // The reference sees what the kernel sees.
-    let seen = |v: &[f32]| v.iter().map(|&a| dtype.round(a)).collect::<Vec<_>>();
-    let want = reference(&seen(&x), &seen(&g), (m, n), 1e-6);
-    let tol = row_tolerance(dtype);
-    Ok(Outcome::within(
-        &y,
-        stats,
-        max_relative_error(&y, &want),
-        tol,
-    ))
-}
-
-/// LayerNorm of a seeded random `m × n` matrix with an offset of 10 (so the mean matters),
-/// checked against fp64: y relative to the size of what it is computed from, `(|x| + |mean|) ·
-/// rstd · |g| + |b|` (1e-5 for f32, 1e-2 for bf16, whose reference sees the same rounded
-/// inputs). `x − mean` cancels: its f32 error is of the size of x, not of the difference, so
-/// an element whose `(x − mean) · rstd · g` and `b` are both near 0 is no more accurate than
-/// its neighbours (measured against `|y − b| + |b|` alone, 257 rows of 4096 around 10 put
-/// some elements' error over 1e-5 with an absolute error of 1e-6, as good as any f32 kernel's).
-pub fn layernorm_case(
-    device: &Device,
-    dtype: Dtype,
-    (m, n): (u32, u32),
-    seed: u64,
-) -> Result<Outcome, LaunchError> {
-    use crate::rows::layernorm::host as ln;
-    let mut rng = Rng(seed.max(1));
-    let round = |v: f32| dtype.round(v);
-    let x: Vec<f32> = (0..m * n).map(|_| round(10.0 + rng.f32())).collect();
-    let g: Vec<f32> = (0..n).map(|_| round(rng.f32() + 1.5)).collect();
-    let b: Vec<f32> = (0..n).map(|_| round(rng.f32())).collect();
-    let (out, stats) = ln::layernorm(device, (&x, &g, &b), (m, n), 1e-5, dtype)?;
-    let (want, mean, rstd) = ln::reference((&x, &g, &b), (m, n), 1e-5);
-    let nn = n as usize;
-    let err = (0..want.len())
-        .map(|i| {
-            let (row, j) = (i / nn, i % nn);
-            let size = (x[i].abs() as f64 + mean[row].abs()) * rstd[row] * (g[j].abs() as f64)
-                + (b[j].abs() as f64);
-            (out.y[i] as f64 - want[i]).abs() / size.max(1e-30)
-        })
-        .fold(0.0, f64::max);
-    let tol = row_tolerance(dtype);
-    Ok(Outcome::within(&out.y, stats, err, tol))
-}
-
-/// Residual add + RMSNorm of seeded random `m × n` matrices: `y` checked against the fp64
-/// RMSNorm of the `r` the kernel wrote (1e-5 relative for f32, 1e-2 for bf16), `r` against the
-/// sum rounded once (within one bf16 ulp).
-pub fn add_rmsnorm_case(
-    device: &Device,
-    dtype: Dtype,
-    (m, n): (u32, u32),
-    seed: u64,
-) -> Result<Outcome, LaunchError> {
-    let mut rng = Rng(seed.max(1));
-    let round = |v: f32| dtype.round(v);
-    let x: Vec<f32> = (0..m * n).map(|_| round(rng.f32())).collect();
-    let res: Vec<f32> = (0..m * n).map(|_| round(rng.f32())).collect();
-    let g: Vec<f32> = (0..n).map(|_| round(rng.f32() + 1.5)).collect();
-    let ((r, y), stats) =
-        crate::rows::add_rmsnorm::host::add_rmsnorm(device, (&x, &res, &g), (m, n), 1e-6, dtype)?;
-    let want_r: Vec<f64> = x
-        .iter()
-        .zip(&res)
-        .map(|(&a, &b)| round((a as f64 + b as f64) as f32) as f64)
-        .collect();
-    let r_err = max_relative_error(&r, &want_r);
-    let want_y = reference(&r, &g, (m, n), 1e-6);
-    let y_err = max_relative_error(&y, &want_y);
-    let tol = row_tolerance(dtype);
-    let mut out = r;
-    out.extend_from_slice(&y);
-    Ok(Outcome::within(&out, stats, r_err.max(y_err), tol))
-}
-
-/// Softmax of a seeded random `m × n` matrix of logits in [−8, 8], checked against fp64
-/// (1e-5 relative for f32, 1e-2 for bf16, whose reference sees the same rounded inputs).
-pub fn softmax_case(
-    device: &Device,
-    dtype: Dtype,
-    (m, n): (u32, u32),
-    seed: u64,
-) -> Result<Outcome, LaunchError> {
-    let mut rng = Rng(seed.max(1));
-    let round = |v: f32| dtype.round(v);
-    let x: Vec<f32> = (0..m * n).map(|_| round(8.0 * rng.f32())).collect();
-    let (y, stats) = crate::rows::softmax::host::softmax(device, &x, (m, n), dtype)?;
-    let want = crate::rows::softmax::host::reference(&x, (m, n));
-    let tol = row_tolerance(dtype);
-    Ok(Outcome::within(
-        &y,
-        stats,
-        max_relative_error(&y, &want),
-        tol,
-    ))
 }
 
 /// Runs the LDS probe over the XOR (`swizzled`) or the plain layout.
@@ -485,8 +277,8 @@ pub struct CrossCheck {
     pub second: LaunchStats,
 }
 
-/// Runs every exercise (several sizes), RMSNorm on odd shapes and every bank-probe case on both
-/// devices. Integer and copy kernels must agree bit for bit; float kernels within their
+/// Runs every exercise (several sizes), every operator of the registry on its cases and every
+/// bank-probe case on both devices. Integer and copy kernels must agree bit for bit; float kernels within their
 /// tolerance (and both must match the reference).
 pub fn cross_check(a: &Device, b: &Device) -> Result<Vec<CrossCheck>, LaunchError> {
     let mut out = Vec::new();
@@ -541,42 +333,22 @@ pub fn cross_check(a: &Device, b: &Device) -> Result<Vec<CrossCheck>, LaunchErro
             );
         }
     }
-    for dtype in [Dtype::F32, Dtype::Bf16] {
-        let (name, tol) = (dtype.name(), row_tolerance(dtype));
-        // 11×1024 and 2×8192 fill their tiles: bf16 takes the unpadded kernels there.
-        for (m, n) in [
-            (1u32, 1u32),
-            (3, 1000),
-            (257, 4099),
-            (2, 9000),
-            (11, 1024),
-            (2, 8192),
-        ] {
-            let case = format!("rmsnorm {name} {m}x{n}");
-            record(
-                case,
-                rmsnorm_case(a, dtype, (m, n), 7)?,
-                rmsnorm_case(b, dtype, (m, n), 7)?,
-                tol,
-            );
-            record(
-                format!("layernorm {name} {m}x{n}"),
-                layernorm_case(a, dtype, (m, n), 7)?,
-                layernorm_case(b, dtype, (m, n), 7)?,
-                tol,
-            );
-            record(
-                format!("softmax {name} {m}x{n}"),
-                softmax_case(a, dtype, (m, n), 7)?,
-                softmax_case(b, dtype, (m, n), 7)?,
-                tol,
-            );
-            record(
-                format!("add-rmsnorm {name} {m}x{n}"),
-                add_rmsnorm_case(a, dtype, (m, n), 7)?,
-                add_rmsnorm_case(b, dtype, (m, n), 7)?,
-                tol,
-            );
+    for op in crate::registry::operators() {
+        for &dtype in op.dtypes {
+            for sizes in (op.cases)(None) {
+                let case = format!(
+                    "{} {} {}",
+                    op.command(),
+                    dtype.name(),
+                    sizes.describe(&op.params[0])
+                );
+                record(
+                    case,
+                    crate::op::check(a, op, dtype, &sizes, 7)?,
+                    crate::op::check(b, op, dtype, &sizes, 7)?,
+                    (op.tolerance)(dtype),
+                );
+            }
         }
     }
     gemm::cross_check_cases(a, b, &mut record)?;

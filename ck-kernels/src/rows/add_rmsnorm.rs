@@ -3,6 +3,7 @@
 //! operations give one after the other, with one read of x and of the residual and one write of
 //! r and of y. Rows longer than one tile read their `r` back for the second pass.
 
+use crate::rows::describe;
 use crate::rows::plan::*;
 use ck_core::device::*;
 #[cfg(not(target_arch = "nvptx64"))]
@@ -158,57 +159,65 @@ pub mod host {
         let cfg = instance.tile.launch_config(T::DTYPE, m);
         T::launch_instance(instance, device, cfg, x, residual, gamma, r, y, m, n, eps)
     }
+}
 
-    /// `r = x + residual` and `y = rmsnorm(r) · gamma`, both `m × n`.
-    pub type Output = (Vec<f32>, Vec<f32>);
+/// Residual add + RMSNorm as every front end calls it.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const OP: crate::op::Op = crate::op::Op {
+    name: "add_rmsnorm",
+    summary: "residual add + RMSNorm: r = x + residual, y = rmsnorm(r) · gamma",
+    params: &[
+        describe::X,
+        describe::rows_input("residual", "residual", "the residual, [..., N]"),
+        describe::GAMMA,
+        describe::rows_output("residual_out", "residual-out", "r = x + residual, [..., N]"),
+        describe::Y,
+    ],
+    scalars: &[describe::eps(1e-6)],
+    dtypes: describe::DTYPES,
+    launch: op::launch,
+    sample: op::sample,
+    error: op::error,
+    tolerance: describe::tolerance,
+    cases: describe::cases,
+    bytes: |s, d| describe::bytes(s, d, 4.0, 1.0),
+};
 
-    /// `(r, y)` for the `m × n` row-major `x` and `residual` (f32 values; with `Bf16` they are
-    /// rounded to bf16 before the kernel and the bf16 results widened to f32).
-    pub fn add_rmsnorm(
-        device: &Device,
-        (x, residual, gamma): (&[f32], &[f32], &[f32]),
-        (m, n): (u32, u32),
-        eps: f32,
-        dtype: Dtype,
-    ) -> Result<(Output, LaunchStats), LaunchError> {
-        let size = m as usize * n as usize;
-        if x.len() != size || residual.len() != size || gamma.len() != n as usize {
-            return Err(LaunchError::invalid(
-                ck_core::rules::SHAPE_MISMATCH,
-                format!(
-                    "x has {} elements, residual {} and gamma {}, but the shape is {m} × {n}",
-                    x.len(),
-                    residual.len(),
-                    gamma.len()
-                ),
-            ));
-        }
-        if size == 0 {
-            return Ok(((Vec::new(), Vec::new()), LaunchStats::default()));
-        }
-        match dtype {
-            Dtype::F32 => {
-                let up = |v: &[f32]| DeviceBuffer::from_slice(device, v);
-                let (xd, rd, gd) = (up(x)?, up(residual)?, up(gamma)?);
-                let mut r = DeviceBuffer::from_slice(device, &vec![f32::NAN; size])?;
-                let mut y = DeviceBuffer::from_slice(device, &vec![f32::NAN; size])?;
-                let st = launch(device, (&xd, &rd, &gd), (&mut r, &mut y), (m, n, eps))?;
-                Ok(((r.to_vec()?, y.to_vec()?), st))
-            }
-            Dtype::Bf16 => {
-                let up = |v: &[f32]| {
-                    let b: Vec<Bf16> = v.iter().map(|&a| Bf16::from_f32(a)).collect();
-                    DeviceBuffer::from_slice(device, &b)
-                };
-                let (xd, rd, gd) = (up(x)?, up(residual)?, up(gamma)?);
-                let mut r = DeviceBuffer::from_slice(device, &vec![Bf16(0x7fc0); size])?;
-                let mut y = DeviceBuffer::from_slice(device, &vec![Bf16(0x7fc0); size])?;
-                let st = launch(device, (&xd, &rd, &gd), (&mut r, &mut y), (m, n, eps))?;
-                let wide = |b: DeviceBuffer<Bf16>| -> Result<Vec<f32>, LaunchError> {
-                    Ok(b.to_vec()?.iter().map(|v| v.to_f32()).collect())
-                };
-                Ok(((wide(r)?, wide(y)?), st))
-            }
-        }
+#[cfg(not(target_arch = "nvptx64"))]
+mod op {
+    use crate::op::{max_relative_error, HostOutput, Launch, Launched, Rng, Sizes};
+    use ck_core::host::Device;
+
+    pub fn launch(d: &Device, l: &mut Launch) -> Launched {
+        let p = (l.sizes.u32("M"), l.sizes.u32("N"), l.scalar("eps"));
+        crate::by_dtype!(l.dtype, T => {
+            let (mut r, mut y) = (l.take::<T>(d, "residual_out")?, l.take::<T>(d, "y")?);
+            let inputs = (l.input::<T>("x")?, l.input::<T>("residual")?, l.input::<T>("gamma")?);
+            let st = super::host::launch(d, inputs, (&mut r, &mut y), p);
+            l.put("residual_out", r);
+            l.put("y", y);
+            st
+        })
+    }
+
+    /// x and the residual in [−1, 1], gamma in [0.5, 2.5].
+    pub fn sample(s: &Sizes, rng: &mut Rng) -> Vec<Vec<f32>> {
+        let (m, n) = (s.get("M"), s.get("N"));
+        let (x, residual) = (rng.values(m * n, 1.0, 0.0), rng.values(m * n, 1.0, 0.0));
+        vec![x, residual, rng.values(n, 1.0, 1.5)]
+    }
+
+    /// `r` against the sum rounded once to the element type (within its ulp), `y` against the
+    /// fp64 RMSNorm of the `r` the kernel wrote.
+    pub fn error(o: &HostOutput) -> f64 {
+        let (mn, eps) = ((o.sizes.u32("M"), o.sizes.u32("N")), o.scalar("eps"));
+        let (r, y) = (
+            o.output("residual_out").unwrap_or(&[]),
+            o.output("y").unwrap_or(&[]),
+        );
+        let sum = o.input("x").iter().zip(o.input("residual"));
+        let want_r: Vec<f64> = sum.map(|(&a, &b)| o.dtype.round(a + b) as f64).collect();
+        let want_y = crate::rows::rmsnorm::host::reference(r, o.input("gamma"), mn, eps);
+        max_relative_error(r, &want_r).max(max_relative_error(y, &want_y))
     }
 }

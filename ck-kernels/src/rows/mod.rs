@@ -3,17 +3,25 @@
 //!
 //! | file | what |
 //! |---|---|
-//! | [`plan`] | the tile plan: how a block covers rows of N columns, which tile a row length gets ([`plan::RowTile::for_columns`]), the element types ([`plan::Dtype`]) |
+//! | [`plan`] | the tile plan: how a block covers rows of N columns, which tile a row length gets ([`plan::RowTile::for_columns`]), the instance table ([`plan::Instance`]) |
+//! | [`describe`] | what the operators' descriptions share (`x`, `gamma`, `y`, `eps`, the checked shapes) |
 //! | [`rmsnorm`] | `rmsnorm_{f32,bf16}_*`: `y = x · rsqrt(mean(x²) + eps) · gamma` |
 //! | [`add_rmsnorm`] | `add_rmsnorm_{f32,bf16}_*`: `r = x + residual` written out, `y = rmsnorm(r) · gamma` |
 //! | [`layernorm`] | `layernorm_{f32,bf16}_*`: LayerNorm on shifted data, optionally each row's mean and rstd |
 //! | [`softmax`] | `softmax_{f32,bf16}_*`: row softmax, online `(max, sum)` for rows longer than a tile |
 //!
-//! Each operator file holds its kernels (one per tile of the plan), their host launchers and
-//! the fp64 CPU reference; every operator depends on [`plan`] and on nothing else here.
+//! Each operator file holds its kernels (one per tile of the plan), their host launcher, the
+//! fp64 CPU reference and its description `OP` (listed in [`OPS`], which the registry
+//! iterates); every operator depends on [`plan`] and [`describe`] and on nothing else here.
 
 pub mod add_rmsnorm;
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod describe;
 pub mod layernorm;
 pub mod plan;
 pub mod rmsnorm;
 pub mod softmax;
+
+/// The family's operators, as the registry lists them.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const OPS: &[&crate::op::Op] = &[&rmsnorm::OP, &add_rmsnorm::OP, &layernorm::OP, &softmax::OP];

@@ -6,6 +6,7 @@
 //! kernel looping over column tiles when N > 8192. Every thread keeps 4–8 independent 16-byte
 //! loads in flight; columns past N are padding (read as 0, never written).
 
+pub(crate) use crate::op::Dtype;
 use ck_core::TileDistribution;
 use ck_macros::tile_distribution;
 
@@ -67,50 +68,6 @@ tile_distribution! {
         h: { m: [one: 1], n: [repeat: 4, warp: 8, lane: 32, vec: 8] },
         p: [[n.warp], [n.lane]],
         y: [m.one, n.repeat, n.vec],
-    }
-}
-
-/// Element type of a row-wise operator's input and output (arithmetic is f32 either way).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Dtype {
-    /// f32.
-    F32,
-    /// bf16 (f32 arithmetic).
-    Bf16,
-}
-
-impl Dtype {
-    /// Parses `f32` / `bf16`.
-    pub fn parse(s: &str) -> Option<Dtype> {
-        match s {
-            "f32" => Some(Dtype::F32),
-            "bf16" => Some(Dtype::Bf16),
-            _ => None,
-        }
-    }
-
-    /// Bytes per element.
-    pub fn bytes(self) -> usize {
-        match self {
-            Dtype::F32 => 4,
-            Dtype::Bf16 => 2,
-        }
-    }
-
-    /// `v` as a kernel of this type sees it (rounded to bf16, or as is).
-    pub fn round(self, v: f32) -> f32 {
-        match self {
-            Dtype::F32 => v,
-            Dtype::Bf16 => ck_core::device::Bf16::from_f32(v).to_f32(),
-        }
-    }
-
-    /// `f32` / `bf16`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Dtype::F32 => "f32",
-            Dtype::Bf16 => "bf16",
-        }
     }
 }
 
@@ -218,20 +175,6 @@ impl Instance {
     }
 }
 
-/// An element type of the row operators' inputs and outputs: f32 or bf16.
-pub trait RowElement: ck_core::device::Element {
-    /// Its [`Dtype`].
-    const DTYPE: Dtype;
-}
-
-impl RowElement for f32 {
-    const DTYPE: Dtype = Dtype::F32;
-}
-
-impl RowElement for ck_core::device::Bf16 {
-    const DTYPE: Dtype = Dtype::Bf16;
-}
-
 /// A row operator's instances as one table: per element type, each instance's kernel (declared
 /// by the operator's own kernel macro, `declare`) and the trait `Kernels` that launches an
 /// [`Instance`] for that type, so the operator's host code is one generic `launch::<T>`:
@@ -259,7 +202,7 @@ macro_rules! instances {
     ) => {
         /// The operator's kernels of one element type, by [`Instance`].
         #[cfg(not(target_arch = "nvptx64"))]
-        pub trait Kernels: $crate::rows::plan::RowElement {
+        pub trait Kernels: $crate::op::OpElement {
             /// The instances compiled for this type.
             const INSTANCES: &'static [$crate::rows::plan::Instance];
             /// Launches `instance` (one of [`Kernels::INSTANCES`]) with `cfg`.

@@ -10,6 +10,7 @@
 //!
 //! The tile per row length follows [`RowTile::for_columns`](crate::rows::plan::RowTile::for_columns).
 
+use crate::rows::describe;
 use crate::rows::plan::*;
 use ck_core::device::*;
 #[cfg(not(target_arch = "nvptx64"))]
@@ -141,8 +142,6 @@ pub mod host {
     use super::*;
     use ck_core::host::{Device, LaunchError, LaunchStats};
 
-    pub use crate::rows::plan::Dtype;
-
     /// Launches the kernel of `T` for rows of `n` ([`Instance::pick`]) on device buffers.
     pub fn launch<T: Kernels>(
         device: &Device,
@@ -154,50 +153,6 @@ pub mod host {
         let instance = Instance::pick(n, T::DTYPE, T::INSTANCES);
         let cfg = instance.tile.launch_config(T::DTYPE, m);
         T::launch_instance(instance, device, cfg, x, gamma, y, m, n, eps)
-    }
-
-    /// RMSNorm of an `m × n` row-major `x` with `gamma` (f32 values; with `Bf16` they are rounded
-    /// to bf16 before the kernel and the bf16 output is returned as f32).
-    pub fn rmsnorm(
-        device: &Device,
-        x: &[f32],
-        gamma: &[f32],
-        (m, n): (u32, u32),
-        eps: f32,
-        dtype: Dtype,
-    ) -> Result<(Vec<f32>, LaunchStats), LaunchError> {
-        let size = m as usize * n as usize;
-        if x.len() != size || gamma.len() != n as usize {
-            return Err(LaunchError::invalid(
-                ck_core::rules::SHAPE_MISMATCH,
-                format!(
-                    "x has {} elements and gamma {}, but the shape is {m} × {n}",
-                    x.len(),
-                    gamma.len()
-                ),
-            ));
-        }
-        match dtype {
-            Dtype::F32 => {
-                let (xd, gd) = (
-                    DeviceBuffer::from_slice(device, x)?,
-                    DeviceBuffer::from_slice(device, gamma)?,
-                );
-                let mut yd = DeviceBuffer::from_slice(device, &vec![f32::NAN; size])?;
-                let st = launch(device, &xd, &gd, &mut yd, (m, n, eps))?;
-                Ok((yd.to_vec()?, st))
-            }
-            Dtype::Bf16 => {
-                let round = |v: &[f32]| v.iter().map(|&a| Bf16::from_f32(a)).collect::<Vec<_>>();
-                let (xd, gd) = (
-                    DeviceBuffer::from_slice(device, &round(x))?,
-                    DeviceBuffer::from_slice(device, &round(gamma))?,
-                );
-                let mut yd = DeviceBuffer::from_slice(device, &vec![Bf16(0x7fc0); size])?;
-                let st = launch(device, &xd, &gd, &mut yd, (m, n, eps))?;
-                Ok((yd.to_vec()?.iter().map(|v| v.to_f32()).collect(), st))
-            }
-        }
     }
 
     /// The fp64 CPU reference.
@@ -213,5 +168,49 @@ pub mod host {
             }
         }
         y
+    }
+}
+
+/// RMSNorm as every front end calls it.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const OP: crate::op::Op = crate::op::Op {
+    name: "rmsnorm",
+    summary: "RMSNorm over the last dimension: y = x · rsqrt(mean(x²) + eps) · gamma",
+    params: &[describe::X, describe::GAMMA, describe::Y],
+    scalars: &[describe::eps(1e-6)],
+    dtypes: describe::DTYPES,
+    launch: op::launch,
+    sample: op::sample,
+    error: op::error,
+    tolerance: describe::tolerance,
+    cases: describe::cases,
+    bytes: |s, d| describe::bytes(s, d, 2.0, 1.0),
+};
+
+#[cfg(not(target_arch = "nvptx64"))]
+mod op {
+    use crate::op::{max_relative_error, HostOutput, Launch, Launched, Rng, Sizes};
+    use ck_core::host::Device;
+
+    pub fn launch(d: &Device, l: &mut Launch) -> Launched {
+        let p = (l.sizes.u32("M"), l.sizes.u32("N"), l.scalar("eps"));
+        crate::by_dtype!(l.dtype, T => {
+            let mut y = l.take::<T>(d, "y")?;
+            let st = super::host::launch(d, l.input::<T>("x")?, l.input::<T>("gamma")?, &mut y, p);
+            l.put("y", y);
+            st
+        })
+    }
+
+    /// x in [−1, 1], gamma in [0.5, 2.5].
+    pub fn sample(s: &Sizes, rng: &mut Rng) -> Vec<Vec<f32>> {
+        let (m, n) = (s.get("M"), s.get("N"));
+        vec![rng.values(m * n, 1.0, 0.0), rng.values(n, 1.0, 1.5)]
+    }
+
+    pub fn error(o: &HostOutput) -> f64 {
+        let (mn, eps) = ((o.sizes.u32("M"), o.sizes.u32("N")), o.scalar("eps"));
+        let want = super::host::reference(o.input("x"), o.input("gamma"), mn, eps);
+        max_relative_error(o.output("y").unwrap_or(&[]), &want)
     }
 }

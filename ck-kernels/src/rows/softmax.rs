@@ -7,6 +7,7 @@
 //! `(max, sum)` per row — on a new max the sum is rescaled by `exp2((old − new)·log₂e)` — and
 //! one `block_reduce_x` of the pair merges them; then every tile again for the output.
 
+use crate::rows::describe;
 use crate::rows::plan::*;
 use ck_core::device::*;
 #[cfg(not(target_arch = "nvptx64"))]
@@ -132,41 +133,6 @@ pub mod host {
         T::launch_instance(instance, device, cfg, x, y, m, n)
     }
 
-    /// Softmax of each row of the `m × n` row-major `x` (f32 values; with `Bf16` they are
-    /// rounded to bf16 before the kernel and the bf16 result widened to f32).
-    pub fn softmax(
-        device: &Device,
-        x: &[f32],
-        (m, n): (u32, u32),
-        dtype: Dtype,
-    ) -> Result<(Vec<f32>, LaunchStats), LaunchError> {
-        let size = m as usize * n as usize;
-        if x.len() != size {
-            return Err(LaunchError::invalid(
-                ck_core::rules::SHAPE_MISMATCH,
-                format!("x has {} elements, but the shape is {m} × {n}", x.len()),
-            ));
-        }
-        if size == 0 {
-            return Ok((Vec::new(), LaunchStats::default()));
-        }
-        match dtype {
-            Dtype::F32 => {
-                let xd = DeviceBuffer::from_slice(device, x)?;
-                let mut yd = DeviceBuffer::from_slice(device, &vec![f32::NAN; size])?;
-                let st = launch(device, &xd, &mut yd, (m, n))?;
-                Ok((yd.to_vec()?, st))
-            }
-            Dtype::Bf16 => {
-                let xb: Vec<Bf16> = x.iter().map(|&v| Bf16::from_f32(v)).collect();
-                let xd = DeviceBuffer::from_slice(device, &xb)?;
-                let mut yd = DeviceBuffer::from_slice(device, &vec![Bf16(0x7fc0); size])?;
-                let st = launch(device, &xd, &mut yd, (m, n))?;
-                Ok((yd.to_vec()?.iter().map(|v| v.to_f32()).collect(), st))
-            }
-        }
-    }
-
     /// The fp64 reference: for each row, `exp(x − max) / Σ exp(x − max)`.
     pub fn reference(x: &[f32], (m, n): (u32, u32)) -> Vec<f64> {
         let n = n as usize;
@@ -178,5 +144,47 @@ pub mod host {
             y.extend(e.iter().map(|v| v / sum));
         }
         y
+    }
+}
+
+/// Softmax as every front end calls it.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const OP: crate::op::Op = crate::op::Op {
+    name: "softmax",
+    summary: "softmax over the last dimension (the row max subtracted first)",
+    params: &[describe::X, describe::Y],
+    scalars: &[],
+    dtypes: describe::DTYPES,
+    launch: op::launch,
+    sample: op::sample,
+    error: op::error,
+    tolerance: describe::tolerance,
+    cases: describe::cases,
+    bytes: |s, d| describe::bytes(s, d, 2.0, 0.0),
+};
+
+#[cfg(not(target_arch = "nvptx64"))]
+mod op {
+    use crate::op::{max_relative_error, HostOutput, Launch, Launched, Rng, Sizes};
+    use ck_core::host::Device;
+
+    pub fn launch(d: &Device, l: &mut Launch) -> Launched {
+        let mn = (l.sizes.u32("M"), l.sizes.u32("N"));
+        crate::by_dtype!(l.dtype, T => {
+            let mut y = l.take::<T>(d, "y")?;
+            let st = super::host::launch(d, l.input::<T>("x")?, &mut y, mn);
+            l.put("y", y);
+            st
+        })
+    }
+
+    /// Logits in [−8, 8].
+    pub fn sample(s: &Sizes, rng: &mut Rng) -> Vec<Vec<f32>> {
+        vec![rng.values(s.get("M") * s.get("N"), 8.0, 0.0)]
+    }
+
+    pub fn error(o: &HostOutput) -> f64 {
+        let want = super::host::reference(o.input("x"), (o.sizes.u32("M"), o.sizes.u32("N")));
+        max_relative_error(o.output("y").unwrap_or(&[]), &want)
     }
 }

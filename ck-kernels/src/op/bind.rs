@@ -1,0 +1,136 @@
+//! [`bind`]: an operator's [`Sizes`] from its tensors' shapes, every shape checked against its
+//! rule.
+//!
+//! Binding walks the tensors in the operator's order; the first tensor that names a symbol sets
+//! it and every later one must agree. For RMSNorm (`x: [Rows, N]`, `gamma: [N]`, `y: [Rows, N]`)
+//! and `x` of shape `[2, 3, 8]`: `Rows` takes `[2, 3]` (so `M = 6`) and `N = 8`; a `gamma` of
+//! `[4]` is then refused with "`gamma` has shape [4]; it must be [8] (N = 8, from `x`)".
+
+use super::{Dim, Op, Param, Role, Sizes};
+use ck_core::host::LaunchError;
+use ck_core::rules;
+
+fn shape_error(message: String) -> LaunchError {
+    LaunchError::invalid(rules::SHAPE_MISMATCH, message)
+}
+
+/// `p`'s rule as text: `[..., N]`.
+fn rule_text(p: &Param) -> String {
+    let dims: Vec<&str> = p
+        .dims
+        .iter()
+        .map(|d| match d {
+            Dim::Rows => "...",
+            Dim::Sym(s) => s,
+        })
+        .collect();
+    format!("[{}]", dims.join(", "))
+}
+
+/// The sizes of `op` for the tensors' `shapes` (by name; an optional output may be absent, and
+/// every output when `outputs` is false; every other tensor must be there), or the first rule a
+/// shape breaks.
+pub fn bind(op: &Op, shapes: &[(&str, &[usize])], outputs: bool) -> Result<Sizes, LaunchError> {
+    if let Some((name, _)) = shapes.iter().find(|(n, _)| op.param(n).is_none()) {
+        let known: Vec<&str> = op.params.iter().map(|p| p.name).collect();
+        return Err(LaunchError::invalid(
+            rules::UNKNOWN_ARGUMENT,
+            format!(
+                "{} has no tensor `{name}`; its tensors are {}",
+                op.name,
+                known.join(", ")
+            ),
+        ));
+    }
+    let mut sizes = Sizes::default();
+    let mut lead_from: Option<&str> = None;
+    for p in op.params {
+        let Some(&(_, shape)) = shapes.iter().find(|(n, _)| *n == p.name) else {
+            if p.role == Role::OptionalOutput || (!outputs && p.role != Role::Input) {
+                continue;
+            }
+            return Err(LaunchError::invalid(
+                rules::UNKNOWN_ARGUMENT,
+                format!("{} needs the tensor `{}` {}", op.name, p.name, rule_text(p)),
+            ));
+        };
+        let fixed = p.dims.iter().filter(|d| **d != Dim::Rows).count();
+        let has_rows = p.dims.first() == Some(&Dim::Rows);
+        if shape.len() < fixed || (!has_rows && shape.len() != fixed) {
+            return Err(shape_error(format!(
+                "`{}` has shape {shape:?}; give {} {}",
+                p.name,
+                if has_rows {
+                    format!("at least {fixed} dimension(s):")
+                } else {
+                    format!("{fixed} dimension(s):")
+                },
+                rule_text(p)
+            )));
+        }
+        let (lead, rest) = shape.split_at(shape.len() - fixed);
+        if has_rows {
+            match lead_from {
+                None => {
+                    sizes.set_rows(lead);
+                    lead_from = Some(p.name);
+                }
+                Some(first) if sizes.leading() != lead => {
+                    return Err(shape_error(format!(
+                        "`{}` has shape {shape:?}; it must be {:?} (its rows as `{first}`'s)",
+                        p.name,
+                        sizes.shape_of(p)
+                    )));
+                }
+                Some(_) => {}
+            }
+        }
+        let names = p.dims.iter().filter_map(|d| match d {
+            Dim::Sym(s) => Some(*s),
+            Dim::Rows => None,
+        });
+        for (name, &extent) in names.zip(rest) {
+            match sizes.sym(name) {
+                None => {
+                    sizes.set(name, extent, p.name);
+                }
+                Some(v) if v != extent => {
+                    let first = sizes.set_from(name);
+                    return Err(shape_error(format!(
+                        "`{}` has shape {shape:?}; it must be {:?} ({name} = {v}, from `{}`)",
+                        p.name,
+                        sizes.shape_of(p),
+                        first.unwrap_or("?")
+                    )));
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    check_limits(op, &sizes)?;
+    Ok(sizes)
+}
+
+/// Every symbol and `M` fits the u32 kernels index with, every tensor the i32 of their views.
+fn check_limits(op: &Op, sizes: &Sizes) -> Result<(), LaunchError> {
+    let too_large = |what: String| {
+        LaunchError::invalid(
+            rules::ARGUMENT_SIZE,
+            format!("{what}; kernels index with 32 bits: split the problem"),
+        )
+    };
+    let m = sizes.get("M");
+    if m > u32::MAX as usize {
+        return Err(too_large(format!("there are {m} rows")));
+    }
+    if let Some((name, v)) = sizes.symbols().iter().find(|(_, v)| *v > u32::MAX as usize) {
+        return Err(too_large(format!("{name} is {v}")));
+    }
+    for p in op.params {
+        let len: usize = sizes.shape_of(p).iter().product();
+        if len > i32::MAX as usize {
+            return Err(too_large(format!("`{}` has {len} elements", p.name)));
+        }
+    }
+    Ok(())
+}

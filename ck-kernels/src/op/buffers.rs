@@ -1,0 +1,202 @@
+//! [`Buffer`]: a device buffer of an operator's element type, and [`Launch`]: one call's
+//! buffers, sizes and scalars, as an operator's `launch` receives them.
+
+use super::{Dtype, OpElement, Role, Signature, Sizes};
+use ck_core::device::Bf16;
+use ck_core::host::{Device, DeviceBuffer, LaunchError};
+use ck_core::rules;
+
+/// A device buffer of f32 or bf16.
+pub enum Buffer {
+    /// f32 elements.
+    F32(DeviceBuffer<f32>),
+    /// bf16 elements.
+    Bf16(DeviceBuffer<Bf16>),
+}
+
+impl Buffer {
+    /// `values` in a new device buffer of `dtype` (rounded to it).
+    pub fn from_f32(device: &Device, dtype: Dtype, values: &[f32]) -> Result<Buffer, LaunchError> {
+        fn typed<T: BufferElement>(d: &Device, v: &[f32]) -> Result<Buffer, LaunchError> {
+            let t: Vec<T> = v.iter().map(|&a| T::from_f32(a)).collect();
+            Ok(T::wrap(DeviceBuffer::from_slice(d, &t)?))
+        }
+        crate::by_dtype!(dtype, T => typed::<T>(device, values))
+    }
+
+    /// Its values widened to f32.
+    pub fn to_f32(&self) -> Result<Vec<f32>, LaunchError> {
+        Ok(match self {
+            Buffer::F32(b) => b.to_vec()?,
+            Buffer::Bf16(b) => b.to_vec()?.iter().map(|v| v.to_f32()).collect(),
+        })
+    }
+
+    /// Its element type.
+    pub fn dtype(&self) -> Dtype {
+        match self {
+            Buffer::F32(_) => Dtype::F32,
+            Buffer::Bf16(_) => Dtype::Bf16,
+        }
+    }
+}
+
+/// Moving typed buffers in and out of a [`Buffer`].
+pub trait BufferElement: OpElement {
+    /// `b` as a [`Buffer`].
+    fn wrap(b: DeviceBuffer<Self>) -> Buffer;
+    /// The typed buffer, if `b` has this element type.
+    fn unwrap(b: Buffer) -> Result<DeviceBuffer<Self>, Buffer>;
+    /// A view of the typed buffer, if `b` has this element type.
+    fn view(b: &Buffer) -> Option<&DeviceBuffer<Self>>;
+}
+
+impl BufferElement for f32 {
+    fn wrap(b: DeviceBuffer<f32>) -> Buffer {
+        Buffer::F32(b)
+    }
+    fn unwrap(b: Buffer) -> Result<DeviceBuffer<f32>, Buffer> {
+        match b {
+            Buffer::F32(b) => Ok(b),
+            other => Err(other),
+        }
+    }
+    fn view(b: &Buffer) -> Option<&DeviceBuffer<f32>> {
+        match b {
+            Buffer::F32(b) => Some(b),
+            Buffer::Bf16(_) => None,
+        }
+    }
+}
+
+impl BufferElement for Bf16 {
+    fn wrap(b: DeviceBuffer<Bf16>) -> Buffer {
+        Buffer::Bf16(b)
+    }
+    fn unwrap(b: Buffer) -> Result<DeviceBuffer<Bf16>, Buffer> {
+        match b {
+            Buffer::Bf16(b) => Ok(b),
+            other => Err(other),
+        }
+    }
+    fn view(b: &Buffer) -> Option<&DeviceBuffer<Bf16>> {
+        match b {
+            Buffer::Bf16(b) => Some(b),
+            Buffer::F32(_) => None,
+        }
+    }
+}
+
+/// Runs `$body` with `$t` the element type of the [`Dtype`] `$dtype`.
+#[macro_export]
+macro_rules! by_dtype {
+    ($dtype:expr, $t:ident => $body:expr) => {
+        match $dtype {
+            $crate::op::Dtype::F32 => {
+                type $t = f32;
+                $body
+            }
+            $crate::op::Dtype::Bf16 => {
+                type $t = ::ck_core::device::Bf16;
+                $body
+            }
+        }
+    };
+}
+
+/// One call of an operator: its element type, sizes, scalars (in the signature's order) and a
+/// buffer per tensor (an absent optional output has none).
+pub struct Launch {
+    op: Signature,
+    /// The element type of the call's [`super::Elem::Op`] tensors.
+    pub dtype: Dtype,
+    /// The bound sizes.
+    pub sizes: Sizes,
+    scalars: Vec<f32>,
+    buffers: Vec<Option<Buffer>>,
+    /// Which tensors the caller gave (an optional output may be absent).
+    given: Vec<bool>,
+}
+
+fn internal(message: String) -> LaunchError {
+    LaunchError::invalid(rules::INTERNAL, message)
+}
+
+impl Launch {
+    /// A call of `op` with `buffers` in its tensors' order (checked by the caller against the
+    /// shape rules and element types).
+    pub fn new(
+        op: Signature,
+        dtype: Dtype,
+        sizes: Sizes,
+        scalars: Vec<f32>,
+        buffers: Vec<Option<Buffer>>,
+    ) -> Launch {
+        let given = buffers.iter().map(Option::is_some).collect();
+        Launch {
+            op,
+            dtype,
+            sizes,
+            scalars,
+            buffers,
+            given,
+        }
+    }
+
+    fn index(&self, name: &str) -> Result<usize, LaunchError> {
+        self.op
+            .param_index(name)
+            .ok_or_else(|| internal(format!("{} has no tensor `{name}`", self.op.name)))
+    }
+
+    /// Scalar `name`.
+    pub fn scalar(&self, name: &str) -> f32 {
+        self.scalars[self.op.scalar_index(name)]
+    }
+
+    /// The input `name` as a buffer of `T`.
+    pub fn input<T: BufferElement>(&self, name: &str) -> Result<&DeviceBuffer<T>, LaunchError> {
+        let i = self.index(name)?;
+        self.buffers[i]
+            .as_ref()
+            .and_then(T::view)
+            .ok_or_else(|| internal(format!("`{name}` is not a {:?} buffer", T::DTYPE)))
+    }
+
+    /// Takes the output `name` out of the call as a buffer of `T` (give it back with
+    /// [`Launch::put`]); an absent optional output is an empty buffer.
+    pub fn take<T: BufferElement>(
+        &mut self,
+        device: &ck_core::host::Device,
+        name: &str,
+    ) -> Result<DeviceBuffer<T>, LaunchError> {
+        let i = self.index(name)?;
+        match self.buffers[i].take() {
+            Some(b) => T::unwrap(b).map_err(|b| {
+                let dtype = b.dtype();
+                self.buffers[i] = Some(b);
+                internal(format!(
+                    "`{name}` is a {dtype:?} buffer, not {:?}",
+                    T::DTYPE
+                ))
+            }),
+            None if self.op.params[i].role == Role::OptionalOutput => DeviceBuffer::empty(device),
+            None => Err(internal(format!("`{name}` was taken twice"))),
+        }
+    }
+
+    /// Gives back an output taken with [`Launch::take`] (the buffer of an optional output that
+    /// was not asked for is dropped).
+    pub fn put<T: BufferElement>(&mut self, name: &str, buffer: DeviceBuffer<T>) {
+        if let Ok(i) = self.index(name) {
+            if self.given[i] {
+                self.buffers[i] = Some(T::wrap(buffer));
+            }
+        }
+    }
+
+    /// The call's buffers, in its tensors' order.
+    pub fn into_buffers(self) -> Vec<Option<Buffer>> {
+        self.buffers
+    }
+}

@@ -1,0 +1,75 @@
+//! [`Op`]: one operator's description.
+
+use super::{Dtype, HostOutput, Launch, Param, Rng, Role, Scalar, Signature, Sizes};
+
+/// What a launch returns.
+pub type Launched = Result<ck_core::host::LaunchStats, ck_core::host::LaunchError>;
+
+/// An operator: everything the CLI, Python, the cross-check, the benchmarks and the tests need
+/// to call it, check it and time it.
+#[derive(Clone, Copy)]
+pub struct Op {
+    /// Its name: Python's function (`add_rmsnorm`), `ck run`'s subcommand with `-` for `_`.
+    pub name: &'static str,
+    /// What it computes, one line.
+    pub summary: &'static str,
+    /// Its tensors: inputs first, then outputs, in the order of [`Op::launch`]'s buffers.
+    pub params: &'static [Param],
+    /// Its scalars.
+    pub scalars: &'static [Scalar],
+    /// The element types [`Elem::Op`] tensors may have.
+    pub dtypes: &'static [Dtype],
+    /// Launches the kernel the problem calls for on device buffers (already checked against
+    /// the shape rules; no tensor is empty).
+    pub launch: fn(&ck_core::host::Device, &mut Launch) -> Launched,
+    /// Seeded inputs for `sizes` (in the order of the inputs among [`Op::params`]), the
+    /// values a check and a benchmark run on.
+    pub sample: fn(&Sizes, &mut Rng) -> Vec<Vec<f32>>,
+    /// The error of a run's outputs against the fp64 CPU reference (the operator's own
+    /// measure), given the inputs as the kernel saw them (rounded to its element type).
+    pub error: fn(&HostOutput) -> f64,
+    /// The largest [`Op::error`] a correct kernel of this element type has.
+    pub tolerance: fn(Dtype) -> f64,
+    /// The problem `ck run NAME-DTYPE --n N` checks, and the shapes `ck cross-check` compares
+    /// on two devices.
+    pub cases: fn(Option<u32>) -> Vec<Sizes>,
+    /// Bytes a launch must move at least (the bandwidth floor of `ck bench`).
+    pub bytes: fn(&Sizes, Dtype) -> f64,
+}
+
+impl Op {
+    /// Its name, tensors and scalars.
+    pub fn signature(&self) -> Signature {
+        Signature {
+            name: self.name,
+            params: self.params,
+            scalars: self.scalars,
+        }
+    }
+
+    /// The `ck run` subcommand: the name with `-` for `_`.
+    pub fn command(&self) -> String {
+        self.name.replace('_', "-")
+    }
+
+    /// Its parameter `name`.
+    pub fn param(&self, name: &str) -> Option<&'static Param> {
+        self.params.iter().find(|p| p.name == name)
+    }
+
+    /// Its inputs, in order.
+    pub fn inputs(&self) -> impl Iterator<Item = &'static Param> {
+        self.params.iter().filter(|p| p.role == Role::Input)
+    }
+
+    /// Its outputs (optional ones included), in order.
+    pub fn outputs(&self) -> impl Iterator<Item = &'static Param> {
+        self.params.iter().filter(|p| p.role != Role::Input)
+    }
+}
+
+impl std::fmt::Debug for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Op").field("name", &self.name).finish()
+    }
+}

@@ -1,0 +1,223 @@
+//! An operator on host data ([`HostCall`]: the `.npy` files of `ck run`, the seeded samples of
+//! the checks and benchmarks, the tests) and its check against the fp64 reference ([`check`]).
+
+use super::bind::bind;
+use super::buffers::{Buffer, Launch};
+use super::{Dtype, Elem, HostOutput, Op, Outcome, Rng, Role, ScalarRule, Sizes};
+use ck_core::host::{Device, LaunchError, LaunchStats};
+use ck_core::rules;
+
+/// One call of an operator on f32 host values (rounded to the call's element type on the way
+/// in, widened back to f32 on the way out).
+pub struct HostCall<'a> {
+    op: &'static Op,
+    dtype: Option<Dtype>,
+    inputs: Vec<(&'a str, &'a [f32], Vec<usize>)>,
+    scalars: Vec<(&'a str, f32)>,
+    outputs: Vec<&'a str>,
+}
+
+/// `value` for `op`'s scalar `name`, checked against its rule.
+pub fn check_scalar(op: &Op, name: &str, value: f32) -> Result<(), LaunchError> {
+    let Some(s) = op.scalars.iter().find(|s| s.name == name) else {
+        let known: Vec<&str> = op.scalars.iter().map(|s| s.name).collect();
+        return Err(LaunchError::invalid(
+            rules::UNKNOWN_ARGUMENT,
+            format!(
+                "{} has no scalar `{name}`; its scalars are [{}]",
+                op.name,
+                known.join(", ")
+            ),
+        ));
+    };
+    match s.rule {
+        ScalarRule::NonNegative if !(value.is_finite() && value >= 0.0) => {
+            Err(LaunchError::invalid(
+                rules::BAD_EPS,
+                format!("{name} is {value}; give a finite, non-negative number"),
+            ))
+        }
+        ScalarRule::NonNegative => Ok(()),
+    }
+}
+
+/// `dtype`, if `op` takes it.
+pub fn check_dtype(op: &Op, dtype: Dtype) -> Result<(), LaunchError> {
+    if op.dtypes.contains(&dtype) {
+        return Ok(());
+    }
+    let names: Vec<&str> = op.dtypes.iter().map(|d| d.name()).collect();
+    Err(LaunchError::invalid(
+        rules::DTYPE,
+        format!(
+            "{} does not take {}; use {}",
+            op.name,
+            dtype.name(),
+            names.join(" or ")
+        ),
+    ))
+}
+
+impl<'a> HostCall<'a> {
+    /// A call of `op` with its first element type and default scalars.
+    pub fn new(op: &'static Op) -> HostCall<'a> {
+        HostCall {
+            op,
+            dtype: None,
+            inputs: Vec::new(),
+            scalars: Vec::new(),
+            outputs: Vec::new(),
+        }
+    }
+
+    /// The element type of the call.
+    pub fn dtype(mut self, dtype: Dtype) -> Self {
+        self.dtype = Some(dtype);
+        self
+    }
+
+    /// The input `name`: `values` of `shape`, row-major.
+    pub fn input(mut self, name: &'a str, values: &'a [f32], shape: &[usize]) -> Self {
+        self.inputs.push((name, values, shape.to_vec()));
+        self
+    }
+
+    /// Scalar `name` (else its default).
+    pub fn scalar(mut self, name: &'a str, value: f32) -> Self {
+        self.scalars.push((name, value));
+        self
+    }
+
+    /// Also computes the optional output `name`.
+    pub fn output(mut self, name: &'a str) -> Self {
+        self.outputs.push(name);
+        self
+    }
+
+    /// Every optional output too.
+    pub fn all_outputs(mut self) -> Self {
+        let op = self.op;
+        let optional = op.params.iter().filter(|p| p.role == Role::OptionalOutput);
+        self.outputs.extend(optional.map(|p| p.name));
+        self
+    }
+
+    /// Runs the call on `device`.
+    pub fn run(self, device: &Device) -> Result<HostOutput, LaunchError> {
+        let op = self.op;
+        let dtype = self.dtype.unwrap_or(op.dtypes[0]);
+        check_dtype(op, dtype)?;
+        for (name, values, shape) in &self.inputs {
+            let len: usize = shape.iter().product();
+            if values.len() != len {
+                return Err(LaunchError::invalid(
+                    rules::SHAPE_MISMATCH,
+                    format!("`{name}` has {} values for shape {shape:?}", values.len()),
+                ));
+            }
+        }
+        let shapes: Vec<(&str, &[usize])> = self
+            .inputs
+            .iter()
+            .map(|(n, _, s)| (*n, s.as_slice()))
+            .collect();
+        let sizes = bind(op, &shapes, false)?;
+        let mut scalars: Vec<f32> = op.scalars.iter().map(|s| s.default).collect();
+        for &(name, value) in &self.scalars {
+            check_scalar(op, name, value)?;
+            let i = op.scalars.iter().position(|s| s.name == name);
+            scalars[i.expect("checked")] = value;
+        }
+        if let Some(name) = self
+            .outputs
+            .iter()
+            .find(|n| op.param(n).is_none_or(|p| p.role != Role::OptionalOutput))
+        {
+            return Err(LaunchError::invalid(
+                rules::UNKNOWN_ARGUMENT,
+                format!("{} has no optional output `{name}`", op.name),
+            ));
+        }
+        let elem = |p: &super::Param| match p.elem {
+            Elem::Op => dtype,
+            Elem::F32 => Dtype::F32,
+        };
+        let mut values = Vec::with_capacity(op.params.len());
+        let mut buffers = Vec::with_capacity(op.params.len());
+        for p in op.params {
+            let dt = elem(p);
+            let (value, buffer) = match p.role {
+                Role::Input => {
+                    let (_, v, _) = self
+                        .inputs
+                        .iter()
+                        .find(|(n, _, _)| *n == p.name)
+                        .expect("bound");
+                    let seen: Vec<f32> = v.iter().map(|&a| dt.round(a)).collect();
+                    let b = Buffer::from_f32(device, dt, &seen)?;
+                    (Some(seen), Some(b))
+                }
+                Role::OptionalOutput if !self.outputs.contains(&p.name) => (None, None),
+                Role::Output | Role::OptionalOutput => {
+                    let len: usize = sizes.shape_of(p).iter().product();
+                    (
+                        None,
+                        Some(Buffer::from_f32(device, dt, &vec![f32::NAN; len])?),
+                    )
+                }
+            };
+            values.push(value);
+            buffers.push(buffer);
+        }
+        let mut launch = Launch::new(
+            op.signature(),
+            dtype,
+            sizes.clone(),
+            scalars.clone(),
+            buffers,
+        );
+        let stats = if sizes.is_empty(op.params) {
+            LaunchStats::default()
+        } else {
+            (op.launch)(device, &mut launch)?
+        };
+        for ((p, value), buffer) in op.params.iter().zip(&mut values).zip(launch.into_buffers()) {
+            if p.role != Role::Input {
+                *value = buffer.map(|b| b.to_f32()).transpose()?;
+            }
+        }
+        Ok(HostOutput {
+            op: op.signature(),
+            dtype,
+            sizes,
+            scalars,
+            values,
+            stats,
+        })
+    }
+}
+
+/// `op` of element type `dtype` on seeded samples of `sizes` (every optional output computed),
+/// judged by its error against fp64 and its tolerance.
+pub fn check(
+    device: &Device,
+    op: &'static Op,
+    dtype: Dtype,
+    sizes: &Sizes,
+    seed: u64,
+) -> Result<Outcome, LaunchError> {
+    let inputs = (op.sample)(sizes, &mut Rng(seed.max(1)));
+    let shapes: Vec<Vec<usize>> = op.inputs().map(|p| sizes.shape_of(p)).collect();
+    let mut call = HostCall::new(op).dtype(dtype).all_outputs();
+    for ((p, v), shape) in op.inputs().zip(&inputs).zip(&shapes) {
+        call = call.input(p.name, v, shape);
+    }
+    let out = call.run(device)?;
+    let err = (op.error)(&out);
+    Ok(Outcome::within(
+        &out.outputs_concatenated(),
+        out.stats,
+        err,
+        (op.tolerance)(dtype),
+    ))
+}

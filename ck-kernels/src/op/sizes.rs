@@ -1,0 +1,111 @@
+//! [`Sizes`]: the values of an operator's shape symbols ([`super::bind`] binds them from its
+//! tensors' shapes).
+//!
+//! Binding walks the tensors in the operator's order; the first tensor that names a symbol sets
+//! it and every later one must agree. For RMSNorm (`x: [Rows, N]`, `gamma: [N]`, `y: [Rows, N]`)
+//! and `x` of shape `[2, 3, 8]`: `Rows` takes `[2, 3]` (so `M = 6`) and `N = 8`; a `gamma` of
+//! `[4]` is then refused with "`gamma` is [4]; it must be [8] (N = 8, from `x`)".
+
+use super::{Dim, Param};
+
+/// The extents of one problem: the leading dimensions of [`Dim::Rows`] and every named
+/// symbol.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Sizes {
+    lead: Vec<usize>,
+    syms: Vec<(&'static str, usize)>,
+    /// Which tensor set each symbol (for the error messages).
+    from: Vec<(&'static str, &'static str)>,
+}
+
+impl Sizes {
+    /// Sizes with `rows` leading dimensions (a row-wise operator's `[M]`).
+    pub fn rows(lead: &[usize]) -> Sizes {
+        Sizes {
+            lead: lead.to_vec(),
+            ..Sizes::default()
+        }
+    }
+
+    /// These sizes and `name = value`.
+    pub fn with(mut self, name: &'static str, value: usize) -> Sizes {
+        self.syms.push((name, value));
+        self
+    }
+
+    /// Symbol `name`: `M` is the product of the leading dimensions of [`Dim::Rows`].
+    ///
+    /// # Panics
+    /// If the operator's rules do not name it (a bug in the operator's description).
+    pub fn get(&self, name: &str) -> usize {
+        if name == "M" {
+            return self.lead.iter().product();
+        }
+        match self.syms.iter().find(|(n, _)| *n == name) {
+            Some(&(_, v)) => v,
+            None => panic!("no symbol `{name}` in {self:?}"),
+        }
+    }
+
+    /// Symbol `name` as the u32 kernels index with ([`bind`] checked that it fits).
+    pub fn u32(&self, name: &str) -> u32 {
+        self.get(name) as u32
+    }
+
+    /// The shape `p` has for these sizes.
+    pub fn shape_of(&self, p: &Param) -> Vec<usize> {
+        let mut shape = Vec::with_capacity(p.dims.len() + self.lead.len());
+        for d in p.dims {
+            match d {
+                Dim::Rows => shape.extend_from_slice(&self.lead),
+                Dim::Sym(s) => shape.push(self.get(s)),
+            }
+        }
+        shape
+    }
+
+    /// Whether some tensor of `params` has no element (then there is nothing to launch).
+    pub fn is_empty(&self, params: &[Param]) -> bool {
+        params
+            .iter()
+            .any(|p| self.shape_of(p).iter().product::<usize>() == 0)
+    }
+
+    /// The shape of `first` (an operator's first tensor) as `257x4096`, for case names.
+    pub fn describe(&self, first: &Param) -> String {
+        let shape = self.shape_of(first);
+        let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+        dims.join("x")
+    }
+
+    /// The leading dimensions of [`Dim::Rows`].
+    pub(super) fn leading(&self) -> &[usize] {
+        &self.lead
+    }
+
+    /// Sets the leading dimensions of [`Dim::Rows`].
+    pub(super) fn set_rows(&mut self, lead: &[usize]) {
+        self.lead = lead.to_vec();
+    }
+
+    /// Binds `name` to `value`, set from the tensor `from`.
+    pub(super) fn set(&mut self, name: &'static str, value: usize, from: &'static str) {
+        self.syms.push((name, value));
+        self.from.push((name, from));
+    }
+
+    /// Which tensor set `name`.
+    pub(super) fn set_from(&self, name: &str) -> Option<&'static str> {
+        self.from.iter().find(|(n, _)| *n == name).map(|f| f.1)
+    }
+
+    /// Every symbol, in binding order.
+    pub(super) fn symbols(&self) -> &[(&'static str, usize)] {
+        &self.syms
+    }
+
+    /// Symbol `name`, if bound.
+    pub(super) fn sym(&self, name: &str) -> Option<usize> {
+        self.syms.iter().find(|(n, _)| *n == name).map(|&(_, v)| v)
+    }
+}
