@@ -91,6 +91,32 @@ impl<'py> Call<'py> {
         Ok(Call { tensors, backend })
     }
 
+    /// The call's tensors from DLPack capsules by name, on `stream` where they are CUDA tensors
+    /// (what a Python layer that exports the tensors itself passes: e.g. torch's current
+    /// stream, read once per call).
+    ///
+    /// # Safety
+    /// `stream`, for CUDA tensors, is a live `CUstream` of their device's primary context
+    /// that outlives the call and the kernels queued on it.
+    pub unsafe fn from_capsules(
+        args: &[(&'static str, &Bound<'py, PyAny>)],
+        stream: Option<u64>,
+    ) -> PyResult<Call<'py>> {
+        let tensors = args
+            .iter()
+            .map(|&(name, capsule)| Tensor::from_capsule(name, capsule))
+            .collect::<PyResult<Vec<_>>>()?;
+        let refs: Vec<&Tensor<'py>> = tensors.iter().collect();
+        // SAFETY: the caller's promise.
+        let backend = unsafe { Backend::of(&refs, stream)? };
+        Ok(Call { tensors, backend })
+    }
+
+    /// The call's tensors, in the order given.
+    pub fn tensors(&self) -> &[Tensor<'py>] {
+        &self.tensors
+    }
+
     /// Where the call runs.
     pub fn device(&self) -> &Device {
         self.backend.device()

@@ -116,6 +116,15 @@ class _Call:
             t = t.copy()  # numpy refuses to export read-only arrays
         return t.__dlpack__()
 
+    def run(self, op, tensors, **scalars):
+        """Operator `op` of the registry on `tensors` (name → tensor, outputs included)."""
+        _native.call(
+            op,
+            [(name, self.capsule(t)) for name, t in tensors.items()],
+            [(name, float(v)) for name, v in scalars.items()],
+            self.stream,
+        )
+
     def empty(self, shape, dtype_of=None, float32=False):
         """A fresh output of `shape`: like `dtype_of`'s element type (or float32)."""
         like = dtype_of
@@ -157,7 +166,7 @@ def rmsnorm(x, gamma, eps=1e-6, *, out=None):
     ``x`` is ``[..., N]``, ``gamma`` ``[N]``; float32 or bfloat16 (f32 arithmetic)."""
     c = _Call("rmsnorm", x=x, gamma=gamma)
     y = _out(c, out, tuple(x.shape), x)
-    _native.rmsnorm(c.capsule(x), c.capsule(gamma), c.capsule(y), float(eps), c.stream)
+    c.run("rmsnorm", {"x": x, "gamma": gamma, "y": y}, eps=eps)
     return y
 
 
@@ -168,15 +177,8 @@ def add_rmsnorm(x, residual, gamma, eps=1e-6, *, out=None, residual_out=None):
     c = _Call("add_rmsnorm", x=x, residual=residual, gamma=gamma)
     y = _out(c, out, tuple(x.shape), x)
     r = _out(c, residual_out, tuple(x.shape), x, name="residual_out")
-    _native.add_rmsnorm(
-        c.capsule(x),
-        c.capsule(residual),
-        c.capsule(gamma),
-        c.capsule(r),
-        c.capsule(y),
-        float(eps),
-        c.stream,
-    )
+    tensors = {"x": x, "residual": residual, "gamma": gamma, "residual_out": r, "y": y}
+    c.run("add_rmsnorm", tensors, eps=eps)
     return y, r
 
 
@@ -192,15 +194,9 @@ def layernorm(x, gamma, beta, eps=1e-5, *, out=None, return_stats=False):
     if return_stats:
         rows = tuple(x.shape[:-1])
         stats = (c.empty(rows, float32=True), c.empty(rows, float32=True))
-    _native.layernorm(
-        c.capsule(x),
-        c.capsule(gamma),
-        c.capsule(beta),
-        c.capsule(y),
-        float(eps),
-        *(c.capsule(s) for s in stats),
-        stream=c.stream,
-    )
+    tensors = {"x": x, "gamma": gamma, "beta": beta, "y": y}
+    tensors.update(zip(("mean", "rstd"), stats))
+    c.run("layernorm", tensors, eps=eps)
     if x.shape[-1] == 0:  # the mean and variance of no values
         for s in stats:
             s[...] = float("nan")
@@ -211,7 +207,7 @@ def softmax(x, *, out=None):
     """Softmax over the last dimension (the row max subtracted first)."""
     c = _Call("softmax", x=x)
     y = _out(c, out, tuple(x.shape), x)
-    _native.softmax(c.capsule(x), c.capsule(y), c.stream)
+    c.run("softmax", {"x": x, "y": y})
     return y
 
 
@@ -353,6 +349,75 @@ def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False):
         o = o.float() if out is None else out.copy_(o)
     return (o, lse) if return_lse else o
 
+
+def _sizes(desc, tensors):
+    """The description's shape symbols from the given tensors' shapes (`...`: the rows'
+    leading dimensions); the native call checks that every tensor agrees."""
+    sizes = {}
+    for p in desc["params"]:
+        t = tensors.get(p["name"])
+        if t is None:
+            continue
+        dims, shape = p["dims"], tuple(t.shape)
+        if dims[:1] == ["..."]:
+            fixed = len(dims) - 1
+            sizes.setdefault("...", shape[: max(len(shape) - fixed, 0)])
+            dims, shape = dims[1:], shape[max(len(shape) - fixed, 0) :]
+        for d, v in zip(dims, shape):
+            sizes.setdefault(d, v)
+    return sizes
+
+
+def _shape(param, sizes):
+    """`param`'s shape for `sizes`."""
+    shape = []
+    for d in param["dims"]:
+        shape.extend(sizes.get("...", ()) if d == "..." else (sizes.get(d, 0),))
+    return tuple(shape)
+
+
+def _operator(desc):
+    """A function for an operator of the registry that has no hand-written one: its inputs
+    positional or by name, its scalars by name (with their defaults); returns its outputs (one
+    tensor, or a tuple in the description's order), allocated like its first input."""
+    name = desc["name"]
+    inputs = [p for p in desc["params"] if p["role"] == "input"]
+    outputs = [p for p in desc["params"] if p["role"] == "output"]
+    defaults = {s["name"]: s["default"] for s in desc["scalars"]}
+
+    def run(*args, **kwargs):
+        if len(args) > len(inputs):
+            raise TypeError(f"{name}() takes {len(inputs)} tensors, {len(args)} given")
+        tensors = dict(zip((p["name"] for p in inputs), args))
+        for p in inputs[len(args) :]:
+            if p["name"] not in kwargs:
+                raise TypeError(f"{name}() is missing the tensor `{p['name']}`")
+            tensors[p["name"]] = kwargs.pop(p["name"])
+        scalars = {k: kwargs.pop(k, v) for k, v in defaults.items()}
+        if kwargs:
+            raise TypeError(f"{name}() got unexpected arguments {sorted(kwargs)}")
+        c = _Call(name, **tensors)
+        sizes, first = _sizes(desc, tensors), tensors[inputs[0]["name"]]
+        outs = {
+            p["name"]: c.empty(_shape(p, sizes), first, float32=p["elem"] == "f32")
+            for p in outputs
+        }
+        c.run(name, {**tensors, **outs}, **scalars)
+        values = tuple(outs.values())
+        return values[0] if len(values) == 1 else values
+
+    run.__name__ = run.__qualname__ = name
+    params = ", ".join([p["name"] for p in inputs] + [f"{k}={v!r}" for k, v in defaults.items()])
+    results = ", ".join(p["name"] for p in outputs)
+    run.__doc__ = f"{desc['summary']}.\n\n``{name}({params}) -> {results}``"
+    return run
+
+
+_OPERATORS = _native.operators()
+for _desc in _OPERATORS:
+    if _desc["name"] not in globals():
+        globals()[_desc["name"]] = _operator(_desc)
+        __all__.append(_desc["name"])
 
 if _torch is not None:
     from . import _torch_ops as ops  # registers torch.ops.ck_rs.*

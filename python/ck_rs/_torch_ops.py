@@ -98,3 +98,43 @@ def attention(
 @attention.register_fake
 def _(q, k, v, causal=False, scale=None):
     return torch.empty_like(q), q.new_empty(q.shape[:3], dtype=torch.float32)
+
+
+def _register(desc):
+    """A custom op for an operator of the registry that has no hand-written one above."""
+    name = desc["name"]
+    inputs = [p for p in desc["params"] if p["role"] == "input"]
+    outputs = [p for p in desc["params"] if p["role"] == "output"]
+    args = [f"Tensor {p['name']}" for p in inputs]
+    args += [f"float {s['name']}={s['default']!r}" for s in desc["scalars"]]
+    result = "Tensor" if len(outputs) == 1 else f"({', '.join(['Tensor'] * len(outputs))})"
+    eager = getattr(ck_rs, name)
+
+    def impl(*args, **kwargs):
+        with torch.no_grad():
+            return eager(*args, **kwargs)
+
+    op = torch.library.custom_op(
+        f"ck_rs::{name}", impl, mutates_args=(), schema=f"({', '.join(args)}) -> {result}"
+    )
+
+    @op.register_fake
+    def _(*args, **kwargs):
+        tensors = dict(zip((p["name"] for p in inputs), args))
+        sizes = ck_rs._sizes(desc, tensors)
+        like = args[0]
+        outs = tuple(
+            like.new_empty(
+                ck_rs._shape(p, sizes),
+                dtype=torch.float32 if p["elem"] == "f32" else like.dtype,
+            )
+            for p in outputs
+        )
+        return outs[0] if len(outs) == 1 else outs
+
+    return op
+
+
+for _desc in ck_rs._OPERATORS:
+    if _desc["name"] not in globals():
+        globals()[_desc["name"]] = _register(_desc)

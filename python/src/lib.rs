@@ -3,16 +3,15 @@
 //! GPU, queued on the stream the Python layer passes (torch's current one).
 
 mod ops;
+mod registry;
 
 use pyo3::prelude::*;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("KernelFault", m.py().get_type::<ck_python::KernelFault>())?;
-    m.add_function(wrap_pyfunction!(ops::rmsnorm, m)?)?;
-    m.add_function(wrap_pyfunction!(ops::add_rmsnorm, m)?)?;
-    m.add_function(wrap_pyfunction!(ops::layernorm, m)?)?;
-    m.add_function(wrap_pyfunction!(ops::softmax, m)?)?;
+    m.add_function(wrap_pyfunction!(registry::call, m)?)?;
+    m.add_function(wrap_pyfunction!(registry::operators, m)?)?;
     m.add_function(wrap_pyfunction!(ops::gemm, m)?)?;
     m.add_function(wrap_pyfunction!(ops::grouped_mm, m)?)?;
     m.add_function(wrap_pyfunction!(ops::attention, m)?)?;

@@ -1,18 +1,18 @@
-//! The library's operators as native functions on DLPack capsules. The `ck_rs` Python layer
-//! makes the capsules (and allocates the outputs like the inputs), so each function here checks
-//! shapes and types, picks the kernel by element type and runs it where the tensors are.
+//! The GEMM and attention operators as native functions on DLPack capsules (the registry's
+//! operators go through [`crate::registry::call`]). The `ck_rs` Python layer makes the capsules
+//! (and allocates the outputs like the inputs), so each function here checks shapes and types,
+//! picks the kernel by element type and runs it where the tensors are.
 
 use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer, LaunchError, LaunchStats};
 use ck_core::rules;
 use ck_kernels as kernels;
 use ck_python::{launch_error, type_error, value_error, Backend, Dtype, Tensor};
-use kernels::rows;
 use pyo3::prelude::*;
 
 type Launched = Result<LaunchStats, LaunchError>;
 
-/// The plain GEMM of one element type (the row operators are generic over it).
+/// The plain GEMM of one element type.
 trait Kernels: Sized {
     fn gemm(d: &Device, a: &Buf<Self>, b: &Buf<Self>, c: &mut Buf<f32>, p: Mnk) -> Launched;
 }
@@ -89,225 +89,12 @@ fn to_u32(what: &str, v: usize) -> PyResult<u32> {
     })
 }
 
-/// `(rows, columns)` of a row-wise operator's `x`: the last dimension, and the others
-/// flattened.
-fn rows_of(x: &Tensor<'_>) -> PyResult<(u32, u32)> {
-    let Some(&n) = x.shape().last() else {
-        return Err(shape_error(
-            x,
-            "give at least one dimension (rows are the last)".into(),
-        ));
-    };
-    let m: usize = x.shape()[..x.shape().len() - 1].iter().product();
-    Ok((
-        to_u32("the number of rows", m)?,
-        to_u32("the row length", n)?,
-    ))
-}
-
 /// `t` has exactly `shape`.
 fn expect_shape(t: &Tensor<'_>, shape: &[usize]) -> PyResult<()> {
     if t.shape() != shape {
         return Err(shape_error(t, format!("it must be {shape:?}")));
     }
     Ok(())
-}
-
-/// A finite, non-negative epsilon (the CLI's `--eps` rule).
-fn check_eps(eps: f32) -> PyResult<()> {
-    if !(eps.is_finite() && eps >= 0.0) {
-        return Err(value_error(
-            rules::BAD_EPS,
-            format!("eps is {eps}; give a finite, non-negative number"),
-        ));
-    }
-    Ok(())
-}
-
-/// RMSNorm of each row of `x` into `y`.
-#[pyfunction]
-#[pyo3(signature = (x, gamma, y, eps, stream=None))]
-pub fn rmsnorm(
-    x: &Bound<'_, PyAny>,
-    gamma: &Bound<'_, PyAny>,
-    y: &Bound<'_, PyAny>,
-    eps: f32,
-    stream: Option<u64>,
-) -> PyResult<()> {
-    let (x, gamma, y) = (tensor("x", x)?, tensor("gamma", gamma)?, tensor("y", y)?);
-    let dtype = same_dtype(&[&x, &gamma, &y])?;
-    let (m, n) = rows_of(&x)?;
-    expect_shape(&gamma, &[n as usize])?;
-    expect_shape(&y, x.shape())?;
-    check_eps(eps)?;
-    // SAFETY: `stream` is the handle `ck_rs` passes: torch's current stream of the tensors'
-    // device, which torch keeps alive while work is queued on it.
-    let be = unsafe { Backend::of(&[&x, &gamma, &y], stream)? };
-    if m == 0 || n == 0 {
-        return Ok(()); // no element to compute
-    }
-    by_dtype!(dtype, T => {
-        let (xb, gb, mut yb) = (be.buffer::<T>(&x)?, be.buffer::<T>(&gamma)?, be.buffer::<T>(&y)?);
-        rows::rmsnorm::host::launch(be.device(), &xb, &gb, &mut yb, (m, n, eps)).map_err(launch_error)?;
-        be.finish(&yb, &y)
-    })
-}
-
-/// `r = x + residual` and the RMSNorm of `r`'s rows into `y`.
-#[pyfunction]
-#[pyo3(signature = (x, residual, gamma, r, y, eps, stream=None))]
-pub fn add_rmsnorm(
-    x: &Bound<'_, PyAny>,
-    residual: &Bound<'_, PyAny>,
-    gamma: &Bound<'_, PyAny>,
-    r: &Bound<'_, PyAny>,
-    y: &Bound<'_, PyAny>,
-    eps: f32,
-    stream: Option<u64>,
-) -> PyResult<()> {
-    let (x, res, gamma) = (
-        tensor("x", x)?,
-        tensor("residual", residual)?,
-        tensor("gamma", gamma)?,
-    );
-    let (r, y) = (tensor("residual_out", r)?, tensor("y", y)?);
-    let all = [&x, &res, &gamma, &r, &y];
-    let dtype = same_dtype(&all)?;
-    let (m, n) = rows_of(&x)?;
-    expect_shape(&gamma, &[n as usize])?;
-    for t in [&res, &r, &y] {
-        expect_shape(t, x.shape())?;
-    }
-    check_eps(eps)?;
-    // SAFETY: `stream` is the handle `ck_rs` passes: torch's current stream of the tensors'
-    // device, which torch keeps alive while work is queued on it.
-    let be = unsafe { Backend::of(&all, stream)? };
-    if m == 0 || n == 0 {
-        return Ok(());
-    }
-    by_dtype!(dtype, T => {
-        let (xb, rb, gb) = (be.buffer::<T>(&x)?, be.buffer::<T>(&res)?, be.buffer::<T>(&gamma)?);
-        let (mut rob, mut yb) = (be.buffer::<T>(&r)?, be.buffer::<T>(&y)?);
-        rows::add_rmsnorm::host::launch(be.device(), (&xb, &rb, &gb), (&mut rob, &mut yb), (m, n, eps))
-            .map_err(launch_error)?;
-        be.finish(&rob, &r)?;
-        be.finish(&yb, &y)
-    })
-}
-
-/// LayerNorm of each row of `x` into `y`; each row's mean and `rsqrt(var + eps)` into `mean`
-/// and `rstd` (float32, one per row) when given.
-#[pyfunction]
-#[pyo3(signature = (x, gamma, beta, y, eps, mean=None, rstd=None, stream=None))]
-#[allow(clippy::too_many_arguments)]
-pub fn layernorm(
-    x: &Bound<'_, PyAny>,
-    gamma: &Bound<'_, PyAny>,
-    beta: &Bound<'_, PyAny>,
-    y: &Bound<'_, PyAny>,
-    eps: f32,
-    mean: Option<&Bound<'_, PyAny>>,
-    rstd: Option<&Bound<'_, PyAny>>,
-    stream: Option<u64>,
-) -> PyResult<()> {
-    let (x, gamma, beta, y) = (
-        tensor("x", x)?,
-        tensor("gamma", gamma)?,
-        tensor("beta", beta)?,
-        tensor("y", y)?,
-    );
-    let dtype = same_dtype(&[&x, &gamma, &beta, &y])?;
-    let (m, n) = rows_of(&x)?;
-    expect_shape(&gamma, &[n as usize])?;
-    expect_shape(&beta, &[n as usize])?;
-    expect_shape(&y, x.shape())?;
-    check_eps(eps)?;
-    let stats = match (mean, rstd) {
-        (Some(a), Some(b)) => Some((tensor("mean", a)?, tensor("rstd", b)?)),
-        (None, None) => None,
-        _ => {
-            return Err(value_error(
-                rules::SHAPE_MISMATCH,
-                "give both `mean` and `rstd`, or neither".into(),
-            ))
-        }
-    };
-    let mut all = vec![&x, &gamma, &beta, &y];
-    if let Some((a, b)) = &stats {
-        for t in [a, b] {
-            if t.dtype() != Dtype::F32 {
-                return Err(type_error(
-                    rules::DTYPE_MISMATCH,
-                    format!(
-                        "`{}` is {}; the statistics are float32",
-                        t.name(),
-                        t.describe()
-                    ),
-                ));
-            }
-            expect_shape(t, &x.shape()[..x.shape().len() - 1])?;
-        }
-        all.extend([a, b]);
-    }
-    // SAFETY: `stream` is the handle `ck_rs` passes: torch's current stream of the tensors'
-    // device, which torch keeps alive while work is queued on it.
-    let be = unsafe { Backend::of(&all, stream)? };
-    if m == 0 || n == 0 {
-        // No element to compute; the statistics of empty rows (n = 0) are NaN, written by
-        // the Python layer.
-        return Ok(());
-    }
-    let (mut mb, mut rb) = match &stats {
-        Some((a, b)) => (be.buffer::<f32>(a)?, be.buffer::<f32>(b)?),
-        None => {
-            let empty = || DeviceBuffer::<f32>::empty(be.device()).map_err(launch_error);
-            (empty()?, empty()?)
-        }
-    };
-    by_dtype!(dtype, T => {
-        let (xb, gb, bb, mut yb) = (
-            be.buffer::<T>(&x)?,
-            be.buffer::<T>(&gamma)?,
-            be.buffer::<T>(&beta)?,
-            be.buffer::<T>(&y)?,
-        );
-        let bufs = kernels::rows::layernorm::host::Buffers {
-            x: &xb,
-            gamma: &gb,
-            beta: &bb,
-            y: &mut yb,
-            mean: &mut mb,
-            rstd: &mut rb,
-        };
-        rows::layernorm::host::launch(be.device(), bufs, (m, n, eps)).map_err(launch_error)?;
-        be.finish(&yb, &y)
-    })?;
-    if let Some((a, b)) = &stats {
-        be.finish(&mb, a)?;
-        be.finish(&rb, b)?;
-    }
-    Ok(())
-}
-
-/// Softmax of each row of `x` into `y`.
-#[pyfunction]
-#[pyo3(signature = (x, y, stream=None))]
-pub fn softmax(x: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>, stream: Option<u64>) -> PyResult<()> {
-    let (x, y) = (tensor("x", x)?, tensor("y", y)?);
-    let dtype = same_dtype(&[&x, &y])?;
-    let (m, n) = rows_of(&x)?;
-    expect_shape(&y, x.shape())?;
-    // SAFETY: `stream` is the handle `ck_rs` passes: torch's current stream of the tensors'
-    // device, which torch keeps alive while work is queued on it.
-    let be = unsafe { Backend::of(&[&x, &y], stream)? };
-    if m == 0 || n == 0 {
-        return Ok(());
-    }
-    by_dtype!(dtype, T => {
-        let (xb, mut yb) = (be.buffer::<T>(&x)?, be.buffer::<T>(&y)?);
-        rows::softmax::host::launch(be.device(), &xb, &mut yb, (m, n)).map_err(launch_error)?;
-        be.finish(&yb, &y)
-    })
 }
 
 /// `c = act(alpha · a·b + beta · d + bias)` (`a` M × K, `b` K × N; `c` and `d` M × N, `bias`

@@ -1,0 +1,185 @@
+//! `_native.call(op, tensors, scalars, stream)`: any operator of the registry, checked by its
+//! description (shapes, element types, scalars) and launched where the tensors are; and
+//! `_native.operators()`, the descriptions the Python layer builds its functions and custom ops
+//! from.
+
+use ck_core::rules;
+use ck_kernels::op::bind::bind;
+use ck_kernels::op::buffers::BufferElement;
+use ck_kernels::op::host::{check_dtype, check_scalar};
+use ck_kernels::op::{Buffer, Dim, Dtype, Elem, Launch, Op, Role};
+use ck_kernels::registry;
+use ck_python::{launch_error, type_error, value_error, Call, TensorElement};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+fn dtype_of(d: ck_python::Dtype) -> Dtype {
+    match d {
+        ck_python::Dtype::F32 => Dtype::F32,
+        ck_python::Dtype::Bf16 => Dtype::Bf16,
+    }
+}
+
+fn find(name: &str) -> PyResult<&'static Op> {
+    registry::find(name).ok_or_else(|| {
+        let known: Vec<&str> = registry::operators().map(|op| op.name).collect();
+        value_error(
+            rules::UNKNOWN_KERNEL,
+            format!("no operator `{name}`; available: {}", known.join(", ")),
+        )
+    })
+}
+
+/// The element type of the call: that of its [`Elem::Op`] tensors, which must agree and be one
+/// `op` takes; [`Elem::F32`] tensors must be float32.
+fn call_dtype(op: &Op, call: &Call<'_>) -> PyResult<Dtype> {
+    let mut first: Option<(&str, ck_python::Dtype)> = None;
+    for t in call.tensors() {
+        let p = op.param(t.name()).expect("named by the description");
+        match (p.elem, first) {
+            (Elem::F32, _) if t.dtype() != ck_python::Dtype::F32 => {
+                return Err(type_error(
+                    rules::DTYPE_MISMATCH,
+                    format!("`{}` is {}; it is float32", t.name(), t.describe()),
+                ))
+            }
+            (Elem::F32, _) => {}
+            (Elem::Op, None) => first = Some((t.name(), t.dtype())),
+            (Elem::Op, Some((name, d))) if d != t.dtype() => {
+                return Err(type_error(
+                    rules::DTYPE_MISMATCH,
+                    format!(
+                    "`{name}` is {} but `{}` is {}; give every tensor of the call one element type",
+                    d.name(),
+                    t.name(),
+                    t.dtype().name()
+                ),
+                ))
+            }
+            (Elem::Op, Some(_)) => {}
+        }
+    }
+    let dtype = first.map_or(op.dtypes[0], |(_, d)| dtype_of(d));
+    check_dtype(op, dtype).map_err(|e| type_error(rules::DTYPE_UNSUPPORTED, e.message()))?;
+    Ok(dtype)
+}
+
+fn buffer<T: BufferElement + TensorElement>(call: &Call<'_>, name: &str) -> PyResult<Buffer> {
+    Ok(T::wrap(call.input::<T>(name)?))
+}
+
+/// Runs operator `op` on `tensors` (name, DLPack capsule; an optional output may be left out)
+/// with `scalars` (name, value; the others take their defaults), on `stream` for CUDA tensors.
+#[pyfunction]
+#[pyo3(signature = (op, tensors, scalars, stream=None))]
+pub fn call(
+    op: &str,
+    tensors: Vec<(String, Bound<'_, PyAny>)>,
+    scalars: Vec<(String, f32)>,
+    stream: Option<u64>,
+) -> PyResult<()> {
+    let op = find(op)?;
+    let mut args = Vec::with_capacity(tensors.len());
+    for (name, capsule) in &tensors {
+        let p = op.param(name).ok_or_else(|| {
+            value_error(
+                rules::UNKNOWN_ARGUMENT,
+                format!("{} has no tensor `{name}`", op.name),
+            )
+        })?;
+        args.push((p.name, capsule));
+    }
+    // SAFETY: `stream` is the handle `ck_rs` passes: torch's current stream of the tensors'
+    // device, which torch keeps alive while work is queued on it.
+    let call = unsafe { Call::from_capsules(&args, stream)? };
+    let dtype = call_dtype(op, &call)?;
+    let shapes: Vec<(&str, &[usize])> = call
+        .tensors()
+        .iter()
+        .map(|t| (t.name(), t.shape()))
+        .collect();
+    let sizes = bind(op, &shapes, true).map_err(launch_error)?;
+    let mut values: Vec<f32> = op.scalars.iter().map(|s| s.default).collect();
+    for (name, v) in &scalars {
+        check_scalar(op, name, *v).map_err(launch_error)?;
+        let i = op.scalars.iter().position(|s| s.name == name);
+        values[i.expect("checked")] = *v;
+    }
+    if sizes.is_empty(op.params) {
+        return Ok(()); // no element to compute
+    }
+    let mut buffers = Vec::with_capacity(op.params.len());
+    for p in op.params {
+        let given = call.tensors().iter().any(|t| t.name() == p.name);
+        let elem = if p.elem == Elem::F32 {
+            Dtype::F32
+        } else {
+            dtype
+        };
+        buffers.push(match given {
+            false => None,
+            true => Some(ck_kernels::by_dtype!(elem, T => buffer::<T>(&call, p.name))?),
+        });
+    }
+    let mut launch = Launch::new(op.signature(), dtype, sizes, values, buffers);
+    (op.launch)(call.device(), &mut launch).map_err(launch_error)?;
+    for (p, b) in op.params.iter().zip(launch.into_buffers()) {
+        match (p.role, b) {
+            (Role::Input, _) | (_, None) => {}
+            (_, Some(Buffer::F32(b))) => call.finish(p.name, &b)?,
+            (_, Some(Buffer::Bf16(b))) => call.finish(p.name, &b)?,
+        }
+    }
+    Ok(())
+}
+
+/// The registry's descriptions as Python values: a list of dicts `{name, summary, dtypes,
+/// params: [{name, role, elem, dims}], scalars: [{name, default}]}`, where `role` is `input`,
+/// `output` or `optional_output`, `elem` `op` or `f32`, and `dims` a list of symbol names with
+/// `...` for the rows' leading dimensions.
+#[pyfunction]
+pub fn operators(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
+    let list = PyList::empty(py);
+    for op in registry::operators() {
+        let d = PyDict::new(py);
+        d.set_item("name", op.name)?;
+        d.set_item("summary", op.summary)?;
+        let dtypes: Vec<&str> = op.dtypes.iter().map(|t| t.name()).collect();
+        d.set_item("dtypes", dtypes)?;
+        let params = PyList::empty(py);
+        for p in op.params {
+            let pd = PyDict::new(py);
+            pd.set_item("name", p.name)?;
+            let role = match p.role {
+                Role::Input => "input",
+                Role::Output => "output",
+                Role::OptionalOutput => "optional_output",
+            };
+            pd.set_item("role", role)?;
+            pd.set_item("elem", if p.elem == Elem::F32 { "f32" } else { "op" })?;
+            let dims: Vec<&str> = p
+                .dims
+                .iter()
+                .map(|d| match d {
+                    Dim::Rows => "...",
+                    Dim::Sym(s) => s,
+                })
+                .collect();
+            pd.set_item("dims", dims)?;
+            pd.set_item("doc", p.doc)?;
+            params.append(pd)?;
+        }
+        d.set_item("params", params)?;
+        let scalars = PyList::empty(py);
+        for s in op.scalars {
+            let sd = PyDict::new(py);
+            sd.set_item("name", s.name)?;
+            sd.set_item("default", s.default)?;
+            sd.set_item("doc", s.doc)?;
+            scalars.append(sd)?;
+        }
+        d.set_item("scalars", scalars)?;
+        list.append(d)?;
+    }
+    Ok(list)
+}
