@@ -42,13 +42,22 @@ pub fn norm_relative_error(got: &[f32], want: &[f64]) -> f64 {
 }
 
 /// Largest relative error of `got` against an fp64 reference (relative to each element, with a
-/// floor of 1e-3 of the largest magnitude).
+/// floor of 1e-3 of the largest magnitude); NaN if `got` has a NaN (an element never written).
 pub fn max_relative_error(got: &[f32], want: &[f64]) -> f64 {
     let scale = want.iter().fold(0f64, |m, v| m.max(v.abs())).max(1e-30);
     got.iter()
         .zip(want)
         .map(|(&g, &w)| (g as f64 - w).abs() / w.abs().max(scale * 1e-3))
-        .fold(0.0, f64::max)
+        .fold(0.0, worst)
+}
+
+/// The larger of two errors, NaN if either is (`f64::max` would drop it).
+pub fn worst(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.max(b)
+    }
 }
 
 /// One run: the raw output bits, the launch statistics, and whether the output matched the CPU
@@ -73,5 +82,19 @@ impl Outcome {
             stats,
             mismatch,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_element_never_written_fails_every_measure() {
+        let want = [1.0, 2.0];
+        assert!(max_relative_error(&[1.0, f32::NAN], &want).is_nan());
+        assert!(norm_relative_error(&[f32::NAN, 2.0], &want).is_nan());
+        assert!(worst(0.5, f64::NAN).is_nan() && worst(f64::NAN, 0.5).is_nan());
+        assert_eq!(max_relative_error(&[1.0, 2.5], &want), 0.25);
     }
 }

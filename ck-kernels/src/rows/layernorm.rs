@@ -414,7 +414,7 @@ const STAT_RSTD: crate::op::Param = stat("rstd", "rstd-out", "each row's rsqrt(v
 #[cfg(not(target_arch = "nvptx64"))]
 mod op {
     use super::host::{launch as launch_typed, reference, Buffers};
-    use crate::op::{max_relative_error, HostOutput, Launch, Launched, Rng, Sizes};
+    use crate::op::{max_relative_error, worst, HostOutput, Launch, Launched, Rng, Sizes};
     use ck_core::host::Device;
 
     pub fn launch(d: &Device, l: &mut Launch) -> Launched {
@@ -473,8 +473,8 @@ mod op {
                     + (b[j].abs() as f64);
                 (y.get(i).map_or(f64::NAN, |&v| v as f64) - want[i]).abs() / size.max(1e-30)
             })
-            .fold(0.0, f64::max);
+            .fold(0.0, worst);
         let stat = |name, want: &[f64]| o.output(name).map_or(0.0, |v| max_relative_error(v, want));
-        y_err.max(stat("mean", &mean)).max(stat("rstd", &rstd))
+        worst(worst(y_err, stat("mean", &mean)), stat("rstd", &rstd))
     }
 }
