@@ -1,0 +1,44 @@
+//! Every operator of the registry, each element type, on each of its checked problems on the
+//! emulator: its output against its fp64 reference within its tolerance (what `ck run
+//! OP-DTYPE` and `ck cross-check` run), and its description consistent with the front ends.
+
+use ck_core::host::Device;
+use ck_kernels::op::{check, Dim, Role};
+use ck_kernels::registry;
+
+#[test]
+fn every_operator_matches_its_reference_on_its_cases() {
+    let device = Device::emulator();
+    for op in registry::operators() {
+        for &dtype in op.dtypes {
+            for sizes in (op.cases)(None) {
+                let o = check(&device, op, dtype, &sizes, 3).unwrap();
+                let case = format!("{} {} {sizes:?}", op.name, dtype.name());
+                assert!(o.mismatch.is_none(), "{case}: {:?}", o.mismatch);
+            }
+        }
+    }
+}
+
+#[test]
+fn descriptions_are_well_formed() {
+    let mut names = Vec::new();
+    for op in registry::operators() {
+        assert!(!names.contains(&op.name), "two operators named {}", op.name);
+        names.push(op.name);
+        assert_eq!(registry::find(&op.command()).map(|o| o.name), Some(op.name));
+        // Inputs first (their order is the samples' and Python's positional order).
+        let first_output = op.params.iter().position(|p| p.role != Role::Input);
+        let inputs = op.params.iter().filter(|p| p.role == Role::Input).count();
+        assert_eq!(first_output, Some(inputs), "{}: inputs first", op.name);
+        for p in op.params {
+            // `Rows` only leads a rule, and every symbol an output names an input sets.
+            assert!(!p.dims[1..].contains(&Dim::Rows), "{}.{}", op.name, p.name);
+            for d in p.dims {
+                let set = op.inputs().any(|i| i.dims.contains(d));
+                assert!(set, "{}.{}: {d:?} is set by no input", op.name, p.name);
+            }
+        }
+        assert!(!op.dtypes.is_empty() && !op.summary.is_empty());
+    }
+}
