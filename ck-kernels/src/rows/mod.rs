@@ -6,6 +6,7 @@
 //! | [`plan`] | the tile plan: how a block covers rows of N columns, which tile a row length gets ([`plan::RowTile::for_columns`]), the instance table ([`plan::Instance`]) |
 //! | [`describe`] | what the operators' descriptions share (`x`, `gamma`, `y`, `eps`, the checked shapes) |
 //! | [`rmsnorm`] | `rmsnorm_{f32,bf16}_*`: `y = x · rsqrt(mean(x²) + eps) · gamma` |
+//! | [`rmsnorm_bwd`] | `rmsnorm_bwd_{f32,bf16}_*`, `column_sum_*`: `dx` and `dgamma` (a deterministic two-kernel column sum) |
 //! | [`add_rmsnorm`] | `add_rmsnorm_{f32,bf16}_*`: `r = x + residual` written out, `y = rmsnorm(r) · gamma` |
 //! | [`layernorm`] | `layernorm_{f32,bf16}_*`: LayerNorm on shifted data, optionally each row's mean and rstd |
 //! | [`softmax`] | `softmax_{f32,bf16}_*`: row softmax, online `(max, sum)` for rows longer than a tile |
@@ -20,8 +21,15 @@ pub mod describe;
 pub mod layernorm;
 pub mod plan;
 pub mod rmsnorm;
+pub mod rmsnorm_bwd;
 pub mod softmax;
 
 /// The family's operators, as the registry lists them.
 #[cfg(not(target_arch = "nvptx64"))]
-pub const OPS: &[&crate::op::Op] = &[&rmsnorm::OP, &add_rmsnorm::OP, &layernorm::OP, &softmax::OP];
+pub const OPS: &[&crate::op::Op] = &[
+    &rmsnorm::OP,
+    &rmsnorm_bwd::OP,
+    &add_rmsnorm::OP,
+    &layernorm::OP,
+    &softmax::OP,
+];

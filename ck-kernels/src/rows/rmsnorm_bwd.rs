@@ -1,0 +1,561 @@
+//! RMSNorm backward: from `dy` (the gradient of `y = x · r · gamma`, `r = rsqrt(mean(x²) +
+//! eps)`), the gradients
+//!
+//! ```text
+//! dx[i, j]  = r_i · gamma[j] · dy[i, j] − x[i, j] · r_i³ · (Σ_k dy[i, k] · gamma[k] · x[i, k]) / N
+//! dgamma[j] = Σ_i dy[i, j] · x[i, j] · r_i
+//! ```
+//!
+//! f32 or bf16 in and out, f32 arithmetic, any M × N; `r` is recomputed from `x`, which the
+//! gradient reads anyway (nothing saved by the forward but its inputs).
+//!
+//! Two kernels, deterministic (no atomics, a fixed order of every sum):
+//! 1. `rmsnorm_bwd_*`: a grid of at most [`MAX_BLOCKS`] blocks, each walking row tiles of the
+//!    forward's plan a grid apart. Per row tile it loads `x`, `dy` and `gamma`, reduces the pair
+//!    `(Σx², Σ dy·gamma·x)` over the row with one `block_reduce_x`, writes `dx`, and adds `dy ·
+//!    x · r` into a tile of per-thread accumulators — each thread owns the same columns in
+//!    every row tile, so the accumulators stay in registers. At the end each block writes them
+//!    as its rows of a `[blocks · rows per tile, N]` f32 workspace. Rows longer than a tile are
+//!    read twice (the sums, then `dx`), and their columns' sums kept in the block's workspace
+//!    rows instead of registers.
+//! 2. `column_sum_*`: `dgamma[j]` = the sum of column `j` of the workspace, 8 rows at a time per
+//!    block of 128 columns, the 8 partial sums combined with `block_reduce_x` over X0.
+
+use crate::rows::plan::*;
+use ck_core::device::*;
+#[cfg(not(target_arch = "nvptx64"))]
+use ck_core::host::DeviceBuffer;
+use ck_core::tile::{block_reduce_x, make_tile_window, DistributedTensor, View2};
+use ck_core::TileDistribution;
+use ck_macros::{tile_distribution, tile_kernel};
+
+/// Scratch for the pair reduction: `BLOCK_SIZE` (≤ 256) × 2 words.
+const SCRATCH: usize = 512;
+
+/// The most blocks of the first kernel: 4 per SM of an H100, so that the workspace stays a few
+/// percent of the traffic (`4 · 132 · rows per tile` rows of N) while every SM has work.
+pub const MAX_BLOCKS: u32 = 528;
+
+/// `(Σx², Σ dy·gamma·x)` of two accumulators.
+#[inline(always)]
+fn add_pair(a: (f32, f32), b: (f32, f32)) -> (f32, f32) {
+    (a.0 + b.0, a.1 + b.1)
+}
+
+/// The shared body of every configuration of the first kernel.
+#[inline(always)]
+fn rmsnorm_bwd_tile<D, T, const VEC: usize>(
+    (dy, x, gamma): (Global<T>, Global<T>, Global<T>),
+    (dx, partial): (GlobalMut<T>, GlobalMut<f32>),
+    (m, n, eps): (u32, u32, f32),
+    scratch: &SharedArray<u32, SCRATCH>,
+) where
+    D: TileDistribution<X = [i32; 2]>,
+    T: Real,
+{
+    let [rows, cols] = D::X_LENGTHS;
+    let (block, grid) = (block_idx(), grid_dim());
+    let row_tiles = m.div_ceil(rows as u32);
+    let tiles = n.div_ceil(cols as u32) as i32;
+    let inv_n = 1.0 / n as f32;
+    let mut wx = make_tile_window::<D, _>(View2::<_, T, VEC>::new(x, m, n, n), [0, 0]);
+    let mut wdy = make_tile_window::<D, _>(View2::<_, T, VEC>::new(dy, m, n, n), [0, 0]);
+    let mut wdx = make_tile_window::<D, _>(View2::<_, T, VEC>::new(dx, m, n, n), [0, 0]);
+    let mut wg =
+        make_tile_window::<D, _>(View2::<_, T, VEC>::new(gamma, rows as u32, n, 0), [0, 0]);
+    // This block's rows of the workspace: row `block · rows + r` for row `r` of a tile.
+    let part_row = (block * rows as u32) as i32;
+    let pv = View2::<_, f32, 4>::new(partial, grid * rows as u32, n, n);
+    let mut wp = make_tile_window::<D, _>(pv, [part_row, 0]);
+    if tiles == 1 {
+        let g = wg.load::<T>().map(T::to_f32);
+        let mut dgamma = DistributedTensor::<D, f32>::zeros();
+        let mut t = block;
+        while t < row_tiles {
+            let at = [(t * rows as u32) as i32, 0];
+            wx.set_origin(at);
+            wdy.set_origin(at);
+            wdx.set_origin(at);
+            let (xf, dyf) = (
+                wx.load::<T>().map(T::to_f32),
+                wdy.load::<T>().map(T::to_f32),
+            );
+            let gdy = dyf.zip_map(&g, |d, g| d * g);
+            let pairs = xf.zip_map(&gdy, |v, d| (v * v, d * v));
+            let sums = block_reduce_x::<D, (f32, f32), 1, SCRATCH>(&pairs, add_pair, scratch);
+            let r = sums.map(|(ss, _)| math::rsqrt(ss * inv_n + eps));
+            let k = sums.zip_map(&r, |(_, dot), r| r * r * r * dot * inv_n);
+            let out = gdy
+                .zip_map(&r, |d, r| d * r)
+                .zip_map(&xf.zip_map(&k, |v, k| v * k), |a, b| a - b)
+                .round_to::<T>();
+            wdx.store(&out);
+            let xr = xf.zip_map(&r, |v, r| v * r);
+            dgamma = dgamma.zip_map(&dyf.zip_map(&xr, |d, v| d * v), |a, b| a + b);
+            t += grid;
+        }
+        wp.store(&dgamma);
+        return;
+    }
+    // Rows longer than a tile: the sums over every column tile first, then `dx` and the
+    // workspace, read back and added to for every row tile after the block's first.
+    let mut t = block;
+    while t < row_tiles {
+        let row0 = (t * rows as u32) as i32;
+        let mut acc = DistributedTensor::<D, (f32, f32)>::zeros();
+        for c in 0..tiles {
+            wx.set_origin([row0, c * cols]);
+            wdy.set_origin([row0, c * cols]);
+            wg.set_origin([0, c * cols]);
+            let (xf, dyf) = (
+                wx.load::<T>().map(T::to_f32),
+                wdy.load::<T>().map(T::to_f32),
+            );
+            let gdy = dyf.zip_map(&wg.load::<T>().map(T::to_f32), |d, g| d * g);
+            acc = acc.zip_map(&xf.zip_map(&gdy, |v, d| (v * v, d * v)), add_pair);
+        }
+        let sums = block_reduce_x::<D, (f32, f32), 1, SCRATCH>(&acc, add_pair, scratch);
+        let r = sums.map(|(ss, _)| math::rsqrt(ss * inv_n + eps));
+        let k = sums.zip_map(&r, |(_, dot), r| r * r * r * dot * inv_n);
+        for c in 0..tiles {
+            wx.set_origin([row0, c * cols]);
+            wdy.set_origin([row0, c * cols]);
+            wdx.set_origin([row0, c * cols]);
+            wg.set_origin([0, c * cols]);
+            wp.set_origin([part_row, c * cols]);
+            let (xf, dyf) = (
+                wx.load::<T>().map(T::to_f32),
+                wdy.load::<T>().map(T::to_f32),
+            );
+            let out = dyf
+                .zip_map(&wg.load::<T>().map(T::to_f32), |d, g| d * g)
+                .zip_map(&r, |d, r| d * r)
+                .zip_map(&xf.zip_map(&k, |v, k| v * k), |a, b| a - b)
+                .round_to::<T>();
+            wdx.store(&out);
+            let part = dyf.zip_map(&xf.zip_map(&r, |v, r| v * r), |d, v| d * v);
+            let sum = if t == block {
+                part
+            } else {
+                wp.load::<f32>().zip_map(&part, |a, b| a + b)
+            };
+            wp.store(&sum);
+        }
+        t += grid;
+    }
+    // A block with no row tile still owns its workspace rows: they sum nothing.
+    if block >= row_tiles {
+        for c in 0..tiles {
+            wp.set_origin([part_row, c * cols]);
+            wp.store(&DistributedTensor::<D, f32>::zeros());
+        }
+    }
+}
+
+macro_rules! rmsnorm_bwd_kernel {
+    ($name:ident, $dist:ident, $t:ty, $vec:literal, $block:literal) => {
+        #[doc = concat!("RMSNorm backward with `", stringify!($dist), "` tiles, `", stringify!($t), "` in and out.")]
+        #[tile_kernel(block = $block, distributions($dist))]
+        pub fn $name(
+            dy: Global<$t>,
+            x: Global<$t>,
+            gamma: Global<$t>,
+            dx: GlobalMut<$t>,
+            partial: GlobalMut<f32>,
+            m: u32,
+            n: u32,
+            eps: f32,
+        ) {
+            let scratch = shared!(u32; SCRATCH);
+            rmsnorm_bwd_tile::<$dist, $t, $vec>((dy, x, gamma), (dx, partial), (m, n, eps), &scratch);
+        }
+    };
+}
+
+instances! {
+    declare: rmsnorm_bwd_kernel,
+    launch(
+        dy: &DeviceBuffer<Self>,
+        x: &DeviceBuffer<Self>,
+        gamma: &DeviceBuffer<Self>,
+        dx: &mut DeviceBuffer<Self>,
+        partial: &mut DeviceBuffer<f32>,
+        m: u32,
+        n: u32,
+        eps: f32,
+    ),
+    f32 {
+        Rows Padded => rmsnorm_bwd_f32_rows / RmsnormBwdF32Rows (RowsF32, f32, 4, 256),
+        Row4096 Padded => rmsnorm_bwd_f32_c4096 / RmsnormBwdF32C4096 (RowF32x4096, f32, 4, 128),
+        Row8192 Padded => rmsnorm_bwd_f32_c8192 / RmsnormBwdF32C8192 (RowF32x8192, f32, 4, 256),
+    }
+    Bf16 {
+        Rows Padded => rmsnorm_bwd_bf16_rows / RmsnormBwdBf16Rows (RowsBf16, Bf16, 8, 256),
+        Row4096 Padded => rmsnorm_bwd_bf16_c4096 / RmsnormBwdBf16C4096 (RowBf16x4096, Bf16, 8, 128),
+        Row8192 Padded => rmsnorm_bwd_bf16_c8192 / RmsnormBwdBf16C8192 (RowBf16x8192, Bf16, 8, 256),
+    }
+}
+
+tile_distribution! {
+    /// The column sum's tile: 8 workspace rows (one per warp) × 128 columns (4 per lane).
+    pub struct ColumnSums {
+        warp_size: 32, block_size: 256,
+        h: { m: [warp: 8], n: [lane: 32, vec: 4] },
+        p: [[m.warp], [n.lane]],
+        y: [n.vec],
+    }
+}
+
+/// Scratch for the column sum's reduction over its 8 warps: `BLOCK_SIZE · 4` words.
+const COLUMN_SCRATCH: usize = 1024;
+
+/// `out[j] = Σ_i partial[i, j]` over `rows` rows of `n` columns, 128 columns per block.
+#[inline(always)]
+fn column_sum<T: Real>(
+    partial: Global<f32>,
+    out: GlobalMut<T>,
+    (rows, n): (u32, u32),
+    scratch: &SharedArray<u32, COLUMN_SCRATCH>,
+) {
+    let [step, cols] = ColumnSums::X_LENGTHS;
+    let col0 = (block_idx() * cols as u32) as i32;
+    let mut w =
+        make_tile_window::<ColumnSums, _>(View2::<_, f32, 4>::new(partial, rows, n, n), [0, col0]);
+    let mut acc = DistributedTensor::<ColumnSums, f32>::zeros();
+    for _ in 0..rows.div_ceil(step as u32) {
+        acc = acc.zip_map(&w.load::<f32>(), |a, b| a + b);
+        w.move_by([step, 0]);
+    }
+    let sum = block_reduce_x::<ColumnSums, f32, 0, COLUMN_SCRATCH>(&acc, |a, b| a + b, scratch);
+    let ov = View2::<_, T, 4>::new(out, 1, n, n);
+    make_tile_window::<ColumnSums, _>(ov, [0, col0]).store(&sum.round_to::<T>());
+}
+
+macro_rules! column_sum_kernel {
+    ($name:ident, $t:ty) => {
+        #[doc = concat!("The column sums of the RMSNorm backward's workspace, into `", stringify!($t), "`.")]
+        #[tile_kernel(block = 256, distributions(ColumnSums))]
+        pub fn $name(partial: Global<f32>, out: GlobalMut<$t>, rows: u32, n: u32) {
+            let scratch = shared!(u32; COLUMN_SCRATCH);
+            column_sum::<$t>(partial, out, (rows, n), &scratch);
+        }
+    };
+}
+
+column_sum_kernel!(column_sum_f32, f32);
+column_sum_kernel!(column_sum_bf16, Bf16);
+
+/// Host side: the two launches and the CPU reference.
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod host {
+    use super::*;
+    use crate::op::OpElement;
+    use ck_core::host::{Device, LaunchConfig, LaunchError, LaunchStats};
+
+    /// The column sum of one element type.
+    pub trait ColumnSum: OpElement {
+        /// Launches the column sum of `rows` workspace rows of `n` into `out`.
+        fn column_sum(
+            device: &Device,
+            partial: &DeviceBuffer<f32>,
+            out: &mut DeviceBuffer<Self>,
+            rows: u32,
+            n: u32,
+        ) -> Result<LaunchStats, LaunchError>;
+    }
+
+    impl ColumnSum for f32 {
+        fn column_sum(
+            d: &Device,
+            p: &DeviceBuffer<f32>,
+            o: &mut DeviceBuffer<f32>,
+            rows: u32,
+            n: u32,
+        ) -> Result<LaunchStats, LaunchError> {
+            ColumnSumF32::launch(d, column_config(n), p, o, rows, n)
+        }
+    }
+
+    impl ColumnSum for Bf16 {
+        fn column_sum(
+            d: &Device,
+            p: &DeviceBuffer<f32>,
+            o: &mut DeviceBuffer<Bf16>,
+            rows: u32,
+            n: u32,
+        ) -> Result<LaunchStats, LaunchError> {
+            ColumnSumBf16::launch(d, column_config(n), p, o, rows, n)
+        }
+    }
+
+    fn column_config(n: u32) -> LaunchConfig {
+        let [_, cols] = ColumnSums::X_LENGTHS;
+        LaunchConfig::new(n.div_ceil(cols as u32), ColumnSums::BLOCK_SIZE)
+    }
+
+    /// The device's workspace of the first kernel's column sums (kept between launches).
+    pub const WORKSPACE: &str = "rmsnorm_bwd column sums";
+
+    /// The tensors of one backward: inputs `(dy, x, gamma)` and outputs `(dx, dgamma)`.
+    pub type Tensors<'a, T> = (
+        (
+            &'a DeviceBuffer<T>,
+            &'a DeviceBuffer<T>,
+            &'a DeviceBuffer<T>,
+        ),
+        (&'a mut DeviceBuffer<T>, &'a mut DeviceBuffer<T>),
+    );
+
+    /// Launches both kernels of `T` for rows of `n` on device buffers: `dx` (`m × n`) and
+    /// `dgamma` (`n`) from `dy`, `x` (`m × n`) and `gamma` (`n`).
+    pub fn launch<T: Kernels + ColumnSum>(
+        device: &Device,
+        tensors: Tensors<'_, T>,
+        problem: (u32, u32, f32),
+    ) -> Result<LaunchStats, LaunchError> {
+        launch_with_blocks(device, tensors, problem, MAX_BLOCKS)
+    }
+
+    /// [`launch`] with at most `max_blocks` blocks in the first kernel (the tests use few, so
+    /// that small problems walk several row tiles per block).
+    pub fn launch_with_blocks<T: Kernels + ColumnSum>(
+        device: &Device,
+        ((dy, x, gamma), (dx, dgamma)): Tensors<'_, T>,
+        (m, n, eps): (u32, u32, f32),
+        max_blocks: u32,
+    ) -> Result<LaunchStats, LaunchError> {
+        let instance = Instance::pick(n, T::DTYPE, T::INSTANCES);
+        let (rows, threads) = instance.tile.shape(T::DTYPE);
+        let blocks = m.div_ceil(rows).clamp(1, max_blocks.max(1));
+        let part_rows = blocks * rows;
+        let len = part_rows as usize * n as usize;
+        let mut partial = match device.take_workspace::<f32>(WORKSPACE, len)? {
+            Some(w) => w,
+            None => DeviceBuffer::zeros(device, len)?, // a stream being captured
+        };
+        let cfg = LaunchConfig::new(blocks, threads);
+        let first = T::launch_instance(
+            instance,
+            device,
+            cfg,
+            dy,
+            x,
+            gamma,
+            dx,
+            &mut partial,
+            m,
+            n,
+            eps,
+        );
+        let both = first.and_then(|mut stats| {
+            let second = T::column_sum(device, &partial, dgamma, part_rows, n)?;
+            stats.add(&second); // both launches' counters and time
+            stats.elapsed += second.elapsed;
+            Ok(stats)
+        });
+        device.keep_workspace(WORKSPACE, partial);
+        both
+    }
+
+    /// The fp64 CPU reference: `(dx, dgamma, size)`, `size` the magnitude `|r·g·dy| +
+    /// |x·r³·dot/N|` of the two terms each `dx` is the difference of (what an f32 `dx`'s error
+    /// is relative to: where the terms cancel, as in a row of one element, `dx` is tiny and
+    /// its f32 error is not).
+    pub fn reference(
+        (dy, x, gamma): (&[f32], &[f32], &[f32]),
+        (m, n): (u32, u32),
+        eps: f32,
+    ) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+        let n = n as usize;
+        let (mut dx, mut dgamma) = (vec![0.0; x.len()], vec![0.0; n]);
+        let mut size = vec![0.0; x.len()];
+        for i in 0..m as usize {
+            let row = |v: &[f32], j: usize| v[i * n + j] as f64;
+            let ms = (0..n).map(|j| row(x, j) * row(x, j)).sum::<f64>() / n as f64;
+            let r = 1.0 / (ms + eps as f64).sqrt();
+            let dot: f64 = (0..n)
+                .map(|j| row(dy, j) * gamma[j] as f64 * row(x, j))
+                .sum();
+            for j in 0..n {
+                let g = gamma[j] as f64;
+                let (a, b) = (r * g * row(dy, j), row(x, j) * r * r * r * dot / n as f64);
+                dx[i * n + j] = a - b;
+                size[i * n + j] = a.abs() + b.abs();
+                dgamma[j] += row(dy, j) * row(x, j) * r;
+            }
+        }
+        (dx, dgamma, size)
+    }
+}
+
+/// RMSNorm backward as every front end calls it.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const OP: crate::op::Op = crate::op::Op {
+    name: "rmsnorm_backward",
+    summary: "RMSNorm backward: dx and dgamma from dy, x and gamma (r recomputed from x)",
+    params: &[
+        describe::rows_input("dy", "dy", "dy, the gradient of y, [..., N]"),
+        describe::X,
+        describe::GAMMA,
+        describe::rows_output("dx", "dx-out", "dx, [..., N]"),
+        crate::op::Param {
+            name: "dgamma",
+            flag: "dgamma-out",
+            role: crate::op::Role::Output,
+            elem: crate::op::Elem::Op,
+            dims: describe::VECTOR,
+            doc: "dgamma, [N]",
+        },
+    ],
+    scalars: &[describe::eps(1e-6)],
+    dtypes: describe::DTYPES,
+    launch: op::launch,
+    sample: op::sample,
+    error: op::error,
+    tolerance: describe::tolerance,
+    cases: describe::cases,
+    bytes: |s, d| describe::bytes(s, d, 3.0, 2.0),
+};
+
+#[cfg(not(target_arch = "nvptx64"))]
+use crate::rows::describe;
+
+#[cfg(not(target_arch = "nvptx64"))]
+mod op {
+    use crate::op::{norm_relative_error, worst, HostOutput, Launch, Launched, Rng, Sizes};
+    use ck_core::host::Device;
+
+    pub fn launch(d: &Device, l: &mut Launch) -> Launched {
+        let p = (l.sizes.u32("M"), l.sizes.u32("N"), l.scalar("eps"));
+        crate::by_dtype!(l.dtype, T => {
+            let (mut dx, mut dgamma) = (l.take::<T>(d, "dx")?, l.take::<T>(d, "dgamma")?);
+            let inputs = (l.input::<T>("dy")?, l.input::<T>("x")?, l.input::<T>("gamma")?);
+            let st = super::host::launch(d, (inputs, (&mut dx, &mut dgamma)), p);
+            l.put("dx", dx);
+            l.put("dgamma", dgamma);
+            st
+        })
+    }
+
+    /// dy and x in [−1, 1], gamma in [0.5, 2.5].
+    pub fn sample(s: &Sizes, rng: &mut Rng) -> Vec<Vec<f32>> {
+        let (m, n) = (s.get("M"), s.get("N"));
+        let (dy, x) = (rng.values(m * n, 1.0, 0.0), rng.values(m * n, 1.0, 0.0));
+        vec![dy, x, rng.values(n, 1.0, 1.5)]
+    }
+
+    /// Both gradients norm-wise against fp64, `dx` relative to the size of its two terms (see
+    /// `reference`), `dgamma` (a sum over every row, whose elements may cancel) to itself.
+    pub fn error(o: &HostOutput) -> f64 {
+        let (mn, eps) = ((o.sizes.u32("M"), o.sizes.u32("N")), o.scalar("eps"));
+        let inputs = (o.input("dy"), o.input("x"), o.input("gamma"));
+        let (dx, dgamma, size) = super::host::reference(inputs, mn, eps);
+        let got = |name| o.output(name).unwrap_or(&[]);
+        let (num, den) = got("dx")
+            .iter()
+            .zip(&dx)
+            .zip(&size)
+            .fold((0.0, 0.0), |(num, den), ((&g, &w), &s)| {
+                (num + (g as f64 - w).powi(2), den + s * s)
+            });
+        let dx_err = match got("dx").iter().any(|v| v.is_nan()) {
+            true => f64::NAN,
+            false => (num / f64::max(den, 1e-300)).sqrt(),
+        };
+        worst(dx_err, norm_relative_error(got("dgamma"), &dgamma))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host::{launch_with_blocks, reference};
+    use crate::op::{HostCall, Rng};
+    use ck_core::host::{Device, DeviceBuffer};
+
+    /// `Σ dy · rmsnorm(x)` in f64, written here from the definition.
+    fn loss(dy: &[f64], x: &[f64], g: &[f64], n: usize, eps: f64) -> f64 {
+        let mut total = 0.0;
+        for (row, dyr) in x.chunks(n).zip(dy.chunks(n)) {
+            let r = 1.0 / (row.iter().map(|v| v * v).sum::<f64>() / n as f64 + eps).sqrt();
+            total += (0..n).map(|j| dyr[j] * row[j] * r * g[j]).sum::<f64>();
+        }
+        total
+    }
+
+    #[test]
+    fn the_reference_is_the_gradient_of_the_forward() {
+        let (m, n, eps) = (3usize, 7usize, 1e-3);
+        let mut rng = Rng(11);
+        let (dy, x, g) = (
+            rng.values(m * n, 1.0, 0.0),
+            rng.values(m * n, 1.0, 0.0),
+            rng.values(n, 1.0, 1.5),
+        );
+        let (dx, dgamma, _) = reference((&dy, &x, &g), (m as u32, n as u32), eps);
+        let wide = |v: &[f32]| v.iter().map(|&a| a as f64).collect::<Vec<_>>();
+        let (dy, x, g) = (wide(&dy), wide(&x), wide(&g));
+        let h = 1e-6;
+        let slope = |f: &dyn Fn(f64) -> f64| (f(h) - f(-h)) / (2.0 * h);
+        for i in 0..m * n {
+            let at = |d: f64| {
+                let mut x = x.clone();
+                x[i] += d;
+                loss(&dy, &x, &g, n, eps as f64)
+            };
+            assert!(
+                (slope(&at) - dx[i]).abs() < 1e-7,
+                "dx[{i}]: {} vs {}",
+                slope(&at),
+                dx[i]
+            );
+        }
+        for j in 0..n {
+            let at = |d: f64| {
+                let mut g = g.clone();
+                g[j] += d;
+                loss(&dy, &x, &g, n, eps as f64)
+            };
+            assert!((slope(&at) - dgamma[j]).abs() < 1e-7, "dgamma[{j}]");
+        }
+    }
+
+    /// Few blocks, so that each walks several row tiles: the short rows' accumulators in
+    /// registers, the long rows' in the workspace; the same bits as the full grid's `dx`, and a
+    /// `dgamma` within rounding of it (the partial sums are grouped differently).
+    #[test]
+    fn blocks_that_walk_several_row_tiles() {
+        let device = Device::emulator();
+        for (m, n) in [(37u32, 100u32), (5, 8200)] {
+            let mut rng = Rng(5);
+            let len = (m * n) as usize;
+            let (dy, x, g) = (
+                rng.values(len, 1.0, 0.0),
+                rng.values(len, 1.0, 0.0),
+                rng.values(n as usize, 1.0, 1.5),
+            );
+            let up = |v: &[f32]| DeviceBuffer::from_slice(&device, v).unwrap();
+            let (dyb, xb, gb) = (up(&dy), up(&x), up(&g));
+            let (mut dx, mut dgamma) = (up(&vec![f32::NAN; len]), up(&vec![f32::NAN; n as usize]));
+            let tensors = ((&dyb, &xb, &gb), (&mut dx, &mut dgamma));
+            launch_with_blocks(&device, tensors, (m, n, 1e-6), 2).unwrap();
+            let full = HostCall::new(&super::OP)
+                .input("dy", &dy, &[m as usize, n as usize])
+                .input("x", &x, &[m as usize, n as usize])
+                .input("gamma", &g, &[n as usize])
+                .run(&device)
+                .unwrap();
+            assert_eq!(
+                dx.to_vec().unwrap(),
+                full.output("dx").unwrap(),
+                "{m}x{n} dx"
+            );
+            let (want, got) = (full.output("dgamma").unwrap(), dgamma.to_vec().unwrap());
+            for (j, (a, b)) in got.iter().zip(want).enumerate() {
+                assert!(
+                    (a - b).abs() <= 1e-5 * b.abs().max(1.0),
+                    "{m}x{n} dgamma[{j}]: {a} vs {b}"
+                );
+            }
+        }
+    }
+}
