@@ -3,6 +3,7 @@
 //! operations give one after the other, with one read of x and of the residual and one write of
 //! r and of y. Rows longer than one tile read their `r` back for the second pass.
 
+#[cfg(not(target_arch = "nvptx64"))]
 use crate::rows::describe;
 use crate::rows::plan::*;
 use ck_core::device::*;

@@ -16,6 +16,7 @@
 //! is its first value, so `x − mean` stays exact-ish far from zero), and one `block_reduce_x`
 //! merges them (Chan's update) — one reduction, one trip through shared memory and two barriers fewer.
 
+#[cfg(not(target_arch = "nvptx64"))]
 use crate::rows::describe;
 use crate::rows::plan::*;
 use ck_core::device::*;

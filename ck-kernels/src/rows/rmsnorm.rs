@@ -10,6 +10,7 @@
 //!
 //! The tile per row length follows [`RowTile::for_columns`](crate::rows::plan::RowTile::for_columns).
 
+#[cfg(not(target_arch = "nvptx64"))]
 use crate::rows::describe;
 use crate::rows::plan::*;
 use ck_core::device::*;

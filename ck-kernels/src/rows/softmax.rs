@@ -7,6 +7,7 @@
 //! `(max, sum)` per row — on a new max the sum is rescaled by `exp2((old − new)·log₂e)` — and
 //! one `block_reduce_x` of the pair merges them; then every tile again for the output.
 
+#[cfg(not(target_arch = "nvptx64"))]
 use crate::rows::describe;
 use crate::rows::plan::*;
 use ck_core::device::*;
