@@ -15,9 +15,9 @@
 //!    `(Σx², Σ dy·gamma·x)` over the row with one `block_reduce_x`, writes `dx`, and adds `dy ·
 //!    x · r` into a tile of per-thread accumulators — each thread owns the same columns in
 //!    every row tile, so the accumulators stay in registers. At the end each block writes them
-//!    as its rows of a `[blocks · rows per tile, N]` f32 workspace. Rows longer than a tile are
-//!    read twice (the sums, then `dx`), and their columns' sums kept in the block's workspace
-//!    rows instead of registers.
+//!    as its rows of a `[blocks · rows per tile, N]` f32 workspace. Rows longer than 8192 (the
+//!    `_long` kernels) are read twice (the sums, then `dx`), and their columns' sums kept in
+//!    the block's workspace rows instead of registers.
 //! 2. `column_sum_*`: `dgamma[j]` = the sum of column `j` of the workspace, 8 rows at a time per
 //!    block of 128 columns, the 8 partial sums combined with `block_reduce_x` over X0.
 
@@ -44,7 +44,7 @@ fn add_pair(a: (f32, f32), b: (f32, f32)) -> (f32, f32) {
 
 /// The shared body of every configuration of the first kernel.
 #[inline(always)]
-fn rmsnorm_bwd_tile<D, T, const VEC: usize>(
+fn rmsnorm_bwd_tile<D, T, const VEC: usize, const LONG: bool>(
     (dy, x, gamma): (Global<T>, Global<T>, Global<T>),
     (dx, partial): (GlobalMut<T>, GlobalMut<f32>),
     (m, n, eps): (u32, u32, f32),
@@ -67,8 +67,11 @@ fn rmsnorm_bwd_tile<D, T, const VEC: usize>(
     let part_row = (block * rows as u32) as i32;
     let pv = View2::<_, f32, 4>::new(partial, grid * rows as u32, n, n);
     let mut wp = make_tile_window::<D, _>(pv, [part_row, 0]);
-    if tiles == 1 {
-        let g = wg.load::<T>().map(T::to_f32);
+    if !LONG {
+        assert!(
+            tiles == 1,
+            "rmsnorm_bwd: a row longer than the tile; use the _long kernel"
+        );
         let mut dgamma = DistributedTensor::<D, f32>::zeros();
         let mut t = block;
         while t < row_tiles {
@@ -80,7 +83,9 @@ fn rmsnorm_bwd_tile<D, T, const VEC: usize>(
                 wx.load::<T>().map(T::to_f32),
                 wdy.load::<T>().map(T::to_f32),
             );
-            let gdy = dyf.zip_map(&g, |d, g| d * g);
+            // gamma again for every row tile (from L1): kept, it would hold registers that
+            // the loads in flight need.
+            let gdy = dyf.zip_map(&wg.load::<T>().map(T::to_f32), |d, g| d * g);
             let pairs = xf.zip_map(&gdy, |v, d| (v * v, d * v));
             let sums = block_reduce_x::<D, (f32, f32), 1, SCRATCH>(&pairs, add_pair, scratch);
             let r = sums.map(|(ss, _)| math::rsqrt(ss * inv_n + eps));
@@ -153,7 +158,7 @@ fn rmsnorm_bwd_tile<D, T, const VEC: usize>(
 }
 
 macro_rules! rmsnorm_bwd_kernel {
-    ($name:ident, $dist:ident, $t:ty, $vec:literal, $block:literal) => {
+    ($name:ident, $dist:ident, $t:ty, $vec:literal, $block:literal, $long:literal) => {
         #[doc = concat!("RMSNorm backward with `", stringify!($dist), "` tiles, `", stringify!($t), "` in and out.")]
         #[tile_kernel(block = $block, distributions($dist))]
         pub fn $name(
@@ -167,7 +172,7 @@ macro_rules! rmsnorm_bwd_kernel {
             eps: f32,
         ) {
             let scratch = shared!(u32; SCRATCH);
-            rmsnorm_bwd_tile::<$dist, $t, $vec>((dy, x, gamma), (dx, partial), (m, n, eps), &scratch);
+            rmsnorm_bwd_tile::<$dist, $t, $vec, $long>((dy, x, gamma), (dx, partial), (m, n, eps), &scratch);
         }
     };
 }
@@ -185,14 +190,16 @@ instances! {
         eps: f32,
     ),
     f32 {
-        Rows Padded => rmsnorm_bwd_f32_rows / RmsnormBwdF32Rows (RowsF32, f32, 4, 256),
-        Row4096 Padded => rmsnorm_bwd_f32_c4096 / RmsnormBwdF32C4096 (RowF32x4096, f32, 4, 128),
-        Row8192 Padded => rmsnorm_bwd_f32_c8192 / RmsnormBwdF32C8192 (RowF32x8192, f32, 4, 256),
+        Rows Padded => rmsnorm_bwd_f32_rows / RmsnormBwdF32Rows (RowsF32, f32, 4, 256, false),
+        Row4096 Padded => rmsnorm_bwd_f32_c4096 / RmsnormBwdF32C4096 (RowF32x4096, f32, 4, 128, false),
+        Row8192 Padded => rmsnorm_bwd_f32_c8192 / RmsnormBwdF32C8192 (RowF32x8192, f32, 4, 256, false),
+        Row8192 Long => rmsnorm_bwd_f32_long / RmsnormBwdF32Long (RowF32x8192, f32, 4, 256, true),
     }
     Bf16 {
-        Rows Padded => rmsnorm_bwd_bf16_rows / RmsnormBwdBf16Rows (RowsBf16, Bf16, 8, 256),
-        Row4096 Padded => rmsnorm_bwd_bf16_c4096 / RmsnormBwdBf16C4096 (RowBf16x4096, Bf16, 8, 128),
-        Row8192 Padded => rmsnorm_bwd_bf16_c8192 / RmsnormBwdBf16C8192 (RowBf16x8192, Bf16, 8, 256),
+        Rows Padded => rmsnorm_bwd_bf16_rows / RmsnormBwdBf16Rows (RowsBf16, Bf16, 8, 256, false),
+        Row4096 Padded => rmsnorm_bwd_bf16_c4096 / RmsnormBwdBf16C4096 (RowBf16x4096, Bf16, 8, 128, false),
+        Row8192 Padded => rmsnorm_bwd_bf16_c8192 / RmsnormBwdBf16C8192 (RowBf16x8192, Bf16, 8, 256, false),
+        Row8192 Long => rmsnorm_bwd_bf16_long / RmsnormBwdBf16Long (RowBf16x8192, Bf16, 8, 256, true),
     }
 }
 
