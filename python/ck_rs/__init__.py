@@ -160,10 +160,31 @@ def _out(call, out, shape, like=None, float32=False, name="out"):
     return out
 
 
+def _differentiable(op, out, *tensors):
+    """Whether the call must go through ``torch.ops.ck_rs.<op>``, whose autograd formula keeps
+    the gradient: torch tensors that require grad, with grad enabled (then ``out=`` is an error,
+    as for torch's own ops)."""
+    if _torch is None or not _torch.is_grad_enabled():
+        return False
+    if not any(_is_torch(t) and t.requires_grad for t in tensors):
+        return False
+    if out is not None:
+        raise _error(
+            ValueError,
+            "no-backward",
+            f"ck_rs.{op}(..., out=...) cannot record a gradient; leave out `out`, or call it "
+            "under torch.no_grad()",
+        )
+    return True
+
+
 def rmsnorm(x, gamma, eps=1e-6, *, out=None):
     """RMSNorm over the last dimension: ``y = x · rsqrt(mean(x²) + eps) · gamma``.
 
-    ``x`` is ``[..., N]``, ``gamma`` ``[N]``; float32 or bfloat16 (f32 arithmetic)."""
+    ``x`` is ``[..., N]``, ``gamma`` ``[N]``; float32 or bfloat16 (f32 arithmetic). Tensors that
+    require grad get gradients for ``x`` and ``gamma`` (``rmsnorm_backward``)."""
+    if _differentiable("rmsnorm", out, x, gamma):
+        return ops.rmsnorm(x, gamma, eps)
     c = _Call("rmsnorm", x=x, gamma=gamma)
     y = _out(c, out, tuple(x.shape), x)
     c.run("rmsnorm", {"x": x, "gamma": gamma, "y": y}, eps=eps)
@@ -377,25 +398,31 @@ def _shape(param, sizes):
 
 
 def _operator(desc):
-    """A function for an operator of the registry that has no hand-written one: its inputs
-    positional or by name, its scalars by name (with their defaults); returns its outputs (one
+    """A function for an operator of the registry that has no hand-written one: its inputs and
+    then its scalars (with their defaults), positional or by name; returns its outputs (one
     tensor, or a tuple in the description's order), allocated like its first input."""
     name = desc["name"]
     inputs = [p for p in desc["params"] if p["role"] == "input"]
     outputs = [p for p in desc["params"] if p["role"] == "output"]
     defaults = {s["name"]: s["default"] for s in desc["scalars"]}
 
+    names = [p["name"] for p in inputs] + list(defaults)
+
     def run(*args, **kwargs):
-        if len(args) > len(inputs):
-            raise TypeError(f"{name}() takes {len(inputs)} tensors, {len(args)} given")
-        tensors = dict(zip((p["name"] for p in inputs), args))
-        for p in inputs[len(args) :]:
-            if p["name"] not in kwargs:
+        if len(args) > len(names):
+            raise TypeError(f"{name}() takes at most {len(names)} arguments, {len(args)} given")
+        given = dict(zip(names, args))
+        if dup := sorted(given.keys() & kwargs.keys()):
+            raise TypeError(f"{name}() got {dup} twice")
+        given.update(kwargs)
+        tensors = {}
+        for p in inputs:
+            if p["name"] not in given:
                 raise TypeError(f"{name}() is missing the tensor `{p['name']}`")
-            tensors[p["name"]] = kwargs.pop(p["name"])
-        scalars = {k: kwargs.pop(k, v) for k, v in defaults.items()}
-        if kwargs:
-            raise TypeError(f"{name}() got unexpected arguments {sorted(kwargs)}")
+            tensors[p["name"]] = given.pop(p["name"])
+        scalars = {k: given.pop(k, v) for k, v in defaults.items()}
+        if given:
+            raise TypeError(f"{name}() got unexpected arguments {sorted(given)}")
         c = _Call(name, **tensors)
         sizes, first = _sizes(desc, tensors), tensors[inputs[0]["name"]]
         outs = {

@@ -2,9 +2,10 @@
 implementation, so that ``torch.compile`` keeps them in its graph without a break.
 
 The implementations run below autograd (under ``torch.no_grad()``, so the eager functions' check
-for tensors that require grad does not apply to them): called on such tensors, an op keeps the
-graph, and ``backward()`` raises torch's error for an op with no autograd formula, rather than
-losing the gradient."""
+for tensors that require grad does not apply to them). An op with a backward operator has its
+autograd formula registered (``rmsnorm``: ``rmsnorm_backward``, saving only its inputs); on the
+others ``backward()`` raises torch's error for an op with no autograd formula, rather than
+losing the gradient. A backward op's own backward (double backward) is an error."""
 
 from typing import List, Optional, Tuple
 
@@ -138,3 +139,32 @@ def _register(desc):
 for _desc in ck_rs._OPERATORS:
     if _desc["name"] not in globals():
         globals()[_desc["name"]] = _register(_desc)
+
+
+def _rmsnorm_setup(ctx, inputs, output):
+    x, gamma, eps = inputs
+    ctx.save_for_backward(x, gamma)
+    ctx.eps = eps
+
+
+def _rmsnorm_backward(ctx, dy):
+    x, gamma = ctx.saved_tensors
+    dx, dgamma = rmsnorm_backward(dy.contiguous(), x, gamma, eps=ctx.eps)
+    return dx, dgamma, None
+
+
+rmsnorm.register_autograd(_rmsnorm_backward, setup_context=_rmsnorm_setup)
+
+
+def _no_double_backward(name):
+    def backward(ctx, *grads):
+        raise RuntimeError(
+            f"error[no-double-backward]: ck_rs::{name} has no backward of its own (double "
+            "backward, e.g. a gradient penalty); compute that term with torch ops"
+        )
+
+    return backward
+
+
+for _name in ("rmsnorm_backward",):
+    globals()[_name].register_autograd(_no_double_backward(_name), setup_context=lambda *a: None)

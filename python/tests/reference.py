@@ -15,6 +15,17 @@ def rmsnorm(x, gamma, eps):
     return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps) * gamma.astype(np.float64)
 
 
+def rmsnorm_backward(dy, x, gamma, eps):
+    """The gradients of ``sum(dy · rmsnorm(x))`` by the chain rule: ``(dx, dgamma)``."""
+    dy, x, gamma = (a.astype(np.float64) for a in (dy, x, gamma))
+    n = x.shape[-1]
+    r = 1.0 / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps)
+    dot = (dy * gamma * x).sum(axis=-1, keepdims=True)
+    dx = r * gamma * dy - x * r**3 * dot / n
+    dgamma = (dy * x * r).reshape(-1, n).sum(axis=0)
+    return dx, dgamma
+
+
 def layernorm(x, gamma, beta, eps):
     x = x.astype(np.float64)
     mean = x.mean(axis=-1, keepdims=True)

@@ -33,6 +33,22 @@ def test_rmsnorm_leading_dimensions_are_rows_and_out_is_written():
 
 
 @pytest.mark.parametrize("m,n", ROWS)
+def test_rmsnorm_backward_from_the_registry(m, n):
+    """An operator with no hand-written wrapper: ``ck_rs.rmsnorm_backward`` comes from its
+    description (inputs positional, scalars by name, outputs in order)."""
+    dy, x, g = randn(m, n), randn(m, n), randn(n) + 1.5
+    dx, dgamma = ck_rs.rmsnorm_backward(dy, x, g, eps=1e-5)
+    assert dx.shape == (m, n) and dgamma.shape == (n,) and dx.dtype == np.float32
+    want_dx, want_dgamma = ref.rmsnorm_backward(dy, x, g, 1e-5)
+    # dx is a difference of two terms that cancel where a row has one element: its error is
+    # relative to the first term's size, r · gamma · dy.
+    r = 1.0 / np.sqrt((x.astype(np.float64) ** 2).mean(axis=-1, keepdims=True) + 1e-5)
+    assert np.linalg.norm(dx - want_dx) / np.linalg.norm(r * g * dy) < 1e-5
+    assert ref.rel_err(dgamma, want_dgamma) < 1e-5
+    assert "rmsnorm_backward" in ck_rs.__all__ and "dy, x, gamma" in ck_rs.rmsnorm_backward.__doc__
+
+
+@pytest.mark.parametrize("m,n", ROWS)
 def test_add_rmsnorm(m, n):
     x, res, g = randn(m, n), randn(m, n), randn(n)
     y, r = ck_rs.add_rmsnorm(x, res, g, eps=1e-6)

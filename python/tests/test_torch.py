@@ -123,7 +123,6 @@ def test_torch_and_numpy_do_not_mix():
 
 
 GRAD_CALLS = {
-    "rmsnorm": lambda x, g: ck_rs.rmsnorm(x, g),
     "add_rmsnorm": lambda x, g: ck_rs.add_rmsnorm(x, x, g),
     "layernorm": lambda x, g: ck_rs.layernorm(x, g, g),
     "softmax": lambda x, g: ck_rs.softmax(x),
@@ -148,13 +147,81 @@ def test_requires_grad_inputs_are_read_under_no_grad():
     assert ref.rel_err(np64(y), ref.rmsnorm(np64(x), np.ones(64), 1e-6)) < 1e-5
 
 
-def test_the_custom_op_keeps_the_graph_and_its_backward_is_an_error():
+def test_a_custom_op_without_backward_keeps_the_graph_and_its_backward_is_an_error():
     x = randn(4, 64).requires_grad_()
-    y = torch.ops.ck_rs.rmsnorm(x, torch.ones(64))
+    y = torch.ops.ck_rs.softmax(x)
     assert y.requires_grad
-    assert ref.rel_err(np64(y), ref.rmsnorm(np64(x), np.ones(64), 1e-6)) < 1e-5
+    assert ref.rel_err(np64(y), ref.softmax(np64(x))) < 1e-5
     with pytest.raises(RuntimeError, match="autograd"):
         y.sum().backward()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("shape", [(1, 1), (2, 3, 257), (9, 4099), (3, 9000)])
+def test_rmsnorm_gradients_match_torch_autograd_in_fp64(device, dtype, shape):
+    """``ck_rs.rmsnorm`` (eager, and through the custom op) on tensors that require grad: the
+    gradients of x and gamma against torch's autograd of the same function in float64."""
+    x = randn(*shape, device=device, dtype=dtype).requires_grad_()
+    g = (randn(shape[-1], device=device, dtype=dtype) + 1.5).requires_grad_()
+    dy = randn(*shape, device=device, dtype=dtype)
+    x64, g64 = (t.detach().double().requires_grad_() for t in (x, g))
+    want = torch.nn.functional.rms_norm(x64, (shape[-1],), g64, 1e-6)
+    want.backward(dy.double())
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    for call in (ck_rs.rmsnorm, torch.ops.ck_rs.rmsnorm):
+        x.grad = g.grad = None
+        y = call(x, g)
+        assert y.requires_grad and y.dtype == dtype
+        y.backward(dy)
+        assert x.grad.dtype == dtype and g.grad.dtype == dtype
+        for got, ref64 in ((x.grad, x64.grad), (g.grad, g64.grad)):
+            err = (got.double() - ref64).norm() / ref64.norm()
+            assert err < tol, f"{call}: {err}"
+
+
+def test_rmsnorm_with_out_cannot_record_a_gradient():
+    x = randn(4, 64).requires_grad_()
+    with pytest.raises(ValueError, match=r"^error\[no-backward\]: ck_rs\.rmsnorm\(\.\.\., out="):
+        ck_rs.rmsnorm(x, torch.ones(64), out=torch.empty(4, 64))
+
+
+def test_rmsnorm_double_backward_is_an_error():
+    x = randn(4, 64).requires_grad_()
+    (gx,) = torch.autograd.grad(torch.ops.ck_rs.rmsnorm(x, torch.ones(64)).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match=r"error\[no-double-backward\]"):
+        gx.sum().backward()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_training_step_compiles_with_the_ops_in_the_graph(device):
+    """A forward compiled with fullgraph=True (no graph break around the custom op) and its
+    backward through AOTAutograd's joint graph, where the op's autograd formula puts
+    ``rmsnorm_backward``: the loss and the gradients are eager's."""
+    x = randn(8, 256, device=device).requires_grad_()
+    g = randn(256, device=device).requires_grad_()
+
+    def loss(x, g):
+        y = torch.ops.ck_rs.rmsnorm(x, g, 1e-6)
+        return (y * y).sum()
+
+    loss(x, g).backward()
+    eager = (x.grad.clone(), g.grad.clone())
+    x.grad = g.grad = None
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    graphs = []
+
+    def record(gm, example_inputs):  # the forward's and the backward's graphs, as text
+        graphs.append(str(gm.graph))
+        return make_boxed_func(gm.forward)
+
+    compiled = torch.compile(loss, fullgraph=True, backend=aot_autograd(fw_compiler=record, bw_compiler=record))
+    compiled(x, g).backward()
+    torch.testing.assert_close((x.grad, g.grad), eager)
+    assert "ck_rs.rmsnorm.default" in graphs[0], graphs[0]
+    assert any("ck_rs.rmsnorm_backward.default" in g for g in graphs[1:]), graphs
 
 
 @pytest.mark.parametrize("device", DEVICES)
