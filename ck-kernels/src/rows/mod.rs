@@ -10,6 +10,7 @@
 //! | [`add_rmsnorm`] | `add_rmsnorm_{f32,bf16}_*`: `r = x + residual` written out, `y = rmsnorm(r) · gamma` |
 //! | [`layernorm`] | `layernorm_{f32,bf16}_*`: LayerNorm on shifted data, optionally each row's mean and rstd |
 //! | [`softmax`] | `softmax_{f32,bf16}_*`: row softmax, online `(max, sum)` for rows longer than a tile |
+//! | [`softmax_bwd`] | `softmax_bwd_{f32,bf16}_*`: `dx = y · (dy − Σ dy·y)` |
 //!
 //! Each operator file holds its kernels (one per tile of the plan), their host launcher, the
 //! fp64 CPU reference and its description `OP` (listed in [`OPS`], which the registry
@@ -23,6 +24,7 @@ pub mod plan;
 pub mod rmsnorm;
 pub mod rmsnorm_bwd;
 pub mod softmax;
+pub mod softmax_bwd;
 
 /// The family's operators, as the registry lists them.
 #[cfg(not(target_arch = "nvptx64"))]
@@ -32,4 +34,5 @@ pub const OPS: &[&crate::op::Op] = &[
     &add_rmsnorm::OP,
     &layernorm::OP,
     &softmax::OP,
+    &softmax_bwd::OP,
 ];
