@@ -5,8 +5,9 @@
 //! |---|---|
 //! | [`plan`] | the tile plan: how a block covers rows of N columns, which tile a row length gets ([`plan::RowTile::for_columns`]), the instance table ([`plan::Instance`]) |
 //! | [`describe`] | what the operators' descriptions share (`x`, `gamma`, `y`, `eps`, the checked shapes) |
+//! | [`column_sum`] | `column_sum_*`: the backward kernels' workspace columns summed in a fixed order (`dgamma`, `dbeta`) |
 //! | [`rmsnorm`] | `rmsnorm_{f32,bf16}_*`: `y = x · rsqrt(mean(x²) + eps) · gamma` |
-//! | [`rmsnorm_bwd`] | `rmsnorm_bwd_{f32,bf16}_*`, `column_sum_*`: `dx` and `dgamma` (a deterministic two-kernel column sum) |
+//! | [`rmsnorm_bwd`] | `rmsnorm_bwd_{f32,bf16}_*`: `dx` and `dgamma` (per-block column sums, then [`column_sum`]) |
 //! | [`add_rmsnorm`] | `add_rmsnorm_{f32,bf16}_*`: `r = x + residual` written out, `y = rmsnorm(r) · gamma` |
 //! | [`layernorm`] | `layernorm_{f32,bf16}_*`: LayerNorm on shifted data, optionally each row's mean and rstd |
 //! | [`softmax`] | `softmax_{f32,bf16}_*`: row softmax, online `(max, sum)` for rows longer than a tile |
@@ -14,9 +15,11 @@
 //!
 //! Each operator file holds its kernels (one per tile of the plan), their host launcher, the
 //! fp64 CPU reference and its description `OP` (listed in [`OPS`], which the registry
-//! iterates); every operator depends on [`plan`] and [`describe`] and on nothing else here.
+//! iterates); every operator depends on [`plan`] and [`describe`] (the backward ones also on
+//! [`column_sum`]) and on nothing else here.
 
 pub mod add_rmsnorm;
+pub mod column_sum;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod describe;
 pub mod layernorm;
