@@ -35,7 +35,10 @@ fn malformed_options_are_usage_errors() {
             &["copy", "--warmup", "-1"],
             "--warmup: `-1` is not a whole number ≥ 0",
         ),
-        (&["matmul"], "unknown benchmark `matmul`; available: rmsnorm, "),
+        (
+            &["matmul"],
+            "unknown benchmark `matmul`; available: rmsnorm, ",
+        ),
     ] {
         let (code, stderr) = ck_bench(args);
         assert_eq!(code, 1, "{args:?}: {stderr}");
@@ -48,7 +51,10 @@ fn malformed_options_are_usage_errors() {
     let (_, stderr) = ck_bench(&["matmul"]);
     let ops = ck_kernels::registry::operators().map(|op| op.command());
     for name in ops.chain(["copy", "gemm", "attention"].map(String::from)) {
-        assert!(stderr.contains(&format!(" {name}")), "{name} missing: {stderr}");
+        assert!(
+            stderr.contains(&format!(" {name}")),
+            "{name} missing: {stderr}"
+        );
     }
 }
 
