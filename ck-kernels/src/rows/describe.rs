@@ -44,6 +44,36 @@ pub const fn vector_input(name: &'static str, doc: &'static str) -> Param {
     }
 }
 
+/// A row-vector output (`dgamma`, `dbeta`).
+pub const fn vector_output(name: &'static str, flag: &'static str, doc: &'static str) -> Param {
+    Param {
+        name,
+        flag,
+        role: Role::Output,
+        elem: Elem::Op,
+        dims: VECTOR,
+        doc,
+    }
+}
+
+/// A per-row statistic, f32 (`mean`, `rstd`): an input of a backward, an optional output of a
+/// forward.
+pub const fn statistic(
+    role: Role,
+    name: &'static str,
+    flag: &'static str,
+    doc: &'static str,
+) -> Param {
+    Param {
+        name,
+        flag,
+        role,
+        elem: Elem::F32,
+        dims: &[Dim::Rows],
+        doc,
+    }
+}
+
 /// `x`, the rows (`--input`).
 pub const X: Param = rows_input("x", "input", "x, [..., N]");
 /// `gamma`, the scale.

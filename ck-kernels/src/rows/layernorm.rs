@@ -394,23 +394,20 @@ pub const OP: crate::op::Op = crate::op::Op {
     bytes: |s, d| describe::bytes(s, d, 2.0, 2.0),
 };
 
-/// A per-row statistic, f32, written when asked for (what a backward pass needs).
 #[cfg(not(target_arch = "nvptx64"))]
-const fn stat(name: &'static str, flag: &'static str, doc: &'static str) -> crate::op::Param {
-    crate::op::Param {
-        name,
-        flag,
-        role: crate::op::Role::OptionalOutput,
-        elem: crate::op::Elem::F32,
-        dims: &[crate::op::Dim::Rows],
-        doc,
-    }
-}
-
+const STAT_MEAN: crate::op::Param = describe::statistic(
+    crate::op::Role::OptionalOutput,
+    "mean",
+    "mean-out",
+    "each row's mean, [...]",
+);
 #[cfg(not(target_arch = "nvptx64"))]
-const STAT_MEAN: crate::op::Param = stat("mean", "mean-out", "each row's mean, [...]");
-#[cfg(not(target_arch = "nvptx64"))]
-const STAT_RSTD: crate::op::Param = stat("rstd", "rstd-out", "each row's rsqrt(var + eps), [...]");
+const STAT_RSTD: crate::op::Param = describe::statistic(
+    crate::op::Role::OptionalOutput,
+    "rstd",
+    "rstd-out",
+    "each row's rsqrt(var + eps), [...]",
+);
 
 #[cfg(not(target_arch = "nvptx64"))]
 mod op {

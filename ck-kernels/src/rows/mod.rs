@@ -10,6 +10,7 @@
 //! | [`rmsnorm_bwd`] | `rmsnorm_bwd_{f32,bf16}_*`: `dx` and `dgamma` (per-block column sums, then [`column_sum`]) |
 //! | [`add_rmsnorm`] | `add_rmsnorm_{f32,bf16}_*`: `r = x + residual` written out, `y = rmsnorm(r) · gamma` |
 //! | [`layernorm`] | `layernorm_{f32,bf16}_*`: LayerNorm on shifted data, optionally each row's mean and rstd |
+//! | [`layernorm_bwd`] | `layernorm_bwd_{f32,bf16}_*`: `dx`, `dgamma`, `dbeta` from the forward's mean and rstd |
 //! | [`softmax`] | `softmax_{f32,bf16}_*`: row softmax, online `(max, sum)` for rows longer than a tile |
 //! | [`softmax_bwd`] | `softmax_bwd_{f32,bf16}_*`: `dx = y · (dy − Σ dy·y)` |
 //!
@@ -23,6 +24,7 @@ pub mod column_sum;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod describe;
 pub mod layernorm;
+pub mod layernorm_bwd;
 pub mod plan;
 pub mod rmsnorm;
 pub mod rmsnorm_bwd;
@@ -36,6 +38,7 @@ pub const OPS: &[&crate::op::Op] = &[
     &rmsnorm_bwd::OP,
     &add_rmsnorm::OP,
     &layernorm::OP,
+    &layernorm_bwd::OP,
     &softmax::OP,
     &softmax_bwd::OP,
 ];

@@ -1,0 +1,534 @@
+//! LayerNorm backward: from `dy`, `x`, `gamma` and the forward's row statistics (`mean`, `rstd`:
+//! what `layernorm` writes when asked, and what torch saves), with `x̂ = (x − mean) · rstd`,
+//!
+//! ```text
+//! dx[i, j]  = rstd_i · (g_j·dy_ij − mean_k(g_k·dy_ik) − x̂_ij · mean_k(g_k·dy_ik·x̂_ik))
+//! dgamma[j] = Σ_i dy_ij · x̂_ij
+//! dbeta[j]  = Σ_i dy_ij
+//! ```
+//!
+//! f32 or bf16 in and out (the statistics f32), f32 arithmetic, any M × N; deterministic, as
+//! [`crate::rows::rmsnorm_bwd`]: a grid of at most [`MAX_BLOCKS`] blocks walks the forward's row
+//! tiles, each thread keeping its columns' `dy · x̂` and `dy` in registers (rows past 8192,
+//! the `_long` kernels: in the block's workspace rows), then [`crate::rows::column_sum`] adds
+//! the blocks' rows in a fixed order.
+//!
+//! A row's statistics reach every thread of the row through the reduction itself: `mean` and
+//! `rstd` are read as `[M, 1]` columns (the other columns read as 0) and summed over the row,
+//! the same `block_reduce_x` that then reduces the pair `(g·dy, g·dy·x̂)`.
+
+use crate::rows::plan::*;
+use ck_core::device::*;
+#[cfg(not(target_arch = "nvptx64"))]
+use ck_core::host::DeviceBuffer;
+use ck_core::tile::{block_reduce_x, make_tile_window, DistributedTensor, View2};
+use ck_core::TileDistribution;
+use ck_macros::tile_kernel;
+
+/// Scratch for the pair reductions: `BLOCK_SIZE` (≤ 256) × 2 words.
+const SCRATCH: usize = 512;
+
+/// The most blocks of the first kernel (see [`crate::rows::rmsnorm_bwd::MAX_BLOCKS`]).
+pub const MAX_BLOCKS: u32 = 528;
+
+#[inline(always)]
+fn add_pair(a: (f32, f32), b: (f32, f32)) -> (f32, f32) {
+    (a.0 + b.0, a.1 + b.1)
+}
+
+/// The shared body of every configuration of the first kernel.
+#[inline(always)]
+fn layernorm_bwd_tile<D, T, const VEC: usize, const LONG: bool>(
+    (dy, x, gamma): (Global<T>, Global<T>, Global<T>),
+    (mean, rstd): (Global<f32>, Global<f32>),
+    (dx, part_g, part_b): (GlobalMut<T>, GlobalMut<f32>, GlobalMut<f32>),
+    (m, n): (u32, u32),
+    scratch: &SharedArray<u32, SCRATCH>,
+) where
+    D: TileDistribution<X = [i32; 2]>,
+    T: Real,
+{
+    let [rows, cols] = D::X_LENGTHS;
+    let (block, grid) = (block_idx(), grid_dim());
+    let row_tiles = m.div_ceil(rows as u32);
+    let tiles = if LONG {
+        n.div_ceil(cols as u32) as i32
+    } else {
+        1
+    };
+    assert!(
+        LONG || n <= cols as u32,
+        "layernorm_bwd: a row longer than the tile; use the _long kernel"
+    );
+    let inv_n = 1.0 / n as f32;
+    let mut wx = make_tile_window::<D, _>(View2::<_, T, VEC>::new(x, m, n, n), [0, 0]);
+    let mut wdy = make_tile_window::<D, _>(View2::<_, T, VEC>::new(dy, m, n, n), [0, 0]);
+    let mut wdx = make_tile_window::<D, _>(View2::<_, T, VEC>::new(dx, m, n, n), [0, 0]);
+    let mut wg =
+        make_tile_window::<D, _>(View2::<_, T, VEC>::new(gamma, rows as u32, n, 0), [0, 0]);
+    let mut wm = make_tile_window::<D, _>(View2::<_, f32, 1>::new(mean, m, 1, 1), [0, 0]);
+    let mut wr = make_tile_window::<D, _>(View2::<_, f32, 1>::new(rstd, m, 1, 1), [0, 0]);
+    // This block's rows of the two workspaces: row `block · rows + r` for row `r` of a tile.
+    let part_row = (block * rows as u32) as i32;
+    let parts = grid * rows as u32;
+    let mut wpg =
+        make_tile_window::<D, _>(View2::<_, f32, 4>::new(part_g, parts, n, n), [part_row, 0]);
+    let mut wpb =
+        make_tile_window::<D, _>(View2::<_, f32, 4>::new(part_b, parts, n, n), [part_row, 0]);
+    let mut acc_g = DistributedTensor::<D, f32>::zeros();
+    let mut acc_b = DistributedTensor::<D, f32>::zeros();
+    let mut t = block;
+    while t < row_tiles {
+        let row0 = (t * rows as u32) as i32;
+        // (mean, rstd) in every register of the row: column 0 holds them, the others 0.
+        wm.set_origin([row0, 0]);
+        wr.set_origin([row0, 0]);
+        let column = wm.load::<f32>().zip_map(&wr.load::<f32>(), |a, b| (a, b));
+        let stats = block_reduce_x::<D, (f32, f32), 1, SCRATCH>(&column, add_pair, scratch);
+        let mut acc = DistributedTensor::<D, (f32, f32)>::zeros();
+        for c in 0..tiles {
+            wx.set_origin([row0, c * cols]);
+            wdy.set_origin([row0, c * cols]);
+            wg.set_origin([0, c * cols]);
+            let xhat = wx
+                .load::<T>()
+                .zip_map(&stats, |v, (mu, r)| (v.to_f32() - mu) * r);
+            let gdy = wdy
+                .load::<T>()
+                .zip_map(&wg.load::<T>(), |d, g| d.to_f32() * g.to_f32());
+            acc = acc.zip_map(&gdy.zip_map(&xhat, |d, h| (d, d * h)), add_pair);
+        }
+        let sums = block_reduce_x::<D, (f32, f32), 1, SCRATCH>(&acc, add_pair, scratch);
+        for c in 0..tiles {
+            // One tile: the loads above, which the compiler keeps; long rows: read again.
+            wx.set_origin([row0, c * cols]);
+            wdy.set_origin([row0, c * cols]);
+            wdx.set_origin([row0, c * cols]);
+            wg.set_origin([0, c * cols]);
+            let xhat = wx
+                .load::<T>()
+                .zip_map(&stats, |v, (mu, r)| (v.to_f32() - mu) * r);
+            let dyf = wdy.load::<T>().map(T::to_f32);
+            let gdy = dyf.zip_map(&wg.load::<T>(), |d, g| d * g.to_f32());
+            let k = sums.zip_map(&stats, |(s1, s2), (_, r)| (s1 * inv_n, s2 * inv_n, r));
+            let out = gdy
+                .zip_map(&xhat, |d, h| (d, h))
+                .zip_map(&k, |(d, h), (c1, c2, r)| r * (d - c1 - h * c2))
+                .round_to::<T>();
+            wdx.store(&out);
+            let g_part = dyf.zip_map(&xhat, |d, h| d * h);
+            if !LONG {
+                acc_g = acc_g.zip_map(&g_part, |a, b| a + b);
+                acc_b = acc_b.zip_map(&dyf, |a, b| a + b);
+                continue;
+            }
+            wpg.set_origin([part_row, c * cols]);
+            wpb.set_origin([part_row, c * cols]);
+            if t == block {
+                wpg.store(&g_part);
+                wpb.store(&dyf);
+            } else {
+                wpg.store(&wpg.load::<f32>().zip_map(&g_part, |a, b| a + b));
+                wpb.store(&wpb.load::<f32>().zip_map(&dyf, |a, b| a + b));
+            }
+        }
+        t += grid;
+    }
+    if !LONG {
+        wpg.store(&acc_g);
+        wpb.store(&acc_b);
+    } else if block >= row_tiles {
+        // A block with no row tile still owns its workspace rows: they sum nothing.
+        for c in 0..tiles {
+            wpg.set_origin([part_row, c * cols]);
+            wpb.set_origin([part_row, c * cols]);
+            wpg.store(&DistributedTensor::<D, f32>::zeros());
+            wpb.store(&DistributedTensor::<D, f32>::zeros());
+        }
+    }
+}
+
+macro_rules! layernorm_bwd_kernel {
+    ($name:ident, $dist:ident, $t:ty, $vec:literal, $block:literal, $long:literal) => {
+        #[doc = concat!("LayerNorm backward with `", stringify!($dist), "` tiles, `", stringify!($t), "` in and out.")]
+        #[tile_kernel(block = $block, distributions($dist))]
+        #[allow(clippy::too_many_arguments)]
+        pub fn $name(
+            dy: Global<$t>,
+            x: Global<$t>,
+            gamma: Global<$t>,
+            mean: Global<f32>,
+            rstd: Global<f32>,
+            dx: GlobalMut<$t>,
+            part_g: GlobalMut<f32>,
+            part_b: GlobalMut<f32>,
+            m: u32,
+            n: u32,
+        ) {
+            let scratch = shared!(u32; SCRATCH);
+            layernorm_bwd_tile::<$dist, $t, $vec, $long>(
+                (dy, x, gamma),
+                (mean, rstd),
+                (dx, part_g, part_b),
+                (m, n),
+                &scratch,
+            );
+        }
+    };
+}
+
+instances! {
+    declare: layernorm_bwd_kernel,
+    launch(
+        dy: &DeviceBuffer<Self>,
+        x: &DeviceBuffer<Self>,
+        gamma: &DeviceBuffer<Self>,
+        mean: &DeviceBuffer<f32>,
+        rstd: &DeviceBuffer<f32>,
+        dx: &mut DeviceBuffer<Self>,
+        part_g: &mut DeviceBuffer<f32>,
+        part_b: &mut DeviceBuffer<f32>,
+        m: u32,
+        n: u32,
+    ),
+    f32 {
+        Rows Padded => layernorm_bwd_f32_rows / LayernormBwdF32Rows (RowsF32, f32, 4, 256, false),
+        Row4096 Padded => layernorm_bwd_f32_c4096 / LayernormBwdF32C4096 (RowF32x4096, f32, 4, 128, false),
+        Row8192 Padded => layernorm_bwd_f32_c8192 / LayernormBwdF32C8192 (RowF32x8192, f32, 4, 256, false),
+        Row8192 Long => layernorm_bwd_f32_long / LayernormBwdF32Long (RowF32x8192, f32, 4, 256, true),
+    }
+    Bf16 {
+        Rows Padded => layernorm_bwd_bf16_rows / LayernormBwdBf16Rows (RowsBf16, Bf16, 8, 256, false),
+        Row4096 Padded => layernorm_bwd_bf16_c4096 / LayernormBwdBf16C4096 (RowBf16x4096, Bf16, 8, 128, false),
+        Row8192 Padded => layernorm_bwd_bf16_c8192 / LayernormBwdBf16C8192 (RowBf16x8192, Bf16, 8, 256, false),
+        Row8192 Long => layernorm_bwd_bf16_long / LayernormBwdBf16Long (RowBf16x8192, Bf16, 8, 256, true),
+    }
+}
+
+/// Host side: the launches and the CPU reference.
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod host {
+    use super::*;
+    use crate::rows::column_sum::ColumnSum;
+    use ck_core::host::{Device, LaunchConfig, LaunchError, LaunchStats};
+
+    /// The device's workspaces of the first kernel's column sums (kept between launches).
+    pub const WORKSPACES: [&str; 2] = ["layernorm_bwd dgamma sums", "layernorm_bwd dbeta sums"];
+
+    /// The tensors of one backward: inputs `(dy, x, gamma)`, the forward's `(mean, rstd)`, and
+    /// the outputs `(dx, dgamma, dbeta)`.
+    pub struct Tensors<'a, T> {
+        /// dy, `m × n`.
+        pub dy: &'a DeviceBuffer<T>,
+        /// x, `m × n`.
+        pub x: &'a DeviceBuffer<T>,
+        /// gamma, `n`.
+        pub gamma: &'a DeviceBuffer<T>,
+        /// Each row's mean, `m`.
+        pub mean: &'a DeviceBuffer<f32>,
+        /// Each row's `rsqrt(var + eps)`, `m`.
+        pub rstd: &'a DeviceBuffer<f32>,
+        /// dx, `m × n`.
+        pub dx: &'a mut DeviceBuffer<T>,
+        /// dgamma, `n`.
+        pub dgamma: &'a mut DeviceBuffer<T>,
+        /// dbeta, `n`.
+        pub dbeta: &'a mut DeviceBuffer<T>,
+    }
+
+    /// Launches the three kernels of `T` for rows of `n` on device buffers.
+    pub fn launch<T: Kernels + ColumnSum>(
+        device: &Device,
+        t: Tensors<'_, T>,
+        problem: (u32, u32),
+    ) -> Result<LaunchStats, LaunchError> {
+        launch_with_blocks(device, t, problem, MAX_BLOCKS)
+    }
+
+    /// [`launch`] with at most `max_blocks` blocks in the first kernel (the tests use few, so
+    /// that small problems walk several row tiles per block).
+    pub fn launch_with_blocks<T: Kernels + ColumnSum>(
+        device: &Device,
+        t: Tensors<'_, T>,
+        (m, n): (u32, u32),
+        max_blocks: u32,
+    ) -> Result<LaunchStats, LaunchError> {
+        let instance = Instance::pick(n, T::DTYPE, T::INSTANCES);
+        let (rows, threads) = instance.tile.shape(T::DTYPE);
+        let blocks = m.div_ceil(rows).clamp(1, max_blocks.max(1));
+        let part_rows = blocks * rows;
+        let len = part_rows as usize * n as usize;
+        let take = |name| match device.take_workspace::<f32>(name, len)? {
+            Some(w) => Ok(w),
+            None => DeviceBuffer::zeros(device, len), // a stream being captured
+        };
+        let (mut pg, mut pb) = (take(WORKSPACES[0])?, take(WORKSPACES[1])?);
+        let cfg = LaunchConfig::new(blocks, threads);
+        let run = |pg: &mut DeviceBuffer<f32>, pb: &mut DeviceBuffer<f32>| {
+            let mut stats = T::launch_instance(
+                instance, device, cfg, t.dy, t.x, t.gamma, t.mean, t.rstd, t.dx, pg, pb, m, n,
+            )?;
+            for (part, out) in [(&*pg, t.dgamma), (&*pb, t.dbeta)] {
+                let sum = T::column_sum(device, part, out, part_rows, n)?;
+                stats.add(&sum); // every launch's counters and time
+                stats.elapsed += sum.elapsed;
+            }
+            Ok(stats)
+        };
+        let result = run(&mut pg, &mut pb);
+        device.keep_workspace(WORKSPACES[0], pg);
+        device.keep_workspace(WORKSPACES[1], pb);
+        result
+    }
+
+    /// The fp64 CPU reference from the given statistics: `(dx, dgamma, dbeta, size)`, `size`
+    /// the magnitude of the three terms each `dx` is made of (what its f32 error is relative
+    /// to).
+    #[allow(clippy::type_complexity)]
+    pub fn reference(
+        (dy, x, gamma): (&[f32], &[f32], &[f32]),
+        (mean, rstd): (&[f32], &[f32]),
+        (m, n): (u32, u32),
+    ) -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>) {
+        let n = n as usize;
+        let (mut dx, mut size) = (vec![0.0; x.len()], vec![0.0; x.len()]);
+        let (mut dgamma, mut dbeta) = (vec![0.0; n], vec![0.0; n]);
+        for i in 0..m as usize {
+            let (mu, r) = (mean[i] as f64, rstd[i] as f64);
+            let xhat: Vec<f64> = (0..n).map(|j| (x[i * n + j] as f64 - mu) * r).collect();
+            let gdy: Vec<f64> = (0..n)
+                .map(|j| gamma[j] as f64 * dy[i * n + j] as f64)
+                .collect();
+            let c1 = gdy.iter().sum::<f64>() / n as f64;
+            let c2 = (0..n).map(|j| gdy[j] * xhat[j]).sum::<f64>() / n as f64;
+            for j in 0..n {
+                dx[i * n + j] = r * (gdy[j] - c1 - xhat[j] * c2);
+                size[i * n + j] = r * (gdy[j].abs() + c1.abs() + (xhat[j] * c2).abs());
+                dgamma[j] += dy[i * n + j] as f64 * xhat[j];
+                dbeta[j] += dy[i * n + j] as f64;
+            }
+        }
+        (dx, dgamma, dbeta, size)
+    }
+}
+
+/// LayerNorm backward as every front end calls it.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const OP: crate::op::Op = crate::op::Op {
+    name: "layernorm_backward",
+    summary:
+        "LayerNorm backward: dx, dgamma and dbeta from dy, x, gamma and the forward's mean and rstd",
+    params: &[
+        describe::rows_input("dy", "dy", "dy, the gradient of y, [..., N]"),
+        describe::X,
+        describe::GAMMA,
+        describe::statistic(
+            crate::op::Role::Input,
+            "mean",
+            "mean",
+            "each row's mean (the forward's), [...]",
+        ),
+        describe::statistic(
+            crate::op::Role::Input,
+            "rstd",
+            "rstd",
+            "each row's rsqrt(var + eps) (the forward's), [...]",
+        ),
+        describe::rows_output("dx", "dx-out", "dx, [..., N]"),
+        describe::vector_output("dgamma", "dgamma-out", "dgamma, [N]"),
+        describe::vector_output("dbeta", "dbeta-out", "dbeta, [N]"),
+    ],
+    scalars: &[],
+    dtypes: describe::DTYPES,
+    launch: op::launch,
+    sample: op::sample,
+    error: op::error,
+    tolerance: describe::tolerance,
+    cases: describe::cases,
+    bytes: |s, d| describe::bytes(s, d, 3.0, 3.0) + 8.0 * s.get("M") as f64,
+};
+
+#[cfg(not(target_arch = "nvptx64"))]
+use crate::rows::describe;
+
+#[cfg(not(target_arch = "nvptx64"))]
+mod op {
+    use super::host::{launch as launch_typed, reference, Tensors};
+    use crate::op::{norm_relative_error, worst, HostOutput, Launch, Launched, Rng, Sizes};
+    use ck_core::host::Device;
+
+    pub fn launch(d: &Device, l: &mut Launch) -> Launched {
+        let mn = (l.sizes.u32("M"), l.sizes.u32("N"));
+        crate::by_dtype!(l.dtype, T => {
+            let mut dx = l.take::<T>(d, "dx")?;
+            let (mut dgamma, mut dbeta) = (l.take::<T>(d, "dgamma")?, l.take::<T>(d, "dbeta")?);
+            let t = Tensors {
+                dy: l.input::<T>("dy")?,
+                x: l.input::<T>("x")?,
+                gamma: l.input::<T>("gamma")?,
+                mean: l.input::<f32>("mean")?,
+                rstd: l.input::<f32>("rstd")?,
+                dx: &mut dx,
+                dgamma: &mut dgamma,
+                dbeta: &mut dbeta,
+            };
+            let st = launch_typed(d, t, mn);
+            l.put("dx", dx);
+            l.put("dgamma", dgamma);
+            l.put("dbeta", dbeta);
+            st
+        })
+    }
+
+    /// dy in [−1, 1], x around 10, gamma in [0.5, 2.5]; the statistics of x in fp64.
+    pub fn sample(s: &Sizes, rng: &mut Rng) -> Vec<Vec<f32>> {
+        let (m, n) = (s.get("M"), s.get("N"));
+        let (dy, x) = (rng.values(m * n, 1.0, 0.0), rng.values(m * n, 1.0, 10.0));
+        let (mut mean, mut rstd) = (Vec::with_capacity(m), Vec::with_capacity(m));
+        for row in x.chunks(n.max(1)).take(m) {
+            let mu = row.iter().map(|&v| v as f64).sum::<f64>() / n as f64;
+            let var = row.iter().map(|&v| (v as f64 - mu).powi(2)).sum::<f64>() / n as f64;
+            mean.push(mu as f32);
+            rstd.push((1.0 / (var + 1e-5).sqrt()) as f32);
+        }
+        vec![dy, x, rng.values(n, 1.0, 1.5), mean, rstd]
+    }
+
+    /// `dx` norm-wise against fp64 relative to the size of its terms; `dgamma`, `dbeta` (sums
+    /// over every row, whose elements may cancel) norm-wise to themselves.
+    pub fn error(o: &HostOutput) -> f64 {
+        let mn = (o.sizes.u32("M"), o.sizes.u32("N"));
+        let inputs = (o.input("dy"), o.input("x"), o.input("gamma"));
+        let (dx, dgamma, dbeta, size) = reference(inputs, (o.input("mean"), o.input("rstd")), mn);
+        let got = |name| o.output(name).unwrap_or(&[]);
+        let dx_err = if got("dx").iter().any(|v| v.is_nan()) {
+            f64::NAN
+        } else {
+            let num: f64 = got("dx")
+                .iter()
+                .zip(&dx)
+                .map(|(&g, &w)| (g as f64 - w).powi(2))
+                .sum();
+            (num / size.iter().map(|s| s * s).sum::<f64>().max(1e-300)).sqrt()
+        };
+        let params = worst(
+            norm_relative_error(got("dgamma"), &dgamma),
+            norm_relative_error(got("dbeta"), &dbeta),
+        );
+        worst(dx_err, params)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host::{launch_with_blocks, reference, Tensors};
+    use crate::op::{HostCall, Rng, Sizes};
+    use ck_core::host::{Device, DeviceBuffer};
+
+    /// Few blocks, so that each walks several row tiles (registers for short rows, the
+    /// workspace for long ones): the full grid's `dx` bits, and parameter gradients within
+    /// rounding of it (the partial sums are grouped differently).
+    #[test]
+    fn blocks_that_walk_several_row_tiles() {
+        let device = Device::emulator();
+        for (m, n) in [(37usize, 100usize), (5, 8200)] {
+            let inputs = (super::OP.sample)(&Sizes::rows(&[m]).with("N", n), &mut Rng(6));
+            let up = |v: &[f32]| DeviceBuffer::from_slice(&device, v).unwrap();
+            let b: Vec<_> = inputs.iter().map(|v| up(v)).collect();
+            let nan = |len: usize| up(&vec![f32::NAN; len]);
+            let (mut dx, mut dgamma, mut dbeta) = (nan(m * n), nan(n), nan(n));
+            let t = Tensors {
+                dy: &b[0],
+                x: &b[1],
+                gamma: &b[2],
+                mean: &b[3],
+                rstd: &b[4],
+                dx: &mut dx,
+                dgamma: &mut dgamma,
+                dbeta: &mut dbeta,
+            };
+            launch_with_blocks(&device, t, (m as u32, n as u32), 2).unwrap();
+            let shapes = [vec![m, n], vec![m, n], vec![n], vec![m], vec![m]];
+            let mut call = HostCall::new(&super::OP);
+            for ((p, v), shape) in super::OP.inputs().zip(&inputs).zip(&shapes) {
+                call = call.input(p.name, v, shape);
+            }
+            let full = call.run(&device).unwrap();
+            assert_eq!(
+                dx.to_vec().unwrap(),
+                full.output("dx").unwrap(),
+                "{m}x{n} dx"
+            );
+            for (name, got) in [("dgamma", dgamma), ("dbeta", dbeta)] {
+                let (got, want) = (got.to_vec().unwrap(), full.output(name).unwrap().to_vec());
+                for (j, (a, b)) in got.iter().zip(&want).enumerate() {
+                    assert!(
+                        (a - b).abs() <= 1e-5 * b.abs().max(1.0),
+                        "{m}x{n} {name}[{j}]: {a} vs {b}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// `Σ dy · layernorm(x)` in f64 (beta = 0), written here from the definition.
+    fn loss(dy: &[f64], x: &[f64], g: &[f64], n: usize) -> f64 {
+        let mut total = 0.0;
+        for (row, dyr) in x.chunks(n).zip(dy.chunks(n)) {
+            let mu = row.iter().sum::<f64>() / n as f64;
+            let var = row.iter().map(|v| (v - mu).powi(2)).sum::<f64>() / n as f64;
+            let r = 1.0 / (var + 1e-5).sqrt();
+            total += (0..n)
+                .map(|j| dyr[j] * (row[j] - mu) * r * g[j])
+                .sum::<f64>();
+        }
+        total
+    }
+
+    #[test]
+    fn the_reference_is_the_gradient_of_the_forward() {
+        let (m, n) = (3usize, 7usize);
+        let mut rng = Rng(8);
+        let (dy, x, g) = (
+            rng.values(m * n, 1.0, 0.0),
+            rng.values(m * n, 1.0, 2.0),
+            rng.values(n, 1.0, 1.5),
+        );
+        let wide = |v: &[f32]| v.iter().map(|&a| a as f64).collect::<Vec<_>>();
+        let (dy64, x64, g64) = (wide(&dy), wide(&x), wide(&g));
+        let (mut mean, mut rstd) = (Vec::new(), Vec::new());
+        for row in x64.chunks(n) {
+            let mu = row.iter().sum::<f64>() / n as f64;
+            let var = row.iter().map(|v| (v - mu).powi(2)).sum::<f64>() / n as f64;
+            mean.push(mu as f32);
+            rstd.push((1.0 / (var + 1e-5).sqrt()) as f32);
+        }
+        let (dx, dgamma, dbeta, _) = reference((&dy, &x, &g), (&mean, &rstd), (m as u32, n as u32));
+        let h = 1e-6;
+        let slope = |f: &dyn Fn(f64) -> f64| (f(h) - f(-h)) / (2.0 * h);
+        // The statistics are rounded to f32: the gradient to about that precision.
+        for i in 0..m * n {
+            let at = |d: f64| {
+                let mut x = x64.clone();
+                x[i] += d;
+                loss(&dy64, &x, &g64, n)
+            };
+            assert!(
+                (slope(&at) - dx[i]).abs() < 1e-5,
+                "dx[{i}]: {} vs {}",
+                slope(&at),
+                dx[i]
+            );
+        }
+        for j in 0..n {
+            let at = |d: f64| {
+                let mut g = g64.clone();
+                g[j] += d;
+                loss(&dy64, &x64, &g, n)
+            };
+            assert!((slope(&at) - dgamma[j]).abs() < 1e-5, "dgamma[{j}]");
+            let want: f64 = (0..m).map(|i| dy64[i * n + j]).sum();
+            assert!((dbeta[j] - want).abs() < 1e-12, "dbeta[{j}]");
+        }
+    }
+}
