@@ -6,8 +6,8 @@ device-to-device copy; torch.matmul (cuBLAS; f32 with TF32 off, and bf16); and b
 forward through torch's scaled_dot_product_attention with its flash (FlashAttention-2) and
 cuDNN backends (TFLOP/s = 4·B·H·S²·D / time, halved for causal).
 
-RMSNorm's backward: torch's autograd of F.rms_norm and torch.compile of the formula (Inductor's
-Triton kernels, reported as the triton peer).
+The backward passes of RMSNorm, LayerNorm and softmax: torch's autograd of the forward and
+torch.compile of the formula (Inductor's Triton kernels, reported as the triton peer).
 
 Usage: bench_peers.py OUT.json [SECTION ...]   (sections: rows, gemm, attention; default all)
 Times: CUDA events around 10 back-to-back calls, per call; 10 warm-up calls, median of 30;
@@ -169,40 +169,68 @@ def rows_and_copy(result):
             print(f"softmax {name} {m}x{n}: torch {bytes_ / t_torch / 1e6:.0f} GB/s, triton {bytes_ / t_triton / 1e6:.0f} GB/s (triton max err {err:.1e})", flush=True)
             del x, g, b, res, ref
     print(f"copy: torch {result['copy']['torch_gbps']:.0f} GB/s", flush=True)
-    rmsnorm_backward_peers(result, copy_gbps)
+    backward_peers(result, copy_gbps)
 
 
-def rmsnorm_backward_peers(result, copy_gbps):
-    """RMSNorm's backward (dx, dgamma from dy, x, gamma): torch's autograd of F.rms_norm (the
-    backward alone, the forward's graph kept), and torch.compile of the textbook formula
-    (Inductor's fused row and column reductions); the faster is the peer. GB/s counts dy and x
-    read, dx written, gamma read and dgamma written."""
-    result["rmsnorm-backward"] = {}
+def backward_peers(result, copy_gbps):
+    """The row operators' backward passes: torch's autograd of the forward (the backward alone,
+    the forward's graph kept), and torch.compile of the textbook formula (Inductor's fused row
+    and column reductions, reported as the triton peer); the faster is the peer. GB/s counts
+    every tensor read and written once: dy and x (y for softmax) read, dx written, gamma read
+    and dgamma (dbeta) written, the statistics read."""
 
-    def formula(dy, x, g):
+    def rmsnorm_formula(dy, x, g):
         xf, dyf, gf = x.float(), dy.float(), g.float()
         r = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + EPS)
         dot = (dyf * gf * xf).sum(-1, keepdim=True)
         dx = r * gf * dyf - xf * r.pow(3) * dot / x.shape[-1]
         return dx.to(x.dtype), (dyf * xf * r).sum(0).to(g.dtype)
 
-    compiled = torch.compile(formula)
+    def layernorm_formula(dy, x, g, mean, rstd):
+        xhat = (x.float() - mean[:, None]) * rstd[:, None]
+        gdy = g.float() * dy.float()
+        c1 = gdy.mean(-1, keepdim=True)
+        c2 = (gdy * xhat).mean(-1, keepdim=True)
+        dx = rstd[:, None] * (gdy - c1 - xhat * c2)
+        return dx.to(x.dtype), (dy.float() * xhat).sum(0).to(g.dtype), dy.float().sum(0).to(g.dtype)
+
+    def softmax_formula(dy, y):
+        yf, dyf = y.float(), dy.float()
+        return (yf * (dyf - (dyf * yf).sum(-1, keepdim=True))).to(y.dtype)
+
+    compiled = {name: torch.compile(f) for name, f in
+                [("rmsnorm", rmsnorm_formula), ("layernorm", layernorm_formula), ("softmax", softmax_formula)]}
+    for op in ("rmsnorm", "layernorm", "softmax"):
+        result[f"{op}-backward"] = {}
     for m, n in SHAPES:
         for name, dt in [("f32", torch.float32), ("bf16", torch.bfloat16)]:
             x = torch.randn(m, n, device="cuda").to(dt).requires_grad_()
             g = (torch.rand(n, device="cuda") + 1.0).to(dt).requires_grad_()
+            b = torch.randn(n, device="cuda").to(dt).requires_grad_()
             dy = torch.randn(m, n, device="cuda").to(dt)
-            y = F.rms_norm(x, (n,), g, EPS)
-            bytes_ = (3 * m * n + 2 * n) * x.element_size()
-            t_torch = median_ms(lambda: torch.autograd.grad(y, (x, g), dy, retain_graph=True))
+            e = x.element_size()
             xd, gd = x.detach(), g.detach()
-            t_compiled = median_ms(lambda: compiled(dy, xd, gd))
-            result["rmsnorm-backward"][f"{name} {m}x{n}"] = {
-                "copy_gbps": copy_gbps(bytes_), "torch_ms": t_torch, "torch_gbps": bytes_ / t_torch / 1e6,
-                "compiled_ms": t_compiled, "triton_gbps": bytes_ / t_compiled / 1e6,
+            mean = xd.float().mean(-1)
+            rstd = torch.rsqrt(xd.float().var(-1, unbiased=False) + EPS)
+            cases = {
+                "rmsnorm": (F.rms_norm(x, (n,), g, EPS), (x, g), lambda: compiled["rmsnorm"](dy, xd, gd),
+                            (3 * m * n + 2 * n) * e),
+                "layernorm": (F.layer_norm(x, (n,), g, b, EPS), (x, g, b),
+                              lambda: compiled["layernorm"](dy, xd, gd, mean, rstd), (3 * m * n + 3 * n) * e + 8 * m),
+                "softmax": (torch.softmax(x, -1), (x,), None, 3 * m * n * e),
             }
-            print(f"rmsnorm-backward {name} {m}x{n}: torch {bytes_ / t_torch / 1e6:.0f} GB/s, torch.compile (triton) {bytes_ / t_compiled / 1e6:.0f} GB/s", flush=True)
-            del x, g, dy, y
+            ys = cases["softmax"][0].detach()
+            cases["softmax"] = (*cases["softmax"][:2], lambda: compiled["softmax"](dy, ys), cases["softmax"][3])
+            for op, (y, wrt, formula, bytes_) in cases.items():
+                t_torch = median_ms(lambda: torch.autograd.grad(y, wrt, dy, retain_graph=True))
+                t_compiled = median_ms(formula)
+                result[f"{op}-backward"][f"{name} {m}x{n}"] = {
+                    "copy_gbps": copy_gbps(bytes_), "torch_ms": t_torch, "torch_gbps": bytes_ / t_torch / 1e6,
+                    "compiled_ms": t_compiled, "triton_gbps": bytes_ / t_compiled / 1e6,
+                }
+                print(f"{op}-backward {name} {m}x{n}: torch {bytes_ / t_torch / 1e6:.0f} GB/s, "
+                      f"torch.compile (triton) {bytes_ / t_compiled / 1e6:.0f} GB/s", flush=True)
+            del x, g, b, dy, cases, y
 
 
 # `ck bench gemm`'s batched case: 16 products of 2048³.

@@ -194,7 +194,10 @@ def rmsnorm(x, gamma, eps=1e-6, *, out=None):
 def add_rmsnorm(x, residual, gamma, eps=1e-6, *, out=None, residual_out=None):
     """Fused residual add and RMSNorm: ``r = x + residual``, ``y = rmsnorm(r) · gamma``.
 
-    Returns ``(y, r)``."""
+    Returns ``(y, r)``. Tensors that require grad get their gradients (``rmsnorm_backward`` of
+    ``r``, plus ``r``'s own gradient, for both ``x`` and ``residual``)."""
+    if _differentiable("add_rmsnorm", out if out is not None else residual_out, x, residual, gamma):
+        return ops.add_rmsnorm(x, residual, gamma, eps)
     c = _Call("add_rmsnorm", x=x, residual=residual, gamma=gamma)
     y = _out(c, out, tuple(x.shape), x)
     r = _out(c, residual_out, tuple(x.shape), x, name="residual_out")
@@ -208,7 +211,11 @@ def layernorm(x, gamma, beta, eps=1e-5, *, out=None, return_stats=False):
     ``y = (x − mean) · rsqrt(var + eps) · gamma + beta``.
 
     With ``return_stats=True`` returns ``(y, mean, rstd)``, the statistics float32 and one
-    per row (what a backward pass needs)."""
+    per row (what a backward pass needs). Tensors that require grad get gradients for ``x``,
+    ``gamma`` and ``beta`` (``layernorm_backward``, from the saved statistics)."""
+    if _differentiable("layernorm", out, x, gamma, beta):
+        y, mean, rstd = ops.layernorm(x, gamma, beta, eps)
+        return (y, mean, rstd) if return_stats else y
     c = _Call("layernorm", x=x, gamma=gamma, beta=beta)
     y = _out(c, out, tuple(x.shape), x)
     stats = ()
@@ -225,7 +232,10 @@ def layernorm(x, gamma, beta, eps=1e-5, *, out=None, return_stats=False):
 
 
 def softmax(x, *, out=None):
-    """Softmax over the last dimension (the row max subtracted first)."""
+    """Softmax over the last dimension (the row max subtracted first). Tensors that require
+    grad get their gradient (``softmax_backward``, from the output)."""
+    if _differentiable("softmax", out, x):
+        return ops.softmax(x)
     c = _Call("softmax", x=x)
     y = _out(c, out, tuple(x.shape), x)
     c.run("softmax", {"x": x, "y": y})

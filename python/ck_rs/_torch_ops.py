@@ -3,8 +3,9 @@ implementation, so that ``torch.compile`` keeps them in its graph without a brea
 
 The implementations run below autograd (under ``torch.no_grad()``, so the eager functions' check
 for tensors that require grad does not apply to them). An op with a backward operator has its
-autograd formula registered (``rmsnorm``: ``rmsnorm_backward``, saving only its inputs); on the
-others ``backward()`` raises torch's error for an op with no autograd formula, rather than
+autograd formula registered, saving only what that backward reads: ``rmsnorm`` (x, gamma),
+``add_rmsnorm`` (r, gamma), ``layernorm`` (x, gamma and its own mean and rstd outputs),
+``softmax`` (its output); on the others ``backward()`` raises torch's error for an op with no autograd formula, rather than
 losing the gradient. A backward op's own backward (double backward) is an error."""
 
 from typing import List, Optional, Tuple
@@ -41,14 +42,17 @@ def _(x, residual, gamma, eps=1e-6):
 @torch.library.custom_op("ck_rs::layernorm", mutates_args=())
 def layernorm(
     x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps: float = 1e-5
-) -> torch.Tensor:
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(y, mean, rstd)``, as ``aten::native_layer_norm``: the statistics are what the
+    backward reads."""
     with torch.no_grad():
-        return ck_rs.layernorm(x, gamma, beta, eps)
+        return ck_rs.layernorm(x, gamma, beta, eps, return_stats=True)
 
 
 @layernorm.register_fake
 def _(x, gamma, beta, eps=1e-5):
-    return torch.empty_like(x)
+    rows = x.shape[:-1]
+    return torch.empty_like(x), x.new_empty(rows, dtype=torch.float32), x.new_empty(rows, dtype=torch.float32)
 
 
 @torch.library.custom_op("ck_rs::softmax", mutates_args=())
@@ -156,6 +160,50 @@ def _rmsnorm_backward(ctx, dy):
 rmsnorm.register_autograd(_rmsnorm_backward, setup_context=_rmsnorm_setup)
 
 
+def _add_rmsnorm_setup(ctx, inputs, output):
+    _, _, gamma, eps = inputs
+    ctx.save_for_backward(output[1], gamma)  # r = x + residual, what y is the RMSNorm of
+    ctx.eps = eps
+
+
+def _add_rmsnorm_backward(ctx, dy, dr):
+    r, gamma = ctx.saved_tensors
+    dr_norm, dgamma = rmsnorm_backward(dy.contiguous(), r, gamma, eps=ctx.eps)
+    d = dr_norm if dr is None else dr_norm + dr
+    return d, d, dgamma, None
+
+
+add_rmsnorm.register_autograd(_add_rmsnorm_backward, setup_context=_add_rmsnorm_setup)
+
+
+def _layernorm_setup(ctx, inputs, output):
+    x, gamma, _, _ = inputs
+    _, mean, rstd = output
+    ctx.save_for_backward(x, gamma, mean, rstd)
+    ctx.mark_non_differentiable(mean, rstd)
+
+
+def _layernorm_backward(ctx, dy, _dmean, _drstd):
+    x, gamma, mean, rstd = ctx.saved_tensors
+    dx, dgamma, dbeta = layernorm_backward(dy.contiguous(), x, gamma, mean, rstd)
+    return dx, dgamma, dbeta, None
+
+
+layernorm.register_autograd(_layernorm_backward, setup_context=_layernorm_setup)
+
+
+def _softmax_setup(ctx, inputs, output):
+    ctx.save_for_backward(output)
+
+
+def _softmax_backward(ctx, dy):
+    (y,) = ctx.saved_tensors
+    return softmax_backward(dy.contiguous(), y)
+
+
+softmax.register_autograd(_softmax_backward, setup_context=_softmax_setup)
+
+
 def _no_double_backward(name):
     def backward(ctx, *grads):
         raise RuntimeError(
@@ -166,5 +214,9 @@ def _no_double_backward(name):
     return backward
 
 
-for _name in ("rmsnorm_backward",):
-    globals()[_name].register_autograd(_no_double_backward(_name), setup_context=lambda *a: None)
+def _nothing_to_save(ctx, inputs, output):
+    pass
+
+
+for _name in ("rmsnorm_backward", "layernorm_backward", "softmax_backward"):
+    globals()[_name].register_autograd(_no_double_backward(_name), setup_context=_nothing_to_save)

@@ -123,9 +123,6 @@ def test_torch_and_numpy_do_not_mix():
 
 
 GRAD_CALLS = {
-    "add_rmsnorm": lambda x, g: ck_rs.add_rmsnorm(x, x, g),
-    "layernorm": lambda x, g: ck_rs.layernorm(x, g, g),
-    "softmax": lambda x, g: ck_rs.softmax(x),
     "gemm": lambda x, g: ck_rs.gemm(x, x.T),
     "attention": lambda x, g: ck_rs.attention(*[x.reshape(1, 1, 4, 64)] * 3),
 }
@@ -148,12 +145,60 @@ def test_requires_grad_inputs_are_read_under_no_grad():
 
 
 def test_a_custom_op_without_backward_keeps_the_graph_and_its_backward_is_an_error():
-    x = randn(4, 64).requires_grad_()
-    y = torch.ops.ck_rs.softmax(x)
+    x = randn(64, 64).requires_grad_()
+    y = torch.ops.ck_rs.gemm(x, x)
     assert y.requires_grad
-    assert ref.rel_err(np64(y), ref.softmax(np64(x))) < 1e-5
     with pytest.raises(RuntimeError, match="autograd"):
         y.sum().backward()
+
+
+ROW_GRADS = {
+    # name: (ck_rs call, the same function in torch; inputs (x, second, gamma, beta))
+    "add_rmsnorm": (
+        lambda x, r, g, b: ck_rs.add_rmsnorm(x, r, g),
+        lambda x, r, g, b: (torch.nn.functional.rms_norm(x + r, (x.shape[-1],), g, 1e-6), x + r),
+    ),
+    "layernorm": (
+        lambda x, r, g, b: ck_rs.layernorm(x, g, b),
+        lambda x, r, g, b: torch.nn.functional.layer_norm(x, (x.shape[-1],), g, b, 1e-5),
+    ),
+    "softmax": (lambda x, r, g, b: ck_rs.softmax(x), lambda x, r, g, b: torch.softmax(x, -1)),
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("shape", [(1, 1), (2, 3, 257), (9, 4099), (3, 9000)])
+@pytest.mark.parametrize("op", ROW_GRADS)
+def test_row_operator_gradients_match_torch_autograd_in_fp64(op, device, dtype, shape):
+    """The gradients of every input (through each output) against torch's autograd of the same
+    function in float64."""
+    ours, theirs = ROW_GRADS[op]
+    n = shape[-1]
+    inputs = [randn(*shape), randn(*shape) * 0.5, randn(n) + 1.5, randn(n)]
+    inputs = [t.to(device=device, dtype=dtype).requires_grad_() for t in inputs]
+    wide = [t.detach().double().requires_grad_() for t in inputs]
+    outs, want = ours(*inputs), theirs(*wide)
+    outs, want = (outs, want) if isinstance(outs, tuple) else ((outs,), (want,))
+    grads = [randn(*o.shape, device=device, dtype=dtype) for o in outs]
+    torch.autograd.backward(outs, grads)
+    torch.autograd.backward(want, [g.double() for g in grads])
+    tol = 1e-5 if dtype == torch.float32 else 3e-2
+    for i, (got, ref64) in enumerate(zip(inputs, wide)):
+        if ref64.grad is None:
+            assert got.grad is None or not got.grad.any(), f"input {i}"
+            continue
+        assert got.grad is not None and got.grad.dtype == dtype, f"input {i}"
+        err = grad_error(got.grad, ref64.grad, grads[0])
+        assert err < tol, f"{op} input {i}: {err}"
+
+
+def grad_error(got, want, upstream):
+    """Norm-wise error of a gradient against float64, relative to itself or, where it cancels to
+    much less (a row of one element normalises to a constant: its x gradient is 0 up to
+    rounding of terms the upstream gradient's size), to the upstream gradient's size."""
+    scale = max(want.norm().item(), upstream.double().norm().item())
+    return (got.double() - want).norm().item() / scale
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -176,8 +221,7 @@ def test_rmsnorm_gradients_match_torch_autograd_in_fp64(device, dtype, shape):
         y.backward(dy)
         assert x.grad.dtype == dtype and g.grad.dtype == dtype
         for got, ref64 in ((x.grad, x64.grad), (g.grad, g64.grad)):
-            err = (got.double() - ref64).norm() / ref64.norm()
-            assert err < tol, f"{call}: {err}"
+            assert grad_error(got, ref64, dy) < tol, f"{call}: {grad_error(got, ref64, dy)}"
 
 
 def test_rmsnorm_with_out_cannot_record_a_gradient():
@@ -191,6 +235,13 @@ def test_rmsnorm_double_backward_is_an_error():
     (gx,) = torch.autograd.grad(torch.ops.ck_rs.rmsnorm(x, torch.ones(64)).sum(), x, create_graph=True)
     with pytest.raises(RuntimeError, match=r"error\[no-double-backward\]"):
         gx.sum().backward()
+
+
+def test_layernorm_custom_op_returns_the_statistics():
+    x, g, b = randn(4, 64), torch.ones(64), torch.zeros(64)
+    y, mean, rstd = torch.ops.ck_rs.layernorm(x, g, b, 1e-5)
+    want_y, want_mean, want_rstd = ref.layernorm(np64(x), np.ones(64), np.zeros(64), 1e-5)
+    assert ref.rel_err(np64(mean), want_mean) < 1e-6 and ref.rel_err(np64(rstd), want_rstd) < 1e-5
 
 
 @pytest.mark.parametrize("device", DEVICES)
