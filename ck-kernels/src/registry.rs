@@ -11,6 +11,8 @@ pub fn operators() -> impl Iterator<Item = &'static Op> {
 
 /// The operator `name` (`add_rmsnorm`, or `ck run`'s `add-rmsnorm`).
 pub fn find(name: &str) -> Option<&'static Op> {
-    let name = name.replace('-', "_");
-    operators().find(|op| op.name == name)
+    operators().find(|op| op.name == name).or_else(|| {
+        let name = name.replace('-', "_");
+        operators().find(|op| op.name == name)
+    })
 }

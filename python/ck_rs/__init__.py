@@ -116,14 +116,11 @@ class _Call:
             t = t.copy()  # numpy refuses to export read-only arrays
         return t.__dlpack__()
 
-    def run(self, op, tensors, **scalars):
-        """Operator `op` of the registry on `tensors` (name → tensor, outputs included)."""
-        _native.call(
-            op,
-            [(name, self.capsule(t)) for name, t in tensors.items()],
-            [(name, float(v)) for name, v in scalars.items()],
-            self.stream,
-        )
+    def run(self, op, tensors, scalars=()):
+        """Operator `op` of the registry on `tensors`, in the order of its description (outputs
+        included; None for an optional output left out), with `scalars` in theirs."""
+        capsule = self.capsule
+        _native.call(op, [None if t is None else capsule(t) for t in tensors], scalars, self.stream)
 
     def empty(self, shape, dtype_of=None, float32=False):
         """A fresh output of `shape`: like `dtype_of`'s element type (or float32)."""
@@ -164,9 +161,12 @@ def _differentiable(op, out, *tensors):
     """Whether the call must go through ``torch.ops.ck_rs.<op>``, whose autograd formula keeps
     the gradient: torch tensors that require grad, with grad enabled (then ``out=`` is an error,
     as for torch's own ops)."""
-    if _torch is None or not _torch.is_grad_enabled():
+    for t in tensors:  # a loop, not any(...): this runs on every call
+        if getattr(t, "requires_grad", False):
+            break
+    else:
         return False
-    if not any(_is_torch(t) and t.requires_grad for t in tensors):
+    if not _torch.is_grad_enabled():
         return False
     if out is not None:
         raise _error(
@@ -187,7 +187,7 @@ def rmsnorm(x, gamma, eps=1e-6, *, out=None):
         return ops.rmsnorm(x, gamma, eps)
     c = _Call("rmsnorm", x=x, gamma=gamma)
     y = _out(c, out, tuple(x.shape), x)
-    c.run("rmsnorm", {"x": x, "gamma": gamma, "y": y}, eps=eps)
+    c.run("rmsnorm", (x, gamma, y), (eps,))
     return y
 
 
@@ -201,8 +201,7 @@ def add_rmsnorm(x, residual, gamma, eps=1e-6, *, out=None, residual_out=None):
     c = _Call("add_rmsnorm", x=x, residual=residual, gamma=gamma)
     y = _out(c, out, tuple(x.shape), x)
     r = _out(c, residual_out, tuple(x.shape), x, name="residual_out")
-    tensors = {"x": x, "residual": residual, "gamma": gamma, "residual_out": r, "y": y}
-    c.run("add_rmsnorm", tensors, eps=eps)
+    c.run("add_rmsnorm", (x, residual, gamma, r, y), (eps,))
     return y, r
 
 
@@ -222,9 +221,8 @@ def layernorm(x, gamma, beta, eps=1e-5, *, out=None, return_stats=False):
     if return_stats:
         rows = tuple(x.shape[:-1])
         stats = (c.empty(rows, float32=True), c.empty(rows, float32=True))
-    tensors = {"x": x, "gamma": gamma, "beta": beta, "y": y}
-    tensors.update(zip(("mean", "rstd"), stats))
-    c.run("layernorm", tensors, eps=eps)
+    mean, rstd = stats or (None, None)
+    c.run("layernorm", (x, gamma, beta, y, mean, rstd), (eps,))
     if x.shape[-1] == 0:  # the mean and variance of no values
         for s in stats:
             s[...] = float("nan")
@@ -238,7 +236,7 @@ def softmax(x, *, out=None):
         return ops.softmax(x)
     c = _Call("softmax", x=x)
     y = _out(c, out, tuple(x.shape), x)
-    c.run("softmax", {"x": x, "y": y})
+    c.run("softmax", (x, y))
     return y
 
 
@@ -417,6 +415,7 @@ def _operator(desc):
     defaults = {s["name"]: s["default"] for s in desc["scalars"]}
 
     names = [p["name"] for p in inputs] + list(defaults)
+    order = [p["name"] for p in desc["params"]]
 
     def run(*args, **kwargs):
         if len(args) > len(names):
@@ -435,11 +434,9 @@ def _operator(desc):
             raise TypeError(f"{name}() got unexpected arguments {sorted(given)}")
         c = _Call(name, **tensors)
         sizes, first = _sizes(desc, tensors), tensors[inputs[0]["name"]]
-        outs = {
-            p["name"]: c.empty(_shape(p, sizes), first, float32=p["elem"] == "f32")
-            for p in outputs
-        }
-        c.run(name, {**tensors, **outs}, **scalars)
+        outs = {p["name"]: c.empty(_shape(p, sizes), first, float32=p["elem"] == "f32") for p in outputs}
+        # In the description's order; an optional output is left out (None).
+        c.run(name, [tensors.get(n, outs.get(n)) for n in order], [float(scalars[k]) for k in defaults])
         values = tuple(outs.values())
         return values[0] if len(values) == 1 else values
 

@@ -152,11 +152,11 @@ def main():
         return
     x, g = torch.randn(1, 1024, device=dev), torch.randn(1024, device=dev)
     y = torch.empty_like(x)
-    caps = list(zip(("x", "gamma", "y"), (torch.utils.dlpack.to_dlpack(t) for t in (x, g, y))))
+    caps = [torch.utils.dlpack.to_dlpack(t) for t in (x, g, y)]
     stream = torch.cuda.current_stream().cuda_stream
     rows = [
         ("ck_rs.rmsnorm", lambda: ck_rs.rmsnorm(x, g)),
-        ("native call only", lambda: ck_rs._native.call("rmsnorm", caps, [("eps", 1e-6)], stream)),
+        ("native call only", lambda: ck_rs._native.call("rmsnorm", caps, [1e-6], stream)),
         ("torch.ops.ck_rs.rmsnorm", lambda: torch.ops.ck_rs.rmsnorm(x, g)),
         ("F.rms_norm", lambda: F.rms_norm(x, (1024,), g, 1e-6)),
     ]

@@ -68,27 +68,37 @@ fn buffer<T: BufferElement + TensorElement>(call: &Call<'_>, name: &str) -> PyRe
     Ok(T::wrap(call.input::<T>(name)?))
 }
 
-/// Runs operator `op` on `tensors` (name, DLPack capsule; an optional output may be left out)
-/// with `scalars` (name, value; the others take their defaults), on `stream` for CUDA tensors.
+/// Runs operator `op` on `tensors` (DLPack capsules in the order of the operator's tensors,
+/// `None` for an optional output left out) with `scalars` (in the order of its scalars), on
+/// `stream` for CUDA tensors. Positional, so that a call allocates nothing for names.
 #[pyfunction]
 #[pyo3(signature = (op, tensors, scalars, stream=None))]
 pub fn call(
     op: &str,
-    tensors: Vec<(String, Bound<'_, PyAny>)>,
-    scalars: Vec<(String, f32)>,
+    tensors: Vec<Option<Bound<'_, PyAny>>>,
+    scalars: Vec<f32>,
     stream: Option<u64>,
 ) -> PyResult<()> {
     let op = find(op)?;
-    let mut args = Vec::with_capacity(tensors.len());
-    for (name, capsule) in &tensors {
-        let p = op.param(name).ok_or_else(|| {
-            value_error(
-                rules::UNKNOWN_ARGUMENT,
-                format!("{} has no tensor `{name}`", op.name),
-            )
-        })?;
-        args.push((p.name, capsule));
+    if tensors.len() != op.params.len() || scalars.len() != op.scalars.len() {
+        return Err(value_error(
+            rules::UNKNOWN_ARGUMENT,
+            format!(
+                "{} takes {} tensors and {} scalars; {} and {} were given",
+                op.name,
+                op.params.len(),
+                op.scalars.len(),
+                tensors.len(),
+                scalars.len()
+            ),
+        ));
     }
+    let args: Vec<(&'static str, &Bound<'_, PyAny>)> = op
+        .params
+        .iter()
+        .zip(&tensors)
+        .filter_map(|(p, t)| t.as_ref().map(|t| (p.name, t)))
+        .collect();
     // SAFETY: `stream` is the handle `ck_rs` passes: torch's current stream of the tensors'
     // device, which torch keeps alive while work is queued on it.
     let call = unsafe { Call::from_capsules(&args, stream)? };
@@ -99,11 +109,8 @@ pub fn call(
         .map(|t| (t.name(), t.shape()))
         .collect();
     let sizes = bind(op, &shapes, true).map_err(launch_error)?;
-    let mut values: Vec<f32> = op.scalars.iter().map(|s| s.default).collect();
-    for (name, v) in &scalars {
-        check_scalar(op, name, *v).map_err(launch_error)?;
-        let i = op.scalars.iter().position(|s| s.name == name);
-        values[i.expect("checked")] = *v;
+    for (s, &v) in op.scalars.iter().zip(&scalars) {
+        check_scalar(op, s.name, v).map_err(launch_error)?;
     }
     if sizes.is_empty(op.params) {
         return Ok(()); // no element to compute
@@ -121,7 +128,7 @@ pub fn call(
             true => Some(ck_kernels::by_dtype!(elem, T => buffer::<T>(&call, p.name))?),
         });
     }
-    let mut launch = Launch::new(op.signature(), dtype, sizes, values, buffers);
+    let mut launch = Launch::new(op.signature(), dtype, sizes, scalars, buffers);
     (op.launch)(call.device(), &mut launch).map_err(launch_error)?;
     for (p, b) in op.params.iter().zip(launch.into_buffers()) {
         match (p.role, b) {
