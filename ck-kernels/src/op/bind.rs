@@ -4,7 +4,7 @@
 //! Binding walks the tensors in the operator's order; the first tensor that names a symbol sets
 //! it and every later one must agree. For RMSNorm (`x: [Rows, N]`, `gamma: [N]`, `y: [Rows, N]`)
 //! and `x` of shape `[2, 3, 8]`: `Rows` takes `[2, 3]` (so `M = 6`) and `N = 8`; a `gamma` of
-//! `[4]` is then refused with "`gamma` has shape [4]; it must be [8] (N = 8, from `x`)".
+//! `[4]` is then refused with "`gamma` has shape \[4\]; it must be \[8\] (N = 8, from `x`)".
 
 use super::{Dim, Op, Param, Role, Sizes};
 use ck_core::host::LaunchError;

@@ -17,7 +17,7 @@ pub struct Op {
     pub params: &'static [Param],
     /// Its scalars.
     pub scalars: &'static [Scalar],
-    /// The element types [`Elem::Op`] tensors may have.
+    /// The element types [`crate::op::Elem::Op`] tensors may have.
     pub dtypes: &'static [Dtype],
     /// Launches the kernel the problem calls for on device buffers (already checked against
     /// the shape rules; no tensor is empty).

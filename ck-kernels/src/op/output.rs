@@ -4,7 +4,7 @@
 use super::{Dtype, Role, Signature, Sizes};
 use ck_core::host::LaunchStats;
 
-/// What a [`HostCall`] computed, with what it computed it from.
+/// What a [`crate::op::HostCall`] computed, with what it computed it from.
 pub struct HostOutput {
     /// The operator's signature.
     pub op: Signature,

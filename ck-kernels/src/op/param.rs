@@ -16,7 +16,7 @@ pub enum Role {
 /// A tensor's element type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Elem {
-    /// The call's element type (one of [`Op::dtypes`]); every such tensor has the same one.
+    /// The call's element type (one of [`crate::op::Op::dtypes`]); every such tensor has the same one.
     Op,
     /// Always f32 (statistics, log-sum-exp).
     F32,

@@ -1,10 +1,6 @@
 //! [`Sizes`]: the values of an operator's shape symbols ([`super::bind`] binds them from its
-//! tensors' shapes).
-//!
-//! Binding walks the tensors in the operator's order; the first tensor that names a symbol sets
-//! it and every later one must agree. For RMSNorm (`x: [Rows, N]`, `gamma: [N]`, `y: [Rows, N]`)
-//! and `x` of shape `[2, 3, 8]`: `Rows` takes `[2, 3]` (so `M = 6`) and `N = 8`; a `gamma` of
-//! `[4]` is then refused with "`gamma` is [4]; it must be [8] (N = 8, from `x`)".
+//! tensors' shapes). For RMSNorm (`x: [Rows, N]`) and `x` of shape `[2, 3, 8]`, the rows'
+//! leading dimensions are `[2, 3]` (so `M = 6`) and `N = 8`.
 
 use super::{Dim, Param};
 
@@ -47,7 +43,7 @@ impl Sizes {
         }
     }
 
-    /// Symbol `name` as the u32 kernels index with ([`bind`] checked that it fits).
+    /// Symbol `name` as the u32 kernels index with ([`crate::op::bind::bind`] checked that it fits).
     pub fn u32(&self, name: &str) -> u32 {
         self.get(name) as u32
     }

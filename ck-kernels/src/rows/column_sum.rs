@@ -102,10 +102,36 @@ mod host {
         }
     }
 
+    /// The most blocks of a backward's first kernel: 4 per SM of an H100, so that the workspace
+    /// stays a few percent of the traffic (`4 · 132 · rows per tile` rows of N) while every SM
+    /// has work.
+    pub const MAX_BLOCKS: u32 = 528;
+
+    /// `(blocks, workspace rows)` of a backward's first kernel over `m` rows in tiles of `rows`,
+    /// at most `max_blocks` blocks ([`MAX_BLOCKS`] but in tests).
+    pub fn grid(m: u32, rows: u32, max_blocks: u32) -> (u32, u32) {
+        let blocks = m.div_ceil(rows).clamp(1, max_blocks.max(1));
+        (blocks, blocks * rows)
+    }
+
+    /// The device's workspace `name` of at least `len` f32 (kept between launches: give it back
+    /// with `Device::keep_workspace`), or a fresh one where the device keeps none (a stream
+    /// being captured into a CUDA graph). The first kernel writes every element it sums.
+    pub fn take_partials(
+        device: &Device,
+        name: &'static str,
+        len: usize,
+    ) -> Result<DeviceBuffer<f32>, LaunchError> {
+        match device.take_workspace::<f32>(name, len)? {
+            Some(w) => Ok(w),
+            None => DeviceBuffer::zeros(device, len),
+        }
+    }
+
     fn column_config(n: u32) -> LaunchConfig {
         let [_, cols] = ColumnSums::X_LENGTHS;
         LaunchConfig::new(n.div_ceil(cols as u32), ColumnSums::BLOCK_SIZE)
     }
 }
 #[cfg(not(target_arch = "nvptx64"))]
-pub use host::ColumnSum;
+pub use host::{grid, take_partials, ColumnSum, MAX_BLOCKS};

@@ -8,7 +8,7 @@
 //! ```
 //!
 //! f32 or bf16 in and out (the statistics f32), f32 arithmetic, any M × N; deterministic, as
-//! [`crate::rows::rmsnorm_bwd`]: a grid of at most [`MAX_BLOCKS`] blocks walks the forward's row
+//! [`crate::rows::rmsnorm_bwd`]: a grid of at most [`crate::rows::column_sum::MAX_BLOCKS`] blocks walks the forward's row
 //! tiles, each thread keeping its columns' `dy · x̂` and `dy` in registers (rows past 8192,
 //! the `_long` kernels: in the block's workspace rows), then [`crate::rows::column_sum`] adds
 //! the blocks' rows in a fixed order.
@@ -27,9 +27,6 @@ use ck_macros::tile_kernel;
 
 /// Scratch for the pair reductions: `BLOCK_SIZE` (≤ 256) × 2 words.
 const SCRATCH: usize = 512;
-
-/// The most blocks of the first kernel (see [`crate::rows::rmsnorm_bwd::MAX_BLOCKS`]).
-pub const MAX_BLOCKS: u32 = 528;
 
 #[inline(always)]
 fn add_pair(a: (f32, f32), b: (f32, f32)) -> (f32, f32) {
@@ -209,7 +206,7 @@ instances! {
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod host {
     use super::*;
-    use crate::rows::column_sum::ColumnSum;
+    use crate::rows::column_sum::{grid, take_partials, ColumnSum, MAX_BLOCKS};
     use ck_core::host::{Device, LaunchConfig, LaunchError, LaunchStats};
 
     /// The device's workspaces of the first kernel's column sums (kept between launches).
@@ -255,14 +252,12 @@ pub mod host {
     ) -> Result<LaunchStats, LaunchError> {
         let instance = Instance::pick(n, T::DTYPE, T::INSTANCES);
         let (rows, threads) = instance.tile.shape(T::DTYPE);
-        let blocks = m.div_ceil(rows).clamp(1, max_blocks.max(1));
-        let part_rows = blocks * rows;
+        let (blocks, part_rows) = grid(m, rows, max_blocks);
         let len = part_rows as usize * n as usize;
-        let take = |name| match device.take_workspace::<f32>(name, len)? {
-            Some(w) => Ok(w),
-            None => DeviceBuffer::zeros(device, len), // a stream being captured
-        };
-        let (mut pg, mut pb) = (take(WORKSPACES[0])?, take(WORKSPACES[1])?);
+        let (mut pg, mut pb) = (
+            take_partials(device, WORKSPACES[0], len)?,
+            take_partials(device, WORKSPACES[1], len)?,
+        );
         let cfg = LaunchConfig::new(blocks, threads);
         let run = |pg: &mut DeviceBuffer<f32>, pb: &mut DeviceBuffer<f32>| {
             let mut stats = T::launch_instance(

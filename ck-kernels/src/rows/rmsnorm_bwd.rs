@@ -10,7 +10,7 @@
 //! gradient reads anyway (nothing saved by the forward but its inputs).
 //!
 //! Two kernels, deterministic (no atomics, a fixed order of every sum):
-//! 1. `rmsnorm_bwd_*`: a grid of at most [`MAX_BLOCKS`] blocks, each walking row tiles of the
+//! 1. `rmsnorm_bwd_*`: a grid of at most [`crate::rows::column_sum::MAX_BLOCKS`] blocks, each walking row tiles of the
 //!    forward's plan a grid apart. Per row tile it loads `x`, `dy` and `gamma`, reduces the pair
 //!    `(Σx², Σ dy·gamma·x)` over the row with one `block_reduce_x`, writes `dx`, and adds `dy ·
 //!    x · r` into a tile of per-thread accumulators — each thread owns the same columns in
@@ -31,10 +31,6 @@ use ck_macros::tile_kernel;
 
 /// Scratch for the pair reduction: `BLOCK_SIZE` (≤ 256) × 2 words.
 const SCRATCH: usize = 512;
-
-/// The most blocks of the first kernel: 4 per SM of an H100, so that the workspace stays a few
-/// percent of the traffic (`4 · 132 · rows per tile` rows of N) while every SM has work.
-pub const MAX_BLOCKS: u32 = 528;
 
 /// `(Σx², Σ dy·gamma·x)` of two accumulators.
 #[inline(always)]
@@ -207,7 +203,7 @@ instances! {
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod host {
     use super::*;
-    use crate::rows::column_sum::ColumnSum;
+    use crate::rows::column_sum::{grid, take_partials, ColumnSum, MAX_BLOCKS};
     use ck_core::host::{Device, LaunchConfig, LaunchError, LaunchStats};
 
     /// The device's workspace of the first kernel's column sums (kept between launches).
@@ -243,13 +239,8 @@ pub mod host {
     ) -> Result<LaunchStats, LaunchError> {
         let instance = Instance::pick(n, T::DTYPE, T::INSTANCES);
         let (rows, threads) = instance.tile.shape(T::DTYPE);
-        let blocks = m.div_ceil(rows).clamp(1, max_blocks.max(1));
-        let part_rows = blocks * rows;
-        let len = part_rows as usize * n as usize;
-        let mut partial = match device.take_workspace::<f32>(WORKSPACE, len)? {
-            Some(w) => w,
-            None => DeviceBuffer::zeros(device, len)?, // a stream being captured
-        };
+        let (blocks, part_rows) = grid(m, rows, max_blocks);
+        let mut partial = take_partials(device, WORKSPACE, part_rows as usize * n as usize)?;
         let cfg = LaunchConfig::new(blocks, threads);
         let first = T::launch_instance(
             instance,
