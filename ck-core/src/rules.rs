@@ -367,6 +367,9 @@ pub const KIND_MISMATCH: RuleId = RuleId::error("kind-mismatch");
 /// `no-backward`: a tensor that requires grad given to an operator without a backward (its
 /// gradient would be dropped).
 pub const NO_BACKWARD: RuleId = RuleId::error("no-backward");
+/// `no-double-backward`: a second derivative through a backward operator, which has no
+/// backward of its own.
+pub const NO_DOUBLE_BACKWARD: RuleId = RuleId::error("no-double-backward");
 
 /// Every rule, for lookups and the test that every `error[...]` in the sources names one.
 pub const ALL: &[RuleId] = &[
@@ -499,4 +502,5 @@ pub const ALL: &[RuleId] = &[
     READ_ONLY,
     KIND_MISMATCH,
     NO_BACKWARD,
+    NO_DOUBLE_BACKWARD,
 ];
