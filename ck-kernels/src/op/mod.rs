@@ -62,5 +62,7 @@ pub use {
     output::HostOutput,
     param::{Dim, Elem, Param, Role, Scalar, ScalarRule, Signature},
     sizes::Sizes,
-    verify::{max_relative_error, norm_relative_error, worst, Outcome, Rng},
+    verify::{
+        max_relative_error, norm_error_relative_to, norm_relative_error, worst, Outcome, Rng,
+    },
 };

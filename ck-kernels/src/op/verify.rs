@@ -30,6 +30,9 @@ impl Rng {
 /// `‖got − want‖ / ‖want‖` (Frobenius): the error measure for reductions over long sums, where
 /// single elements can cancel to near zero.
 pub fn norm_relative_error(got: &[f32], want: &[f64]) -> f64 {
+    if got.len() != want.len() {
+        return f64::NAN; // an output missing or of another length
+    }
     let (mut num, mut den) = (0.0f64, 0.0f64);
     for (&g, &w) in got.iter().zip(want) {
         num += (g as f64 - w) * (g as f64 - w);
@@ -44,11 +47,30 @@ pub fn norm_relative_error(got: &[f32], want: &[f64]) -> f64 {
 /// Largest relative error of `got` against an fp64 reference (relative to each element, with a
 /// floor of 1e-3 of the largest magnitude); NaN if `got` has a NaN (an element never written).
 pub fn max_relative_error(got: &[f32], want: &[f64]) -> f64 {
+    if got.len() != want.len() {
+        return f64::NAN; // an output missing or of another length
+    }
     let scale = want.iter().fold(0f64, |m, v| m.max(v.abs())).max(1e-30);
     got.iter()
         .zip(want)
         .map(|(&g, &w)| (g as f64 - w).abs() / w.abs().max(scale * 1e-3))
         .fold(0.0, worst)
+}
+
+/// `‖got − want‖ / ‖size‖`: the error of a difference of terms (a gradient such as
+/// `r·g·dy − x·r³·dot/N`) relative to the size of its terms, `size` element by element, where
+/// the difference itself may cancel to near zero; NaN if `got` has a NaN or another length.
+pub fn norm_error_relative_to(got: &[f32], want: &[f64], size: &[f64]) -> f64 {
+    if got.len() != want.len() || got.iter().any(|g| g.is_nan()) {
+        return f64::NAN;
+    }
+    let num: f64 = got
+        .iter()
+        .zip(want)
+        .map(|(&g, &w)| (g as f64 - w).powi(2))
+        .sum();
+    let den: f64 = size.iter().map(|s| s * s).sum();
+    (num / den.max(1e-300)).sqrt()
 }
 
 /// The larger of two errors, NaN if either is (`f64::max` would drop it).
@@ -96,5 +118,11 @@ mod tests {
         assert!(norm_relative_error(&[f32::NAN, 2.0], &want).is_nan());
         assert!(worst(0.5, f64::NAN).is_nan() && worst(f64::NAN, 0.5).is_nan());
         assert_eq!(max_relative_error(&[1.0, 2.5], &want), 0.25);
+        // An output left out (an empty slice) is not a perfect one.
+        assert!(max_relative_error(&[], &want).is_nan());
+        assert!(norm_relative_error(&[1.0], &want).is_nan());
+        assert!(norm_error_relative_to(&[], &want, &want).is_nan());
+        // (1 − 1)² + (2.5 − 2)² over 3² + 4²: 0.5 / 5.
+        assert_eq!(norm_error_relative_to(&[1.0, 2.5], &want, &[3.0, 4.0]), 0.1);
     }
 }

@@ -349,7 +349,10 @@ use crate::rows::describe;
 #[cfg(not(target_arch = "nvptx64"))]
 mod op {
     use super::host::{launch as launch_typed, reference, Tensors};
-    use crate::op::{norm_relative_error, worst, HostOutput, Launch, Launched, Rng, Sizes};
+    use crate::op::{
+        norm_error_relative_to, norm_relative_error, worst, HostOutput, Launch, Launched, Rng,
+        Sizes,
+    };
     use ck_core::host::Device;
 
     pub fn launch(d: &Device, l: &mut Launch) -> Launched {
@@ -396,16 +399,7 @@ mod op {
         let inputs = (o.input("dy"), o.input("x"), o.input("gamma"));
         let (dx, dgamma, dbeta, size) = reference(inputs, (o.input("mean"), o.input("rstd")), mn);
         let got = |name| o.output(name).unwrap_or(&[]);
-        let dx_err = if got("dx").iter().any(|v| v.is_nan()) {
-            f64::NAN
-        } else {
-            let num: f64 = got("dx")
-                .iter()
-                .zip(&dx)
-                .map(|(&g, &w)| (g as f64 - w).powi(2))
-                .sum();
-            (num / size.iter().map(|s| s * s).sum::<f64>().max(1e-300)).sqrt()
-        };
+        let dx_err = norm_error_relative_to(got("dx"), &dx, &size);
         let params = worst(
             norm_relative_error(got("dgamma"), &dgamma),
             norm_relative_error(got("dbeta"), &dbeta),

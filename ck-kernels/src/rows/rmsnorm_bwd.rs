@@ -330,7 +330,10 @@ use crate::rows::describe;
 
 #[cfg(not(target_arch = "nvptx64"))]
 mod op {
-    use crate::op::{norm_relative_error, worst, HostOutput, Launch, Launched, Rng, Sizes};
+    use crate::op::{
+        norm_error_relative_to, norm_relative_error, worst, HostOutput, Launch, Launched, Rng,
+        Sizes,
+    };
     use ck_core::host::Device;
 
     pub fn launch(d: &Device, l: &mut Launch) -> Launched {
@@ -359,17 +362,7 @@ mod op {
         let inputs = (o.input("dy"), o.input("x"), o.input("gamma"));
         let (dx, dgamma, size) = super::host::reference(inputs, mn, eps);
         let got = |name| o.output(name).unwrap_or(&[]);
-        let (num, den) = got("dx")
-            .iter()
-            .zip(&dx)
-            .zip(&size)
-            .fold((0.0, 0.0), |(num, den), ((&g, &w), &s)| {
-                (num + (g as f64 - w).powi(2), den + s * s)
-            });
-        let dx_err = match got("dx").iter().any(|v| v.is_nan()) {
-            true => f64::NAN,
-            false => (num / f64::max(den, 1e-300)).sqrt(),
-        };
+        let dx_err = norm_error_relative_to(got("dx"), &dx, &size);
         worst(dx_err, norm_relative_error(got("dgamma"), &dgamma))
     }
 }

@@ -161,7 +161,7 @@ use crate::rows::describe;
 
 #[cfg(not(target_arch = "nvptx64"))]
 mod op {
-    use crate::op::{HostOutput, Launch, Launched, Rng, Sizes};
+    use crate::op::{norm_error_relative_to, HostOutput, Launch, Launched, Rng, Sizes};
     use ck_core::host::Device;
 
     pub fn launch(d: &Device, l: &mut Launch) -> Launched {
@@ -193,17 +193,7 @@ mod op {
     pub fn error(o: &HostOutput) -> f64 {
         let mn = (o.sizes.u32("M"), o.sizes.u32("N"));
         let (want, size) = super::host::reference((o.input("dy"), o.input("y")), mn);
-        let got = o.output("dx").unwrap_or(&[]);
-        if got.iter().any(|v| v.is_nan()) {
-            return f64::NAN;
-        }
-        let num: f64 = got
-            .iter()
-            .zip(&want)
-            .map(|(&g, &w)| (g as f64 - w).powi(2))
-            .sum();
-        let den: f64 = size.iter().map(|s| s * s).sum();
-        (num / den.max(1e-300)).sqrt()
+        norm_error_relative_to(o.output("dx").unwrap_or(&[]), &want, &size)
     }
 }
 
