@@ -12,7 +12,7 @@ use ck_kernels::gemm::fused::{reference, upload, EpilogueArgs, GemmOutput};
 use ck_kernels::gemm::tma::host::{
     gemm_fp8, kernel_name, launch, quantize, schedule, TmaGemm, TICKETS,
 };
-use ck_kernels::gemm::tma::{Bf16Operands, Fp8Operands, N192};
+use ck_kernels::gemm::tma::{Bf16NkOperands, Bf16Operands, Fp8Operands, N192};
 
 /// The value of 8-bit float bits with `e` exponent and `m` mantissa bits, from the format's
 /// definition (E4M3: no infinities, NaN only at all ones; E5M2: IEEE specials).
@@ -293,6 +293,23 @@ fn residual_kernels_copy_d_through_the_ring() {
     // One K stage, over a batch of three; then no K at all.
     check::<Bf16Operands, Bf16>((3, 67, 24, 64), &RESIDUAL[1..], false, BF16_TOL);
     check::<Bf16Operands, Bf16>((1, 5, 16, 0), &RESIDUAL[3..5], false, BF16_TOL);
+}
+
+#[test]
+fn bf16_b_as_n_by_k() {
+    // `nn.Linear`'s weight layout: B `[n, k]`, K-major like A. Every kernel of the layout:
+    // the plain one and the run-time flags' (f32 C), a bias with each activation, D through
+    // the ring alone and with the rest, and the 192-wide tiles; edge tiles in M and N, K stages
+    // and a half, two blocks walking several tiles.
+    check::<Bf16NkOperands, f32>((1, 130, 264, 72), &EPILOGUES, true, F32_TOL);
+    check::<Bf16NkOperands, f32>((2, 67, 24, 136), &PLAIN, true, F32_TOL);
+    check::<Bf16NkOperands, Bf16>((1, 130, 264, 160), &BIAS_AND, true, BF16_TOL);
+    check::<Bf16NkOperands, Bf16>((1, 260, 520, 136), &RESIDUAL[..4], true, BF16_TOL);
+    check::<Bf16NkOperands, Bf16>((3, 67, 24, 64), &RESIDUAL[4..], true, BF16_TOL);
+    check::<Bf16NkOperands<N192>, Bf16>((1, 260, 392, 160), &PLAIN, true, BF16_TOL);
+    check::<Bf16NkOperands<N192>, Bf16>((1, 67, 200, 64), &BIAS_AND[..1], true, BF16_TOL);
+    check::<Bf16NkOperands<N192>, Bf16>((2, 67, 200, 64), &RESIDUAL[..1], true, BF16_TOL);
+    check::<Bf16NkOperands<N192>, f32>((1, 67, 200, 64), &PLAIN, true, F32_TOL);
 }
 
 #[test]

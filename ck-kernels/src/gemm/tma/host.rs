@@ -317,6 +317,34 @@ tma_gemm!(
     c: buffer, b_k_major: false
 );
 tma_gemm!(
+    Bf16NkOperands, Bf16, GemmTmaBf16Nk, GemmTmaBf16NkEpilogue, "gemm_tma_bf16_nk", c: map,
+    b_k_major: true,
+    compiled: [
+        (bias_and(Activation::None), GemmTmaBf16NkBias, "gemm_tma_bf16_nk_bias", d: buffer),
+        (bias_and(Activation::Relu), GemmTmaBf16NkBiasRelu, "gemm_tma_bf16_nk_bias_relu", d: buffer),
+        (bias_and(Activation::Gelu), GemmTmaBf16NkBiasGelu, "gemm_tma_bf16_nk_bias_gelu", d: buffer),
+        (bias_and(Activation::Silu), GemmTmaBf16NkBiasSilu, "gemm_tma_bf16_nk_bias_silu", d: buffer),
+        (HAS_D, GemmTmaBf16NkResidual, "gemm_tma_bf16_nk_residual", d: map)
+    ],
+    with_d: (GemmTmaBf16NkResidualEpilogue, "gemm_tma_bf16_nk_residual_epilogue")
+);
+tma_gemm!(
+    Bf16NkOperands<N192>, Bf16, GemmTmaBf16NkN192, refused, "gemm_tma_bf16_nk_n192", c: map,
+    b_k_major: true,
+    compiled: [
+        (bias_and(Activation::None), GemmTmaBf16NkN192Bias, "gemm_tma_bf16_nk_n192_bias", d: buffer),
+        (HAS_D, GemmTmaBf16NkN192Residual, "gemm_tma_bf16_nk_n192_residual", d: map)
+    ]
+);
+tma_gemm!(
+    Bf16NkOperands, f32, GemmTmaBf16NkF32, GemmTmaBf16NkF32Epilogue, "gemm_tma_bf16_nk_f32",
+    c: buffer, b_k_major: true
+);
+tma_gemm!(
+    Bf16NkOperands<N192>, f32, GemmTmaBf16NkF32N192, refused, "gemm_tma_bf16_nk_f32_n192",
+    c: buffer, b_k_major: true
+);
+tma_gemm!(
     Fp8Operands<E4m3, E4m3>, Bf16, GemmFp8E4m3, GemmFp8E4m3Epilogue, "gemm_fp8_e4m3",
     c: map, b_k_major: true
 );

@@ -262,6 +262,65 @@ tma_gemm_kernel!(
     /// bf16 A · B → f32 C with the whole epilogue.
     gemm_tma_bf16_f32_epilogue, Bf16Operands, Bf16, Bf16, f32, [GlobalMut<f32>], fused: RUNTIME_FLAGS
 );
+// B as `[N, K]` (`nn.Linear`'s weight): the epilogues of a model's projections.
+tma_gemm_kernel!(
+    /// bf16 A `[batch, M, K]` · (bf16 B `[batch, N, K]`)ᵀ → bf16 C = alpha · A·Bᵀ.
+    gemm_tma_bf16_nk, Bf16NkOperands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], plain
+);
+tma_gemm_kernel!(
+    /// bf16 A · (bf16 B `[N, K]`)ᵀ → bf16 C with the whole epilogue.
+    gemm_tma_bf16_nk_epilogue, Bf16NkOperands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: RUNTIME_FLAGS
+);
+tma_gemm_kernel!(
+    /// bf16 A · (bf16 B `[N, K]`)ᵀ → bf16 C = alpha · A·Bᵀ + bias.
+    gemm_tma_bf16_nk_bias, Bf16NkOperands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::None)
+);
+tma_gemm_kernel!(
+    /// bf16 A · (bf16 B `[N, K]`)ᵀ → bf16 C = relu(alpha · A·Bᵀ + bias).
+    gemm_tma_bf16_nk_bias_relu, Bf16NkOperands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::Relu)
+);
+tma_gemm_kernel!(
+    /// bf16 A · (bf16 B `[N, K]`)ᵀ → bf16 C = gelu(alpha · A·Bᵀ + bias).
+    gemm_tma_bf16_nk_bias_gelu, Bf16NkOperands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::Gelu)
+);
+tma_gemm_kernel!(
+    /// bf16 A · (bf16 B `[N, K]`)ᵀ → bf16 C = silu(alpha · A·Bᵀ + bias).
+    gemm_tma_bf16_nk_bias_silu, Bf16NkOperands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::Silu)
+);
+tma_gemm_kernel!(
+    /// bf16 A · (bf16 B `[N, K]`)ᵀ → bf16 C = alpha · A·Bᵀ + beta · D, D through the ring.
+    gemm_tma_bf16_nk_residual, Bf16NkOperands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], residual: HAS_D
+);
+tma_gemm_kernel!(
+    /// bf16 A · (bf16 B `[N, K]`)ᵀ → bf16 C = act(alpha · A·Bᵀ + beta · D + bias), D through
+    /// the ring, the bias and the activation as `flags` say.
+    gemm_tma_bf16_nk_residual_epilogue, Bf16NkOperands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], residual: RUNTIME_FLAGS
+);
+tma_gemm_kernel!(
+    /// bf16 A · (bf16 B `[N, K]`)ᵀ → bf16 C = alpha · A·Bᵀ in tiles of 128 × 192.
+    gemm_tma_bf16_nk_n192, Bf16NkOperands<N192>, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], plain
+);
+tma_gemm_kernel!(
+    /// bf16 A · (bf16 B `[N, K]`)ᵀ → bf16 C = alpha · A·Bᵀ + bias in tiles of 128 × 192.
+    gemm_tma_bf16_nk_n192_bias, Bf16NkOperands<N192>, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: bias_and(Activation::None)
+);
+tma_gemm_kernel!(
+    /// bf16 A · (bf16 B `[N, K]`)ᵀ → bf16 C = alpha · A·Bᵀ + beta · D in tiles of 128 × 192, D
+    /// through the ring.
+    gemm_tma_bf16_nk_n192_residual, Bf16NkOperands<N192>, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], residual: HAS_D
+);
+tma_gemm_kernel!(
+    /// bf16 A · (bf16 B `[N, K]`)ᵀ → f32 C = alpha · A·Bᵀ.
+    gemm_tma_bf16_nk_f32, Bf16NkOperands, Bf16, Bf16, f32, [GlobalMut<f32>], plain
+);
+tma_gemm_kernel!(
+    /// bf16 A · (bf16 B `[N, K]`)ᵀ → f32 C with the whole epilogue.
+    gemm_tma_bf16_nk_f32_epilogue, Bf16NkOperands, Bf16, Bf16, f32, [GlobalMut<f32>], fused: RUNTIME_FLAGS
+);
+tma_gemm_kernel!(
+    /// bf16 A · (bf16 B `[N, K]`)ᵀ → f32 C = alpha · A·Bᵀ in tiles of 128 × 192.
+    gemm_tma_bf16_nk_f32_n192, Bf16NkOperands<N192>, Bf16, Bf16, f32, [GlobalMut<f32>], plain
+);
 tma_gemm_kernel!(
     /// e4m3 A `[batch, M, K]` · (e4m3 B `[batch, N, K]`)ᵀ → bf16 C = alpha · A·B (alpha: the
     /// product of the per-tensor scales).

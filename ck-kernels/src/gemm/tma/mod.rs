@@ -1,7 +1,8 @@
 //! `gemm_tma_*` and `gemm_fp8_*`: `C[b] = act(alpha · A[b]·B[b] + beta · D[b] + bias)` on
 //! Hopper (sm_90a) with the copies on the TMA engine and a warp-specialised, persistent block —
-//! bf16 operands (`B` as `[K, N]`) or 8-bit floats (`B` as `[N, K]`, the only layout the fp8
-//! MMA reads), f32 accumulation, bf16 or f32 C, the [`crate::gemm::epilogue`], any batch of products.
+//! bf16 operands (`B` as `[K, N]`, or as `[N, K]`: [`Bf16NkOperands`]) or 8-bit floats (`B`
+//! as `[N, K]`, the only layout the fp8 MMA reads), f32 accumulation, bf16 or f32 C, the
+//! [`crate::gemm::epilogue`], any batch of products.
 //!
 //! One block per multiprocessor takes the `128 × 256` tiles of C `block, block + grid, …` (in
 //! the grouped order of [`crate::gemm::wgmma`], product by product) — or `128 × 192` ones
@@ -209,6 +210,43 @@ impl<W: Width> Operands for Bf16Operands<W> {
     #[inline(always)]
     fn mma(acc: &mut W::Regs, a: u64, b: u64) {
         wgmma_bf16(acc, a, b, true);
+    }
+}
+
+/// bf16 A `[M, K]` and B given transposed, `[N, K]` (`nn.Linear`'s weight), both row-major:
+/// B K-major, as the MMA reads it without a transpose. A stage of B is one box of `BN` rows of
+/// 128 bytes (64 k), in the swizzle A's stage has; a k-slice of 16 is 32 bytes further along
+/// each row.
+pub struct Bf16NkOperands<W = N256>(core::marker::PhantomData<W>);
+
+impl<W: Width> Operands for Bf16NkOperands<W> {
+    type A = Bf16;
+    type B = Bf16;
+    type W = W;
+    const BK: u32 = 64;
+    const B_BOX: [u32; 3] = [64, W::BN, 1];
+
+    #[inline(always)]
+    fn copy_b<const N: usize, const NB: usize>(
+        b: &Tma<Bf16, 3>,
+        ring: &SharedArray<Bf16, N>,
+        at: u32,
+        (k0, bn, batch): (u32, u32, u32),
+        (bars, bar): (&SharedArray<Mbarrier, NB>, u32),
+    ) {
+        b.copy_to_shared([k0 as i32, bn as i32, batch as i32], ring, at, bars, bar);
+    }
+
+    const B_SLICE_BYTES: u32 = 32;
+
+    #[inline(always)]
+    fn b_descriptor(stage: u32) -> u64 {
+        k_major(stage)
+    }
+
+    #[inline(always)]
+    fn mma(acc: &mut W::Regs, a: u64, b: u64) {
+        wgmma_bf16_b_kmajor(acc, a, b, true);
     }
 }
 
