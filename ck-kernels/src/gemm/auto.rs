@@ -35,7 +35,7 @@ use ck_core::host::{Device, DeviceBuffer, LaunchError, LaunchStats};
 /// How much more of the machine's time the 192-wide tiles must spend on C's own elements
 /// than the 256-wide ones before they are chosen (they copy 11 % more bytes per FLOP). On an
 /// H100 they tie at equal shares (6144³) and win by 4–6 % at 6.5 % more (5632×5632×4096).
-const NARROW_GAIN: f64 = 1.05;
+pub(crate) const NARROW_GAIN: f64 = 1.05;
 
 /// C's element types: whether their GEMMs may run on a TMA kernel, and the bf16-operand TMA
 /// kernels' entry points for them ([`crate::gemm::tma::host`], which depends on this crate's
@@ -127,7 +127,7 @@ pub enum Choice {
 
 /// The share of the multiprocessors' time a grid of `w`-wide tiles spends on C's own elements:
 /// `batch · m · n` over the tiles' area in whole waves of `sms`.
-fn wave_efficiency(batch: u32, (m, n): (u32, u32), w: u32, sms: u32) -> f64 {
+pub(crate) fn wave_efficiency(batch: u32, (m, n): (u32, u32), w: u32, sms: u32) -> f64 {
     let tiles = batch as u64 * m.div_ceil(BM) as u64 * n.div_ceil(w) as u64;
     let waves = tiles.div_ceil(sms.max(1) as u64);
     let area = waves * sms as u64 * (BM * w) as u64;

@@ -13,6 +13,7 @@
 //! ([`crate::gemm::wgmma`], 5–6× faster on an H100) instead;
 //! [`crate::gemm::choice::Bf16Kernel::for_shape`] says which.
 
+use crate::gemm::epilogue::{CElement, Epilogue};
 use ck_core::device::*;
 use ck_core::tile::{make_tile_window, unroll, DistributedTensor, View2};
 use ck_macros::{tile_distribution, tile_kernel};
@@ -76,6 +77,37 @@ fn stage(
     });
 }
 
+/// `acc += A_s · B_s` over the 16 k of shared buffer `buf`, both stored k-major (`[k][m]`,
+/// `[k][n]`); the thread's tile starts at row `m0`, column `n0` ([`CTile`]).
+#[inline(always)]
+fn multiply_slice(
+    acc: &mut DistributedTensor<CTile, f32>,
+    (a_s, b_s): (&SharedArray<f32, 4096>, &SharedArray<f32, 4096>),
+    buf: u32,
+    (m0, n0): (i32, i32),
+) {
+    unroll::<16>(|kk| {
+        let row = buf * SLICE + kk as u32 * BM as u32;
+        let a_lo = a_s.load_vec::<4>(row + m0 as u32);
+        let a_hi = a_s.load_vec::<4>(row + m0 as u32 + 64);
+        let b_lo = b_s.load_vec::<4>(row + n0 as u32);
+        let b_hi = b_s.load_vec::<4>(row + n0 as u32 + 64);
+        CTile::for_each_y(|y, d| {
+            let av = if y[0] == 0 {
+                a_lo[y[1] as usize]
+            } else {
+                a_hi[y[1] as usize]
+            };
+            let bv = if y[2] == 0 {
+                b_lo[y[3] as usize]
+            } else {
+                b_hi[y[3] as usize]
+            };
+            acc.set(d, math::fma(av, bv, acc.get(d)));
+        });
+    });
+}
+
 /// `C = A · B` for f32, 128 × 128 tiles (grid: ⌈N/128⌉ · ⌈M/128⌉ blocks, block-row-major).
 /// Launch bounds for two blocks per SM: 128 registers, no spill (143 without; +1–2 %).
 #[tile_kernel(
@@ -104,26 +136,7 @@ pub fn gemm_f32(a: Global<f32>, b: Global<f32>, c: GlobalMut<f32>, m: u32, n: u3
         wa.move_by([0, BK]);
         wb.move_by([BK, 0]);
         let (na, nb) = (wa.load::<f32>(), wb.load::<f32>());
-        unroll::<16>(|kk| {
-            let row = buf * SLICE + kk as u32 * BM as u32;
-            let a_lo = a_s.load_vec::<4>(row + m0 as u32);
-            let a_hi = a_s.load_vec::<4>(row + m0 as u32 + 64);
-            let b_lo = b_s.load_vec::<4>(row + n0 as u32);
-            let b_hi = b_s.load_vec::<4>(row + n0 as u32 + 64);
-            CTile::for_each_y(|y, d| {
-                let av = if y[0] == 0 {
-                    a_lo[y[1] as usize]
-                } else {
-                    a_hi[y[1] as usize]
-                };
-                let bv = if y[2] == 0 {
-                    b_lo[y[3] as usize]
-                } else {
-                    b_hi[y[3] as usize]
-                };
-                acc.set(d, math::fma(av, bv, acc.get(d)));
-            });
-        });
+        multiply_slice(&mut acc, (&a_s, &b_s), buf, (m0, n0));
         if s + 1 < steps {
             stage(&na, &nb, (&a_s, &b_s), 1 - buf);
         }
@@ -131,6 +144,112 @@ pub fn gemm_f32(a: Global<f32>, b: Global<f32>, c: GlobalMut<f32>, m: u32, n: u3
     }
     make_tile_window::<CTile, _>(View2::<_, f32, 4>::new(c, m, n, n), [bm, bn]).store(&acc);
 }
+
+tile_distribution! {
+    /// The 128 × 16 slice of a bf16 operand stored K-major (`linear`'s X `[M, K]` and W
+    /// `[N, K]`): two threads per row, 8 consecutive k each (one 16-byte load where the rows
+    /// allow it, else 8 scalar ones).
+    pub struct KSlice {
+        warp_size: 32, block_size: 256,
+        h: { row: [warp: 8, lane: 16], k: [lane: 2, vec: 8] },
+        p: [[row.warp], [row.lane, k.lane]],
+        y: [k.vec],
+    }
+}
+
+/// Stores a [`KSlice`] of bf16 widened and transposed (`s[k][r]`) into buffer `buf`.
+#[inline(always)]
+fn stage_k_major(t: &DistributedTensor<KSlice, Bf16>, s: &SharedArray<f32, 4096>, buf: u32) {
+    let p = KSlice::partition_index(thread_idx());
+    KSlice::for_each_y(|y, d| {
+        let [r, k] = KSlice::x_index(p, y);
+        s.store(
+            buf * SLICE + k as u32 * BM as u32 + r as u32,
+            t.get(d).to_f32(),
+        );
+    });
+}
+
+/// `C = act(alpha · X·Wᵀ + beta · D + bias)` with X `[m, k]` and W `[n, k]` bf16, on any shape:
+/// [`gemm_f32`]'s 128 × 128 tiles and inner loop (f32 FMAs) over slices of both operands loaded
+/// along K ([`KSlice`]), then [`Epilogue::apply`] on the accumulators and one store of C. The
+/// fallback of `gemm::linear` for rows TMA cannot copy (N or K not a multiple of 8).
+#[inline(always)]
+fn linear_any_shape<O: CElement>(
+    (x, w, c): (Global<Bf16>, Global<Bf16>, GlobalMut<O>),
+    epilogue: Epilogue<O>,
+    (m, n, k): (u32, u32, u32),
+    (x_s, w_s): (&SharedArray<f32, 4096>, &SharedArray<f32, 4096>),
+) {
+    let tiles_n = n.div_ceil(BN as u32);
+    let (bm, bn) = (
+        (block_idx() / tiles_n) as i32 * BM,
+        (block_idx() % tiles_n) as i32 * BN,
+    );
+    let mut wx = make_tile_window::<KSlice, _>(View2::<_, Bf16, 8>::new(x, m, k, k), [bm, 0]);
+    let mut ww = make_tile_window::<KSlice, _>(View2::<_, Bf16, 8>::new(w, n, k, k), [bn, 0]);
+    let mut acc = DistributedTensor::<CTile, f32>::zeros();
+    let [m0, n0] = CTile::x_index(CTile::partition_index(thread_idx()), [0, 0, 0, 0]);
+    let steps = k.div_ceil(BK as u32);
+    stage_k_major(&wx.load::<Bf16>(), x_s, 0);
+    stage_k_major(&ww.load::<Bf16>(), w_s, 0);
+    block_sync();
+    for s in 0..steps {
+        let buf = s % 2;
+        wx.move_by([0, BK]);
+        ww.move_by([0, BK]);
+        let (nx, nw) = (wx.load::<Bf16>(), ww.load::<Bf16>());
+        multiply_slice(&mut acc, (x_s, w_s), buf, (m0, n0));
+        if s + 1 < steps {
+            stage_k_major(&nx, x_s, 1 - buf);
+            stage_k_major(&nw, w_s, 1 - buf);
+        }
+        block_sync();
+    }
+    let (d, bias) = (epilogue.d, epilogue.bias);
+    epilogue.apply(
+        &mut acc,
+        || O::load_f32::<CTile, 4>(d, (m, n, n), [bm, bn]),
+        // Every row reads the same n values: a view of stride 0.
+        || O::load_f32::<CTile, 4>(bias, (m, n, 0), [bm, bn]),
+    );
+    O::store_f32::<CTile, 4>(c, (m, n, n), [bm, bn], &acc);
+}
+
+/// Declares [`linear_any_shape`] writing C of `$o`.
+macro_rules! linear_kernel {
+    ($(#[$doc:meta])* $name:ident, $o:ty) => {
+        $(#[$doc])*
+        #[tile_kernel(block = 256, min_blocks_per_sm = 2, distributions(CTile, KSlice))]
+        #[allow(clippy::too_many_arguments)]
+        pub fn $name(
+            x: Global<Bf16>,
+            w: Global<Bf16>,
+            c: GlobalMut<$o>,
+            d: Global<$o>,
+            bias: Global<$o>,
+            m: u32,
+            n: u32,
+            k: u32,
+            alpha: f32,
+            beta: f32,
+            flags: u32,
+        ) {
+            let x_s = shared!(f32; 4096);
+            let w_s = shared!(f32; 4096);
+            let epilogue = Epilogue { alpha, beta, d, bias, flags };
+            linear_any_shape((x, w, c), epilogue, (m, n, k), (&x_s, &w_s));
+        }
+    };
+}
+linear_kernel!(
+    /// bf16 X `[M, K]` · (bf16 W `[N, K]`)ᵀ → bf16 C with the whole epilogue, any shape.
+    linear_simt_bf16, Bf16
+);
+linear_kernel!(
+    /// bf16 X `[M, K]` · (bf16 W `[N, K]`)ᵀ → f32 C with the whole epilogue, any shape.
+    linear_simt_f32, f32
+);
 
 tile_distribution! {
     /// A's 128 × 32 bf16 slice in the `k-write` pattern (lane → row lane / 4, chunk lane % 4):

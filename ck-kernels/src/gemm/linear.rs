@@ -1,0 +1,227 @@
+//! `linear`: `C = act(alpha · X·Wᵀ + beta · D + bias)` with the weight as `nn.Linear` keeps it,
+//! `W` `[N, K]` row-major, read in place (no transposed copy) — the layout the MMA reads
+//! natively (B K-major). X `[M, K]` (a model's tokens, any leading dims flattened), C and D
+//! `[M, N]`, bias `[N]`; bf16 X and W, f32 accumulation, bf16 or f32 C.
+//!
+//! | problem | kernel |
+//! |---|---|
+//! | N or K not a multiple of 8 (rows TMA cannot copy) | `linear_simt_*` (f32 FMAs, 128 × 128 tiles, any shape) |
+//! | 128 × 192 tiles spend ≥ 5 % more of the machine's time on C than 128 × 256 ones, and a 192-wide kernel is compiled for the epilogue (alpha alone, a bias, D alone) | `gemm_tma_bf16_nk*_n192*` |
+//! | otherwise | `gemm_tma_bf16_nk*` (TMA, warp-specialised, persistent; stream-K for few tiles of a long K) |
+//!
+//! The TMA kernels are [`crate::gemm::tma`]'s body on [`Bf16NkOperands`]: B's stage is one box
+//! of 256 (or 192) rows of 64 k in the 128-byte swizzle, as A's is.
+//!
+//! ```
+//! use ck_core::device::Bf16;
+//! use ck_core::host::Device;
+//! use ck_kernels::gemm::epilogue::Activation;
+//! use ck_kernels::gemm::fused::HostEpilogue;
+//! use ck_kernels::gemm::linear::linear;
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let device = Device::emulator();
+//! let (m, n, k) = (3u32, 5u32, 7u32); // any shape
+//! let x = vec![0.5f32; (m * k) as usize]; // [m, k]
+//! let w: Vec<f32> = (0..n * k).map(|i| (i / k) as f32).collect(); // [n, k]: row j is all j
+//! let bias = vec![-1.0f32; n as usize];
+//! let epilogue = HostEpilogue { bias: Some(&bias), activation: Activation::Relu, ..Default::default() };
+//! let (c, _) = linear::<f32>(&device, (&x, &w), (m, n, k), epilogue)?;
+//! // C[i, j] = relu(7 · 0.5 · j − 1): exact in bf16 operands and f32 C.
+//! assert_eq!(&c[..5], &[0.0, 2.5, 6.0, 9.5, 13.0]);
+//! # Ok(()) }
+//! ```
+
+use crate::gemm::auto::{wave_efficiency, NARROW_GAIN};
+use crate::gemm::fused::{
+    check_problem, run_with_host_epilogue, upload, EpilogueArgs, GemmOutput, HostEpilogue,
+};
+use crate::gemm::mma_sync::host::config;
+use crate::gemm::mma_sync::{LinearSimtBf16, LinearSimtF32};
+use crate::gemm::tma::host::{kernel_name, launch as launch_tma, TmaGemm};
+use crate::gemm::tma::{Bf16NkOperands, Width, N192, N256};
+use ck_core::device::Bf16;
+use ck_core::host::{Device, DeviceBuffer, LaunchError, LaunchStats};
+
+/// The kernel [`launch`] runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kernel {
+    /// `gemm_tma_bf16_nk*`: 128 × 256 tiles.
+    Tma,
+    /// `gemm_tma_bf16_nk*_n192*`: 128 × 192 tiles.
+    TmaN192,
+    /// `linear_simt_*`: any shape.
+    AnyShape,
+}
+
+/// C's element types: their kernels.
+pub trait LinearOutput: GemmOutput {
+    /// Launches the any-shape kernel.
+    #[allow(clippy::too_many_arguments)]
+    fn launch_any_shape(
+        device: &Device,
+        xw: (&DeviceBuffer<Bf16>, &DeviceBuffer<Bf16>),
+        c: &mut DeviceBuffer<Self>,
+        mnk: (u32, u32, u32),
+        epilogue: &EpilogueArgs<'_, Self>,
+    ) -> Result<LaunchStats, LaunchError>;
+    /// The any-shape kernel's name.
+    const ANY_SHAPE: &'static str;
+    /// Whether a 128 × 192 kernel runs the epilogue of `flags`.
+    fn narrow_takes(flags: u32) -> bool;
+    /// The TMA kernel's launch, in `narrow` tiles or not.
+    fn launch_tma(
+        device: &Device,
+        xw: (&DeviceBuffer<Bf16>, &DeviceBuffer<Bf16>),
+        c: &mut DeviceBuffer<Self>,
+        mnk: (u32, u32, u32),
+        epilogue: &EpilogueArgs<'_, Self>,
+        narrow: bool,
+    ) -> Result<LaunchStats, LaunchError>;
+    /// The TMA kernel's name.
+    fn tma_name(epilogue: &EpilogueArgs<'_, Self>, narrow: bool) -> &'static str;
+}
+
+macro_rules! linear_output {
+    ($o:ty, $any:ident, $any_name:literal) => {
+        impl LinearOutput for $o {
+            fn launch_any_shape(
+                device: &Device,
+                (x, w): (&DeviceBuffer<Bf16>, &DeviceBuffer<Bf16>),
+                c: &mut DeviceBuffer<$o>,
+                (m, n, k): (u32, u32, u32),
+                epilogue: &EpilogueArgs<'_, $o>,
+            ) -> Result<LaunchStats, LaunchError> {
+                let empty = DeviceBuffer::<$o>::empty(device)?;
+                let d = epilogue.d.unwrap_or(&empty);
+                let bias = epilogue.bias.unwrap_or(&empty);
+                let (alpha, beta, flags) = (epilogue.alpha, epilogue.beta, epilogue.flags());
+                $any::launch(
+                    device,
+                    config(m, n),
+                    x,
+                    w,
+                    c,
+                    d,
+                    bias,
+                    m,
+                    n,
+                    k,
+                    alpha,
+                    beta,
+                    flags,
+                )
+            }
+            const ANY_SHAPE: &'static str = $any_name;
+            fn narrow_takes(flags: u32) -> bool {
+                <Bf16NkOperands<N192> as TmaGemm<$o>>::takes(flags)
+            }
+            fn launch_tma(
+                device: &Device,
+                xw: (&DeviceBuffer<Bf16>, &DeviceBuffer<Bf16>),
+                c: &mut DeviceBuffer<$o>,
+                mnk: (u32, u32, u32),
+                epilogue: &EpilogueArgs<'_, $o>,
+                narrow: bool,
+            ) -> Result<LaunchStats, LaunchError> {
+                if narrow {
+                    launch_tma::<Bf16NkOperands<N192>, $o>(device, xw, c, 1, mnk, epilogue)
+                } else {
+                    launch_tma::<Bf16NkOperands, $o>(device, xw, c, 1, mnk, epilogue)
+                }
+            }
+            fn tma_name(epilogue: &EpilogueArgs<'_, $o>, narrow: bool) -> &'static str {
+                if narrow {
+                    kernel_name::<Bf16NkOperands<N192>, $o>(epilogue)
+                } else {
+                    kernel_name::<Bf16NkOperands, $o>(epilogue)
+                }
+            }
+        }
+    };
+}
+linear_output!(Bf16, LinearSimtBf16, "linear_simt_bf16");
+linear_output!(f32, LinearSimtF32, "linear_simt_f32");
+
+/// The choice of the table in the module documentation.
+pub fn choose<O: LinearOutput>(
+    device: &Device,
+    (m, n, k): (u32, u32, u32),
+    epilogue: &EpilogueArgs<'_, O>,
+) -> Kernel {
+    if !n.is_multiple_of(8) || !k.is_multiple_of(8) {
+        return Kernel::AnyShape;
+    }
+    let sms = device.multiprocessors();
+    let narrow = wave_efficiency(1, (m, n), N192::BN, sms);
+    let wide = wave_efficiency(1, (m, n), N256::BN, sms);
+    if O::narrow_takes(epilogue.flags()) && narrow > NARROW_GAIN * wide {
+        Kernel::TmaN192
+    } else {
+        Kernel::Tma
+    }
+}
+
+/// `C = act(alpha · X·Wᵀ + beta · D + bias)` on device buffers — X `[m, k]`, W `[n, k]`, C and D
+/// `[m, n]`, bias `[n]`, row-major — on the kernel [`choose`] picks; returns the launch's
+/// statistics and the kernel's name. Errors: `shape-mismatch` (a buffer's length against the
+/// shape, naming it), `argument-size`, `bad-scale`.
+pub fn launch<O: LinearOutput>(
+    device: &Device,
+    (x, w): (&DeviceBuffer<Bf16>, &DeviceBuffer<Bf16>),
+    c: &mut DeviceBuffer<O>,
+    (m, n, k): (u32, u32, u32),
+    epilogue: &EpilogueArgs<'_, O>,
+) -> Result<(LaunchStats, &'static str), LaunchError> {
+    check_lengths((m, n, k), (x.len(), w.len(), c.len()))?;
+    check_problem(1, (m, n, k), (x.len(), w.len(), c.len()), epilogue)?;
+    match choose(device, (m, n, k), epilogue) {
+        Kernel::AnyShape => {
+            if m == 0 || n == 0 {
+                return Ok((LaunchStats::default(), O::ANY_SHAPE));
+            }
+            let stats = O::launch_any_shape(device, (x, w), c, (m, n, k), epilogue)?;
+            Ok((stats, O::ANY_SHAPE))
+        }
+        kernel => {
+            let narrow = kernel == Kernel::TmaN192;
+            let stats = O::launch_tma(device, (x, w), c, (m, n, k), epilogue, narrow)?;
+            Ok((stats, O::tma_name(epilogue, narrow)))
+        }
+    }
+}
+
+/// `shape-mismatch` naming the buffer whose length is not the shape's.
+fn check_lengths(
+    (m, n, k): (u32, u32, u32),
+    (x, w, c): (usize, usize, usize),
+) -> Result<(), LaunchError> {
+    let elems = |r: u32, c: u32| r as u64 * c as u64;
+    for (what, len, rows, cols) in [("x", x, m, k), ("weight", w, n, k), ("c", c, m, n)] {
+        if len as u64 != elems(rows, cols) {
+            return Err(LaunchError::invalid(
+                ck_core::rules::SHAPE_MISMATCH,
+                format!(
+                    "`{what}` has {len} elements; for x [{m}, {k}] · weight [{n}, {k}]ᵀ it must be [{rows}, {cols}] ({} elements)",
+                    elems(rows, cols)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// [`launch`] from host values (X `[m, k]`, W `[n, k]`, D `[m, n]`): X and W rounded to bf16, D
+/// and bias to `O`, C (`O`) widened to f32.
+pub fn linear<O: LinearOutput>(
+    device: &Device,
+    (x, w): (&[f32], &[f32]),
+    (m, n, k): (u32, u32, u32),
+    epilogue: HostEpilogue<'_>,
+) -> Result<(Vec<f32>, LaunchStats), LaunchError> {
+    let c_len = m as usize * n as usize;
+    check_lengths((m, n, k), (x.len(), w.len(), c_len))?;
+    let (xd, wd) = (upload::<Bf16>(device, x)?, upload::<Bf16>(device, w)?);
+    run_with_host_epilogue::<O>(device, c_len, epilogue, |c, args| {
+        launch(device, (&xd, &wd), c, (m, n, k), args).map(|(stats, _)| stats)
+    })
+}

@@ -1,0 +1,184 @@
+//! `gemm::linear` on the emulator: X·Wᵀ with W `[n, k]` as `nn.Linear` keeps it, against an
+//! fp64 reference written here, on the any-shape kernel (odd N and K) and the TMA kernels
+//! (which the choice table sends aligned shapes to), every epilogue, both C types; the choice
+//! and the errors.
+
+use ck_core::device::{Bf16, Real};
+use ck_core::host::{Device, DeviceBuffer};
+use ck_kernels::checks::Rng;
+use ck_kernels::gemm::epilogue::Activation;
+use ck_kernels::gemm::fused::{upload, EpilogueArgs, HostEpilogue};
+use ck_kernels::gemm::linear::{choose, launch, linear, Kernel, LinearOutput};
+
+/// `v` rounded to `T` and back.
+fn round<T: Real>(v: &[f32]) -> Vec<f32> {
+    v.iter().map(|&x| T::from_f32(x).to_f32()).collect()
+}
+
+/// `act(alpha · x·wᵀ + beta · d + bias)` in f64, from the definitions (GELU in its tanh form).
+fn want(
+    (x, w): (&[f32], &[f32]),
+    (m, n, k): (usize, usize, usize),
+    e: &HostEpilogue<'_>,
+) -> Vec<f64> {
+    let act = |v: f64| match e.activation {
+        Activation::None => v,
+        Activation::Relu => v.max(0.0),
+        Activation::Gelu => {
+            0.5 * v
+                * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (v + 0.044715 * v.powi(3))).tanh())
+        }
+        Activation::Silu => v / (1.0 + (-v).exp()),
+    };
+    (0..m * n)
+        .map(|i| {
+            let (r, c) = (i / n, i % n);
+            let dot: f64 = (0..k)
+                .map(|p| x[r * k + p] as f64 * w[c * k + p] as f64)
+                .sum();
+            let mut v = e.alpha as f64 * dot;
+            if let Some(d) = e.d {
+                v += e.beta as f64 * d[i] as f64;
+            }
+            if let Some(b) = e.bias {
+                v += b[c] as f64;
+            }
+            act(v)
+        })
+        .collect()
+}
+
+/// Every epilogue: none, alpha, a bias with each activation, D alone, D with a bias and an
+/// activation, an activation alone.
+fn epilogues<'a>(d: &'a [f32], bias: &'a [f32]) -> Vec<HostEpilogue<'a>> {
+    let base = HostEpilogue::default();
+    let mut all = vec![
+        base,
+        HostEpilogue {
+            alpha: -0.5,
+            ..base
+        },
+    ];
+    for activation in [
+        Activation::None,
+        Activation::Relu,
+        Activation::Gelu,
+        Activation::Silu,
+    ] {
+        all.push(HostEpilogue {
+            bias: Some(bias),
+            activation,
+            ..base
+        });
+    }
+    all.push(HostEpilogue {
+        d: Some(d),
+        beta: -1.5,
+        ..base
+    });
+    all.push(HostEpilogue {
+        alpha: 0.75,
+        d: Some(d),
+        bias: Some(bias),
+        activation: Activation::Gelu,
+        ..base
+    });
+    all.push(HostEpilogue {
+        activation: Activation::Silu,
+        ..base
+    });
+    all
+}
+
+/// Runs every epilogue on `(m, n, k)` with C of `O` and checks each element of C against fp64
+/// from the bf16-rounded operands (D and bias rounded to `O`): within `tol` relative (+ `tol`).
+fn check<O: LinearOutput>((m, n, k): (u32, u32, u32), tol: f64) {
+    let device = Device::Emulator { workers: 2 };
+    let mut rng = Rng(0x11ea ^ (m * 7 + n * 131 + k) as u64);
+    let mut values =
+        |len: u32, scale: f32| -> Vec<f32> { (0..len).map(|_| scale * rng.f32()).collect() };
+    let (x, w) = (
+        round::<Bf16>(&values(m * k, 2.0)),
+        round::<Bf16>(&values(n * k, 2.0)),
+    );
+    let (d, bias) = (round::<O>(&values(m * n, 1.0)), round::<O>(&values(n, 1.0)));
+    let (mu, nu, ku) = (m as usize, n as usize, k as usize);
+    for e in epilogues(&d, &bias) {
+        let (c, _) = linear::<O>(&device, (&x, &w), (m, n, k), e).unwrap();
+        for (i, want) in want((&x, &w), (mu, nu, ku), &e).iter().enumerate() {
+            let got = c[i] as f64;
+            assert!(
+                (got - want).abs() <= tol * (want.abs() + 1.0),
+                "({m}, {n}, {k}) {e:?}: C[{}, {}] = {got}, want {want}",
+                i / nu,
+                i % nu
+            );
+        }
+    }
+}
+
+const F32_TOL: f64 = 2e-5;
+const BF16_TOL: f64 = 1.0 / 128.0;
+
+#[test]
+fn any_shape_kernel_takes_odd_n_and_k() {
+    // Odd M, N and K: edge tiles everywhere, rows no vector load can take, K in one slice and
+    // a half and in several; two row tiles on two blocks.
+    check::<f32>((131, 37, 23), F32_TOL);
+    check::<Bf16>((5, 129, 51), BF16_TOL);
+    check::<f32>((3, 5, 1), F32_TOL);
+}
+
+#[test]
+fn aligned_shapes_run_on_the_tma_kernels() {
+    // Odd M, N and K multiples of 8: the TMA kernels, edge tiles in M and N.
+    check::<f32>((67, 264, 72), F32_TOL);
+    check::<Bf16>((131, 40, 136), BF16_TOL);
+}
+
+#[test]
+fn the_choice_follows_the_table() {
+    let device = Device::Emulator { workers: 132 };
+    let plain = EpilogueArgs::<Bf16>::default();
+    assert_eq!(choose(&device, (4, 37, 64), &plain), Kernel::AnyShape);
+    assert_eq!(choose(&device, (4, 64, 36), &plain), Kernel::AnyShape);
+    assert_eq!(choose(&device, (8192, 4096, 4096), &plain), Kernel::Tma);
+    // 3072 × 3072 on 132 multiprocessors: 24 × 12 = 288 wide tiles (3 waves, 73 % busy)
+    // against 24 × 16 = 384 narrow ones (3 waves, 97 %).
+    assert_eq!(choose(&device, (3072, 3072, 3072), &plain), Kernel::TmaN192);
+    // No 192-wide kernel has an activation without a bias.
+    let silu = EpilogueArgs::<Bf16> {
+        activation: Activation::Silu,
+        ..Default::default()
+    };
+    assert_eq!(choose(&device, (3072, 3072, 3072), &silu), Kernel::Tma);
+}
+
+#[test]
+fn errors_name_the_tensor_and_the_shape() {
+    let device = Device::emulator();
+    let buf = |len: usize| upload::<Bf16>(&device, &vec![0.0; len]).unwrap();
+    let (x, w) = (buf(4 * 16), buf(8 * 16));
+    let mut c = DeviceBuffer::<Bf16>::zeros(&device, 4 * 8).unwrap();
+    let plain = EpilogueArgs::default();
+    // A weight of one element too many; then C of a row too wide.
+    let e = launch(&device, (&x, &buf(8 * 16 + 1)), &mut c, (4, 8, 16), &plain).unwrap_err();
+    assert_eq!(e.rule(), "shape-mismatch");
+    assert!(e.to_string().contains("`weight` has 129 elements"), "{e}");
+    let mut c_wide = DeviceBuffer::<Bf16>::zeros(&device, 4 * 9).unwrap();
+    let e = launch(&device, (&x, &w), &mut c_wide, (4, 8, 16), &plain).unwrap_err();
+    assert!(e.to_string().contains("`c` has 36 elements"), "{e}");
+    let bias = buf(7);
+    let with_bias = EpilogueArgs {
+        bias: Some(&bias),
+        ..Default::default()
+    };
+    let e = launch(&device, (&x, &w), &mut c, (4, 8, 16), &with_bias).unwrap_err();
+    assert_eq!(e.rule(), "shape-mismatch", "{e}");
+    let nan = EpilogueArgs::<Bf16> {
+        alpha: f32::NAN,
+        ..Default::default()
+    };
+    let e = launch(&device, (&x, &w), &mut c, (4, 8, 16), &nan).unwrap_err();
+    assert_eq!(e.rule(), "bad-scale", "{e}");
+}
