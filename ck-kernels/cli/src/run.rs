@@ -60,9 +60,13 @@ pub struct GemmArgs {
     /// A, a 2-D float32 .npy (M, K)
     #[arg(long, value_name = "A.npy")]
     input_a: String,
-    /// B, a 2-D float32 .npy (K, N)
+    /// B, a 2-D float32 .npy (K, N), or (N, K) with --b-layout nk
     #[arg(long, value_name = "B.npy")]
     input_b: String,
+    /// B's layout: kn, B as (K, N); or nk, B as (N, K), nn.Linear's weight, read in place by
+    /// the bf16 kernels (A may then have any leading dims) [default: kn]
+    #[arg(long, value_name = "kn|nk")]
+    b_layout: Option<String>,
     /// Where to write C (float32 .npy)
     #[arg(long, value_name = "C.npy")]
     output: String,
@@ -387,10 +391,30 @@ fn gemm_cmd(args: &GemmArgs) -> Result<(), CliError> {
         npy::read(pa).map_err(|m| CliError::new(ck_core::rules::NPY, m))?,
         npy::read(pb).map_err(|m| CliError::new(ck_core::rules::NPY, m))?,
     );
-    // 2-D, or 3-D with a leading batch dimension (the fused tensor-core GEMM, per product).
+    let nk = match args.b_layout.as_deref() {
+        None | Some("kn") => false,
+        Some("nk") => true,
+        Some(other) => {
+            return Err(CliError::usage(format!(
+                "--b-layout: `{other}` is not kn or nk"
+            )))
+        }
+    };
+    // 2-D, or 3-D with a leading batch dimension (the fused tensor-core GEMM, per product); with
+    // B as (N, K), A of any leading dims, flattened into rows.
     let (batch, m, k, k2, n) = match (&a.shape[..], &b.shape[..]) {
-        (&[m, k], &[k2, n]) => (1, m, k, k2, n),
-        (&[ba, m, k], &[bb, k2, n]) if ba == bb => (ba, m, k, k2, n),
+        (&[.., k], &[n, k2]) if nk && a.shape.len() >= 2 => (1, a.data.len() / k.max(1), k, k2, n),
+        (&[m, k], &[k2, n]) if !nk => (1, m, k, k2, n),
+        (&[ba, m, k], &[bb, k2, n]) if ba == bb && !nk => (ba, m, k, k2, n),
+        _ if nk => {
+            return Err(CliError::new(
+                ck_core::rules::SHAPE_MISMATCH,
+                format!(
+                    "with --b-layout nk, A {:?} must be (..., K) and B {:?} must be 2-D (N, K)",
+                    a.shape, b.shape
+                ),
+            ))
+        }
         _ => {
             return Err(CliError::new(
                 ck_core::rules::SHAPE_MISMATCH,
@@ -402,9 +426,13 @@ fn gemm_cmd(args: &GemmArgs) -> Result<(), CliError> {
         }
     };
     if k != k2 {
+        let b_shape = if nk { (n, k2) } else { (k2, n) };
         return Err(CliError::new(
             ck_core::rules::SHAPE_MISMATCH,
-            format!("A is {m}×{k} but B is {k2}×{n}; the inner dimensions must agree"),
+            format!(
+                "A is {m}×{k} but B is {}×{}; the K dimensions must agree",
+                b_shape.0, b_shape.1
+            ),
         ));
     }
     if [m, n, k].iter().any(|&d| d == 0 || d > i32::MAX as usize)
@@ -427,6 +455,7 @@ fn gemm_cmd(args: &GemmArgs) -> Result<(), CliError> {
     let shape = (m as u32, n as u32, k as u32);
     let batched = a.shape.len() == 3;
     let fused = batched
+        || nk
         || dtype == "fp8-e4m3"
         || args.out_dtype.is_some()
         || args.bias.is_some()
@@ -434,20 +463,30 @@ fn gemm_cmd(args: &GemmArgs) -> Result<(), CliError> {
         || args.alpha.is_some()
         || args.beta.is_some()
         || args.activation.is_some();
-    let (c, stats, what) = if fused {
-        gemm_fused_cmd(args, &device, (&a.data, &b.data), batch, (m, n, k))?
-    } else {
-        let (c, stats) = gemm(&device, &a.data, &b.data, shape).map_err(launch_error)?;
-        (c, stats, format!("{dtype} operands, f32 accumulation"))
-    };
-    let c_shape = if batched {
+    let c_shape = if nk {
+        let mut shape = a.shape.clone();
+        *shape.last_mut().expect("A is at least 2-D") = n;
+        shape
+    } else if batched {
         vec![batch, m, n]
     } else {
         vec![m, n]
     };
+    let (c, stats, what) = if fused {
+        let ab = (&a.data[..], &b.data[..]);
+        gemm_fused_cmd(args, &device, ab, (batch, &c_shape), (m, n, k))?
+    } else {
+        let (c, stats) = gemm(&device, &a.data, &b.data, shape).map_err(launch_error)?;
+        (c, stats, format!("{dtype} operands, f32 accumulation"))
+    };
     write_npy(out, c_shape, c)?;
+    let b_shape = if nk {
+        format!("({n}×{k})ᵀ")
+    } else {
+        format!("{k}×{n}")
+    };
     let summary = format!(
-        "gemm {m}×{k} · {k}×{n} ({what}) on {} → {out}",
+        "gemm {m}×{k} · {b_shape} ({what}) on {} → {out}",
         device.name()
     );
     report_files(args.json.json, summary, &stats)
@@ -458,13 +497,14 @@ fn gemm_fused_cmd(
     args: &GemmArgs,
     device: &ck_core::host::Device,
     (a, b): (&[f32], &[f32]),
-    batch: usize,
+    (batch, c_shape): (usize, &[usize]),
     (m, n, k): (usize, usize, usize),
 ) -> Result<(Vec<f32>, ck_core::host::LaunchStats, String), CliError> {
     use crate::npy;
     use ck_kernels::gemm::auto::gemm;
     use ck_kernels::gemm::epilogue::Activation;
     use ck_kernels::gemm::fused::HostEpilogue;
+    use ck_kernels::gemm::linear::linear;
     use ck_kernels::gemm::tma::host::gemm_fp8;
     if args.dtype.as_deref() == Some("f32") {
         return Err(CliError::new(
@@ -489,12 +529,8 @@ fn gemm_fused_cmd(
         }
         Ok(Some(t.data))
     };
-    let d_shape = if batch > 1 {
-        vec![batch, m, n]
-    } else {
-        vec![m, n]
-    };
-    let d = read(&args.residual, &d_shape, "--residual")?;
+    let nk = args.b_layout.as_deref() == Some("nk");
+    let d = read(&args.residual, c_shape, "--residual")?;
     let bias = read(&args.bias, &[n], "--bias")?;
     let activation = match args.activation.as_deref() {
         None => Activation::None,
@@ -516,7 +552,15 @@ fn gemm_fused_cmd(
     let fp8 = args.dtype.as_deref() == Some("fp8-e4m3");
     let (batch, ab) = (batch as u32, (a, b));
     type Bf16 = ck_core::device::Bf16;
+    if fp8 && nk {
+        return Err(CliError::new(
+            ck_core::rules::DTYPE,
+            "--b-layout nk runs bf16 operands; for fp8-e4m3 give B as (K, N) (it is quantised and transposed before the kernel)",
+        ));
+    }
     let (c, stats) = match (out_dtype, fp8) {
+        ("f32", false) if nk => linear::<f32>(device, ab, shape, epilogue),
+        ("bf16", false) if nk => linear::<Bf16>(device, ab, shape, epilogue),
         ("f32", false) => gemm::<f32>(device, ab, batch, shape, epilogue),
         ("bf16", false) => gemm::<Bf16>(device, ab, batch, shape, epilogue),
         ("f32", true) => gemm_fp8::<f32>(device, ab, batch, shape, epilogue),
@@ -531,6 +575,8 @@ fn gemm_fused_cmd(
     .map_err(launch_error)?;
     let operands = if fp8 {
         "e4m3 operands (per-tensor scales)"
+    } else if nk {
+        "bf16 operands, B as (N, K)"
     } else {
         "bf16 operands"
     };
