@@ -8,7 +8,7 @@ use ck_core::host::{Device, DeviceBuffer};
 use ck_kernels::checks::Rng;
 use ck_kernels::gemm::epilogue::Activation;
 use ck_kernels::gemm::fused::{upload, EpilogueArgs, HostEpilogue};
-use ck_kernels::gemm::linear::{choose, launch, linear, Kernel, LinearOutput};
+use ck_kernels::gemm::linear::{choose, gated, launch, linear, Kernel, LinearOutput};
 
 /// `v` rounded to `T` and back.
 fn round<T: Real>(v: &[f32]) -> Vec<f32> {
@@ -181,4 +181,85 @@ fn errors_name_the_tensor_and_the_shape() {
     };
     let e = launch(&device, (&x, &w), &mut c, (4, 8, 16), &nan).unwrap_err();
     assert_eq!(e.rule(), "bad-scale", "{e}");
+}
+
+/// `act(alpha · x·w_gateᵀ) · (alpha · x·w_upᵀ)` in f64, `w` the stacked `[2f, k]` weight.
+fn want_gated(
+    (x, w): (&[f32], &[f32]),
+    (m, f, k): (usize, usize, usize),
+    (alpha, activation): (f32, Activation),
+) -> Vec<f64> {
+    let dot = |r: usize, row: usize| -> f64 {
+        alpha as f64
+            * (0..k)
+                .map(|p| x[r * k + p] as f64 * w[row * k + p] as f64)
+                .sum::<f64>()
+    };
+    (0..m * f)
+        .map(|i| {
+            let (r, c) = (i / f, i % f);
+            let g = dot(r, c);
+            let gate = match activation {
+                Activation::Silu => g / (1.0 + (-g).exp()),
+                _ => {
+                    0.5 * g
+                        * (1.0
+                            + ((2.0 / std::f64::consts::PI).sqrt() * (g + 0.044715 * g.powi(3)))
+                                .tanh())
+                }
+            };
+            gate * dot(r, f + c)
+        })
+        .collect()
+}
+
+#[test]
+fn gated_units_combine_the_gate_and_the_up_projection_in_one_launch() {
+    let device = Device::Emulator { workers: 2 };
+    // Odd M; F of one and a half and of two tiles of 128 and a bit (edge tiles); K of one and
+    // several stages; silu and gelu; alpha.
+    for (m, f, k, alpha, activation) in [
+        (131u32, 136u32, 136u32, 1.0f32, Activation::Silu),
+        (67, 264, 72, 0.5, Activation::Gelu),
+    ] {
+        let mut rng = Rng(0x61u64 ^ (m * f + k) as u64);
+        let mut values = |len: u32| -> Vec<f32> { (0..len).map(|_| 2.0 * rng.f32()).collect() };
+        let (x, w) = (
+            round::<Bf16>(&values(m * k)),
+            round::<Bf16>(&values(2 * f * k)),
+        );
+        let (c, _) = gated(&device, (&x, &w), (m, f, k), (alpha, activation)).unwrap();
+        let shape = (m as usize, f as usize, k as usize);
+        for (i, want) in want_gated((&x, &w), shape, (alpha, activation))
+            .iter()
+            .enumerate()
+        {
+            let got = c[i] as f64;
+            assert!(
+                (got - want).abs() <= BF16_TOL * (want.abs() + 1.0),
+                "({m}, {f}, {k}) {activation:?}: C[{}, {}] = {got}, want {want}",
+                i / f as usize,
+                i % f as usize
+            );
+        }
+    }
+}
+
+#[test]
+fn gated_units_refuse_what_they_cannot_run() {
+    let device = Device::emulator();
+    let (x, w) = (vec![0.0f32; 4 * 16], vec![0.0f32; 2 * 8 * 16]);
+    let e = gated(&device, (&x, &w), (4, 8, 16), (1.0, Activation::Relu)).unwrap_err();
+    assert_eq!(e.rule(), "bad-activation", "{e}");
+    let e = gated(
+        &device,
+        (&x, &w[..8 * 16]),
+        (4, 8, 16),
+        (1.0, Activation::Silu),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("`weight` has 128 elements"), "{e}");
+    let w12 = vec![0.0f32; 2 * 12 * 16];
+    let e = gated(&device, (&x, &w12), (4, 12, 16), (1.0, Activation::Silu)).unwrap_err();
+    assert_eq!(e.rule(), "shape-unsupported", "{e}");
 }

@@ -4,6 +4,7 @@
 //! C[r, c] = act(alpha · (A·B)[r, c] + beta · D[r, c] + bias[c])
 //! act ∈ {none, relu, gelu (tanh form), silu}; D and bias optional, of C's element type
 //! gelu(x) = x/2 · (1 + tanh(√(2/π) · (x + 0.044715 x³)))      silu(x) = x / (1 + e^−x)
+//! gated (GATED): C[r, c] = act(alpha · (A·B_gate)[r, c]) · (alpha · (A·B_up)[r, c])
 //! ```
 //!
 //! No pass over C after the GEMM: the kernel stages its C tile through shared memory so that
@@ -93,6 +94,10 @@ fn silu_tanh_approx(x: f32) -> f32 {
 /// code sits above them.
 pub const HAS_D: u32 = 1;
 pub const HAS_BIAS: u32 = 2;
+/// A gated linear unit (SwiGLU, GeGLU): the product's columns come in pairs, the gate's and the
+/// up projection's, and C = act(alpha · gate) · (alpha · up) ([`Epilogue::gate`]); no D, no
+/// bias.
+pub const GATED: u32 = 4;
 pub const ACTIVATION_SHIFT: u32 = 8;
 /// In place of a kernel's compile-time flags: read them from its `flags` argument.
 pub const RUNTIME_FLAGS: u32 = u32::MAX;
@@ -152,6 +157,27 @@ impl<O: CElement> Epilogue<O> {
         if flags & HAS_BIAS != 0 {
             *x = x.zip_map(&bias(), |v, b| v + b);
         }
+        Self::activate(flags, x);
+    }
+
+    /// `gate ← act(alpha · gate) · (alpha · up)`, the activation of `flags`: the [`GATED`]
+    /// epilogue, on a gate's and an up projection's accumulators of the same columns.
+    #[inline(always)]
+    pub fn gate<D: TileDistribution>(
+        &self,
+        flags: u32,
+        gate: &mut DistributedTensor<D, f32>,
+        up: &DistributedTensor<D, f32>,
+    ) {
+        self.scale(gate);
+        Self::activate(flags, gate);
+        let alpha = self.alpha;
+        *gate = gate.zip_map(up, |g, u| g * (alpha * u));
+    }
+
+    /// `x ← act(x)`, the activation of `flags` (tanh-approximate for bf16 C).
+    #[inline(always)]
+    fn activate<D: TileDistribution>(flags: u32, x: &mut DistributedTensor<D, f32>) {
         match (flags >> ACTIVATION_SHIFT, O::APPROXIMATE_TANH) {
             (1, _) => x.update(|v| *v = relu(*v)),
             (2, false) => x.update(|v| *v = gelu(*v)),

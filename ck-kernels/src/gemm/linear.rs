@@ -12,6 +12,12 @@
 //! The TMA kernels are [`crate::gemm::tma`]'s body on [`Bf16NkOperands`]: B's stage is one box
 //! of 256 (or 192) rows of 64 k in the 128-byte swizzle, as A's is.
 //!
+//! [`launch_gated`] is a gated linear unit in one launch — SwiGLU `silu(X·W_gateᵀ) · (X·W_upᵀ)`
+//! or GeGLU — on the stacked weight `[2F, K]` (gate rows first: `torch.cat([w_gate, w_up])`,
+//! serving stacks' merged `gate_up_proj`): each tile's MMAs compute both products of its 128
+//! columns, and the epilogue combines them in registers, so neither `[M, F]` product is
+//! written ([`crate::gemm::tma::Bf16GatedOperands`]).
+//!
 //! ```
 //! use ck_core::device::Bf16;
 //! use ck_core::host::Device;
@@ -32,13 +38,14 @@
 //! ```
 
 use crate::gemm::auto::{wave_efficiency, NARROW_GAIN};
+use crate::gemm::epilogue::Activation;
 use crate::gemm::fused::{
     check_problem, run_with_host_epilogue, upload, EpilogueArgs, GemmOutput, HostEpilogue,
 };
 use crate::gemm::mma_sync::host::config;
 use crate::gemm::mma_sync::{LinearSimtBf16, LinearSimtF32};
 use crate::gemm::tma::host::{kernel_name, launch as launch_tma, TmaGemm};
-use crate::gemm::tma::{Bf16NkOperands, Width, N192, N256};
+use crate::gemm::tma::{Bf16GatedOperands, Bf16NkOperands, Width, N192, N256};
 use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer, LaunchError, LaunchStats};
 
@@ -190,18 +197,93 @@ pub fn launch<O: LinearOutput>(
     }
 }
 
+/// `C = act(alpha · X·W_gateᵀ) · (alpha · X·W_upᵀ)` in one launch, `activation` silu (SwiGLU) or
+/// gelu (GeGLU, tanh form): X `[m, k]`, the weights stacked `[2f, k]` (the gate's `f` rows
+/// first), C `[m, f]`, bf16, row-major. F and K multiples of 8. Returns the launch's statistics
+/// and the kernel's name.
+pub fn launch_gated(
+    device: &Device,
+    (x, w): (&DeviceBuffer<Bf16>, &DeviceBuffer<Bf16>),
+    c: &mut DeviceBuffer<Bf16>,
+    (m, f, k): (u32, u32, u32),
+    (alpha, activation): (f32, Activation),
+) -> Result<(LaunchStats, &'static str), LaunchError> {
+    check_gated_lengths((m, f, k), (x.len(), w.len(), c.len()))?;
+    if !matches!(activation, Activation::Silu | Activation::Gelu) {
+        return Err(LaunchError::invalid(
+            ck_core::rules::BAD_ACTIVATION,
+            format!("a gated linear unit's activation is silu (SwiGLU) or gelu (GeGLU); got {activation:?}"),
+        ));
+    }
+    if !f.is_multiple_of(8) || !k.is_multiple_of(8) {
+        return Err(LaunchError::invalid(
+            ck_core::rules::SHAPE_UNSUPPORTED,
+            format!("the gated GEMM moves whole 16-byte rows with TMA: F and K must be multiples of 8 (pad the weight's halves with zero rows and X with zero columns); got F = {f}, K = {k}"),
+        ));
+    }
+    let epilogue = EpilogueArgs {
+        alpha,
+        activation,
+        ..Default::default()
+    };
+    let stats = launch_tma::<Bf16GatedOperands, Bf16>(device, (x, w), c, 1, (m, f, k), &epilogue)?;
+    Ok((stats, kernel_name::<Bf16GatedOperands, Bf16>(&epilogue)))
+}
+
+/// [`launch_gated`] from host values (X `[m, k]`, the stacked weight `[2f, k]`), rounded to
+/// bf16; C widened to f32.
+pub fn gated(
+    device: &Device,
+    (x, w): (&[f32], &[f32]),
+    (m, f, k): (u32, u32, u32),
+    (alpha, activation): (f32, Activation),
+) -> Result<(Vec<f32>, LaunchStats), LaunchError> {
+    let c_len = m as usize * f as usize;
+    check_gated_lengths((m, f, k), (x.len(), w.len(), c_len))?;
+    let (xd, wd) = (upload::<Bf16>(device, x)?, upload::<Bf16>(device, w)?);
+    let mut c = upload::<Bf16>(device, &vec![f32::NAN; c_len])?;
+    let (stats, _) = launch_gated(device, (&xd, &wd), &mut c, (m, f, k), (alpha, activation))?;
+    Ok((c.to_vec()?.iter().map(|v| v.to_f32()).collect(), stats))
+}
+
+/// `shape-mismatch` naming the buffer of a gated unit whose length is not the shape's.
+fn check_gated_lengths(
+    (m, f, k): (u32, u32, u32),
+    (x, w, c): (usize, usize, usize),
+) -> Result<(), LaunchError> {
+    let two_f = 2 * f as u64;
+    check_named(
+        format!("x [{m}, {k}] · weight [2·{f}, {k}]ᵀ (the gate's rows, then the up projection's)"),
+        [
+            ("x", x, m as u64, k),
+            ("weight", w, two_f, k),
+            ("c", c, m as u64, f),
+        ],
+    )
+}
+
 /// `shape-mismatch` naming the buffer whose length is not the shape's.
 fn check_lengths(
     (m, n, k): (u32, u32, u32),
     (x, w, c): (usize, usize, usize),
 ) -> Result<(), LaunchError> {
-    let elems = |r: u32, c: u32| r as u64 * c as u64;
-    for (what, len, rows, cols) in [("x", x, m, k), ("weight", w, n, k), ("c", c, m, n)] {
+    let (m64, n64) = (m as u64, n as u64);
+    check_named(
+        format!("x [{m}, {k}] · weight [{n}, {k}]ᵀ"),
+        [("x", x, m64, k), ("weight", w, n64, k), ("c", c, m64, n)],
+    )
+}
+
+/// Each `(name, length, rows, cols)`: `shape-mismatch` for the first whose length is not
+/// `rows × cols`, saying what the problem `what` needs.
+fn check_named(what: String, buffers: [(&str, usize, u64, u32); 3]) -> Result<(), LaunchError> {
+    let elems = |r: u64, c: u32| r * c as u64;
+    for (name, len, rows, cols) in buffers {
         if len as u64 != elems(rows, cols) {
             return Err(LaunchError::invalid(
                 ck_core::rules::SHAPE_MISMATCH,
                 format!(
-                    "`{what}` has {len} elements; for x [{m}, {k}] · weight [{n}, {k}]ᵀ it must be [{rows}, {cols}] ({} elements)",
+                    "`{name}` has {len} elements; for {what} it must be [{rows}, {cols}] ({} elements)",
                     elems(rows, cols)
                 ),
             ));

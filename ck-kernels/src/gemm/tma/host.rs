@@ -2,7 +2,7 @@
 //! per-tensor quantisation of the fp8 operands.
 
 use super::*;
-use crate::gemm::epilogue::{Activation, HAS_D};
+use crate::gemm::epilogue::{Activation, ACTIVATION_SHIFT, HAS_D};
 use crate::gemm::fused::{
     check_problem, run_on_host_values, EpilogueArgs, GemmOutput, HostEpilogue,
 };
@@ -357,6 +357,77 @@ tma_gemm!(
     "gemm_fp8_e4m3_e5m2", c: map, b_k_major: true
 );
 
+/// The gated linear units' kernels (bf16 C): the epilogue's activation is the gate's — silu
+/// (SwiGLU, `gemm_tma_bf16_swiglu`) or gelu (GeGLU, `gemm_tma_bf16_geglu`); D, a bias or
+/// another activation are refused. B is the stacked `[2F, K]` weight of one product.
+impl TmaGemm<Bf16> for Bf16GatedOperands {
+    const KERNEL: &'static str = "gemm_tma_bf16_swiglu";
+
+    fn kernel_for(flags: u32) -> &'static str {
+        if flags == Activation::Gelu.code() << ACTIVATION_SHIFT {
+            "gemm_tma_bf16_geglu"
+        } else {
+            Self::KERNEL
+        }
+    }
+
+    fn compiled_for(flags: u32) -> bool {
+        [Activation::Silu, Activation::Gelu]
+            .iter()
+            .any(|a| flags == a.code() << ACTIVATION_SHIFT)
+    }
+
+    fn takes(flags: u32) -> bool {
+        Self::compiled_for(flags)
+    }
+
+    fn streams(_flags: u32) -> bool {
+        true
+    }
+
+    fn b_map<'a>(
+        b: &'a DeviceBuffer<Bf16>,
+        (k, n, batch): (u32, u32, u32),
+    ) -> Result<TensorMap<'a, Bf16, 3>, LaunchError> {
+        if batch != 1 {
+            return Err(LaunchError::invalid(
+                rules::SHAPE_UNSUPPORTED,
+                format!("the gated GEMM runs one product; got a batch of {batch}"),
+            ));
+        }
+        // The stacked weight as [2, F, K]: the gate's half, then the up projection's.
+        k_major_map(b, (k, n, 2), Self::B_BOX[1])
+    }
+
+    fn launch_kernel(
+        device: &Device,
+        cfg: LaunchConfig,
+        (a, b): (&TensorMap<'_, Bf16, 3>, &TensorMap<'_, Bf16, 3>),
+        c: &mut DeviceBuffer<Bf16>,
+        (d, bias): (&DeviceBuffer<Bf16>, &DeviceBuffer<Bf16>),
+        (m, n, k, batch): (u32, u32, u32, u32),
+        (alpha, beta, flags): (f32, f32, u32),
+        sk: StreamK<'_>,
+    ) -> Result<LaunchStats, LaunchError> {
+        let mut c = c_map(c, (m, n, batch))?;
+        let (parts, tickets, sk_tiles) = (sk.parts, sk.tickets, sk.sk_tiles);
+        match Self::kernel_for(flags) {
+            _ if !Self::compiled_for(flags) => Err(LaunchError::invalid(
+                rules::EPILOGUE_UNSUPPORTED,
+                "the gated GEMM's epilogue is its gate's activation, silu (SwiGLU) or gelu (GeGLU); no residual, no bias".to_string(),
+            )),
+            "gemm_tma_bf16_geglu" => GemmTmaBf16Geglu::launch(
+                device, cfg, a, b, &mut c, d, bias, m, n, k, batch, alpha, beta, flags, parts,
+                tickets, sk_tiles,
+            ),
+            _ => GemmTmaBf16Swiglu::launch(
+                device, cfg, a, b, &mut c, d, bias, m, n, k, batch, alpha, beta, flags, parts,
+                tickets, sk_tiles,
+            ),
+        }
+    }
+}
+
 /// The name of the kernel [`launch`] runs for operands `P`, C of type `O` and `epilogue`.
 pub fn kernel_name<P: TmaGemm<O>, O: GemmOutput>(epilogue: &EpilogueArgs<'_, O>) -> &'static str {
     P::kernel_for(epilogue.flags())
@@ -414,7 +485,19 @@ pub fn launch<P: TmaGemm<O>, O: GemmOutput>(
             ),
         ));
     }
-    check_problem(batch, (m, n, k), (a.len(), b.len(), c.len()), epilogue)?;
+    let b_rows = P::B_PER_C as u64 * n as u64;
+    if P::B_PER_C != 1 && b.len() as u64 != batch as u64 * b_rows * k as u64 {
+        return Err(LaunchError::invalid(
+            rules::SHAPE_MISMATCH,
+            format!(
+                "B has {} elements; {} writes {n} columns of C from {b_rows} rows of B, {b_rows} × {k} per product",
+                b.len(),
+                kernel_name::<P, O>(epilogue)
+            ),
+        ));
+    }
+    let b_len = b.len() / P::B_PER_C as usize;
+    check_problem(batch, (m, n, k), (a.len(), b_len, c.len()), epilogue)?;
     if batch == 0 || m == 0 || n == 0 {
         return Ok(LaunchStats::default());
     }
@@ -431,7 +514,7 @@ pub fn launch<P: TmaGemm<O>, O: GemmOutput>(
         stand_in_b = DeviceBuffer::<P::B>::zeros(device, (ROW_BYTES * P::W::BN) as usize)?;
         (
             k_major_map(&stand_in_a, (P::BK, BM, 1), BM)?,
-            P::b_map(&stand_in_b, (P::BK, P::W::BN, 1))?,
+            P::b_map(&stand_in_b, (P::BK, P::C_BN, 1))?,
         )
     } else {
         (
@@ -491,7 +574,7 @@ pub fn schedule<P: TmaGemm<O>, O: GemmOutput>(
     (m, n, k): (u32, u32, u32),
     epilogue: &EpilogueArgs<'_, O>,
 ) -> Schedule {
-    let tiles = batch * m.div_ceil(BM) * n.div_ceil(P::W::BN);
+    let tiles = batch * m.div_ceil(BM) * n.div_ceil(P::C_BN);
     let (k_stages, sms) = (k.div_ceil(P::BK), device.multiprocessors());
     if P::streams(epilogue.flags()) {
         Schedule::plan(tiles, k_stages, sms)

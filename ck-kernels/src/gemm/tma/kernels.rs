@@ -171,6 +171,11 @@ macro_rules! tma_gemm_kernel {
 pub(crate) const fn bias_and(activation: Activation) -> u32 {
     HAS_BIAS | activation.code() << ACTIVATION_SHIFT
 }
+
+/// The flags of a gated linear unit with `activation` on the gate.
+pub(crate) const fn gated(activation: Activation) -> u32 {
+    GATED | activation.code() << ACTIVATION_SHIFT
+}
 tma_gemm_kernel!(
     /// bf16 A `[batch, M, K]` · B `[batch, K, N]` → bf16 C = alpha · A·B; persistent grid of at
     /// most one block of 384 threads per multiprocessor (see the module documentation).
@@ -320,6 +325,16 @@ tma_gemm_kernel!(
 tma_gemm_kernel!(
     /// bf16 A · (bf16 B `[N, K]`)ᵀ → f32 C = alpha · A·Bᵀ in tiles of 128 × 192.
     gemm_tma_bf16_nk_f32_n192, Bf16NkOperands<N192>, Bf16, Bf16, f32, [GlobalMut<f32>], plain
+);
+// Gated linear units: one product over the gate's and the up projection's weights.
+tma_gemm_kernel!(
+    /// SwiGLU: bf16 A `[M, K]`, the gate's and up projection's weights stacked `[2F, K]` → bf16
+    /// C `[M, F]` = silu(alpha · A·W_gateᵀ) · (alpha · A·W_upᵀ).
+    gemm_tma_bf16_swiglu, Bf16GatedOperands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: gated(Activation::Silu)
+);
+tma_gemm_kernel!(
+    /// GeGLU: as `gemm_tma_bf16_swiglu` with gelu (tanh form) for silu.
+    gemm_tma_bf16_geglu, Bf16GatedOperands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], fused: gated(Activation::Gelu)
 );
 tma_gemm_kernel!(
     /// e4m3 A `[batch, M, K]` · (e4m3 B `[batch, N, K]`)ᵀ → bf16 C = alpha · A·B (alpha: the

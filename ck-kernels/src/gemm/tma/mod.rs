@@ -67,12 +67,12 @@ pub use store::{
     c_stage_bytes, BiasRows, BiasWgmma32, CWgmma32, DSource, Staging, TileAt, TmaOutput,
     BIAS_STAGE, C_BOX, C_BUFFERS,
 };
-use store::{flags, load_bias, stage_bias, store_tile, TileOut};
+use store::{flags, load_bias, stage_bias, store_gated_tile, store_tile, TileOut};
 use stream_k::{Parts, Schedule};
 pub use width::{CWgmma192, Width, N192, N256};
 
 use crate::gemm::epilogue::{
-    Activation, Epilogue, ACTIVATION_SHIFT, HAS_BIAS, HAS_D, RUNTIME_FLAGS,
+    Activation, Epilogue, ACTIVATION_SHIFT, GATED, HAS_BIAS, HAS_D, RUNTIME_FLAGS,
 };
 use crate::gemm::wgmma::block_tile;
 use ck_core::device::*;
@@ -152,6 +152,11 @@ pub trait Operands {
     type W: Width;
     /// K per stage (a 128-byte row of A).
     const BK: u32;
+    /// Columns of C a tile writes: the tile's width, or half of it for a gated linear unit
+    /// ([`Bf16GatedOperands`]: the other half is the up projection's).
+    const C_BN: u32 = <Self::W as Width>::BN;
+    /// Rows of B (`[N, K]`) or columns (`[K, N]`) per column of C: 2 for a gated unit.
+    const B_PER_C: u32 = 1;
     /// B's TMA box (innermost first): `[64, BK, 1]` for row-major bf16 B (`BN / 64` per
     /// stage), `[BK, BN, 1]` for K-major fp8 B.
     const B_BOX: [u32; 3];
@@ -246,6 +251,54 @@ impl<W: Width> Operands for Bf16NkOperands<W> {
 
     #[inline(always)]
     fn mma(acc: &mut W::Regs, a: u64, b: u64) {
+        wgmma_bf16_b_kmajor(acc, a, b, true);
+    }
+}
+
+/// A gated linear unit's operands (SwiGLU, GeGLU): bf16 A `[M, K]` and the gate's and up
+/// projection's weights stacked, `[2F, K]` (gate rows first, as `torch.cat([w_gate, w_up])`
+/// and serving stacks' merged `gate_up_proj` lay them out), both row-major. A tile of C is
+/// 128 × 128: B's stage holds the gate's 128 rows for its columns, then the up projection's
+/// (two TMA boxes of the weight seen as `[2, F, K]`), so one `m64n256k16` MMA gives a warpgroup
+/// both products of its columns, in the same registers' two halves, and the epilogue combines
+/// them without leaving the thread ([`crate::gemm::epilogue::GATED`]). One product (batch 1).
+pub struct Bf16GatedOperands;
+
+/// Rows of each half of a gated unit's B stage.
+const GATE_ROWS: u32 = N256::BN / 2;
+
+impl Operands for Bf16GatedOperands {
+    type A = Bf16;
+    type B = Bf16;
+    type W = N256;
+    const BK: u32 = 64;
+    const C_BN: u32 = GATE_ROWS;
+    const B_PER_C: u32 = 2;
+    const B_BOX: [u32; 3] = [64, GATE_ROWS, 1];
+
+    #[inline(always)]
+    fn copy_b<const N: usize, const NB: usize>(
+        b: &Tma<Bf16, 3>,
+        ring: &SharedArray<Bf16, N>,
+        at: u32,
+        (k0, bn, _): (u32, u32, u32),
+        (bars, bar): (&SharedArray<Mbarrier, NB>, u32),
+    ) {
+        // The gate's rows, then the up projection's: the weight's halves are its "batch" 0, 1.
+        b.copy_to_shared([k0 as i32, bn as i32, 0], ring, at, bars, bar);
+        let up = at + GATE_ROWS * ROW_BYTES / 2;
+        b.copy_to_shared([k0 as i32, bn as i32, 1], ring, up, bars, bar);
+    }
+
+    const B_SLICE_BYTES: u32 = 32;
+
+    #[inline(always)]
+    fn b_descriptor(stage: u32) -> u64 {
+        k_major(stage)
+    }
+
+    #[inline(always)]
+    fn mma(acc: &mut [f32; 128], a: u64, b: u64) {
         wgmma_bf16_b_kmajor(acc, a, b, true);
     }
 }
@@ -402,7 +455,7 @@ fn produce<P: Operands, O: TmaOutput, S: DSource<O>, T: Tiles, const NA: usize, 
     let (a0, b0) = (aligned_start(&smem.a), aligned_start(&smem.b));
     let mut t = 0;
     for unit in pb.schedule().units(block_idx()) {
-        let place = pb.place(unit.tile, P::W::BN);
+        let place = pb.place(unit.tile, P::C_BN);
         let (_, _, bn) = place.c;
         for ks in unit.k0..unit.k1 {
             let (s, parity) = stage(t);
@@ -467,7 +520,7 @@ fn consume<
     let mut units = pb
         .schedule()
         .units(block_idx())
-        .map(|u| (u, pb.place(u.tile, P::W::BN)));
+        .map(|u| (u, pb.place(u.tile, P::C_BN)));
     let mut next = units.next();
     while let Some((unit, place)) = next {
         // The tile's bias, read now so that its latency passes behind the MMAs.
@@ -530,7 +583,11 @@ fn consume<
             ordinal,
             d_use,
         };
-        store_tile::<P::W, O, S, EPI, NC>(acc, out, place.c, (place.m, n));
+        if EPI != RUNTIME_FLAGS && EPI & GATED != 0 {
+            store_gated_tile::<P::W, O, S, EPI, NC>(acc, out, place.c, (place.m, n));
+        } else {
+            store_tile::<P::W, O, S, EPI, NC>(acc, out, place.c, (place.m, n));
+        }
         ordinal += 1;
     }
     O::finish();
@@ -540,7 +597,7 @@ fn consume<
 /// launch shares out in stream-K.
 #[inline(always)]
 fn batched<P: Operands>(mnk_batch: (u32, u32, u32, u32)) -> impl FnOnce(u32) -> Problem {
-    move |sk_tiles| Problem::new(mnk_batch, (P::BK, P::W::BN), sk_tiles)
+    move |sk_tiles| Problem::new(mnk_batch, (P::BK, P::C_BN), sk_tiles)
 }
 
 /// The kernel body: the shared region cut into its parts ([`Region`]: `NR` elements; A's ring

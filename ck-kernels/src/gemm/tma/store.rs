@@ -371,6 +371,59 @@ pub(super) fn store_tile<W: Width, O: TmaOutput, S: DSource<O>, const EPI: u32, 
     store_slice::<W, O, S, EPI, NC, 7>(&acc, out, tile, mn);
 }
 
+/// The epilogue and the store of one tile of a gated linear unit ([`super::Bf16GatedOperands`]):
+/// the accumulators' first `W::BN / 2` columns are the gate's, the next as many the up
+/// projection's for the same columns of C; each 32-column slice of C combines slice `Q` of
+/// the one with slice `Q + W::BN / 64` of the other ([`Epilogue::gate`]).
+#[inline(always)]
+pub(super) fn store_gated_tile<
+    W: Width,
+    O: TmaOutput,
+    S: DSource<O>,
+    const EPI: u32,
+    const NC: usize,
+>(
+    acc: DistributedTensor<W::Acc, f32>,
+    out: TileOut<'_, O, S, NC>,
+    tile: (u32, u32, u32),
+    mn: (u32, u32),
+) {
+    gated_slice::<W, O, S, EPI, NC, 0>(&acc, out, tile, mn);
+    gated_slice::<W, O, S, EPI, NC, 1>(&acc, out, tile, mn);
+    gated_slice::<W, O, S, EPI, NC, 2>(&acc, out, tile, mn);
+    gated_slice::<W, O, S, EPI, NC, 3>(&acc, out, tile, mn);
+}
+
+/// Columns `32Q..32Q + 32` of a gated tile's C (see [`store_gated_tile`]).
+#[inline(always)]
+fn gated_slice<
+    W: Width,
+    O: TmaOutput,
+    S: DSource<O>,
+    const EPI: u32,
+    const NC: usize,
+    const Q: u32,
+>(
+    acc: &DistributedTensor<W::Acc, f32>,
+    out: TileOut<'_, O, S, NC>,
+    tile: (u32, u32, u32),
+    mn: (u32, u32),
+) {
+    let half = W::BN / 64;
+    if Q >= half {
+        return;
+    }
+    let slice = |q: u32| DistributedTensor::<CWgmma32, f32> {
+        data: core::array::from_fn(|i| W::reg(acc, 16 * q as usize + i)),
+    };
+    let (mut x, up) = (slice(Q), slice(Q + half));
+    out.epilogue.gate(EPI, &mut x, &up);
+    // Two boxes of 64 columns per tile (even): each tile starts on the warp's first buffer.
+    let buffer = box_buffer(out.c_start, Q / 2 % 2);
+    out.dsrc
+        .store::<NC, Q>(&x, out.c, (out.staging.c, buffer), (tile, out.d_use), mn);
+}
+
 /// The epilogue's flags: `EPI`, or the kernel argument's where `EPI` is [`RUNTIME_FLAGS`].
 #[inline(always)]
 pub(super) fn flags<O: Element, const EPI: u32>(epilogue: &Epilogue<O>) -> u32 {
