@@ -67,6 +67,11 @@ pub struct GemmArgs {
     /// the bf16 kernels (A may then have any leading dims) [default: kn]
     #[arg(long, value_name = "kn|nk")]
     b_layout: Option<String>,
+    /// A gated linear unit in one launch (with --b-layout nk): C = act(A·B_gateᵀ) · (A·B_upᵀ),
+    /// B.npy the two weights stacked (2F, K), the gate's rows first; silu (SwiGLU) or gelu
+    /// (GeGLU); C (..., F) in bf16
+    #[arg(long, value_name = "silu|gelu")]
+    gated: Option<String>,
     /// Where to write C (float32 .npy)
     #[arg(long, value_name = "C.npy")]
     output: String,
@@ -400,6 +405,11 @@ fn gemm_cmd(args: &GemmArgs) -> Result<(), CliError> {
             )))
         }
     };
+    if args.gated.is_some() && !nk {
+        return Err(CliError::usage(
+            "--gated reads B as the stacked weights (2F, K): add --b-layout nk".to_string(),
+        ));
+    }
     // 2-D, or 3-D with a leading batch dimension (the fused tensor-core GEMM, per product); with
     // B as (N, K), A of any leading dims, flattened into rows.
     let (batch, m, k, k2, n) = match (&a.shape[..], &b.shape[..]) {
@@ -463,6 +473,9 @@ fn gemm_cmd(args: &GemmArgs) -> Result<(), CliError> {
         || args.alpha.is_some()
         || args.beta.is_some()
         || args.activation.is_some();
+    if args.gated.is_some() {
+        return gated_cmd(args, &device, (&a, &b.data), (m, n, k));
+    }
     let c_shape = if nk {
         let mut shape = a.shape.clone();
         *shape.last_mut().expect("A is at least 2-D") = n;
@@ -488,6 +501,52 @@ fn gemm_cmd(args: &GemmArgs) -> Result<(), CliError> {
     let summary = format!(
         "gemm {m}×{k} · {b_shape} ({what}) on {} → {out}",
         device.name()
+    );
+    report_files(args.json.json, summary, &stats)
+}
+
+/// `ck run gemm --b-layout nk --gated silu|gelu`: a gated linear unit in one launch, B (2F, K).
+fn gated_cmd(
+    args: &GemmArgs,
+    device: &ck_core::host::Device,
+    (a, b): (&crate::npy::Array, &[f32]),
+    (m, two_f, k): (usize, usize, usize),
+) -> Result<(), CliError> {
+    use ck_kernels::gemm::epilogue::Activation;
+    let name = args.gated.as_deref().unwrap_or_default();
+    let activation = match name {
+        "silu" => Activation::Silu,
+        "gelu" => Activation::Gelu,
+        other => {
+            return Err(CliError::usage(format!(
+                "--gated: `{other}` is not silu or gelu"
+            )))
+        }
+    };
+    let extra = args.bias.is_some()
+        || args.residual.is_some()
+        || args.beta.is_some()
+        || args.activation.is_some()
+        || args.dtype.as_deref().is_some_and(|d| d != "bf16")
+        || args.out_dtype.as_deref().is_some_and(|d| d != "bf16");
+    if !two_f.is_multiple_of(2) || extra {
+        return Err(CliError::usage(
+            "--gated takes B (2F, K), bf16 operands and C, and no other epilogue (no --bias, --residual, --beta, --activation)".to_string(),
+        ));
+    }
+    let f = two_f / 2;
+    let shape = (m as u32, f as u32, k as u32);
+    let alpha = args.alpha.unwrap_or(1.0);
+    let (c, stats) =
+        ck_kernels::gemm::linear::gated(device, (&a.data, b), shape, (alpha, activation))
+            .map_err(launch_error)?;
+    let mut c_shape = a.shape.clone();
+    *c_shape.last_mut().expect("A is at least 2-D") = f;
+    write_npy(&args.output, c_shape, c)?;
+    let summary = format!(
+        "gemm {m}×{k} · ({two_f}×{k})ᵀ gated by {name} (bf16 operands and C) on {} → {}",
+        device.name(),
+        args.output
     );
     report_files(args.json.json, summary, &stats)
 }
