@@ -319,6 +319,95 @@ def gemm(
     return res
 
 
+def linear(x, weight, bias=None, residual=None, *, activation="none", beta=1.0, out=None, out_dtype=None):
+    """``act(x @ weight.T + bias + beta · residual)``: ``nn.Linear``'s product with its weight
+    as ``nn.Linear`` keeps it, ``[out_features, in_features]``, read in place (no transposed
+    copy), and the epilogue fused. ``x`` ``[..., K]`` (any leading dims), ``weight`` ``[N, K]``,
+    ``bias`` ``[N]``, ``residual`` ``[..., N]``, ``activation`` one of none, relu, gelu (tanh
+    form), silu. The result ``[..., N]`` has ``x``'s type (numpy: float32) unless ``out_dtype``
+    says (float32, or ``torch.bfloat16`` for torch tensors); float32 accumulation.
+
+    The kernels take bfloat16 ``x`` and ``weight`` (float32 ones are rounded first); where N and K
+    are multiples of 8 it runs on the TMA GEMM (``ck_kernels::gemm::linear``), else on a SIMT
+    kernel for any shape. Tensors that require grad get gradients for ``x``, ``weight``,
+    ``bias`` and ``residual`` (without an activation)."""
+    if activation not in _ACTIVATIONS:
+        raise _error(
+            ValueError,
+            "bad-activation",
+            f"activation {activation!r}; use one of {', '.join(_ACTIVATIONS)}",
+        )
+    if _differentiable("linear", out, x, weight, bias, residual):
+        if out_dtype is not None and out_dtype != x.dtype:
+            raise _error(
+                ValueError,
+                "no-backward",
+                "ck_rs.linear(..., out_dtype=...) with tensors that require grad: the "
+                "differentiable op returns x's type; convert the result instead",
+            )
+        return ops.linear(x, weight, bias, residual, activation, float(beta))
+    extra = {k: v for k, v in (("bias", bias), ("residual", residual)) if v is not None}
+    c = _Call("linear", x=x, weight=weight, **extra)
+    if out_dtype is None and c.torch and x.dtype == _torch.bfloat16:
+        out_dtype = _torch.bfloat16
+    bf16_out = _bf16_result(c, out_dtype)
+    if c.cuda and x.dtype != _torch.bfloat16:  # the GPU kernels read bf16 in place
+        x, weight = x.to(_torch.bfloat16), weight.to(_torch.bfloat16)
+    lead, k = tuple(x.shape[:-1]), (x.shape[-1] if len(x.shape) else 0)
+    rows = _math.prod(lead)
+    x2 = x.reshape(rows, k) if len(x.shape) >= 1 else x
+    n = weight.shape[0] if len(weight.shape) == 2 else 0
+    res = _product_out(c, out, lead + (n,), bf16_out)
+    if c.torch:  # the epilogue's inputs in the result's type
+        extra = {key: v.to(res.dtype) for key, v in extra.items()}
+    d = extra.get("residual")
+    if d is not None and tuple(d.shape) == lead + (n,):
+        d = d.reshape(rows, n)
+    res2 = res.reshape(rows, n) if tuple(res.shape) == lead + (n,) else res
+    _native.linear(
+        c.capsule(x2),
+        c.capsule(weight),
+        c.capsule(res2),
+        None if d is None else c.capsule(d),
+        c.capsule(extra["bias"]) if "bias" in extra else None,
+        float(beta),
+        _ACTIVATIONS[activation],
+        c.stream,
+    )
+    return res
+
+
+def gated_linear(x, weight, *, activation="silu", out=None):
+    """A gated linear unit in one launch: SwiGLU ``silu(x @ w_gate.T) * (x @ w_up.T)``, or GeGLU
+    with ``activation="gelu"`` (tanh form). ``weight`` is the gate's and the up projection's
+    weights stacked, ``[2F, K]``, gate rows first (``torch.cat([w_gate, w_up])``, serving
+    stacks' merged ``gate_up_proj``); ``x`` ``[..., K]``; the result ``[..., F]`` is bfloat16
+    (float32 on numpy), neither ``[..., F]`` product ever written. F and K multiples of 8;
+    bfloat16 ``x`` and ``weight`` (float32 ones are rounded first). No backward pass yet."""
+    if activation not in ("silu", "gelu"):
+        raise _error(
+            ValueError,
+            "bad-activation",
+            f"activation {activation!r}; a gated linear unit's is silu (SwiGLU) or gelu (GeGLU)",
+        )
+    c = _Call("gated_linear", x=x, weight=weight)
+    if c.cuda and x.dtype != _torch.bfloat16:  # the GPU kernel reads bf16 in place
+        x, weight = x.to(_torch.bfloat16), weight.to(_torch.bfloat16)
+    lead, k = tuple(x.shape[:-1]), (x.shape[-1] if len(x.shape) else 0)
+    rows = _math.prod(lead)
+    f = weight.shape[0] // 2 if len(weight.shape) == 2 else 0
+    # numpy has no bfloat16: there the kernel's bfloat16 result comes back widened to float32.
+    res = _product_out(c, out, lead + (f,), c.torch)
+    _native.gated_linear(
+        c.capsule(x.reshape(rows, k) if len(x.shape) >= 1 else x),
+        c.capsule(weight),
+        c.capsule(res.reshape(rows, f) if tuple(res.shape) == lead + (f,) else res),
+        _ACTIVATIONS[activation],
+        c.stream,
+    )
+    return res
+
+
 def grouped_mm(a, b, tokens, *, out=None, out_dtype=None):
     """A mixture-of-experts layer's grouped product in one launch: expert ``g``'s rows of
     ``a`` (the ``tokens[g]`` after expert ``g - 1``'s) times ``b[g]``. ``a`` ``[sum(tokens),

@@ -5,7 +5,7 @@ The implementations run below autograd (under ``torch.no_grad()``, so the eager 
 for tensors that require grad does not apply to them). An op with a backward operator has its
 autograd formula registered, saving only what that backward reads: ``rmsnorm`` (x, gamma),
 ``add_rmsnorm`` (r, gamma), ``layernorm`` (x, gamma and its own mean and rstd outputs),
-``softmax`` (its output); on the others ``backward()`` raises torch's error for an op with no autograd formula, rather than
+``softmax`` (its output), ``linear`` (x and the weight; without an activation); on the others ``backward()`` raises torch's error for an op with no autograd formula, rather than
 losing the gradient. A backward op's own backward (double backward) is an error."""
 
 from typing import List, Optional, Tuple
@@ -67,14 +67,43 @@ def _(x):
 
 
 @torch.library.custom_op("ck_rs::gemm", mutates_args=())
-def gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+def gemm(a: torch.Tensor, b: torch.Tensor, out_dtype: Optional[torch.dtype] = None) -> torch.Tensor:
     with torch.no_grad():
-        return ck_rs.gemm(a, b)
+        return ck_rs.gemm(a, b, out_dtype=out_dtype)
 
 
 @gemm.register_fake
-def _(a, b):
-    return a.new_empty((a.shape[0], b.shape[1]), dtype=torch.float32)
+def _(a, b, out_dtype=None):
+    return a.new_empty((a.shape[0], b.shape[1]), dtype=out_dtype or torch.float32)
+
+
+@torch.library.custom_op("ck_rs::linear", mutates_args=())
+def linear(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: Optional[torch.Tensor] = None,
+    residual: Optional[torch.Tensor] = None,
+    activation: str = "none",
+    beta: float = 1.0,
+) -> torch.Tensor:
+    with torch.no_grad():
+        return ck_rs.linear(x, weight, bias, residual, activation=activation, beta=beta, out_dtype=x.dtype)
+
+
+@linear.register_fake
+def _(x, weight, bias=None, residual=None, activation="none", beta=1.0):
+    return x.new_empty((*x.shape[:-1], weight.shape[0]))
+
+
+@torch.library.custom_op("ck_rs::gated_linear", mutates_args=())
+def gated_linear(x: torch.Tensor, weight: torch.Tensor, activation: str = "silu") -> torch.Tensor:
+    with torch.no_grad():
+        return ck_rs.gated_linear(x, weight, activation=activation)
+
+
+@gated_linear.register_fake
+def _(x, weight, activation="silu"):
+    return x.new_empty((*x.shape[:-1], weight.shape[0] // 2), dtype=torch.bfloat16)
 
 
 @torch.library.custom_op("ck_rs::grouped_mm", mutates_args=())
@@ -202,6 +231,47 @@ def _softmax_backward(ctx, dy):
 
 
 softmax.register_autograd(_softmax_backward, setup_context=_softmax_setup)
+
+
+def _linear_setup(ctx, inputs, output):
+    x, weight, bias, residual, activation, beta = inputs
+    ctx.save_for_backward(x, weight)
+    ctx.activation, ctx.beta = activation, beta
+    ctx.has_bias, ctx.has_residual = bias is not None, residual is not None
+
+
+def _product(a, b, dtype):
+    """``a @ b`` on the ``ck_rs::gemm`` op (traceable, so a compiled backward keeps it) in
+    ``dtype``: bfloat16 straight from the tensor-core kernel where N and K allow it, else
+    through its float32 result."""
+    if dtype == torch.bfloat16 and a.shape[1] % 8 == 0 and b.shape[1] % 8 == 0:
+        return gemm(a, b, torch.bfloat16)
+    return gemm(a, b).to(dtype)
+
+
+def _linear_backward(ctx, dy):
+    """``dx = dy · W``, ``dW = dyᵀ · x`` (``dyᵀ`` copied: the GEMM reads A row-major),
+    ``dbias = Σ_rows dy``, ``dresidual = beta · dy``."""
+    if ctx.activation != "none":
+        raise RuntimeError(
+            f"error[no-backward]: ck_rs::linear has no backward through activation="
+            f"{ctx.activation!r} yet; apply the activation in torch after a linear without one"
+        )
+    x, weight = ctx.saved_tensors
+    n, k = weight.shape
+    dy2 = dy.reshape(-1, n).to(x.dtype).contiguous()
+    x2 = x.reshape(-1, k)
+    dx = wgt = None
+    if ctx.needs_input_grad[0]:
+        dx = _product(dy2, weight.to(x.dtype), x.dtype).reshape(x.shape)
+    if ctx.needs_input_grad[1]:
+        wgt = _product(dy2.t().contiguous(), x2, weight.dtype)
+    dbias = dy2.sum(0, dtype=torch.float32).to(dy.dtype) if ctx.has_bias else None
+    dres = dy * ctx.beta if ctx.has_residual else None
+    return dx, wgt, dbias, dres, None, None
+
+
+linear.register_autograd(_linear_backward, setup_context=_linear_setup)
 
 
 def _no_double_backward(name):

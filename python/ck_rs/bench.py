@@ -2,9 +2,9 @@
 1 × 1024 tensor next to torch's ``F.rms_norm`` (CUDA events around 10 000 back-to-back calls,
 and wall time of the Python loop), then the bandwidth (bytes read + written over time) of the
 operators next to torch's and, where Triton is installed, Triton's (``ck_rs.peers``) on large
-tensors, then ``ck_rs.gemm`` against ``torch.matmul`` (``torch.addmm`` with a residual) and
-``ck_rs.grouped_mm`` against ``torch._grouped_mm`` timed in turn (``--gemm-only`` skips the
-rest)."""
+tensors, then, timed in turn, ``ck_rs.gemm`` against ``torch.matmul`` (``torch.addmm`` with a
+residual), ``ck_rs.linear`` against ``F.linear`` on a Llama-3-8B layer's projections,
+``ck_rs.gated_linear`` against SwiGLU under ``torch.compile``, and ``ck_rs.grouped_mm`` against ``torch._grouped_mm`` (``--gemm-only`` skips the rest)."""
 
 import argparse
 import time
@@ -105,6 +105,71 @@ def gemm_in_turn(dev):
             print(f"{name + f' {m}x{n}x{k}':>30} {tf(t_ours):8.0f} {tf(t_peer):8.0f} {t_peer / t_ours:8.3f}")
 
 
+# A Llama-3-8B decoder layer's projections, (name, N, K, with the residual): the fused QKV
+# (32 + 2 x 8 heads of 128), q/k/v alone, o_proj and down_proj adding the residual stream,
+# gate/up.
+LINEAR_CASES = (
+    ("qkv", 6144, 4096, False),
+    ("q/o", 4096, 4096, False),
+    ("k/v", 1024, 4096, False),
+    ("o + residual", 4096, 4096, True),
+    ("gate/up", 14336, 4096, False),
+    ("down + residual", 4096, 14336, True),
+)
+
+
+def linear_in_turn(dev, rows=(1024, 8192)):
+    """``ck_rs.linear`` on ``nn.Linear``'s weights against ``F.linear`` (``torch.addmm`` with the
+    residual: cuBLAS's beta = 1), bf16, timed in turn."""
+    print("\nlinear (weight [N, K] as nn.Linear keeps it), bf16, TFLOP/s: ck_rs.linear and torch (cuBLAS) in turn")
+    print(f"{'case':>34} {'ck_rs':>8} {'torch':>8} {'ratio':>8}")
+    for m in rows:
+        for name, n, k, with_residual in LINEAR_CASES:
+            x = torch.randn(m, k, device=dev).bfloat16()
+            w = (torch.randn(n, k, device=dev) / k**0.5).bfloat16()
+            c = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
+            if with_residual:
+                d = torch.randn(m, n, device=dev).bfloat16()
+                ours = lambda: ck_rs.linear(x, w, residual=d, out=c)
+                peer = lambda: torch.addmm(d, x, w.t(), out=c)
+            else:
+                ours = lambda: ck_rs.linear(x, w, out=c)
+                peer = lambda: torch.mm(x, w.t(), out=c)
+            ref = peer().float()
+            err = ((ours().float() - ref).norm() / ref.norm()).item()
+            case = f"{name} {m}x{n}x{k}"
+            if not err < 1e-2:
+                raise SystemExit(f"error[wrong-result]: ck_rs.linear {case} differs from torch by {err:.2e}")
+            t_ours, t_peer = in_turn_ms(ours, peer)
+            tf = lambda ms: 2 * m * n * k / ms / 1e9
+            print(f"{case:>34} {tf(t_ours):8.0f} {tf(t_peer):8.0f} {t_peer / t_ours:8.3f}")
+
+
+def gated_in_turn(dev, rows=(1024, 8192), f=14336, k=4096):
+    """``ck_rs.gated_linear`` (SwiGLU in one launch) against ``silu(x @ w_gate.T) * (x @ w_up.T)``
+    under ``torch.compile`` (which fuses the product's multiply into one kernel after two cuBLAS
+    GEMMs) and in eager torch, on a Llama-3-8B MLP's gate/up projections, timed in turn."""
+    print("\ngated linear (SwiGLU), bf16, TFLOP/s of the two products: ck_rs.gated_linear vs torch.compile / eager in turn")
+    print(f"{'case':>34} {'ck_rs':>8} {'compile':>8} {'ratio':>8} {'eager':>8} {'ratio':>8}")
+    swiglu = lambda x, wg, wu: F.silu(x @ wg.T) * (x @ wu.T)
+    compiled = torch.compile(swiglu)
+    for m in rows:
+        x = torch.randn(m, k, device=dev).bfloat16()
+        wg, wu = ((torch.randn(f, k, device=dev) / k**0.5).bfloat16() for _ in range(2))
+        w = torch.cat([wg, wu])
+        c = torch.empty(m, f, device=dev, dtype=torch.bfloat16)
+        ours = lambda: ck_rs.gated_linear(x, w, out=c)
+        ref = swiglu(x.float(), wg.float(), wu.float())
+        err = ((ours().float() - ref).norm() / ref.norm()).item()
+        case = f"swiglu {m}x{f}x{k}"
+        if not err < 1e-2:
+            raise SystemExit(f"error[wrong-result]: ck_rs.gated_linear {case} differs from torch by {err:.2e}")
+        t_ours, t_comp = in_turn_ms(ours, lambda: compiled(x, wg, wu))
+        t_ours2, t_eager = in_turn_ms(ours, lambda: swiglu(x, wg, wu))
+        tf = lambda ms: 2 * 2 * m * f * k / ms / 1e9
+        print(f"{case:>34} {tf(t_ours):8.0f} {tf(t_comp):8.0f} {t_comp / t_ours:8.3f} {tf(t_eager):8.0f} {t_eager / t_ours2:8.3f}")
+
+
 # Mixture-of-experts layers: tokens per expert, N = K (the grouped cases of `ck bench gemm`).
 GROUPED_CASES = (
     ([1024, 3072, 512, 2560, 1536, 2048, 4096, 1536], 4096),
@@ -148,6 +213,8 @@ def main():
     print(f"{torch.cuda.get_device_name(dev)}, torch {torch.__version__}")
     if args.gemm_only:
         gemm_in_turn(dev)
+        linear_in_turn(dev)
+        gated_in_turn(dev)
         grouped_in_turn(dev)
         return
     x, g = torch.randn(1, 1024, device=dev), torch.randn(1024, device=dev)
@@ -196,6 +263,8 @@ def main():
                 tri = f"{gb(tt):8.0f}" if tt else f"{'-':>8}"
                 print(f"{case:>34} {gb(a):8.0f} {gb(t):8.0f} {tri} {best / a:8.2f}")
     gemm_in_turn(dev)
+    linear_in_turn(dev)
+    gated_in_turn(dev)
     grouped_in_turn(dev)
 
 

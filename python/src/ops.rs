@@ -130,18 +130,7 @@ pub fn gemm(
         ));
     }
     expect_shape(&c, &[m, n])?;
-    let activation = match activation {
-        0 => Activation::None,
-        1 => Activation::Relu,
-        2 => Activation::Gelu,
-        3 => Activation::Silu,
-        other => {
-            return Err(value_error(
-                rules::BAD_ACTIVATION,
-                format!("activation code {other}; use none, relu, gelu or silu"),
-            ))
-        }
-    };
+    let activation = activation_of(activation)?;
     let mnk = (to_u32("M", m)?, to_u32("N", n)?, to_u32("K", k)?);
     let mut all = vec![&a, &b, &c];
     all.extend(d.iter());
@@ -174,17 +163,7 @@ pub fn gemm(
             ),
         ));
     }
-    if let Some(t) = d.iter().chain(bias.iter()).find(|t| t.dtype() != c.dtype()) {
-        return Err(type_error(
-            rules::DTYPE_MISMATCH,
-            format!(
-                "`{}` is {}; give it `c`'s type ({})",
-                t.name(),
-                t.describe(),
-                c.dtype().name()
-            ),
-        ));
-    }
+    epilogue_dtypes(&c, [&d, &bias])?;
     if let Some(d) = &d {
         expect_shape(d, &[m, n])?;
     }
@@ -207,6 +186,165 @@ pub fn gemm(
             .map_err(launch_error)?;
         be.finish(&cb, &c)
     })
+}
+
+/// `nn.Linear`'s product with a fused epilogue: `c = act(x·weightᵀ + beta · d + bias)`, `x`
+/// `[M, K]`, `weight` `[N, K]` as `nn.Linear` keeps it (read in place), `c` and `d` `[M, N]`,
+/// `bias` `[N]`, on the kernel `ck_kernels::gemm::linear` picks. `x` and `weight` bfloat16
+/// (float32 on the emulator too: rounded); `c` float32 or bfloat16, `d` and `bias` of its type.
+/// `activation`: 0 none, 1 relu, 2 gelu, 3 silu.
+#[pyfunction]
+#[pyo3(signature = (x, weight, c, d=None, bias=None, beta=1.0, activation=0, stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn linear(
+    x: &Bound<'_, PyAny>,
+    weight: &Bound<'_, PyAny>,
+    c: &Bound<'_, PyAny>,
+    d: Option<&Bound<'_, PyAny>>,
+    bias: Option<&Bound<'_, PyAny>>,
+    beta: f32,
+    activation: u32,
+    stream: Option<u64>,
+) -> PyResult<()> {
+    let (x, w, c) = (tensor("x", x)?, tensor("weight", weight)?, tensor("c", c)?);
+    let d = d.map(|d| tensor("residual", d)).transpose()?;
+    let bias = bias.map(|t| tensor("bias", t)).transpose()?;
+    let dtype = same_dtype(&[&x, &w])?;
+    let ([m, k], [n, k2]) = (matrix(&x)?, matrix(&w)?);
+    if k != k2 {
+        return Err(shape_error(
+            &w,
+            format!("give it as [out_features, in_features]: its columns must match `x`'s last dimension ({k})"),
+        ));
+    }
+    expect_shape(&c, &[m, n])?;
+    let activation = activation_of(activation)?;
+    let mnk = (to_u32("M", m)?, to_u32("N", n)?, to_u32("K", k)?);
+    let mut all = vec![&x, &w, &c];
+    all.extend(d.iter());
+    all.extend(bias.iter());
+    // SAFETY: `stream` is the handle `ck_rs` passes: torch's current stream of the tensors'
+    // device, which torch keeps alive while work is queued on it.
+    let be = unsafe { Backend::of(&all, stream)? };
+    if !be.device().is_emulator() && dtype != Dtype::Bf16 {
+        return Err(type_error(
+            rules::DTYPE_UNSUPPORTED,
+            format!(
+                "`x` is {}; linear on the GPU takes bfloat16 operands",
+                x.describe()
+            ),
+        ));
+    }
+    epilogue_dtypes(&c, [&d, &bias])?;
+    if let Some(d) = &d {
+        expect_shape(d, &[m, n])?;
+    }
+    if let Some(bias) = &bias {
+        expect_shape(bias, &[n])?;
+    }
+    let (xb, wb) = (be.bf16(&x)?, be.bf16(&w)?);
+    by_dtype!(c.dtype(), O => {
+        let db = d.as_ref().map(|t| be.buffer::<O>(t)).transpose()?;
+        let biasb = bias.as_ref().map(|t| be.buffer::<O>(t)).transpose()?;
+        let mut cb = be.buffer::<O>(&c)?;
+        let args = kernels::gemm::fused::EpilogueArgs {
+            alpha: 1.0,
+            beta,
+            d: db.as_ref(),
+            bias: biasb.as_ref(),
+            activation,
+        };
+        kernels::gemm::linear::launch(be.device(), (&xb, &wb), &mut cb, mnk, &args)
+            .map_err(launch_error)?;
+        be.finish(&cb, &c)
+    })
+}
+
+/// A gated linear unit in one launch: `c = act(x·w_gateᵀ) · (x·w_upᵀ)`, `x` `[M, K]`, `weight`
+/// the gate's and up projection's weights stacked `[2F, K]` (gate rows first), `c` `[M, F]`
+/// bfloat16; `activation` 3 silu (SwiGLU) or 2 gelu (GeGLU). F and K multiples of 8.
+#[pyfunction]
+#[pyo3(signature = (x, weight, c, activation=3, stream=None))]
+pub fn gated_linear(
+    x: &Bound<'_, PyAny>,
+    weight: &Bound<'_, PyAny>,
+    c: &Bound<'_, PyAny>,
+    activation: u32,
+    stream: Option<u64>,
+) -> PyResult<()> {
+    let (x, w, c) = (tensor("x", x)?, tensor("weight", weight)?, tensor("c", c)?);
+    let dtype = same_dtype(&[&x, &w])?;
+    let ([m, k], [two_f, k2]) = (matrix(&x)?, matrix(&w)?);
+    if k != k2 || two_f % 2 != 0 {
+        return Err(shape_error(
+            &w,
+            format!("give the gate's and the up projection's weights stacked, [2·F, K] with K = {k} (`x`'s last dimension)"),
+        ));
+    }
+    let f = two_f / 2;
+    expect_shape(&c, &[m, f])?;
+    let activation = activation_of(activation)?;
+    let mfk = (to_u32("M", m)?, to_u32("F", f)?, to_u32("K", k)?);
+    // SAFETY: `stream` is the handle `ck_rs` passes: torch's current stream of the tensors'
+    // device, which torch keeps alive while work is queued on it.
+    let be = unsafe { Backend::of(&[&x, &w, &c], stream)? };
+    let emulator = be.device().is_emulator();
+    if !emulator && (dtype != Dtype::Bf16 || c.dtype() != Dtype::Bf16) {
+        return Err(type_error(
+            rules::DTYPE_UNSUPPORTED,
+            format!(
+                "`x` is {} and `c` {}; the gated GEMM on the GPU reads and writes bfloat16",
+                x.describe(),
+                c.describe()
+            ),
+        ));
+    }
+    let (xb, wb) = (be.bf16(&x)?, be.bf16(&w)?);
+    // A float32 `c` (numpy, on the emulator) gets the kernel's bfloat16 result widened.
+    let mut cb = match c.dtype() {
+        Dtype::Bf16 => be.buffer::<Bf16>(&c)?,
+        Dtype::F32 => DeviceBuffer::<Bf16>::zeros(be.device(), m * f).map_err(launch_error)?,
+    };
+    kernels::gemm::linear::launch_gated(be.device(), (&xb, &wb), &mut cb, mfk, (1.0, activation))
+        .map_err(launch_error)?;
+    be.finish_bf16(&cb, &c)
+}
+
+/// The activation of code `code` (0 none, 1 relu, 2 gelu, 3 silu).
+fn activation_of(code: u32) -> PyResult<kernels::gemm::epilogue::Activation> {
+    use kernels::gemm::epilogue::Activation;
+    Ok(match code {
+        0 => Activation::None,
+        1 => Activation::Relu,
+        2 => Activation::Gelu,
+        3 => Activation::Silu,
+        other => {
+            return Err(value_error(
+                rules::BAD_ACTIVATION,
+                format!("activation code {other}; use none, relu, gelu or silu"),
+            ))
+        }
+    })
+}
+
+/// `dtype-mismatch` unless the epilogue's tensors have `c`'s element type.
+fn epilogue_dtypes(c: &Tensor<'_>, epilogue: [&Option<Tensor<'_>>; 2]) -> PyResult<()> {
+    match epilogue
+        .into_iter()
+        .flatten()
+        .find(|t| t.dtype() != c.dtype())
+    {
+        Some(t) => Err(type_error(
+            rules::DTYPE_MISMATCH,
+            format!(
+                "`{}` is {}; give it `c`'s type ({})",
+                t.name(),
+                t.describe(),
+                c.dtype().name()
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// A mixture-of-experts layer's grouped product: `c[rows of expert g] = a[its rows] · b[g]`,

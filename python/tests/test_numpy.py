@@ -167,3 +167,48 @@ def test_gemm_fused_epilogue(activation):
         "silu": x / (1 + np.exp(-x)),
     }[activation]
     assert ref.rel_err(c, want) < 1e-5
+
+
+def _act(x, activation):
+    return {
+        "none": x,
+        "relu": np.maximum(x, 0),
+        "gelu": 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3))),
+        "silu": x / (1 + np.exp(-x)),
+    }[activation]
+
+
+@pytest.mark.parametrize("activation", ["none", "relu", "gelu", "silu"])
+@pytest.mark.parametrize("shape", [(2, 3, 37, 23), (1, 67, 40, 72)])
+def test_linear_takes_the_weight_as_nn_linear_keeps_it(activation, shape):
+    # Leading dims on x; odd N and K (the any-shape kernel), then multiples of 8 (TMA).
+    b, m, n, k = shape
+    x, w, bias, d = randn(b, m, k), randn(n, k), randn(n), randn(b, m, n)
+    c = ck_rs.linear(x, w, bias, d, activation=activation, beta=-0.5)
+    assert c.dtype == np.float32 and c.shape == (b, m, n)
+    z = ref.bf16_round(x).astype(np.float64) @ ref.bf16_round(w).astype(np.float64).T
+    want = _act(z + bias - 0.5 * d, activation)
+    assert ref.rel_err(c, want) < 1e-5
+
+
+def test_linear_names_the_weight_given_transposed():
+    with pytest.raises(ValueError, match=r"^error\[shape-mismatch\].*`weight`.*out_features, in_features"):
+        ck_rs.linear(randn(4, 16), randn(16, 8))
+
+
+@pytest.mark.parametrize("activation", ["silu", "gelu"])
+def test_gated_linear_is_one_launch_of_both_projections(activation):
+    m, f, k = 67, 136, 72
+    x, w = randn(2, m, k), randn(2 * f, k)
+    c = ck_rs.gated_linear(x, w, activation=activation)
+    assert c.dtype == np.float32 and c.shape == (2, m, f)
+    xw = ref.bf16_round(x).astype(np.float64) @ ref.bf16_round(w).astype(np.float64).T
+    want = _act(xw[..., :f], activation) * xw[..., f:]
+    assert ref.rel_err(c, want) < 1e-2  # the kernel writes bfloat16
+
+
+def test_gated_linear_wants_the_weights_stacked():
+    with pytest.raises(ValueError, match=r"^error\[shape-mismatch\].*stacked"):
+        ck_rs.gated_linear(randn(4, 16), randn(15, 16))
+    with pytest.raises(ValueError, match=r"^error\[bad-activation\]"):
+        ck_rs.gated_linear(randn(4, 16), randn(16, 16), activation="relu")

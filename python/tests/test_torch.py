@@ -322,3 +322,66 @@ def test_gemm_bf16_result_with_bias_and_gelu(device):
     x = np64(a) @ np64(b) + np64(bias.to(torch.bfloat16))
     want = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
     assert ref.rel_err(np64(c), want) < 4e-3
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("m,n,k", [(5, 37, 23), (2 * 67, 264, 136)])
+def test_linear_matches_f_linear_and_keeps_the_gradients(device, m, n, k):
+    # nn.Linear's weight as it is; bf16 in, bf16 out; gradients of x, weight, bias, residual
+    # against fp64 autograd of the same bf16 values.
+    dtype = torch.bfloat16
+    x = randn(m, k, device=device, dtype=dtype).reshape(2, m // 2, k) if m % 2 == 0 else randn(m, k, device=device, dtype=dtype)
+    w, bias = randn(n, k, device=device, dtype=dtype), randn(n, device=device, dtype=dtype)
+    res = randn(*x.shape[:-1], n, device=device, dtype=dtype)
+    with torch.no_grad():
+        y = ck_rs.linear(x, w, bias, res, activation="silu")
+    assert y.dtype == dtype and y.shape == (*x.shape[:-1], n)
+    z = torch.nn.functional.linear(x.double(), w.double(), bias.double()) + res.double()
+    assert ref.rel_err(np64(y), np64(torch.nn.functional.silu(z))) < 1e-2
+    leaves = [t.detach().clone().requires_grad_() for t in (x, w, bias, res)]
+    y = ck_rs.linear(*leaves, beta=0.5)
+    assert y.grad_fn is not None
+    dy = randn(*y.shape, device=device, dtype=dtype)
+    y.backward(dy)
+    want = [t.detach().double().requires_grad_() for t in (x, w, bias, res)]
+    (torch.nn.functional.linear(want[0], want[1], want[2]) + 0.5 * want[3]).backward(dy.double())
+    for got, exp in zip(leaves, want):
+        assert ref.rel_err(np64(got.grad), np64(exp.grad)) < 2e-2
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_linear_with_an_activation_refuses_its_backward(device):
+    x = randn(4, 16, device=device, dtype=torch.bfloat16).requires_grad_()
+    w = randn(8, 16, device=device, dtype=torch.bfloat16)
+    y = ck_rs.linear(x, w, activation="gelu")
+    with pytest.raises(RuntimeError, match=r"error\[no-backward\]"):
+        y.sum().backward()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_linear_compiles_with_fullgraph_forward_and_backward(device):
+    x = randn(2, 8, 64, device=device, dtype=torch.bfloat16).requires_grad_()
+    w = randn(32, 64, device=device, dtype=torch.bfloat16).requires_grad_()
+
+    def loss(x, w):
+        return torch.ops.ck_rs.linear(x, w).float().square().sum()
+
+    loss(x, w).backward()
+    eager = (x.grad.clone(), w.grad.clone())
+    x.grad = w.grad = None
+    torch.compile(loss, fullgraph=True, backend="aot_eager")(x, w).backward()
+    torch.testing.assert_close((x.grad, w.grad), eager)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_gated_linear_matches_torch_swiglu(device):
+    m, f, k = 130, 264, 136
+    x = randn(m, k, device=device, dtype=torch.bfloat16)
+    wg, wu = randn(f, k, device=device, dtype=torch.bfloat16), randn(f, k, device=device, dtype=torch.bfloat16)
+    y = ck_rs.gated_linear(x, torch.cat([wg, wu]))
+    assert y.dtype == torch.bfloat16 and y.shape == (m, f)
+    xd = x.double()
+    want = torch.nn.functional.silu(xd @ wg.double().T) * (xd @ wu.double().T)
+    assert ref.rel_err(np64(y), np64(want)) < 1e-2
+    compiled = torch.compile(lambda x, w: torch.ops.ck_rs.gated_linear(x, w), fullgraph=True, backend="aot_eager")
+    torch.testing.assert_close(compiled(x, torch.cat([wg, wu])), y)
