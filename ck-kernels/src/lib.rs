@@ -7,6 +7,7 @@
 //! | [`gemm`] | GEMM: SIMT, `mma.sync`, wgmma, TMA (warp-specialised, stream-K), batched and grouped, fp8, the fused epilogue; [`gemm::auto`] picks the kernel |
 //! | [`rows`] | row-wise operators: RMSNorm, add + RMSNorm, LayerNorm, softmax |
 //! | [`attention`] | fused attention forward (wgmma, online softmax, GQA, causal) |
+//! | [`rope`] | rotary embedding on a fused QKV projection, written in attention's layout |
 //! | [`elementwise`] | copy and add on 16-byte vectors (the copy is the bandwidth reference) |
 //! | [`probes`] | exercise and probe kernels that check the device layer and the emulator's profiler |
 //!
@@ -25,4 +26,5 @@ pub mod op;
 pub mod probes;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod registry;
+pub mod rope;
 pub mod rows;

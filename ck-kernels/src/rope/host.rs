@@ -1,0 +1,204 @@
+//! Host side of [`super`]: the problem's checks, the launch on device buffers, and the same from
+//! host values.
+
+use super::{RopeQkvBf16, RopeQkvF32, MAX_HEAD_DIM, ROWS};
+use ck_core::device::{Bf16, Real};
+use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats};
+use ck_core::rules;
+
+/// One call: `batch` sequences of `seq` tokens, the heads, the head dim, the rotary dim (its
+/// first elements rotated), the rows of the cos/sin tables (`seq`: one table for every
+/// sequence; `batch · seq`: a row per token) and the style (half-split, or interleaved pairs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    pub batch: u32,
+    pub seq: u32,
+    pub heads: u32,
+    pub kv_heads: u32,
+    pub head_dim: u32,
+    pub rotary_dim: u32,
+    pub table_rows: u32,
+    pub interleaved: bool,
+}
+
+impl Shape {
+    /// Tokens: `batch · seq`.
+    pub fn tokens(&self) -> u64 {
+        self.batch as u64 * self.seq as u64
+    }
+
+    /// Elements of the QKV projection `[T, (H + 2·Hkv)·D]`, of Q `[B, H, S, D]`, of K (and V)
+    /// `[B, Hkv, S, D]`, and of each table `[rows, R/2]`.
+    pub fn lens(&self) -> (u64, u64, u64, u64) {
+        let per_head = self.tokens() * self.head_dim as u64;
+        let heads = self.heads as u64 + 2 * self.kv_heads as u64;
+        (
+            per_head * heads,
+            per_head * self.heads as u64,
+            per_head * self.kv_heads as u64,
+            self.table_rows as u64 * (self.rotary_dim / 2) as u64,
+        )
+    }
+
+    /// `shape-unsupported` or `argument-size` where the kernel cannot run the shape.
+    pub fn check(&self) -> Result<(), LaunchError> {
+        let unsupported = |m: String| Err(LaunchError::invalid(rules::SHAPE_UNSUPPORTED, m));
+        let (d, r) = (self.head_dim, self.rotary_dim);
+        if d == 0 || d > MAX_HEAD_DIM || !d.is_multiple_of(8) {
+            return unsupported(format!(
+                "head_dim {d}: a multiple of 8 from 8 to {MAX_HEAD_DIM} (a block's rows hold {MAX_HEAD_DIM} elements)"
+            ));
+        }
+        let step = if self.interleaved { 2 } else { 16 };
+        if r > d || !r.is_multiple_of(step) {
+            let style = if self.interleaved {
+                "interleaved pairs: an even number"
+            } else {
+                "half-split: a multiple of 16, so that each half is whole 16-byte vectors"
+            };
+            return unsupported(format!(
+                "rotary_dim {r} with head_dim {d}: at most the head dim, and for {style}"
+            ));
+        }
+        if self.table_rows != self.seq && self.table_rows as u64 != self.tokens() {
+            return Err(LaunchError::invalid(
+                rules::SHAPE_MISMATCH,
+                format!(
+                    "cos and sin have {} rows; give one per position of a sequence ({}) or one per token ({})",
+                    self.table_rows,
+                    self.seq,
+                    self.tokens()
+                ),
+            ));
+        }
+        let (qkv, ..) = self.lens();
+        if qkv > u32::MAX as u64 {
+            return Err(LaunchError::invalid(
+                rules::ARGUMENT_SIZE,
+                format!("the QKV projection has {qkv} elements; the kernel indexes with 32 bits"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Element types with a RoPE kernel.
+pub trait RopeElement: Real {
+    /// The kernel's launch.
+    #[allow(clippy::too_many_arguments)]
+    fn launch(
+        device: &Device,
+        cfg: LaunchConfig,
+        inputs: (&DeviceBuffer<Self>, &DeviceBuffer<f32>, &DeviceBuffer<f32>),
+        outputs: (
+            &mut DeviceBuffer<Self>,
+            &mut DeviceBuffer<Self>,
+            &mut DeviceBuffer<Self>,
+        ),
+        shape: &Shape,
+    ) -> Result<LaunchStats, LaunchError>;
+}
+
+macro_rules! rope_element {
+    ($t:ty, $kernel:ident) => {
+        impl RopeElement for $t {
+            fn launch(
+                device: &Device,
+                cfg: LaunchConfig,
+                (qkv, cos, sin): (&DeviceBuffer<$t>, &DeviceBuffer<f32>, &DeviceBuffer<f32>),
+                (q, k, v): (
+                    &mut DeviceBuffer<$t>,
+                    &mut DeviceBuffer<$t>,
+                    &mut DeviceBuffer<$t>,
+                ),
+                s: &Shape,
+            ) -> Result<LaunchStats, LaunchError> {
+                $kernel::launch(
+                    device,
+                    cfg,
+                    qkv,
+                    cos,
+                    sin,
+                    q,
+                    k,
+                    v,
+                    s.tokens() as u32,
+                    s.seq,
+                    s.heads,
+                    s.kv_heads,
+                    s.head_dim,
+                    s.rotary_dim,
+                    s.table_rows,
+                    s.interleaved as u32,
+                )
+            }
+        }
+    };
+}
+rope_element!(Bf16, RopeQkvBf16);
+rope_element!(f32, RopeQkvF32);
+
+/// Rotates the query and key heads of the projection `qkv` by the angles of `cos`, `sin` and
+/// writes Q, K, V in `[B, heads, S, D]` (see the module documentation). Errors: `shape-mismatch`
+/// naming the buffer whose length is not the shape's, and [`Shape::check`]'s.
+pub fn launch<T: RopeElement>(
+    device: &Device,
+    (qkv, cos, sin): (&DeviceBuffer<T>, &DeviceBuffer<f32>, &DeviceBuffer<f32>),
+    (q, k, v): (
+        &mut DeviceBuffer<T>,
+        &mut DeviceBuffer<T>,
+        &mut DeviceBuffer<T>,
+    ),
+    shape: &Shape,
+) -> Result<LaunchStats, LaunchError> {
+    shape.check()?;
+    let (l_qkv, l_q, l_kv, l_table) = shape.lens();
+    let buffers = [
+        ("qkv", qkv.len(), l_qkv),
+        ("cos", cos.len(), l_table),
+        ("sin", sin.len(), l_table),
+        ("q", q.len(), l_q),
+        ("k", k.len(), l_kv),
+        ("v", v.len(), l_kv),
+    ];
+    for (name, len, want) in buffers {
+        if len as u64 != want {
+            return Err(LaunchError::invalid(
+                rules::SHAPE_MISMATCH,
+                format!("`{name}` has {len} elements; for {shape:?} it needs {want}"),
+            ));
+        }
+    }
+    if l_qkv == 0 {
+        return Ok(LaunchStats::default());
+    }
+    let rows = (l_qkv / shape.head_dim as u64) as u32;
+    let cfg = LaunchConfig::new(rows.div_ceil(ROWS), 256);
+    T::launch(device, cfg, (qkv, cos, sin), (q, k, v), shape)
+}
+
+/// [`launch`] from host values (rounded to `T`; the tables stay f32): Q, K and V widened to f32.
+pub fn rope_qkv<T: RopeElement>(
+    device: &Device,
+    (qkv, cos, sin): (&[f32], &[f32], &[f32]),
+    shape: &Shape,
+) -> Result<([Vec<f32>; 3], LaunchStats), LaunchError> {
+    shape.check()?;
+    let (_, l_q, l_kv, _) = shape.lens();
+    let up = |v: &[f32]| {
+        let rounded: Vec<T> = v.iter().map(|&x| T::from_f32(x)).collect();
+        DeviceBuffer::from_slice(device, &rounded)
+    };
+    let nan = |len: u64| up(&vec![f32::NAN; len as usize]);
+    let (xd, cd, sd) = (
+        up(qkv)?,
+        DeviceBuffer::from_slice(device, cos)?,
+        DeviceBuffer::from_slice(device, sin)?,
+    );
+    let (mut q, mut k, mut v) = (nan(l_q)?, nan(l_kv)?, nan(l_kv)?);
+    let stats = launch(device, (&xd, &cd, &sd), (&mut q, &mut k, &mut v), shape)?;
+    let back = |b: &DeviceBuffer<T>| -> Result<Vec<f32>, LaunchError> {
+        Ok(b.to_vec()?.iter().map(|x| x.to_f32()).collect())
+    };
+    Ok(([back(&q)?, back(&k)?, back(&v)?], stats))
+}

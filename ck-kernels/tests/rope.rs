@@ -1,0 +1,165 @@
+//! `rope::host` on the emulator: Q, K and V in attention's layout, the query and key heads
+//! rotated, against an fp64 rotation written here — both styles, a rotary dim below the head
+//! dim, tables per position and per token (positions not starting at 0), bf16 and f32; and
+//! the shape errors.
+
+use ck_core::device::Bf16;
+use ck_core::host::Device;
+use ck_kernels::checks::Rng;
+use ck_kernels::rope::host::{rope_qkv, RopeElement, Shape};
+
+/// cos and sin `[rows, R/2]` of `pos(row) · θ_i`, θ_i = 10000^(−2i/R).
+fn tables(rows: u32, rotary: u32, pos: impl Fn(u32) -> f64) -> (Vec<f32>, Vec<f32>) {
+    let half = rotary / 2;
+    let angle = |r: u32, i: u32| pos(r) * 10000f64.powf(-2.0 * i as f64 / rotary as f64);
+    let all = |f: fn(f64) -> f64| -> Vec<f32> {
+        (0..rows * half)
+            .map(|x| f(angle(x / half, x % half)) as f32)
+            .collect()
+    };
+    (all(f64::cos), all(f64::sin))
+}
+
+/// The expected Q, K, V `[B, heads, S, D]` from the definition (module docs of `rope`).
+fn expected(qkv: &[f32], (cos, sin): (&[f32], &[f32]), s: &Shape) -> [Vec<f64>; 3] {
+    let (d, r, half) = (
+        s.head_dim as usize,
+        s.rotary_dim as usize,
+        s.rotary_dim as usize / 2,
+    );
+    let all = (s.heads + 2 * s.kv_heads) as usize;
+    let mut out = [
+        vec![0.0; s.batch as usize * s.heads as usize * s.seq as usize * d],
+        vec![0.0; s.batch as usize * s.kv_heads as usize * s.seq as usize * d],
+        vec![0.0; s.batch as usize * s.kv_heads as usize * s.seq as usize * d],
+    ];
+    for t in 0..s.tokens() as usize {
+        let (b, pos) = (t / s.seq as usize, t % s.seq as usize);
+        let row = t % s.table_rows as usize;
+        for j in 0..all {
+            let x = |e: usize| qkv[(t * all + j) * d + e] as f64;
+            let (which, head, count) = if j < s.heads as usize {
+                (0, j, s.heads as usize)
+            } else if j < (s.heads + s.kv_heads) as usize {
+                (1, j - s.heads as usize, s.kv_heads as usize)
+            } else {
+                (2, j - (s.heads + s.kv_heads) as usize, s.kv_heads as usize)
+            };
+            for e in 0..d {
+                let v = if which == 2 || e >= r {
+                    x(e)
+                } else if s.interleaved {
+                    let (c, sn) = (
+                        cos[row * half + e / 2] as f64,
+                        sin[row * half + e / 2] as f64,
+                    );
+                    if e % 2 == 0 {
+                        x(e) * c - x(e + 1) * sn
+                    } else {
+                        x(e) * c + x(e - 1) * sn
+                    }
+                } else if e < half {
+                    let (c, sn) = (cos[row * half + e] as f64, sin[row * half + e] as f64);
+                    x(e) * c - x(e + half) * sn
+                } else {
+                    let (c, sn) = (
+                        cos[row * half + e - half] as f64,
+                        sin[row * half + e - half] as f64,
+                    );
+                    x(e) * c + x(e - half) * sn
+                };
+                out[which][((b * count + head) * s.seq as usize + pos) * d + e] = v;
+            }
+        }
+    }
+    out
+}
+
+fn check<T: RopeElement>(shape: Shape, first_position: u32, tol: f64) {
+    let device = Device::Emulator { workers: 2 };
+    let (qkv_len, ..) = shape.lens();
+    let mut rng = Rng(0x40e ^ qkv_len);
+    let qkv: Vec<f32> = (0..qkv_len)
+        .map(|_| T::from_f32(2.0 * rng.f32()).to_f32())
+        .collect();
+    let seq = shape.seq;
+    let (cos, sin) = tables(shape.table_rows, shape.rotary_dim, |row| {
+        (first_position + row % seq) as f64
+    });
+    let ([q, k, v], _) = rope_qkv::<T>(&device, (&qkv, &cos, &sin), &shape).unwrap();
+    let want = expected(&qkv, (&cos, &sin), &shape);
+    for (name, got, want) in [
+        ("q", &q, &want[0]),
+        ("k", &k, &want[1]),
+        ("v", &v, &want[2]),
+    ] {
+        assert_eq!(got.len(), want.len());
+        for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+            assert!(
+                (g as f64 - w).abs() <= tol * (w.abs() + 1.0),
+                "{shape:?}: {name}[{i}] = {g}, want {w}"
+            );
+        }
+    }
+}
+
+fn shape(batch: u32, seq: u32, heads: (u32, u32), dims: (u32, u32), interleaved: bool) -> Shape {
+    Shape {
+        batch,
+        seq,
+        heads: heads.0,
+        kv_heads: heads.1,
+        head_dim: dims.0,
+        rotary_dim: dims.1,
+        table_rows: seq,
+        interleaved,
+    }
+}
+
+#[test]
+fn half_split_rotates_q_and_k_and_lays_out_q_k_v() {
+    // GQA 4/2, head dim 128 whole and 64 of 128 rotated; a table per position, then per token
+    // (positions from 5 in every sequence: the second sequence's rows are its own).
+    check::<f32>(shape(2, 5, (4, 2), (128, 128), false), 0, 1e-6);
+    check::<f32>(shape(2, 5, (4, 2), (128, 64), false), 0, 1e-6);
+    let per_token = Shape {
+        table_rows: 10,
+        ..shape(2, 5, (4, 2), (64, 32), false)
+    };
+    check::<f32>(per_token, 5, 1e-6);
+    check::<Bf16>(shape(1, 7, (2, 1), (128, 128), false), 3, 1.0 / 128.0);
+}
+
+#[test]
+fn interleaved_pairs_rotate_in_place() {
+    check::<f32>(shape(2, 3, (2, 2), (64, 64), true), 0, 1e-6);
+    check::<f32>(shape(1, 6, (3, 1), (128, 40), true), 11, 1e-6);
+    check::<Bf16>(shape(1, 4, (2, 2), (64, 32), true), 0, 1.0 / 128.0);
+}
+
+#[test]
+fn shapes_the_kernel_cannot_run_are_refused() {
+    let rule = |s: Shape| s.check().unwrap_err().rule();
+    assert_eq!(
+        rule(shape(1, 4, (2, 1), (256, 128), false)),
+        "shape-unsupported"
+    );
+    assert_eq!(
+        rule(shape(1, 4, (2, 1), (128, 40), false)),
+        "shape-unsupported"
+    );
+    assert_eq!(
+        rule(shape(1, 4, (2, 1), (64, 65), true)),
+        "shape-unsupported"
+    );
+    let odd_table = Shape {
+        table_rows: 3,
+        ..shape(2, 4, (2, 1), (64, 64), false)
+    };
+    assert_eq!(rule(odd_table), "shape-mismatch");
+    let device = Device::emulator();
+    let s = shape(1, 4, (2, 1), (64, 64), false);
+    let (cos, sin) = tables(4, 64, |r| r as f64);
+    let e = rope_qkv::<f32>(&device, (&[0.0; 10], &cos, &sin), &s).unwrap_err();
+    assert!(e.to_string().contains("`qkv` has 10 elements"), "{e}");
+}
