@@ -282,6 +282,8 @@ pub const BAD_SCALE: RuleId = RuleId::error("bad-scale");
 pub const BAD_EPS: RuleId = RuleId::error("bad-eps");
 /// `bad-activation`: an activation name that is not known.
 pub const BAD_ACTIVATION: RuleId = RuleId::error("bad-activation");
+/// `bad-layout`: a tensor layout name that is not known.
+pub const BAD_LAYOUT: RuleId = RuleId::error("bad-layout");
 /// `head-dim-unsupported`: an attention head dim other than 64 and 128.
 pub const HEAD_DIM_UNSUPPORTED: RuleId = RuleId::error("head-dim-unsupported");
 /// `gqa-heads`: key/value heads that do not divide the query heads.
@@ -463,6 +465,7 @@ pub const ALL: &[RuleId] = &[
     BAD_SCALE,
     BAD_EPS,
     BAD_ACTIVATION,
+    BAD_LAYOUT,
     HEAD_DIM_UNSUPPORTED,
     GQA_HEADS,
     TOO_LARGE,

@@ -1,11 +1,12 @@
 //! Attention forward on the emulator against the fp64 reference (a plain softmax per row, in
 //! `attention::host::reference`, compared by `checks::attention_case`), on odd lengths, both head dims, causal with `Sq ≠ Sk` (rows
-//! above the corner see no key), grouped-query heads, huge logits, and `Sk = 0`; bad shapes are
-//! errors with their rule.
+//! above the corner see no key), grouped-query heads, huge logits, and `Sk = 0`; O written as
+//! `[B, S, H, D]`; bad shapes are errors with their rule.
 
-use ck_core::host::Device;
-use ck_kernels::attention::host::{attention, Options, Shape};
-use ck_kernels::checks::attention_case;
+use ck_core::device::Bf16;
+use ck_core::host::{Device, DeviceBuffer};
+use ck_kernels::attention::host::{attention, launch, Options, Shape};
+use ck_kernels::checks::{attention_case, Rng};
 
 fn shape(heads: u32, kv_heads: u32, sq: u32, sk: u32, head_dim: u32) -> Shape {
     Shape {
@@ -33,10 +34,12 @@ fn check(s: Shape, options: Options) {
 const CAUSAL: Options = Options {
     causal: true,
     scale: None,
+    o_seq_first: false,
 };
 const FULL: Options = Options {
     causal: false,
     scale: None,
+    o_seq_first: false,
 };
 
 /// Every pair of lengths in {1, 17, 130, 257} (one tile, a partial tile, two and three tiles of
@@ -98,6 +101,7 @@ fn huge_logits_and_an_explicit_scale() {
     let options = Options {
         causal: false,
         scale: Some(125.0),
+        o_seq_first: false,
     };
     check(shape(1, 1, 33, 257, 64), options);
 }
@@ -131,10 +135,48 @@ fn bad_shapes_are_errors() {
         let options = Options {
             causal: false,
             scale: Some(scale),
+            o_seq_first: false,
         };
         let q = vec![0.0; s.q_len()];
         let kv = vec![0.0; s.kv_len()];
         let e = attention(&device, (&q, &kv, &kv), s, options).unwrap_err();
         assert_eq!(e.rule(), "bad-scale", "scale {scale}");
+    }
+}
+
+#[test]
+fn o_seq_first_is_the_same_o_laid_out_for_the_output_projection() {
+    // [B, H, S, D] and [B, S, H, D] outputs of one problem hold the same values; the second's
+    // element (b, s, h, d) is the first's (b, h, s, d). GQA, causal, a partial query tile.
+    let device = Device::emulator();
+    let s = Shape {
+        batch: 2,
+        ..shape(4, 2, 130, 130, 64)
+    };
+    let mut rng = Rng(0x05f);
+    let mut values =
+        |n: usize| -> Vec<Bf16> { (0..n).map(|_| Bf16::from_f32(rng.f32())).collect() };
+    let (q, k, v) = (values(s.q_len()), values(s.kv_len()), values(s.kv_len()));
+    let up = |x: &[Bf16]| DeviceBuffer::from_slice(&device, x).unwrap();
+    let (qd, kd, vd) = (up(&q), up(&k), up(&v));
+    let run = |o_seq_first: bool| {
+        let mut o = DeviceBuffer::<Bf16>::zeros(&device, s.q_len()).unwrap();
+        let mut lse = DeviceBuffer::<f32>::zeros(&device, s.lse_len()).unwrap();
+        let options = Options {
+            o_seq_first,
+            ..CAUSAL
+        };
+        launch(&device, (&qd, &kd, &vd), &mut o, &mut lse, s, options).unwrap();
+        o.to_vec().unwrap()
+    };
+    let (heads_first, seq_first) = (run(false), run(true));
+    let (h, sq, d) = (s.heads as usize, s.sq as usize, s.head_dim as usize);
+    for (i, x) in heads_first.iter().enumerate() {
+        let (b, hh, ss, dd) = (i / (h * sq * d), i / (sq * d) % h, i / d % sq, i % d);
+        assert_eq!(
+            seq_first[((b * sq + ss) * h + hh) * d + dd].0,
+            x.0,
+            "(b {b}, h {hh}, s {ss}, d {dd})"
+        );
     }
 }

@@ -97,6 +97,7 @@ pub fn run(args: &AttentionArgs) -> Result<(), CliError> {
     let options = Options {
         causal: args.causal,
         scale,
+        o_seq_first: false,
     };
     let device = device(&args.backend)?;
     let (o, lse, stats) =
@@ -183,6 +184,7 @@ pub fn bench(
         let options = Options {
             causal,
             scale: None,
+            o_seq_first: false,
         };
         let t = timed(device, warmup, iters, |d| {
             launch(d, (&q, &k, &v), &mut o, &mut lse, shape, options).map(|_| ())

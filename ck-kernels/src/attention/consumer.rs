@@ -228,11 +228,16 @@ fn store<H: HeadDim>(
         .acc
         .zip_map(&broadcast_x::<H::Out, RowStats, f32, 1>(&inv), |o, i| o * i)
         .round_to::<Bf16>();
-    // Views end at this head's last row, so the padding rows of the tile are not written.
+    // This head's rows of O, wherever the strides put them; the view ends at its last row, so
+    // the padding rows of the tile are not written.
+    let (row_stride, head_stride) = pb.o_strides;
+    let (b, h) = (w.bh / pb.heads, w.bh % pb.heads);
+    let base = b * pb.heads.get() * pb.sq * H::D + h * head_stride;
+    let span = (pb.sq - 1) * row_stride + H::D;
+    let ov = View2::<_, Bf16, 2>::new(o.slice(base, span), pb.sq, H::D, row_stride);
+    make_tile_window::<H::Out, _>(ov, [w.q0 as i32, 0]).store(&out);
     let head_end = (w.bh + 1) * pb.sq;
     let origin = (w.bh * pb.sq + w.q0) as i32;
-    let ov = View2::<_, Bf16, 2>::new(o, head_end, H::D, H::D);
-    make_tile_window::<H::Out, _>(ov, [origin, 0]).store(&out);
     // LSE = ln Σ exp(scale·s) = (max + log₂ sum) · ln 2; −∞ for a row that saw no key.
     let row_lse = rows.max.zip_map(&rows.sum, |m, l| {
         if l > 0.0 {

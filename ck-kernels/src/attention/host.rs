@@ -24,13 +24,17 @@ pub struct Shape {
     pub head_dim: u32,
 }
 
-/// Masking and scale.
+/// Masking, scale, and O's layout.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Options {
     /// Query row `i` sees keys `j ≤ i + Sk − Sq` (bottom-right aligned).
     pub causal: bool,
     /// The scores' scale; `1 / √head_dim` when `None`.
     pub scale: Option<f32>,
+    /// O as `[batch, sq, heads, head_dim]` (the layout an output projection reads as
+    /// `[batch · sq, heads · head_dim]`, no transpose) instead of Q's `[batch, heads, sq,
+    /// head_dim]`.
+    pub o_seq_first: bool,
 }
 
 impl Options {
@@ -169,6 +173,11 @@ pub fn launch(
     let cfg = LaunchConfig::new(blocks, THREADS);
     let sl = scale * LOG2_E;
     let causal = options.causal;
+    let o_strides = if options.o_seq_first {
+        (heads * shape.head_dim, shape.head_dim)
+    } else {
+        (shape.head_dim, sq * shape.head_dim)
+    };
     let d = shape.head_dim as u64;
     // [head dim, seq, batch · heads] in 64-column panels of 128 rows.
     let heads_of = |x, seq: u32, n: u32| {
@@ -204,6 +213,8 @@ pub fn launch(
                 group,
                 sl,
                 causal,
+                o_strides.0,
+                o_strides.1,
             )
         };
     }

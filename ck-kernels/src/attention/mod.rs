@@ -1,7 +1,8 @@
 //! `attention_d64` and `attention_d128`: fused multi-head attention forward (FlashAttention's
 //! algorithm) on Hopper's warpgroup MMA, `O = softmax(scale · Q·Kᵀ + mask) · V` with the row
 //! log-sum-exp, bf16 Q, K, V and O with f32 accumulation, layout `[batch, heads, seq, head_dim]`
-//! (contiguous), grouped-query heads (`heads` a multiple of `kv_heads`), causal masking aligned
+//! (contiguous; O also `[batch, seq, heads, head_dim]`, what an output projection reads as
+//! `[batch · seq, heads · head_dim]`), grouped-query heads (`heads` a multiple of `kv_heads`), causal masking aligned
 //! to the bottom-right corner when `Sq ≠ Sk` (query row `i` sees keys `j ≤ i + Sk − Sq`).
 //!
 //! The work is split into *items* of 128 query rows of one head, each walking that head's keys
@@ -143,12 +144,15 @@ macro_rules! attention_kernel {
             group: u32,
             scale_log2: f32,
             causal: bool,
+            o_row_stride: u32,
+            o_head_stride: u32,
         ) {
             let smem = Smem {
                 tiles: shared!(Bf16; schedule::smem_elems::<$h>()),
                 bars: shared!(Mbarrier; BARRIERS),
             };
-            let pb = Problem::new((sq, sk, batch), (heads, group), scale_log2, causal);
+            let pb = Problem::new((sq, sk, batch), (heads, group), scale_log2, causal)
+                .with_o_strides(o_row_stride, o_head_stride);
             attention::<$h, { schedule::smem_elems::<$h>() }>((q, k, v), (o, lse), pb, smem);
         }
     };

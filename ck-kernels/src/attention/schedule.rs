@@ -77,6 +77,9 @@ pub struct Problem {
     /// `scale · log₂ e` (the scale is positive).
     pub scale_log2: f32,
     pub causal: bool,
+    /// O's strides in elements: from a query row of a head to the next, and from a head to the
+    /// next (`[B, H, S, D]`: `D` and `S·D`; `[B, S, H, D]`: `H·D` and `D`); a batch is `H·S·D`.
+    pub o_strides: (u32, u32),
 }
 
 impl Problem {
@@ -98,6 +101,16 @@ impl Problem {
             group: nz(group),
             scale_log2,
             causal,
+            o_strides: (0, 0),
+        }
+    }
+
+    /// The problem with O at strides `(row, head)` (see [`Problem::o_strides`]).
+    #[inline(always)]
+    pub fn with_o_strides(self, row: u32, head: u32) -> Problem {
+        Problem {
+            o_strides: (row, head),
+            ..self
         }
     }
 

@@ -206,6 +206,7 @@ pub fn run_exercise(
                 Options {
                     causal: true,
                     scale: None,
+                    o_seq_first: false,
                 },
                 seed,
             )
@@ -370,6 +371,7 @@ pub fn cross_check(a: &Device, b: &Device) -> Result<Vec<CrossCheck>, LaunchErro
         let options = Options {
             causal,
             scale: None,
+            o_seq_first: false,
         };
         let mask = if causal { " causal" } else { "" };
         record(
