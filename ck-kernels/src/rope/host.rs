@@ -49,15 +49,9 @@ impl Shape {
                 "head_dim {d}: a multiple of 8 from 8 to {MAX_HEAD_DIM} (a block's rows hold {MAX_HEAD_DIM} elements)"
             ));
         }
-        let step = if self.interleaved { 2 } else { 16 };
-        if r > d || !r.is_multiple_of(step) {
-            let style = if self.interleaved {
-                "interleaved pairs: an even number"
-            } else {
-                "half-split: a multiple of 16, so that each half is whole 16-byte vectors"
-            };
+        if r > d || !r.is_multiple_of(16) {
             return unsupported(format!(
-                "rotary_dim {r} with head_dim {d}: at most the head dim, and for {style}"
+                "rotary_dim {r} with head_dim {d}: at most the head dim, and a multiple of 16 (each half, and each table row, whole 16-byte vectors)"
             ));
         }
         if self.table_rows != self.seq && self.table_rows as u64 != self.tokens() {

@@ -22,30 +22,31 @@
 //! 4]` → pair 0 is (x[0], x[2]) = (1, 3) → (1·0 − 3·1, 3·0 + 1·1) = (−3, 1); pair 1 is (2, 4)
 //! at angle 0 → unchanged: `[−3, 2, 1, 4]`.
 //!
-//! A block takes 16 head rows ([`HeadRows`]: a warp two of them, 16 lanes × 8 consecutive
-//! elements each, so D ≤ 128). Each thread's partner elements lie `R/2` columns away
-//! (half-split: a second window at `[row, ±R/2]`, from L1) or in its own vector (interleaved).
+//! A block takes 64 head rows ([`HeadRows`]: a warp two at a time, four times over, 16 lanes ×
+//! 8 consecutive elements each, so D ≤ 128). Each thread's partner elements lie `R/2` columns
+//! away (half-split: one more vector of the row, from L1) or in its own vector (interleaved).
 
 use ck_core::device::*;
-use ck_core::tile::{make_tile_window, DistributedTensor, View2};
+use ck_core::tile::{make_tile_window, unroll, View2};
 use ck_macros::{tile_distribution, tile_kernel};
 
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod host;
 
 tile_distribution! {
-    /// 16 head rows of up to 128 elements: warp `w` takes rows 2w and 2w + 1, lane `l` of a row
-    /// elements 8·(l mod 16) .. + 8.
+    /// 64 head rows of up to 128 elements: warp `w` takes rows 2w and 2w + 1 and the same 16, 32
+    /// and 48 rows further (four in flight per thread), lane `l` of a row elements
+    /// 8·(l mod 16) .. + 8.
     pub struct HeadRows {
         warp_size: 32, block_size: 256,
-        h: { row: [warp: 8, lane: 2], d: [lane: 16, vec: 8] },
+        h: { row: [rep: 4, warp: 8, lane: 2], d: [lane: 16, vec: 8] },
         p: [[row.warp], [row.lane, d.lane]],
-        y: [d.vec],
+        y: [row.rep, d.vec],
     }
 }
 
 /// Head rows per block.
-pub const ROWS: u32 = 16;
+pub const ROWS: u32 = 64;
 /// The largest head dim a block's rows hold.
 pub const MAX_HEAD_DIM: u32 = 128;
 
@@ -71,6 +72,27 @@ pub struct Outputs<T: Element> {
     pub v: GlobalMut<T>,
 }
 
+/// Eight consecutive elements from `at` (16-byte aligned), in vectors of `V`.
+#[inline(always)]
+fn load8<T: Element, const V: usize>(g: Global<T>, at: u32) -> [T; 8] {
+    let mut out = [T::default(); 8];
+    for c in 0..8 / V {
+        let part = g.load_vec::<V>(at + (c * V) as u32);
+        out[c * V..(c + 1) * V].copy_from_slice(&part);
+    }
+    out
+}
+
+/// Stores eight consecutive elements at `at` (16-byte aligned), in vectors of `V`.
+#[inline(always)]
+fn store8<T: Element, const V: usize>(g: GlobalMut<T>, at: u32, v: [T; 8]) {
+    for c in 0..8 / V {
+        let mut part = [T::default(); V];
+        part.copy_from_slice(&v[c * V..(c + 1) * V]);
+        g.store_vec::<V>(at + (c * V) as u32, part);
+    }
+}
+
 /// The kernel body on elements `T` whose rows allow vectors of `V`.
 #[inline(always)]
 fn rope_qkv<T: Real, const V: usize>(
@@ -82,72 +104,74 @@ fn rope_qkv<T: Real, const V: usize>(
     let rows = pb.tokens * heads_all;
     let r0 = (block_idx() * ROWS) as i32;
     let view = View2::<_, T, V>::new(qkv, rows, pb.head_dim, pb.head_dim);
-    let mut window = make_tile_window::<HeadRows, _>(view, [r0, 0]);
-    let x = window.load::<T>();
-    let half = (pb.rotary_dim / 2) as i32;
-    // Half-split partners: column d + R/2 for the first half, d − R/2 for the second (the
-    // window moved by ±R/2; what it reads outside the view is zero, and never used).
-    let (ahead, behind) = if pb.interleaved {
-        (x, x)
-    } else {
-        window.move_by([0, half]);
-        let ahead = window.load::<T>();
-        window.move_by([0, -2 * half]);
-        (ahead, window.load::<T>())
-    };
+    let x = make_tile_window::<HeadRows, _>(view, [r0, 0]).load::<T>();
+    let half = pb.rotary_dim / 2;
     let p = HeadRows::partition_index(thread_idx());
-    let [row, d0] = HeadRows::x_index(p, [0]);
-    let r = r0 as u32 + row as u32;
-    if r >= rows || d0 as u32 >= pb.head_dim {
-        return;
-    }
-    let (t, j) = (r / heads_all, r % heads_all);
-    let rotate = j < pb.heads + pb.kv_heads && (d0 as u32) < pb.rotary_dim;
-    let mut y = DistributedTensor::<HeadRows, f32>::splat(0.0);
-    let table = (t % pb.table_rows) * half as u32;
-    HeadRows::for_each_y(|yi, di| {
-        let d = d0 + yi[0];
-        let v = x.get(di).to_f32();
-        let out = if !rotate || d >= 2 * half {
-            v
-        } else if pb.interleaved {
-            // The pair (2i, 2i + 1) lies in this thread's vector.
-            let i = (d / 2) as u32;
-            let (c, s) = (cos.load(table + i), sin.load(table + i));
-            let partner = x.get(di ^ 1).to_f32();
-            if d % 2 == 0 {
-                v * c - partner * s
-            } else {
-                v * c + partner * s
-            }
-        } else if d < half {
-            let i = d as u32;
-            let (c, s) = (cos.load(table + i), sin.load(table + i));
-            v * c - ahead.get(di).to_f32() * s
+    unroll::<4>(|rep| {
+        let [row, d0] = HeadRows::x_index(p, [rep as i32, 0]);
+        let (r, d0) = (r0 as u32 + row as u32, d0 as u32);
+        if r >= rows || d0 >= pb.head_dim {
+            return;
+        }
+        let (t, j) = (r / heads_all, r % heads_all);
+        let own: [f32; 8] =
+            core::array::from_fn(|e| x.get(HeadRows::d_index([rep as i32, e as i32])).to_f32());
+        let y = if j >= pb.heads + pb.kv_heads || d0 >= pb.rotary_dim {
+            own
         } else {
-            let i = (d - half) as u32;
-            let (c, s) = (cos.load(table + i), sin.load(table + i));
-            v * c + behind.get(di).to_f32() * s
+            let table = (t % pb.table_rows) * half;
+            if pb.interleaved {
+                // The pairs (2i, 2i + 1) lie in this thread's vector: angles i = d0/2 .. + 4.
+                let (c, s) = (
+                    cos.load_vec::<4>(table + d0 / 2),
+                    sin.load_vec::<4>(table + d0 / 2),
+                );
+                core::array::from_fn(|e| {
+                    let (i, v, w) = (e / 2, own[e], own[e ^ 1]);
+                    if e % 2 == 0 {
+                        v * c[i] - w * s[i]
+                    } else {
+                        v * c[i] + w * s[i]
+                    }
+                })
+            } else {
+                // The partners lie R/2 further (first half) or back (second half): one vector
+                // of the same row, read again from L1.
+                let first = d0 < half;
+                let (i0, pd) = if first {
+                    (d0, d0 + half)
+                } else {
+                    (d0 - half, d0 - half)
+                };
+                let partner = load8::<T, V>(qkv, r * pb.head_dim + pd);
+                let (c, s) = (
+                    load8::<f32, 4>(cos, table + i0),
+                    load8::<f32, 4>(sin, table + i0),
+                );
+                core::array::from_fn(|e| {
+                    let w = partner[e].to_f32();
+                    if first {
+                        own[e] * c[e] - w * s[e]
+                    } else {
+                        own[e] * c[e] + w * s[e]
+                    }
+                })
+            }
         };
-        y.set(di, out);
+        // Head row (t, j) → its place in [B, heads, S, D].
+        let (b, s) = (t / pb.seq, t % pb.seq);
+        let at = |head: u32, count: u32| ((b * count + head) * pb.seq + s) * pb.head_dim + d0;
+        let y = y.map(T::from_f32);
+        // One store per destination, not a pointer chosen at run time (which the compiler
+        // keeps in a local-memory table).
+        if j < pb.heads {
+            store8::<T, V>(out.q, at(j, pb.heads), y);
+        } else if j < pb.heads + pb.kv_heads {
+            store8::<T, V>(out.k, at(j - pb.heads, pb.kv_heads), y);
+        } else {
+            store8::<T, V>(out.v, at(j - pb.heads - pb.kv_heads, pb.kv_heads), y);
+        }
     });
-    // Head row (t, j) → its place in [B, heads, S, D].
-    let (b, s) = (t / pb.seq, t % pb.seq);
-    let (dst, head, count) = if j < pb.heads {
-        (out.q, j, pb.heads)
-    } else if j < pb.heads + pb.kv_heads {
-        (out.k, j - pb.heads, pb.kv_heads)
-    } else {
-        (out.v, j - pb.heads - pb.kv_heads, pb.kv_heads)
-    };
-    let at = ((b * count + head) * pb.seq + s) * pb.head_dim + d0 as u32;
-    let vals: [T; 8] = core::array::from_fn(|i| T::from_f32(y.get(i)));
-    if V == 8 {
-        dst.store_vec::<8>(at, vals);
-    } else {
-        dst.store_vec::<4>(at, [vals[0], vals[1], vals[2], vals[3]]);
-        dst.store_vec::<4>(at + 4, [vals[4], vals[5], vals[6], vals[7]]);
-    }
 }
 
 /// Declares [`rope_qkv`] on elements `$t` (rows of vectors of `$v`).
