@@ -408,6 +408,36 @@ def gated_linear(x, weight, *, activation="silu", out=None):
     return res
 
 
+def rope_qkv(qkv, cos, sin, heads, kv_heads, *, rotary_dim=None, interleaved=False):
+    """Rotary position embedding on a fused QKV projection, written in attention's layout, in
+    one pass: ``qkv`` ``[B, S, (heads + 2·kv_heads)·D]`` (each token's query heads, then key
+    heads, then value heads) → ``(q, k, v)``, ``q`` ``[B, heads, S, D]`` and ``k``, ``v``
+    ``[B, kv_heads, S, D]``, q's and k's first ``rotary_dim`` (default D) elements rotated.
+
+    ``cos`` and ``sin`` are float32 tables ``[S, rotary_dim / 2]`` (one for every sequence) or
+    ``[B·S, rotary_dim / 2]`` (a row per token: positions not starting at 0, packed
+    sequences), the angles of each pair; Llama's frequency scaling is just another table.
+    Pairs are the two halves of the rotary dims (``interleaved=False``: Llama, NeoX) or
+    neighbours (``interleaved=True``: GPT-J). float32 or bfloat16 ``qkv``; D at most 128, a
+    multiple of 8; ``rotary_dim`` a multiple of 16. No backward pass yet."""
+    c = _Call("rope_qkv", qkv=qkv, cos=cos, sin=sin)
+    if len(qkv.shape) != 3 or heads <= 0 or kv_heads <= 0 or qkv.shape[2] % (heads + 2 * kv_heads):
+        raise _error(
+            ValueError,
+            "shape-mismatch",
+            f"`qkv` is {tuple(qkv.shape)}; give [batch, seq, (heads + 2·kv_heads)·head_dim] with "
+            f"heads {heads}, kv_heads {kv_heads}",
+        )
+    b, s, width = qkv.shape
+    d = width // (heads + 2 * kv_heads)
+    rotary_dim = d if rotary_dim is None else int(rotary_dim)
+    q = c.empty((b, heads, s, d), qkv)
+    k, v = c.empty((b, kv_heads, s, d), qkv), c.empty((b, kv_heads, s, d), qkv)
+    caps = [c.capsule(t) for t in (qkv, cos, sin, q, k, v)]
+    _native.rope_qkv(*caps, heads, kv_heads, rotary_dim, bool(interleaved), c.stream)
+    return q, k, v
+
+
 def grouped_mm(a, b, tokens, *, out=None, out_dtype=None):
     """A mixture-of-experts layer's grouped product in one launch: expert ``g``'s rows of
     ``a`` (the ``tokens[g]`` after expert ``g - 1``'s) times ``b[g]``. ``a`` ``[sum(tokens),
@@ -435,7 +465,7 @@ def grouped_mm(a, b, tokens, *, out=None, out_dtype=None):
     return res
 
 
-def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False):
+def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False, out_layout="bhsd"):
     """Fused attention forward: ``softmax(scale · q·kᵀ + mask) · v``.
 
     ``q`` ``[batch, heads, seq_q, head_dim]``, ``k`` and ``v`` ``[batch, kv_heads, seq_k,
@@ -443,16 +473,23 @@ def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False):
     128; ``scale`` defaults to ``1/√head_dim``; causal masking is aligned to the bottom-right
     corner when ``seq_q ≠ seq_k``. The kernel takes bfloat16: float32 inputs are rounded to
     bfloat16 and the output is float32 again. With ``return_lse=True`` returns ``(o, lse)``,
-    the row log-sum-exp ``[batch, heads, seq_q]`` in float32."""
+    the row log-sum-exp ``[batch, heads, seq_q]`` in float32. ``out_layout="bshd"`` writes
+    ``o`` as ``[batch, seq_q, heads, head_dim]`` — what an output projection reads as
+    ``[batch, seq_q, heads · head_dim]`` (``o.flatten(2)``, a view), with no transpose."""
     c = _Call("attention", q=q, k=k, v=v)
     if scale is not None and not (_math.isfinite(scale) and scale > 0):
         raise _error(ValueError, "bad-scale", f"the scale is {scale}; give a positive finite number")
     widen = c.cuda and q.dtype == _torch.float32
     if widen:  # the GPU kernel reads bfloat16 in place: convert on the device
         q, k, v = (t.to(_torch.bfloat16) for t in (q, k, v))
+    if out_layout not in ("bhsd", "bshd"):
+        raise _error(ValueError, "bad-layout", f"out_layout {out_layout!r}; use bhsd or bshd")
     shape = tuple(q.shape)
+    seq_first = out_layout == "bshd"
+    if seq_first and len(shape) == 4:
+        shape = (shape[0], shape[2], shape[1], shape[3])
     o = c.empty(shape, q) if (out is None or widen) else _out(c, out, shape, q)
-    lse = c.empty(shape[:3] if len(shape) == 4 else (0,), float32=True)
+    lse = c.empty(tuple(q.shape[:3]) if len(q.shape) == 4 else (0,), float32=True)
     _native.attention(
         c.capsule(q),
         c.capsule(k),
@@ -462,6 +499,7 @@ def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False):
         bool(causal),
         None if scale is None else float(scale),
         c.stream,
+        seq_first,
     )
     if widen:
         o = o.float() if out is None else out.copy_(o)

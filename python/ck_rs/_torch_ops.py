@@ -106,6 +106,27 @@ def _(x, weight, activation="silu"):
     return x.new_empty((*x.shape[:-1], weight.shape[0] // 2), dtype=torch.bfloat16)
 
 
+@torch.library.custom_op("ck_rs::rope_qkv", mutates_args=())
+def rope_qkv(
+    qkv: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    heads: int,
+    kv_heads: int,
+    rotary_dim: Optional[int] = None,
+    interleaved: bool = False,
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    with torch.no_grad():
+        return ck_rs.rope_qkv(qkv, cos, sin, heads, kv_heads, rotary_dim=rotary_dim, interleaved=interleaved)
+
+
+@rope_qkv.register_fake
+def _(qkv, cos, sin, heads, kv_heads, rotary_dim=None, interleaved=False):
+    b, s, width = qkv.shape
+    d = width // (heads + 2 * kv_heads)
+    return qkv.new_empty((b, heads, s, d)), qkv.new_empty((b, kv_heads, s, d)), qkv.new_empty((b, kv_heads, s, d))
+
+
 @torch.library.custom_op("ck_rs::grouped_mm", mutates_args=())
 def grouped_mm(a: torch.Tensor, b: torch.Tensor, tokens: List[int]) -> torch.Tensor:
     with torch.no_grad():
@@ -124,14 +145,17 @@ def attention(
     v: torch.Tensor,
     causal: bool = False,
     scale: Optional[float] = None,
+    out_layout: str = "bhsd",
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     with torch.no_grad():
-        return ck_rs.attention(q, k, v, causal=causal, scale=scale, return_lse=True)
+        return ck_rs.attention(q, k, v, causal=causal, scale=scale, return_lse=True, out_layout=out_layout)
 
 
 @attention.register_fake
-def _(q, k, v, causal=False, scale=None):
-    return torch.empty_like(q), q.new_empty(q.shape[:3], dtype=torch.float32)
+def _(q, k, v, causal=False, scale=None, out_layout="bhsd"):
+    b, h, s, d = q.shape
+    o = q.new_empty((b, s, h, d)) if out_layout == "bshd" else torch.empty_like(q)
+    return o, q.new_empty(q.shape[:3], dtype=torch.float32)
 
 
 def _register(desc):

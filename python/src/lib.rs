@@ -15,6 +15,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::gemm, m)?)?;
     m.add_function(wrap_pyfunction!(ops::linear, m)?)?;
     m.add_function(wrap_pyfunction!(ops::gated_linear, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::rope_qkv, m)?)?;
     m.add_function(wrap_pyfunction!(ops::grouped_mm, m)?)?;
     m.add_function(wrap_pyfunction!(ops::attention, m)?)?;
     m.add(

@@ -310,6 +310,91 @@ pub fn gated_linear(
     be.finish_bf16(&cb, &c)
 }
 
+/// RoPE on a fused QKV projection and attention's layout in one pass: `qkv` `[B, S, (H +
+/// 2·Hkv)·D]`, `cos`/`sin` float32 `[S or B·S, R/2]`, into `q` `[B, H, S, D]`, `k` and `v`
+/// `[B, Hkv, S, D]` (see `ck_kernels::rope`).
+#[pyfunction]
+#[pyo3(signature = (qkv, cos, sin, q, k, v, heads, kv_heads, rotary_dim, interleaved=false, stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn rope_qkv(
+    qkv: &Bound<'_, PyAny>,
+    cos: &Bound<'_, PyAny>,
+    sin: &Bound<'_, PyAny>,
+    q: &Bound<'_, PyAny>,
+    k: &Bound<'_, PyAny>,
+    v: &Bound<'_, PyAny>,
+    heads: usize,
+    kv_heads: usize,
+    rotary_dim: usize,
+    interleaved: bool,
+    stream: Option<u64>,
+) -> PyResult<()> {
+    use kernels::rope::host::{launch, Shape};
+    let (x, c, s) = (
+        tensor("qkv", qkv)?,
+        tensor("cos", cos)?,
+        tensor("sin", sin)?,
+    );
+    let (q, k, v) = (tensor("q", q)?, tensor("k", k)?, tensor("v", v)?);
+    let [batch, seq, width] = match x.shape()[..] {
+        [b, s, w] => [b, s, w],
+        _ => {
+            return Err(shape_error(
+                &x,
+                "give [batch, seq, (heads + 2·kv_heads)·head_dim]".into(),
+            ))
+        }
+    };
+    let all = heads + 2 * kv_heads;
+    if heads == 0 || kv_heads == 0 || width % all != 0 {
+        return Err(shape_error(
+            &x,
+            format!("its last dimension must be (heads + 2·kv_heads)·head_dim with heads {heads}, kv_heads {kv_heads}"),
+        ));
+    }
+    let d = width / all;
+    let table_rows = c.shape().first().copied().unwrap_or(0);
+    expect_shape(&c, &[table_rows, rotary_dim / 2])?;
+    expect_shape(&s, c.shape())?;
+    expect_shape(&q, &[batch, heads, seq, d])?;
+    expect_shape(&k, &[batch, kv_heads, seq, d])?;
+    expect_shape(&v, &[batch, kv_heads, seq, d])?;
+    if let Some(t) = [&c, &s].into_iter().find(|t| t.dtype() != Dtype::F32) {
+        return Err(type_error(
+            rules::DTYPE_MISMATCH,
+            format!(
+                "`{}` is {}; the cos/sin tables are float32",
+                t.name(),
+                t.describe()
+            ),
+        ));
+    }
+    let dtype = same_dtype(&[&x, &q, &k, &v])?;
+    let shape = Shape {
+        batch: to_u32("batch", batch)?,
+        seq: to_u32("seq", seq)?,
+        heads: to_u32("heads", heads)?,
+        kv_heads: to_u32("kv_heads", kv_heads)?,
+        head_dim: to_u32("head_dim", d)?,
+        rotary_dim: to_u32("rotary_dim", rotary_dim)?,
+        table_rows: to_u32("cos rows", table_rows)?,
+        interleaved,
+    };
+    // SAFETY: `stream` is the handle `ck_rs` passes: torch's current stream of the tensors'
+    // device, which torch keeps alive while work is queued on it.
+    let be = unsafe { Backend::of(&[&x, &c, &s, &q, &k, &v], stream)? };
+    let (cb, sb) = (be.buffer::<f32>(&c)?, be.buffer::<f32>(&s)?);
+    by_dtype!(dtype, T => {
+        let xb = be.buffer::<T>(&x)?;
+        let (mut qb, mut kb, mut vb) = (be.buffer::<T>(&q)?, be.buffer::<T>(&k)?, be.buffer::<T>(&v)?);
+        launch(be.device(), (&xb, &cb, &sb), (&mut qb, &mut kb, &mut vb), &shape)
+            .map_err(launch_error)?;
+        be.finish(&qb, &q)?;
+        be.finish(&kb, &k)?;
+        be.finish(&vb, &v)
+    })
+}
+
 /// The activation of code `code` (0 none, 1 relu, 2 gelu, 3 silu).
 fn activation_of(code: u32) -> PyResult<kernels::gemm::epilogue::Activation> {
     use kernels::gemm::epilogue::Activation;
@@ -443,7 +528,7 @@ fn matrix(t: &Tensor<'_>) -> PyResult<[usize; 2]> {
 /// `lse` (float32). q, k, v and o are bfloat16 (float32 on the emulator too: rounded to
 /// bfloat16 before the kernel, `o` widened after it).
 #[pyfunction]
-#[pyo3(signature = (q, k, v, o, lse, causal=false, scale=None, stream=None))]
+#[pyo3(signature = (q, k, v, o, lse, causal=false, scale=None, stream=None, o_seq_first=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn attention(
     q: &Bound<'_, PyAny>,
@@ -454,6 +539,7 @@ pub fn attention(
     causal: bool,
     scale: Option<f32>,
     stream: Option<u64>,
+    o_seq_first: bool,
 ) -> PyResult<()> {
     let (q, k, v) = (tensor("q", q)?, tensor("k", k)?, tensor("v", v)?);
     let (o, lse) = (tensor("o", o)?, tensor("lse", lse)?);
@@ -474,7 +560,11 @@ pub fn attention(
         ));
     }
     expect_shape(&v, k.shape())?;
-    expect_shape(&o, q.shape())?;
+    if o_seq_first {
+        expect_shape(&o, &[batch, sq, heads, d])?;
+    } else {
+        expect_shape(&o, q.shape())?;
+    }
     expect_shape(&lse, &[batch, heads, sq])?;
     if lse.dtype() != Dtype::F32 {
         return Err(type_error(
@@ -490,7 +580,11 @@ pub fn attention(
         sk: to_u32("seq_k", sk)?,
         head_dim: to_u32("head_dim", d)?,
     };
-    let options = kernels::attention::host::Options { causal, scale };
+    let options = kernels::attention::host::Options {
+        causal,
+        scale,
+        o_seq_first,
+    };
     let all = [&q, &k, &v, &o, &lse];
     // SAFETY: `stream` is the handle `ck_rs` passes: torch's current stream of the tensors'
     // device, which torch keeps alive while work is queued on it.

@@ -212,3 +212,36 @@ def test_gated_linear_wants_the_weights_stacked():
         ck_rs.gated_linear(randn(4, 16), randn(15, 16))
     with pytest.raises(ValueError, match=r"^error\[bad-activation\]"):
         ck_rs.gated_linear(randn(4, 16), randn(16, 16), activation="relu")
+
+
+def _rope_reference(qkv, cos, sin, heads, kv_heads, rotary, interleaved):
+    """Q, K, V [B, heads, S, D] in float64 from the rotation's definition."""
+    b, s, width = qkv.shape
+    d = width // (heads + 2 * kv_heads)
+    x = qkv.astype(np.float64).reshape(b, s, heads + 2 * kv_heads, d).copy()
+    c = np.broadcast_to(cos.astype(np.float64).reshape(-1, s, rotary // 2), (b, s, rotary // 2))
+    sn = np.broadcast_to(sin.astype(np.float64).reshape(-1, s, rotary // 2), (b, s, rotary // 2))
+    c, sn = c[:, :, None, :], sn[:, :, None, :]
+    qk = x[:, :, : heads + kv_heads, :rotary]
+    if interleaved:
+        a, bb = qk[..., 0::2].copy(), qk[..., 1::2].copy()
+        qk[..., 0::2], qk[..., 1::2] = a * c - bb * sn, bb * c + a * sn
+    else:
+        a, bb = qk[..., : rotary // 2].copy(), qk[..., rotary // 2 :].copy()
+        qk[..., : rotary // 2], qk[..., rotary // 2 :] = a * c - bb * sn, bb * c + a * sn
+    x[:, :, : heads + kv_heads, :rotary] = qk
+    t = x.transpose(0, 2, 1, 3)
+    return t[:, :heads], t[:, heads : heads + kv_heads], t[:, heads + kv_heads :]
+
+
+@pytest.mark.parametrize("interleaved,rotary,per_token", [(False, 64, False), (False, 32, True), (True, 48, False)])
+def test_rope_qkv_rotates_and_lays_out_for_attention(interleaved, rotary, per_token):
+    b, s, heads, kv_heads, d = 2, 5, 4, 2, 64
+    qkv = randn(b, s, (heads + 2 * kv_heads) * d)
+    rows = b * s if per_token else s
+    angles = (np.arange(rows)[:, None] % s + 3) * 10000.0 ** (-2 * np.arange(rotary // 2) / rotary)
+    cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+    q, k, v = ck_rs.rope_qkv(qkv, cos, sin, heads, kv_heads, rotary_dim=rotary, interleaved=interleaved)
+    assert q.shape == (b, heads, s, d) and k.shape == v.shape == (b, kv_heads, s, d)
+    for got, want in zip((q, k, v), _rope_reference(qkv, cos, sin, heads, kv_heads, rotary, interleaved)):
+        assert ref.rel_err(got, want) < 1e-6

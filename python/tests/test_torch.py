@@ -385,3 +385,38 @@ def test_gated_linear_matches_torch_swiglu(device):
     assert ref.rel_err(np64(y), np64(want)) < 1e-2
     compiled = torch.compile(lambda x, w: torch.ops.ck_rs.gated_linear(x, w), fullgraph=True, backend="aot_eager")
     torch.testing.assert_close(compiled(x, torch.cat([wg, wu])), y)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_llama_example_layer_is_as_close_to_float32_as_torch(device):
+    """examples/llama: two small decoder layers on ck_rs ops against the float32 reference,
+    no further from it than the same layers in torch bfloat16 (with a margin for the small
+    size's noise)."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "examples" / "llama" / "llama.py"
+    spec = importlib.util.spec_from_file_location("llama_example", path)
+    llama = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(llama)
+    ours, theirs = llama.errors(llama.Config.small(), 2, 24, device, layers=2)
+    assert ours <= 1.5 * theirs, (ours, theirs)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_rope_qkv_and_seq_first_attention_match_torch(device):
+    b, s, heads, kv_heads, d = 2, 130, 4, 2, 128
+    qkv = randn(b, s, (heads + 2 * kv_heads) * d, device=device, dtype=torch.bfloat16)
+    inv = 500000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angles = torch.outer(torch.arange(s, dtype=torch.float64), inv)
+    cos, sin = angles.cos().float().to(device), angles.sin().float().to(device)
+    q, k, v = ck_rs.rope_qkv(qkv, cos, sin, heads, kv_heads)
+    x = qkv.double().view(b, s, heads + 2 * kv_heads, d)
+    c2, s2 = torch.cat([cos, cos], -1).double()[:, None], torch.cat([sin, sin], -1).double()[:, None]
+    rot = lambda t: t * c2 + torch.cat([-t[..., d // 2 :], t[..., : d // 2]], -1) * s2
+    want_q, want_k = rot(x[:, :, :heads]).transpose(1, 2), rot(x[:, :, heads : heads + kv_heads]).transpose(1, 2)
+    assert ref.rel_err(np64(q), np64(want_q)) < 1e-2 and ref.rel_err(np64(k), np64(want_k)) < 1e-2
+    assert torch.equal(v, qkv.view(b, s, -1, d)[:, :, heads + kv_heads :].transpose(1, 2))
+    o_first = ck_rs.attention(q, k, v, causal=True)
+    o_seq = ck_rs.attention(q, k, v, causal=True, out_layout="bshd")
+    assert o_seq.shape == (b, s, heads, d) and torch.equal(o_seq, o_first.transpose(1, 2))

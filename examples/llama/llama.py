@@ -1,0 +1,252 @@
+"""A Llama-3-style decoder layer built from ck_rs operators, next to the same layer in torch.
+
+    python examples/llama/llama.py              # check a small layer on the CPU (the emulator)
+    python examples/llama/llama.py --bench      # on a GPU: Llama-3-8B's shapes, timed
+    python examples/llama/llama.py --profile    # on a GPU: where the time goes, per kernel
+
+The layer (pre-norm, grouped-query attention with rotary embeddings, a SwiGLU MLP):
+
+    h = x + o_proj(attention(rope(q), rope(k), v, causal))   q, k, v = qkv_proj(rmsnorm(x))
+    y = h + down_proj(silu(gate_proj(z)) * up_proj(z))       z = rmsnorm(h)
+
+`ck_layer` runs it on ck_rs: `linear` with the weights as `nn.Linear` keeps them (the QKV
+projection on the three weights stacked, the residual adds fused into `o_proj` and
+`down_proj`), `gated_linear` for the MLP's two projections and their product in one launch,
+`rmsnorm`, `rope_qkv` (RoPE on the QKV projection, written in attention's layout), and
+`attention` writing O as o_proj reads it. `torch_layer` is the reference written with torch
+ops alone; run in float32 it is what both bfloat16 layers are measured against.
+"""
+
+import argparse
+import math
+import time
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+import ck_rs
+
+
+@dataclass
+class Config:
+    hidden: int = 4096
+    heads: int = 32
+    kv_heads: int = 8
+    head_dim: int = 128
+    mlp: int = 14336
+    eps: float = 1e-5
+    rope_theta: float = 500000.0
+
+    @staticmethod
+    def small():
+        """A layer small enough for the emulator (every dimension a multiple of 8, head dim
+        64 or 128 as the attention kernel takes)."""
+        return Config(hidden=256, heads=4, kv_heads=2, head_dim=64, mlp=384)
+
+
+def weights(cfg, device, dtype=torch.bfloat16, seed=0):
+    """Random weights with nn.Linear's layout ([out_features, in_features]) and its scale."""
+    g = torch.Generator().manual_seed(seed)
+
+    def linear(n, k):
+        return (torch.randn(n, k, generator=g) / math.sqrt(k)).to(device=device, dtype=dtype)
+
+    q, kv = cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
+    return {
+        "norm1": (1 + 0.1 * torch.randn(cfg.hidden, generator=g)).to(device=device, dtype=dtype),
+        "q": linear(q, cfg.hidden),
+        "k": linear(kv, cfg.hidden),
+        "v": linear(kv, cfg.hidden),
+        "o": linear(cfg.hidden, q),
+        "norm2": (1 + 0.1 * torch.randn(cfg.hidden, generator=g)).to(device=device, dtype=dtype),
+        "gate": linear(cfg.mlp, cfg.hidden),
+        "up": linear(cfg.mlp, cfg.hidden),
+        "down": linear(cfg.hidden, cfg.mlp),
+    }
+
+
+def stacked(w):
+    """What ck_layer reads: the QKV weights stacked into one [q + 2·kv, hidden] projection, the
+    gate's and up projection's into one [2·mlp, hidden] (as serving stacks merge them)."""
+    return dict(
+        w,
+        qkv=torch.cat([w["q"], w["k"], w["v"]]),
+        gate_up=torch.cat([w["gate"], w["up"]]),
+    )
+
+
+def rope_tables(cfg, seq, device, dtype):
+    """cos and sin [seq, head_dim] of Llama's rotary embedding (half-split)."""
+    inv = 1.0 / cfg.rope_theta ** (torch.arange(0, cfg.head_dim, 2, dtype=torch.float64) / cfg.head_dim)
+    angles = torch.outer(torch.arange(seq, dtype=torch.float64), inv)
+    angles = torch.cat([angles, angles], dim=-1)
+    return angles.cos().to(device=device, dtype=dtype), angles.sin().to(device=device, dtype=dtype)
+
+
+def pair_tables(cfg, seq, device):
+    """What ck_rs.rope_qkv reads: float32 cos and sin [seq, head_dim / 2], one angle per pair."""
+    cos, sin = rope_tables(cfg, seq, device, torch.float32)
+    return cos[:, : cfg.head_dim // 2].contiguous(), sin[:, : cfg.head_dim // 2].contiguous()
+
+
+def rope(t, cos, sin):
+    """Rotates [B, S, H, D] by the half-split rule: (x1, x2) → (x1·cos − x2·sin, x2·cos + x1·sin)."""
+    half = t.shape[-1] // 2
+    rotated = torch.cat([-t[..., half:], t[..., :half]], dim=-1)
+    return t * cos[:, None, :] + rotated * sin[:, None, :]
+
+
+def torch_layer(x, w, cfg, cos, sin):
+    """The reference: torch ops alone, in x's dtype."""
+    b, s, _ = x.shape
+    h = F.rms_norm(x, (cfg.hidden,), w["norm1"], cfg.eps)
+    q = F.linear(h, w["q"]).view(b, s, cfg.heads, cfg.head_dim)
+    k = F.linear(h, w["k"]).view(b, s, cfg.kv_heads, cfg.head_dim)
+    v = F.linear(h, w["v"]).view(b, s, cfg.kv_heads, cfg.head_dim)
+    q, k = rope(q, cos, sin), rope(k, cos, sin)
+    o = F.scaled_dot_product_attention(
+        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True, enable_gqa=True
+    )
+    x = x + F.linear(o.transpose(1, 2).reshape(b, s, -1), w["o"])
+    z = F.rms_norm(x, (cfg.hidden,), w["norm2"], cfg.eps)
+    return x + F.linear(F.silu(F.linear(z, w["gate"])) * F.linear(z, w["up"]), w["down"])
+
+
+def ck_layer(x, w, cfg, cos, sin):
+    """The same layer on ck_rs operators (w from `stacked`; cos, sin from `pair_tables`). No
+    pass but the operators': the QKV projection's output is rotated and laid out for attention
+    by one kernel, attention writes O as [B, S, H, D] (o_proj's input as it is), the residual
+    adds are in the projections' epilogues, the MLP's product in its gated GEMM."""
+    h = ck_rs.rmsnorm(x, w["norm1"], cfg.eps)
+    q, k, v = ck_rs.rope_qkv(ck_rs.linear(h, w["qkv"]), cos, sin, cfg.heads, cfg.kv_heads)
+    o = ck_rs.attention(q, k, v, causal=True, out_layout="bshd").flatten(2)
+    x = ck_rs.linear(o, w["o"], residual=x)
+    z = ck_rs.rmsnorm(x, w["norm2"], cfg.eps)
+    return ck_rs.linear(ck_rs.gated_linear(z, w["gate_up"]), w["down"], residual=x)
+
+
+def stack(layer, x, ws, cfg, cos, sin):
+    """`layer` applied once per set of weights in `ws`."""
+    for w in ws:
+        x = layer(x, w, cfg, cos, sin)
+    return x
+
+
+def errors(cfg, batch, seq, device, layers=1):
+    """The relative errors (norm) of the ck_rs layer and of torch's, both bfloat16, against
+    the float32 reference run on the same bfloat16 weights and input."""
+    ws = [weights(cfg, device, seed=i) for i in range(layers)]
+    x = torch.randn(batch, seq, cfg.hidden, generator=torch.Generator().manual_seed(7)).to(device, torch.bfloat16)
+    cos, sin = rope_tables(cfg, seq, device, torch.bfloat16)
+    cos32, sin32 = rope_tables(cfg, seq, device, torch.float32)
+    with torch.no_grad():
+        want = stack(torch_layer, x.float(), [{k: t.float() for k, t in w.items()} for w in ws], cfg, cos32, sin32)
+        ours = stack(ck_layer, x, [stacked(w) for w in ws], cfg, *pair_tables(cfg, seq, device))
+        theirs = stack(torch_layer, x, ws, cfg, cos, sin)
+    err = lambda y: ((y.float() - want).norm() / want.norm()).item()
+    return err(ours), err(theirs)
+
+
+def time_ms(fn, iters=20):
+    """Median of `iters` timed calls (CUDA events) after 3 warm-up calls."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e))
+    return sorted(times)[len(times) // 2]
+
+
+def bench(cfg, shapes, rounds=3):
+    """The layer's forward time on ck_rs, in eager torch and under torch.compile (default mode,
+    SDPA attention), interleaved over `rounds`, per (batch, seq); and each bfloat16 layer's error
+    against the float32 run."""
+    dev = torch.device("cuda")
+    w = weights(cfg, dev)
+    ws = stacked(w)
+    compiled = torch.compile(torch_layer)
+    print(f"{torch.cuda.get_device_name(dev)}, torch {torch.__version__}")
+    print(f"{'B x S':>10} {'ck_rs ms':>9} {'eager ms':>9} {'compile ms':>10} {'vs eager':>9} {'vs compile':>10} {'err ck_rs':>10} {'err torch':>10}")
+    for b, s in shapes:
+        x = torch.randn(b, s, cfg.hidden, device=dev, dtype=torch.bfloat16)
+        cos, sin = rope_tables(cfg, s, dev, torch.bfloat16)
+        pairs = pair_tables(cfg, s, dev)
+        runs = {
+            "ck": lambda: ck_layer(x, ws, cfg, *pairs),
+            "eager": lambda: torch_layer(x, w, cfg, cos, sin),
+            "compile": lambda: compiled(x, w, cfg, cos, sin),
+        }
+        with torch.no_grad():
+            runs["compile"]()  # compiles outside the timing
+            best = {k: [] for k in runs}
+            for _ in range(rounds):
+                for k, fn in runs.items():
+                    best[k].append(time_ms(fn))
+        t = {k: min(v) for k, v in best.items()}
+        e_ours, e_torch = errors(cfg, b, s, dev) if b * s <= 8192 else (float("nan"), float("nan"))
+        print(f"{f'{b} x {s}':>10} {t['ck']:9.3f} {t['eager']:9.3f} {t['compile']:10.3f} {t['eager'] / t['ck']:9.3f} {t['compile'] / t['ck']:10.3f} {e_ours:10.2e} {e_torch:10.2e}")
+
+
+def profile(cfg, batch, seq, top=12):
+    """Where the layer's time goes: the GPU kernels of one forward of each version (ck_rs,
+    torch.compile), by total time, from torch.profiler."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    dev = torch.device("cuda")
+    w = weights(cfg, dev)
+    ws = stacked(w)
+    x = torch.randn(batch, seq, cfg.hidden, device=dev, dtype=torch.bfloat16)
+    cos, sin = rope_tables(cfg, seq, dev, torch.bfloat16)
+    pairs = pair_tables(cfg, seq, dev)
+    compiled = torch.compile(torch_layer)
+    for name, fn in (("ck_rs", lambda: ck_layer(x, ws, cfg, *pairs)), ("torch.compile", lambda: compiled(x, w, cfg, cos, sin))):
+        with torch.no_grad():
+            for _ in range(3):
+                fn()
+            torch.cuda.synchronize()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+                start.record()
+                fn()
+                end.record()
+                torch.cuda.synchronize()
+        events = [e for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
+        events.sort(key=lambda e: -e.device_time_total)
+        total = sum(e.device_time_total for e in events)
+        wall = start.elapsed_time(end)
+        print(f"\n{name}, {batch} x {seq}: {total / 1e3:.3f} ms of kernels in {wall:.3f} ms between events")
+        for e in events[:top]:
+            print(f"  {e.device_time_total / 1e3:8.3f} ms  {e.count:3d}x  {e.key[:90]}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--bench", action="store_true", help="time Llama-3-8B's layer on the GPU")
+    p.add_argument("--shapes", default="1x1024,4x2048,1x8192", help="B x S pairs for --bench")
+    p.add_argument("--profile", action="store_true", help="per-kernel times of one forward at 4 x 2048")
+    args = p.parse_args()
+    if args.profile:
+        profile(Config(), 4, 2048)
+        return
+    if args.bench:
+        shapes = [tuple(int(v) for v in bs.split("x")) for bs in args.shapes.split(",")]
+        bench(Config(), shapes)
+        return
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    t0 = time.perf_counter()
+    ours, theirs = errors(Config.small(), 2, 24, device, layers=2)
+    print(f"two small layers on {device}: relative error against float32, ck_rs {ours:.2e}, torch bfloat16 {theirs:.2e} ({time.perf_counter() - t0:.1f} s)")
+    if not ours <= 1.5 * theirs:
+        raise SystemExit(f"error[wrong-result]: the ck_rs layer's error {ours:.2e} is above torch's {theirs:.2e}")
+
+
+if __name__ == "__main__":
+    main()
