@@ -126,6 +126,18 @@ def ck_layer(x, w, cfg, cos, sin):
     return ck_rs.linear(ck_rs.gated_linear(z, w["gate_up"]), w["down"], residual=x)
 
 
+def ck_layer_ops(x, w, cfg, cos, sin):
+    """`ck_layer` on the `torch.ops.ck_rs` custom ops, which `torch.compile(fullgraph=True)`
+    keeps in its graph (their fake implementations give it the shapes)."""
+    ops = torch.ops.ck_rs
+    h = ops.rmsnorm(x, w["norm1"], cfg.eps)
+    q, k, v = ops.rope_qkv(ops.linear(h, w["qkv"]), cos, sin, cfg.heads, cfg.kv_heads)
+    o, _ = ops.attention(q, k, v, True, None, "bshd")
+    x = ops.linear(o.flatten(2), w["o"], None, x)
+    z = ops.rmsnorm(x, w["norm2"], cfg.eps)
+    return ops.linear(ops.gated_linear(z, w["gate_up"]), w["down"], None, x)
+
+
 def stack(layer, x, ws, cfg, cos, sin):
     """`layer` applied once per set of weights in `ws`."""
     for w in ws:

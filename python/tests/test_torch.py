@@ -420,3 +420,24 @@ def test_rope_qkv_and_seq_first_attention_match_torch(device):
     o_first = ck_rs.attention(q, k, v, causal=True)
     o_seq = ck_rs.attention(q, k, v, causal=True, out_layout="bshd")
     assert o_seq.shape == (b, s, heads, d) and torch.equal(o_seq, o_first.transpose(1, 2))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_llama_example_layer_compiles_with_fullgraph(device):
+    """examples/llama's layer on the torch.ops.ck_rs custom ops, compiled with fullgraph=True
+    (no graph break around any op), gives the eager functions' result."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "examples" / "llama" / "llama.py"
+    spec = importlib.util.spec_from_file_location("llama_example", path)
+    llama = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(llama)
+    cfg, seq = llama.Config.small(), 24
+    w = llama.stacked(llama.weights(cfg, device))
+    x = torch.randn(2, seq, cfg.hidden, generator=torch.Generator().manual_seed(3)).to(device, torch.bfloat16)
+    pairs = llama.pair_tables(cfg, seq, device)
+    with torch.no_grad():
+        eager = llama.ck_layer(x, w, cfg, *pairs)
+        compiled = torch.compile(llama.ck_layer_ops, fullgraph=True, backend="aot_eager")(x, w, cfg, *pairs)
+    torch.testing.assert_close(compiled, eager)
