@@ -1,25 +1,11 @@
 //! Host side of [`super`]: the problem's checks, the launch on device buffers, and the same from
 //! host values.
 
+pub use super::Shape;
 use super::{RopeQkvBf16, RopeQkvF32, MAX_HEAD_DIM, ROWS};
 use ck_core::device::{Bf16, Real};
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats};
 use ck_core::rules;
-
-/// One call: `batch` sequences of `seq` tokens, the heads, the head dim, the rotary dim (its
-/// first elements rotated), the rows of the cos/sin tables (`seq`: one table for every
-/// sequence; `batch · seq`: a row per token) and the style (half-split, or interleaved pairs).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Shape {
-    pub batch: u32,
-    pub seq: u32,
-    pub heads: u32,
-    pub kv_heads: u32,
-    pub head_dim: u32,
-    pub rotary_dim: u32,
-    pub table_rows: u32,
-    pub interleaved: bool,
-}
 
 impl Shape {
     /// Tokens: `batch · seq`.
@@ -116,7 +102,7 @@ macro_rules! rope_element {
                     q,
                     k,
                     v,
-                    s.tokens() as u32,
+                    s.batch,
                     s.seq,
                     s.heads,
                     s.kv_heads,

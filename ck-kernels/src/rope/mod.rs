@@ -50,11 +50,13 @@ pub const ROWS: u32 = 64;
 /// The largest head dim a block's rows hold.
 pub const MAX_HEAD_DIM: u32 = 128;
 
-/// The problem: `tokens` of `seq` per sequence, heads, the head dim, the rotary dim, the rows of
-/// the cos/sin tables and the style.
-#[derive(Clone, Copy)]
-pub struct Problem {
-    pub tokens: u32,
+/// One call: `batch` sequences of `seq` tokens, the heads, the head dim, the rotary dim (its
+/// first elements rotated), the rows of the cos/sin tables (`seq`: one table for every
+/// sequence; `batch · seq`: a row per token) and the style (half-split, or interleaved pairs).
+/// The host checks it ([`host`]) before a launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    pub batch: u32,
     pub seq: u32,
     pub heads: u32,
     pub kv_heads: u32,
@@ -98,10 +100,10 @@ fn store8<T: Element, const V: usize>(g: GlobalMut<T>, at: u32, v: [T; 8]) {
 fn rope_qkv<T: Real, const V: usize>(
     (qkv, cos, sin): (Global<T>, Global<f32>, Global<f32>),
     out: Outputs<T>,
-    pb: Problem,
+    pb: Shape,
 ) {
     let heads_all = pb.heads + 2 * pb.kv_heads;
-    let rows = pb.tokens * heads_all;
+    let rows = pb.batch * pb.seq * heads_all;
     let r0 = (block_idx() * ROWS) as i32;
     let view = View2::<_, T, V>::new(qkv, rows, pb.head_dim, pb.head_dim);
     let x = make_tile_window::<HeadRows, _>(view, [r0, 0]).load::<T>();
@@ -187,7 +189,7 @@ macro_rules! rope_kernel {
             q: GlobalMut<$t>,
             k: GlobalMut<$t>,
             v: GlobalMut<$t>,
-            tokens: u32,
+            batch: u32,
             seq: u32,
             heads: u32,
             kv_heads: u32,
@@ -196,8 +198,8 @@ macro_rules! rope_kernel {
             table_rows: u32,
             interleaved: u32,
         ) {
-            let pb = Problem {
-                tokens,
+            let pb = Shape {
+                batch,
                 seq,
                 heads,
                 kv_heads,
