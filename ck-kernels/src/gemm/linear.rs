@@ -253,7 +253,11 @@ fn check_gated_lengths(
 ) -> Result<(), LaunchError> {
     let two_f = 2 * f as u64;
     check_named(
-        format!("x [{m}, {k}] · weight [2·{f}, {k}]ᵀ (the gate's rows, then the up projection's)"),
+        || {
+            format!(
+                "x [{m}, {k}] · weight [2·{f}, {k}]ᵀ (the gate's rows, then the up projection's)"
+            )
+        },
         [
             ("x", x, m as u64, k),
             ("weight", w, two_f, k),
@@ -269,21 +273,25 @@ fn check_lengths(
 ) -> Result<(), LaunchError> {
     let (m64, n64) = (m as u64, n as u64);
     check_named(
-        format!("x [{m}, {k}] · weight [{n}, {k}]ᵀ"),
+        || format!("x [{m}, {k}] · weight [{n}, {k}]ᵀ"),
         [("x", x, m64, k), ("weight", w, n64, k), ("c", c, m64, n)],
     )
 }
 
 /// Each `(name, length, rows, cols)`: `shape-mismatch` for the first whose length is not
-/// `rows × cols`, saying what the problem `what` needs.
-fn check_named(what: String, buffers: [(&str, usize, u64, u32); 3]) -> Result<(), LaunchError> {
+/// `rows × cols`, saying what the problem (`what()`, formatted only then) needs.
+fn check_named(
+    what: impl Fn() -> String,
+    buffers: [(&str, usize, u64, u32); 3],
+) -> Result<(), LaunchError> {
     let elems = |r: u64, c: u32| r * c as u64;
     for (name, len, rows, cols) in buffers {
         if len as u64 != elems(rows, cols) {
             return Err(LaunchError::invalid(
                 ck_core::rules::SHAPE_MISMATCH,
                 format!(
-                    "`{name}` has {len} elements; for {what} it must be [{rows}, {cols}] ({} elements)",
+                    "`{name}` has {len} elements; for {} it must be [{rows}, {cols}] ({} elements)",
+                    what(),
                     elems(rows, cols)
                 ),
             ));
