@@ -63,7 +63,6 @@ pub enum Kernel {
 /// C's element types: their kernels.
 pub trait LinearOutput: GemmOutput {
     /// Launches the any-shape kernel.
-    #[allow(clippy::too_many_arguments)]
     fn launch_any_shape(
         device: &Device,
         xw: (&DeviceBuffer<Bf16>, &DeviceBuffer<Bf16>),
