@@ -61,6 +61,8 @@ pub enum LtOperands {
     Bf16,
     /// e4m3 A `[M, K]` and `Bᵀ[N, K]` (both K-major, as the library requires for fp8).
     E4m3,
+    /// bf16 A `[M, K]` and `Bᵀ[N, K]` (`nn.Linear`'s weight, what `F.linear` hands cuBLAS).
+    Bf16Nk,
     /// f32 A and B (f32 arithmetic, no TF32; C must be f32).
     F32,
 }
@@ -130,7 +132,7 @@ impl Drop for LtGemm {
 
 fn data_type(operands: LtOperands) -> sys::cudaDataType {
     match operands {
-        LtOperands::Bf16 => sys::cudaDataType::CUDA_R_16BF,
+        LtOperands::Bf16 | LtOperands::Bf16Nk => sys::cudaDataType::CUDA_R_16BF,
         LtOperands::E4m3 => sys::cudaDataType::CUDA_R_8F_E4M3,
         LtOperands::F32 => sys::cudaDataType::CUDA_R_32F,
     }
@@ -242,11 +244,11 @@ impl CublasLt {
             sys::cudaDataType::CUDA_R_16BF
         };
         // The library's A: our B as N × K (bf16: column-major with leading dimension N), or
-        // our Bᵀ[N, K] as K × N transposed (fp8). Its B: our A as K × M.
+        // our Bᵀ[N, K] as K × N transposed (fp8, bf16 `[N, K]`). Its B: our A as K × M.
         // (cublasOperation_t: 0 = N, 1 = T.)
         let (lib_a, transa) = match p.operands {
             LtOperands::Bf16 | LtOperands::F32 => (layout(ab, p.n, p.k, p.batch)?, 0i32),
-            LtOperands::E4m3 => (layout(ab, p.k, p.n, p.batch)?, 1i32),
+            LtOperands::E4m3 | LtOperands::Bf16Nk => (layout(ab, p.k, p.n, p.batch)?, 1i32),
         };
         let layouts = [
             lib_a,
@@ -323,7 +325,7 @@ impl CublasLt {
     ) -> Result<(), LaunchError> {
         let p = gemm.problem;
         let ab_type = match p.operands {
-            LtOperands::Bf16 => Bf16::NAME,
+            LtOperands::Bf16 | LtOperands::Bf16Nk => Bf16::NAME,
             LtOperands::E4m3 => E4m3::NAME,
             LtOperands::F32 => f32::NAME,
         };

@@ -15,13 +15,15 @@ use ck_kernels::gemm::auto::{choose, Choice};
 use serde_json::Value;
 
 /// The cases of `ck bench gemm`, the names `--dtypes` takes.
-pub(super) const CASES: [&str; 9] = [
+pub(super) const CASES: [&str; 11] = [
     "f32",
     "bf16_f32out",
     "bf16",
     "bf16_bias_gelu",
     "bf16_residual",
     "bf16_bias_gelu_residual",
+    "bf16_nk",
+    "bf16_nk_residual",
     "fp8_e4m3",
     "bmm_bf16",
     "grouped_bf16",
@@ -228,8 +230,9 @@ fn auto_mark(kernel: &str, picked: bool) -> String {
 }
 
 /// The TMA, warp-specialised GEMMs on one shape: bf16 operands with bf16 C (plain and
-/// bias + GELU) and f32 C, and e4m3 operands (per-tensor scales) with bf16 C. Returns
-/// (case, kernel, time) rows.
+/// bias + GELU) and f32 C, bf16 with B as `[N, K]` (`gemm::linear`, plain and with the
+/// residual), and e4m3 operands (per-tensor scales) with bf16 C. Returns (case, kernel, time)
+/// rows.
 fn bench_gemm_tma(
     device: &Device,
     peer: &GemmPeer,
@@ -323,11 +326,53 @@ fn bench_gemm_tma(
             rows.push(("bf16_f32out", name, t));
         }
     }
+    // B as `[n, k]` (`nn.Linear`'s weight): `gemm::linear`'s kernels against cuBLASLt's TN.
+    let bt = ck_kernels::gemm::tma::host::transpose_batched(b, 1, (k, n));
+    if want("bf16_nk") || want("bf16_nk_residual") {
+        use ck_kernels::gemm::linear::{choose as choose_linear, Kernel, LinearOutput};
+        let bt16: Vec<Bf16> = bt.iter().map(|&v| Bf16::from_f32(v)).collect();
+        let btd = DeviceBuffer::from_slice(device, &bt16).map_err(launch_error)?;
+        let cases = [("bf16_nk", &plain), ("bf16_nk_residual", &with_d)];
+        for (dtype, args) in cases.into_iter().filter(|(d, _)| want(d)) {
+            let problem = LtProblem {
+                operands: LtOperands::Bf16Nk,
+                residual: args.d.is_some(),
+                ..LtProblem::bf16(m, n, k)
+            };
+            let choice = choose_linear(device, (m, n, k), args);
+            for (narrow, picked) in [(false, Kernel::Tma), (true, Kernel::TmaN192)] {
+                if narrow && !<Bf16 as LinearOutput>::narrow_takes(args.flags()) {
+                    continue;
+                }
+                let kernel = <Bf16 as LinearOutput>::tma_name(args, narrow);
+                let name = auto_mark(kernel, choice == picked);
+                let t = peer.time(
+                    device,
+                    counts,
+                    (problem, &name),
+                    (ad, &btd),
+                    (None, args.d),
+                    &mut c16,
+                    |d, c| {
+                        <Bf16 as LinearOutput>::launch_tma(
+                            d,
+                            (ad, &btd),
+                            c,
+                            (m, n, k),
+                            args,
+                            narrow,
+                        )
+                        .map(|_| ())
+                    },
+                )?;
+                rows.push((dtype, name, t));
+            }
+        }
+    }
     if !want("fp8_e4m3") {
         return Ok(rows);
     }
     // e4m3 operands: A as is, B transposed to [n, k]; the scales go into alpha.
-    let bt = ck_kernels::gemm::tma::host::transpose_batched(b, 1, (k, n));
     let ((qa, sa), (qb, sb)) = (quantize::<E4m3>(a), quantize::<E4m3>(&bt));
     let (a8, b8) = (
         DeviceBuffer::from_slice(device, &qa).map_err(launch_error)?,
