@@ -290,16 +290,17 @@ impl Operands for Bf16GatedOperands {
         b.copy_to_shared([k0 as i32, bn as i32, 1], ring, up, bars, bar);
     }
 
-    const B_SLICE_BYTES: u32 = 32;
+    // The stage is read as [`Bf16NkOperands`]' is: K-major bf16 rows of 128 bytes.
+    const B_SLICE_BYTES: u32 = <Bf16NkOperands as Operands>::B_SLICE_BYTES;
 
     #[inline(always)]
     fn b_descriptor(stage: u32) -> u64 {
-        k_major(stage)
+        Bf16NkOperands::<N256>::b_descriptor(stage)
     }
 
     #[inline(always)]
     fn mma(acc: &mut [f32; 128], a: u64, b: u64) {
-        wgmma_bf16_b_kmajor(acc, a, b, true);
+        Bf16NkOperands::<N256>::mma(acc, a, b);
     }
 }
 
