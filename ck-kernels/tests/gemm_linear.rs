@@ -217,10 +217,12 @@ fn want_gated(
 fn gated_units_combine_the_gate_and_the_up_projection_in_one_launch() {
     let device = Device::Emulator { workers: 2 };
     // Odd M; F of one and a half and of two tiles of 128 and a bit (edge tiles); K of one and
-    // several stages; silu and gelu; alpha.
+    // several stages; silu and gelu; alpha; one tile of ten stages shared by the two blocks
+    // (stream-K: `gemm_tma.rs` checks the plan shares it).
     for (m, f, k, alpha, activation) in [
         (131u32, 136u32, 136u32, 1.0f32, Activation::Silu),
         (67, 264, 72, 0.5, Activation::Gelu),
+        (100, 128, 640, 1.0, Activation::Silu),
     ] {
         let mut rng = Rng(0x61u64 ^ (m * f + k) as u64);
         let mut values = |len: u32| -> Vec<f32> { (0..len).map(|_| 2.0 * rng.f32()).collect() };

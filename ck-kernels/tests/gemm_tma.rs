@@ -12,7 +12,7 @@ use ck_kernels::gemm::fused::{reference, upload, EpilogueArgs, GemmOutput};
 use ck_kernels::gemm::tma::host::{
     gemm_fp8, kernel_name, launch, quantize, schedule, TmaGemm, TICKETS,
 };
-use ck_kernels::gemm::tma::{Bf16NkOperands, Bf16Operands, Fp8Operands, N192};
+use ck_kernels::gemm::tma::{Bf16GatedOperands, Bf16NkOperands, Bf16Operands, Fp8Operands, N192};
 
 /// The value of 8-bit float bits with `e` exponent and `m` mantissa bits, from the format's
 /// definition (E4M3: no infinities, NaN only at all ones; E5M2: IEEE specials).
@@ -454,6 +454,15 @@ fn stream_k_shares_few_tiles_of_a_long_k_out() {
         2
     );
     check::<Fp8Operands<E4m3, E4m3>, Bf16>(fp8, &PLAIN, true, BF16_TOL);
+    // B as [n, k] (`gemm::linear`'s kernels): the same sharing of one tile's stages.
+    assert_eq!(assert_streams::<Bf16NkOperands, Bf16>(2, one, false), 2);
+    check::<Bf16NkOperands, Bf16>(one, &PLAIN, true, BF16_TOL);
+    // And the gated unit's (its values: `gemm_linear.rs`, on this shape with F = 128).
+    let gated_one = (1, 100, 128, 640);
+    assert_eq!(
+        assert_streams::<Bf16GatedOperands, Bf16>(2, gated_one, false),
+        2
+    );
     // D through the ring keeps every tile whole, and is right on the same shape.
     check::<Bf16Operands, Bf16>(one, &RESIDUAL[..1], false, BF16_TOL);
 
