@@ -1,183 +1,241 @@
-"""The operators as PyTorch custom ops (``torch.ops.ck_rs.*``), each with a fake (meta)
+"""The operators as PyTorch operators (``torch.ops.ck_rs.*``), each with a fake (meta)
 implementation, so that ``torch.compile`` keeps them in its graph without a break.
 
-The implementations run below autograd (under ``torch.no_grad()``, so the eager functions' check
-for tensors that require grad does not apply to them). An op with a backward operator has its
-autograd formula registered, saving only what that backward reads: ``rmsnorm`` (x, gamma),
-``add_rmsnorm`` (r, gamma), ``layernorm`` (x, gamma and its own mean and rstd outputs),
-``softmax`` (its output), ``linear`` (x and the weight; without an activation); on the others ``backward()`` raises torch's error for an op with no autograd formula, rather than
-losing the gradient. A backward op's own backward (double backward) is an error."""
+Each op is registered below torch's ``custom_op`` layer, with ``torch.library.Library``: the
+eager implementation as its CPU and CUDA kernels, and an autograd kernel of its own
+(``_Op.autograd``) that
 
-from typing import List, Optional, Tuple
+- records the op for autograd (``_Op.function``, an ``autograd.Function``) where grad is enabled
+  and an input requires it;
+- otherwise, where the tensors are plain CPU or CUDA tensors and no mode (fake tensors,
+  functionalization, tracing) waits below autograd, calls the implementation directly — the
+  fast path, which skips the dispatcher's second trip through Python;
+- else redispatches below autograd, as torch's own autograd kernels do.
+
+An op with a backward operator has its formula here, saving only what that backward reads:
+``rmsnorm`` (x, gamma), ``add_rmsnorm`` (r, gamma), ``layernorm`` (x, gamma and its own mean
+and rstd outputs), ``softmax`` (its output), ``linear`` (x and the weight; without an
+activation). On the others ``backward()`` raises ``error[no-backward]`` rather than losing the
+gradient; a backward op's own backward (double backward) raises ``error[no-double-backward]``."""
+
+from typing import Callable, Optional
 
 import torch
+from torch import _C
 
 import ck_rs
 
+_lib = torch.library.Library("ck_rs", "DEF")
 
-@torch.library.custom_op("ck_rs::rmsnorm", mutates_args=())
-def rmsnorm(x: torch.Tensor, gamma: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    with torch.no_grad():
-        return ck_rs.rmsnorm(x, gamma, eps)
-
-
-@rmsnorm.register_fake
-def _(x, gamma, eps=1e-6):
-    return torch.empty_like(x)
+# Below autograd (the redispatch), and below ADInplaceOrView too (where a plain tensor's next
+# key is its backend's).
+_BELOW_AUTOGRAD = _C._after_autograd_keyset
+_BELOW_VIEWS = _C._after_ADInplaceOrView_keyset
+_BACKENDS = (_C.DispatchKey.CUDA, _C.DispatchKey.CPU)
+_PLAIN = {}  # a call's key set (its bits) -> whether only the backend's kernel is below autograd
 
 
-@torch.library.custom_op("ck_rs::add_rmsnorm", mutates_args=())
-def add_rmsnorm(
-    x: torch.Tensor, residual: torch.Tensor, gamma: torch.Tensor, eps: float = 1e-6
-) -> Tuple[torch.Tensor, torch.Tensor]:
-    with torch.no_grad():
-        return ck_rs.add_rmsnorm(x, residual, gamma, eps)
+def _plain(keyset):
+    """Whether a call with ``keyset`` has nothing below autograd but its backend's kernel:
+    plain CPU or CUDA tensors, no fake tensors, no mode. Cached by the key set's bits (comparing
+    dispatch keys from Python costs more than the rest of the check)."""
+    bits = keyset.raw_repr()
+    plain = _PLAIN.get(bits)
+    if plain is None:
+        plain = _PLAIN[bits] = (keyset & _BELOW_VIEWS).highestPriorityTypeId() in _BACKENDS
+    return plain
 
 
-@add_rmsnorm.register_fake
-def _(x, residual, gamma, eps=1e-6):
-    return torch.empty_like(x), torch.empty_like(x)
+class _Op:
+    """One ``torch.ops.ck_rs`` operator: its schema, its eager implementation (the CPU and CUDA
+    kernels), its fake implementation, and its autograd formula (``backward`` and
+    ``setup_context`` as ``torch.library.register_autograd`` takes them) if it has one."""
+
+    def __init__(self, schema, impl, fake):
+        name = schema[: schema.index("(")]
+        _lib.define(schema)
+        for key in ("CPU", "CUDA"):
+            _lib.impl(name, impl, key)
+        torch.library.register_fake(f"ck_rs::{name}", fake, lib=_lib)
+        self.name, self.impl = name, impl
+        self.overload = getattr(torch.ops.ck_rs, name).default
+        # The dispatcher drops trailing arguments equal to their defaults; a formula sees all.
+        self.defaults = [a.default_value for a in self.overload._schema.arguments]
+        self._set_formula(None, None)
+        _lib.impl(name, self.autograd, "Autograd", with_keyset=True)
+
+    def autograd(self, keyset, *args):
+        if _C.is_grad_enabled() and _C._any_requires_grad(*args):
+            if _plain(keyset):
+                # `Function.apply` in C++, without the Python wrapper's pass over the arguments
+                # for functorch's dead wrappers, which plain tensors are not.
+                return self.apply_plain(*args, keyset)
+            return self.function.apply(*args, keyset)
+        if _plain(keyset):
+            return self.impl(*args)  # the fast path: nothing below autograd to go through
+        with _C._AutoDispatchBelowAutograd():
+            return self.overload.redispatch(keyset & _BELOW_AUTOGRAD, *args)
+
+    def _set_formula(self, backward, setup_context):
+        """Records the op for autograd with `backward` and `setup_context` (None: an op without
+        a backward, whose ``backward()`` raises ``error[no-backward]``)."""
+        self.function = self._function(backward, setup_context)
+        self.apply_plain = super(torch.autograd.Function, self.function).apply
+
+    def _function(self, backward, setup_context):
+        op = self
+
+        def forward(ctx, *args):
+            *args, keyset = args
+            if _plain(keyset):  # the fast path, as in `autograd` (grad is off in here)
+                result = op.impl(*args)
+            else:
+                with _C._AutoDispatchBelowAutograd():
+                    result = op.overload.redispatch(keyset & _BELOW_AUTOGRAD, *args)
+            if setup_context is not None:
+                inputs = (*args, *op.defaults[len(args) :])
+                setup_context(ctx, inputs, result)
+            return result
+
+        def backward_(ctx, *grads):
+            if backward is None:
+                raise RuntimeError(
+                    f"error[no-backward]: ck_rs::{op.name} has no backward pass yet; compute "
+                    "this part with torch ops where a gradient must flow through it"
+                )
+            ctx.needs_input_grad = ctx.needs_input_grad[:-1]  # not the keyset's
+            grads_in = backward(ctx, *grads)
+            grads_in = grads_in if isinstance(grads_in, tuple) else (grads_in,)
+            return (*grads_in, None)
+
+        return type(
+            f"ck_rs_{self.name}",
+            (torch.autograd.Function,),
+            {"forward": staticmethod(forward), "backward": staticmethod(backward_)},
+        )
 
 
-@torch.library.custom_op("ck_rs::layernorm", mutates_args=())
-def layernorm(
-    x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps: float = 1e-5
-) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(y, mean, rstd)``, as ``aten::native_layer_norm``: the statistics are what the
-    backward reads."""
-    with torch.no_grad():
-        return ck_rs.layernorm(x, gamma, beta, eps, return_stats=True)
+_OPS = {}
 
 
-@layernorm.register_fake
-def _(x, gamma, beta, eps=1e-5):
+def _op(schema: str, impl: Callable, fake: Callable):
+    """Defines ``ck_rs::<schema>`` with ``impl`` (the eager function, called with the schema's
+    arguments) and ``fake``; returns the ``torch.ops.ck_rs`` packet."""
+    op = _Op(schema, impl, fake)
+    _OPS[op.name] = op
+    return getattr(torch.ops.ck_rs, op.name)
+
+
+def _register_autograd(name: str, backward: Callable, setup_context: Optional[Callable] = None):
+    """The autograd formula of ``ck_rs::<name>``: ``backward(ctx, *grads)`` returns a gradient
+    per schema argument (None where there is none); ``setup_context(ctx, inputs, output)``, with
+    every argument in ``inputs`` (defaults filled in), saves what it reads."""
+    _OPS[name]._set_formula(backward, setup_context)
+
+
+rmsnorm = _op(
+    "rmsnorm(Tensor x, Tensor gamma, float eps=1e-06) -> Tensor",
+    ck_rs.rmsnorm,
+    lambda x, gamma, eps=1e-6: torch.empty_like(x),
+)
+
+add_rmsnorm = _op(
+    "add_rmsnorm(Tensor x, Tensor residual, Tensor gamma, float eps=1e-06) -> (Tensor, Tensor)",
+    ck_rs.add_rmsnorm,
+    lambda x, residual, gamma, eps=1e-6: (torch.empty_like(x), torch.empty_like(x)),
+)
+
+
+def _layernorm_fake(x, gamma, beta, eps=1e-5):
     rows = x.shape[:-1]
     return torch.empty_like(x), x.new_empty(rows, dtype=torch.float32), x.new_empty(rows, dtype=torch.float32)
 
 
-@torch.library.custom_op("ck_rs::softmax", mutates_args=())
-def softmax(x: torch.Tensor) -> torch.Tensor:
-    with torch.no_grad():
-        return ck_rs.softmax(x)
+# ``(y, mean, rstd)``, as ``aten::native_layer_norm``: the statistics are what the backward reads.
+layernorm = _op(
+    "layernorm(Tensor x, Tensor gamma, Tensor beta, float eps=1e-05) -> (Tensor, Tensor, Tensor)",
+    lambda x, gamma, beta, eps=1e-5: ck_rs.layernorm(x, gamma, beta, eps, return_stats=True),
+    _layernorm_fake,
+)
+
+softmax = _op("softmax(Tensor x) -> Tensor", ck_rs.softmax, lambda x: torch.empty_like(x))
+
+gemm = _op(
+    "gemm(Tensor a, Tensor b, ScalarType? out_dtype=None) -> Tensor",
+    lambda a, b, out_dtype=None: ck_rs.gemm(a, b, out_dtype=out_dtype),
+    lambda a, b, out_dtype=None: a.new_empty((a.shape[0], b.shape[1]), dtype=out_dtype or torch.float32),
+)
+
+linear = _op(
+    "linear(Tensor x, Tensor weight, Tensor? bias=None, Tensor? residual=None, "
+    'str activation="none", float beta=1.0) -> Tensor',
+    lambda x, weight, bias=None, residual=None, activation="none", beta=1.0: ck_rs.linear(
+        x, weight, bias, residual, activation=activation, beta=beta, out_dtype=x.dtype
+    ),
+    lambda x, weight, bias=None, residual=None, activation="none", beta=1.0: x.new_empty(
+        (*x.shape[:-1], weight.shape[0])
+    ),
+)
+
+gated_linear = _op(
+    'gated_linear(Tensor x, Tensor weight, str activation="silu") -> Tensor',
+    lambda x, weight, activation="silu": ck_rs.gated_linear(x, weight, activation=activation),
+    lambda x, weight, activation="silu": x.new_empty(
+        (*x.shape[:-1], weight.shape[0] // 2), dtype=torch.bfloat16
+    ),
+)
 
 
-@softmax.register_fake
-def _(x):
-    return torch.empty_like(x)
-
-
-@torch.library.custom_op("ck_rs::gemm", mutates_args=())
-def gemm(a: torch.Tensor, b: torch.Tensor, out_dtype: Optional[torch.dtype] = None) -> torch.Tensor:
-    with torch.no_grad():
-        return ck_rs.gemm(a, b, out_dtype=out_dtype)
-
-
-@gemm.register_fake
-def _(a, b, out_dtype=None):
-    return a.new_empty((a.shape[0], b.shape[1]), dtype=out_dtype or torch.float32)
-
-
-@torch.library.custom_op("ck_rs::linear", mutates_args=())
-def linear(
-    x: torch.Tensor,
-    weight: torch.Tensor,
-    bias: Optional[torch.Tensor] = None,
-    residual: Optional[torch.Tensor] = None,
-    activation: str = "none",
-    beta: float = 1.0,
-) -> torch.Tensor:
-    with torch.no_grad():
-        return ck_rs.linear(x, weight, bias, residual, activation=activation, beta=beta, out_dtype=x.dtype)
-
-
-@linear.register_fake
-def _(x, weight, bias=None, residual=None, activation="none", beta=1.0):
-    return x.new_empty((*x.shape[:-1], weight.shape[0]))
-
-
-@torch.library.custom_op("ck_rs::gated_linear", mutates_args=())
-def gated_linear(x: torch.Tensor, weight: torch.Tensor, activation: str = "silu") -> torch.Tensor:
-    with torch.no_grad():
-        return ck_rs.gated_linear(x, weight, activation=activation)
-
-
-@gated_linear.register_fake
-def _(x, weight, activation="silu"):
-    return x.new_empty((*x.shape[:-1], weight.shape[0] // 2), dtype=torch.bfloat16)
-
-
-@torch.library.custom_op("ck_rs::rope_qkv", mutates_args=())
-def rope_qkv(
-    qkv: torch.Tensor,
-    cos: torch.Tensor,
-    sin: torch.Tensor,
-    heads: int,
-    kv_heads: int,
-    rotary_dim: Optional[int] = None,
-    interleaved: bool = False,
-) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    with torch.no_grad():
-        return ck_rs.rope_qkv(qkv, cos, sin, heads, kv_heads, rotary_dim=rotary_dim, interleaved=interleaved)
-
-
-@rope_qkv.register_fake
-def _(qkv, cos, sin, heads, kv_heads, rotary_dim=None, interleaved=False):
+def _rope_qkv_fake(qkv, cos, sin, heads, kv_heads, rotary_dim=None, interleaved=False):
     b, s, width = qkv.shape
     d = width // (heads + 2 * kv_heads)
-    return qkv.new_empty((b, heads, s, d)), qkv.new_empty((b, kv_heads, s, d)), qkv.new_empty((b, kv_heads, s, d))
+    q = qkv.new_empty((b, heads, s, d))
+    return q, qkv.new_empty((b, kv_heads, s, d)), qkv.new_empty((b, kv_heads, s, d))
 
 
-@torch.library.custom_op("ck_rs::grouped_mm", mutates_args=())
-def grouped_mm(a: torch.Tensor, b: torch.Tensor, tokens: List[int]) -> torch.Tensor:
-    with torch.no_grad():
-        return ck_rs.grouped_mm(a, b, tokens)
+rope_qkv = _op(
+    "rope_qkv(Tensor qkv, Tensor cos, Tensor sin, int heads, int kv_heads, int? rotary_dim=None, "
+    "bool interleaved=False) -> (Tensor, Tensor, Tensor)",
+    lambda qkv, cos, sin, heads, kv_heads, rotary_dim=None, interleaved=False: ck_rs.rope_qkv(
+        qkv, cos, sin, heads, kv_heads, rotary_dim=rotary_dim, interleaved=interleaved
+    ),
+    _rope_qkv_fake,
+)
+
+grouped_mm = _op(
+    "grouped_mm(Tensor a, Tensor b, int[] tokens) -> Tensor",
+    ck_rs.grouped_mm,
+    lambda a, b, tokens: a.new_empty((a.shape[0], b.shape[2]), dtype=torch.float32),
+)
 
 
-@grouped_mm.register_fake
-def _(a, b, tokens):
-    return a.new_empty((a.shape[0], b.shape[2]), dtype=torch.float32)
-
-
-@torch.library.custom_op("ck_rs::attention", mutates_args=())
-def attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    causal: bool = False,
-    scale: Optional[float] = None,
-    out_layout: str = "bhsd",
-) -> Tuple[torch.Tensor, torch.Tensor]:
-    with torch.no_grad():
-        return ck_rs.attention(q, k, v, causal=causal, scale=scale, return_lse=True, out_layout=out_layout)
-
-
-@attention.register_fake
-def _(q, k, v, causal=False, scale=None, out_layout="bhsd"):
+def _attention_fake(q, k, v, causal=False, scale=None, out_layout="bhsd"):
     b, h, s, d = q.shape
     o = q.new_empty((b, s, h, d)) if out_layout == "bshd" else torch.empty_like(q)
     return o, q.new_empty(q.shape[:3], dtype=torch.float32)
 
 
+# ``(o, lse)``: the row log-sum-exp is what a backward reads.
+attention = _op(
+    "attention(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None, "
+    'str out_layout="bhsd") -> (Tensor, Tensor)',
+    lambda q, k, v, causal=False, scale=None, out_layout="bhsd": ck_rs.attention(
+        q, k, v, causal=causal, scale=scale, return_lse=True, out_layout=out_layout
+    ),
+    _attention_fake,
+)
+
+
 def _register(desc):
-    """A custom op for an operator of the registry that has no hand-written one above."""
+    """The op of an operator of the registry that has no hand-written one above."""
     name = desc["name"]
     inputs = [p for p in desc["params"] if p["role"] == "input"]
     outputs = [p for p in desc["params"] if p["role"] == "output"]
     args = [f"Tensor {p['name']}" for p in inputs]
     args += [f"float {s['name']}={s['default']!r}" for s in desc["scalars"]]
     result = "Tensor" if len(outputs) == 1 else f"({', '.join(['Tensor'] * len(outputs))})"
-    eager = getattr(ck_rs, name)
 
-    def impl(*args, **kwargs):
-        with torch.no_grad():
-            return eager(*args, **kwargs)
-
-    op = torch.library.custom_op(
-        f"ck_rs::{name}", impl, mutates_args=(), schema=f"({', '.join(args)}) -> {result}"
-    )
-
-    @op.register_fake
-    def _(*args, **kwargs):
+    def fake(*args):
         tensors = dict(zip((p["name"] for p in inputs), args))
         sizes = ck_rs._sizes(desc, tensors)
         like = args[0]
@@ -190,7 +248,7 @@ def _register(desc):
         )
         return outs[0] if len(outs) == 1 else outs
 
-    return op
+    return _op(f"{name}({', '.join(args)}) -> {result}", getattr(ck_rs, name), fake)
 
 
 for _desc in ck_rs._OPERATORS:
@@ -210,7 +268,7 @@ def _rmsnorm_backward(ctx, dy):
     return dx, dgamma, None
 
 
-rmsnorm.register_autograd(_rmsnorm_backward, setup_context=_rmsnorm_setup)
+_register_autograd("rmsnorm", _rmsnorm_backward, _rmsnorm_setup)
 
 
 def _add_rmsnorm_setup(ctx, inputs, output):
@@ -226,7 +284,7 @@ def _add_rmsnorm_backward(ctx, dy, dr):
     return d, d, dgamma, None
 
 
-add_rmsnorm.register_autograd(_add_rmsnorm_backward, setup_context=_add_rmsnorm_setup)
+_register_autograd("add_rmsnorm", _add_rmsnorm_backward, _add_rmsnorm_setup)
 
 
 def _layernorm_setup(ctx, inputs, output):
@@ -242,7 +300,7 @@ def _layernorm_backward(ctx, dy, _dmean, _drstd):
     return dx, dgamma, dbeta, None
 
 
-layernorm.register_autograd(_layernorm_backward, setup_context=_layernorm_setup)
+_register_autograd("layernorm", _layernorm_backward, _layernorm_setup)
 
 
 def _softmax_setup(ctx, inputs, output):
@@ -254,7 +312,7 @@ def _softmax_backward(ctx, dy):
     return softmax_backward(dy.contiguous(), y)
 
 
-softmax.register_autograd(_softmax_backward, setup_context=_softmax_setup)
+_register_autograd("softmax", _softmax_backward, _softmax_setup)
 
 
 def _linear_setup(ctx, inputs, output):
@@ -295,7 +353,7 @@ def _linear_backward(ctx, dy):
     return dx, wgt, dbias, dres, None, None
 
 
-linear.register_autograd(_linear_backward, setup_context=_linear_setup)
+_register_autograd("linear", _linear_backward, _linear_setup)
 
 
 def _no_double_backward(name):
@@ -308,9 +366,5 @@ def _no_double_backward(name):
     return backward
 
 
-def _nothing_to_save(ctx, inputs, output):
-    pass
-
-
 for _name in ("rmsnorm_backward", "layernorm_backward", "softmax_backward"):
-    globals()[_name].register_autograd(_no_double_backward(_name), setup_context=_nothing_to_save)
+    _register_autograd(_name, _no_double_backward(_name))

@@ -148,7 +148,7 @@ def test_a_custom_op_without_backward_keeps_the_graph_and_its_backward_is_an_err
     x = randn(64, 64).requires_grad_()
     y = torch.ops.ck_rs.gemm(x, x)
     assert y.requires_grad
-    with pytest.raises(RuntimeError, match="autograd"):
+    with pytest.raises(RuntimeError, match=r"^error\[no-backward\]: ck_rs::gemm has no backward"):
         y.sum().backward()
 
 
@@ -235,6 +235,77 @@ def test_rmsnorm_double_backward_is_an_error():
     (gx,) = torch.autograd.grad(torch.ops.ck_rs.rmsnorm(x, torch.ones(64)).sum(), x, create_graph=True)
     with pytest.raises(RuntimeError, match=r"error\[no-double-backward\]"):
         gx.sum().backward()
+
+
+def opcheck_cases():
+    """An example call of every ``torch.ops.ck_rs`` operator (small: the emulator runs each
+    several times)."""
+    x, g, b = randn(4, 64), randn(64) + 1.5, randn(64)
+    a16, w16 = randn(16, 32).bfloat16(), randn(24, 32).bfloat16()
+    q, k = randn(1, 4, 8, 64).bfloat16(), randn(1, 2, 8, 64).bfloat16()
+    qkv, cos = randn(1, 8, 8 * 16), randn(8, 8)
+    ops = torch.ops.ck_rs
+    return {
+        "rmsnorm": (ops.rmsnorm, (x.clone().requires_grad_(), g.clone().requires_grad_(), 1e-6)),
+        "add_rmsnorm": (ops.add_rmsnorm, (x, randn(4, 64), g, 1e-6)),
+        "layernorm": (ops.layernorm, (x, g, b, 1e-5)),
+        "softmax": (ops.softmax, (x,)),
+        "gemm": (ops.gemm, (a16, w16.t().contiguous(), torch.bfloat16)),
+        "linear": (ops.linear, (a16.clone().requires_grad_(), w16, None, None, "none", 1.0)),
+        "gated_linear": (ops.gated_linear, (a16, randn(32, 32).bfloat16(), "silu")),
+        "rope_qkv": (ops.rope_qkv, (qkv, cos, randn(8, 8), 4, 2)),
+        "grouped_mm": (ops.grouped_mm, (a16, randn(2, 32, 8).bfloat16(), [7, 9])),
+        "attention": (ops.attention, (q, k, randn(1, 2, 8, 64).bfloat16(), True)),
+        "rmsnorm_backward": (ops.rmsnorm_backward, (randn(4, 64), x, g, 1e-6)),
+    }
+
+
+@pytest.mark.parametrize("name", list(opcheck_cases()))
+def test_every_op_passes_torch_library_opcheck(name):
+    """torch's own checks of a registered operator: the schema, the autograd registration, the
+    fake implementation against the real one, and AOTAutograd's dispatch."""
+    op, args = opcheck_cases()[name]
+    results = torch.library.opcheck(op.default, args)
+    assert all(r == "SUCCESS" for r in results.values()), results
+
+
+def test_the_fast_path_leaves_modes_fake_tensors_and_autograd_to_the_dispatcher():
+    """``torch.ops.ck_rs.*`` runs the eager function straight from its autograd kernel only for
+    plain tensors with nothing waiting below autograd; a dispatch mode (what tracing installs),
+    fake tensors and tensors that require grad each reach the registered op."""
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    x, g = randn(4, 64), randn(64) + 1.5
+    want = ref.rmsnorm(np64(x), np64(g), 1e-6)
+
+    class Seen(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(func)
+            return func(*args, **(kwargs or {}))
+
+    with Seen() as seen:
+        y = torch.ops.ck_rs.rmsnorm(x, g)
+    assert seen.ops == [torch.ops.ck_rs.rmsnorm.default], seen.ops  # the op, not its insides
+    assert ref.rel_err(np64(y), want) < 1e-5
+
+    with FakeTensorMode() as mode:
+        fake = torch.ops.ck_rs.rmsnorm(mode.from_tensor(x), mode.from_tensor(g))
+    assert isinstance(fake, FakeTensor) and fake.shape == x.shape
+
+    graph = str(make_fx(lambda x, g: torch.ops.ck_rs.rmsnorm(x, g))(x, g).graph)
+    assert "ck_rs.rmsnorm.default" in graph, graph
+
+    y = torch.ops.ck_rs.rmsnorm(x.clone().requires_grad_(), g)
+    assert type(y.grad_fn).__name__ == "ck_rs_rmsnormBackward"
+    assert ref.rel_err(np64(y), want) < 1e-5
+    y = torch.ops.ck_rs.rmsnorm(x, g)  # plain tensors: the fast path, the same result
+    assert y.grad_fn is None and ref.rel_err(np64(y), want) < 1e-5
 
 
 def test_layernorm_custom_op_returns_the_statistics():
