@@ -42,12 +42,22 @@ import numpy as _np
 if _torch is not None:
     from torch.utils.dlpack import to_dlpack as _to_dlpack
 
+    _Tensor = _torch.Tensor
+    _CONTIGUOUS = _torch.contiguous_format
+    # torch's C++ accessor of the current stream's raw `CUstream` (no Stream object is built).
+    _raw_stream = getattr(_torch._C, "_cuda_getCurrentRawStream", None)
+
     def _current_stream(device):
         """The raw `CUstream` of torch's current stream on `device`."""
-        raw = getattr(_torch._C, "_cuda_getCurrentRawStream", None)
-        if raw is not None:  # the C++ accessor, without building a Stream object
-            return raw(device.index if device.index is not None else _torch.cuda.current_device())
-        return _torch.cuda.current_stream(device).cuda_stream
+        index = device.index if device.index is not None else _torch.cuda.current_device()
+        if _raw_stream is not None:
+            return _raw_stream(index)
+        return _torch.cuda.current_stream(index).cuda_stream
+
+else:
+
+    class _Tensor:  # nothing is an instance: every argument is numpy's
+        pass
 
 
 def _error(kind, rule, message):
@@ -55,45 +65,27 @@ def _error(kind, rule, message):
 
 
 def _is_torch(x):
-    return _torch is not None and isinstance(x, _torch.Tensor)
+    return isinstance(x, _Tensor)
 
 
 class _Call:
     """The tensors of one call: all numpy or all torch, on one device, none of them asking
-    for a gradient that the operator cannot give."""
+    for a gradient that the operator cannot give.
+
+    Every call of every operator starts here, so the common case — torch tensors, one device,
+    no gradient — is checked in one pass; the other cases find their error message in
+    ``_mismatch``."""
 
     def __init__(self, op, **tensors):
-        kinds = {name: _is_torch(t) for name, t in tensors.items()}
-        for name, t in tensors.items():
-            if not (kinds[name] or isinstance(t, _np.ndarray)):
-                raise _error(
-                    TypeError,
-                    "not-a-tensor",
-                    f"`{name}` is a {type(t).__name__}; pass numpy arrays or torch tensors",
-                )
-        first = next(iter(tensors))
-        self.torch = kinds[first]
-        for name in tensors:
-            if kinds[name] != self.torch:
-                raise _error(
-                    TypeError,
-                    "kind-mismatch",
-                    f"`{first}` and `{name}` are not both numpy arrays or both torch tensors; "
-                    "convert one (torch.from_numpy / .numpy())",
-                )
-        self.cuda = self.torch and tensors[first].is_cuda
-        if self.torch:
-            device = tensors[first].device
-            for name, t in tensors.items():
-                if t.device != device:
-                    raise _error(
-                        ValueError,
-                        "device-mismatch",
-                        f"`{first}` is on {device} but `{name}` on {t.device}; "
-                        "put every tensor of a call on one device",
-                    )
-            self.device = device
-            if _torch.is_grad_enabled():
+        values = iter(tensors.values())
+        first = next(values)
+        if isinstance(first, _Tensor):
+            device = first.device
+            grad = _torch.is_grad_enabled()
+            for t in values:
+                if not isinstance(t, _Tensor) or t.device != device:
+                    self._mismatch(tensors)
+            if grad:
                 for name, t in tensors.items():
                     if t.requires_grad:
                         raise _error(
@@ -103,7 +95,44 @@ class _Call:
                             "so its gradient would be lost; call it under torch.no_grad() "
                             "(inference) or on detached tensors",
                         )
-        self.stream = _current_stream(self.device) if self.cuda else None
+            self.torch, self.device, self.cuda = True, device, first.is_cuda
+            self.stream = _current_stream(device) if self.cuda else None
+            return
+        for t in values:
+            if not isinstance(t, _np.ndarray):
+                self._mismatch(tensors)
+        if not isinstance(first, _np.ndarray):
+            self._mismatch(tensors)
+        self.torch = self.cuda = False
+        self.device = self.stream = None
+
+    @staticmethod
+    def _mismatch(tensors):
+        """Raises the error of a call whose tensors are not all numpy arrays, or all torch
+        tensors on one device."""
+        for name, t in tensors.items():
+            if not (_is_torch(t) or isinstance(t, _np.ndarray)):
+                raise _error(
+                    TypeError,
+                    "not-a-tensor",
+                    f"`{name}` is a {type(t).__name__}; pass numpy arrays or torch tensors",
+                )
+        (first, f), *rest = tensors.items()
+        for name, t in rest:
+            if _is_torch(t) != _is_torch(f):
+                raise _error(
+                    TypeError,
+                    "kind-mismatch",
+                    f"`{first}` and `{name}` are not both numpy arrays or both torch tensors; "
+                    "convert one (torch.from_numpy / .numpy())",
+                )
+            if _is_torch(t) and t.device != f.device:
+                raise _error(
+                    ValueError,
+                    "device-mismatch",
+                    f"`{first}` is on {f.device} but `{name}` on {t.device}; "
+                    "put every tensor of a call on one device",
+                )
 
     def capsule(self, t):
         """`t`'s DLPack capsule (for CUDA, without a producer-side synchronisation: the
@@ -119,15 +148,25 @@ class _Call:
     def run(self, op, tensors, scalars=()):
         """Operator `op` of the registry on `tensors`, in the order of its description (outputs
         included; None for an optional output left out), with `scalars` in theirs."""
-        capsule = self.capsule
-        _native.call(op, [None if t is None else capsule(t) for t in tensors], scalars, self.stream)
+        if self.torch:  # `capsule`, inlined: this runs on every call
+            capsules = [
+                None if t is None else _to_dlpack(t.detach() if t.requires_grad else t)
+                for t in tensors
+            ]
+        else:
+            capsules = [None if t is None else self.capsule(t) for t in tensors]
+        _native.call(op, capsules, scalars, self.stream)
 
-    def empty(self, shape, dtype_of=None, float32=False):
-        """A fresh output of `shape`: like `dtype_of`'s element type (or float32)."""
-        like = dtype_of
+    def empty(self, shape, like=None, float32=False):
+        """A fresh, contiguous output of `shape`: of `like`'s element type (or float32)."""
         if self.torch:
-            dtype = _torch.float32 if float32 else like.dtype
-            return _torch.empty(shape, dtype=dtype, device=self.device)
+            if like is None:
+                return _torch.empty(shape, dtype=_torch.float32, device=self.device)
+            if float32:
+                return like.new_empty(shape, dtype=_torch.float32)
+            if like.shape == shape:  # torch's quickest allocation from Python
+                return _torch.empty_like(like, memory_format=_CONTIGUOUS)
+            return like.new_empty(shape)
         return _np.empty(shape, dtype=_np.float32 if float32 else like.dtype)
 
 
@@ -186,7 +225,7 @@ def rmsnorm(x, gamma, eps=1e-6, *, out=None):
     if _differentiable("rmsnorm", out, x, gamma):
         return ops.rmsnorm(x, gamma, eps)
     c = _Call("rmsnorm", x=x, gamma=gamma)
-    y = _out(c, out, tuple(x.shape), x)
+    y = _out(c, out, x.shape, x)
     c.run("rmsnorm", (x, gamma, y), (eps,))
     return y
 
@@ -199,8 +238,8 @@ def add_rmsnorm(x, residual, gamma, eps=1e-6, *, out=None, residual_out=None):
     if _differentiable("add_rmsnorm", out if out is not None else residual_out, x, residual, gamma):
         return ops.add_rmsnorm(x, residual, gamma, eps)
     c = _Call("add_rmsnorm", x=x, residual=residual, gamma=gamma)
-    y = _out(c, out, tuple(x.shape), x)
-    r = _out(c, residual_out, tuple(x.shape), x, name="residual_out")
+    y = _out(c, out, x.shape, x)
+    r = _out(c, residual_out, x.shape, x, name="residual_out")
     c.run("add_rmsnorm", (x, residual, gamma, r, y), (eps,))
     return y, r
 
@@ -216,7 +255,7 @@ def layernorm(x, gamma, beta, eps=1e-5, *, out=None, return_stats=False):
         y, mean, rstd = ops.layernorm(x, gamma, beta, eps)
         return (y, mean, rstd) if return_stats else y
     c = _Call("layernorm", x=x, gamma=gamma, beta=beta)
-    y = _out(c, out, tuple(x.shape), x)
+    y = _out(c, out, x.shape, x)
     stats = ()
     if return_stats:
         rows = tuple(x.shape[:-1])
@@ -235,7 +274,7 @@ def softmax(x, *, out=None):
     if _differentiable("softmax", out, x):
         return ops.softmax(x)
     c = _Call("softmax", x=x)
-    y = _out(c, out, tuple(x.shape), x)
+    y = _out(c, out, x.shape, x)
     c.run("softmax", (x, y))
     return y
 
@@ -258,14 +297,24 @@ def _bf16_result(call, out_dtype):
     return bf16
 
 
-def _product_out(call, out, shape, bf16):
+def _product_out(call, out, shape, bf16, like):
     """A product's result: `out` (checked like any output), or a fresh float32 or bfloat16
-    one."""
+    one on `like`'s device."""
     if out is not None:
         return _out(call, out, shape)
     if bf16:
-        return _torch.empty(shape, dtype=_torch.bfloat16, device=call.device)
-    return call.empty(shape, float32=True)
+        return like.new_empty(shape, dtype=_torch.bfloat16)
+    return call.empty(shape, like, float32=True)
+
+
+def _given(**tensors):
+    """The optional tensors that were given (not None), by name."""
+    return {name: t for name, t in tensors.items() if t is not None}
+
+
+def _as_type(t, dtype):
+    """`t` in `dtype` (itself if it already is: a conversion costs a call even when empty)."""
+    return t if t.dtype == dtype else t.to(dtype)
 
 
 def gemm(
@@ -295,22 +344,23 @@ def gemm(
             "bad-activation",
             f"activation {activation!r}; use one of {', '.join(_ACTIVATIONS)}",
         )
-    extra = {k: v for k, v in (("bias", bias), ("residual", residual)) if v is not None}
+    extra = _given(bias=bias, residual=residual)
     c = _Call("gemm", a=a, b=b, **extra)
     bf16_out = _bf16_result(c, out_dtype)
     fused = bool(extra) or alpha != 1.0 or activation != "none" or bf16_out
     if fused and c.cuda and a.dtype != _torch.bfloat16:  # the GPU kernel reads bf16 in place
         a, b = a.to(_torch.bfloat16), b.to(_torch.bfloat16)
     shape = (a.shape[0], b.shape[-1]) if len(a.shape) == 2 and len(b.shape) == 2 else (0, 0)
-    res = _product_out(c, out, shape, bf16_out)
-    if c.torch:  # the epilogue's inputs in the result's type
-        extra = {k: v.to(res.dtype) for k, v in extra.items()}
+    res = _product_out(c, out, shape, bf16_out, a)
+    if extra and c.torch:  # the epilogue's inputs in the result's type
+        extra = {k: _as_type(v, res.dtype) for k, v in extra.items()}
+    capsule = c.capsule
     _native.gemm(
-        c.capsule(a),
-        c.capsule(b),
-        c.capsule(res),
-        c.capsule(extra["residual"]) if "residual" in extra else None,
-        c.capsule(extra["bias"]) if "bias" in extra else None,
+        capsule(a),
+        capsule(b),
+        capsule(res),
+        capsule(extra["residual"]) if "residual" in extra else None,
+        capsule(extra["bias"]) if "bias" in extra else None,
         float(alpha),
         float(beta),
         _ACTIVATIONS[activation],
@@ -346,30 +396,35 @@ def linear(x, weight, bias=None, residual=None, *, activation="none", beta=1.0, 
                 "differentiable op returns x's type; convert the result instead",
             )
         return ops.linear(x, weight, bias, residual, activation, float(beta))
-    extra = {k: v for k, v in (("bias", bias), ("residual", residual)) if v is not None}
+    extra = _given(bias=bias, residual=residual)
     c = _Call("linear", x=x, weight=weight, **extra)
     if out_dtype is None and c.torch and x.dtype == _torch.bfloat16:
         out_dtype = _torch.bfloat16
     bf16_out = _bf16_result(c, out_dtype)
     if c.cuda and x.dtype != _torch.bfloat16:  # the GPU kernels read bf16 in place
         x, weight = x.to(_torch.bfloat16), weight.to(_torch.bfloat16)
-    lead, k = tuple(x.shape[:-1]), (x.shape[-1] if len(x.shape) else 0)
+    shape = tuple(x.shape)
+    lead, k = shape[:-1], (shape[-1] if shape else 0)
     rows = _math.prod(lead)
-    x2 = x.reshape(rows, k) if len(x.shape) >= 1 else x
     n = weight.shape[0] if len(weight.shape) == 2 else 0
-    res = _product_out(c, out, lead + (n,), bf16_out)
-    if c.torch:  # the epilogue's inputs in the result's type
-        extra = {key: v.to(res.dtype) for key, v in extra.items()}
+    res = _product_out(c, out, lead + (n,), bf16_out, x)
+    if extra and c.torch:  # the epilogue's inputs in the result's type
+        extra = {key: _as_type(v, res.dtype) for key, v in extra.items()}
+    # The kernel takes 2-D X, C and D: views of any leading dims (where their shapes agree; the
+    # native call names any that do not).
+    x2 = x.reshape(rows, k) if len(shape) not in (0, 2) else x
+    res2 = res.reshape(rows, n) if len(lead) != 1 and tuple(res.shape) == lead + (n,) else res
     d = extra.get("residual")
-    if d is not None and tuple(d.shape) == lead + (n,):
+    if d is not None and len(lead) != 1 and tuple(d.shape) == lead + (n,):
         d = d.reshape(rows, n)
-    res2 = res.reshape(rows, n) if tuple(res.shape) == lead + (n,) else res
+    bias = extra.get("bias")
+    capsule = c.capsule
     _native.linear(
-        c.capsule(x2),
-        c.capsule(weight),
-        c.capsule(res2),
-        None if d is None else c.capsule(d),
-        c.capsule(extra["bias"]) if "bias" in extra else None,
+        capsule(x2),
+        capsule(weight),
+        capsule(res2),
+        None if d is None else capsule(d),
+        None if bias is None else capsule(bias),
         float(beta),
         _ACTIVATIONS[activation],
         c.stream,
@@ -397,7 +452,7 @@ def gated_linear(x, weight, *, activation="silu", out=None):
     rows = _math.prod(lead)
     f = weight.shape[0] // 2 if len(weight.shape) == 2 else 0
     # numpy has no bfloat16: there the kernel's bfloat16 result comes back widened to float32.
-    res = _product_out(c, out, lead + (f,), c.torch)
+    res = _product_out(c, out, lead + (f,), c.torch, x)
     _native.gated_linear(
         c.capsule(x.reshape(rows, k) if len(x.shape) >= 1 else x),
         c.capsule(weight),
@@ -460,7 +515,7 @@ def grouped_mm(a, b, tokens, *, out=None, out_dtype=None):
     if c.cuda and a.dtype != _torch.bfloat16:  # the GPU kernel reads bf16 in place
         a, b = a.to(_torch.bfloat16), b.to(_torch.bfloat16)
     shape = (a.shape[0], b.shape[-1]) if len(a.shape) == 2 and len(b.shape) == 3 else (0, 0)
-    res = _product_out(c, out, shape, bf16_out)
+    res = _product_out(c, out, shape, bf16_out, a)
     _native.grouped_mm(c.capsule(a), c.capsule(b), c.capsule(res), tokens, c.stream)
     return res
 
@@ -489,7 +544,7 @@ def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False, 
     if seq_first and len(shape) == 4:
         shape = (shape[0], shape[2], shape[1], shape[3])
     o = c.empty(shape, q) if (out is None or widen) else _out(c, out, shape, q)
-    lse = c.empty(tuple(q.shape[:3]) if len(q.shape) == 4 else (0,), float32=True)
+    lse = c.empty(tuple(q.shape[:3]) if len(q.shape) == 4 else (0,), q, float32=True)
     _native.attention(
         c.capsule(q),
         c.capsule(k),
