@@ -1,6 +1,7 @@
-"""``python -m ck_rs.bench``: on a CUDA GPU, the per-call cost of ``ck_rs.rmsnorm`` on a
-1 × 1024 tensor next to torch's ``F.rms_norm`` (CUDA events around 10 000 back-to-back calls,
-and wall time of the Python loop), then the bandwidth (bytes read + written over time) of the
+"""``python -m ck_rs.bench``: on a CUDA GPU, the per-call cost of small calls (RMSNorm, GEMM,
+linear, decode attention) through each path into ck_rs (the eager function, the
+``torch.ops.ck_rs`` op, the eager function on tensors that require grad) next to torch's own
+call, in three interleaved rounds (``--per-call-only`` stops there), then the bandwidth (bytes read + written over time) of the
 operators next to torch's and, where Triton is installed, Triton's (``ck_rs.peers``) on large
 tensors, then, timed in turn, ``ck_rs.gemm`` against ``torch.matmul`` (``torch.addmm`` with a
 residual), ``ck_rs.linear`` against ``F.linear`` on a Llama-3-8B layer's projections,
@@ -18,22 +19,6 @@ try:  # Triton is optional
     from ck_rs import peers as triton_peers
 except ImportError:
     triton_peers = None
-
-
-def per_call_us(fn, calls):
-    """(GPU µs per call by CUDA events, wall µs per call) over `calls` calls after warm-up."""
-    for _ in range(100):
-        fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    t0 = time.perf_counter()
-    start.record()
-    for _ in range(calls):
-        fn()
-    end.record()
-    end.synchronize()
-    wall = (time.perf_counter() - t0) / calls * 1e6
-    return start.elapsed_time(end) / calls * 1e3, wall
 
 
 def sample_ms(fn, batch=10):
@@ -71,6 +56,63 @@ def in_turn_ms(ours, peer, iters=25, batch=10):
         for which in ((0, 1) if i % 2 == 0 else (1, 0)):
             samples[which].append(sample_ms((ours, peer)[which], batch))
     return median(samples[0]), median(samples[1])
+
+
+def wall_us(fn, calls):
+    """Wall µs per call over ``calls`` back-to-back calls after 300 of warm-up, the GPU drained
+    before and after: the host's cost of a call, which is what a small tensor pays."""
+    for _ in range(300):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / calls * 1e6
+
+
+def per_call_cases(dev):
+    """``(case, path, ours, torch's equivalent)`` for the small calls a model spends its launch
+    overhead on: each path into ck_rs (the eager function, the ``torch.ops.ck_rs`` op, the
+    eager function on tensors that require grad) next to the same call in torch."""
+    x, g = torch.randn(1, 1024, device=dev), torch.randn(1024, device=dev)
+    xr, gr = x.clone().requires_grad_(), g.clone().requires_grad_()
+    a = torch.randn(64, 1024, device=dev).bfloat16()
+    w = torch.randn(1024, 1024, device=dev).bfloat16() * 0.03
+    b = w.t().contiguous()
+    ar, wr = a.clone().requires_grad_(), w.clone().requires_grad_()
+    q = torch.randn(1, 32, 1, 128, device=dev).bfloat16()
+    k, v = (torch.randn(1, 8, 1024, 128, device=dev).bfloat16() for _ in range(2))
+    rms = lambda x, g: F.rms_norm(x, (1024,), g, 1e-6)
+    bf16 = torch.bfloat16
+    sdpa = lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    return [
+        ("rmsnorm 1x1024 f32", "eager", lambda: ck_rs.rmsnorm(x, g), lambda: rms(x, g)),
+        ("rmsnorm 1x1024 f32", "torch.ops", lambda: torch.ops.ck_rs.rmsnorm(x, g), lambda: rms(x, g)),
+        ("rmsnorm 1x1024 f32", "requires grad", lambda: ck_rs.rmsnorm(xr, gr), lambda: rms(xr, gr)),
+        ("gemm 64x1024x1024 bf16", "eager", lambda: ck_rs.gemm(a, b, out_dtype=bf16), lambda: torch.mm(a, b)),
+        ("gemm 64x1024x1024 bf16", "torch.ops", lambda: torch.ops.ck_rs.gemm(a, b, bf16), lambda: torch.mm(a, b)),
+        ("linear 64x1024 -> 1024 bf16", "eager", lambda: ck_rs.linear(a, w), lambda: F.linear(a, w)),
+        ("linear 64x1024 -> 1024 bf16", "torch.ops", lambda: torch.ops.ck_rs.linear(a, w), lambda: F.linear(a, w)),
+        ("linear 64x1024 -> 1024 bf16", "requires grad", lambda: ck_rs.linear(ar, wr), lambda: F.linear(ar, wr)),
+        ("attention decode 1x32/8x1024", "eager", lambda: ck_rs.attention(q, k, v), sdpa),
+        ("attention decode 1x32/8x1024", "torch.ops", lambda: torch.ops.ck_rs.attention(q, k, v), sdpa),
+    ]
+
+
+def per_call(dev, calls):
+    cases = per_call_cases(dev)
+    print(f"\nper call, wall us ({calls} calls after 300 of warm-up), three interleaved rounds")
+    rounds = [[] for _ in cases]
+    for _ in range(3):
+        for i, (_, _, ours, peer) in enumerate(cases):
+            rounds[i].append((wall_us(ours, calls), wall_us(peer, calls)))
+    print(f"{'case':>30} {'path':>14} {'ck_rs':>20} {'torch':>20} {'ratio':>11}")
+    for (case, path, _, _), r in zip(cases, rounds):
+        ours = " / ".join(f"{o:5.1f}" for o, _ in r)
+        theirs = " / ".join(f"{t:5.1f}" for _, t in r)
+        ratios = sorted(o / t for o, t in r)
+        print(f"{case:>30} {path:>14} {ours:>20} {theirs:>20} {ratios[0]:5.2f}-{ratios[-1]:4.2f}")
 
 
 def gemm_in_turn(dev):
@@ -204,8 +246,9 @@ def grouped_in_turn(dev):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--calls", type=int, default=10_000)
+    p.add_argument("--calls", type=int, default=3000, help="calls per sample of the per-call cost")
     p.add_argument("--gemm-only", action="store_true", help="only the GEMM comparisons")
+    p.add_argument("--per-call-only", action="store_true", help="only the per-call cost")
     args = p.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("error[no-gpu]: ck_rs.bench measures CUDA tensors; no CUDA device here")
@@ -217,26 +260,9 @@ def main():
         gated_in_turn(dev)
         grouped_in_turn(dev)
         return
-    x, g = torch.randn(1, 1024, device=dev), torch.randn(1024, device=dev)
-    y = torch.empty_like(x)
-    caps = [torch.utils.dlpack.to_dlpack(t) for t in (x, g, y)]
-    stream = torch.cuda.current_stream().cuda_stream
-    rows = [
-        ("ck_rs.rmsnorm", lambda: ck_rs.rmsnorm(x, g)),
-        ("native call only", lambda: ck_rs._native.call("rmsnorm", caps, [1e-6], stream)),
-        ("torch.ops.ck_rs.rmsnorm", lambda: torch.ops.ck_rs.rmsnorm(x, g)),
-        ("F.rms_norm", lambda: F.rms_norm(x, (1024,), g, 1e-6)),
-    ]
-    print(f"\nper call, 1 x 1024 float32, {args.calls} calls")
-    print(f"{'call':>26} {'events us':>10} {'wall us':>10}")
-    base = None
-    for name, fn in rows:
-        ev, wall = per_call_us(fn, args.calls)
-        base = base or {}
-        base[name] = (ev, wall)
-        print(f"{name:>26} {ev:10.2f} {wall:10.2f}")
-    ours, torch_ = base["ck_rs.rmsnorm"], base["F.rms_norm"]
-    print(f"ratio ck_rs / torch: events {ours[0] / torch_[0]:.2f}, wall {ours[1] / torch_[1]:.2f}")
+    per_call(dev, args.calls)
+    if args.per_call_only:
+        return
 
     print("\nbandwidth, GB/s (x read and y written once), medians of 10 back-to-back calls")
     print(f"{'case':>34} {'ck_rs':>8} {'torch':>8} {'triton':>8} {'vs best':>8}")
