@@ -82,6 +82,9 @@ pub trait TileDistribution {
     const WARP_SIZE: u32;
     /// Threads per block.
     const BLOCK_SIZE: u32;
+    /// Threads of one lane group, the threads that act as a warp: what the lane dim spans —
+    /// the warp, or with two P dims a divisor of it ([lane groups](crate::encoding#lane-groups)).
+    const LANES: u32 = Self::ENCODING.lanes() as u32;
     /// The partition index of a thread of a 1-D block.
     fn partition_index(thread_id: u32) -> Self::P;
     /// The tile index held by thread `p` at register index `y`.

@@ -303,7 +303,10 @@ fn tv3_rejections() {
     let v = errors(&e, &w64);
     assert_eq!(v[0].rule.name(), "index-out-of-range");
     assert_eq!(v[0].loc, Loc::PMinor(0, 0));
-    // docs tile_distribution 2x2 example on 64-lane waves: P1 = (2,0) of length 2.
+    // docs tile_distribution 2x2 example on 64-lane waves: P1 = (2,0) of length 2, launched
+    // with 128 threads. As written its lane dim is a lane group of 2 lanes (2 groups: a block of
+    // 4 threads), so the docs' 128 threads are the error; CK's hardware partition index
+    // ([0, lane]) sends lane 5 outside the 4x4 tile.
     let e = Encoding::new(
         &[],
         &[&[2, 2], &[2, 2]],
@@ -314,10 +317,25 @@ fn tv3_rejections() {
     )
     .unwrap();
     assert_eq!(
+        rule_names(&e.unchecked(), &Checks::warp(64).block(128)),
+        ["block-size-mismatch"]
+    );
+    assert!(errors(&e.unchecked(), &Checks::warp(64).block(4)).is_empty());
+    assert_eq!(e.x_index(&d(&[0, 5]), &d(&[0, 0])).as_slice(), &[0, 10]);
+    // A lane dim of 3 lanes divides no warp.
+    let e = Encoding::new(
+        &[],
+        &[&[2, 2], &[3, 2]],
+        &[&[1], &[2]],
+        &[&[0], &[0]],
+        &[1, 2],
+        &[1, 1],
+    )
+    .unwrap();
+    assert_eq!(
         rule_names(&e.unchecked(), &Checks::warp(64)),
         ["warp-size-mismatch"]
     );
-    assert_eq!(e.x_index(&d(&[0, 5]), &d(&[0, 0])).as_slice(), &[0, 10]);
 }
 
 #[test]

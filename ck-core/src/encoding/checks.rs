@@ -606,24 +606,37 @@ impl Encoding {
             report!(viol(R::WarpSizeMismatch, Loc::WarpSize, w, 0, 0, 1));
         } else if self.references_ok() && self.sized() && (self.np_major == 1 || self.np_major == 2)
         {
+            // With two P dims the lane dim may span a lane group: a divisor of the warp.
             let lane_p = self.np_major - 1;
             let lanes = self.p_length(lane_p);
-            if lanes != w {
+            let fits = if self.np_major == 2 {
+                lanes <= w && w % lanes == 0
+            } else {
+                lanes == w
+            };
+            if !fits {
                 report!(viol(
                     R::WarpSizeMismatch,
                     Loc::PMajorList(lane_p as u8),
                     lanes,
                     w,
                     lane_p as Index,
-                    0
+                    self.np_major as Index * 2
                 ));
             }
             let b = checks.block_size as Index;
             if b != 0 {
                 if self.np_major == 2 {
-                    let warps = self.p_length(0);
-                    if b % w != 0 || warps * w != b {
-                        report!(viol(R::BlockSizeMismatch, Loc::BlockSize, b, warps, w, 2));
+                    let groups = self.p_length(0);
+                    if groups * lanes != b {
+                        report!(viol(
+                            R::BlockSizeMismatch,
+                            Loc::BlockSize,
+                            b,
+                            groups,
+                            lanes,
+                            2
+                        ));
                     }
                 } else if b != lanes {
                     report!(viol(R::BlockSizeMismatch, Loc::BlockSize, b, lanes, w, 1));

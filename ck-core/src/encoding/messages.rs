@@ -214,27 +214,38 @@ impl Violation {
                         .push_str("; it must be 32 (NVIDIA) or 64 (AMD CDNA)")
                 } else {
                     let lens = p_lengths(enc, c as usize);
-                    m.push_str("P")
+                    let m = m
+                        .push_str("P")
                         .push_int(c as i64)
                         .push_str(" (the lane dim) spans ")
                         .push_int(a as i64)
                         .push_str(" lanes (component lengths ")
                         .push_list(lens.as_slice())
                         .push_str(") but warp_size is ")
-                        .push_int(b as i64)
-                        .push_str("; make its components multiply to ")
-                        .push_int(b as i64)
-            }
+                        .push_int(b as i64);
+                    if self.values[3] == 4 {
+                        // Two P dims: the lane dim may be a lane group, a divisor of the warp.
+                        m.push_str("; a lane dim spans the warp or a lane group that divides it \
+                                    (1, 2, 4, .., ")
+                            .push_int(b as i64)
+                            .push_str(" lanes): make its components multiply to ")
+                            .push_int(b as i64)
+                            .push_str(" or to a power of two below it")
+                    } else {
+                        m.push_str("; make its components multiply to ")
+                            .push_int(b as i64)
+                    }
+                }
             }
             R::BlockSizeMismatch => {
                 if self.values[3] == 2 {
                     m.push_str("block_size ")
                         .push_int(a as i64)
-                        .push_str(" does not match P0 (the warp dim): it spans ")
+                        .push_str(" does not match P0 (the warp dim): it counts ")
                         .push_int(b as i64)
-                        .push_str(" warps of ")
+                        .push_str(" warps (or lane groups) of P1's ")
                         .push_int(c as i64)
-                        .push_str(" = ")
+                        .push_str(" lanes = ")
                         .push_int((b * c) as i64)
                         .push_str(" threads; set block_size to ")
                         .push_int((b * c) as i64)

@@ -36,9 +36,59 @@
 //! assert_eq!(e.x_lengths().as_slice(), &[8, 512]);
 //! let x = e.x_index(&Dims::from_slice(&[3, 31]), &Dims::from_slice(&[1, 0, 1, 7]));
 //! assert_eq!(x.as_slice(), &[7, 511]);
-//! // The same encoding on 64-lane waves is rejected: P1 spans 2·16 = 32 lanes.
-//! let v = e.first_error(&Checks::warp(64)).unwrap();
-//! assert_eq!(v.rule.name(), "warp-size-mismatch");
+//! // On 64-lane waves P1's 2·16 = 32 lanes are a lane group (below): two per wave, same map.
+//! assert!(e.first_error(&Checks::warp(64).block(128)).is_none());
+//! // A lane dim that does not divide the warp is rejected.
+//! let e = Encoding::new(&[], &[&[2, 24, 2]], &[&[1], &[1]], &[&[0], &[1]], &[1], &[2]).unwrap();
+//! assert_eq!(e.first_error(&Checks::warp(32)).unwrap().rule.name(), "warp-size-mismatch");
+//! ```
+//!
+//! ## Lane groups
+//!
+//! With two P dims the lane dim may span fewer lanes than the warp: a *lane group* of `G`
+//! lanes, `G` a divisor of the warp size. The partition index is then `[tid / G, tid % G]`: the
+//! warp dim counts lane groups across the block, and every group of `G` consecutive threads acts
+//! as a warp of its own. Where `G` is the warp this is `[warp, lane]`, CK's partition index.
+//!
+//! CK's short-row RMSNorm configurations rely on it (`rmsnorm2d` traits with 8 × 8 and 4 × 16
+//! threads, one 64-lane wave). The 8 × 8 one, with `Generic2dBlockShape`'s encoding:
+//! ```text
+//!   H = [[1, 8, 1, 1],  [1, 1, 8, 8]]      X = [8, 64], block 64
+//!         Rm Wm Tm Vm    Rn Wn Tn Vn
+//!   P0 (warp) = [Wm, Wn] spans 8    P1 (lane) = [Tm, Tn] spans 8    Y = [Rm, Vm, Rn, Vn]
+//!   thread t: P = [t / 8, t % 8]  →  Wm = t / 8, Tn = t % 8  →  m = t / 8, n = 8·(t % 8) + Vn
+//! ```
+//! What CK's code does with it on a 64-lane wave: `get_partition_index` gives
+//! `[warp, lane] = [t / 64, t % 64] = [0, t]`, and P1's merge over `(Tm 1, Tn 8)` splits `t`
+//! into `Tn = t % 8` and the top digit `Tm = t / 8` — a merge never reduces its top digit, so
+//! `Tm` runs over 0..8 though its length is 1. In X0, `Tm`'s place value (`Vm` = 1) is `Wm`'s
+//! too, so `m = t / 8`: the map above. In general CK's overflow lands where the lane-group
+//! index would whenever the warp dim's lowest component sits right above the lane dim's top
+//! component in H, as `Generic2dBlockShape` lays them out; the replication digits differ only
+//! in name (gamma's `R = [Wm 8, Tm 1]`: CK numbers the replicas by the overflowing `Tm`, ck-rs
+//! by `Wm`; the same threads share each element). On 32-lane warps CK's code would give the
+//! second warp `Wm = 1` and overlap rows; `[tid / G, tid % G]` does not read the hardware warp,
+//! so the map is the same for `warp_size: 32` and `64`: four groups per NVIDIA warp, eight per
+//! wave. Lane groups are aligned (G divides the warp), so reductions shuffle across a group's
+//! lane bits (masks below G) without leaving it, and combine groups through shared memory as
+//! they combine warps (`ck_core::tile::block_reduce_x`).
+//! ```
+//! use ck_core::encoding::{Encoding, Checks};
+//! use ck_core::Dims;
+//! let e = Encoding::new(
+//!     &[],
+//!     &[&[1, 8, 1, 1], &[1, 1, 8, 8]],
+//!     &[&[1, 2], &[1, 2]],
+//!     &[&[1, 1], &[2, 2]],
+//!     &[1, 1, 2, 2],
+//!     &[0, 3, 0, 3],
+//! ).unwrap();
+//! for warp in [32, 64] {
+//!     assert!(e.first_error(&Checks::warp(warp).block(64)).is_none());
+//!     let p = e.partition_index(19, warp); // thread 19: group 2, lane 3
+//!     assert_eq!(p.as_slice(), &[2, 3]);
+//!     assert_eq!(e.x_index(&p, &Dims::from_slice(&[0, 0, 0, 5])).as_slice(), &[2, 29]);
+//! }
 //! ```
 //!
 //! Everything here is `const fn` over fixed-capacity data; the `tile_distribution!` macro calls
@@ -127,7 +177,8 @@ pub enum EncodingRule {
     ClaimedTwice,
     /// An H component of length > 1 is claimed by nobody.
     Unclaimed,
-    /// The lane dim does not span exactly `warp_size` lanes (or the warp size is not 32/64).
+    /// The lane dim spans neither the warp nor a lane group dividing it (one P: exactly the
+    /// warp), or the warp size is not 32/64.
     WarpSizeMismatch,
     /// The declared block size does not match the P lengths.
     BlockSizeMismatch,

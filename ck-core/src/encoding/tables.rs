@@ -49,12 +49,22 @@ impl Encoding {
         b
     }
 
-    /// The partition index of a thread: `[warp, lane]` (NP = 2) or `[lane]` (NP = 1).
+    /// Threads of one lane group: what the lane dim (the last P) spans. With NP = 2 it may be
+    /// a divisor of the warp size ([lane groups](crate::encoding#lane-groups)); with NP = 1 it
+    /// is the warp.
+    pub const fn lanes(&self) -> Index {
+        self.p_length(self.np_major - 1)
+    }
+
+    /// The partition index of a thread: `[group, lane]` with `G = lanes()` threads per group
+    /// (NP = 2: `[tid / G, tid % G]`, the warp and its lane where the lane dim spans the warp),
+    /// or `[lane]` (NP = 1: `tid % warp_size`).
     pub const fn partition_index(&self, thread_id: u32, warp_size: u32) -> Dims {
         if self.np_major == 2 {
+            let g = self.lanes() as u32;
             Dims::EMPTY
-                .push((thread_id / warp_size) as Index)
-                .push((thread_id % warp_size) as Index)
+                .push((thread_id / g) as Index)
+                .push((thread_id % g) as Index)
         } else {
             Dims::EMPTY.push((thread_id % warp_size) as Index)
         }

@@ -277,11 +277,12 @@ impl<D: TileDistribution, const XR: usize> Reduction<D, XR> {
         (masks[0], masks[1])
     };
 
-    /// The distribution's warps are the hardware's: the lane shuffles and warp ids that
-    /// [`block_reduce_x`] combines by would otherwise mix the wrong threads.
+    /// The distribution's lane groups fit in the hardware's warps (a group divides the warp):
+    /// the lane shuffles [`block_reduce_x`] combines by would otherwise mix the wrong threads.
+    /// Where a group is a whole warp, the distribution's warps are the hardware's.
     pub const WARPS_MATCH: () = assert!(
-        D::WARP_SIZE == LANES,
-        "error[warp-size]: block_reduce_x combines threads through 32-lane warps (NVIDIA), but the distribution's warp_size is not 32; write it for warp_size: 32"
+        LANES.is_multiple_of(D::LANES),
+        "error[warp-size]: block_reduce_x combines threads through 32-lane warps (NVIDIA), but the distribution's lane dim spans more lanes; write it for warp_size: 32, or with a lane group of at most 32 lanes"
     );
 }
 
@@ -324,7 +325,7 @@ pub fn block_reduce_x<D: TileDistribution, T: Reducible, const XR: usize, const 
     op: impl Fn(T, T) -> T + Copy,
     scratch: &crate::device::SharedArray<u32, S>,
 ) -> DistributedTensor<D, T> {
-    use crate::device::{block_sync, lane_id, thread_idx, warp_id};
+    use crate::device::{block_sync, thread_idx};
     const {
         let () = Reduction::<D, XR>::WARPS_MATCH;
         assert!(T::WORDS <= 8, "block_reduce_x: values of at most 8 words");
@@ -344,7 +345,8 @@ pub fn block_reduce_x<D: TileDistribution, T: Reducible, const XR: usize, const 
     // touch consecutive words, so multi-word values move without bank conflicts.
     let plane = D::BLOCK_SIZE * slots;
     let mut out = fold_in_warp::<D, T, XR>(t, op);
-    // 3. Across warps: through shared memory, combining the warps that differ only in XR bits.
+    // 3. Across warps (lane groups): through shared memory, combining the groups that differ
+    // only in XR bits.
     if warp_bits != 0 {
         let tid = thread_idx();
         D::for_each_y(|_, d| {
@@ -359,11 +361,12 @@ pub fn block_reduce_x<D: TileDistribution, T: Reducible, const XR: usize, const 
             }
         });
         block_sync();
-        let (warp, lane) = (warp_id(), lane_id());
-        let warps = D::BLOCK_SIZE / LANES;
-        // Every warp of a group combines the group's values in the same order (lowest warp
-        // first), so all threads end with bitwise the same result — a kernel that subtracts a
-        // reduced value (a shift, a max) must see one value per row, not one per warp.
+        // The P0 index and the lane: the hardware warp and lane where a group is a warp.
+        let (warp, lane) = (tid / D::LANES, tid % D::LANES);
+        let warps = D::BLOCK_SIZE / D::LANES;
+        // Every warp of a set combines the set's values in the same order (lowest warp first),
+        // so all threads end with bitwise the same result — a kernel that subtracts a reduced
+        // value (a shift, a max) must see one value per row, not one per warp.
         let first = warp & !warp_bits;
         D::for_each_y(|_, d| {
             if canon(d) == d {
@@ -371,7 +374,7 @@ pub fn block_reduce_x<D: TileDistribution, T: Reducible, const XR: usize, const 
                 let mut acc = mine;
                 for w in first..warps {
                     if (w & !warp_bits) == first {
-                        let at = (w * LANES + lane) * slots + rank(d);
+                        let at = (w * D::LANES + lane) * slots + rank(d);
                         let v = if w == warp {
                             mine
                         } else {

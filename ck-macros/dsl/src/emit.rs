@@ -93,7 +93,8 @@ fn frame(def: &DistributionDef, counts: [usize; 4], b: Bodies) -> TokenStream {
             pub const BLOCK_SIZE: u32 = #block_size;
             #extra
 
-            /// `[warp, lane]` (or `[lane]`) of a thread of a 1-D block.
+            /// `[warp, lane]` (or `[lane]`) of a thread of a 1-D block; with a lane group of G
+            /// lanes, `[tid / G, tid % G]`.
             #[inline(always)]
             pub fn partition_index(thread_id: u32) -> [::ck_core::Index; #np] {
                 #partition_index
@@ -314,7 +315,9 @@ fn dedup_digits(it: impl Iterator<Item = PDigit>) -> Vec<PDigit> {
 }
 
 fn literal_bodies(def: &DistributionDef, l: &Lowered) -> Bodies {
-    let w = l.warp_size;
+    // `[tid / G, tid % G]` with G the lanes of a lane group (NP = 2), `[tid % W]` (NP = 1);
+    // both powers of two (the checks ask that G divide the warp size, 32 or 64).
+    let w = if l.np == 2 { l.lanes } else { l.warp_size };
     let shift = int(w.trailing_zeros());
     let mask = int(w - 1);
     let partition_index = if l.np == 2 {

@@ -454,8 +454,11 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
     let info_name = format_ident!("__ck_kernel_info_{}", name);
     let dist_checks = opts.distributions.iter().map(|d| {
         let msg = format!("{}: kernel `{name_str}` is declared with block = {} but distribution `{}` needs a different block size", rules::BLOCK_SIZE_MISMATCH, opts.block.unwrap_or(0), quote!(#d));
-        let warp = format!("{}: distribution `{}` of kernel `{name_str}` is written for another warp size than the 32 lanes of NVIDIA warps (and the emulator's); write it with warp_size: 32", rules::WARP_SIZE_MISMATCH, quote!(#d));
-        let warp_check = quote_spanned!(d.span()=> const _: () = ::core::assert!(#d::WARP_SIZE == ::ck_core::device::WARP_SIZE, #warp););
+        // A lane group that divides the hardware warp runs as written whatever warp size the
+        // distribution declares (its partition index does not read the hardware warp); a lane
+        // dim that spans a 64-lane wave does not fit a 32-lane warp.
+        let warp = format!("{}: distribution `{}` of kernel `{name_str}` spreads its lane dim over more lanes than the 32 of an NVIDIA warp (and the emulator's); write it with warp_size: 32, or with a lane group of at most 32 lanes", rules::WARP_SIZE_MISMATCH, quote!(#d));
+        let warp_check = quote_spanned!(d.span()=> const _: () = ::core::assert!(::ck_core::device::WARP_SIZE.is_multiple_of(<#d as ::ck_core::TileDistribution>::LANES), #warp););
         match opts.block {
             Some(b) => quote_spanned!(d.span()=> const _: () = ::core::assert!(#d::BLOCK_SIZE == #b, #msg); #warp_check),
             None => {

@@ -47,6 +47,8 @@ pub struct Lowered {
     pub thread_buffer_size: usize,
     /// Threads per warp.
     pub warp_size: u32,
+    /// Threads per lane group: what the lane dim spans (the warp, or a divisor of it).
+    pub lanes: u32,
     /// Threads per block.
     pub block_size: u32,
     /// Closed form of each X (terms with a zero digit dropped).
@@ -116,6 +118,7 @@ pub fn lower(c: &Checked, e: &Encoding) -> Lowered {
         r_lengths: e.r_lengths().as_slice().to_vec(),
         thread_buffer_size: e.thread_buffer_size() as usize,
         warp_size: c.warp_size.unwrap_or(32),
+        lanes: e.lanes() as u32,
         block_size: c.block_size.unwrap_or(0),
         x_terms,
         d_places: e.y_lengths().reverse_exclusive_scan().as_slice().to_vec(),
