@@ -132,6 +132,17 @@ impl<'a> Tables<'a> {
         }
     }
 
+    /// Threads of a lane group where the lane dim spans less than the warp (two P dims).
+    fn lane_groups(&self) -> Option<u32> {
+        let g = self.lanes_per_group();
+        (self.enc.np() == 2 && g < self.warp_size).then_some(g)
+    }
+
+    /// Threads that act as one warp: the lane dim's span.
+    fn lanes_per_group(&self) -> u32 {
+        self.enc.lanes() as u32
+    }
+
     fn spans(&self) -> Vec<Vec<Index>> {
         (0..self.enc.nx()).map(|x| v(&self.enc.span(x))).collect()
     }
@@ -143,6 +154,7 @@ impl<'a> Tables<'a> {
             "r_lengths": v(&self.enc.r_lengths()),
             "thread_buffer_size": self.enc.thread_buffer_size(),
             "warp_size": self.warp_size,
+            "lanes_per_group": self.lanes_per_group(),
             "block_size": self.block_size,
             "spans": self.spans(),
         })
@@ -202,10 +214,13 @@ impl<'a> Tables<'a> {
     fn report(&self, name: &str, full_map: bool) -> String {
         let e = self.enc;
         let mut s = String::new();
-        let p_desc = if e.np() == 2 {
-            "P = [warp, lane]"
-        } else {
-            "P = [lane]"
+        let p_desc = match (e.np(), self.lane_groups()) {
+            (2, Some(g)) => format!(
+                "P = [group, lane] = [tid / {g}, tid % {g}]: lane groups of {g} lanes, {} per warp",
+                self.warp_size / g
+            ),
+            (2, None) => "P = [warp, lane]".to_string(),
+            _ => "P = [lane]".to_string(),
         };
         let _ = writeln!(
             s,
@@ -305,9 +320,13 @@ impl<'a> Tables<'a> {
             s,
             r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="monospace" font-size="7">"#
         );
+        let groups = match self.lane_groups() {
+            Some(g) => format!(", lane groups of {g} lanes (outlined)"),
+            None => String::new(),
+        };
         let _ = writeln!(
             s,
-            r#"<text x="2" y="14" font-size="12">{name}: {:?}, {} threads, colour = thread, label = thread / y</text>"#,
+            r#"<text x="2" y="14" font-size="12">{name}: {:?}, {} threads{groups}, colour = thread, label = thread / y</text>"#,
             lens, self.block_size
         );
         for r in 0..rows {
@@ -321,9 +340,18 @@ impl<'a> Tables<'a> {
                         } else {
                             String::new()
                         };
+                        // A lane group's cells share a dark outline of the group's hue.
+                        let (stroke, width, group) = match self.lane_groups() {
+                            Some(g) => (
+                                format!("hsl({:.0},60%,30%)", ((t / g) as f64 * 67.0) % 360.0),
+                                1.5,
+                                format!(" (group {}, lane {})", t / g, t % g),
+                            ),
+                            None => ("white".to_string(), 0.5, String::new()),
+                        };
                         let _ = writeln!(
                             s,
-                            r#"<rect x="{x0}" y="{y0}" width="{cw}" height="{ch}" fill="hsl({hue:.0},70%,75%)" stroke="white" stroke-width="0.5"><title>x=({r},{c}) thread {t} y={:?}{rep}</title></rect><text x="{}" y="{}">t{t}{rep}</text><text x="{}" y="{}">{}</text>"#,
+                            r#"<rect x="{x0}" y="{y0}" width="{cw}" height="{ch}" fill="hsl({hue:.0},70%,75%)" stroke="{stroke}" stroke-width="{width}"><title>x=({r},{c}) thread {t}{group} y={:?}{rep}</title></rect><text x="{}" y="{}">t{t}{rep}</text><text x="{}" y="{}">{}</text>"#,
                             v(y),
                             x0 + 2.0,
                             y0 + 9.0,

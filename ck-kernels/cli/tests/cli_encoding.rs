@@ -184,7 +184,7 @@ fn tv3_rejections_name_their_rules() {
         ("struct A { warp_size: 64, r: [4], h: [[64]], p_major: [[1]], p_minor: [[0]], y_major: [0], y_minor: [0] }", &["y-maps-to-r"]),
         ("struct A { warp_size: 64, r: [], h: [[0, 4]], p_major: [[1]], p_minor: [[1]], y_major: [1], y_minor: [0] }", &["length-not-positive"]),
         (
-            "struct A { warp_size: 64, r: [], h: [[2, 2], [2, 2]], p_major: [[1], [2]], p_minor: [[0], [0]], y_major: [1, 2], y_minor: [1, 1] }",
+            "struct A { warp_size: 64, r: [], h: [[2, 2], [3, 2]], p_major: [[1], [2]], p_minor: [[0], [0]], y_major: [1, 2], y_minor: [1, 1] }",
             &["warp-size-mismatch"],
         ),
     ];
@@ -244,4 +244,39 @@ fn readable_report_svg_and_bad_input() {
     let (code, _, err) = ck_stdin(&["encoding", "-"], "struct [ nonsense");
     assert_eq!(code, 1);
     assert!(err.starts_with("error[syntax]: "), "{err}");
+}
+
+/// CK's rmsnorm2d 8 × 8-thread X distribution (one 64-lane wave of eight lane groups): the
+/// report names the groups, the map puts thread t on row t / 8, columns 8·(t % 8) .. + 8 (spec
+/// derivation in `ck_core::encoding`), the SVG outlines each group.
+#[test]
+fn lane_groups_in_the_report_the_map_and_the_svg() {
+    let src = "struct CkRms8x8 { warp_size: 64, block_size: 64, r: [], h: [[1, 8, 1, 1], [1, 1, 8, 8]], \
+               p_major: [[1, 2], [1, 2]], p_minor: [[1, 1], [2, 2]], y_major: [1, 1, 2, 2], y_minor: [0, 3, 0, 3] }";
+    let (code, out, err) = ck_stdin(&["encoding", "-"], src);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.lines().next().unwrap().ends_with(
+            "64 threads (64 per warp), P = [group, lane] = [tid / 8, tid % 8]: lane groups of 8 lanes, 8 per warp"
+        ),
+        "{out}"
+    );
+    let doc = json(src, true);
+    assert_eq!(doc["lanes_per_group"], 8);
+    for t in [0i64, 7, 8, 19, 63] {
+        for v in [0i64, 5] {
+            let e = entry(&doc, t, &[0, 0, 0, v]);
+            assert_eq!(ints(&e["p"]), [t / 8, t % 8]);
+            assert_eq!(ints(&e["x"]), [t / 8, 8 * (t % 8) + v]);
+        }
+    }
+    let dir = std::env::temp_dir().join(format!("ck-encoding-groups-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let svg = dir.join("g.svg");
+    let (code, _, err) = ck_stdin(&["encoding", "-", "--svg", svg.to_str().unwrap()], src);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.contains("lane groups of 8 lanes"));
+    assert!(text.contains("thread 19 (group 2, lane 3)"));
+    std::fs::remove_dir_all(&dir).unwrap();
 }
