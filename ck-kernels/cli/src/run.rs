@@ -156,6 +156,9 @@ pub enum RunCommand {
     /// Attention forward, bf16, head dim 128, causal, 4 query heads on 2 key/value heads,
     /// 257 queries and N keys
     AttentionCheck(ExerciseArgs),
+    /// CK's short-row RMSNorm configurations (lane groups of 8 and 16 lanes) for 64- and 32-lane
+    /// warps: y and each row's mean of squares against fp64.
+    LaneGroups(ExerciseArgs),
     /// One 256³ bf16 mma.sync GEMM with swizzled and plain shared layouts, and their counters
     GemmLds(LayoutArgs),
 }
@@ -201,6 +204,7 @@ pub fn run(command: &RunCommand) -> Result<(), CliError> {
         Gemm(a) => gemm_cmd(a),
         Attention(a) => super::attention::run(a),
         AttentionCheck(a) => exercise("attention-check", a),
+        LaneGroups(a) => exercise("lane-groups", a),
         GemmLds(a) => gemm_lds_cmd(a),
     }
 }

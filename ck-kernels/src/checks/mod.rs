@@ -35,6 +35,7 @@ pub const EXERCISES: &[&str] = &[
     "gemm-grouped",
     "gemm-grouped-moe",
     "attention-check",
+    "lane-groups",
 ];
 
 fn first_difference<T: PartialEq + std::fmt::Debug>(got: &[T], want: &[T]) -> Option<String> {
@@ -45,6 +46,32 @@ fn first_difference<T: PartialEq + std::fmt::Debug>(got: &[T], want: &[T]) -> Op
         .zip(want)
         .position(|(a, b)| a != b)
         .map(|i| format!("element {i}: {:?}, expected {:?}", got[i], want[i]))
+}
+
+/// CK's short-row RMSNorm configurations (`probes::lane_groups`, each declared for 64- and
+/// 32-lane warps) on about `n` elements each: `y` and the rows' mean of squares, against fp64.
+fn lane_groups_case(device: &Device, n: u32, rng: &mut Rng) -> Result<Outcome, LaunchError> {
+    use crate::probes::lane_groups::host::{reference, CONFIGS};
+    let (mut output, mut stats, mut mismatch) = (Vec::new(), LaunchStats::default(), None);
+    for c in &CONFIGS {
+        let (rows, cols) = c.tile;
+        let m = n.div_ceil(rows * cols).max(1) * rows;
+        let x: Vec<f32> = (0..m * cols).map(|_| rng.f32()).collect();
+        let gamma: Vec<f32> = (0..cols).map(|_| 0.5 + rng.f32().abs()).collect();
+        let (y, ms, st) = c.run(device, &x, &gamma, m, 1e-6)?;
+        let (want_y, want_ms) = reference(&x, &gamma, cols as usize, 1e-6);
+        let err = max_relative_error(&y, &want_y).max(max_relative_error(&ms, &want_ms));
+        if (err.is_nan() || err > 1e-5) && mismatch.is_none() {
+            mismatch = Some(format!("{}: relative error {err:.2e}", c.name));
+        }
+        output.extend(y.iter().chain(&ms).map(|v| v.to_bits()));
+        stats = st;
+    }
+    Ok(Outcome {
+        output,
+        stats,
+        mismatch,
+    })
 }
 
 /// Runs exercise `kernel` on `n` seeded random inputs.
@@ -191,6 +218,7 @@ pub fn run_exercise(
             let k = n.clamp(1, 4096).next_multiple_of(8);
             gemm_grouped_case::<Bf16>(device, &moe_problems(k), false, seed)
         }
+        "lane-groups" => lane_groups_case(device, n, &mut rng),
         "attention-check" => {
             let shape = Shape {
                 batch: 1,
