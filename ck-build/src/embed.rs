@@ -3,9 +3,9 @@
 use std::path::{Path, PathBuf};
 
 /// Call from a kernel crate's `build.rs`. In a release build for the host, where
-/// `ck build-ptx` has written `<target dir>/ptx/<crate>.ptx`, it sets `CK_EMBED_PTX` for the
-/// crate so that `#[tile_kernel]` embeds the module in its launchers, and rebuilds the crate when
-/// the module changes. Otherwise it does nothing: the nvptx build of the crate itself, debug
+/// `ck build-ptx` has written `<target dir>/ptx/<crate>.ptx`, it deflates the module into
+/// `OUT_DIR` and sets `CK_EMBED_PTX` to that file for the crate, so that `#[tile_kernel]` embeds
+/// it in its launchers, and rebuilds the crate when the module changes. Otherwise it does nothing: the nvptx build of the crate itself, debug
 /// builds (which find the module in `target/ptx` at run time, see `ck_core::host::module`) and
 /// crates whose module has not been built. It never fails. The module is looked for under the
 /// package's name (`my-kernels` → `my_kernels.ptx`); a crate whose `[lib] name` differs from its
@@ -31,10 +31,27 @@ pub fn embed_ptx() {
             println!("cargo:rerun-if-changed={}", ptx_dir.display());
             if let Some(m) = module {
                 println!("cargo:rerun-if-changed={}", m.display());
-                println!("cargo:rustc-env=CK_EMBED_PTX={}", m.display());
+                match deflate_into(&m, Path::new(&var("OUT_DIR"))) {
+                    Ok(packed) => println!("cargo:rustc-env=CK_EMBED_PTX={}", packed.display()),
+                    Err(e) => println!(
+                        "cargo:warning=ck-build: cannot embed {} ({e}); the module is found in target/ptx at run time",
+                        m.display()
+                    ),
+                }
             }
         }
     }
+}
+
+/// Deflates `module` (`<crate>.ptx`) into `<out_dir>/<crate>.deflate`, the file the kernels'
+/// launchers include (`ck_core::kernel::Module::embedded`): PTX text compresses about 8×, which
+/// keeps a binary with the library's kernels under 25 MB.
+fn deflate_into(module: &Path, out_dir: &Path) -> std::io::Result<PathBuf> {
+    let text = std::fs::read(module)?;
+    let stem = module.file_stem().unwrap_or_default();
+    let packed = out_dir.join(stem).with_extension("deflate");
+    std::fs::write(&packed, miniz_oxide::deflate::compress_to_vec(&text, 9))?;
+    Ok(packed)
 }
 
 /// What [`embed_ptx`] does for one build.
@@ -127,6 +144,22 @@ mod tests {
             plan(HOST, "release", &out, "my-kernels"),
             watch(Some(module.clone()))
         );
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn the_embedded_file_is_the_module_deflated_under_the_crates_name() {
+        let root = std::env::temp_dir().join(format!("ck-build-deflate-{}", std::process::id()));
+        std::fs::create_dir_all(&root).unwrap();
+        let module = root.join("my_kernels.ptx");
+        let text = ".version 8.0\n.target sm_90a\n".repeat(1000);
+        std::fs::write(&module, &text).unwrap();
+        let packed = deflate_into(&module, &root).unwrap();
+        assert_eq!(packed, root.join("my_kernels.deflate"));
+        let bytes = std::fs::read(&packed).unwrap();
+        assert!(bytes.len() * 20 < text.len(), "{} bytes", bytes.len());
+        let back = miniz_oxide::inflate::decompress_to_vec(&bytes).unwrap();
+        assert_eq!(back, text.as_bytes());
         std::fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -32,14 +32,15 @@ pub struct Module {
     pub crate_name: &'static str,
     /// The crate's directory when it was compiled: where the fix for a missing module points.
     pub manifest_dir: &'static str,
-    /// The module's PTX, embedded at build time by `ck_build::embed_ptx()` in the crate's
-    /// `build.rs` (release builds whose module had been built), else `None`.
+    /// The module's PTX, deflated, embedded at build time by `ck_build::embed_ptx()` in the
+    /// crate's `build.rs` (release builds whose module had been built), else `None`; the
+    /// launcher inflates it when the module is first loaded.
     ///
-    /// A function rather than the text: a `&'static str` in a constant is copied into every
+    /// A function rather than the bytes: a `&'static [u8]` in a constant is copied into every
     /// codegen unit (and every crate) that reads the constant, and a module of a few MB
-    /// embedded ten times made a 116 MB `ck`. The text lives in the one function's unit; a
-    /// crate built with `codegen-units = 1` holds it once.
-    pub embedded: Option<fn() -> &'static str>,
+    /// embedded ten times made a 116 MB `ck`. The bytes live in the one function's unit; a
+    /// crate built with `codegen-units = 1` holds them once.
+    pub embedded: Option<fn() -> &'static [u8]>,
 }
 
 /// Two modules are the same crate's: same name and directory (whether each embeds its text is
@@ -59,7 +60,7 @@ impl core::fmt::Debug for Module {
         f.debug_struct("Module")
             .field("crate_name", &self.crate_name)
             .field("manifest_dir", &self.manifest_dir)
-            .field("embedded_bytes", &self.embedded.map(|text| text().len()))
+            .field("embedded_bytes", &self.embedded.map(|bytes| bytes().len()))
             .finish()
     }
 }

@@ -65,6 +65,19 @@ fn override_candidates(m: &Module, ck_ptx: Option<&std::ffi::OsStr>) -> Vec<Path
         .collect()
 }
 
+/// The PTX text of `m`'s embedded module, which `ck_build::embed_ptx` deflated.
+fn inflate(m: &Module, deflated: &[u8]) -> Result<String, LaunchError> {
+    let damaged = |why: String| {
+        LaunchError::invalid(
+            rules::NO_PTX,
+            format!("the PTX module embedded for crate `{}` is damaged ({why}); rebuild it with `ck build-ptx --manifest-path {}/Cargo.toml` and the binary after it", m.crate_name, m.manifest_dir),
+        )
+    };
+    let bytes = miniz_oxide::inflate::decompress_to_vec(deflated)
+        .map_err(|e| damaged(format!("{:?}", e.status)))?;
+    String::from_utf8(bytes).map_err(|e| damaged(e.to_string()))
+}
+
 /// The files searched for `m` after `CK_PTX` and the embedded module, in order, for an
 /// executable at `exe`.
 pub fn search_path(m: &Module, exe: Option<&Path>) -> Vec<PathBuf> {
@@ -92,8 +105,8 @@ pub fn find_ptx(m: &Module) -> Result<(PtxSource, String), LaunchError> {
     if let Some(p) = overrides.iter().find(|p| p.is_file()) {
         return read(p);
     }
-    if let Some(text) = m.embedded {
-        return Ok((PtxSource::Embedded, text().to_string()));
+    if let Some(bytes) = m.embedded {
+        return inflate(m, bytes()).map(|text| (PtxSource::Embedded, text));
     }
     let exe = std::env::current_exe().ok();
     let searched = search_path(m, exe.as_deref());
@@ -174,16 +187,45 @@ mod tests {
         );
     }
 
+    /// `.version 8.0` deflated (raw DEFLATE, as `ck_build::embed_ptx` writes it: one fixed-
+    /// Huffman block of 12 literals, from `miniz_oxide::deflate::compress_to_vec`).
+    fn deflated_version() -> &'static [u8] {
+        static PACKED: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+        PACKED.get_or_init(|| miniz_oxide::deflate::compress_to_vec(b".version 8.0", 9))
+    }
+
     #[test]
     fn an_embedded_module_is_used_without_files() {
         let m = Module {
             crate_name: "surely_not_built_anywhere",
-            embedded: Some(|| ".version 8.0"),
+            embedded: Some(deflated_version),
             ..M
         };
         assert_eq!(
             find_ptx(&m).unwrap(),
             (PtxSource::Embedded, ".version 8.0".to_string())
+        );
+    }
+
+    #[test]
+    fn a_damaged_embedded_module_is_an_error_that_says_how_to_rebuild() {
+        let m = Module {
+            crate_name: "surely_not_built_anywhere",
+            embedded: Some(|| b".version 8.0, not deflated"),
+            ..M
+        };
+        let e = find_ptx(&m).unwrap_err();
+        assert_eq!(e.rule(), rules::NO_PTX);
+        let e = e.message();
+        assert!(
+            e.starts_with(
+                "the PTX module embedded for crate `surely_not_built_anywhere` is damaged (Failed)"
+            ),
+            "{e}"
+        );
+        assert!(
+            e.contains("ck build-ptx --manifest-path /src/my-kernels/Cargo.toml"),
+            "{e}"
         );
     }
 }

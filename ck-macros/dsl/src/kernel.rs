@@ -22,8 +22,8 @@
 //! at compile time).
 //!
 //! The kernel's module is its crate's (`CARGO_CRATE_NAME`). Where the crate's `build.rs` ran
-//! `ck_build::embed_ptx()` and the module exists, `CK_EMBED_PTX` names it and the module text is
-//! embedded in the launcher's spec.
+//! `ck_build::embed_ptx()` and the module exists, `CK_EMBED_PTX` names its deflated copy and
+//! that is embedded in the launcher's spec.
 
 use ck_core::rules;
 use darling::ast::NestedMeta;
@@ -207,8 +207,9 @@ fn classify(arg: &FnArg) -> syn::Result<Param> {
     }
 }
 
-/// The module file to embed: `CK_EMBED_PTX` as `ck_build::embed_ptx()` sets it for the crate
-/// being compiled (rustc's environment, which the macro shares), if it names this crate's module.
+/// The module file to embed (`<crate>.deflate`): `CK_EMBED_PTX` as `ck_build::embed_ptx()` sets
+/// it for the crate being compiled (rustc's environment, which the macro shares), if it names
+/// this crate's module.
 fn embedded_ptx() -> Option<String> {
     let path = std::env::var("CK_EMBED_PTX").ok()?;
     let krate = std::env::var("CARGO_CRATE_NAME").ok()?;
@@ -444,10 +445,10 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
         // codegen unit, not into every unit and crate that reads the launcher's SPEC.
         Some(path) => quote!(::core::option::Option::Some({
             #[inline(never)]
-            fn embedded_ptx() -> &'static str {
-                ::core::include_str!(#path)
+            fn embedded_ptx() -> &'static [u8] {
+                ::core::include_bytes!(#path)
             }
-            embedded_ptx as fn() -> &'static str
+            embedded_ptx as fn() -> &'static [u8]
         })),
         None => quote!(::core::option::Option::None),
     };
