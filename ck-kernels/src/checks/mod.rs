@@ -381,6 +381,16 @@ pub fn cross_check(a: &Device, b: &Device) -> Result<Vec<CrossCheck>, LaunchErro
         }
     }
     gemm::cross_check_cases(a, b, &mut record)?;
+    // CK's lane-group RMSNorm configurations: f32 arithmetic with rsqrt, as the row operators.
+    for n in [1u32, 4096] {
+        let seed = 0x5eed + n as u64;
+        record(
+            format!("lane-groups n={n}"),
+            run_exercise(a, "lane-groups", n, seed)?,
+            run_exercise(b, "lane-groups", n, seed)?,
+            1e-6,
+        );
+    }
     // Both head dims, causal with Sq ≠ Sk (rows above the corner see no key), grouped heads.
     for (sq, sk, head_dim, causal) in [
         (1u32, 1u32, 64u32, false),
