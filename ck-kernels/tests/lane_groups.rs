@@ -1,10 +1,22 @@
 //! CK's short-row RMSNorm configurations, their encodings copied (`probes::lane_groups`), on
-//! the emulator: the row reduction (mean of squares) and RMSNorm against fp64, and the copies
-//! declared for 64- and 32-lane warps bit for bit the same. `ck cross-check` runs them on the GPU.
+//! the emulator: the row reduction inside lane groups (mean of squares), the column sums across
+//! them (`block_reduce_x` through shared memory) and RMSNorm against fp64, and the copies
+//! declared for 64- and 32-lane warps bit for bit the same. `ck cross-check` runs them on the
+//! GPU.
 
 use ck_core::host::Device;
 use ck_kernels::checks::Rng;
 use ck_kernels::probes::lane_groups::host::{reference, CONFIGS};
+
+fn close(got: &[f32], want: &[f64], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g as f64 - w).abs() <= 1e-5 * (1.0 + w.abs()),
+            "{what}[{i}]: {g} vs {w}"
+        );
+    }
+}
 
 #[test]
 fn cks_lane_group_configurations_run_on_both_warp_sizes() {
@@ -19,26 +31,23 @@ fn cks_lane_group_configurations_run_on_both_warp_sizes() {
             .map(|i| rng.f32() * (1 + i / cols) as f32)
             .collect();
         let gamma: Vec<f32> = (0..cols).map(|_| 0.5 + rng.f32().abs()).collect();
-        let (want_y, want_ms) = reference(&x, &gamma, cols as usize, eps);
+        let want = reference(&x, &gamma, (rows as usize, cols as usize), eps);
         let mut outputs = Vec::new();
         for c in pair {
             // The sanitizer's faults (out-of-bounds, races) come back as errors.
-            let (y, ms, _) = c.run(&dev, &x, &gamma, m, eps).unwrap();
-            for (i, (&got, &want)) in ms.iter().zip(&want_ms).enumerate() {
-                assert!(
-                    (got as f64 - want).abs() <= 1e-5 * want,
-                    "{} row {i}: {got} vs {want}",
-                    c.name
-                );
-            }
-            for (i, (&got, &want)) in y.iter().zip(&want_y).enumerate() {
-                assert!(
-                    (got as f64 - want).abs() <= 1e-5 * (1.0 + want.abs()),
-                    "{} y[{i}]: {got} vs {want}",
-                    c.name
-                );
-            }
-            outputs.push((y, ms));
+            let (got, _) = c.run(&dev, &x, &gamma, m, eps).unwrap();
+            close(
+                &got.mean_square,
+                &want.mean_square,
+                &format!("{} mean of squares", c.name),
+            );
+            close(
+                &got.column_sums,
+                &want.column_sums,
+                &format!("{} column sums", c.name),
+            );
+            close(&got.y, &want.y, &format!("{} y", c.name));
+            outputs.push(got);
         }
         assert_eq!(pair[0].warp_size, 64);
         assert_eq!(

@@ -49,7 +49,8 @@ fn first_difference<T: PartialEq + std::fmt::Debug>(got: &[T], want: &[T]) -> Op
 }
 
 /// CK's short-row RMSNorm configurations (`probes::lane_groups`, each declared for 64- and
-/// 32-lane warps) on about `n` elements each: `y` and the rows' mean of squares, against fp64.
+/// 32-lane warps) on about `n` elements each: `y`, the rows' mean of squares and the tiles'
+/// column sums, against fp64.
 fn lane_groups_case(device: &Device, n: u32, rng: &mut Rng) -> Result<Outcome, LaunchError> {
     use crate::probes::lane_groups::host::{reference, CONFIGS};
     let (mut output, mut stats, mut mismatch) = (Vec::new(), LaunchStats::default(), None);
@@ -58,13 +59,16 @@ fn lane_groups_case(device: &Device, n: u32, rng: &mut Rng) -> Result<Outcome, L
         let m = n.div_ceil(rows * cols).max(1) * rows;
         let x: Vec<f32> = (0..m * cols).map(|_| rng.f32()).collect();
         let gamma: Vec<f32> = (0..cols).map(|_| 0.5 + rng.f32().abs()).collect();
-        let (y, ms, st) = c.run(device, &x, &gamma, m, 1e-6)?;
-        let (want_y, want_ms) = reference(&x, &gamma, cols as usize, 1e-6);
-        let err = max_relative_error(&y, &want_y).max(max_relative_error(&ms, &want_ms));
+        let (got, st) = c.run(device, &x, &gamma, m, 1e-6)?;
+        let want = reference(&x, &gamma, (rows as usize, cols as usize), 1e-6);
+        let err = max_relative_error(&got.y, &want.y)
+            .max(max_relative_error(&got.mean_square, &want.mean_square))
+            .max(max_relative_error(&got.column_sums, &want.column_sums));
         if (err.is_nan() || err > 1e-5) && mismatch.is_none() {
             mismatch = Some(format!("{}: relative error {err:.2e}", c.name));
         }
-        output.extend(y.iter().chain(&ms).map(|v| v.to_bits()));
+        let all = got.y.iter().chain(&got.mean_square).chain(&got.column_sums);
+        output.extend(all.map(|v| v.to_bits()));
         stats = st;
     }
     Ok(Outcome {

@@ -9,25 +9,32 @@
 //! The kernel loads an `ROWS × COLS` tile of x, reduces x² over each row inside its lane group
 //! (`reduce_x_in_warp`), writes the row mean of squares through the rows' distribution, and
 //! writes `y = x · rsqrt(mean + eps) · gamma` with gamma and the scale broadcast into the tile
-//! (`broadcast_x`). M must be a multiple of ROWS.
+//! (`broadcast_x`). It also sums x down each column of the tile (`block_reduce_x` over X0, whose
+//! digits are the lane groups': the groups combine through shared memory) and writes every
+//! row of the tile's `column_sums` with those sums. M must be a multiple of ROWS.
 
 use ck_core::device::*;
-use ck_core::tile::{broadcast_x, make_tile_window, reduce_x_in_warp, View1, View2};
+use ck_core::tile::{
+    block_reduce_x, broadcast_x, make_tile_window, reduce_x_in_warp, View1, View2,
+};
 use ck_core::TileDistribution;
 use ck_macros::{tile_distribution, tile_kernel};
 
 /// Threads per block of every configuration (one 64-lane wave, two 32-lane warps).
 pub const BLOCK: u32 = 64;
 
-/// RMSNorm of `x` and the rows' mean of squares with distributions `X`, its gamma `G` (X
-/// reduced over X0) and its rows `R` (X reduced over X1).
+/// Scratch of the column sums' combine across lane groups: `BLOCK · registers` words.
+const SCRATCH: usize = 512;
+
+/// RMSNorm of `x`, the rows' mean of squares and the tile's column sums with distributions
+/// `X`, its gamma `G` (X reduced over X0) and its rows `R` (X reduced over X1).
 #[inline(always)]
 fn rmsnorm_rows<X, G, R, const VEC: usize>(
     x: Global<f32>,
     gamma: Global<f32>,
-    y: GlobalMut<f32>,
-    mean_square: GlobalMut<f32>,
+    (y, mean_square, column_sums): (GlobalMut<f32>, GlobalMut<f32>, GlobalMut<f32>),
     (m, eps): (u32, f32),
+    scratch: &SharedArray<u32, SCRATCH>,
 ) where
     X: TileDistribution<X = [i32; 2]>,
     G: TileDistribution<X = [i32; 1]>,
@@ -54,6 +61,9 @@ fn rmsnorm_rows<X, G, R, const VEC: usize>(
         [row0, 0],
     )
     .store(&out);
+    let sums = block_reduce_x::<X, f32, 0, SCRATCH>(&xt, |a, b| a + b, scratch);
+    let cv = View2::<_, f32, VEC>::new(column_sums, m, cols as u32, cols as u32);
+    make_tile_window::<X, _>(cv, [row0, 0]).store(&sums);
 }
 
 /// One configuration: `Generic2dBlockShape`'s `[Repeat, WarpPerBlock, ThreadPerWarp, Vector]`
@@ -89,17 +99,20 @@ macro_rules! lane_group_rmsnorm {
                 y_major: [1, 1], y_minor: [0, 3],
             }
         }
-        #[doc = concat!("RMSNorm and the rows' mean of squares over `", stringify!($x), "` tiles.")]
+        #[doc = concat!("RMSNorm, the rows' mean of squares and the column sums over `", stringify!($x), "` tiles.")]
         #[tile_kernel(block = 64, distributions($x, $g, $r))]
         pub fn $kernel(
             x: Global<f32>,
             gamma: Global<f32>,
             y: GlobalMut<f32>,
             mean_square: GlobalMut<f32>,
+            column_sums: GlobalMut<f32>,
             m: u32,
             eps: f32,
         ) {
-            rmsnorm_rows::<$x, $g, $r, $vn>(x, gamma, y, mean_square, (m, eps));
+            let scratch = shared!(u32; SCRATCH);
+            let outputs = (y, mean_square, column_sums);
+            rmsnorm_rows::<$x, $g, $r, $vn>(x, gamma, outputs, (m, eps), &scratch);
         }
     };
 }
@@ -117,7 +130,7 @@ pub mod host {
     use super::*;
     use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats};
 
-    /// A configuration's launcher: `(x, gamma, y, mean_square, m, eps)`.
+    /// A configuration's launcher: `(x, gamma, y, mean_square, column_sums, m, eps)`.
     type Launch = fn(
         &Device,
         LaunchConfig,
@@ -125,9 +138,22 @@ pub mod host {
         &DeviceBuffer<f32>,
         &mut DeviceBuffer<f32>,
         &mut DeviceBuffer<f32>,
+        &mut DeviceBuffer<f32>,
         u32,
         f32,
     ) -> Result<LaunchStats, LaunchError>;
+
+    /// What a configuration computes: `y`, each row's mean of squares, and for every row the
+    /// column sums of its tile.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct Outputs<T> {
+        /// `x · rsqrt(mean + eps) · gamma`.
+        pub y: Vec<T>,
+        /// Each row's mean of squares.
+        pub mean_square: Vec<T>,
+        /// Row `i`: the sums down the columns of the tile that holds row `i`.
+        pub column_sums: Vec<T>,
+    }
 
     /// One compiled configuration.
     pub struct Config {
@@ -181,8 +207,8 @@ pub mod host {
     ];
 
     impl Config {
-        /// `(y, mean of squares per row)` of `x` (`m` rows of the tile's columns, `m` a
-        /// multiple of its rows) on `device`.
+        /// The outputs for `x` (`m` rows of the tile's columns, `m` a multiple of its rows) on
+        /// `device`.
         pub fn run(
             &self,
             device: &Device,
@@ -190,7 +216,7 @@ pub mod host {
             gamma: &[f32],
             m: u32,
             eps: f32,
-        ) -> Result<(Vec<f32>, Vec<f32>, LaunchStats), LaunchError> {
+        ) -> Result<(Outputs<f32>, LaunchStats), LaunchError> {
             let (rows, cols) = self.tile;
             if !m.is_multiple_of(rows)
                 || x.len() != (m * cols) as usize
@@ -208,26 +234,48 @@ pub mod host {
             let gd = DeviceBuffer::from_slice(device, gamma)?;
             let mut y = DeviceBuffer::from_slice(device, &vec![f32::NAN; x.len()])?;
             let mut ms = DeviceBuffer::from_slice(device, &vec![f32::NAN; m as usize])?;
+            let mut cs = DeviceBuffer::from_slice(device, &vec![f32::NAN; x.len()])?;
             let cfg = LaunchConfig::new(m / rows, BLOCK);
-            let stats = (self.launch)(device, cfg, &xd, &gd, &mut y, &mut ms, m, eps)?;
-            Ok((y.to_vec()?, ms.to_vec()?, stats))
+            let stats = (self.launch)(device, cfg, &xd, &gd, &mut y, &mut ms, &mut cs, m, eps)?;
+            let out = Outputs {
+                y: y.to_vec()?,
+                mean_square: ms.to_vec()?,
+                column_sums: cs.to_vec()?,
+            };
+            Ok((out, stats))
         }
     }
 
-    /// `(y, mean of squares)` in f64 for rows of `cols`.
-    pub fn reference(x: &[f32], gamma: &[f32], cols: usize, eps: f32) -> (Vec<f64>, Vec<f64>) {
-        let mut y = Vec::with_capacity(x.len());
-        let mut ms = Vec::new();
+    /// The outputs in f64 for tiles of `(rows, cols)`.
+    pub fn reference(
+        x: &[f32],
+        gamma: &[f32],
+        (rows, cols): (usize, usize),
+        eps: f32,
+    ) -> Outputs<f64> {
+        let mut out = Outputs {
+            y: Vec::with_capacity(x.len()),
+            mean_square: Vec::new(),
+            column_sums: Vec::with_capacity(x.len()),
+        };
         for row in x.chunks(cols) {
             let m = row.iter().map(|&v| v as f64 * v as f64).sum::<f64>() / cols as f64;
             let s = 1.0 / (m + eps as f64).sqrt();
-            y.extend(
+            out.y.extend(
                 row.iter()
                     .zip(gamma)
                     .map(|(&v, &g)| v as f64 * s * g as f64),
             );
-            ms.push(m);
+            out.mean_square.push(m);
         }
-        (y, ms)
+        for tile in x.chunks(rows * cols) {
+            let sums: Vec<f64> = (0..cols)
+                .map(|j| (0..rows).map(|i| tile[i * cols + j] as f64).sum())
+                .collect();
+            for _ in 0..rows {
+                out.column_sums.extend(&sums);
+            }
+        }
+        out
     }
 }
