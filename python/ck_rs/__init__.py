@@ -438,13 +438,16 @@ def gated_linear(x, weight, *, activation="silu", out=None):
     weights stacked, ``[2F, K]``, gate rows first (``torch.cat([w_gate, w_up])``, serving
     stacks' merged ``gate_up_proj``); ``x`` ``[..., K]``; the result ``[..., F]`` is bfloat16
     (float32 on numpy), neither ``[..., F]`` product ever written. F and K multiples of 8;
-    bfloat16 ``x`` and ``weight`` (float32 ones are rounded first). No backward pass yet."""
+    bfloat16 ``x`` and ``weight`` (float32 ones are rounded first). Tensors that require grad
+    get gradients for ``x`` and ``weight`` (the products recomputed in float32)."""
     if activation not in ("silu", "gelu"):
         raise _error(
             ValueError,
             "bad-activation",
             f"activation {activation!r}; a gated linear unit's is silu (SwiGLU) or gelu (GeGLU)",
         )
+    if _differentiable("gated_linear", out, x, weight):
+        return ops.gated_linear(x, weight, activation)
     c = _Call("gated_linear", x=x, weight=weight)
     if c.cuda and x.dtype != _torch.bfloat16:  # the GPU kernel reads bf16 in place
         x, weight = x.to(_torch.bfloat16), weight.to(_torch.bfloat16)
@@ -474,7 +477,10 @@ def rope_qkv(qkv, cos, sin, heads, kv_heads, *, rotary_dim=None, interleaved=Fal
     sequences), the angles of each pair; Llama's frequency scaling is just another table.
     Pairs are the two halves of the rotary dims (``interleaved=False``: Llama, NeoX) or
     neighbours (``interleaved=True``: GPT-J). float32 or bfloat16 ``qkv``; D at most 128, a
-    multiple of 8; ``rotary_dim`` a multiple of 16. No backward pass yet."""
+    multiple of 8; ``rotary_dim`` a multiple of 16. A ``qkv`` that requires grad gets its
+    gradient (the rotation undone, in torch ops); the tables get none."""
+    if _differentiable("rope_qkv", None, qkv, cos, sin):
+        return ops.rope_qkv(qkv, cos, sin, heads, kv_heads, rotary_dim, bool(interleaved))
     c = _Call("rope_qkv", qkv=qkv, cos=cos, sin=sin)
     if len(qkv.shape) != 3 or heads <= 0 or kv_heads <= 0 or qkv.shape[2] % (heads + 2 * kv_heads):
         raise _error(

@@ -15,7 +15,8 @@ eager implementation as its CPU and CUDA kernels, and an autograd kernel of its 
 An op with a backward operator has its formula here, saving only what that backward reads:
 ``rmsnorm`` (x, gamma), ``add_rmsnorm`` (r, gamma), ``layernorm`` (x, gamma and its own mean
 and rstd outputs), ``softmax`` (its output), ``linear`` (x and the weight; without an
-activation). On the others ``backward()`` raises ``error[no-backward]`` rather than losing the
+activation), ``gated_linear`` (x and the weight: the products are recomputed), ``rope_qkv``
+(the cos/sin tables). On the others ``backward()`` raises ``error[no-backward]`` rather than losing the
 gradient; a backward op's own backward (double backward) raises ``error[no-double-backward]``."""
 
 from typing import Callable, Optional
@@ -354,6 +355,96 @@ def _linear_backward(ctx, dy):
 
 
 _register_autograd("linear", _linear_backward, _linear_setup)
+
+
+def _gated_setup(ctx, inputs, output):
+    x, weight, activation = inputs
+    ctx.save_for_backward(x, weight)
+    ctx.activation = activation
+
+
+def _act_and_slope(g, activation):
+    """``act(g)`` and ``act'(g)`` in float32: SiLU, or GELU's tanh form (the kernel's)."""
+    if activation == "silu":
+        sig = torch.sigmoid(g)
+        return g * sig, sig * (1 + g * (1 - sig))
+    c = 0.7978845608028654  # sqrt(2 / pi)
+    t = torch.tanh(c * (g + 0.044715 * g**3))
+    return 0.5 * g * (1 + t), 0.5 * (1 + t) + 0.5 * g * (1 - t * t) * c * (1 + 3 * 0.044715 * g * g)
+
+
+def _gated_backward(ctx, dy):
+    """``y = act(g) · u`` with ``[g, u] = x · Wᵀ`` (W the stacked ``[2F, K]`` weight): the
+    products are recomputed in float32 (the forward never wrote them), then ``dg = dy · u ·
+    act'(g)``, ``du = dy · act(g)``, ``dx = [dg, du] · W`` and ``dW = [dg, du]ᵀ · x`` on the
+    ``ck_rs::gemm`` op (``Wᵀ`` and ``[dg, du]ᵀ`` copied: the GEMM reads A row-major)."""
+    x, weight = ctx.saved_tensors
+    two_f, k = weight.shape
+    x2 = x.reshape(-1, k).to(torch.bfloat16)
+    w16 = weight.to(torch.bfloat16)
+    h = gemm(x2, w16.t().contiguous())  # float32 [rows, 2F]
+    g, u = h[:, : two_f // 2], h[:, two_f // 2 :]
+    a, slope = _act_and_slope(g, ctx.activation)
+    dy2 = dy.reshape(-1, two_f // 2).float()
+    dh = torch.cat([dy2 * u * slope, dy2 * a], -1).to(torch.bfloat16)
+    dx = dw = None
+    if ctx.needs_input_grad[0]:
+        dx = _product(dh, w16, x.dtype).reshape(x.shape)
+    if ctx.needs_input_grad[1]:
+        dw = _product(dh.t().contiguous(), x2, weight.dtype)
+    return dx, dw, None
+
+
+_register_autograd("gated_linear", _gated_backward, _gated_setup)
+
+
+def _rope_setup(ctx, inputs, output):
+    qkv, cos, sin, heads, kv_heads, rotary_dim, interleaved = inputs
+    ctx.save_for_backward(cos, sin)
+    ctx.shape, ctx.dtype, ctx.heads, ctx.kv_heads = qkv.shape, qkv.dtype, heads, kv_heads
+    ctx.rotary_dim, ctx.interleaved = rotary_dim, interleaved
+
+
+def _rope_backward(ctx, dq, dk, dv):
+    """The forward rotates each pair of q's and k's rotary dims by the token's angle and moves
+    the heads to ``[B, H, S, D]``; its gradient rotates back (by minus the angle: the rotation's
+    transpose) and moves the heads back to ``[B, S, (H + 2·H_kv)·D]``. In torch ops; cos/sin
+    are tables, without a gradient."""
+    if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
+        raise RuntimeError(
+            "error[no-backward]: ck_rs::rope_qkv gives no gradient for cos and sin (tables of "
+            "angles); detach them, or compute learned angles' rotation with torch ops"
+        )
+    cos, sin = ctx.saved_tensors
+    b, s, width = ctx.shape
+    d = width // (ctx.heads + 2 * ctx.kv_heads)
+    r = d if ctx.rotary_dim is None else ctx.rotary_dim
+    rows = cos.shape[0]
+    cs = cos.float().view(b if rows == b * s else 1, s, 1, r // 2)
+    sn = sin.float().view(b if rows == b * s else 1, s, 1, r // 2)
+
+    def unrotate(t):  # t: [B, H, S, D] -> [B, S, H, D], rotated by -angle
+        t = t.transpose(1, 2).float()
+        rot, rest = t[..., :r], t[..., r:]
+        if ctx.interleaved:
+            x1, x2 = rot[..., 0::2], rot[..., 1::2]
+        else:
+            x1, x2 = rot[..., : r // 2], rot[..., r // 2 :]
+        y1, y2 = x1 * cs + x2 * sn, x2 * cs - x1 * sn
+        y = torch.stack([y1, y2], -1).flatten(-2) if ctx.interleaved else torch.cat([y1, y2], -1)
+        return torch.cat([y, rest], -1)
+
+    zeros = lambda n: dq.new_zeros((b, s, n, d), dtype=torch.float32)
+    parts = [
+        unrotate(dq) if dq is not None else zeros(ctx.heads),
+        unrotate(dk) if dk is not None else zeros(ctx.kv_heads),
+        dv.transpose(1, 2).float() if dv is not None else zeros(ctx.kv_heads),
+    ]
+    dqkv = torch.cat(parts, 2).reshape(b, s, width)
+    return dqkv.to(ctx.dtype), None, None, None, None, None, None
+
+
+_register_autograd("rope_qkv", _rope_backward, _rope_setup)
 
 
 def _no_double_backward(name):

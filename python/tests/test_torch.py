@@ -252,8 +252,8 @@ def opcheck_cases():
         "softmax": (ops.softmax, (x,)),
         "gemm": (ops.gemm, (a16, w16.t().contiguous(), torch.bfloat16)),
         "linear": (ops.linear, (a16.clone().requires_grad_(), w16, None, None, "none", 1.0)),
-        "gated_linear": (ops.gated_linear, (a16, randn(32, 32).bfloat16(), "silu")),
-        "rope_qkv": (ops.rope_qkv, (qkv, cos, randn(8, 8), 4, 2)),
+        "gated_linear": (ops.gated_linear, (a16.clone().requires_grad_(), randn(32, 32).bfloat16(), "silu")),
+        "rope_qkv": (ops.rope_qkv, (qkv.requires_grad_(), cos, randn(8, 8), 4, 2)),
         "grouped_mm": (ops.grouped_mm, (a16, randn(2, 32, 8).bfloat16(), [7, 9])),
         "attention": (ops.attention, (q, k, randn(1, 2, 8, 64).bfloat16(), True)),
         "rmsnorm_backward": (ops.rmsnorm_backward, (randn(4, 64), x, g, 1e-6)),
@@ -456,6 +456,63 @@ def test_gated_linear_matches_torch_swiglu(device):
     assert ref.rel_err(np64(y), np64(want)) < 1e-2
     compiled = torch.compile(lambda x, w: torch.ops.ck_rs.gated_linear(x, w), fullgraph=True, backend="aot_eager")
     torch.testing.assert_close(compiled(x, torch.cat([wg, wu])), y)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("activation", ["silu", "gelu"])
+def test_gated_linear_gradients_match_torch_autograd_in_fp64(device, activation):
+    """SwiGLU and GeGLU (tanh form): the gradients of x (any leading dims) and of the stacked
+    weight against torch's autograd of the same function in float64 (on the bfloat16 values),
+    eager and through the op."""
+    b, s, f, k = 2, 65, 136, 72
+    x = randn(b, s, k, device=device, dtype=torch.bfloat16).requires_grad_()
+    w = (randn(2 * f, k, device=device, dtype=torch.bfloat16) * 0.2).requires_grad_()
+    dy = randn(b, s, f, device=device, dtype=torch.bfloat16)
+    x64, w64 = (t.detach().double().requires_grad_() for t in (x, w))
+    h = x64 @ w64.T
+    act = torch.nn.functional.silu if activation == "silu" else (
+        lambda g: torch.nn.functional.gelu(g, approximate="tanh")
+    )
+    (act(h[..., :f]) * h[..., f:]).backward(dy.double())
+    for call in (ck_rs.gated_linear, torch.ops.ck_rs.gated_linear):
+        x.grad = w.grad = None
+        y = call(x, w, activation=activation)
+        assert y.requires_grad
+        y.backward(dy)
+        assert x.grad.dtype == torch.bfloat16 and w.grad.shape == (2 * f, k)
+        for got, want in ((x.grad, x64.grad), (w.grad, w64.grad)):
+            assert grad_error(got, want, dy) < 2e-2, f"{call} {activation}: {grad_error(got, want, dy)}"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_rope_qkv_gradient_matches_torch_autograd_in_fp64(device, interleaved):
+    """The gradient of qkv through q, k and v (a rotary_dim below D, one angle table row per
+    token) against torch's autograd of the rotation in float64; tables that require grad are an
+    error at backward()."""
+    b, s, heads, kv_heads, d, r = 2, 33, 4, 2, 64, 32
+    qkv = randn(b, s, (heads + 2 * kv_heads) * d, device=device).requires_grad_()
+    angles = randn(b * s, r // 2, device=device)
+    cos, sin = angles.cos(), angles.sin()
+    q, k, v = ck_rs.rope_qkv(qkv, cos, sin, heads, kv_heads, rotary_dim=r, interleaved=interleaved)
+    grads = [randn(*t.shape, device=device) for t in (q, k, v)]
+    torch.autograd.backward((q, k, v), grads)
+
+    x = qkv.detach().double().requires_grad_()
+    t = x.view(b, s, heads + 2 * kv_heads, d)
+    c, sn = cos.double().view(b, s, 1, r // 2), sin.double().view(b, s, 1, r // 2)
+    rot, rest = t[..., :r], t[..., r:]
+    x1, x2 = (rot[..., 0::2], rot[..., 1::2]) if interleaved else (rot[..., : r // 2], rot[..., r // 2 :])
+    y1, y2 = x1 * c - x2 * sn, x2 * c + x1 * sn
+    y = torch.stack([y1, y2], -1).flatten(-2) if interleaved else torch.cat([y1, y2], -1)
+    t2 = torch.cat([y, rest], -1)
+    want = [t2[:, :, :heads], t2[:, :, heads : heads + kv_heads], t[:, :, heads + kv_heads :]]
+    torch.autograd.backward([w.transpose(1, 2) for w in want], [g.double() for g in grads])
+    assert grad_error(qkv.grad, x.grad, grads[0]) < 1e-5
+
+    q, k, v = ck_rs.rope_qkv(qkv, cos.requires_grad_(), sin, heads, kv_heads, rotary_dim=r)
+    with pytest.raises(RuntimeError, match=r"^error\[no-backward\]: ck_rs::rope_qkv gives no gradient for cos"):
+        q.sum().backward()
 
 
 @pytest.mark.parametrize("device", DEVICES)
