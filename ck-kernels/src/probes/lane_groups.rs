@@ -167,46 +167,26 @@ pub mod host {
     }
 
     /// CK's three configurations, each declared for 64- and 32-lane warps.
+    #[rustfmt::skip]
     pub const CONFIGS: [Config; 6] = [
-        Config {
-            name: "8x8 v8, warp 64",
-            tile: (8, 64),
-            warp_size: 64,
-            launch: LaneGroupRmsnorm8x8W64::launch,
-        },
-        Config {
-            name: "8x8 v8, warp 32",
-            tile: (8, 64),
-            warp_size: 32,
-            launch: LaneGroupRmsnorm8x8W32::launch,
-        },
-        Config {
-            name: "4x16 v4, warp 64",
-            tile: (4, 64),
-            warp_size: 64,
-            launch: LaneGroupRmsnorm4x16v4W64::launch,
-        },
-        Config {
-            name: "4x16 v4, warp 32",
-            tile: (4, 64),
-            warp_size: 32,
-            launch: LaneGroupRmsnorm4x16v4W32::launch,
-        },
-        Config {
-            name: "4x16 v8, warp 64",
-            tile: (4, 128),
-            warp_size: 64,
-            launch: LaneGroupRmsnorm4x16v8W64::launch,
-        },
-        Config {
-            name: "4x16 v8, warp 32",
-            tile: (4, 128),
-            warp_size: 32,
-            launch: LaneGroupRmsnorm4x16v8W32::launch,
-        },
+        Config::new("8x8 v8, warp 64",  (8, 64),  64, LaneGroupRmsnorm8x8W64::launch),
+        Config::new("8x8 v8, warp 32",  (8, 64),  32, LaneGroupRmsnorm8x8W32::launch),
+        Config::new("4x16 v4, warp 64", (4, 64),  64, LaneGroupRmsnorm4x16v4W64::launch),
+        Config::new("4x16 v4, warp 32", (4, 64),  32, LaneGroupRmsnorm4x16v4W32::launch),
+        Config::new("4x16 v8, warp 64", (4, 128), 64, LaneGroupRmsnorm4x16v8W64::launch),
+        Config::new("4x16 v8, warp 32", (4, 128), 32, LaneGroupRmsnorm4x16v8W32::launch),
     ];
 
     impl Config {
+        const fn new(name: &'static str, tile: (u32, u32), warp_size: u32, launch: Launch) -> Self {
+            Config {
+                name,
+                tile,
+                warp_size,
+                launch,
+            }
+        }
+
         /// The outputs for `x` (`m` rows of the tile's columns, `m` a multiple of its rows) on
         /// `device`.
         pub fn run(
