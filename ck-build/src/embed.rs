@@ -5,9 +5,11 @@ use std::path::{Path, PathBuf};
 /// Call from a kernel crate's `build.rs`. In a release build for the host, where
 /// `ck build-ptx` has written `<target dir>/ptx/<crate>.ptx`, it deflates the module into
 /// `OUT_DIR` and sets `CK_EMBED_PTX` to that file for the crate, so that `#[tile_kernel]` embeds
-/// it in its launchers, and rebuilds the crate when the module changes. Otherwise it does nothing: the nvptx build of the crate itself, debug
-/// builds (which find the module in `target/ptx` at run time, see `ck_core::host::module`) and
-/// crates whose module has not been built. It never fails. The module is looked for under the
+/// it in its launchers, and rebuilds the crate when the module changes. Otherwise it does
+/// nothing: the nvptx build of the crate itself, debug builds (which find the module in
+/// `target/ptx` at run time, see `ck_core::host::module`) and crates whose module has not been
+/// built. It never fails (a module it cannot read or write is left out, with a warning, and
+/// found in `target/ptx` at run time). The module is looked for under the
 /// package's name (`my-kernels` → `my_kernels.ptx`); a crate whose `[lib] name` differs from its
 /// package name is not embedded and finds its module in `target/ptx` at run time.
 pub fn embed_ptx() {

@@ -1,11 +1,12 @@
 """``python -m ck_rs.bench``: on a CUDA GPU, the per-call cost of small calls (RMSNorm, GEMM,
 linear, decode attention) through each path into ck_rs (the eager function, the
 ``torch.ops.ck_rs`` op, the eager function on tensors that require grad) next to torch's own
-call, in three interleaved rounds (``--per-call-only`` stops there), then the bandwidth (bytes read + written over time) of the
-operators next to torch's and, where Triton is installed, Triton's (``ck_rs.peers``) on large
-tensors, then, timed in turn, ``ck_rs.gemm`` against ``torch.matmul`` (``torch.addmm`` with a
-residual), ``ck_rs.linear`` against ``F.linear`` on a Llama-3-8B layer's projections,
-``ck_rs.gated_linear`` against SwiGLU under ``torch.compile``, and ``ck_rs.grouped_mm`` against ``torch._grouped_mm`` (``--gemm-only`` skips the rest)."""
+call, in three interleaved rounds (``--per-call-only`` stops there); then the bandwidth (bytes
+read + written over time) of the operators next to torch's and, where Triton is installed,
+Triton's (``ck_rs.peers``) on large tensors; then, timed in turn, ``ck_rs.gemm`` against
+``torch.matmul`` (``torch.addmm`` with a residual), ``ck_rs.linear`` against ``F.linear`` on a
+Llama-3-8B layer's projections, ``ck_rs.gated_linear`` against SwiGLU under ``torch.compile``,
+and ``ck_rs.grouped_mm`` against ``torch._grouped_mm`` (``--gemm-only`` for those alone)."""
 
 import argparse
 import time
