@@ -304,8 +304,28 @@ def test_the_fast_path_leaves_modes_fake_tensors_and_autograd_to_the_dispatcher(
     y = torch.ops.ck_rs.rmsnorm(x.clone().requires_grad_(), g)
     assert type(y.grad_fn).__name__ == "ck_rs_rmsnormBackward"
     assert ref.rel_err(np64(y), want) < 1e-5
-    y = torch.ops.ck_rs.rmsnorm(x, g)  # plain tensors: the fast path, the same result
-    assert y.grad_fn is None and ref.rel_err(np64(y), want) < 1e-5
+
+    # Which route a call takes: the op's redispatches below autograd, recorded.
+    op = ck_rs._torch_ops._OPS["rmsnorm"]
+
+    class Recorder:
+        def __init__(self, overload):
+            self.overload, self.calls = overload, 0
+
+        def redispatch(self, *args):
+            self.calls += 1
+            return self.overload.redispatch(*args)
+
+    rec = Recorder(op.overload)
+    op.overload = rec
+    try:
+        y = torch.ops.ck_rs.rmsnorm(x, g)  # plain tensors: the fast path
+        assert rec.calls == 0 and y.grad_fn is None and ref.rel_err(np64(y), want) < 1e-5
+        with Seen():
+            torch.ops.ck_rs.rmsnorm(x, g)  # a mode waits below autograd: the dispatcher
+        assert rec.calls == 1
+    finally:
+        op.overload = rec.overload
 
 
 def test_layernorm_custom_op_returns_the_statistics():
