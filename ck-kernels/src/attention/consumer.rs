@@ -13,20 +13,25 @@ use ck_core::wgmma::SmemMatrix;
 /// 64-column panels) whose first row is row `row` of the tile at shared byte `tile`; its
 /// `kk`-th 16-column slice is [`SmemMatrix::advance`]d by [`k_step`]`(kk)`.
 #[inline(always)]
-fn k_major(tile: u32, row: u32) -> u64 {
+pub(super) fn k_major(tile: u32, row: u32) -> u64 {
     SmemMatrix::k_major_128b(tile + row * 128).descriptor()
 }
 
 /// Bytes from a K-major operand to its `kk`-th 16-column slice: 32 bytes per slice within a
 /// panel of four, a panel further on after that.
 const fn k_step(kk: u32) -> u32 {
-    kk / 4 * PANEL_BYTES + kk % 4 * 32
+    k_step_in(kk, PANEL_BYTES)
+}
+
+/// [`k_step`] for an operand whose 64-column panels lie `panel` bytes apart.
+pub(super) const fn k_step_in(kk: u32, panel: u32) -> u32 {
+    kk / 4 * panel + kk % 4 * 32
 }
 
 /// The value tile at shared byte `tile` as an N-major B operand (N = the head dim, across the
 /// 64-column panels); keys `16·kk..` are 16 rows (2048 bytes) further on.
 #[inline(always)]
-fn values(tile: u32) -> u64 {
+pub(super) fn values(tile: u32) -> u64 {
     SmemMatrix::mn_major_128b(tile, PANEL_BYTES).descriptor()
 }
 
@@ -50,12 +55,23 @@ fn mask(s: &mut DistributedTensor<Scores, f32>, (q0, key0): (u32, u32), pb: &Pro
 /// key tile `k`.
 #[inline(always)]
 fn issue_scores<H: HeadDim>(scores: &mut DistributedTensor<Scores, f32>, q: u64, k: u64) {
+    issue_scores_in::<H>(scores, (q, PANEL_BYTES), k);
+}
+
+/// [`issue_scores`] for a Q whose 64-column panels lie `q_panel` bytes apart (a 64-row Q
+/// buffer's are half a key tile's).
+#[inline(always)]
+pub(super) fn issue_scores_in<H: HeadDim>(
+    scores: &mut DistributedTensor<Scores, f32>,
+    (q, q_panel): (u64, u32),
+    k: u64,
+) {
     wgmma_fence();
     unroll::<8>(|kk| {
         let kk = kk as u32;
         if kk < H::D / 16 {
             let (a, b) = (
-                SmemMatrix::advance(q, k_step(kk)),
+                SmemMatrix::advance(q, k_step_in(kk, q_panel)),
                 SmemMatrix::advance(k, k_step(kk)),
             );
             wgmma_bf16_b_kmajor(&mut scores.data, a, b, kk > 0);
@@ -66,11 +82,15 @@ fn issue_scores<H: HeadDim>(scores: &mut DistributedTensor<Scores, f32>, q: u64,
 
 /// The A operand of `O += P·V`: P rounded to bf16 pairs in the score tile's accumulator order
 /// (the A fragment of keys `16·kk..` is words `4·kk..4·kk + 4`).
-type Packed = [u32; 32];
+pub(super) type Packed = [u32; 32];
 
 /// Issues `O += P·V` with P packed in registers.
 #[inline(always)]
-fn issue_values<H: HeadDim>(acc: &mut DistributedTensor<H::Out, f32>, p: &mut Packed, v: u64) {
+pub(super) fn issue_values<H: HeadDim>(
+    acc: &mut DistributedTensor<H::Out, f32>,
+    p: &mut Packed,
+    v: u64,
+) {
     // Every word of P is written before the fence, so the eight MMAs issue back to back.
     wgmma_fence_operands(p);
     wgmma_fence();
@@ -82,8 +102,7 @@ fn issue_values<H: HeadDim>(acc: &mut DistributedTensor<H::Out, f32>, p: &mut Pa
     wgmma_commit();
 }
 
-/// The online softmax of one tile's scores (key tile `j`): masks, moves the running max, sum
-/// and `O` onto the new max, and returns `P = exp2(S − max)` packed for the next MMA.
+/// The online softmax of one tile's scores (key tile `j`): masks, then [`online_softmax`].
 #[inline(always)]
 fn softmax_tile<H: HeadDim>(
     scores: &mut DistributedTensor<Scores, f32>,
@@ -96,15 +115,26 @@ fn softmax_tile<H: HeadDim>(
     if key0 + BN > pb.sk || crosses_diagonal {
         mask(scores, (w.q0, key0), pb);
     }
+    online_softmax(scores, rows, pb.scale_log2)
+}
+
+/// The online softmax of one tile's (masked) scores: moves the running max, sum and `O` onto
+/// the new max, and returns `P = exp2(S − max)` packed for the next MMA.
+#[inline(always)]
+pub(super) fn online_softmax<H: HeadDim>(
+    scores: &DistributedTensor<Scores, f32>,
+    rows: &mut Rows<H>,
+    scale_log2: f32,
+) -> Packed {
     // The scale is positive (the host checks), so the max of the scaled scores is the scaled
     // max, and each probability is one fused multiply-add and one exp2 of the raw score.
     let tile_max = reduce_x_in_warp::<Scores, RowStats, f32, 1>(scores, f32::max);
-    let new_max = rows.max.zip_map(&tile_max, |m, t| m.max(t * pb.scale_log2));
+    let new_max = rows.max.zip_map(&tile_max, |m, t| m.max(t * scale_log2));
     // A row that has seen no key keeps −∞; exponentiate against 0 so it stays 0, not NaN.
     let base = new_max.map(|m| if m == f32::NEG_INFINITY { 0.0 } else { m });
     let rescale = rows.max.zip_map(&base, |old, b| math::exp2(old - b));
     let p = scores.zip_map(&broadcast_x::<Scores, RowStats, f32, 1>(&base), |x, b| {
-        math::exp2(math::fma(x, pb.scale_log2, -b))
+        math::exp2(math::fma(x, scale_log2, -b))
     });
     let tile_sum = reduce_x_in_warp::<Scores, RowStats, f32, 1>(&p, |a, b| a + b);
     rows.sum = rows
@@ -122,19 +152,52 @@ fn softmax_tile<H: HeadDim>(
 /// This warp is done with a buffer: its lanes' MMAs have read it (they waited for them); one
 /// lane arrives for the warp.
 #[inline(always)]
-fn release<const SMEM: usize>(smem: &Smem<SMEM>, bar: u32) {
+pub(super) fn release<const N: usize>(bars: &SharedArray<Mbarrier, N>, bar: u32) {
     warp_sync();
     if lane_id() == 0 {
-        smem.bars.arrive(bar);
+        bars.arrive(bar);
     }
 }
 
 /// The running state of one item's rows: `O`, and per row the running max (scaled, log₂
 /// domain) and sum.
-struct Rows<H: HeadDim> {
-    acc: DistributedTensor<H::Out, f32>,
-    max: DistributedTensor<RowStats, f32>,
-    sum: DistributedTensor<RowStats, f32>,
+pub(super) struct Rows<H: HeadDim> {
+    pub acc: DistributedTensor<H::Out, f32>,
+    pub max: DistributedTensor<RowStats, f32>,
+    pub sum: DistributedTensor<RowStats, f32>,
+}
+
+impl<H: HeadDim> Rows<H> {
+    /// No key seen yet.
+    #[inline(always)]
+    pub fn new() -> Rows<H> {
+        Rows {
+            acc: DistributedTensor::splat(0.0),
+            max: DistributedTensor::splat(f32::NEG_INFINITY),
+            sum: DistributedTensor::splat(0.0),
+        }
+    }
+
+    /// `1 / sum` per row (0 for a row that saw no key), and the log-sum-exp `ln Σ exp(scale·s)
+    /// = (max + log₂ sum) · ln 2` (−∞ for such a row).
+    #[inline(always)]
+    pub fn finish(
+        &self,
+    ) -> (
+        DistributedTensor<RowStats, f32>,
+        DistributedTensor<RowStats, f32>,
+    ) {
+        // rcp.approx (1 ulp of f32) is far below the bf16 rounding of O.
+        let inv = self.sum.map(|l| if l > 0.0 { math::rcp(l) } else { 0.0 });
+        let lse = self.max.zip_map(&self.sum, |m, l| {
+            if l > 0.0 {
+                (m + math::log2(l)) * core::f32::consts::LN_2
+            } else {
+                f32::NEG_INFINITY
+            }
+        });
+        (inv, lse)
+    }
 }
 
 /// Every item of the block: wait for its Q, run its key tiles through the ring, write O and
@@ -169,16 +232,12 @@ pub fn consume<H: HeadDim, const SMEM: usize>(
     if let Some((q, k)) = items.peek().and_then(|&first| prepare(first, t)) {
         issue_scores::<H>(&mut scores, q, k);
         wgmma_wait::<0>(&mut scores.data);
-        release(smem, k_empty(lay.stage(t).0));
+        release(&smem.bars, k_empty(lay.stage(t).0));
     }
     while let Some((i, w)) = items.next() {
         let (qb, _) = q_buffer(i);
         let q = k_major(tile(lay.q(qb)), 64 * wg);
-        let mut rows = Rows::<H> {
-            acc: DistributedTensor::splat(0.0),
-            max: DistributedTensor::splat(f32::NEG_INFINITY),
-            sum: DistributedTensor::splat(0.0),
-        };
+        let mut rows = Rows::<H>::new();
         for j in 0..w.key_tiles {
             let mut p = softmax_tile::<H>(&mut scores, &mut rows, (j, &w, pb));
             let (s, parity) = lay.stage(t + j);
@@ -189,15 +248,15 @@ pub fn consume<H: HeadDim, const SMEM: usize>(
                 smem.bars.wait(k_full(s1), parity1);
                 issue_scores::<H>(&mut scores, q, keys(s1));
                 wgmma_wait::<1>(&mut rows.acc.data);
-                release(smem, v_empty(s));
+                release(&smem.bars, v_empty(s));
                 wgmma_wait::<0>(&mut scores.data);
-                release(smem, k_empty(s1));
+                release(&smem.bars, k_empty(s1));
             } else {
                 wgmma_wait::<0>(&mut rows.acc.data);
-                release(smem, v_empty(s));
+                release(&smem.bars, v_empty(s));
             }
         }
-        release(smem, q_empty(qb));
+        release(&smem.bars, q_empty(qb));
         t += w.key_tiles;
         // The next item's first scores run on the tensor cores while this one's output is
         // written (issue and wait in one branch: ptxas serialises MMAs whose wait it cannot
@@ -207,7 +266,7 @@ pub fn consume<H: HeadDim, const SMEM: usize>(
                 issue_scores::<H>(&mut scores, q, k);
                 store(rows, (o, lse), &w, pb);
                 wgmma_wait::<0>(&mut scores.data);
-                release(smem, k_empty(lay.stage(t).0));
+                release(&smem.bars, k_empty(lay.stage(t).0));
             }
             None => store(rows, (o, lse), &w, pb),
         }
@@ -222,8 +281,7 @@ fn store<H: HeadDim>(
     w: &Work,
     pb: &Problem,
 ) {
-    // rcp.approx (1 ulp of f32) is far below the bf16 rounding of O.
-    let inv = rows.sum.map(|l| if l > 0.0 { math::rcp(l) } else { 0.0 });
+    let (inv, row_lse) = rows.finish();
     let out = rows
         .acc
         .zip_map(&broadcast_x::<H::Out, RowStats, f32, 1>(&inv), |o, i| o * i)
@@ -238,14 +296,6 @@ fn store<H: HeadDim>(
     make_tile_window::<H::Out, _>(ov, [w.q0 as i32, 0]).store(&out);
     let head_end = (w.bh + 1) * pb.sq;
     let origin = (w.bh * pb.sq + w.q0) as i32;
-    // LSE = ln Σ exp(scale·s) = (max + log₂ sum) · ln 2; −∞ for a row that saw no key.
-    let row_lse = rows.max.zip_map(&rows.sum, |m, l| {
-        if l > 0.0 {
-            (m + math::log2(l)) * core::f32::consts::LN_2
-        } else {
-            f32::NEG_INFINITY
-        }
-    });
     // The quad's four lanes hold the same rows: one of them writes.
     if lane_id().is_multiple_of(4) {
         let lv = View1::<_, f32, 1>::new(lse, head_end);

@@ -74,9 +74,71 @@ pub struct Outputs<T: Element> {
     pub v: GlobalMut<T>,
 }
 
+/// The rotation: the rotary dim, the style, and the cos/sin tables `[rows, dim / 2]`.
+#[derive(Clone, Copy)]
+pub struct Rotary {
+    pub dim: u32,
+    pub interleaved: bool,
+    pub cos: Global<f32>,
+    pub sin: Global<f32>,
+}
+
+impl Rotary {
+    /// Elements `d0 .. d0 + 8` of a row (`own`, `d0 < dim`, a multiple of 8) rotated at the
+    /// angles of table row `row`; `partner(pd)` reads elements `pd .. pd + 8` of the same row
+    /// (the half-split style's partners lie `dim / 2` away).
+    #[inline(always)]
+    pub fn rotate8(
+        &self,
+        own: [f32; 8],
+        d0: u32,
+        row: u32,
+        partner: impl FnOnce(u32) -> [f32; 8],
+    ) -> [f32; 8] {
+        let half = self.dim / 2;
+        let table = row * half;
+        if self.interleaved {
+            // The pairs (2i, 2i + 1) lie in this thread's vector: angles i = d0/2 .. + 4.
+            let (c, s) = (
+                self.cos.load_vec::<4>(table + d0 / 2),
+                self.sin.load_vec::<4>(table + d0 / 2),
+            );
+            core::array::from_fn(|e| {
+                let (i, v, w) = (e / 2, own[e], own[e ^ 1]);
+                if e % 2 == 0 {
+                    v * c[i] - w * s[i]
+                } else {
+                    v * c[i] + w * s[i]
+                }
+            })
+        } else {
+            // The partners lie R/2 further (first half) or back (second half): one vector of
+            // the same row, read again from L1.
+            let first = d0 < half;
+            let (i0, pd) = if first {
+                (d0, d0 + half)
+            } else {
+                (d0 - half, d0 - half)
+            };
+            let partner = partner(pd);
+            let (c, s) = (
+                load8::<f32, 4>(self.cos, table + i0),
+                load8::<f32, 4>(self.sin, table + i0),
+            );
+            core::array::from_fn(|e| {
+                if first {
+                    own[e] * c[e] - partner[e] * s[e]
+                } else {
+                    own[e] * c[e] + partner[e] * s[e]
+                }
+            })
+        }
+    }
+}
+
 /// Eight consecutive elements from `at` (16-byte aligned), in vectors of `V`.
 #[inline(always)]
-fn load8<T: Element, const V: usize>(g: Global<T>, at: u32) -> [T; 8] {
+pub(crate) fn load8<T: Element, const V: usize>(g: Global<T>, at: u32) -> [T; 8] {
     let mut out = [T::default(); 8];
     for c in 0..8 / V {
         let part = g.load_vec::<V>(at + (c * V) as u32);
@@ -87,7 +149,7 @@ fn load8<T: Element, const V: usize>(g: Global<T>, at: u32) -> [T; 8] {
 
 /// Stores eight consecutive elements at `at` (16-byte aligned), in vectors of `V`.
 #[inline(always)]
-fn store8<T: Element, const V: usize>(g: GlobalMut<T>, at: u32, v: [T; 8]) {
+pub(crate) fn store8<T: Element, const V: usize>(g: GlobalMut<T>, at: u32, v: [T; 8]) {
     for c in 0..8 / V {
         let mut part = [T::default(); V];
         part.copy_from_slice(&v[c * V..(c + 1) * V]);
@@ -107,7 +169,6 @@ fn rope_qkv<T: Real, const V: usize>(
     let r0 = (block_idx() * ROWS) as i32;
     let view = View2::<_, T, V>::new(qkv, rows, pb.head_dim, pb.head_dim);
     let x = make_tile_window::<HeadRows, _>(view, [r0, 0]).load::<T>();
-    let half = pb.rotary_dim / 2;
     let p = HeadRows::partition_index(thread_idx());
     unroll::<4>(|rep| {
         let [row, d0] = HeadRows::x_index(p, [rep as i32, 0]);
@@ -121,44 +182,15 @@ fn rope_qkv<T: Real, const V: usize>(
         let y = if j >= pb.heads + pb.kv_heads || d0 >= pb.rotary_dim {
             own
         } else {
-            let table = (t % pb.table_rows) * half;
-            if pb.interleaved {
-                // The pairs (2i, 2i + 1) lie in this thread's vector: angles i = d0/2 .. + 4.
-                let (c, s) = (
-                    cos.load_vec::<4>(table + d0 / 2),
-                    sin.load_vec::<4>(table + d0 / 2),
-                );
-                core::array::from_fn(|e| {
-                    let (i, v, w) = (e / 2, own[e], own[e ^ 1]);
-                    if e % 2 == 0 {
-                        v * c[i] - w * s[i]
-                    } else {
-                        v * c[i] + w * s[i]
-                    }
-                })
-            } else {
-                // The partners lie R/2 further (first half) or back (second half): one vector
-                // of the same row, read again from L1.
-                let first = d0 < half;
-                let (i0, pd) = if first {
-                    (d0, d0 + half)
-                } else {
-                    (d0 - half, d0 - half)
-                };
-                let partner = load8::<T, V>(qkv, r * pb.head_dim + pd);
-                let (c, s) = (
-                    load8::<f32, 4>(cos, table + i0),
-                    load8::<f32, 4>(sin, table + i0),
-                );
-                core::array::from_fn(|e| {
-                    let w = partner[e].to_f32();
-                    if first {
-                        own[e] * c[e] - w * s[e]
-                    } else {
-                        own[e] * c[e] + w * s[e]
-                    }
-                })
-            }
+            let rotary = Rotary {
+                dim: pb.rotary_dim,
+                interleaved: pb.interleaved,
+                cos,
+                sin,
+            };
+            rotary.rotate8(own, d0, t % pb.table_rows, |pd| {
+                load8::<T, V>(qkv, r * pb.head_dim + pd).map(|x| x.to_f32())
+            })
         };
         // Head row (t, j) → its place in [B, heads, S, D].
         let (b, s) = (t / pb.seq, t % pb.seq);
