@@ -4,7 +4,7 @@
 
 use crate::dlpack::Dtype;
 use crate::dlpack::{Place, Tensor};
-use crate::errors::{launch_error, value_error};
+use crate::errors::{launch_error, type_error, value_error};
 use ck_core::device::{Bf16, Element};
 use ck_core::host::{Device, DeviceBuffer};
 use ck_core::rules;
@@ -122,6 +122,16 @@ impl Backend {
     /// `t` as a bfloat16 kernel argument: on the emulator a float32 tensor is rounded to
     /// bfloat16 first; on a GPU `t` must be bfloat16 (checked by the caller).
     pub fn bf16(&self, t: &Tensor<'_>) -> PyResult<DeviceBuffer<Bf16>> {
+        if t.dtype() == Dtype::I32 {
+            return Err(type_error(
+                rules::DTYPE_MISMATCH,
+                format!(
+                    "`{}` is {}; it holds values: give float32 or bfloat16",
+                    t.name(),
+                    t.describe()
+                ),
+            ));
+        }
         if self.device.is_emulator() && t.dtype() == Dtype::F32 {
             let values: Vec<Bf16> = t
                 .host_bytes()?

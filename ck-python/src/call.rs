@@ -22,6 +22,10 @@ impl TensorElement for Bf16 {
     const DTYPE: Dtype = Dtype::Bf16;
 }
 
+impl TensorElement for i32 {
+    const DTYPE: Dtype = Dtype::I32;
+}
+
 /// The tensors of one call, on one device (the emulator for CPU tensors, their GPU for CUDA
 /// tensors, on torch's current stream there).
 pub struct Call<'py> {

@@ -52,6 +52,8 @@ struct DlManagedTensor {
 
 const DL_CPU: i32 = 1;
 const DL_CUDA: i32 = 2;
+const DL_INT: u8 = 0;
+const DL_UINT: u8 = 1;
 const DL_FLOAT: u8 = 2;
 const DL_BFLOAT: u8 = 4;
 
@@ -60,6 +62,8 @@ const DL_BFLOAT: u8 = 4;
 pub enum Dtype {
     F32,
     Bf16,
+    /// Indices and lengths (page tables, sequence lengths).
+    I32,
 }
 
 impl Dtype {
@@ -67,12 +71,13 @@ impl Dtype {
         match self {
             Dtype::F32 => "float32",
             Dtype::Bf16 => "bfloat16",
+            Dtype::I32 => "int32",
         }
     }
 
     pub fn bytes(self) -> usize {
         match self {
-            Dtype::F32 => 4,
+            Dtype::F32 | Dtype::I32 => 4,
             Dtype::Bf16 => 2,
         }
     }
@@ -101,7 +106,7 @@ pub struct Tensor<'py> {
 
 impl<'py> Tensor<'py> {
     /// Reads the DLPack capsule `obj` (from `__dlpack__()`), checking that it is a dense
-    /// row-major float32 or bfloat16 tensor in CPU or CUDA memory.
+    /// row-major float32, bfloat16 or int32 tensor in CPU or CUDA memory.
     pub fn from_capsule(name: &'static str, obj: &Bound<'py, PyAny>) -> PyResult<Tensor<'py>> {
         let capsule = obj.cast::<PyCapsule>().map_err(|_| {
             type_error(
@@ -131,10 +136,17 @@ impl<'py> Tensor<'py> {
         let dtype = match (t.dtype.code, t.dtype.bits, t.dtype.lanes) {
             (DL_FLOAT, 32, 1) => Dtype::F32,
             (DL_BFLOAT, 16, 1) => Dtype::Bf16,
+            (DL_INT, 32, 1) => Dtype::I32,
+            (DL_INT | DL_UINT, bits, 1) => {
+                return Err(type_error(
+                    rules::DTYPE_UNSUPPORTED,
+                    format!("`{name}` holds {bits}-bit integers; index tensors are int32 — convert it (`.to(torch.int32)` or `.astype(np.int32)`)"),
+                ))
+            }
             (code, bits, lanes) => {
                 return Err(type_error(
                     rules::DTYPE_UNSUPPORTED,
-                    format!("`{name}` has DLPack dtype (code {code}, {bits} bits, {lanes} lanes); the kernels take float32 or bfloat16 — convert it (e.g. `.astype(np.float32)` or `.to(torch.bfloat16)`)"),
+                    format!("`{name}` has DLPack dtype (code {code}, {bits} bits, {lanes} lanes); the kernels take float32 or bfloat16 (int32 for indices) — convert it (e.g. `.astype(np.float32)` or `.to(torch.bfloat16)`)"),
                 ))
             }
         };

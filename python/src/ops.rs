@@ -44,6 +44,12 @@ macro_rules! by_dtype {
                 type $t = Bf16;
                 $body
             }
+            Dtype::I32 => {
+                return Err(type_error(
+                    rules::DTYPE_UNSUPPORTED,
+                    "int32 tensors are indices; the GEMMs take float32 or bfloat16 values".into(),
+                ))
+            }
         }
     };
 }
@@ -304,6 +310,15 @@ pub fn gated_linear(
     let mut cb = match c.dtype() {
         Dtype::Bf16 => be.buffer::<Bf16>(&c)?,
         Dtype::F32 => DeviceBuffer::<Bf16>::zeros(be.device(), m * f).map_err(launch_error)?,
+        Dtype::I32 => {
+            return Err(type_error(
+                rules::DTYPE_UNSUPPORTED,
+                format!(
+                    "`c` is {}; the gated GEMM writes bfloat16 or float32",
+                    c.describe()
+                ),
+            ))
+        }
     };
     kernels::gemm::linear::launch_gated(be.device(), (&xb, &wb), &mut cb, mfk, (1.0, activation))
         .map_err(launch_error)?;
@@ -618,3 +633,4 @@ pub fn attention(
     be.finish_bf16(&ob, &o)?;
     be.finish(&lb, &lse)
 }
+

@@ -13,10 +13,12 @@ use ck_python::{launch_error, type_error, value_error, Call, TensorElement};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-fn dtype_of(d: ck_python::Dtype) -> Dtype {
+/// The operator element type of a tensor's (none for int32: indices, not values).
+fn dtype_of(d: ck_python::Dtype) -> Option<Dtype> {
     match d {
-        ck_python::Dtype::F32 => Dtype::F32,
-        ck_python::Dtype::Bf16 => Dtype::Bf16,
+        ck_python::Dtype::F32 => Some(Dtype::F32),
+        ck_python::Dtype::Bf16 => Some(Dtype::Bf16),
+        ck_python::Dtype::I32 => None,
     }
 }
 
@@ -59,7 +61,19 @@ fn call_dtype(op: &Op, call: &Call<'_>) -> PyResult<Dtype> {
             (Elem::Op, Some(_)) => {}
         }
     }
-    let dtype = first.map_or(op.dtypes[0], |(_, d)| dtype_of(d));
+    let dtype = match first {
+        None => op.dtypes[0],
+        Some((name, d)) => dtype_of(d).ok_or_else(|| {
+            type_error(
+                rules::DTYPE_UNSUPPORTED,
+                format!(
+                    "`{name}` is {}; ck_rs.{} takes float32 or bfloat16 values",
+                    d.name(),
+                    op.name
+                ),
+            )
+        })?,
+    };
     check_dtype(op, dtype).map_err(|e| type_error(rules::DTYPE_UNSUPPORTED, e.message()))?;
     Ok(dtype)
 }
