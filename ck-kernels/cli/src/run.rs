@@ -156,6 +156,9 @@ pub enum RunCommand {
     /// Attention forward, bf16, head dim 128, causal, 4 query heads on 2 key/value heads,
     /// 257 queries and N keys
     AttentionCheck(ExerciseArgs),
+    /// Decode attention against a paged KV cache (pages of 64): GQA 32/8 heads of 128, cached
+    /// lengths N, N/2, 1 and 0, one new token appended with RoPE
+    AttentionDecode(ExerciseArgs),
     /// CK's short-row RMSNorm configurations (lane groups of 8 and 16 lanes) for 64- and 32-lane
     /// warps: y and each row's mean of squares against fp64.
     LaneGroups(ExerciseArgs),
@@ -204,6 +207,7 @@ pub fn run(command: &RunCommand) -> Result<(), CliError> {
         Gemm(a) => gemm_cmd(a),
         Attention(a) => super::attention::run(a),
         AttentionCheck(a) => exercise("attention-check", a),
+        AttentionDecode(a) => exercise("attention-decode", a),
         LaneGroups(a) => exercise("lane-groups", a),
         GemmLds(a) => gemm_lds_cmd(a),
     }

@@ -40,6 +40,7 @@ use ck_core::TileDistribution;
 use ck_macros::{tile_distribution, tile_kernel};
 
 mod consumer;
+pub mod decode;
 mod producer;
 pub mod schedule;
 

@@ -2,9 +2,11 @@
 //! CPU references, and compares two devices bit for bit (`ck run`, `ck cross-check`, the tests).
 
 mod attention;
+mod decode;
 mod gemm;
 
 pub use attention::attention_case;
+pub use decode::{decode_case, DecodeCase};
 pub use gemm::{
     gemm_bf16_case, gemm_case, gemm_grouped_case, gemm_tma_case, grouped_problems, moe_problems,
 };
@@ -18,6 +20,29 @@ use crate::probes::exercise::*;
 use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats, TensorMap};
 use ck_core::wgmma::SwizzleMode;
+
+/// The decode exercise: GQA 32/8 heads of 128, a ragged batch of cached lengths `n`, `n / 2`,
+/// 1 and 0, `sq` new tokens appended with half-split RoPE on the whole head.
+fn decode_exercise(n: u32, page_size: Option<u32>, sq: u32, splits: Option<u32>) -> DecodeCase {
+    use crate::attention::decode::host::{Options, Shape};
+    DecodeCase {
+        shape: Shape {
+            batch: 4,
+            heads: 32,
+            kv_heads: 8,
+            sq,
+            head_dim: 128,
+        },
+        page_size,
+        seqlens: vec![n as i32, n as i32 / 2, 1, 0],
+        append: true,
+        rope: Some((128, false)),
+        options: Options {
+            splits,
+            ..Options::default()
+        },
+    }
+}
 
 /// Exercise kernels `ck run` and `ck cross-check` know besides the registry's operators
 /// (bank-probe takes its own parameters); gemm-f32 runs a 257 × 129 × n product.
@@ -35,6 +60,7 @@ pub const EXERCISES: &[&str] = &[
     "gemm-grouped",
     "gemm-grouped-moe",
     "attention-check",
+    "attention-decode",
     "lane-groups",
 ];
 
@@ -260,6 +286,11 @@ pub fn run_exercise(
                 seed,
             )
         }
+        "attention-decode" => decode_case(
+            device,
+            &decode_exercise(n.clamp(1, 1 << 17), Some(64), 1, None),
+            seed,
+        ),
         other => Err(LaunchError::invalid(
             ck_core::rules::UNKNOWN_KERNEL,
             format!(
@@ -438,6 +469,16 @@ pub fn cross_check(a: &Device, b: &Device) -> Result<Vec<CrossCheck>, LaunchErro
             attention_case(a, shape, options, 17)?,
             attention_case(b, shape, options, 17)?,
             // exp2 is approximate on the GPU: P, rounded to bf16, may differ by an ulp.
+            attention::O_TOLERANCE,
+        );
+    }
+    // Decode: contiguous and paged, one and four new tokens appended, split among 3 items.
+    for (page_size, sq, splits) in [(None, 1u32, None), (Some(16), 4, Some(3))] {
+        let case = decode_exercise(700, page_size, sq, splits);
+        record(
+            format!("attention-decode page={page_size:?} sq={sq} splits={splits:?}"),
+            decode_case(a, &case, 23)?,
+            decode_case(b, &case, 23)?,
             attention::O_TOLERANCE,
         );
     }

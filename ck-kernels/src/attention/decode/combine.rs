@@ -1,0 +1,116 @@
+//! The combine: each output row from its slots' partial results.
+//!
+//! A slot `s` holds `O_s` (normalised over the keys it saw) and `LSE_s = ln Σ exp(score)` over
+//! them. Over all keys, with `M = max_s LSE_s` and weights `w_s = exp(LSE_s − M)`:
+//!
+//! ```text
+//! O = Σ w_s · O_s / Σ w_s        LSE = M + ln Σ w_s
+//! ```
+//!
+//! Worked example: two slots with `LSE = (ln 1, ln 3)` and `O = (1, 5)` (one column) — the
+//! first saw keys whose `exp(score)` sum to 1, the second 3 — give `M = ln 3`, `w = (1/3, 1)`,
+//! `O = (1/3 + 5) / (4/3) = 4`, `LSE = ln 3 + ln(4/3) = ln 4`. A slot that saw no key has
+//! `LSE = −∞`, weight 0; a row with no key at all gives `O = 0`, `LSE = −∞`.
+
+use ck_core::device::*;
+use ck_core::tile::{make_tile_window, DistributedTensor, View2};
+use ck_macros::{tile_distribution, tile_kernel};
+use core::num::NonZeroU32;
+
+tile_distribution! {
+    /// Eight output rows of up to 128 columns: warp `w` takes row `w`, lane `l` columns
+    /// 4l .. 4l + 4.
+    pub struct CombineRows {
+        warp_size: 32, block_size: 256,
+        h: { row: [warp: 8], d: [lane: 32, vec: 4] },
+        p: [[row.warp], [d.lane]],
+        y: [d.vec],
+    }
+}
+
+/// Rows per block.
+pub const ROWS_PER_BLOCK: u32 = 8;
+
+/// `o` `[rows, head_dim]` (rows `(b, t, h)` of `[batch, sq, heads]`) and `lse` `[batch, heads,
+/// sq]` from `slots` partial results `o_part` `[slots, rows, head_dim]`, `lse_part` `[slots,
+/// rows]`.
+#[tile_kernel(block = 256, distributions(CombineRows))]
+#[allow(clippy::too_many_arguments)]
+pub fn attention_decode_combine(
+    o_part: Global<f32>,
+    lse_part: Global<f32>,
+    o: GlobalMut<Bf16>,
+    lse: GlobalMut<f32>,
+    rows: u32,
+    slots: u32,
+    head_dim: u32,
+    sq: u32,
+    heads: u32,
+) {
+    let r0 = block_idx() * ROWS_PER_BLOCK;
+    let p = CombineRows::partition_index(thread_idx());
+    let row = r0 + CombineRows::x_index(p, [0])[0] as u32;
+    if row >= rows {
+        return;
+    }
+    // The slots' weights: lane `l` reads the log-sum-exps of slots `l, l + 32, …`, the warp
+    // agrees on their max and on the sum of the weights (a NaN slot — a sequence past the
+    // cache's end — has weight NaN, and makes the row NaN).
+    let lse_of = |s: u32| lse_part.load(s * rows + row);
+    let weight = |l: f32, max: f32| {
+        if l == f32::NEG_INFINITY {
+            0.0
+        } else {
+            math::exp2((l - max) * core::f32::consts::LOG2_E)
+        }
+    };
+    let mut max = f32::NEG_INFINITY;
+    let mut s = lane_id();
+    while s < slots {
+        max = max.max(lse_of(s));
+        s += 32;
+    }
+    let max = warp_reduce(max, f32::max);
+    let mut sum = 0.0;
+    let mut s = lane_id();
+    while s < slots {
+        sum += weight(lse_of(s), max);
+        s += 32;
+    }
+    let sum = warp_reduce(sum, |a, b| a + b);
+    // O: every slot's row weighted (an empty slot's row is zeros, weight 0), eight slots' rows
+    // loaded before any is added, so their latencies overlap.
+    let len = rows * head_dim;
+    let row_of = |s: u32| {
+        let view = View2::<_, f32, 4>::new(o_part.slice(s * len, len), rows, head_dim, head_dim);
+        make_tile_window::<CombineRows, _>(view, [r0 as i32, 0]).load::<f32>()
+    };
+    let mut acc = DistributedTensor::<CombineRows, f32>::splat(0.0);
+    let mut first = 0;
+    while first < slots {
+        let group: [_; 8] = core::array::from_fn(|i| {
+            let s = first + i as u32;
+            (s < slots).then(|| (weight(lse_of(s), max), row_of(s)))
+        });
+        for (w, x) in group.into_iter().flatten() {
+            acc = acc.zip_map(&x, |a, x| math::fma(w, x, a));
+        }
+        first += 8;
+    }
+    let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
+    let out = acc.map(|a| a * inv).round_to::<Bf16>();
+    let view = View2::<_, Bf16, 4>::new(o, rows, head_dim, head_dim);
+    make_tile_window::<CombineRows, _>(view, [r0 as i32, 0]).store(&out);
+    if lane_id() == 0 {
+        // The host passes non-zero sizes; a division that cannot panic keeps panic code out.
+        let nz = |x: u32| NonZeroU32::new(x).unwrap_or(NonZeroU32::MIN);
+        let (bt, h) = (row / nz(heads), row % nz(heads));
+        let (b, t) = (bt / nz(sq), bt % nz(sq));
+        let value = if sum == 0.0 {
+            f32::NEG_INFINITY
+        } else {
+            max + math::log2(sum) * core::f32::consts::LN_2
+        };
+        lse.store((b * heads + h) * sq + t, value);
+    }
+}

@@ -1,0 +1,210 @@
+//! A consumer warpgroup: the online softmax of an item's query rows against every other key
+//! tile of the item's split (warpgroup `wg` takes tiles `wg, wg + 2, …`), then its partial O
+//! (normalised) and log-sum-exp, one *slot* of the split scratch.
+
+use super::schedule::*;
+use crate::attention::consumer::{
+    issue_scores_in, issue_values, k_major, online_softmax, release, values, Rows,
+};
+use crate::attention::{HeadDim, RowStats, Scores};
+use ck_core::device::*;
+use ck_core::tile::{broadcast_x, DistributedTensor};
+use ck_core::TileDistribution;
+
+/// What a consumer thread needs of its query rows for one item (two rows per thread, in
+/// [`RowStats`]'s layout), worked out once per item rather than per score: the keys each row
+/// sees (`key < keys`: the sequence's, or under the causal mask those up to its token's
+/// diagonal), and where its partial result goes (`[slots, batch, sq, heads]` row, or
+/// `u32::MAX` for a padding row of the tile).
+struct ItemRows {
+    keys: DistributedTensor<RowStats, u32>,
+    out: DistributedTensor<RowStats, u32>,
+}
+
+impl ItemRows {
+    #[inline(always)]
+    fn of(w: &Work, pb: &Problem, slot: u32) -> ItemRows {
+        let mut rows = ItemRows {
+            keys: DistributedTensor::splat(w.sk),
+            out: DistributedTensor::splat(u32::MAX),
+        };
+        let p = RowStats::partition_index(thread_idx());
+        RowStats::for_each_y(|y, d| {
+            let [r] = RowStats::x_index(p, y);
+            if let Some((t, h)) = w.row(r as u32 % ROWS, pb) {
+                if pb.causal {
+                    let diagonal = t as i64 + w.sk as i64 - pb.sq as i64 + 1;
+                    rows.keys.set(d, diagonal.clamp(0, w.sk as i64) as u32);
+                }
+                rows.out.set(d, partial_row(slot, (t, h), w, pb));
+            }
+        });
+        rows
+    }
+}
+
+/// Sets the scores of keys a row does not see to −∞ (`key0`: the tile's first key).
+#[inline(always)]
+fn mask(s: &mut DistributedTensor<Scores, f32>, key0: u32, rows: &ItemRows) {
+    let keys = broadcast_x::<Scores, RowStats, u32, 1>(&rows.keys);
+    let p = Scores::partition_index(thread_idx());
+    Scores::for_each_y(|y, d| {
+        let [_, c] = Scores::x_index(p, y);
+        if key0 + c as u32 >= keys.get(d) {
+            s.set(d, f32::NEG_INFINITY);
+        }
+    });
+}
+
+/// Zeros rows `valid..` of the value tile at `at`. They hold whatever the cache held past the
+/// sequence's end (a stale page, uninitialised memory): their probabilities are 0, but
+/// `0 · NaN` is NaN. Written through the generic proxy, so fenced before the warpgroup's MMAs
+/// (the async proxy) read the tile.
+#[inline(always)]
+fn clear_stale_values<H: HeadDim, const SMEM: usize>(
+    smem: &Smem<SMEM>,
+    (at, valid): (u32, u32),
+    wg: u32,
+) {
+    let chunks = (BN - valid) * 8;
+    for p in 0..H::D / 64 {
+        let first = at + (p * K_PANEL_BYTES + valid * 128) / 2;
+        let mut c = thread_idx() % 128;
+        while c < chunks {
+            smem.tiles
+                .store_vec::<8>(first + 8 * c, [Bf16::default(); 8]);
+            c += 128;
+        }
+    }
+    fence_proxy_async();
+    named_barrier_sync(1 + wg, 128);
+}
+
+/// Loads the item's Q rows into the Q buffer at `at`, both consumer warpgroups together, in
+/// the layout the MMA reads: row `r` of a 64-column panel at byte `128·r`, its 16-byte chunk
+/// `c` at chunk `c XOR (r mod 8)` (the 128-byte swizzle, on a 1024-byte aligned panel). The
+/// rows past the item's are left as they are: each MMA row only makes its own scores.
+#[inline(always)]
+fn load_q<H: HeadDim, const SMEM: usize>(smem: &Smem<SMEM>, at: u32, w: &Work, pb: &Problem) {
+    let chunks = H::D / 8;
+    let mut i = thread_idx();
+    while i < w.hc.get() * w.tc * chunks {
+        let (r, c) = (i / chunks, i % chunks);
+        if let Some((t, h)) = w.row(r, pb) {
+            let head = w.kv_head * pb.group.get() + h;
+            let from = (w.b * pb.sq + t) * pb.q_token_stride + head * H::D + 8 * c;
+            let (panel, chunk) = (c / 8, c % 8);
+            let to = at + (panel * Q_PANEL_BYTES + 128 * r + 16 * (chunk ^ (r % 8))) / 2;
+            smem.tiles.store_vec::<8>(to, pb.q.load_vec::<8>(from));
+        }
+        i += CONSUMERS * 128;
+    }
+    // The MMAs read through the async proxy: fence the stores, and wait for every thread's.
+    fence_proxy_async();
+    named_barrier_sync(Q_LOADED, CONSUMERS * 128);
+}
+
+/// The named barrier of the Q load (both consumer warpgroups); 1 and 2 are each warpgroup's.
+const Q_LOADED: u32 = 3;
+
+/// Every item of the block: load its Q, run this warpgroup's key tiles, write the partial
+/// result.
+#[inline(always)]
+pub fn consume<H: HeadDim, const SMEM: usize>(
+    part: (GlobalMut<f32>, GlobalMut<f32>),
+    smem: &Smem<SMEM>,
+    lay: Layout,
+    pb: &Problem,
+) {
+    let wg = warp_id() / 4;
+    let tile = |at: u32| smem.tiles.shared_address(at);
+    let mut t = 0;
+    for (i, w) in (0u32..).zip(pb.my_items()) {
+        let qb = lay.q(q_buffer(i));
+        load_q::<H, SMEM>(smem, qb, &w, pb);
+        let q = (k_major(tile(qb), 0), Q_PANEL_BYTES);
+        let slot = w.split * CONSUMERS + wg;
+        let item_rows = ItemRows::of(&w, pb, slot);
+        let mut rows = Rows::<H>::new();
+        let mut j = wg;
+        while j < w.tiles {
+            let (s, parity) = lay.stage(t + j);
+            let released = |empty: u32| {
+                // With an odd stage count a stage's uses alternate between the warpgroups, so
+                // this one may come to use `n` while use `n − 1` (the other's) is not even
+                // filled: its "full" phase `n − 1` pending, the wait for phase `n` (the same
+                // parity as the completed `n − 2`) would pass at once. Wait first until use
+                // `n − 1` was released — exact: phase `n` of "empty" needs this warpgroup.
+                if t + j >= lay.stages {
+                    smem.bars.wait(empty, parity ^ 1);
+                }
+            };
+            released(k_empty(s));
+            smem.bars.wait(k_full(s), parity);
+            let mut scores = DistributedTensor::<Scores, f32>::splat(0.0);
+            issue_scores_in::<H>(&mut scores, q, k_major(tile(lay.k(s)), 0));
+            wgmma_wait::<0>(&mut scores.data);
+            release(&smem.bars, k_empty(s));
+            let key0 = (w.first_tile + j) * BN;
+            let crosses_diagonal =
+                pb.causal && (key0 + BN) as i64 - 1 > w.t0 as i64 + w.sk as i64 - pb.sq as i64;
+            let past_end = key0 + BN > w.sk;
+            if past_end || crosses_diagonal {
+                mask(&mut scores, key0, &item_rows);
+            }
+            let mut p = online_softmax(&scores, &mut rows, pb.scale_log2);
+            released(v_empty(s));
+            smem.bars.wait(v_full(s), parity);
+            if past_end {
+                clear_stale_values::<H, SMEM>(smem, (lay.v(s), w.sk - key0), wg);
+            }
+            issue_values::<H>(&mut rows.acc, &mut p, values(tile(lay.v(s))));
+            wgmma_wait::<0>(&mut rows.acc.data);
+            release(&smem.bars, v_empty(s));
+            j += CONSUMERS;
+        }
+        t += w.tiles;
+        store_partial(rows, part, &item_rows, w.overflow);
+    }
+}
+
+/// Row `(t, h)` of slot `slot` in the split scratch `[slots, batch, sq, heads]`.
+#[inline(always)]
+fn partial_row(slot: u32, (t, h): (u32, u32), w: &Work, pb: &Problem) -> u32 {
+    ((slot * pb.batch + w.b) * pb.sq + t) * pb.heads + w.kv_head * pb.group.get() + h
+}
+
+/// This warpgroup's O (normalised by its sums: a slot with no key gives 0) and log-sum-exp of
+/// the item's rows, into their slot's rows (NaN for a sequence past the cache's capacity).
+#[inline(always)]
+fn store_partial<H: HeadDim>(
+    rows: Rows<H>,
+    (o_part, lse_part): (GlobalMut<f32>, GlobalMut<f32>),
+    item_rows: &ItemRows,
+    overflow: bool,
+) {
+    let (inv, mut lse) = rows.finish();
+    let mut out = rows
+        .acc
+        .zip_map(&broadcast_x::<H::Out, RowStats, f32, 1>(&inv), |o, i| o * i);
+    if overflow {
+        out = out.map(|_| f32::NAN);
+        lse = lse.map(|_| f32::NAN);
+    }
+    let at = broadcast_x::<H::Out, RowStats, u32, 1>(&item_rows.out);
+    let p = H::Out::partition_index(thread_idx());
+    H::Out::for_each_y(|y, d| {
+        let [_, c] = H::Out::x_index(p, y);
+        if at.get(d) != u32::MAX {
+            o_part.store(at.get(d) * H::D + c as u32, out.get(d));
+        }
+    });
+    // The quad's four lanes hold the same rows: one of them writes.
+    if lane_id().is_multiple_of(4) {
+        RowStats::for_each_y(|_, d| {
+            if item_rows.out.get(d) != u32::MAX {
+                lse_part.store(item_rows.out.get(d), lse.get(d));
+            }
+        });
+    }
+}

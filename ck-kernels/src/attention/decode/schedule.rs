@@ -1,0 +1,325 @@
+//! What the producer and the consumers of a decode block agree on: the problem, the work items
+//! and their key ranges, where the tiles lie in shared memory, and which mbarrier guards which
+//! buffer.
+//!
+//! An *item* is one KV head of one sequence, a *row tile* of its query rows, and one *split* of
+//! its keys. The query rows of a KV head are its `group` query heads × `sq` new tokens, packed
+//! token-major into tiles of up to 64 rows (`hc` heads × `tc` tokens, [`Problem::row_tile`]):
+//! GQA 32/8 with one new token is 4 rows, 64/8 with 4 new tokens 32 — one MMA's rows, and one
+//! read of the KV head's keys for all of them.
+//!
+//! The split count is the host's; the splits of a sequence share its key tiles evenly *on the
+//! device*, from its length in `cache_seqlens` — so a capture in a CUDA graph stays right when
+//! the lengths change between replays.
+//!
+//! Every side walks the block's items (`block, block + grid, …`) and, in each, its key tiles,
+//! counting tiles from the block's start: tile `t` uses ring stage `t mod STAGES` for the
+//! `t / STAGES`-th time (parity as in the prefill kernel). Two producer warps copy the keys
+//! and the values, each as far ahead as its half of the ring allows; consumer warpgroup `wg`
+//! takes the item's tiles `wg, wg + 2, …` and keeps its own running softmax: it writes its own
+//! partial result, combined with the others afterwards ([`super::combine`]). The consumers
+//! load each item's Q rows themselves (a few rows, read once: no copy engine needed, and any
+//! token stride).
+
+use crate::attention::HeadDim;
+use ck_core::device::*;
+use core::num::NonZeroU32;
+
+/// Query rows per item: one consumer warpgroup's MMA rows.
+pub const ROWS: u32 = 64;
+/// Keys per tile.
+pub const BN: u32 = 128;
+/// Threads per block: two consumer warpgroups, then the producer's.
+pub const THREADS: u32 = 384;
+/// Consumer warpgroups (each its own partial result per item).
+pub const CONSUMERS: u32 = 2;
+/// Warps of a warpgroup: the arrivals on a key/value "empty" barrier.
+const WARPGROUP_WARPS: u32 = 4;
+/// Bytes of a 64-column panel of a key tile (128 rows of 128 bytes).
+pub const K_PANEL_BYTES: u32 = BN * 128;
+/// Bytes of a 64-column panel of a Q tile (64 rows of 128 bytes).
+pub const Q_PANEL_BYTES: u32 = ROWS * 128;
+/// The most ring stages any head dim uses.
+const MAX_STAGES: u32 = 6;
+/// Q buffers: item `i` of a block loads its rows into buffer `i mod 2` while the other
+/// warpgroup may still read the last item's.
+const Q_BUFFERS: u32 = 2;
+
+/// Ring stages for head dim `d`: as many (K, V) tile pairs as fit beside two Q buffers in the
+/// 227 KiB of a block's shared memory (128: 3 of 64 KiB; 64: 6 of 32 KiB).
+pub const fn stages(d: u32) -> u32 {
+    let free = 227 * 1024 - 1024 - Q_BUFFERS * ROWS * d * 2;
+    let s = free / (2 * BN * d * 2);
+    if s > MAX_STAGES {
+        MAX_STAGES
+    } else {
+        s
+    }
+}
+
+pub const fn k_full(s: u32) -> u32 {
+    4 * s
+}
+pub const fn v_full(s: u32) -> u32 {
+    k_full(s) + 1
+}
+pub const fn k_empty(s: u32) -> u32 {
+    k_full(s) + 2
+}
+pub const fn v_empty(s: u32) -> u32 {
+    k_full(s) + 3
+}
+/// mbarriers per block.
+pub const BARRIERS: usize = (4 * MAX_STAGES) as usize;
+
+/// Shared elements for head dim `H`: two 64-row Q buffers, the ring of 128-key (K, V) tiles,
+/// and 1 KiB to start them on a 1024-byte boundary (the swizzle XORs absolute address bits).
+pub const fn smem_elems<H: HeadDim>() -> usize {
+    ((Q_BUFFERS * ROWS * H::D * 2 + stages(H::D) * 2 * BN * H::D * 2 + 1024) / 2) as usize
+}
+
+/// Where a sequence's keys are: `[batch, capacity, kv_heads, D]` (`page_size = 0`), or pages
+/// `[pages, page_size, kv_heads, D]` named by `page_table` `[batch, max_pages]`.
+#[derive(Clone, Copy)]
+pub struct Cache {
+    pub page_table: Global<i32>,
+    /// Keys per page (a power of two), or 0 for the contiguous cache.
+    pub page_size: u32,
+    pub max_pages: u32,
+    /// Pages in the pool (a contiguous cache: the batch); a page-table entry outside
+    /// `0..pages` is read as zeros and never written.
+    pub pages: u32,
+    /// Keys a sequence can hold: `capacity`, or `max_pages · page_size`.
+    pub capacity: u32,
+    /// Keys per TMA box: 128, or the page size when a page holds fewer.
+    pub box_rows: u32,
+}
+
+impl Cache {
+    /// The page (or the batch entry) and the row in it of key `key` of sequence `b`.
+    #[inline(always)]
+    pub fn locate(&self, b: u32, key: u32) -> (u32, u32) {
+        if self.page_size == 0 {
+            (b, key)
+        } else {
+            let shift = self.page_size.trailing_zeros();
+            let page = self.page_table.load(b * self.max_pages + (key >> shift));
+            (page as u32, key & (self.page_size - 1))
+        }
+    }
+}
+
+/// The problem as the kernel sees it (see [`super::host`] for the checks made before launch).
+#[derive(Clone, Copy)]
+pub struct Problem {
+    /// New tokens (query rows) per sequence and per head.
+    pub sq: u32,
+    pub batch: u32,
+    pub heads: u32,
+    pub kv_heads: NonZeroU32,
+    /// Query heads per KV head.
+    pub group: NonZeroU32,
+    /// Q `[batch, sq, heads, D]` with `q_token_stride` elements from a token to the next (a
+    /// head's row is contiguous, the heads of a token `D` apart).
+    pub q: Global<Bf16>,
+    pub q_token_stride: u32,
+    pub splits: NonZeroU32,
+    /// Keys of sequence `b`: `cache_seqlens[b] + appended` (the new tokens' keys are in the
+    /// cache already when they were appended by this call).
+    pub seqlens: Global<i32>,
+    pub appended: u32,
+    pub cache: Cache,
+    /// `scale · log₂ e` (positive).
+    pub scale_log2: f32,
+    pub causal: bool,
+}
+
+/// One item: the rows it owns, its keys, and its split.
+#[derive(Clone, Copy)]
+pub struct Work {
+    pub b: u32,
+    pub kv_head: u32,
+    /// The row tile's first head (within the group) and first token, and its shape
+    /// (`hc` heads × `tc` tokens, row `r` = token `r / hc`, head `r % hc`).
+    pub h0: u32,
+    pub t0: u32,
+    pub hc: NonZeroU32,
+    pub tc: u32,
+    /// The sequence's keys, and whether its length passed the cache's capacity (its rows are
+    /// written as NaN).
+    pub sk: u32,
+    pub overflow: bool,
+    /// The split's key tiles: `first_tile ..+ tiles`.
+    pub first_tile: u32,
+    pub tiles: u32,
+    pub split: u32,
+}
+
+impl Work {
+    /// Query row `r` of the tile as (token, head within the group), if it is a row of the
+    /// problem (the tile's last rows may be padding).
+    #[inline(always)]
+    pub fn row(&self, r: u32, pb: &Problem) -> Option<(u32, u32)> {
+        let (t, h) = (r / self.hc, r % self.hc);
+        let (t, h) = (self.t0 + t, self.h0 + h);
+        (r < self.hc.get() * self.tc && t < pb.sq && h < pb.group.get()).then_some((t, h))
+    }
+
+    /// The keys query token `t` sees: `key ≤ t + sk − sq` under the causal mask (the new
+    /// tokens are the last `sq` positions).
+    #[inline(always)]
+    pub fn sees(&self, t: u32, key: u32, pb: &Problem) -> bool {
+        key < self.sk && (!pb.causal || key as i64 <= t as i64 + self.sk as i64 - pb.sq as i64)
+    }
+}
+
+impl Problem {
+    /// The row tile's shape: `hc` heads × `tc` tokens, at most [`ROWS`] rows.
+    #[inline(always)]
+    pub fn row_tile(&self) -> (NonZeroU32, u32) {
+        let hc = self
+            .group
+            .min(NonZeroU32::new(ROWS).unwrap_or(NonZeroU32::MIN));
+        let tc = (ROWS / hc).min(self.sq).max(1);
+        (hc, tc)
+    }
+
+    /// Row tiles per KV head: head chunks × token chunks.
+    #[inline(always)]
+    pub fn row_tiles(&self) -> (u32, u32) {
+        let (hc, tc) = self.row_tile();
+        (self.group.get().div_ceil(hc.get()), self.sq.div_ceil(tc))
+    }
+
+    /// Items: every (sequence, KV head, split, row tile).
+    #[inline(always)]
+    pub fn items(&self) -> u32 {
+        let (hn, tn) = self.row_tiles();
+        self.batch * self.kv_heads.get() * self.splits.get() * hn * tn
+    }
+
+    /// Keys of sequence `b` (its length in `cache_seqlens`, negative taken as 0, plus the
+    /// appended tokens; never past the cache's capacity), and whether it passed it.
+    #[inline(always)]
+    pub fn keys(&self, b: u32) -> (u32, bool) {
+        let keys = self.seqlens.load(b).max(0) as u32 + self.appended;
+        (keys.min(self.cache.capacity), keys > self.cache.capacity)
+    }
+
+    /// Item `item`: its rows, and its split's share of the key tiles its rows see.
+    #[inline(always)]
+    pub fn work(&self, item: u32) -> Work {
+        let (hc, tc) = self.row_tile();
+        let (hn, tn) = self.row_tiles();
+        let nz = |x: u32| NonZeroU32::new(x).unwrap_or(NonZeroU32::MIN);
+        let (rest, tt) = (item / nz(tn), item % nz(tn));
+        let (rest, hh) = (rest / nz(hn), rest % nz(hn));
+        let (rest, split) = (rest / self.splits, rest % self.splits);
+        let (b, kv_head) = (rest / self.kv_heads, rest % self.kv_heads);
+        let (t0, h0) = (tt * tc, hh * hc.get());
+        let (sk, overflow) = self.keys(b);
+        // Under the mask the tile's last token sees the most keys.
+        let last = (t0 + tc).min(self.sq) - 1;
+        let key_end = if self.causal {
+            (last as i64 + sk as i64 - self.sq as i64 + 1).clamp(0, sk as i64) as u32
+        } else {
+            sk
+        };
+        let all = key_end.div_ceil(BN);
+        let per = all.div_ceil(self.splits.get());
+        let first_tile = (split * per).min(all);
+        Work {
+            b,
+            kv_head,
+            h0,
+            t0,
+            hc,
+            tc,
+            sk,
+            overflow,
+            first_tile,
+            tiles: per.min(all - first_tile),
+            split,
+        }
+    }
+
+    /// This block's items, in the order both sides take them.
+    #[inline(always)]
+    pub fn my_items(&self) -> impl Iterator<Item = Work> + '_ {
+        let items = self.items();
+        let mut next = block_idx();
+        core::iter::from_fn(move || {
+            let item = next;
+            next += grid_dim();
+            (item < items).then(|| self.work(item))
+        })
+    }
+}
+
+/// The shared memory of a kernel: the tiles, and the mbarriers.
+pub struct Smem<const SMEM: usize> {
+    pub tiles: SharedArray<Bf16, SMEM>,
+    pub bars: SharedArray<Mbarrier, BARRIERS>,
+}
+
+/// Element offsets of the buffers from `first`, the first element on a 1024-byte boundary: the
+/// two Q buffers, then stage by stage the key and the value tile.
+#[derive(Clone, Copy)]
+pub struct Layout {
+    first: u32,
+    q_tile: u32,
+    kv_tile: u32,
+    pub stages: u32,
+}
+
+impl Layout {
+    #[inline(always)]
+    pub fn of<H: HeadDim, const SMEM: usize>(smem: &Smem<SMEM>) -> Layout {
+        Layout {
+            first: (1024 - smem.tiles.shared_address(0) % 1024) % 1024 / 2,
+            q_tile: ROWS * H::D,
+            kv_tile: BN * H::D,
+            stages: stages(H::D),
+        }
+    }
+
+    #[inline(always)]
+    pub fn q(&self, i: u32) -> u32 {
+        self.first + i * self.q_tile
+    }
+
+    #[inline(always)]
+    pub fn k(&self, s: u32) -> u32 {
+        self.first + Q_BUFFERS * self.q_tile + 2 * s * self.kv_tile
+    }
+
+    #[inline(always)]
+    pub fn v(&self, s: u32) -> u32 {
+        self.k(s) + self.kv_tile
+    }
+
+    /// Key tile `t` of the block: its stage and the parity of that stage's use.
+    #[inline(always)]
+    pub fn stage(&self, t: u32) -> (u32, u32) {
+        (t % self.stages, (t / self.stages) % 2)
+    }
+}
+
+/// Item `i` of the block: its Q buffer.
+#[inline(always)]
+pub fn q_buffer(i: u32) -> u32 {
+    i % Q_BUFFERS
+}
+
+/// Initialises every barrier (one thread; a block barrier follows). A key or value tile is
+/// read by one warpgroup.
+#[inline(always)]
+pub fn init_barriers<H: HeadDim, const SMEM: usize>(smem: &Smem<SMEM>) {
+    for s in 0..stages(H::D) {
+        smem.bars.init(k_full(s), 1);
+        smem.bars.init(v_full(s), 1);
+        smem.bars.init(k_empty(s), WARPGROUP_WARPS);
+        smem.bars.init(v_empty(s), WARPGROUP_WARPS);
+    }
+    fence_barrier_init();
+}

@@ -1,0 +1,181 @@
+//! Decode attention on the emulator against the fp64 reference (`checks::decode_case`: O
+//! norm-wise within 1e-2, every LSE within 1e-3, −∞ exactly where a row sees no key, the cache's
+//! bytes after the append as the contract says): contiguous and paged caches, every `sq` from 1
+//! to 16, cache lengths 0, 1, 17, 130 and 1000, GQA, ragged batches, splits, append with both
+//! RoPE styles; bad calls are errors with their rule.
+
+use ck_core::host::Device;
+use ck_kernels::attention::decode::host::{decode, CacheLayout, Call, Options, Shape};
+use ck_kernels::checks::{decode_case, DecodeCase};
+
+fn shape(batch: u32, heads: u32, kv_heads: u32, sq: u32, head_dim: u32) -> Shape {
+    Shape {
+        batch,
+        heads,
+        kv_heads,
+        sq,
+        head_dim,
+    }
+}
+
+const CAUSAL: Options = Options {
+    causal: true,
+    scale: None,
+    splits: None,
+};
+
+fn check(case: DecodeCase) {
+    let seed = case.seqlens.iter().map(|&l| l as u64).sum::<u64>() * 7 + case.shape.sq as u64;
+    let outcome = decode_case(&Device::emulator(), &case, seed).unwrap();
+    assert!(
+        outcome.mismatch.is_none(),
+        "{case:?}: {:?}",
+        outcome.mismatch
+    );
+}
+
+fn case(shape: Shape, page_size: Option<u32>, seqlens: &[i32]) -> DecodeCase {
+    DecodeCase {
+        shape,
+        page_size,
+        seqlens: seqlens.to_vec(),
+        append: false,
+        rope: None,
+        options: CAUSAL,
+    }
+}
+
+/// The lengths of the issue (0, 1, 17, 130, 1000) as one ragged batch, contiguous and in pages
+/// of 16 and 64, one new token against GQA 4/2, causal and not, both head dims.
+#[test]
+fn ragged_lengths_contiguous_and_paged() {
+    for head_dim in [64, 128] {
+        for page_size in [None, Some(16), Some(64)] {
+            for causal in [true, false] {
+                let mut c = case(
+                    shape(5, 4, 2, 1, head_dim),
+                    page_size,
+                    &[0, 1, 17, 130, 1000],
+                );
+                c.options.causal = causal;
+                check(c);
+            }
+        }
+    }
+}
+
+/// Every number of new tokens from 1 to 16 (causal among themselves), appended, against a
+/// 130-key cache: up to 8 heads × 16 tokens = 128 rows, two row tiles of 64.
+#[test]
+fn every_sq_from_1_to_16_appended() {
+    for sq in 1..=16 {
+        let mut c = case(shape(2, 8, 1, sq, 64), Some(16), &[130, 17]);
+        c.append = true;
+        check(c);
+    }
+}
+
+/// A key range split among 1, 3 and 7 items per sequence (each writing two partial results),
+/// more splits than a short sequence has tiles.
+#[test]
+fn forced_splits_agree_with_the_reference() {
+    for splits in [1, 3, 7] {
+        let mut c = case(shape(3, 4, 1, 2, 128), None, &[1000, 129, 5]);
+        c.options.splits = Some(splits);
+        check(c);
+    }
+}
+
+/// Append with RoPE, both styles, the rotary dim below the head dim, positions not starting at
+/// 0, paged and contiguous: O, and the new rows of the cache (rotated keys, plain values).
+#[test]
+fn append_with_rope_both_styles() {
+    for (rotary_dim, interleaved) in [(64, false), (32, true), (128, false)] {
+        for page_size in [None, Some(64)] {
+            let mut c = case(shape(2, 4, 2, 3, 128), page_size, &[40, 200]);
+            c.append = true;
+            c.rope = Some((rotary_dim, interleaved));
+            check(c);
+        }
+    }
+}
+
+/// Sequences with no key at all (empty cache, nothing appended): O = 0 and LSE = −∞, beside a
+/// sequence that has keys.
+#[test]
+fn a_sequence_without_keys_gives_zeros() {
+    check(case(shape(3, 2, 2, 2, 64), Some(32), &[0, 50, 0]));
+}
+
+/// A length past the cache's capacity cannot be attended: that sequence's rows are NaN (the
+/// lengths live on the device, so the call cannot refuse them), the others are right.
+#[test]
+fn a_length_past_the_capacity_gives_nan() {
+    let s = shape(2, 2, 1, 1, 64);
+    let layout = CacheLayout::Contiguous { capacity: 16 };
+    let call = Call {
+        q: vec![0.5; s.q_len() as usize],
+        k_cache: vec![0.25; layout.len(&s) as usize],
+        v_cache: vec![1.0; layout.len(&s) as usize],
+        seqlens: vec![10, 17],
+        ..Call::default()
+    };
+    let out = decode(&Device::emulator(), &call, s, layout, CAUSAL).unwrap();
+    let row = 2 * 64;
+    assert!(out.o[..row].iter().all(|&x| x == 1.0), "{:?}", &out.o[..4]);
+    assert!(out.o[row..].iter().all(|x| x.is_nan()));
+    assert!(out.lse[2..].iter().all(|x| x.is_nan()));
+}
+
+/// Bad calls: their rule, and nothing launched.
+#[test]
+fn bad_calls_are_errors_with_their_rule() {
+    let s = shape(1, 4, 2, 1, 64);
+    let call = |layout: CacheLayout, s: Shape| Call {
+        q: vec![0.0; s.q_len() as usize],
+        k_cache: vec![0.0; layout.len(&s) as usize],
+        v_cache: vec![0.0; layout.len(&s) as usize],
+        seqlens: vec![1; s.batch as usize],
+        page_table: vec![0; layout.table_len(s.batch) as usize],
+        ..Call::default()
+    };
+    let run = |layout, s: Shape, options| {
+        decode(&Device::emulator(), &call(layout, s), s, layout, options)
+            .unwrap_err()
+            .rule()
+            .name()
+    };
+    let contiguous = CacheLayout::Contiguous { capacity: 8 };
+    let paged = |page_size| CacheLayout::Paged {
+        pages: 2,
+        page_size,
+        max_pages: 1,
+    };
+    assert_eq!(run(paged(24), s, CAUSAL), "shape-unsupported");
+    assert_eq!(run(paged(8), s, CAUSAL), "shape-unsupported");
+    assert_eq!(
+        run(contiguous, shape(1, 4, 2, 1, 96), CAUSAL),
+        "head-dim-unsupported"
+    );
+    assert_eq!(run(contiguous, shape(1, 4, 3, 1, 64), CAUSAL), "gqa-heads");
+    let zero_splits = Options {
+        splits: Some(0),
+        ..CAUSAL
+    };
+    assert_eq!(run(contiguous, s, zero_splits), "argument-size");
+    let bad_scale = Options {
+        scale: Some(-1.0),
+        ..CAUSAL
+    };
+    assert_eq!(run(contiguous, s, bad_scale), "bad-scale");
+}
+
+/// One persistent block (an emulator with one worker) walks every item: its Q buffers and
+/// key/value stages turn over many times, across sequences of different lengths.
+#[test]
+fn one_persistent_block_walks_every_item() {
+    let device = Device::Emulator { workers: 1 };
+    let c = case(shape(5, 8, 4, 1, 128), None, &[1000, 700, 3, 1000, 0]);
+    let outcome = decode_case(&device, &c, 3).unwrap();
+    assert!(outcome.mismatch.is_none(), "{:?}", outcome.mismatch);
+}
