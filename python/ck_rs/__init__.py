@@ -17,6 +17,7 @@ module) whose message starts with the rule name the ``ck`` command prints: ``err
 """
 
 import math as _math
+import os as _os
 
 from . import _native
 from ._native import KernelFault
@@ -29,6 +30,7 @@ __all__ = [
     "gemm",
     "grouped_mm",
     "attention",
+    "attention_with_kvcache",
     "KernelFault",
 ]
 
@@ -564,6 +566,135 @@ def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False, 
     )
     if widen:
         o = o.float() if out is None else out.copy_(o)
+    return (o, lse) if return_lse else o
+
+
+_SM_COUNT = {}  # CUDA device index -> multiprocessors
+
+
+def _multiprocessors(call):
+    """The multiprocessors the split heuristic plans for: the GPU's (asked once per device);
+    on the emulator one per CPU core."""
+    if not call.cuda:
+        return _os.cpu_count() or 1
+    index = call.device.index if call.device.index is not None else _torch.cuda.current_device()
+    n = _SM_COUNT.get(index)
+    if n is None:
+        n = _SM_COUNT[index] = _torch.cuda.get_device_properties(index).multi_processor_count
+    return n
+
+
+_SPLITS = {}  # (batch, heads, kv_heads, sq, capacity, multiprocessors) -> the heuristic's count
+
+
+def _splits(batch, heads, kv_heads, sq, capacity, call):
+    """The split count of ``ck_rs``'s heuristic for a decode call, asked once per shape."""
+    key = (batch, heads, kv_heads, sq, capacity, _multiprocessors(call))
+    n = _SPLITS.get(key)
+    if n is None:
+        n = _SPLITS[key] = _native.decode_splits(batch, heads, max(kv_heads, 1), sq, capacity, key[-1])
+    return n
+
+
+def attention_with_kvcache(
+    q,
+    k_cache,
+    v_cache,
+    cache_seqlens,
+    page_table=None,
+    k=None,
+    v=None,
+    rotary_cos=None,
+    rotary_sin=None,
+    causal=True,
+    num_splits=0,
+    return_lse=False,
+    *,
+    scale=None,
+    rotary_interleaved=False,
+):
+    """Decode attention against a KV cache, with FlashAttention's ``flash_attn_with_kvcache``
+    conventions.
+
+    ``q`` ``[batch, seq_q, heads, head_dim]`` holds the new tokens' queries (``seq_q`` from 1 to
+    16 typically); ``k_cache``, ``v_cache`` are ``[batch, capacity, kv_heads, head_dim]``, or,
+    with ``page_table`` ``[batch, max_pages]`` (int32), a pool of pages ``[pages, page_size,
+    kv_heads, head_dim]`` (``page_size`` a power of two ≥ 16) that each sequence names in order;
+    ``cache_seqlens`` ``[batch]`` (int32) the keys each sequence holds. Given new ``k``, ``v``
+    ``[batch, seq_q, kv_heads, head_dim]``, they are written into the cache at positions
+    ``cache_seqlens[b] …`` first (in place: the caches are modified), the keys rotated with
+    ``rotary_cos``/``rotary_sin`` ``[positions, rotary_dim / 2]`` (float32; half-split as Llama,
+    or ``rotary_interleaved=True`` as GPT-J) and the queries too. The new tokens are the last
+    ``seq_q`` positions of their sequence: they see every cached key and, with ``causal``, each
+    other. A sequence with no key gives zeros and LSE ``-inf``; a length past the cache's
+    capacity gives NaN.
+
+    ``num_splits=0`` lets a heuristic split each sequence's keys among several blocks
+    (FlashDecoding); any other value fixes it. The lengths are read on the device: the call
+    never synchronises, so a CUDA graph may capture it and be replayed with new lengths.
+    Returns ``o`` like ``q`` (bfloat16), and with ``return_lse=True`` also the log-sum-exp
+    ``[batch, heads, seq_q]`` (float32). On CPU tensors it runs on the emulator (float32
+    allowed, rounded to bfloat16).
+
+    >>> import torch, ck_rs
+    >>> q = torch.zeros(1, 1, 2, 64)
+    >>> cache = torch.arange(8.0).repeat_interleave(64).reshape(1, 8, 1, 64)
+    >>> o = ck_rs.attention_with_kvcache(q, cache, cache.clone(), torch.tensor([3], dtype=torch.int32))
+    >>> o[0, 0, :, 0]  # equal scores: the mean of values 0, 1, 2
+    tensor([1., 1.])
+    """
+    tensors = {"q": q, "k_cache": k_cache, "v_cache": v_cache, "cache_seqlens": cache_seqlens}
+    for name, t in (("page_table", page_table), ("k", k), ("v", v), ("rotary_cos", rotary_cos), ("rotary_sin", rotary_sin)):
+        if t is not None:
+            tensors[name] = t
+    c = _Call("attention_with_kvcache", **tensors)
+    if scale is not None and not (_math.isfinite(scale) and scale > 0):
+        raise _error(ValueError, "bad-scale", f"the scale is {scale}; give a positive finite number")
+    if len(q.shape) != 4 or len(k_cache.shape) != 4:
+        raise _error(
+            ValueError,
+            "shape-mismatch",
+            f"q is {tuple(q.shape)} and k_cache {tuple(k_cache.shape)}; give q [batch, seq_q, heads, "
+            "head_dim] and k_cache [batch, capacity, kv_heads, head_dim] (or [pages, page_size, "
+            "kv_heads, head_dim] with a page table)",
+        )
+    batch, sq, heads, d = q.shape
+    if page_table is None:
+        capacity = k_cache.shape[1]
+    else:
+        capacity = k_cache.shape[1] * (page_table.shape[-1] if len(page_table.shape) == 2 else 0)
+    if not isinstance(num_splits, int) or num_splits < 0:
+        raise _error(ValueError, "argument-size", f"num_splits is {num_splits!r}; give 0 (the heuristic) or a count")
+    splits = num_splits or _splits(batch, heads, k_cache.shape[2], sq, capacity, c)
+    rows = 2 * splits * batch * sq * heads
+    o = c.empty(tuple(q.shape), q)
+    lse = c.empty((batch, heads, sq), q, float32=True)
+    o_part = c.empty((rows * d,), q, float32=True)
+    lse_part = c.empty((rows,), q, float32=True)
+    rotated = c.empty(tuple(q.shape), q) if rotary_cos is not None else None
+    cap = c.capsule
+    opt = lambda t: None if t is None else cap(t)  # noqa: E731
+    _native.attention_kvcache(
+        cap(q),
+        cap(k_cache),
+        cap(v_cache),
+        cap(cache_seqlens),
+        cap(o),
+        cap(lse),
+        cap(o_part),
+        cap(lse_part),
+        opt(page_table),
+        opt(k),
+        opt(v),
+        opt(rotary_cos),
+        opt(rotary_sin),
+        opt(rotated),
+        bool(causal),
+        None if scale is None else float(scale),
+        splits,
+        bool(rotary_interleaved),
+        c.stream,
+    )
     return (o, lse) if return_lse else o
 
 

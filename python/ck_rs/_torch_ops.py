@@ -227,6 +227,30 @@ attention = _op(
 )
 
 
+def _kvcache_fake(q, k_cache, v_cache, cache_seqlens, page_table=None, k=None, v=None,
+                  rotary_cos=None, rotary_sin=None, causal=True, num_splits=0, scale=None,
+                  rotary_interleaved=False):
+    b, s, h, _ = q.shape
+    return torch.empty_like(q), q.new_empty((b, h, s), dtype=torch.float32)
+
+
+# ``(o, lse)``; the caches are written in place when new ``k``, ``v`` are given.
+attention_with_kvcache = _op(
+    "attention_with_kvcache(Tensor q, Tensor(a!) k_cache, Tensor(b!) v_cache, "
+    "Tensor cache_seqlens, Tensor? page_table=None, Tensor? k=None, Tensor? v=None, "
+    "Tensor? rotary_cos=None, Tensor? rotary_sin=None, bool causal=True, int num_splits=0, "
+    "float? scale=None, bool rotary_interleaved=False) -> (Tensor, Tensor)",
+    lambda q, k_cache, v_cache, cache_seqlens, page_table=None, k=None, v=None, rotary_cos=None,
+    rotary_sin=None, causal=True, num_splits=0, scale=None, rotary_interleaved=False:
+    ck_rs.attention_with_kvcache(
+        q, k_cache, v_cache, cache_seqlens, page_table, k, v, rotary_cos, rotary_sin,
+        causal=causal, num_splits=num_splits, return_lse=True, scale=scale,
+        rotary_interleaved=rotary_interleaved,
+    ),
+    _kvcache_fake,
+)
+
+
 def _register(desc):
     """The op of an operator of the registry that has no hand-written one above."""
     name = desc["name"]

@@ -634,3 +634,286 @@ pub fn attention(
     be.finish(&lb, &lse)
 }
 
+/// The split count [`kernels::attention::decode::host::splits`] picks for a decode call (the
+/// caller sizes the split scratch with it: `2 · splits` slots).
+#[pyfunction]
+pub fn decode_splits(
+    batch: u32,
+    heads: u32,
+    kv_heads: u32,
+    sq: u32,
+    capacity: u64,
+    multiprocessors: u32,
+) -> u32 {
+    let shape = kernels::attention::decode::host::Shape {
+        batch,
+        heads,
+        kv_heads,
+        sq,
+        head_dim: 128,
+    };
+    kernels::attention::decode::host::splits(&shape, capacity, multiprocessors)
+}
+
+/// An optional tensor argument.
+fn optional<'py>(
+    name: &'static str,
+    t: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Option<Tensor<'py>>> {
+    t.map(|t| tensor(name, t)).transpose()
+}
+
+/// `t`'s int32 buffer of exactly `shape`.
+fn indices(be: &Backend, t: &Tensor<'_>, shape: &[usize]) -> PyResult<DeviceBuffer<i32>> {
+    if t.dtype() != Dtype::I32 {
+        return Err(type_error(
+            rules::DTYPE_MISMATCH,
+            format!("`{}` is {}; it holds int32 indices", t.name(), t.describe()),
+        ));
+    }
+    expect_shape(t, shape)?;
+    be.buffer::<i32>(t)
+}
+
+/// Decode attention against a KV cache (see `ck_rs.attention_with_kvcache`): `q` `[batch, sq,
+/// heads, D]`; `k_cache`, `v_cache` `[batch, capacity, kv_heads, D]`, or with `page_table`
+/// `[batch, max_pages]` `[pages, page_size, kv_heads, D]`; `cache_seqlens` `[batch]` (int32);
+/// new `k`, `v` `[batch, sq, kv_heads, D]` appended first (keys rotated with `rotary_cos`,
+/// `rotary_sin` `[positions, rotary_dim / 2]`, and the queries into `q_rotated`); `o` like `q`,
+/// `lse` `[batch, heads, sq]`; the split scratch `o_part`, `lse_part` for `num_splits`.
+#[pyfunction]
+#[pyo3(signature = (q, k_cache, v_cache, cache_seqlens, o, lse, o_part, lse_part, page_table=None, k=None, v=None, rotary_cos=None, rotary_sin=None, q_rotated=None, causal=true, scale=None, num_splits=1, rotary_interleaved=false, stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn attention_kvcache(
+    q: &Bound<'_, PyAny>,
+    k_cache: &Bound<'_, PyAny>,
+    v_cache: &Bound<'_, PyAny>,
+    cache_seqlens: &Bound<'_, PyAny>,
+    o: &Bound<'_, PyAny>,
+    lse: &Bound<'_, PyAny>,
+    o_part: &Bound<'_, PyAny>,
+    lse_part: &Bound<'_, PyAny>,
+    page_table: Option<&Bound<'_, PyAny>>,
+    k: Option<&Bound<'_, PyAny>>,
+    v: Option<&Bound<'_, PyAny>>,
+    rotary_cos: Option<&Bound<'_, PyAny>>,
+    rotary_sin: Option<&Bound<'_, PyAny>>,
+    q_rotated: Option<&Bound<'_, PyAny>>,
+    causal: bool,
+    scale: Option<f32>,
+    num_splits: u32,
+    rotary_interleaved: bool,
+    stream: Option<u64>,
+) -> PyResult<()> {
+    use kernels::attention::decode::host::{
+        launch, CacheBuffers, CacheLayout, NewKv, Options, Rope, Scratch, Shape,
+    };
+    let (q, kc, vc) = (
+        tensor("q", q)?,
+        tensor("k_cache", k_cache)?,
+        tensor("v_cache", v_cache)?,
+    );
+    let seqlens = tensor("cache_seqlens", cache_seqlens)?;
+    let (o, lse) = (tensor("o", o)?, tensor("lse", lse)?);
+    let (o_part, lse_part) = (tensor("o_part", o_part)?, tensor("lse_part", lse_part)?);
+    let table = optional("page_table", page_table)?;
+    let (k, v) = (optional("k", k)?, optional("v", v)?);
+    let (cos, sin) = (
+        optional("rotary_cos", rotary_cos)?,
+        optional("rotary_sin", rotary_sin)?,
+    );
+    let q_rot = optional("q_rotated", q_rotated)?;
+    let four = |t: &Tensor<'_>, what: &str| -> PyResult<[usize; 4]> {
+        match t.shape()[..] {
+            [a, b, c, d] => Ok([a, b, c, d]),
+            _ => Err(shape_error(t, format!("give {what}"))),
+        }
+    };
+    let [batch, sq, heads, d] = four(&q, "[batch, seq_q, heads, head_dim]")?;
+    let [rows_a, rows_b, kv_heads, kd] = four(&kc, "[batch, capacity, kv_heads, head_dim] (or [pages, page_size, kv_heads, head_dim] with a page table)")?;
+    if kd != d {
+        return Err(shape_error(&kc, format!("its head dim must be q's, {d}")));
+    }
+    expect_shape(&vc, kc.shape())?;
+    let layout = match &table {
+        None => {
+            if rows_a != batch {
+                return Err(shape_error(
+                    &kc,
+                    format!("without a page table it is [batch = {batch}, capacity, kv_heads, head_dim]"),
+                ));
+            }
+            CacheLayout::Contiguous {
+                capacity: to_u32("the cache's capacity", rows_b)?,
+            }
+        }
+        Some(t) => {
+            let max_pages = match t.shape()[..] {
+                [b, m] if b == batch => m,
+                _ => {
+                    return Err(shape_error(
+                        t,
+                        format!("it must be [batch = {batch}, max_pages]"),
+                    ))
+                }
+            };
+            CacheLayout::Paged {
+                pages: to_u32("pages", rows_a)?,
+                page_size: to_u32("page_size", rows_b)?,
+                max_pages: to_u32("max_pages", max_pages)?,
+            }
+        }
+    };
+    let shape = Shape {
+        batch: to_u32("batch", batch)?,
+        heads: to_u32("heads", heads)?,
+        kv_heads: to_u32("kv_heads", kv_heads)?,
+        sq: to_u32("seq_q", sq)?,
+        head_dim: to_u32("head_dim", d)?,
+    };
+    expect_shape(&o, q.shape())?;
+    expect_shape(&lse, &[batch, heads, sq])?;
+    if let Some(t) = [&lse, &o_part, &lse_part]
+        .into_iter()
+        .find(|t| t.dtype() != Dtype::F32)
+    {
+        return Err(type_error(
+            rules::DTYPE_MISMATCH,
+            format!("`{}` is {}; it is float32", t.name(), t.describe()),
+        ));
+    }
+    let new_shape = [batch, sq, kv_heads, d];
+    let rope = match (&k, &v, &cos, &sin) {
+        (None, None, None, None) => None,
+        (Some(k), Some(v), c, s) => {
+            expect_shape(k, &new_shape)?;
+            expect_shape(v, &new_shape)?;
+            match (c, s) {
+                (None, None) => None,
+                (Some(c), Some(s)) => {
+                    let (rows, half) = match c.shape()[..] {
+                        [r, h] => (r, h),
+                        _ => return Err(shape_error(c, "give [positions, rotary_dim / 2]".into())),
+                    };
+                    expect_shape(s, c.shape())?;
+                    if let Some(t) = [c, s].into_iter().find(|t| t.dtype() != Dtype::F32) {
+                        return Err(type_error(
+                            rules::DTYPE_MISMATCH,
+                            format!("`{}` is {}; the rotary tables are float32", t.name(), t.describe()),
+                        ));
+                    }
+                    Some(Rope {
+                        rotary_dim: to_u32("rotary_dim", 2 * half)?,
+                        interleaved: rotary_interleaved,
+                        table_rows: to_u32("the rotary tables' rows", rows)?,
+                    })
+                }
+                _ => {
+                    return Err(value_error(
+                        rules::SHAPE_MISMATCH,
+                        "give rotary_cos and rotary_sin together".into(),
+                    ))
+                }
+            }
+        }
+        _ => {
+            return Err(value_error(
+                rules::SHAPE_MISMATCH,
+                "give new k and v together; rotary_cos/rotary_sin rotate them (FlashAttention's contract: no rotation without new keys)".into(),
+            ))
+        }
+    };
+    let options = Options {
+        causal,
+        scale,
+        splits: Some(num_splits),
+    };
+    let mut all = vec![&q, &kc, &vc, &seqlens, &o, &lse, &o_part, &lse_part];
+    all.extend([&table, &k, &v, &cos, &sin, &q_rot].into_iter().flatten());
+    // SAFETY: `stream` is the handle `ck_rs` passes: torch's current stream of the tensors'
+    // device, which torch keeps alive while work is queued on it.
+    let be = unsafe { Backend::of(&all, stream)? };
+    let values = [
+        Some(&q),
+        Some(&kc),
+        Some(&vc),
+        Some(&o),
+        k.as_ref(),
+        v.as_ref(),
+        q_rot.as_ref(),
+    ];
+    let emulator = be.device().is_emulator();
+    let takes = |t: &&Tensor<'_>| t.dtype() == Dtype::Bf16 || (emulator && t.dtype() == Dtype::F32);
+    {
+        if let Some(t) = values.into_iter().flatten().find(|t| !takes(t)) {
+            return Err(type_error(
+                rules::DTYPE_UNSUPPORTED,
+                format!(
+                    "`{}` is {}; decode attention takes bfloat16 queries, keys and values (float32 too on the emulator)",
+                    t.name(),
+                    t.describe()
+                ),
+            ));
+        }
+    }
+    let qb = be.bf16(&q)?;
+    let (mut kb, mut vb) = (be.bf16(&kc)?, be.bf16(&vc)?);
+    let sb = indices(&be, &seqlens, &[batch])?;
+    let tb = match (&table, layout) {
+        (Some(t), CacheLayout::Paged { max_pages, .. }) => {
+            Some(indices(&be, t, &[batch, max_pages as usize])?)
+        }
+        _ => None,
+    };
+    let newb = match (&k, &v) {
+        (Some(k), Some(v)) => Some((be.bf16(k)?, be.bf16(v)?)),
+        _ => None,
+    };
+    let tables = match (&cos, &sin) {
+        (Some(c), Some(s)) => Some((be.buffer::<f32>(c)?, be.buffer::<f32>(s)?)),
+        _ => None,
+    };
+    let mut qrb = match (&q_rot, rope) {
+        (Some(t), Some(_)) => {
+            expect_shape(t, q.shape())?;
+            Some(be.bf16(t)?)
+        }
+        _ => None,
+    };
+    let (mut ob, mut lb) = (be.bf16(&o)?, be.buffer::<f32>(&lse)?);
+    let (mut opb, mut lpb) = (be.buffer::<f32>(&o_part)?, be.buffer::<f32>(&lse_part)?);
+    launch(
+        be.device(),
+        &qb,
+        CacheBuffers {
+            k: &mut kb,
+            v: &mut vb,
+            seqlens: &sb,
+            page_table: tb.as_ref(),
+        },
+        newb.as_ref().map(|(k, v)| NewKv {
+            k,
+            v,
+            rope: match (rope, &tables) {
+                (Some(r), Some((c, s))) => Some((r, c, s)),
+                _ => None,
+            },
+        }),
+        (&mut ob, &mut lb),
+        Scratch {
+            o_part: &mut opb,
+            lse_part: &mut lpb,
+            q_rotated: qrb.as_mut(),
+        },
+        (shape, layout),
+        options,
+        num_splits,
+    )
+    .map_err(launch_error)?;
+    if newb.is_some() {
+        be.finish_bf16(&kb, &kc)?;
+        be.finish_bf16(&vb, &vc)?;
+    }
+    be.finish_bf16(&ob, &o)?;
+    be.finish(&lb, &lse)
+}
