@@ -13,7 +13,7 @@
 //! `LSE = −∞`, weight 0; a row with no key at all gives `O = 0`, `LSE = −∞`.
 
 use ck_core::device::*;
-use ck_core::tile::{make_tile_window, DistributedTensor, View2};
+use ck_core::tile::{make_tile_window, unroll, DistributedTensor, View2};
 use ck_macros::{tile_distribution, tile_kernel};
 use core::num::NonZeroU32;
 
@@ -88,13 +88,22 @@ pub fn attention_decode_combine(
     let mut acc = DistributedTensor::<CombineRows, f32>::splat(0.0);
     let mut first = 0;
     while first < slots {
-        let group: [_; 8] = core::array::from_fn(|i| {
-            let s = first + i as u32;
-            (s < slots).then(|| (weight(lse_of(s), max), row_of(s)))
+        // Slots past the last read the last one's row with weight 0 (no NaN of their own: a
+        // NaN in the last row makes the row NaN through its own weight).
+        let slot = |i: usize| (first + i as u32).min(slots - 1);
+        let mut group = [(0.0f32, DistributedTensor::<CombineRows, f32>::splat(0.0)); 8];
+        unroll::<8>(|i| {
+            let w = if first + (i as u32) < slots {
+                weight(lse_of(slot(i)), max)
+            } else {
+                0.0
+            };
+            group[i] = (w, row_of(slot(i)));
         });
-        for (w, x) in group.into_iter().flatten() {
-            acc = acc.zip_map(&x, |a, x| math::fma(w, x, a));
-        }
+        unroll::<8>(|i| {
+            let (w, x) = &group[i];
+            acc = acc.zip_map(x, |a, x| math::fma(*w, x, a));
+        });
         first += 8;
     }
     let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
