@@ -198,3 +198,18 @@ def test_a_cuda_graph_replays_with_new_lengths():
         torch.cuda.synchronize()
         want, _ = expected(q, kc, vc, seqlens.cpu() + 1, table.cpu(), True)
         assert ref.rel_err(np64(o), want) < 1e-2, lengths
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_llama_decode_example_gives_torchs_tokens(device):
+    """examples/llama/decode.py: greedy decoding on ck_rs (paged cache, RoPE on append; on CUDA
+    every step a graph replay) picks the float32 torch model's token at every step where that
+    choice is clear (most steps), its logits within 3 % of torch's."""
+    import pathlib
+    import sys
+
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "examples" / "llama"))
+    import decode
+
+    differ, clear, total, err, _ = decode.check(device)
+    assert differ == 0 and clear >= total // 2 and err < 3e-2, (differ, clear, total, err)
