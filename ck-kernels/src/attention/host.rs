@@ -79,24 +79,7 @@ impl Shape {
     /// The checks every launch makes: a supported head dim, key/value heads that divide the
     /// query heads, tensors the kernels' 32-bit indices reach.
     pub fn check(&self) -> Result<(), LaunchError> {
-        if self.head_dim != 64 && self.head_dim != 128 {
-            return Err(LaunchError::invalid(
-                ck_core::rules::HEAD_DIM_UNSUPPORTED,
-                format!(
-                    "head_dim is {}; the attention kernels take 64 or 128 (pad the head dim with zeros to the next one)",
-                    self.head_dim
-                ),
-            ));
-        }
-        if self.kv_heads == 0 || !self.heads.is_multiple_of(self.kv_heads) {
-            return Err(LaunchError::invalid(
-                ck_core::rules::GQA_HEADS,
-                format!(
-                    "{} query heads cannot share {} key/value heads: the key/value heads must divide the query heads",
-                    self.heads, self.kv_heads
-                ),
-            ));
-        }
+        check_heads(self.head_dim, self.heads, self.kv_heads)?;
         if self.q_len().max(self.kv_len()) >= 1 << 32 {
             return Err(LaunchError::invalid(
                 ck_core::rules::TOO_LARGE,
@@ -109,6 +92,40 @@ impl Shape {
         }
         Ok(())
     }
+}
+
+/// The head checks of every attention kernel (prefill and decode): a head dim of 64 or 128,
+/// key/value heads that divide the query heads.
+pub fn check_heads(head_dim: u32, heads: u32, kv_heads: u32) -> Result<(), LaunchError> {
+    if head_dim != 64 && head_dim != 128 {
+        return Err(LaunchError::invalid(
+            ck_core::rules::HEAD_DIM_UNSUPPORTED,
+            format!(
+                "head_dim is {head_dim}; the attention kernels take 64 or 128 (pad the head dim with zeros to the next one)"
+            ),
+        ));
+    }
+    if kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
+        return Err(LaunchError::invalid(
+            ck_core::rules::GQA_HEADS,
+            format!(
+                "{heads} query heads cannot share {kv_heads} key/value heads: the key/value heads must divide the query heads"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The scores' scale must be a positive finite number (the kernels take the max of scaled
+/// scores as the scaled max).
+pub fn check_scale(scale: f32) -> Result<(), LaunchError> {
+    if scale.is_finite() && scale > 0.0 {
+        return Ok(());
+    }
+    Err(LaunchError::invalid(
+        ck_core::rules::BAD_SCALE,
+        format!("the scale is {scale}; it must be a positive finite number"),
+    ))
 }
 
 fn check_len(what: &str, len: usize, expected: usize, shape: &Shape) -> Result<(), LaunchError> {
@@ -157,12 +174,7 @@ pub fn launch(
     check_len("O", o.len(), shape.q_len(), &shape)?;
     check_len("LSE", lse.len(), shape.lse_len(), &shape)?;
     let scale = options.scale_for(shape.head_dim);
-    if !(scale.is_finite() && scale > 0.0) {
-        return Err(LaunchError::invalid(
-            ck_core::rules::BAD_SCALE,
-            format!("the scale is {scale}; it must be a positive finite number"),
-        ));
-    }
+    check_scale(scale)?;
     if shape.lse_len() == 0 {
         return Ok(LaunchStats::default());
     }
