@@ -472,8 +472,11 @@ pub fn cross_check(a: &Device, b: &Device) -> Result<Vec<CrossCheck>, LaunchErro
             attention::O_TOLERANCE,
         );
     }
-    // Decode: contiguous and paged, one and four new tokens appended, split among 3 items.
-    for (page_size, sq, splits) in [(None, 1u32, None), (Some(16), 4, Some(3))] {
+    // Decode: contiguous and paged, one and four new tokens appended, the keys split among 2
+    // and 3 items — a count fixed for both devices: the heuristic's depends on the device's
+    // multiprocessors, and another count is another order of summation (bf16 O rounded a step
+    // apart, job 39).
+    for (page_size, sq, splits) in [(None, 1u32, Some(2)), (Some(16), 4, Some(3))] {
         let case = decode_exercise(700, page_size, sq, splits);
         record(
             format!("attention-decode page={page_size:?} sq={sq} splits={splits:?}"),
