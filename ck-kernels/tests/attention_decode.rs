@@ -179,3 +179,42 @@ fn one_persistent_block_walks_every_item() {
     let outcome = decode_case(&device, &c, 3).unwrap();
     assert!(outcome.mismatch.is_none(), "{:?}", outcome.mismatch);
 }
+
+/// `launch` refuses a split count of 0 (its scratch would be empty while the kernel writes a
+/// split's partial results), whatever `Options` says.
+#[test]
+fn launch_refuses_zero_splits() {
+    use ck_core::device::Bf16;
+    use ck_core::host::DeviceBuffer;
+    use ck_kernels::attention::decode::host::{launch, CacheBuffers, Scratch};
+    let device = Device::emulator();
+    let s = shape(1, 2, 1, 1, 64);
+    let layout = CacheLayout::Contiguous { capacity: 8 };
+    let bf = |n: u64| DeviceBuffer::<Bf16>::zeros(&device, n as usize).unwrap();
+    let f32s = |n: usize| DeviceBuffer::<f32>::zeros(&device, n).unwrap();
+    let (q, mut k, mut v) = (bf(s.q_len()), bf(layout.len(&s)), bf(layout.len(&s)));
+    let seqlens = DeviceBuffer::from_slice(&device, &[3i32]).unwrap();
+    let (mut o, mut lse, mut o_part, mut lse_part) = (bf(s.q_len()), f32s(2), f32s(0), f32s(0));
+    let err = launch(
+        &device,
+        &q,
+        CacheBuffers {
+            k: &mut k,
+            v: &mut v,
+            seqlens: &seqlens,
+            page_table: None,
+        },
+        None,
+        (&mut o, &mut lse),
+        Scratch {
+            o_part: &mut o_part,
+            lse_part: &mut lse_part,
+            q_rotated: None,
+        },
+        (s, layout),
+        CAUSAL,
+        0,
+    )
+    .unwrap_err();
+    assert_eq!(err.rule().name(), "argument-size");
+}

@@ -250,18 +250,24 @@ impl Shape {
             }
         }
         if let Some(s) = options.splits {
-            if s == 0 || s > 1024 {
-                return Err(invalid(
-                    rules::ARGUMENT_SIZE,
-                    format!("num_splits is {s}; give 1 to 1024, or none for the heuristic"),
-                ));
-            }
+            check_splits(s)?;
         }
         crate::attention::host::check_scale(
             options.scale.unwrap_or(1.0 / (self.head_dim as f32).sqrt()),
         )?;
         Ok(())
     }
+}
+
+/// A split count: 1 to 1024.
+fn check_splits(s: u32) -> Result<(), LaunchError> {
+    if s == 0 || s > 1024 {
+        return Err(invalid(
+            rules::ARGUMENT_SIZE,
+            format!("num_splits is {s}; give 1 to 1024, or none for the heuristic"),
+        ));
+    }
+    Ok(())
 }
 
 fn check_len(what: &str, len: usize, expected: u64) -> Result<(), LaunchError> {
@@ -318,6 +324,7 @@ pub fn launch(
 ) -> Result<LaunchStats, LaunchError> {
     let rope = new_kv.as_ref().and_then(|n| n.rope.map(|r| r.0));
     shape.check(&layout, rope.as_ref(), &options)?;
+    check_splits(splits)?;
     let (page_size, max_pages, pages, page_rows) = layout.kernel_args(shape.batch);
     check_len("q", q.len(), shape.q_len())?;
     check_len("k_cache", cache.k.len(), layout.len(&shape))?;
