@@ -37,6 +37,19 @@ fn find(name: &str) -> PyResult<&'static Op> {
 fn call_dtype(op: &Op, call: &Call<'_>) -> PyResult<Dtype> {
     let mut first: Option<(&str, ck_python::Dtype)> = None;
     for t in call.tensors() {
+        // int32 tensors are indices (page tables, lengths): no operator of the registry reads
+        // its values from one.
+        if t.dtype() == ck_python::Dtype::I32 {
+            return Err(type_error(
+                rules::DTYPE_UNSUPPORTED,
+                format!(
+                    "`{}` is {}; ck_rs.{} takes float32 or bfloat16 values",
+                    t.name(),
+                    t.describe(),
+                    op.name
+                ),
+            ));
+        }
         let p = op.param(t.name()).expect("named by the description");
         match (p.elem, first) {
             (Elem::F32, _) if t.dtype() != ck_python::Dtype::F32 => {
