@@ -650,6 +650,7 @@ pub fn decode_splits(
         heads,
         kv_heads,
         sq,
+        // The heuristic counts items and key tiles; the head dim does not enter it.
         head_dim: 128,
     };
     kernels::attention::decode::host::splits(&shape, capacity, multiprocessors)

@@ -8,10 +8,11 @@
 //! tables (see [`crate::rope`] for the two styles, `rotary_dim`, and a worked example).
 //!
 //! A block takes 64 head rows ([`HeadRows`]) of one source: the queries (only when they are
-//! rotated), the keys, or the values. A position the cache cannot hold, or the tables do not
-//! reach, is not written: the attention that follows sees a sequence past the cache's end
-//! (and gives NaN), and a query whose angle is missing is rotated to NaN — wrong input never
-//! gives a plausible result.
+//! rotated), the keys, or the values. A position the cache cannot hold is not written (the
+//! attention that follows sees a sequence past the cache's end, and gives NaN); a query or key
+//! whose angle the tables do not reach is rotated to NaN and written so — skipping the key
+//! would leave a stale one for the attention to use. Wrong input never gives a plausible
+//! result.
 
 use super::schedule::Cache;
 use crate::rope::{load8, store8, HeadRows, Rotary, ROWS};
