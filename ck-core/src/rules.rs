@@ -278,6 +278,8 @@ pub const SHAPE_UNSUPPORTED: RuleId = RuleId::error("shape-unsupported");
 pub const EPILOGUE_UNSUPPORTED: RuleId = RuleId::error("epilogue-unsupported");
 /// `bad-scale`: a scale that is not a positive finite number.
 pub const BAD_SCALE: RuleId = RuleId::error("bad-scale");
+/// `bad-seqlens`: packed sequences' bounds (`cu_seqlens`) that decrease or pass the tensor's end.
+pub const BAD_SEQLENS: RuleId = RuleId::error("bad-seqlens");
 /// `bad-eps`: an epsilon that is not positive and finite.
 pub const BAD_EPS: RuleId = RuleId::error("bad-eps");
 /// `bad-activation`: an activation name that is not known.
@@ -463,6 +465,7 @@ pub const ALL: &[RuleId] = &[
     PROBE_PARAMETERS,
     SHAPE_UNSUPPORTED,
     BAD_SCALE,
+    BAD_SEQLENS,
     BAD_EPS,
     BAD_ACTIVATION,
     BAD_LAYOUT,

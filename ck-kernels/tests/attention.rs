@@ -180,3 +180,133 @@ fn o_seq_first_is_the_same_o_laid_out_for_the_output_projection() {
         );
     }
 }
+
+mod varlen {
+    //! Packed sequences of different lengths (`attention::varlen`) against a loop of the fp64
+    //! reference over the sequences (`checks::varlen_case`), with a padded tail of NaN queries and
+    //! infinite keys and values that no sequence may see.
+    use super::*;
+    use ck_kernels::attention::varlen::{self, Options as VarlenOptions};
+    use ck_kernels::checks::{varlen_case, VarlenCase};
+
+    fn case(seqs: &[(u32, u32)], head_dim: u32, causal: bool) -> VarlenCase {
+        VarlenCase {
+            heads: 4,
+            kv_heads: 2,
+            head_dim,
+            seqs: seqs.to_vec(),
+            tail: 3,
+            options: VarlenOptions {
+                causal,
+                scale: None,
+            },
+        }
+    }
+
+    fn check_on(device: &Device, c: &VarlenCase) {
+        let outcome = varlen_case(device, c, 0x7a1).unwrap();
+        assert!(outcome.mismatch.is_none(), "{c:?}: {:?}", outcome.mismatch);
+    }
+
+    /// Ragged sequences — one row, partial tiles, more queries than keys and the reverse, no
+    /// queries, no keys — both head dims, causal and not, grouped heads.
+    #[test]
+    fn ragged_sequences_match_the_reference_per_sequence() {
+        let seqs = [(1, 1), (17, 130), (130, 17), (0, 5), (257, 200), (5, 0)];
+        for head_dim in [64, 128] {
+            for causal in [false, true] {
+                check_on(&Device::emulator(), &case(&seqs, head_dim, causal));
+            }
+        }
+    }
+
+    /// One block (an emulator with one worker) walks every sequence's items: the walk over the
+    /// bounds restarts nowhere, and the ring runs on across sequences.
+    #[test]
+    fn one_persistent_block_walks_every_sequence() {
+        let device = Device::Emulator { workers: 1 };
+        check_on(&device, &case(&[(130, 140), (3, 300), (129, 1)], 64, true));
+    }
+
+    /// More sequences than a warp has lanes (the walk reads 32 at a time): 70 short ones, some
+    /// without queries or keys, so items lie past the first rounds of the walk.
+    #[test]
+    fn more_sequences_than_lanes() {
+        let seqs: Vec<(u32, u32)> = (0..70).map(|i| (i % 7, (i * 3) % 11)).collect();
+        check_on(&Device::emulator(), &case(&seqs, 64, true));
+        check_on(&Device::Emulator { workers: 1 }, &case(&seqs, 64, false));
+    }
+
+    /// The bounds on the host are checked: a count that is not `batch + 1`, a negative start,
+    /// a decrease, an end past the tensor.
+    #[test]
+    fn bad_bounds_are_errors() {
+        let device = Device::emulator();
+        let c = case(&[(4, 4), (4, 4)], 64, false);
+        let s = c.shape();
+        let (q, kv) = (vec![0.0; s.q_len()], vec![0.0; s.kv_len()]);
+        let rule = |cu_q: &[i32], cu_k: &[i32]| {
+            varlen::attention(&device, (&q, &kv, &kv), (cu_q, cu_k), s, c.options)
+                .unwrap_err()
+                .rule()
+        };
+        let good = [0, 4, 8];
+        assert_eq!(rule(&[0, 4], &good), "shape-mismatch");
+        assert_eq!(rule(&good, &[-1, 4, 8]), "bad-seqlens");
+        assert_eq!(rule(&[0, 5, 4], &good), "bad-seqlens");
+        assert_eq!(rule(&good, &[0, 4, s.total_k as i32 + 1]), "bad-seqlens");
+        let s96 = varlen::Shape { head_dim: 96, ..s };
+        let e = varlen::attention(&device, (&q, &kv, &kv), (&good, &good), s96, c.options);
+        assert_eq!(e.unwrap_err().rule(), "head-dim-unsupported");
+    }
+
+    /// Bounds the kernel reads on the device cannot be refused: a sequence whose keys end
+    /// before they start gets NaN rows, and the others are unharmed.
+    #[test]
+    fn bad_bounds_on_the_device_give_nan_rows() {
+        let device = Device::emulator();
+        let s = varlen::Shape {
+            batch: 2,
+            heads: 2,
+            kv_heads: 2,
+            total_q: 8,
+            total_k: 8,
+            max_sq: 4,
+            head_dim: 64,
+        };
+        let up = |n: usize| DeviceBuffer::from_slice(&device, &vec![Bf16::from_f32(0.25); n]);
+        let (qd, kd, vd) = (
+            up(s.q_len()).unwrap(),
+            up(s.kv_len()).unwrap(),
+            up(s.kv_len()).unwrap(),
+        );
+        let cu_q = DeviceBuffer::from_slice(&device, &[0, 4, 8]).unwrap();
+        let cu_k = DeviceBuffer::from_slice(&device, &[0, 6, 5]).unwrap();
+        let mut o = DeviceBuffer::<Bf16>::zeros(&device, s.q_len()).unwrap();
+        let mut lse = DeviceBuffer::<f32>::zeros(&device, s.lse_len()).unwrap();
+        let options = VarlenOptions::default();
+        varlen::launch(
+            &device,
+            (&qd, &kd, &vd),
+            (&cu_q, &cu_k),
+            &mut o,
+            &mut lse,
+            s,
+            options,
+        )
+        .unwrap();
+        let (o, lse) = (o.to_vec().unwrap(), lse.to_vec().unwrap());
+        let row = 2 * 64;
+        // Sequence 0: six equal keys of 0.25 · 0.25 · 64 = 4 each, values 0.25: O = 0.25,
+        // LSE = 4 · 0.125 (the scale 1/8) + ln 6.
+        assert!(o[..4 * row].iter().all(|x| x.to_f32() == 0.25));
+        let want = 0.5 + 6f32.ln();
+        for h in 0..2 {
+            for i in 0..4 {
+                assert!((lse[h * 8 + i] - want).abs() < 1e-4, "{}", lse[h * 8 + i]);
+                assert!(lse[h * 8 + 4 + i].is_nan());
+            }
+        }
+        assert!(o[4 * row..].iter().all(|x| x.to_f32().is_nan()));
+    }
+}

@@ -35,20 +35,40 @@ pub(super) fn values(tile: u32) -> u64 {
     SmemMatrix::mn_major_128b(tile, PANEL_BYTES).descriptor()
 }
 
-/// Sets the scores of keys past `sk`, and of keys above the causal diagonal, to −∞ (the tile
-/// starts at query row `q0` and key `key0`).
+/// Sets the scores of keys past the sequence's end, and of keys above the causal diagonal, to
+/// −∞ (the tile starts at query row `q0` and key `key0` of item `w`'s sequence).
 #[inline(always)]
-fn mask(s: &mut DistributedTensor<Scores, f32>, (q0, key0): (u32, u32), pb: &Problem) {
-    let diag = pb.sk as i64 - pb.sq as i64;
+fn mask(s: &mut DistributedTensor<Scores, f32>, (q0, key0): (u32, u32), w: &Item, causal: bool) {
+    let diag = w.sk as i64 - w.sq as i64;
     let p = Scores::partition_index(thread_idx());
     Scores::for_each_y(|y, d| {
         let [r, c] = Scores::x_index(p, y);
         let (row, key) = (q0 + r as u32, key0 + c as u32);
-        let visible = key < pb.sk && (!pb.causal || key as i64 <= row as i64 + diag);
+        let visible = key < w.sk && (!causal || key as i64 <= row as i64 + diag);
         if !visible {
             s.set(d, f32::NEG_INFINITY);
         }
     });
+}
+
+/// Zeros rows `valid..` of the value tile at `at`: another sequence's values (packed
+/// sequences), whose probabilities are 0 but `0 · ∞` is NaN. Both consumer warpgroups share the
+/// tile, so both write and both wait (named barrier 1); written through the generic proxy, so
+/// fenced before the MMAs (the async proxy) read it.
+#[inline(always)]
+fn clear_foreign_values<H: HeadDim, const SMEM: usize>(smem: &Smem<SMEM>, (at, valid): (u32, u32)) {
+    let chunks = (BN - valid) * 8;
+    for p in 0..H::D / 64 {
+        let first = at + (p * PANEL_BYTES + valid * 128) / 2;
+        let mut c = thread_idx();
+        while c < chunks {
+            smem.tiles
+                .store_vec::<8>(first + 8 * c, [Bf16::default(); 8]);
+            c += 32 * CONSUMER_WARPS;
+        }
+    }
+    fence_proxy_async();
+    named_barrier_sync(1, 32 * CONSUMER_WARPS);
 }
 
 /// Issues `S = Q·Kᵀ` for this warpgroup's rows (`q`, a [`k_major`] descriptor) against the
@@ -104,16 +124,16 @@ pub(super) fn issue_values<H: HeadDim>(
 
 /// The online softmax of one tile's scores (key tile `j`): masks, then [`online_softmax`].
 #[inline(always)]
-fn softmax_tile<H: HeadDim>(
+fn softmax_tile<H: HeadDim, S>(
     scores: &mut DistributedTensor<Scores, f32>,
     rows: &mut Rows<H>,
-    (j, w, pb): (u32, &Work, &Problem),
+    (j, w, pb): (u32, &Item, &Problem<S>),
 ) -> Packed {
     let key0 = j * BN;
     let crosses_diagonal =
-        pb.causal && (key0 + BN) as i64 - 1 > w.q0 as i64 + pb.sk as i64 - pb.sq as i64;
-    if key0 + BN > pb.sk || crosses_diagonal {
-        mask(scores, (w.q0, key0), pb);
+        pb.causal && (key0 + BN) as i64 - 1 > w.q0 as i64 + w.sk as i64 - w.sq as i64;
+    if key0 + BN > w.sk || crosses_diagonal {
+        mask(scores, (w.q0, key0), w, pb.causal);
     }
     online_softmax(scores, rows, pb.scale_log2)
 }
@@ -203,11 +223,11 @@ impl<H: HeadDim> Rows<H> {
 /// Every item of the block: wait for its Q, run its key tiles through the ring, write O and
 /// the LSE. The MMAs of tile `j`'s values and tile `j + 1`'s keys are issued together.
 #[inline(always)]
-pub fn consume<H: HeadDim, const SMEM: usize>(
+pub fn consume<H: HeadDim, S: Sequences, const SMEM: usize>(
     (o, lse): (GlobalMut<Bf16>, GlobalMut<f32>),
     smem: &Smem<SMEM>,
     lay: Layout,
-    pb: &Problem,
+    pb: &Problem<S>,
 ) {
     let wg = warp_id() / 4;
     let tile = |at: u32| smem.tiles.shared_address(at);
@@ -217,7 +237,7 @@ pub fn consume<H: HeadDim, const SMEM: usize>(
     );
     // Waits for item `i`'s Q and, if it has keys, for key tile `t` of the block: the
     // descriptors of its first scores.
-    let prepare = |(i, w): (u32, Work), t: u32| {
+    let prepare = |(i, w): (u32, Item), t: u32| {
         let (qb, q_parity) = q_buffer(i);
         smem.bars.wait(q_full(qb), q_parity);
         (w.key_tiles > 0).then(|| {
@@ -226,7 +246,21 @@ pub fn consume<H: HeadDim, const SMEM: usize>(
             (k_major(tile(lay.q(qb)), 64 * wg), keys(s))
         })
     };
-    let mut items = (0u32..).zip(pb.my_items()).peekable();
+    // The items: walked by each warp as the producer walks them, or read where it published
+    // them (waiting for each one's Q buffer, which `prepare` then finds full).
+    let mut walk = pb.my_items();
+    let mut published = 0;
+    let source = core::iter::from_fn(|| {
+        if S::PUBLISHED {
+            let (qb, q_parity) = q_buffer(published);
+            published += 1;
+            smem.bars.wait(q_full(qb), q_parity);
+            Item::read(&smem.items, qb)
+        } else {
+            walk.next().map(|w| w.item)
+        }
+    });
+    let mut items = (0u32..).zip(source).peekable();
     let mut t = 0;
     let mut scores = DistributedTensor::<Scores, f32>::splat(0.0);
     if let Some((q, k)) = items.peek().and_then(|&first| prepare(first, t)) {
@@ -239,9 +273,12 @@ pub fn consume<H: HeadDim, const SMEM: usize>(
         let q = k_major(tile(lay.q(qb)), 64 * wg);
         let mut rows = Rows::<H>::new();
         for j in 0..w.key_tiles {
-            let mut p = softmax_tile::<H>(&mut scores, &mut rows, (j, &w, pb));
+            let mut p = softmax_tile::<H, S>(&mut scores, &mut rows, (j, &w, pb));
             let (s, parity) = lay.stage(t + j);
             smem.bars.wait(v_full(s), parity);
+            if S::FOREIGN_ROWS && (j + 1) * BN > w.sk {
+                clear_foreign_values::<H, SMEM>(smem, (lay.v(s), w.sk - j * BN));
+            }
             issue_values::<H>(&mut rows.acc, &mut p, vals(s));
             if j + 1 < w.key_tiles {
                 let (s1, parity1) = lay.stage(t + j + 1);
@@ -264,41 +301,42 @@ pub fn consume<H: HeadDim, const SMEM: usize>(
         match items.peek().and_then(|&next| prepare(next, t)) {
             Some((q, k)) => {
                 issue_scores::<H>(&mut scores, q, k);
-                store(rows, (o, lse), &w, pb);
+                store::<H, S>(rows, (o, lse), &w, pb);
                 wgmma_wait::<0>(&mut scores.data);
                 release(&smem.bars, k_empty(lay.stage(t).0));
             }
-            None => store(rows, (o, lse), &w, pb),
+            None => store::<H, S>(rows, (o, lse), &w, pb),
         }
     }
 }
 
-/// O (normalised by the row sums) and the LSE of one item's rows.
+/// O (normalised by the row sums) and the LSE of one item's rows (NaN where the item's
+/// sequence is not valid).
 #[inline(always)]
-fn store<H: HeadDim>(
+fn store<H: HeadDim, S: Sequences>(
     rows: Rows<H>,
     (o, lse): (GlobalMut<Bf16>, GlobalMut<f32>),
-    w: &Work,
-    pb: &Problem,
+    w: &Item,
+    pb: &Problem<S>,
 ) {
-    let (inv, row_lse) = rows.finish();
+    let (mut inv, mut row_lse) = rows.finish();
+    if !w.valid {
+        inv = DistributedTensor::splat(f32::NAN);
+        row_lse = DistributedTensor::splat(f32::NAN);
+    }
     let out = rows
         .acc
         .zip_map(&broadcast_x::<H::Out, RowStats, f32, 1>(&inv), |o, i| o * i)
         .round_to::<Bf16>();
-    // This head's rows of O, wherever the strides put them; the view ends at its last row, so
-    // the padding rows of the tile are not written.
-    let (row_stride, head_stride) = pb.o_strides;
-    let (b, h) = (w.bh / pb.heads, w.bh % pb.heads);
-    let base = b * pb.heads.get() * pb.sq * H::D + h * head_stride;
-    let span = (pb.sq - 1) * row_stride + H::D;
-    let ov = View2::<_, Bf16, 2>::new(o.slice(base, span), pb.sq, H::D, row_stride);
+    // This head's rows of O, wherever the strides put them; the view ends at the sequence's
+    // last row, so the padding rows of the tile are not written.
+    let row_stride = S::o_row_stride(pb);
+    let span = (w.sq - 1) * row_stride + H::D;
+    let ov = View2::<_, Bf16, 2>::new(o.slice(w.o_base, span), w.sq, H::D, row_stride);
     make_tile_window::<H::Out, _>(ov, [w.q0 as i32, 0]).store(&out);
-    let head_end = (w.bh + 1) * pb.sq;
-    let origin = (w.bh * pb.sq + w.q0) as i32;
     // The quad's four lanes hold the same rows: one of them writes.
     if lane_id().is_multiple_of(4) {
-        let lv = View1::<_, f32, 1>::new(lse, head_end);
-        make_tile_window::<RowStats, _>(lv, [origin]).store(&row_lse);
+        let lv = View1::<_, f32, 1>::new(lse, w.lse_base + w.sq);
+        make_tile_window::<RowStats, _>(lv, [(w.lse_base + w.q0) as i32]).store(&row_lse);
     }
 }

@@ -5,12 +5,19 @@
 //! `[batch · seq, heads · head_dim]`), grouped-query heads (`heads` a multiple of `kv_heads`), causal masking aligned
 //! to the bottom-right corner when `Sq ≠ Sk` (query row `i` sees keys `j ≤ i + Sk − Sq`).
 //!
-//! The work is split into *items* of 128 query rows of one head, each walking that head's keys
-//! in tiles of 128. The grid is persistent: one block per multiprocessor, each taking items
-//! `block, block + grid, …` ([`schedule`]). A block has three warpgroups:
+//! `attention_varlen_d64` / `_d128` run the same blocks over sequences of different lengths
+//! packed end to end (FlashAttention's varlen contract, [`varlen`]): Q and O `[total_q, heads,
+//! head_dim]`, K and V `[total_k, kv_heads, head_dim]`, the bounds on the device.
 //!
-//! * **the producer** (one thread of warpgroup 2, which gives its registers to the others with
-//!   `setmaxnreg`; [`producer`]) copies each item's Q, and each key and value tile, with TMA:
+//! The work is split into *items* of 128 query rows of one head of one sequence, each walking
+//! that sequence's keys in tiles of 128. The grid is persistent: one block per multiprocessor,
+//! each taking items `block, block + grid, …`, found by a walk over the sequences
+//! ([`schedule::Sequences`]: all of one length, or packed with their bounds read 32 at a time
+//! by the lanes of a warp). A block has three warpgroups:
+//!
+//! * **the producer** (one thread of warpgroup 2 — a warp for packed sequences, whose walk
+//!   takes all its lanes — which gives its registers to the others with `setmaxnreg`;
+//!   [`producer`]) copies each item's Q, and each key and value tile, with TMA:
 //!   64-column panels of 128 rows of 128 bytes in the copy engine's 128-byte swizzle — the
 //!   layout the MMAs read. Q has two buffers and the key and value tiles a ring of stages,
 //!   each with a "full" mbarrier (the producer announces a copy's bytes, the copy completes
@@ -29,8 +36,10 @@
 //! No block barrier is passed after the start: the copies cost the consumers no instructions
 //! and no registers, and the two consumer warpgroups are not held in lock-step.
 //!
-//! Keys past `Sk` arrive as zeros (the copy engine's fill) and their scores, like those above
-//! the causal diagonal, are set to −∞ before the max — only in the tiles that reach them. A
+//! Keys past a sequence's end arrive as zeros (the copy engine's fill) or, packed, as the next
+//! sequence's rows; their scores, like those above the causal diagonal, are set to −∞ before
+//! the max — only in the tiles that reach them — and packed values past the end are zeroed in
+//! shared memory (`0 · ∞` is NaN). A
 //! row that sees no key at all (`Sk = 0`, or a causal row above the corner when `Sq > Sk`)
 //! keeps a running max of −∞; it is exponentiated against 0 instead, so it gives `O = 0` and
 //! `LSE = −∞`, never NaN.
@@ -44,7 +53,9 @@ pub mod decode;
 mod producer;
 pub mod schedule;
 
-use schedule::{Layout, Problem, Smem, BARRIERS, CONSUMER_WARPS};
+use schedule::{
+    Layout, Packed, Problem, Sequences, Smem, Uniform, BARRIERS, CONSUMER_WARPS, ITEM_SLOTS,
+};
 pub use schedule::{BM, BN, THREADS};
 
 /// `log₂ e`: scores are scaled into the log₂ domain once, so every exponential is one `exp2`.
@@ -103,12 +114,13 @@ impl HeadDim for D128 {
     type Out = Scores;
 }
 
-/// The kernel body for head dim `H`: the barriers, then the producer and the consumers.
+/// The kernel body for head dim `H` and sequences `S`: the barriers, then the producer and the
+/// consumers.
 #[inline(always)]
-fn attention<H: HeadDim, const SMEM: usize>(
+fn attention<H: HeadDim, S: Sequences, const SMEM: usize>(
     (q, k, v): (Tma<Bf16, 3>, Tma<Bf16, 3>, Tma<Bf16, 3>),
     (o, lse): (GlobalMut<Bf16>, GlobalMut<f32>),
-    pb: Problem,
+    pb: Problem<S>,
     smem: Smem<SMEM>,
 ) {
     let lay = Layout::of::<H, SMEM>(&smem);
@@ -118,12 +130,12 @@ fn attention<H: HeadDim, const SMEM: usize>(
     block_sync();
     if warp_id() >= CONSUMER_WARPS {
         setmaxnreg_dec::<24>();
-        if thread_idx() == 32 * CONSUMER_WARPS {
-            producer::produce::<H, SMEM>((&q, &k, &v), &smem, lay, &pb);
+        if warp_id() == CONSUMER_WARPS && lane_id() < S::PRODUCER_LANES {
+            producer::produce::<H, S, SMEM>((&q, &k, &v), &smem, lay, &pb);
         }
     } else {
         setmaxnreg_inc::<240>();
-        consumer::consume::<H, SMEM>((o, lse), &smem, lay, &pb);
+        consumer::consume::<H, S, SMEM>((o, lse), &smem, lay, &pb);
     }
 }
 
@@ -151,10 +163,12 @@ macro_rules! attention_kernel {
             let smem = Smem {
                 tiles: shared!(Bf16; schedule::smem_elems::<$h>()),
                 bars: shared!(Mbarrier; BARRIERS),
+                items: shared!(u32; ITEM_SLOTS),
             };
-            let pb = Problem::new((sq, sk, batch), (heads, group), scale_log2, causal)
-                .with_o_strides(o_row_stride, o_head_stride);
-            attention::<$h, { schedule::smem_elems::<$h>() }>((q, k, v), (o, lse), pb, smem);
+            let o_strides = (o_row_stride, o_head_stride, heads * sq * $d);
+            let seqs = Uniform { sq, sk, batch, o_strides };
+            let pb = Problem::new(seqs, (heads, group), scale_log2, causal);
+            attention::<$h, Uniform, { schedule::smem_elems::<$h>() }>((q, k, v), (o, lse), pb, smem);
         }
     };
 }
@@ -162,5 +176,43 @@ macro_rules! attention_kernel {
 attention_kernel!(attention_d64, D64, 64);
 attention_kernel!(attention_d128, D128, 128);
 
+macro_rules! attention_varlen_kernel {
+    ($name:ident, $h:ty, $d:literal) => {
+        #[doc = concat!("Attention forward over packed sequences (FlashAttention's varlen contract) for head dim ", stringify!($d), ": Q and O `[total_q, heads, D]`, K and V `[total_k, kv_heads, D]`, sequence `b` in rows `cu_q[b]..cu_q[b + 1]` and `cu_k[b]..cu_k[b + 1]`, the LSE `[heads, total_q]`; a persistent grid over the sequences' 128-row query tiles (see the module documentation).")]
+        #[tile_kernel(block = 384, min_blocks_per_sm = 1)]
+        #[allow(clippy::too_many_arguments)]
+        pub fn $name(
+            q: Tma<Bf16, 3>,
+            k: Tma<Bf16, 3>,
+            v: Tma<Bf16, 3>,
+            o: GlobalMut<Bf16>,
+            lse: GlobalMut<f32>,
+            cu_q: Global<i32>,
+            cu_k: Global<i32>,
+            total_q: u32,
+            total_k: u32,
+            batch: u32,
+            heads: u32,
+            group: u32,
+            scale_log2: f32,
+            causal: bool,
+        ) {
+            let smem = Smem {
+                tiles: shared!(Bf16; schedule::smem_elems::<$h>()),
+                bars: shared!(Mbarrier; BARRIERS),
+                items: shared!(u32; ITEM_SLOTS),
+            };
+            let seqs = Packed { cu_q, cu_k, batch, total_q, total_k, head_dim: $d };
+            let pb = Problem::new(seqs, (heads, group), scale_log2, causal);
+            attention::<$h, Packed, { schedule::smem_elems::<$h>() }>((q, k, v), (o, lse), pb, smem);
+        }
+    };
+}
+
+attention_varlen_kernel!(attention_varlen_d64, D64, 64);
+attention_varlen_kernel!(attention_varlen_d128, D128, 128);
+
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod host;
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod varlen;

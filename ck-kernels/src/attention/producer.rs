@@ -1,13 +1,15 @@
-//! The producer: one thread that copies every tile the consumers read, with TMA, as soon as
-//! its buffer is free (see [`super::schedule`] for the order and the barriers).
+//! The producer: one thread (or warp) that walks the block's items and copies every tile the consumers
+//! read, with TMA, as soon as its buffer is free (see [`super::schedule`] for the order and the
+//! barriers). A thread, or for packed sequences a warp whose lanes walk together (32 sequences
+//! at a time) and wait; lane 0 copies.
 
 use super::schedule::*;
 use super::HeadDim;
 use ck_core::device::*;
 use ck_core::tile::unroll;
 
-/// Q, K and V as `[seq, D]` rows of `batch · heads` heads (rank 3, innermost first: head dim,
-/// row, head), copied in 64-column panels of 128 rows.
+/// Q, K and V as rows of heads (rank 3, innermost first: head dim, row, head — `[D, seq, batch ·
+/// heads]`, or `[D, total, heads]` when packed), copied in 64-column panels of 128 rows.
 pub type Heads = Tma<Bf16, 3>;
 
 /// Copies rows `row0..row0 + 128` of head `head` of `src` (rows past its end as zeros) into
@@ -31,36 +33,63 @@ fn copy_tile<H: HeadDim, const SMEM: usize>(
 }
 
 /// Every item's Q, and every key and value tile, into their buffers; each buffer refilled once
-/// its consumers have released it.
+/// its consumers have released it (and, published, the end marker).
 #[inline(always)]
-pub fn produce<H: HeadDim, const SMEM: usize>(
+pub fn produce<H: HeadDim, S: Sequences, const SMEM: usize>(
     (q, k, v): (&Heads, &Heads, &Heads),
     smem: &Smem<SMEM>,
     lay: Layout,
-    pb: &Problem,
+    pb: &Problem<S>,
 ) {
-    q.prefetch();
-    k.prefetch();
-    v.prefetch();
+    let leader = lane_id() == 0;
+    if leader {
+        q.prefetch();
+        k.prefetch();
+        v.prefetch();
+    }
     let mut t = 0;
-    for (i, w) in (0u32..).zip(pb.my_items()) {
+    let mut i = 0;
+    for w in pb.my_items() {
         let (qb, _) = q_buffer(i);
         if i >= 2 {
             smem.bars.wait(q_empty(qb), q_buffer(i - 2).1);
         }
-        copy_tile::<H, SMEM>(smem, (q, w.bh, w.q0), lay.q(qb), q_full(qb));
-        for j in 0..w.key_tiles {
+        let (row, head) = w.q_at;
+        let (key0, kv_head) = w.kv_at;
+        if leader {
+            if S::PUBLISHED {
+                w.item.publish(&smem.items, qb);
+            }
+            copy_tile::<H, SMEM>(smem, (q, head, row), lay.q(qb), q_full(qb));
+        }
+        for j in 0..w.item.key_tiles {
             let (s, _) = lay.stage(t);
             let refill = t >= lay.stages;
             if refill {
                 smem.bars.wait(k_empty(s), lay.stage(t - lay.stages).1);
             }
-            copy_tile::<H, SMEM>(smem, (k, w.kv_head, j * BN), lay.k(s), k_full(s));
+            if leader {
+                copy_tile::<H, SMEM>(smem, (k, kv_head, key0 + j * BN), lay.k(s), k_full(s));
+            }
             if refill {
                 smem.bars.wait(v_empty(s), lay.stage(t - lay.stages).1);
             }
-            copy_tile::<H, SMEM>(smem, (v, w.kv_head, j * BN), lay.v(s), v_full(s));
+            if leader {
+                copy_tile::<H, SMEM>(smem, (v, kv_head, key0 + j * BN), lay.v(s), v_full(s));
+            }
             t += 1;
+        }
+        i += 1;
+    }
+    // Published items end with a marker in the next slot, announced by a plain arrival.
+    if S::PUBLISHED {
+        let (qb, _) = q_buffer(i);
+        if i >= 2 {
+            smem.bars.wait(q_empty(qb), q_buffer(i - 2).1);
+        }
+        if leader {
+            Item::publish_end(&smem.items, qb);
+            smem.bars.arrive(q_full(qb));
         }
     }
 }

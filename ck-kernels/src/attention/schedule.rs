@@ -2,12 +2,15 @@
 //! items and their order, where the tiles lie in shared memory, and which mbarrier guards
 //! which buffer.
 //!
-//! Both sides walk the same sequence — the block's items in order, and in each item its key
-//! tiles — and count the key tiles from the block's start, so key tile `t` of the block (over
-//! all its items) uses ring stage `t mod STAGES`, for the `t / STAGES`-th time. Use `n` of a
-//! stage waits for phase `n` of its "full" barrier (parity `n mod 2`); refilling it waits for
-//! phase `n − 1` of its "empty" barrier. Item `i` of the block uses Q buffer `i mod 2` the same
-//! way.
+//! Both sides take the same sequence — the block's items in order ([`Problem::my_items`]), and
+//! in each item its key tiles — and count the key tiles from the block's start, so key tile `t` of the block (over all its items) uses ring stage
+//! `t mod STAGES`, for the `t / STAGES`-th time. Use `n` of a stage waits for phase `n` of its
+//! "full" barrier (parity `n mod 2`); refilling it waits for phase `n − 1` of its "empty"
+//! barrier. Item `i` of the block uses Q buffer `i mod 2` the same way. Each consumer warp
+//! walks the items itself, or, where the walk reads memory ([`Sequences::PUBLISHED`]), reads
+//! each [`Item`] where the producer wrote it beside the item's Q buffer: the buffer's "full"
+//! barrier, which the producer arrives on after writing, publishes it, and an end marker in the
+//! next slot stops the consumers.
 
 use super::HeadDim;
 use ck_core::device::*;
@@ -27,6 +30,8 @@ pub const PANEL_BYTES: u32 = 128 * 128;
 const MAX_STAGES: u32 = 4;
 /// Q buffers.
 const Q_BUFFERS: u32 = 2;
+/// Words of the Q buffers' item slots ([`Item::publish`]).
+pub const ITEM_SLOTS: usize = (Q_BUFFERS * ITEM_WORDS) as usize;
 
 /// Q buffer `i` is full / empty.
 pub const fn q_full(i: u32) -> u32 {
@@ -62,121 +67,396 @@ pub const fn smem_elems<H: HeadDim>() -> usize {
     (((Q_BUFFERS + 2 * H::STAGES) * tile_bytes(H::D) + 1024) / 2) as usize
 }
 
-/// The problem as the kernel sees it. The divisors are `NonZeroU32`: the host has checked
-/// them, and a division that cannot panic keeps panic calls (and the register budget they
-/// impose) out of the consumers' code.
+/// The problem as the kernel sees it: where the sequences lie (`S`), the heads, the scale and
+/// the mask. The divisors are `NonZeroU32`: the host has checked them, and a division that
+/// cannot panic keeps panic calls (and the register budget they impose) out of the consumers'
+/// code.
 #[derive(Clone, Copy)]
-pub struct Problem {
-    /// Query and key lengths.
-    pub sq: u32,
-    pub sk: u32,
-    /// Batch, query heads, and query heads per key/value head.
-    pub batch: u32,
+pub struct Problem<S> {
+    pub seqs: S,
+    /// Query heads, and query heads per key/value head.
     pub heads: NonZeroU32,
     pub group: NonZeroU32,
     /// `scale · log₂ e` (the scale is positive).
     pub scale_log2: f32,
     pub causal: bool,
-    /// O's strides in elements: from a query row of a head to the next, and from a head to the
-    /// next (`[B, H, S, D]`: `D` and `S·D`; `[B, S, H, D]`: `H·D` and `D`); a batch is `H·S·D`.
-    pub o_strides: (u32, u32),
 }
 
-impl Problem {
-    /// The kernel's arguments as a problem (a zero divisor, which the host never passes, is
-    /// taken as 1).
+/// `x` as a divisor (a zero, which the host never passes, taken as 1).
+#[inline(always)]
+fn nz(x: u32) -> NonZeroU32 {
+    NonZeroU32::new(x).unwrap_or(NonZeroU32::MIN)
+}
+
+impl<S: Sequences> Problem<S> {
+    /// The kernel's arguments as a problem.
     #[inline(always)]
-    pub fn new(
-        (sq, sk, batch): (u32, u32, u32),
-        (heads, group): (u32, u32),
-        scale_log2: f32,
-        causal: bool,
-    ) -> Problem {
-        let nz = |x: u32| NonZeroU32::new(x).unwrap_or(NonZeroU32::MIN);
+    pub fn new(seqs: S, (heads, group): (u32, u32), scale_log2: f32, causal: bool) -> Problem<S> {
         Problem {
-            sq,
-            sk,
-            batch,
+            seqs,
             heads: nz(heads),
             group: nz(group),
             scale_log2,
             causal,
-            o_strides: (0, 0),
         }
     }
 
-    /// The problem with O at strides `(row, head)` (see [`Problem::o_strides`]).
+    /// This block's items, in the order both sides take them: `block, block + grid, …` of the
+    /// sequences' items ([`Sequences::items`]). Every lane of a warp walks them together.
     #[inline(always)]
-    pub fn with_o_strides(self, row: u32, head: u32) -> Problem {
-        Problem {
-            o_strides: (row, head),
-            ..self
-        }
-    }
-
-    /// 128-row query tiles per head (at least 1, so it divides).
-    #[inline(always)]
-    fn q_tiles(&self) -> NonZeroU32 {
-        NonZeroU32::new(self.sq.div_ceil(BM)).unwrap_or(NonZeroU32::MIN)
-    }
-
-    /// Items: 128-row query tiles of every head.
-    #[inline(always)]
-    pub fn items(&self) -> u32 {
-        self.sq.div_ceil(BM) * self.batch * self.heads.get()
-    }
-
-    /// This block's items, in the order both sides take them: `block, block + grid, …`, head
-    /// by head — so the blocks running at one time share a few heads' keys and values in L2 —
-    /// and under a causal mask each head's longest tiles first.
-    #[inline(always)]
-    pub fn my_items(&self) -> impl Iterator<Item = Work> + '_ {
-        let (items, q_tiles) = (self.items(), self.q_tiles());
+    pub fn my_items(&self) -> impl Iterator<Item = Work> {
+        let mut items = S::items(*self);
         let mut next = block_idx();
         core::iter::from_fn(move || {
-            let item = next;
+            let item = items.at(next);
             next += grid_dim();
-            (item < items).then(|| {
-                let (bh, qt) = (item / q_tiles, item % q_tiles);
-                let qt = if self.causal {
-                    q_tiles.get() - 1 - qt
-                } else {
-                    qt
-                };
-                Work::of(bh, qt, self)
-            })
+            item
         })
     }
 }
 
-/// One item: its query tile, its head and key/value head, and the key tiles its rows see.
-#[derive(Clone, Copy)]
-pub struct Work {
-    pub q0: u32,
-    pub bh: u32,
-    pub kv_head: u32,
-    pub key_tiles: u32,
+/// Where a problem's sequences lie: all of one length in `[batch, heads, seq, head_dim]`
+/// tensors ([`Uniform`]), or packed end to end in `[total, heads, head_dim]` ones with their
+/// bounds on the device ([`Packed`]).
+///
+/// Item order: sequence by sequence, in a sequence head by head — so the blocks running at one
+/// time share a few heads' keys and values in L2 — and in a head its 128-row query tiles, under
+/// a causal mask the longest (last) first.
+pub trait Sequences: Copy + Sized {
+    /// The rows of a key tile past its sequence's end hold another sequence's keys and values
+    /// (not the copy engine's zeros): the consumers zero those values (`0 · ∞` is NaN).
+    const FOREIGN_ROWS: bool;
+    /// Lanes of the producer warp that run it: the walk's (one thread walks uniform sequences,
+    /// the whole warp packed ones).
+    const PRODUCER_LANES: u32;
+    /// The producer publishes each item beside its Q buffer ([`Item::publish`]) and the
+    /// consumers read it there, instead of walking the items themselves: for a walk that reads
+    /// memory, which would stall the consumers between items.
+    const PUBLISHED: bool;
+    /// Elements from a row of O to the next.
+    fn o_row_stride(pb: &Problem<Self>) -> u32;
+    /// The walk over the items.
+    type Items: ItemsAt;
+    /// The items of `pb`, found by their increasing index.
+    fn items(pb: Problem<Self>) -> Self::Items;
 }
 
-impl Work {
-    /// Query tile `qt` of head `bh`.
+/// A problem's items, asked for in increasing order.
+pub trait ItemsAt {
+    /// Item `item`, `None` past the last.
+    fn at(&mut self, item: u32) -> Option<Work>;
+}
+
+/// What the consumers need of an item (a 128-row query tile of one head of one sequence): its
+/// rows and keys, and where its output goes.
+#[derive(Clone, Copy)]
+pub struct Item {
+    /// The tile's first query row, counted in its sequence; the sequence's query and key
+    /// lengths.
+    pub q0: u32,
+    pub sq: u32,
+    pub sk: u32,
+    /// Key tiles any row of the tile sees.
+    pub key_tiles: u32,
+    /// O's element offset of the sequence's row 0 of this head, and the LSE's index of it
+    /// (a head's LSE rows are contiguous).
+    pub o_base: u32,
+    pub lse_base: u32,
+    /// The sequence's bounds are valid; if not, its rows are written as NaN.
+    pub valid: bool,
+}
+
+/// Words of an item's slot: its fields, then a flag word (bit 0: valid; bit 1: an item, not
+/// the end).
+pub const ITEM_WORDS: u32 = 7;
+
+impl Item {
+    /// Writes the item into slot `slot` (one thread; the Q buffer's "full" barrier, which the
+    /// writer arrives on next, publishes it).
     #[inline(always)]
-    fn of(bh: u32, qt: u32, pb: &Problem) -> Work {
-        let q0 = qt * BM;
-        let (batch, head) = (bh / pb.heads, bh % pb.heads);
-        let kv_heads = pb.heads.get() / pb.group;
-        // Keys any row of the tile sees: all, or up to the last row's diagonal.
-        let last_row = (q0 + BM).min(pb.sq) as i64 - 1;
-        let key_end = if pb.causal {
-            (last_row + pb.sk as i64 - pb.sq as i64 + 1).clamp(0, pb.sk as i64) as u32
+    pub fn publish<const N: usize>(&self, words: &SharedArray<u32, N>, slot: u32) {
+        let at = slot * ITEM_WORDS;
+        let fields = [
+            self.q0,
+            self.sq,
+            self.sk,
+            self.key_tiles,
+            self.o_base,
+            self.lse_base,
+        ];
+        for (i, f) in (0u32..).zip(fields) {
+            words.store(at + i, f);
+        }
+        words.store(at + 6, 2 | self.valid as u32);
+    }
+
+    /// Marks slot `slot` as the end of the block's items.
+    #[inline(always)]
+    pub fn publish_end<const N: usize>(words: &SharedArray<u32, N>, slot: u32) {
+        words.store(slot * ITEM_WORDS + 6, 0);
+    }
+
+    /// The item in slot `slot`, `None` at the end (read once its Q buffer is full).
+    #[inline(always)]
+    pub fn read<const N: usize>(words: &SharedArray<u32, N>, slot: u32) -> Option<Item> {
+        let at = slot * ITEM_WORDS;
+        let flags = words.load(at + 6);
+        (flags & 2 != 0).then(|| Item {
+            q0: words.load(at),
+            sq: words.load(at + 1),
+            sk: words.load(at + 2),
+            key_tiles: words.load(at + 3),
+            o_base: words.load(at + 4),
+            lse_base: words.load(at + 5),
+            valid: flags & 1 != 0,
+        })
+    }
+}
+
+/// An item as the producer sees it: also where the tile's first query row and the sequence's
+/// first key are in Q's and K's (V's) tensor maps, as (row, head).
+#[derive(Clone, Copy)]
+pub struct Work {
+    pub item: Item,
+    pub q_at: (u32, u32),
+    pub kv_at: (u32, u32),
+}
+
+/// Key tiles the rows `q0..q0 + 128` of a sequence of `sq` queries and `sk` keys see: all, or
+/// up to the last row's diagonal.
+#[inline(always)]
+fn key_tiles(q0: u32, (sq, sk): (u32, u32), causal: bool) -> u32 {
+    let last_row = (q0 + BM).min(sq) as i64 - 1;
+    let key_end = if causal {
+        (last_row + sk as i64 - sq as i64 + 1).clamp(0, sk as i64) as u32
+    } else {
+        sk
+    };
+    key_end.div_ceil(BN)
+}
+
+/// Sequences of one length: Q `[batch, heads, sq, D]`, K and V `[batch, kv_heads, sk, D]` (tensor
+/// maps over `[D, seq, batch · heads]`), O at the strides given.
+#[derive(Clone, Copy)]
+pub struct Uniform {
+    pub sq: u32,
+    pub sk: u32,
+    pub batch: u32,
+    /// O's strides in elements: from a query row of a head to the next, from a head to the
+    /// next (`[B, H, S, D]`: `D` and `S·D`; `[B, S, H, D]`: `H·D` and `D`), and from a batch to
+    /// the next (`H·S·D`).
+    pub o_strides: (u32, u32, u32),
+}
+
+impl Sequences for Uniform {
+    const FOREIGN_ROWS: bool = false;
+    const PRODUCER_LANES: u32 = 1;
+    const PUBLISHED: bool = false;
+
+    #[inline(always)]
+    fn o_row_stride(pb: &Problem<Uniform>) -> u32 {
+        pb.seqs.o_strides.0
+    }
+
+    type Items = UniformItems;
+
+    #[inline(always)]
+    fn items(pb: Problem<Uniform>) -> UniformItems {
+        UniformItems { pb }
+    }
+}
+
+pub struct UniformItems {
+    pb: Problem<Uniform>,
+}
+
+impl ItemsAt for UniformItems {
+    #[inline(always)]
+    fn at(&mut self, item: u32) -> Option<Work> {
+        let pb = &self.pb;
+        let Uniform {
+            sq,
+            sk,
+            batch,
+            o_strides,
+        } = pb.seqs;
+        let q_tiles = nz(sq.div_ceil(BM));
+        if item >= q_tiles.get() * batch * pb.heads.get() {
+            return None;
+        }
+        let (bh, qt) = (item / q_tiles, item % q_tiles);
+        let qt = if pb.causal {
+            q_tiles.get() - 1 - qt
         } else {
-            pb.sk
+            qt
         };
-        Work {
-            q0,
-            bh,
-            kv_head: batch * kv_heads + head / pb.group,
-            key_tiles: key_end.div_ceil(BN),
+        let q0 = qt * BM;
+        let (b, h) = (bh / pb.heads, bh % pb.heads);
+        let kv_heads = pb.heads.get() / pb.group;
+        Some(Work {
+            item: Item {
+                q0,
+                sq,
+                sk,
+                key_tiles: key_tiles(q0, (sq, sk), pb.causal),
+                o_base: b * o_strides.2 + h * o_strides.1,
+                lse_base: bh * sq,
+                valid: true,
+            },
+            q_at: (q0, bh),
+            kv_at: (0, b * kv_heads + h / pb.group),
+        })
+    }
+}
+
+/// Sequences packed end to end (FlashAttention's varlen contract): Q and O `[total_q, heads,
+/// D]`, K and V `[total_k, kv_heads, D]` (tensor maps over `[D, total, heads]`), sequence `b`'s
+/// queries rows `cu_q[b]..cu_q[b + 1]` and its keys rows `cu_k[b]..cu_k[b + 1]`; the LSE
+/// `[heads, total_q]`.
+#[derive(Clone, Copy)]
+pub struct Packed {
+    pub cu_q: Global<i32>,
+    pub cu_k: Global<i32>,
+    pub batch: u32,
+    pub total_q: u32,
+    pub total_k: u32,
+    pub head_dim: u32,
+}
+
+/// One packed sequence: its first query and key rows and its lengths, read from the bounds.
+#[derive(Clone, Copy)]
+struct Bounds {
+    q_start: u32,
+    sq: u32,
+    k_start: u32,
+    sk: u32,
+    valid: bool,
+}
+
+impl Packed {
+    /// Sequence `b`'s rows. Bounds that decrease or pass the tensor's end make it invalid:
+    /// its query rows (clamped to the tensor) see no key and are written as NaN, never a
+    /// plausible result.
+    #[inline(always)]
+    fn bounds(&self, b: u32) -> Bounds {
+        let range = |cu: &Global<i32>, total: u32| {
+            let (lo, hi) = (cu.load(b), cu.load(b + 1));
+            let valid = 0 <= lo && lo <= hi && hi as u32 <= total;
+            let start = lo.clamp(0, total as i32) as u32;
+            (
+                start,
+                (hi.clamp(0, total as i32) as u32).max(start) - start,
+                valid,
+            )
+        };
+        let (q_start, sq, q_valid) = range(&self.cu_q, self.total_q);
+        let (k_start, sk, k_valid) = range(&self.cu_k, self.total_k);
+        let valid = q_valid && k_valid;
+        Bounds {
+            q_start,
+            sq,
+            k_start,
+            sk: if valid { sk } else { 0 },
+            valid,
+        }
+    }
+}
+
+impl Sequences for Packed {
+    const FOREIGN_ROWS: bool = true;
+    const PRODUCER_LANES: u32 = 32;
+    const PUBLISHED: bool = true;
+
+    #[inline(always)]
+    fn o_row_stride(pb: &Problem<Packed>) -> u32 {
+        pb.heads.get() * pb.seqs.head_dim
+    }
+
+    type Items = PackedItems;
+
+    #[inline(always)]
+    fn items(pb: Problem<Packed>) -> PackedItems {
+        PackedItems { pb, b: 0, first: 0 }
+    }
+}
+
+/// The walk over packed sequences, by the 32 lanes of a warp together: `b` is the first
+/// sequence not yet passed, its items start at `first`.
+///
+/// A step reads the bounds of sequences `b .. b + 32` at once (a lane each), sums their items
+/// along the lanes (a prefix sum by shuffles), and finds the sequence holding the item asked for
+/// (a ballot): one round of loads per 32 sequences, wherever the item lies.
+pub struct PackedItems {
+    pb: Problem<Packed>,
+    b: u32,
+    first: u32,
+}
+
+impl ItemsAt for PackedItems {
+    #[inline(always)]
+    fn at(&mut self, item: u32) -> Option<Work> {
+        let pb = &self.pb;
+        let heads = pb.heads.get();
+        let lane = lane_id();
+        loop {
+            if self.b >= pb.seqs.batch {
+                return None;
+            }
+            let b = self.b + lane;
+            let seq = if b < pb.seqs.batch {
+                pb.seqs.bounds(b)
+            } else {
+                Bounds {
+                    q_start: 0,
+                    sq: 0,
+                    k_start: 0,
+                    sk: 0,
+                    valid: true,
+                }
+            };
+            let items = seq.sq.div_ceil(BM) * heads;
+            let mut end = items;
+            for d in [1, 2, 4, 8, 16] {
+                let below = shfl_up(end, d);
+                if lane >= d {
+                    end += below;
+                }
+            }
+            let end = self.first + end;
+            let holders = ballot(item < end);
+            if holders == 0 {
+                self.first = shfl_idx(end, 31);
+                self.b += 32;
+                continue;
+            }
+            // The first lane whose sequence ends past the item holds it.
+            let l = holders.trailing_zeros();
+            let first = shfl_idx(end - items, l);
+            let (q_start, sq) = (shfl_idx(seq.q_start, l), shfl_idx(seq.sq, l));
+            let (k_start, sk) = (shfl_idx(seq.k_start, l), shfl_idx(seq.sk, l));
+            let valid = shfl_idx(seq.valid as u32, l) != 0;
+            self.b += l;
+            self.first = first;
+            let tiles = nz(sq.div_ceil(BM));
+            let (h, qt) = ((item - first) / tiles, (item - first) % tiles);
+            let qt = if pb.causal { tiles.get() - 1 - qt } else { qt };
+            let q0 = qt * BM;
+            let Packed {
+                total_q, head_dim, ..
+            } = pb.seqs;
+            return Some(Work {
+                item: Item {
+                    q0,
+                    sq,
+                    sk,
+                    key_tiles: key_tiles(q0, (sq, sk), pb.causal),
+                    o_base: (q_start * heads + h) * head_dim,
+                    lse_base: h * total_q + q_start,
+                    valid,
+                },
+                q_at: (q_start + q0, h),
+                kv_at: (k_start, h / pb.group),
+            });
         }
     }
 }
@@ -185,6 +465,8 @@ impl Work {
 pub struct Smem<const SMEM: usize> {
     pub tiles: SharedArray<Bf16, SMEM>,
     pub bars: SharedArray<Mbarrier, BARRIERS>,
+    /// Each Q buffer's item, where the producer publishes them ([`Sequences::PUBLISHED`]).
+    pub items: SharedArray<u32, ITEM_SLOTS>,
 }
 
 /// Element offsets of the tiles from `first`, the first element on a 1024-byte boundary: the
