@@ -31,6 +31,7 @@ __all__ = [
     "grouped_mm",
     "attention",
     "attention_with_kvcache",
+    "attention_varlen",
     "KernelFault",
 ]
 
@@ -566,6 +567,73 @@ def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False, 
     )
     if widen:
         o = o.float() if out is None else out.copy_(o)
+    return (o, lse) if return_lse else o
+
+
+def attention_varlen(
+    q,
+    k,
+    v,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    max_seqlen_q,
+    max_seqlen_k,
+    causal=False,
+    *,
+    scale=None,
+    return_lse=False,
+):
+    """Attention over sequences of different lengths packed end to end, with FlashAttention's
+    ``flash_attn_varlen_func`` conventions.
+
+    ``q`` ``[total_q, heads, head_dim]``, ``k`` and ``v`` ``[total_k, kv_heads, head_dim]``
+    (grouped-query attention when ``kv_heads`` divides ``heads``), head_dim 64 or 128.
+    Sequence ``b`` holds query rows ``cu_seqlens_q[b]:cu_seqlens_q[b + 1]`` and key rows
+    ``cu_seqlens_k[b]:cu_seqlens_k[b + 1]`` (both int32 ``[batch + 1]``, on ``q``'s device);
+    each sequence attends only to its own keys, with ``causal`` aligned to its bottom-right
+    corner. ``max_seqlen_q`` (the longest sequence's queries) sizes the grid; ``max_seqlen_k``
+    is taken for FlashAttention's signature and not needed. No work is spent on padding: the
+    kernel walks the sequences' own 128-row tiles. Returns ``o`` like ``q`` and, with
+    ``return_lse=True``, the log-sum-exp ``[heads, total_q]`` (float32). Rows of no sequence
+    are not written. The bounds are read on the device (no synchronisation): on the GPU a
+    sequence whose bounds decrease or pass the end gets NaN rows; on CPU tensors (the
+    emulator, float32 allowed) they are refused (``bad-seqlens``).
+
+    >>> import torch, ck_rs
+    >>> q, k = torch.zeros(5, 1, 64), torch.zeros(5, 1, 64)
+    >>> v = torch.arange(5.0).repeat_interleave(64).reshape(5, 1, 64)
+    >>> cu = torch.tensor([0, 2, 5], dtype=torch.int32)
+    >>> ck_rs.attention_varlen(q, k, v, cu, cu, 3, 3)[:, 0, 0]  # each sequence's mean value
+    tensor([0.5000, 0.5000, 3.0000, 3.0000, 3.0000])
+    """
+    c = _Call("attention_varlen", q=q, k=k, v=v, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k)
+    if scale is not None and not (_math.isfinite(scale) and scale > 0):
+        raise _error(ValueError, "bad-scale", f"the scale is {scale}; give a positive finite number")
+    for name, n in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
+        if not isinstance(n, int) or n < 0:
+            raise _error(ValueError, "argument-size", f"{name} is {n!r}; give the longest sequence's length")
+    if len(q.shape) != 3:
+        raise _error(
+            ValueError,
+            "shape-mismatch",
+            f"q is {tuple(q.shape)}; give [total_q, heads, head_dim]: the sequences' rows end to end",
+        )
+    o = c.empty(tuple(q.shape), q)
+    lse = c.empty((q.shape[1], q.shape[0]), q, float32=True)
+    cap = c.capsule
+    _native.attention_varlen(
+        cap(q),
+        cap(k),
+        cap(v),
+        cap(cu_seqlens_q),
+        cap(cu_seqlens_k),
+        cap(o),
+        cap(lse),
+        max_seqlen_q,
+        bool(causal),
+        None if scale is None else float(scale),
+        c.stream,
+    )
     return (o, lse) if return_lse else o
 
 

@@ -251,6 +251,23 @@ attention_with_kvcache = _op(
 )
 
 
+def _varlen_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=False, scale=None):
+    return torch.empty_like(q), q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
+
+
+# ``(o, lse)``, the log-sum-exp ``[heads, total_q]`` as FlashAttention's.
+attention_varlen = _op(
+    "attention_varlen(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, "
+    "int max_seqlen_q, int max_seqlen_k, bool causal=False, float? scale=None) -> (Tensor, Tensor)",
+    lambda q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=False, scale=None:
+    ck_rs.attention_varlen(
+        q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal,
+        scale=scale, return_lse=True,
+    ),
+    _varlen_fake,
+)
+
+
 def _register(desc):
     """The op of an operator of the registry that has no hand-written one above."""
     name = desc["name"]

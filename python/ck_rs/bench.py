@@ -6,7 +6,9 @@ read + written over time) of the operators next to torch's and, where Triton is 
 Triton's (``ck_rs.peers``) on large tensors; then, timed in turn, ``ck_rs.gemm`` against
 ``torch.matmul`` (``torch.addmm`` with a residual), ``ck_rs.linear`` against ``F.linear`` on a
 Llama-3-8B layer's projections, ``ck_rs.gated_linear`` against SwiGLU under ``torch.compile``,
-and ``ck_rs.grouped_mm`` against ``torch._grouped_mm`` (``--gemm-only`` for those alone)."""
+and ``ck_rs.grouped_mm`` against ``torch._grouped_mm`` (``--gemm-only`` for those alone); then
+``ck_rs.attention_varlen`` against the fixed-length ``ck_rs.attention`` on the same tokens and
+FlashAttention-2's varlen forward in torch (``--varlen-only`` for that alone)."""
 
 import argparse
 import time
@@ -245,16 +247,76 @@ def grouped_in_turn(dev):
         print(f"{case:>30} {tf(t_ours):8.0f} {tf(t_peer):8.0f} {t_peer / t_ours:8.3f}")
 
 
+# Varlen prefill, (sequences, length, heads, kv_heads, head_dim, causal): a Llama-3-8B layer's
+# attention at 8192 tokens, and a smaller-head case.
+VARLEN_CASES = [
+    (4, 2048, 32, 8, 128, False),
+    (4, 2048, 32, 8, 128, True),
+    (8, 1024, 32, 8, 128, True),
+    (2, 8192, 32, 8, 128, True),
+    (16, 1024, 16, 16, 64, True),
+]
+
+
+def ragged(batch, length, seed):
+    """Lengths from length/4 to 7·length/4 in steps of 64, summing to batch · length."""
+    g = torch.Generator().manual_seed(seed)
+    lens, left = [], batch * length
+    while left > 0:
+        n = min(left, 64 * int(torch.randint(length // 256, 7 * length // 256 + 1, (1,), generator=g)) or 64)
+        lens.append(n)
+        left -= n
+    return lens
+
+
+def varlen_in_turn(dev):
+    fa2 = getattr(torch.ops.aten, "_flash_attention_forward", None)
+    print("\nvarlen attention, TFLOP/s (4·H·Σ sq·sk·D, halved when causal): ck_rs.attention_varlen, timed in")
+    print("turn with ck_rs.attention on [B, H, S, D] (equal lengths: the same tokens) and FlashAttention-2's")
+    print("varlen forward in torch (aten._flash_attention_forward)")
+    print(f"{'case':>38} {'ck_rs':>8} {'fixed':>8} {'ratio':>7} {'FA2':>8} {'ratio':>7}")
+    for b, s, h, hk, d, causal in VARLEN_CASES:
+        q, k, v = (torch.randn(b * s, n, d, device=dev).bfloat16() for n in (h, hk, hk))
+        for lens in ([s] * b, ragged(b, s, b * s)):
+            cu = torch.tensor([0] + lens, device=dev, dtype=torch.int32).cumsum(0, dtype=torch.int32)
+            mx = max(lens)
+            ours = lambda: ck_rs.attention_varlen(q, k, v, cu, cu, mx, mx, causal)
+            flops = sum(4.0 * h * n * n * d for n in lens) / (2 if causal else 1)
+            tf = lambda ms: flops / ms / 1e9
+            kind = "equal" if len(set(lens)) == 1 else f"ragged {len(lens)}"
+            case = f"{kind} {b * s} tok h{h}/{hk} d{d}{' causal' if causal else ''}"
+            fixed = "-"
+            if len(set(lens)) == 1:
+                qh, kh, vh = (t.unflatten(0, (b, s)).transpose(1, 2).contiguous() for t in (q, k, v))
+                t_ours, t_fixed = in_turn_ms(ours, lambda: ck_rs.attention(qh, kh, vh, causal=causal))
+                fixed = f"{tf(t_fixed):8.0f} {t_fixed / t_ours:7.3f}"
+            peer = fa2 and (lambda: fa2(q, k, v, cu, cu, mx, mx, 0.0, causal, False))
+            if peer:
+                ref = peer()[0].float()
+                err = ((ours().float() - ref).norm() / ref.norm()).item()
+                if not err < 1e-2:
+                    raise SystemExit(f"error[wrong-result]: ck_rs.attention_varlen {case} differs from FA2 by {err:.2e}")
+                t_ours, t_peer = in_turn_ms(ours, peer)
+                fa = f"{tf(t_peer):8.0f} {t_peer / t_ours:7.3f}"
+            else:
+                t_ours, fa = median_ms(ours), "-"
+            print(f"{case:>38} {tf(t_ours):8.0f} {fixed:>16} {fa:>16}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--calls", type=int, default=3000, help="calls per sample of the per-call cost")
     p.add_argument("--gemm-only", action="store_true", help="only the GEMM comparisons")
     p.add_argument("--per-call-only", action="store_true", help="only the per-call cost")
+    p.add_argument("--varlen-only", action="store_true", help="only the varlen attention comparisons")
     args = p.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("error[no-gpu]: ck_rs.bench measures CUDA tensors; no CUDA device here")
     dev = torch.device("cuda")
     print(f"{torch.cuda.get_device_name(dev)}, torch {torch.__version__}")
+    if args.varlen_only:
+        varlen_in_turn(dev)
+        return
     if args.gemm_only:
         gemm_in_turn(dev)
         linear_in_turn(dev)
@@ -293,6 +355,7 @@ def main():
     linear_in_turn(dev)
     gated_in_turn(dev)
     grouped_in_turn(dev)
+    varlen_in_turn(dev)
 
 
 if __name__ == "__main__":
