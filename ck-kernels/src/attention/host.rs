@@ -128,7 +128,13 @@ pub fn check_scale(scale: f32) -> Result<(), LaunchError> {
     ))
 }
 
-fn check_len(what: &str, len: usize, expected: usize, shape: &Shape) -> Result<(), LaunchError> {
+/// `len` elements where `shape` needs `expected` (`shape-mismatch` otherwise).
+pub(super) fn check_len(
+    what: &str,
+    len: usize,
+    expected: usize,
+    shape: &impl core::fmt::Debug,
+) -> Result<(), LaunchError> {
     if len == expected {
         return Ok(());
     }

@@ -1,7 +1,7 @@
-//! The producer: one thread (or warp) that walks the block's items and copies every tile the consumers
-//! read, with TMA, as soon as its buffer is free (see [`super::schedule`] for the order and the
-//! barriers). A thread, or for packed sequences a warp whose lanes walk together (32 sequences
-//! at a time) and wait; lane 0 copies.
+//! The producer: one thread — for packed sequences a warp, whose lanes walk the bounds 32 at a
+//! time — that walks the block's items and copies every tile the consumers read, with TMA, as
+//! soon as its buffer is free (see [`super::schedule`] for the order and the barriers). Lane 0
+//! copies, and publishes packed items.
 
 use super::schedule::*;
 use super::HeadDim;

@@ -3,14 +3,15 @@
 //! which buffer.
 //!
 //! Both sides take the same sequence — the block's items in order ([`Problem::my_items`]), and
-//! in each item its key tiles — and count the key tiles from the block's start, so key tile `t` of the block (over all its items) uses ring stage
-//! `t mod STAGES`, for the `t / STAGES`-th time. Use `n` of a stage waits for phase `n` of its
-//! "full" barrier (parity `n mod 2`); refilling it waits for phase `n − 1` of its "empty"
-//! barrier. Item `i` of the block uses Q buffer `i mod 2` the same way. Each consumer warp
-//! walks the items itself, or, where the walk reads memory ([`Sequences::PUBLISHED`]), reads
-//! each [`Item`] where the producer wrote it beside the item's Q buffer: the buffer's "full"
-//! barrier, which the producer arrives on after writing, publishes it, and an end marker in the
-//! next slot stops the consumers.
+//! in each item its key tiles — and count the key tiles from the block's start, so key tile
+//! `t` of the block (over all its items) uses ring stage `t mod STAGES`, for the
+//! `t / STAGES`-th time. Use `n` of a stage waits for phase `n` of its "full" barrier (parity
+//! `n mod 2`); refilling it waits for phase `n − 1` of its "empty" barrier. Item `i` of the
+//! block uses Q buffer `i mod 2` the same way. Each consumer warp walks the items itself, or,
+//! where the walk reads memory ([`Sequences::PUBLISHED`]), reads each [`Item`] where the
+//! producer wrote it beside the item's Q buffer: the buffer's "full" barrier, which the
+//! producer arrives on after writing, publishes it, and an end marker in the next slot stops
+//! the consumers.
 
 use super::HeadDim;
 use ck_core::device::*;
@@ -102,7 +103,8 @@ impl<S: Sequences> Problem<S> {
     }
 
     /// This block's items, in the order both sides take them: `block, block + grid, …` of the
-    /// sequences' items ([`Sequences::items`]). Every lane of a warp walks them together.
+    /// sequences' items ([`Sequences::items`]). A packed walk takes the 32 lanes of a warp
+    /// together.
     #[inline(always)]
     pub fn my_items(&self) -> impl Iterator<Item = Work> {
         let mut items = S::items(*self);
@@ -266,6 +268,7 @@ impl Sequences for Uniform {
     }
 }
 
+/// The walk over sequences of one length: arithmetic on the problem.
 pub struct UniformItems {
     pb: Problem<Uniform>,
 }

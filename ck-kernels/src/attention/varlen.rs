@@ -13,7 +13,7 @@
 //! rows that lie in O), never a plausible result. [`attention`], which has the bounds on the
 //! host, refuses them (`bad-seqlens`).
 
-use super::host::{check_heads, check_scale, grid_blocks, reference as dense_reference};
+use super::host::{check_heads, check_len, check_scale, grid_blocks, reference as dense_reference};
 use super::*;
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats, TensorMap};
 use ck_core::wgmma::SwizzleMode;
@@ -83,16 +83,6 @@ impl Shape {
     fn scale(&self, options: &Options) -> f32 {
         options.scale.unwrap_or(1.0 / (self.head_dim as f32).sqrt())
     }
-}
-
-fn check_len(what: &str, len: usize, expected: usize, shape: &Shape) -> Result<(), LaunchError> {
-    if len == expected {
-        return Ok(());
-    }
-    Err(LaunchError::invalid(
-        ck_core::rules::SHAPE_MISMATCH,
-        format!("{what} has {len} elements, but {shape:?} needs {expected}"),
-    ))
 }
 
 /// The bounds `cu_q` and `cu_k` on the host: `batch + 1` entries each, from 0 up, never

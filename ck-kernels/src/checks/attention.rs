@@ -34,26 +34,31 @@ pub fn attention_case(
     let (o, lse, stats) = attention(device, (&q, &k, &v), shape, options)?;
     let (want_o, want_lse) = reference((&q, &k, &v), shape, options);
     let o_err = norm_relative_error(&o, &want_o);
-    let lse_bad = lse.iter().zip(&want_lse).position(|(&g, &w)| {
-        if w == f64::NEG_INFINITY {
-            g != f32::NEG_INFINITY
-        } else {
-            let within = (g as f64 - w).abs() <= LSE_TOLERANCE * w.abs().max(1.0);
-            !within
-        }
-    });
-    let mismatch = if o_err > O_TOLERANCE || o_err.is_nan() {
-        Some(format!(
-            "O: relative error {o_err:.3e} > {O_TOLERANCE:e} against fp64"
-        ))
-    } else {
+    let lse_bad = (0..lse.len()).find(|&i| lse_differs(lse[i], want_lse[i]));
+    let mismatch = o_mismatch(o_err).or_else(|| {
         lse_bad.map(|i| format!("LSE of row {i}: {} against fp64 {}", lse[i], want_lse[i]))
-    };
+    });
     Ok(Outcome {
         output: o.iter().chain(&lse).map(|v| v.to_bits()).collect(),
         stats,
         mismatch,
     })
+}
+
+/// O's error, if past [`O_TOLERANCE`] (or NaN).
+fn o_mismatch(o_err: f64) -> Option<String> {
+    (o_err > O_TOLERANCE || o_err.is_nan())
+        .then(|| format!("O: relative error {o_err:.3e} > {O_TOLERANCE:e} against fp64"))
+}
+
+/// A log-sum-exp off the fp64 one by more than [`LSE_TOLERANCE`] (relative to max(1, |LSE|)),
+/// NaN, or not −∞ where a row sees no key.
+fn lse_differs(got: f32, want: f64) -> bool {
+    if want == f64::NEG_INFINITY {
+        got != f32::NEG_INFINITY
+    } else {
+        got.is_nan() || (got as f64 - want).abs() > LSE_TOLERANCE * want.abs().max(1.0)
+    }
 }
 
 /// One packed (varlen) problem: the heads, each sequence's (query, key) lengths, and `tail`
@@ -143,27 +148,17 @@ pub fn varlen_case(device: &Device, case: &VarlenCase, seed: u64) -> Result<Outc
     let o_err = norm_relative_error(seq_o, &want_o[..used_q * row_len]);
     // The LSE is [heads, total_q]: entry i is row i mod total_q.
     let in_sequence = |i: usize| i % (shape.total_q as usize) < used_q;
-    let lse_bad = (0..lse.len()).filter(|&i| in_sequence(i)).find(|&i| {
-        let (g, w) = (lse[i], want_lse[i]);
-        if w == f64::NEG_INFINITY {
-            g != f32::NEG_INFINITY
-        } else {
-            (g as f64 - w).abs() > LSE_TOLERANCE * w.abs().max(1.0) || g.is_nan()
-        }
-    });
-    let mismatch = if o_err > O_TOLERANCE || o_err.is_nan() {
-        Some(format!(
-            "O: relative error {o_err:.3e} > {O_TOLERANCE:e} against fp64"
-        ))
-    } else if let Some(i) = tail_o.iter().position(|x| !x.is_nan()) {
-        Some(format!(
+    let lse_bad = (0..lse.len()).find(|&i| in_sequence(i) && lse_differs(lse[i], want_lse[i]));
+    let written = tail_o.iter().position(|x| !x.is_nan()).map(|i| {
+        format!(
             "O element {} lies past the last sequence but was written ({})",
             used_q * row_len + i,
             tail_o[i]
-        ))
-    } else {
-        lse_bad.map(|i| format!("LSE {i}: {} against fp64 {}", lse[i], want_lse[i]))
-    };
+        )
+    });
+    let mismatch = o_mismatch(o_err)
+        .or(written)
+        .or_else(|| lse_bad.map(|i| format!("LSE {i}: {} against fp64 {}", lse[i], want_lse[i])));
     Ok(Outcome {
         output: o.iter().chain(&lse).map(|v| v.to_bits()).collect(),
         stats,
