@@ -242,6 +242,12 @@ pub fn launch(
     }
 }
 
+/// `x` rounded to bf16 on `device` (the host-value entry points of the attention kernels).
+pub(super) fn upload_bf16(device: &Device, x: &[f32]) -> Result<DeviceBuffer<Bf16>, LaunchError> {
+    let rounded: Vec<Bf16> = x.iter().map(|&v| Bf16::from_f32(v)).collect();
+    DeviceBuffer::from_slice(device, &rounded)
+}
+
 /// O and the log-sum-exp of `q`, `k`, `v` (f32 values rounded to bf16 before the kernel; O
 /// widened back to f32).
 pub fn attention(
@@ -254,10 +260,7 @@ pub fn attention(
     check_len("Q", q.len(), shape.q_len(), &shape)?;
     check_len("K", k.len(), shape.kv_len(), &shape)?;
     check_len("V", v.len(), shape.kv_len(), &shape)?;
-    let upload = |x: &[f32]| {
-        let rounded: Vec<Bf16> = x.iter().map(|&v| Bf16::from_f32(v)).collect();
-        DeviceBuffer::from_slice(device, &rounded)
-    };
+    let upload = |x| upload_bf16(device, x);
     let (qd, kd, vd) = (upload(q)?, upload(k)?, upload(v)?);
     let mut od = DeviceBuffer::from_slice(device, &vec![Bf16(0x7fc0); shape.q_len()])?;
     let mut ld = DeviceBuffer::from_slice(device, &vec![f32::NAN; shape.lse_len()])?;

@@ -13,7 +13,9 @@
 //! rows that lie in O), never a plausible result. [`attention`], which has the bounds on the
 //! host, refuses them (`bad-seqlens`).
 
-use super::host::{check_heads, check_len, check_scale, grid_blocks, reference as dense_reference};
+use super::host::{
+    check_heads, check_len, check_scale, grid_blocks, reference as dense_reference, upload_bf16,
+};
 use super::*;
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats, TensorMap};
 use ck_core::wgmma::SwizzleMode;
@@ -234,10 +236,7 @@ pub fn attention(
     check_len("K", k.len(), shape.kv_len(), &shape)?;
     check_len("V", v.len(), shape.kv_len(), &shape)?;
     check_bounds(cu_q, cu_k, &shape)?;
-    let upload = |x: &[f32]| {
-        let rounded: Vec<Bf16> = x.iter().map(|&v| Bf16::from_f32(v)).collect();
-        DeviceBuffer::from_slice(device, &rounded)
-    };
+    let upload = |x| upload_bf16(device, x);
     let (qd, kd, vd) = (upload(q)?, upload(k)?, upload(v)?);
     let (cqd, ckd) = (
         DeviceBuffer::from_slice(device, cu_q)?,
@@ -260,7 +259,7 @@ pub fn attention(
 
 /// The fp64 reference: each sequence cut out of the packed tensors and given to the
 /// fixed-length reference ([`super::host::reference`]) as a batch of one, its O and LSE put
-/// back. Rows of no sequence are NaN.
+/// back. Rows of no sequence are NaN. The bounds must be ones [`check_bounds`] accepts.
 pub fn reference(
     (q, k, v): (&[f32], &[f32], &[f32]),
     (cu_q, cu_k): (&[i32], &[i32]),

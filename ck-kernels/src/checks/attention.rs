@@ -115,30 +115,26 @@ pub fn varlen_case(device: &Device, case: &VarlenCase, seed: u64) -> Result<Outc
         cu_q[shape.batch as usize] as usize,
         cu_k[shape.batch as usize] as usize,
     );
-    let mut random = |rows: usize, heads: u32, used: usize, amp: f32, tail: f32| -> Vec<f32> {
-        (0..rows * heads as usize * hd)
-            .map(|i| match i / (heads as usize * hd) < used {
-                true => Bf16::from_f32(amp * rng.f32()).to_f32(),
-                false => tail,
+    // `rows` rows of `heads` heads, the first `used` random (in [−amp, amp], bf16), the rest
+    // `tail`.
+    let mut random = |(rows, heads, used): (u32, u32, usize), amp: f32, tail: f32| -> Vec<f32> {
+        let row = heads as usize * hd;
+        (0..rows as usize * row)
+            .map(|i| {
+                if i / row < used {
+                    Bf16::from_f32(amp * rng.f32()).to_f32()
+                } else {
+                    tail
+                }
             })
             .collect()
     };
+    let queries = (shape.total_q, shape.heads, used_q);
+    let keys = (shape.total_k, shape.kv_heads, used_k);
     let (q, k, v) = (
-        random(shape.total_q as usize, shape.heads, used_q, 2.0, f32::NAN),
-        random(
-            shape.total_k as usize,
-            shape.kv_heads,
-            used_k,
-            1.0,
-            f32::INFINITY,
-        ),
-        random(
-            shape.total_k as usize,
-            shape.kv_heads,
-            used_k,
-            1.0,
-            f32::INFINITY,
-        ),
+        random(queries, 2.0, f32::NAN),
+        random(keys, 1.0, f32::INFINITY),
+        random(keys, 1.0, f32::INFINITY),
     );
     let (o, lse, stats) =
         varlen::attention(device, (&q, &k, &v), (&cu_q, &cu_k), shape, case.options)?;

@@ -629,10 +629,7 @@ pub fn decode(
     layout: CacheLayout,
     options: Options,
 ) -> Result<Output, LaunchError> {
-    let up = |x: &[f32]| {
-        let rounded: Vec<Bf16> = x.iter().map(|&v| Bf16::from_f32(v)).collect();
-        DeviceBuffer::from_slice(device, &rounded)
-    };
+    let up = |x| crate::attention::host::upload_bf16(device, x);
     let qd = up(&call.q)?;
     let (mut kd, mut vd) = (up(&call.k_cache)?, up(&call.v_cache)?);
     let seqlens = DeviceBuffer::from_slice(device, &call.seqlens)?;
