@@ -100,8 +100,8 @@ fn async_groups(input: Global<u32>, output: GlobalMut<u32>, mode: u32) {
     output.store(t, s.load(4 * t + if mode == 0 { 0 } else { 128 }));
 }
 
-/// A wgmma whose A descriptor asks for the 64-byte swizzle (`mode` 2), or a block that is not
-/// whole warpgroups (`block = 64` below).
+/// A wgmma whose A descriptor asks for the 64-byte swizzle (`mode` 2), or issued by threads
+/// that are not a whole warpgroup (`block = 64` below).
 #[tile_kernel(block = 128)]
 fn wgmma_swizzle64(output: GlobalMut<f32>, mode: u32) {
     // Zeroed operands for descriptors with start 0 and strides 0.
@@ -116,6 +116,28 @@ fn wgmma_half_warpgroup(output: GlobalMut<f32>) {
     let mut acc = [0f32; 64];
     wgmma_bf16(&mut acc, 0, 0, false);
     output.store(thread_idx(), acc[0]);
+}
+
+/// Each of 64 threads writes `thread + 1` into shared memory, then thread 0 has the copy engine
+/// add the 64 floats to `output` twice (one group each). `mode` 1 leaves out the writers'
+/// `fence_proxy_async`; 2, the issuer's wait before the block ends.
+#[tile_kernel(block = 64)]
+fn bulk_add_twice(output: GlobalMut<f32>, mode: u32) {
+    let s = shared!(f32; 64);
+    s.store(thread_idx(), (thread_idx() + 1) as f32);
+    if mode != 1 {
+        fence_proxy_async();
+    }
+    block_sync();
+    if thread_idx() == 0 {
+        for _ in 0..2 {
+            output.bulk_add_from_shared(0, &s, 0, 64);
+            bulk_commit_group();
+        }
+        if mode != 2 {
+            bulk_wait_group::<0>();
+        }
+    }
 }
 
 /// A handle smuggled past its launch: set by the test, read by `stale_read`.
@@ -437,7 +459,7 @@ fn wgmma_outside_the_model_is_refused_by_name() {
     ));
     assert_eq!(e.fault, Fault::WarpDivergence);
     assert!(
-        e.message.contains("warpgroups of 128 threads"),
+        e.message.contains("whole warpgroup of 128 threads"),
         "{}",
         e.message
     );
@@ -527,4 +549,23 @@ fn slices_read_their_part_and_bad_slices_are_faults() {
     // read the next elements of the buffer).
     let e = kernel_error(Sliced::launch(&d, cfg, &x, &mut out, 8, 16, 1));
     assert_eq!(e.fault, Fault::OutOfBounds);
+}
+
+#[test]
+fn a_bulk_addition_adds_and_its_races_are_caught() {
+    let d = device();
+    let mut out = DeviceBuffer::from_slice(&d, &vec![0.5f32; 64]).unwrap();
+    BulkAddTwice::launch(&d, LaunchConfig::new(1, 64), &mut out, 0).unwrap();
+    let want: Vec<f32> = (0..64).map(|t| 0.5 + 2.0 * (t + 1) as f32).collect();
+    assert_eq!(out.to_vec().unwrap(), want);
+    for (mode, what) in [(1, "has not fenced"), (2, "")] {
+        let e = kernel_error(BulkAddTwice::launch(
+            &d,
+            LaunchConfig::new(1, 64),
+            &mut out,
+            mode,
+        ));
+        assert_eq!(e.fault, Fault::SharedRace, "mode {mode}: {}", e.message);
+        assert!(e.message.contains(what), "{}", e.message);
+    }
 }

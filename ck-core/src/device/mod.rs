@@ -8,7 +8,7 @@
 //! | warp exchange | [`shfl_xor`], [`shfl_down`], [`shfl_up`], [`shfl_idx`], [`ballot`], [`warp_reduce`] |
 //! | memory | [`Global`], [`GlobalMut`] (kernel arguments), [`SharedArray`] (from `shared!`) with `load`, `store`, `load_vec`, `store_vec`, `atomic_add`, `atomic_max` |
 //! | Hopper (sm_90a) | [`cp_async_16`], [`cp_async_16_unchecked`], [`cp_async_commit`], [`cp_async_wait`], [`fence_proxy_async`], [`wgmma_fence`], [`wgmma_fence_operands`], [`wgmma_bf16`], [`wgmma_bf16_b_kmajor`], [`wgmma_bf16_a_regs`], [`wgmma_fp8`], [`wgmma_commit`], [`wgmma_wait`], `SharedArray::shared_address` |
-//! | asynchronous pipelines (sm_90) | [`Mbarrier`] (`shared!(Mbarrier; N)`: `init`, `arrive`, `arrive_expect_tx`, `wait`, `arrive_cluster`), [`fence_barrier_init`], [`Tma`] (`copy_to_shared`, `copy_to_shared_multicast`, `prefetch`), [`TmaMut`] (`store_from_shared`), [`bulk_commit_group`], [`bulk_wait_group_read`], [`named_barrier_sync`], [`named_barrier_arrive`], [`setmaxnreg_inc`], [`setmaxnreg_dec`] |
+//! | asynchronous pipelines (sm_90) | [`Mbarrier`] (`shared!(Mbarrier; N)`: `init`, `arrive`, `arrive_expect_tx`, `wait`, `arrive_cluster`), [`fence_barrier_init`], [`Tma`] (`copy_to_shared`, `copy_to_shared_multicast`, `prefetch`), [`TmaMut`] (`store_from_shared`), `GlobalMut<f32>::bulk_add_from_shared`, [`bulk_commit_group`], [`bulk_wait_group`], [`bulk_wait_group_read`], [`named_barrier_sync`], [`named_barrier_arrive`], [`setmaxnreg_inc`], [`setmaxnreg_dec`] |
 //! | clusters (sm_90, `#[tile_kernel(cluster = N)]`) | [`cluster_ctarank`], [`cluster_size`], [`cluster_sync`]; a peer's mbarriers (`arrive_cluster`) and multicast TMA copies (`copy_to_shared_multicast`) |
 //! | buffer views | [`buffer_view::BufferView`]: CK's `get`/`set`/`update` with validity and invalid-value fill |
 //!
@@ -40,13 +40,13 @@ mod shared_array;
 
 #[cfg(any(feature = "std", target_arch = "nvptx64"))]
 pub use backend::{
-    ballot, block_dim, block_idx, block_sync, bulk_commit_group, bulk_wait_group_read,
-    cluster_ctarank, cluster_size, cluster_sync, cp_async_16, cp_async_16_unchecked,
-    cp_async_commit, cp_async_wait, fence_acq_rel_gpu, fence_barrier_init, fence_proxy_async,
-    grid_dim, lane_id, ldmatrix_x4, ldmatrix_x4_trans, mma_m16n8k16_bf16, named_barrier_arrive,
-    named_barrier_sync, setmaxnreg_dec, setmaxnreg_inc, shfl_down, shfl_idx, shfl_up, shfl_xor,
-    stmatrix_x4, thread_idx, warp_id, warp_sync, wgmma_commit, wgmma_fence, wgmma_fence_operands,
-    Global, GlobalMut, Tma, TmaMut,
+    ballot, block_dim, block_idx, block_sync, bulk_commit_group, bulk_wait_group,
+    bulk_wait_group_read, cluster_ctarank, cluster_size, cluster_sync, cp_async_16,
+    cp_async_16_unchecked, cp_async_commit, cp_async_wait, fence_acq_rel_gpu, fence_barrier_init,
+    fence_proxy_async, grid_dim, lane_id, ldmatrix_x4, ldmatrix_x4_trans, mma_m16n8k16_bf16,
+    named_barrier_arrive, named_barrier_sync, setmaxnreg_dec, setmaxnreg_inc, shfl_down, shfl_idx,
+    shfl_up, shfl_xor, stmatrix_x4, thread_idx, warp_id, warp_sync, wgmma_commit, wgmma_fence,
+    wgmma_fence_operands, Global, GlobalMut, Tma, TmaMut,
 };
 #[cfg(any(feature = "std", target_arch = "nvptx64"))]
 pub(crate) use backend::{tma_box_view_unfit, view_outside_memory};
@@ -78,7 +78,7 @@ pub use shared_array::SharedArray;
 pub struct Mbarrier(u64);
 
 /// One thread's f32 accumulators of a warpgroup MMA `m64nNk16`: `N / 2` registers. Implemented
-/// for `[f32; 32]` (N = 64), `[f32; 64]` (N = 128), `[f32; 96]` (N = 192) and `[f32; 128]`
+/// for `[f32; 16]` (N = 32), `[f32; 32]` (N = 64), `[f32; 64]` (N = 128), `[f32; 96]` (N = 192) and `[f32; 128]`
 /// (N = 256); see
 /// [`wgmma_bf16`].
 pub trait WgmmaAccumulators {

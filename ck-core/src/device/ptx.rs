@@ -13,8 +13,8 @@ mod pipeline;
 mod sm90;
 pub use cluster::{cluster_ctarank, cluster_size, cluster_sync};
 pub use pipeline::{
-    bulk_commit_group, bulk_wait_group_read, fence_barrier_init, named_barrier_arrive,
-    named_barrier_sync, setmaxnreg_dec, setmaxnreg_inc, Tma, TmaMut,
+    bulk_commit_group, bulk_wait_group, bulk_wait_group_read, fence_barrier_init,
+    named_barrier_arrive, named_barrier_sync, setmaxnreg_dec, setmaxnreg_inc, Tma, TmaMut,
 };
 pub use sm90::{
     cp_async_16, cp_async_16_unchecked, cp_async_commit, cp_async_wait, fence_proxy_async,

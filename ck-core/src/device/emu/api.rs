@@ -596,6 +596,81 @@ impl<T: Atomic> GlobalMut<T> {
     }
 }
 
+impl GlobalMut<f32> {
+    /// `cp.reduce.async.bulk … .add.f32`: adds `elems` floats of `src` from element `src_elem`
+    /// to this buffer from element `at`. The emulator reads the shared bytes and adds them (each
+    /// an atomic addition) at once; the sanitizer treats the bytes as still being read until
+    /// the issuing thread's [`bulk_wait_group_read`](super::pipeline::bulk_wait_group_read)
+    /// (or `bulk_wait_group`) retires the group, as for a TMA store. Runs outside their
+    /// buffers, not on 16-byte boundaries, or of a length that is not a multiple of 4 are
+    /// faults, as they trap on the GPU.
+    #[track_caller]
+    pub fn bulk_add_from_shared<const N: usize>(
+        &self,
+        at: u32,
+        src: &SharedArray<f32, N>,
+        src_elem: u32,
+        elems: u32,
+    ) {
+        let site = Location::caller();
+        let c = ctx();
+        let st = c.state();
+        let fail = |fault: Fault, message: String| {
+            st.fault(fault, vec![c.tid], None, message);
+            abort()
+        };
+        if at as u64 + elems as u64 > self.len as u64 || src_elem as u64 + elems as u64 > N as u64 {
+            fail(
+                Fault::OutOfBounds,
+                format!("thread {}: bulk addition at {site} of {elems} floats from shared element {src_elem} (of {N}) to element {at} (of {})", c.tid, self.len),
+            );
+        }
+        let start = src.byte_offset() as usize + src_elem as usize * 4;
+        let global = (self.start as usize + at as usize) * 4;
+        if !elems.is_multiple_of(4) || !start.is_multiple_of(16) || !global.is_multiple_of(16) {
+            fail(
+                Fault::Misaligned,
+                format!("thread {}: bulk addition at {site} of {elems} floats from shared byte {start} to global byte {global}: both must be 16-byte aligned, the length a multiple of 16 bytes", c.tid),
+            );
+        }
+        let chunks = start / 16..(start + 4 * elems as usize) / 16;
+        for chunk in chunks.clone() {
+            if let Some(w) = st.unfenced_write(chunk) {
+                st.fault(
+                    Fault::SharedRace,
+                    if w.tid == c.tid { vec![c.tid] } else { vec![c.tid, w.tid] },
+                    Some(16 * chunk as u64),
+                    format!("thread {}: bulk addition at {site} reads shared byte {} that thread {} wrote at {} and has not fenced since: the copy engine may read the old bytes (the writer calls fence_proxy_async() after its writes, then a barrier orders it before the addition)", c.tid, 16 * chunk, w.tid, w.site),
+                );
+                abort();
+            }
+            st.check_race(c.tid, site, Kind::Load, 16 * chunk, 16, false);
+            if st.error.borrow().is_some() {
+                abort();
+            }
+        }
+        for k in 0..elems {
+            let v = f32::from_bits(st.shared.load(start + 4 * k as usize, 4));
+            atomic(
+                self.mem(),
+                self.base(),
+                self.len,
+                false,
+                at + k,
+                site,
+                |old: f32| old + v,
+            );
+        }
+        let mut reading = st.bulk_reading.borrow_mut();
+        for chunk in chunks.clone() {
+            reading.insert(chunk, (c.tid, site));
+        }
+        st.bulk_stores.borrow_mut()[c.tid as usize]
+            .open
+            .extend(chunks);
+    }
+}
+
 impl<T, const N: usize> SharedArray<T, N> {
     /// Byte offset of the array in the block's shared memory.
     pub(crate) fn byte_offset(&self) -> u32 {

@@ -31,8 +31,8 @@ use super::SharedArray;
 pub use api::*;
 pub use cluster::{cluster_ctarank, cluster_size, cluster_sync};
 pub use pipeline::{
-    bulk_commit_group, bulk_wait_group_read, fence_barrier_init, named_barrier_arrive,
-    named_barrier_sync, setmaxnreg_dec, setmaxnreg_inc, Tma, TmaMut,
+    bulk_commit_group, bulk_wait_group, bulk_wait_group_read, fence_barrier_init,
+    named_barrier_arrive, named_barrier_sync, setmaxnreg_dec, setmaxnreg_inc, Tma, TmaMut,
 };
 pub(crate) use scheduler::launch;
 pub use sm90::*;

@@ -14,7 +14,7 @@
 //!   unordered with the copy's writes (a `shared-race` too). Issuing a copy over bytes another
 //!   thread read is a race unless that read is ordered before the issue — the consumer arrived
 //!   at an "empty" barrier the producer waited for.
-//! * A **named barrier** (`bar.sync id, n`) completes when `n` threads have arrived (waiting or
+//! * A **named barrier** (`barrier.sync id, n`) completes when `n` threads have arrived (waiting or
 //!   not); its waiters learn what every arriving thread did before arriving.
 //! * **setmaxnreg** changes no semantics: registers are not modelled.
 //!
@@ -274,7 +274,7 @@ fn named_arrive(id: u32, threads: u32, wait: bool, site: Site) -> (u32, bool) {
     (generation, true)
 }
 
-/// `bar.sync id, threads`: waits until `threads` threads (whole warps) have arrived at named
+/// `barrier.sync id, threads`: waits until `threads` threads (whole warps) have arrived at named
 /// barrier `id` (1 to 15), counting those that [`named_barrier_arrive`]d; then this thread is
 /// ordered after everything they did before arriving.
 #[track_caller]
@@ -290,7 +290,7 @@ pub fn named_barrier_sync(id: u32, threads: u32) {
     }
 }
 
-/// `bar.arrive id, threads`: arrives at named barrier `id` without waiting.
+/// `barrier.arrive id, threads`: arrives at named barrier `id` without waiting.
 #[track_caller]
 pub fn named_barrier_arrive(id: u32, threads: u32) {
     named_arrive(id, threads, false, Location::caller());
@@ -606,6 +606,13 @@ pub fn bulk_wait_group_read<const PENDING: u32>() {
             }
         }
     }
+}
+
+/// `cp.async.bulk.wait_group PENDING`: as [`bulk_wait_group_read`] (the emulator's global
+/// writes and additions are done when they are issued).
+#[track_caller]
+pub fn bulk_wait_group<const PENDING: u32>() {
+    bulk_wait_group_read::<PENDING>()
 }
 
 /// The first TMA store still reading shared memory when the block ends: its issuer and site.

@@ -197,6 +197,7 @@ macro_rules! accumulators {
     };
 }
 
+accumulators!(16, 32);
 accumulators!(32, 64);
 accumulators!(64, 128);
 accumulators!(96, 192);
@@ -243,14 +244,17 @@ fn mma(
 ) {
     let c = ctx();
     let st = c.state();
-    if !c.block_dim.is_multiple_of(128) {
+    // A warpgroup is four whole warps (`tid / 128`); warps past the last whole one (a block of
+    // 288 threads: two warpgroups and a warp) may run, but not issue MMAs.
+    if (c.tid / 128 + 1) * 128 > c.block_dim {
         st.fault(
             Fault::WarpDivergence,
             vec![c.tid],
             None,
             format!(
-                "wgmma at {site} needs whole warpgroups of 128 threads; the block has {}",
-                c.block_dim
+                "wgmma at {site} needs a whole warpgroup of 128 threads; thread {} is in the block's last {} threads, which are not one",
+                c.tid,
+                c.block_dim % 128
             ),
         );
         abort();

@@ -110,7 +110,7 @@ impl MbarrierState {
     }
 }
 
-/// One named barrier (`bar.sync id, count`): the count of the current generation, threads
+/// One named barrier (`barrier.sync id, count`): the count of the current generation, threads
 /// arrived so far (those waiting among them), and what they released.
 #[derive(Default)]
 pub(crate) struct NamedBarrier {

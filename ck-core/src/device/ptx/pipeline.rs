@@ -2,7 +2,7 @@
 //! copy engine and `setmaxnreg`. The emulator's versions (`device::emu::pipeline`) document
 //! the semantics and the sanitizer's rules.
 
-use super::{Element, SharedArray};
+use super::{Element, GlobalMut, SharedArray};
 use crate::device::Mbarrier;
 use core::arch::{asm, nvptx};
 use core::marker::PhantomData;
@@ -89,21 +89,28 @@ pub fn fence_barrier_init() {
     unsafe { asm!("fence.mbarrier_init.release.cluster;", options(nostack)) };
 }
 
-/// `bar.sync id, threads`: waits until `threads` threads (whole warps) have arrived at named
-/// barrier `id` (1 to 15; 0 is [`block_sync`](super::block_sync)'s), counting those that
+/// `barrier.sync id, threads`: waits until `threads` threads (whole warps) have arrived at
+/// named barrier `id` (1 to 15; 0 is [`block_sync`](super::block_sync)'s), counting those that
 /// [`named_barrier_arrive`]d.
+///
+/// Not `bar.sync` (= `barrier.sync.aligned`), which requires every thread of a warp to execute
+/// the same barrier instruction: LLVM may duplicate a loop's tail so that one lane (a leader
+/// that did extra work) reaches the barrier through another copy of it than its warp's other
+/// lanes — undefined behaviour with the aligned form, a hang on the H200 (the attention
+/// backward at head dim 64).
 #[inline(always)]
 pub fn named_barrier_sync(id: u32, threads: u32) {
     // SAFETY: a barrier touches no memory (a count no one completes hangs the launch, as a
     // divergent block_sync does; the emulator reports it as a deadlock).
-    unsafe { asm!("bar.sync {0}, {1};", in(reg32) id, in(reg32) threads, options(nostack)) };
+    unsafe { asm!("barrier.sync {0}, {1};", in(reg32) id, in(reg32) threads, options(nostack)) };
 }
 
-/// `bar.arrive id, threads`: arrives at named barrier `id` without waiting.
+/// `barrier.arrive id, threads`: arrives at named barrier `id` without waiting (not aligned,
+/// as [`named_barrier_sync`]).
 #[inline(always)]
 pub fn named_barrier_arrive(id: u32, threads: u32) {
     // SAFETY: as for `named_barrier_sync`.
-    unsafe { asm!("bar.arrive {0}, {1};", in(reg32) id, in(reg32) threads, options(nostack)) };
+    unsafe { asm!("barrier.arrive {0}, {1};", in(reg32) id, in(reg32) threads, options(nostack)) };
 }
 
 /// `setmaxnreg.inc.sync.aligned.u32 REGS`: this warpgroup may use up to `REGS` registers per
@@ -308,11 +315,63 @@ impl<T: Element, const R: usize> TmaMut<T, R> {
     }
 }
 
+impl GlobalMut<f32> {
+    /// `cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32`: adds `elems` floats of
+    /// `src` from element `src_elem` to this buffer from element `at`, in the copy engine (each
+    /// element atomically, at L2; one instruction for the whole run, where per-element atomics
+    /// take one per thread and element). Like [`TmaMut::store_from_shared`]: the shared bytes
+    /// are read after this returns, so they may be written again only after
+    /// [`bulk_commit_group`] and a [`bulk_wait_group_read`] that retires the group (or
+    /// [`bulk_wait_group`], after which the additions are also done); other threads' writes to
+    /// them must be ordered before it by [`fence_proxy_async`](super::fence_proxy_async) and a
+    /// barrier. Both runs must lie inside their buffers and start on 16-byte boundaries, and
+    /// `elems` be a multiple of 4; otherwise the kernel traps.
+    #[inline(always)]
+    pub fn bulk_add_from_shared<const N: usize>(
+        &self,
+        at: u32,
+        src: &SharedArray<f32, N>,
+        src_elem: u32,
+        elems: u32,
+    ) {
+        let (s, g) = (
+            src.base_addr() + src_elem * 4,
+            self.ptr as u64 + at as u64 * 4,
+        );
+        let inside = at as u64 + elems as u64 <= self.len as u64
+            && src_elem as u64 + elems as u64 <= N as u64;
+        if !inside || !elems.is_multiple_of(4) || s % 16 != 0 || g % 16 != 0 {
+            trap();
+        }
+        // SAFETY: the copy engine reads `4 · elems` bytes of shared memory from `s`, inside
+        // `src`, and adds them to as many bytes of global memory from `g`, inside this
+        // writable buffer (both checked above).
+        unsafe {
+            asm!(
+                "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [{0}], [{1}], {2};",
+                in(reg64) g,
+                in(reg32) s,
+                in(reg32) elems * 4,
+                options(nostack)
+            )
+        };
+    }
+}
+
 /// `cp.async.bulk.commit_group`: this thread's TMA stores since its last commit form one group.
 #[inline(always)]
 pub fn bulk_commit_group() {
     // SAFETY: groups the thread's issued stores; touches no memory.
     unsafe { asm!("cp.async.bulk.commit_group;", options(nostack)) };
+}
+
+/// `cp.async.bulk.wait_group PENDING`: waits until all but this thread's `PENDING` most recent
+/// store groups are complete — their shared memory read and their global writes done (e.g. a
+/// bulk addition another block will read once this thread signals it).
+#[inline(always)]
+pub fn bulk_wait_group<const PENDING: u32>() {
+    // SAFETY: waits; touches no memory.
+    unsafe { asm!("cp.async.bulk.wait_group {n};", n = const PENDING, options(nostack)) };
 }
 
 /// `cp.async.bulk.wait_group.read PENDING`: waits until the copy engine has read the shared

@@ -117,6 +117,9 @@ pub fn wgmma_commit() {
 
 /// Expands `$m!($args; 1 2 … N−1)`: the accumulator indices after 0 of an N-register array.
 macro_rules! acc_indices {
+    (16, $m:ident!($($args:tt)*)) => {
+        $m!($($args)*; 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15)
+    };
     (32, $m:ident!($($args:tt)*)) => {
         $m!($($args)*; 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29
             30 31)
@@ -289,6 +292,7 @@ macro_rules! accumulators {
     };
 }
 
+accumulators!(16, 32, "m64n32k16", "m64n32k32");
 accumulators!(32, 64, "m64n64k16", "m64n64k32");
 accumulators!(64, 128, "m64n128k16", "m64n128k32");
 accumulators!(96, 192, "m64n192k16", "m64n192k32");
