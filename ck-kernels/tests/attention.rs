@@ -310,3 +310,173 @@ mod varlen {
         assert!(o[4 * row..].iter().all(|x| x.to_f32().is_nan()));
     }
 }
+
+/// The backward (`attention::backward`) on the emulator against the fp64 gradient of the plain
+/// softmax (`checks::attention_backward_case`: dQ, dK, dV each norm-wise within 2e-2).
+mod backward {
+    use super::shape;
+    use ck_core::host::Device;
+    use ck_kernels::attention::backward::host::Options;
+    use ck_kernels::attention::host::Shape;
+    use ck_kernels::checks::attention_backward_case;
+
+    fn check(s: Shape, options: Options) -> Vec<u32> {
+        let seed = (s.sq * 31 + s.sk * 7 + s.head_dim + s.heads) as u64;
+        let outcome = attention_backward_case(&Device::emulator(), s, options, seed).unwrap();
+        assert!(
+            outcome.mismatch.is_none(),
+            "{s:?} {options:?}: {:?}",
+            outcome.mismatch
+        );
+        outcome.output
+    }
+
+    fn options(causal: bool) -> Options {
+        Options {
+            causal,
+            ..Options::default()
+        }
+    }
+
+    /// Length pairs with partial tiles of both sizes (64 query rows, 128 keys), one key per row
+    /// (every `dS` is 0), `Sq > Sk` (under the causal mask, rows above the corner see no key)
+    /// and `Sq < Sk`; both head dims, causal and not, two query heads on one key/value head.
+    #[test]
+    fn length_pairs_both_head_dims_causal_and_not() {
+        for head_dim in [64, 128] {
+            for (sq, sk) in [(1, 257), (70, 1), (257, 130), (130, 257)] {
+                for causal in [false, true] {
+                    check(shape(2, 1, sq, sk, head_dim), options(causal));
+                }
+            }
+        }
+    }
+
+    /// Four query heads on two key/value heads, two batches: dK and dV sum each group's heads.
+    #[test]
+    fn grouped_query_heads_sum_into_their_key_value_head() {
+        for causal in [false, true] {
+            let s = Shape {
+                batch: 2,
+                ..shape(4, 2, 100, 150, 64)
+            };
+            check(s, options(causal));
+        }
+    }
+
+    /// The deterministic mode gives the same bits on every run, however the emulator's workers
+    /// interleave the blocks, and the gradients of the fast mode (up to the order of dQ's sums).
+    #[test]
+    fn deterministic_mode_is_bitwise_reproducible() {
+        let s = shape(1, 1, 200, 600, 64);
+        let det = Options {
+            deterministic: true,
+            ..options(true)
+        };
+        let first = check(s, det);
+        assert_eq!(check(s, det), first);
+        let fast = check(s, options(true));
+        let max_diff = first
+            .iter()
+            .zip(&fast)
+            .map(|(&a, &b)| (f32::from_bits(a) - f32::from_bits(b)).abs())
+            .fold(0.0, f32::max);
+        assert!(
+            max_diff < 1e-2,
+            "fast and deterministic differ by {max_diff}"
+        );
+    }
+
+    /// No keys: dQ is zero (and dK, dV empty); no queries: dK and dV are zero. An explicit scale.
+    #[test]
+    fn empty_sides_and_an_explicit_scale() {
+        for (sq, sk) in [(70, 0), (0, 130)] {
+            let out = check(shape(2, 1, sq, sk, 64), options(true));
+            assert!(out.iter().all(|&b| f32::from_bits(b) == 0.0), "{sq} × {sk}");
+        }
+        let scaled = Options {
+            scale: Some(0.3),
+            ..options(false)
+        };
+        check(shape(2, 2, 90, 90, 128), scaled);
+    }
+
+    /// Buffers of the wrong length and a bad scale are errors with their rule, before a launch.
+    #[test]
+    fn bad_inputs_are_errors() {
+        use ck_core::rules;
+        use ck_kernels::attention::backward::host::gradients;
+        let device = Device::emulator();
+        let s = shape(2, 1, 64, 64, 64);
+        let q = vec![0.0; s.q_len()];
+        let kv = vec![0.0; s.kv_len()];
+        let lse = vec![0.0; s.lse_len()];
+        let short = vec![0.0; s.q_len() - 1];
+        let err = gradients(
+            &device,
+            (&q, &kv, &kv),
+            (&q, &lse, &short),
+            s,
+            options(false),
+        );
+        assert_eq!(err.err().map(|e| e.rule()), Some(rules::SHAPE_MISMATCH));
+        let bad_scale = Options {
+            scale: Some(-1.0),
+            ..options(false)
+        };
+        let err = gradients(&device, (&q, &kv, &kv), (&q, &lse, &q), s, bad_scale);
+        assert_eq!(err.err().map(|e| e.rule()), Some(rules::BAD_SCALE));
+        let odd = shape(2, 1, 64, 64, 96);
+        let err = gradients(&device, (&q, &kv, &kv), (&q, &lse, &q), odd, options(false));
+        assert_eq!(
+            err.err().map(|e| e.rule()),
+            Some(rules::HEAD_DIM_UNSUPPORTED)
+        );
+    }
+
+    /// The fp64 reference is the gradient of the forward's: central differences of the loss
+    /// `Σ dO ∘ O` (the forward's fp64 reference) agree with it, causal with `Sq < Sk` and grouped
+    /// heads, every input element (on a grid of 2⁻⁸, stepped by 2⁻¹⁰: exact in f32).
+    #[test]
+    fn the_reference_is_the_gradient_of_the_forward() {
+        use ck_kernels::attention::backward::host::reference;
+        use ck_kernels::attention::host::{reference as forward, Options as Forward};
+        let s = Shape {
+            batch: 1,
+            ..shape(2, 1, 3, 5, 64)
+        };
+        let grid = |i: usize, m: usize| ((i * m) % 97) as f32 / 256.0 - 0.18;
+        let (q, k, v, g): (Vec<f32>, Vec<f32>, Vec<f32>, Vec<f32>) = (
+            (0..s.q_len()).map(|i| grid(i, 7)).collect(),
+            (0..s.kv_len()).map(|i| grid(i, 11)).collect(),
+            (0..s.kv_len()).map(|i| grid(i, 13)).collect(),
+            (0..s.q_len()).map(|i| grid(i, 5)).collect(),
+        );
+        let fwd = Forward {
+            causal: true,
+            scale: None,
+            o_seq_first: false,
+        };
+        let loss = |q: &[f32], k: &[f32], v: &[f32]| -> f64 {
+            let (o, _) = forward((q, k, v), s, fwd);
+            o.iter().zip(&g).map(|(a, &b)| a * b as f64).sum()
+        };
+        let (dq, dk, dv) = reference((&q, &k, &v), &g, s, options(true));
+        let h = 1.0 / 1024.0;
+        for (which, grad) in [(0, &dq), (1, &dk), (2, &dv)] {
+            for i in 0..grad.len() {
+                let mut inputs = [q.clone(), k.clone(), v.clone()];
+                inputs[which][i] += h;
+                let up = loss(&inputs[0], &inputs[1], &inputs[2]);
+                inputs[which][i] -= 2.0 * h;
+                let down = loss(&inputs[0], &inputs[1], &inputs[2]);
+                let numeric = (up - down) / (2.0 * h as f64);
+                assert!(
+                    (numeric - grad[i]).abs() < 1e-5,
+                    "input {which} element {i}: {numeric} by differences, {} by the reference",
+                    grad[i]
+                );
+            }
+        }
+    }
+}

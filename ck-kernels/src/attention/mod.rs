@@ -48,6 +48,7 @@ use ck_core::device::*;
 use ck_core::TileDistribution;
 use ck_macros::{tile_distribution, tile_kernel};
 
+pub mod backward;
 mod consumer;
 pub mod decode;
 mod producer;

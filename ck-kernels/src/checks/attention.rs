@@ -1,6 +1,7 @@
 //! The attention check: a seeded problem on a device against the fp64 reference.
 
 use super::{norm_relative_error, Outcome, Rng};
+use crate::attention::backward::host as backward;
 use crate::attention::host::{attention, reference, Options, Shape};
 use crate::attention::varlen;
 use ck_core::device::Bf16;
@@ -158,6 +159,73 @@ pub fn varlen_case(device: &Device, case: &VarlenCase, seed: u64) -> Result<Outc
     Ok(Outcome {
         output: o.iter().chain(&lse).map(|v| v.to_bits()).collect(),
         stats,
+        mismatch,
+    })
+}
+
+/// dQ, dK and dV each within 2e-2 norm-wise of fp64 on the bf16-rounded inputs: the forward's
+/// bf16 O and the backward's bf16 P and dS in the products (FlashAttention's own tests allow
+/// a few times the forward's error for the backward).
+pub const GRAD_TOLERANCE: f64 = 2e-2;
+
+/// `got`'s norm-wise error relative to `want`, or to an RMS of 1e-3 per element where `want`
+/// is smaller: a gradient that is exactly zero (one key per row: every `dS` is 0) comes out
+/// as rounding noise of the two sums `dP − Δ`.
+fn grad_error(got: &[f32], want: &[f64]) -> f64 {
+    let floor = 1e-3 * (want.len() as f64).sqrt();
+    let norm = want.iter().map(|w| w * w).sum::<f64>().sqrt();
+    norm_relative_error(got, want) * norm / norm.max(floor).max(f64::MIN_POSITIVE)
+}
+
+/// The backward of seeded random Q, K, V (as [`attention_case`]) and dO in [−1, 1]: the forward
+/// on `device` gives O and the LSE, the backward the gradients, compared with the fp64
+/// gradient of the plain softmax. The output is dQ's bits, then dK's and dV's.
+pub fn attention_backward_case(
+    device: &Device,
+    shape: Shape,
+    options: backward::Options,
+    seed: u64,
+) -> Result<Outcome, LaunchError> {
+    let mut rng = Rng(seed.max(1));
+    let mut random = |len: usize, amp: f32| -> Vec<f32> {
+        (0..len)
+            .map(|_| Bf16::from_f32(amp * rng.f32()).to_f32())
+            .collect()
+    };
+    let (q, k, v, dout) = (
+        random(shape.q_len(), 2.0),
+        random(shape.kv_len(), 1.0),
+        random(shape.kv_len(), 1.0),
+        random(shape.q_len(), 1.0),
+    );
+    let forward = Options {
+        causal: options.causal,
+        scale: options.scale,
+        o_seq_first: false,
+    };
+    let (o, lse, _) = attention(device, (&q, &k, &v), shape, forward)?;
+    let got = backward::gradients(device, (&q, &k, &v), (&o, &lse, &dout), shape, options)?;
+    let want = backward::reference((&q, &k, &v), &dout, shape, options);
+    let mismatch = [
+        ("dQ", &got.dq, &want.0),
+        ("dK", &got.dk, &want.1),
+        ("dV", &got.dv, &want.2),
+    ]
+    .into_iter()
+    .find_map(|(what, got, want)| {
+        let err = grad_error(got, want);
+        (err > GRAD_TOLERANCE || err.is_nan())
+            .then(|| format!("{what}: relative error {err:.3e} > {GRAD_TOLERANCE:e} against fp64"))
+    });
+    Ok(Outcome {
+        output: got
+            .dq
+            .iter()
+            .chain(&got.dk)
+            .chain(&got.dv)
+            .map(|v| v.to_bits())
+            .collect(),
+        stats: got.stats,
         mismatch,
     })
 }

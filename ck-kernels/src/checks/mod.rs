@@ -5,7 +5,7 @@ mod attention;
 mod decode;
 mod gemm;
 
-pub use attention::{attention_case, varlen_case, VarlenCase};
+pub use attention::{attention_backward_case, attention_case, varlen_case, VarlenCase};
 pub use decode::{decode_case, DecodeCase};
 pub use gemm::{
     gemm_bf16_case, gemm_case, gemm_grouped_case, gemm_tma_case, grouped_problems, moe_problems,
@@ -78,6 +78,7 @@ pub const EXERCISES: &[&str] = &[
     "attention-check",
     "attention-decode",
     "attention-varlen",
+    "attention-bwd",
     "lane-groups",
 ];
 
@@ -309,6 +310,7 @@ pub fn run_exercise(
             seed,
         ),
         "attention-varlen" => varlen_case(device, &varlen_exercise(n.clamp(1, 16384)), seed),
+        "attention-bwd" => attention_backward_case(device, backward_exercise(n), BACKWARD, seed),
         other => Err(LaunchError::invalid(
             ck_core::rules::UNKNOWN_KERNEL,
             format!(
@@ -319,6 +321,27 @@ pub fn run_exercise(
         )),
     }
 }
+
+/// The backward exercise: 4 query heads on 2 key/value heads, 257 queries and `n` keys, head
+/// dim 128 (64 where `n` is at most 64), causal, deterministic.
+fn backward_exercise(n: u32) -> Shape {
+    Shape {
+        batch: 1,
+        heads: 4,
+        kv_heads: 2,
+        sq: 257,
+        sk: n.clamp(1, 16384),
+        head_dim: if n <= 64 { 64 } else { 128 },
+    }
+}
+
+/// The backward exercise's options.
+const BACKWARD: crate::attention::backward::host::Options =
+    crate::attention::backward::host::Options {
+        causal: true,
+        scale: None,
+        deterministic: true,
+    };
 
 /// Runs the LDS probe over the XOR (`swizzled`) or the plain layout.
 pub fn run_lds_probe(device: &Device, swizzled: bool) -> Result<Outcome, LaunchError> {
@@ -488,6 +511,16 @@ pub fn cross_check(a: &Device, b: &Device) -> Result<Vec<CrossCheck>, LaunchErro
             attention_case(b, shape, options, 17)?,
             // exp2 is approximate on the GPU: P, rounded to bf16, may differ by an ulp.
             attention::O_TOLERANCE,
+        );
+    }
+    // The backward, in its deterministic mode (the fast one sums dQ in any order), both head
+    // dims, causal with Sq ≠ Sk.
+    for n in [300u32, 64] {
+        record(
+            format!("attention-bwd 257x{n}"),
+            attention_backward_case(a, backward_exercise(n), BACKWARD, 31)?,
+            attention_backward_case(b, backward_exercise(n), BACKWARD, 31)?,
+            attention::GRAD_TOLERANCE,
         );
     }
     // Decode: contiguous and paged, one and four new tokens appended, the keys split among 2

@@ -1,0 +1,294 @@
+//! A consumer warpgroup: 64 of the block's keys, against every step's 64 query rows.
+//!
+//! Each step recomputes the probabilities from the saved log-sum-exp, transposed — keys as the
+//! MMAs' rows, so `Pᵀ` and `dSᵀ` are accumulator tiles that feed the next MMAs from registers:
+//!
+//! ```text
+//! Sᵀ  = K·Qᵀ                      Pᵀ  = exp2(scale·log₂e · Sᵀ − LSE·log₂e)   (per query column)
+//! dPᵀ = V·dOᵀ                     dSᵀ = Pᵀ ∘ (dPᵀ − Δ)                        (Δ = rowsum(dO ∘ O))
+//! dV += Pᵀ·dO                     dK += dSᵀ·Q                                 (scaled at the end)
+//! dQ  = dS·K   (dSᵀ stored transposed in shared memory; each warpgroup half of dQ's columns)
+//! ```
+//!
+//! dQ's partial sum is added to the f32 workspace with atomics; in the deterministic mode a
+//! block first waits until every lower key tile has added its own to that query tile (a
+//! counter per query tile), so the sums are made in one order.
+
+use super::schedule::*;
+use super::{BwdHeadDim, ColStats};
+use crate::attention::consumer::{k_major, k_step_in, release};
+use crate::attention::Out64;
+use ck_core::device::*;
+use ck_core::tile::{broadcast_x, make_tile_window, unroll, DistributedTensor, View2};
+use ck_core::wgmma::{swizzle_128b, SmemMatrix};
+
+/// `Sᵀ` and `dPᵀ`: 128 keys (64 per warpgroup) × 64 query rows.
+type Transposed = DistributedTensor<Out64, f32>;
+
+/// A tile of 64-column panels `panel` bytes apart as an N-major B operand (N along the
+/// columns); its rows `16·kk..` are 2048 bytes further on.
+#[inline(always)]
+fn n_major(tile: u32, panel: u32) -> u64 {
+    SmemMatrix::mn_major_128b(tile, panel).descriptor()
+}
+
+/// Issues `acc = A·Bᵀ` over `d` columns: A (64 rows of a 128-row key tile, panels
+/// [`KEY_PANEL`] apart) and B (a 64-row step tile, panels [`STEP_PANEL`] apart), both K-major.
+#[inline(always)]
+fn issue_transposed(acc: &mut Transposed, (a, b): (u64, u64), d: u32) {
+    unroll::<8>(|kk| {
+        let kk = kk as u32;
+        if kk < d / 16 {
+            let a = SmemMatrix::advance(a, k_step_in(kk, KEY_PANEL));
+            let b = SmemMatrix::advance(b, k_step_in(kk, STEP_PANEL));
+            wgmma_bf16_b_kmajor(&mut acc.data, a, b, kk > 0);
+        }
+    });
+}
+
+/// Issues `acc += Xᵀ·B` with `Xᵀ` (keys × 64 query rows) packed in registers and B a step tile
+/// (query rows × head dim) in shared memory.
+#[inline(always)]
+fn issue_from_registers<H: BwdHeadDim>(
+    acc: &mut DistributedTensor<H::Out, f32>,
+    x: &[u32; 16],
+    b: u64,
+) {
+    unroll::<4>(|kk| {
+        let a = [0, 1, 2, 3].map(|i| x[4 * kk + i]);
+        let b = SmemMatrix::advance(b, 2048 * kk as u32);
+        wgmma_bf16_a_regs(&mut acc.data, a, b, true);
+    });
+}
+
+/// Sets the probabilities of keys past the sequence's end, and above the causal diagonal, to
+/// 0 (the tile's first key is `key0`, its first query row `q0`).
+#[inline(always)]
+fn mask(p: &mut Transposed, (key0, q0): (u32, u32), pb: &Problem) {
+    let diag = pb.sk as i64 - pb.sq as i64;
+    let part = Out64::partition_index(thread_idx());
+    Out64::for_each_y(|y, d| {
+        let [r, c] = Out64::x_index(part, y);
+        let (key, row) = (key0 + r as u32, q0 + c as u32);
+        if key >= pb.sk || (pb.causal && key as i64 > row as i64 + diag) {
+            p.set(d, 0.0);
+        }
+    });
+}
+
+/// Packs a transposed tile to bf16 pairs: the A operand of an MMA whose K is its columns.
+#[inline(always)]
+fn pack(t: &Transposed) -> [u32; 16] {
+    core::array::from_fn(|i| Bf16::pack2(t.get(2 * i), t.get(2 * i + 1)))
+}
+
+/// A packed tile's values (register `d` is half `d % 2` of word `d / 2`).
+#[inline(always)]
+fn unpack(x: &[u32; 16]) -> Transposed {
+    let mut t = Transposed::splat(0.0);
+    Out64::for_each_y(|_, d| t.set(d, Bf16((x[d / 2] >> (16 * (d % 2))) as u16).to_f32()));
+    t
+}
+
+/// Writes `dSᵀ` (packed as for the MMAs: register `d` is half `d % 2` of word `d / 2`) into the
+/// dS tile as dS (query rows × 128 keys, K-major: two 64-key panels in the 128-byte swizzle),
+/// element by element.
+#[inline(always)]
+fn store_ds<const SMEM: usize, const STATS: usize>(
+    smem: &Smem<SMEM, STATS>,
+    at: u32,
+    ds: &[u32; 16],
+) {
+    let part = Out64::partition_index(thread_idx());
+    Out64::for_each_y(|y, d| {
+        let [key, row] = Out64::x_index(part, y).map(|x| x as u32);
+        let byte = key / 64 * STEP_PANEL + row * 128 + key % 64 * 2;
+        let half = (ds[d / 2] >> (16 * (d % 2))) as u16;
+        smem.tiles.store(at + swizzle_128b(byte) / 2, Bf16(half));
+    });
+}
+
+/// A step's values of its 64 query rows (`LSE · log₂ e` or Δ) from stage memory at `at`, one
+/// per column of this thread's part of a transposed tile.
+#[inline(always)]
+fn columns<const SMEM: usize, const STATS: usize>(
+    smem: &Smem<SMEM, STATS>,
+    at: u32,
+) -> DistributedTensor<ColStats, f32> {
+    let part = ColStats::partition_index(thread_idx());
+    let mut t = DistributedTensor::<ColStats, f32>::splat(0.0);
+    ColStats::for_each_y(|y, d| {
+        let [c] = ColStats::x_index(part, y);
+        t.set(d, smem.stats.load(at + c as u32));
+    });
+    t
+}
+
+/// The block's outputs and workspaces as the consumers see them.
+pub struct Outputs {
+    /// dQ's f32 sums (unscaled, laid out as [`dq_chunk`] says), and the deterministic mode's
+    /// counters `[batch · heads, ⌈sq / 64⌉]`.
+    pub dq: GlobalMut<f32>,
+    pub counters: GlobalMut<u32>,
+    /// dK and dV, `[batch · kv_heads, sk, D]`.
+    pub dk: GlobalMut<Bf16>,
+    pub dv: GlobalMut<Bf16>,
+    /// The scores' scale (dK and dQ are scaled by it).
+    pub scale: f32,
+}
+
+/// Every step of the block, then dK and dV.
+#[inline(always)]
+pub fn consume<H: BwdHeadDim, const SMEM: usize, const STATS: usize>(
+    out: &Outputs,
+    smem: &Smem<SMEM, STATS>,
+    lay: Layout,
+    pb: &Problem,
+) {
+    let wg = warp_id() / 4;
+    let tile = |at: u32| smem.tiles.shared_address(at);
+    let keys = k_major(tile(lay.k()), 64 * wg);
+    let values = k_major(tile(lay.v()), 64 * wg);
+    // This warpgroup's half of dQ's columns: B = K's columns from D/2 · wg.
+    let half = H::D / 2 * wg;
+    let k_half = n_major(
+        tile(lay.k()) + half / 64 * KEY_PANEL + half % 64 * 2,
+        KEY_PANEL,
+    );
+    let (n, _) = pb.block();
+    let key0 = n * BN;
+    let mut dk = DistributedTensor::<H::Out, f32>::splat(0.0);
+    let mut dv = DistributedTensor::<H::Out, f32>::splat(0.0);
+    smem.bars.wait(KV_FULL, 0);
+    for (t, step) in (0u32..).zip(pb.steps()) {
+        let (s, parity) = stage(t);
+        smem.bars.wait(full(s), parity);
+        let (q, dout) = (tile(lay.q(s)), tile(lay.dout(s)));
+        // Sᵀ, then Pᵀ — kept only as the bf16 A operand of dV += Pᵀ·dO, which is also what dSᵀ
+        // is computed from: one tile of f32 accumulators live at a time besides dK and dV.
+        let mut st = Transposed::splat(0.0);
+        wgmma_fence();
+        issue_transposed(&mut st, (keys, k_major(q, 0)), H::D);
+        wgmma_commit();
+        wgmma_wait::<0>(&mut st.data);
+        let lse2 = columns(smem, lay.lse2(s));
+        let mut p = st.zip_map(&broadcast_x::<Out64, ColStats, f32, 0>(&lse2), |s, l| {
+            math::exp2(math::fma(s, pb.scale_log2, -l))
+        });
+        let crosses_diagonal =
+            pb.causal && (key0 + BN - 1) as i64 > step.q0 as i64 + pb.sk as i64 - pb.sq as i64;
+        if key0 + BN > pb.sk || crosses_diagonal {
+            mask(&mut p, (key0, step.q0), pb);
+        }
+        let mut pp = pack(&p);
+        let mut dpt = Transposed::splat(0.0);
+        wgmma_fence();
+        issue_transposed(&mut dpt, (values, k_major(dout, 0)), H::D);
+        wgmma_commit();
+        wgmma_wait::<0>(&mut dpt.data);
+        let delta = columns(smem, lay.delta(s));
+        let dsp = dpt
+            .zip_map(&broadcast_x::<Out64, ColStats, f32, 0>(&delta), |dp, d| {
+                dp - d
+            })
+            .zip_map(&unpack(&pp), |x, p| p * x);
+        let mut dsp = pack(&dsp);
+        // dS is shared by both warpgroups: free once both have run the last step's dQ.
+        named_barrier_sync(DS_FREE, 32 * CONSUMER_WARPS);
+        store_ds(smem, lay.ds(), &dsp);
+        fence_proxy_async();
+        named_barrier_sync(DS_WRITTEN, 32 * CONSUMER_WARPS);
+        // dV += Pᵀ·dO and dK += dSᵀ·Q from registers, dQ = dS·K from shared memory, in one
+        // group: nothing reads their registers until the wait.
+        let mut dq = DistributedTensor::<H::Dq, f32>::splat(0.0);
+        let ds_a = k_major(tile(lay.ds()), 0);
+        wgmma_fence_operands(&mut pp);
+        wgmma_fence_operands(&mut dsp);
+        wgmma_fence();
+        issue_from_registers::<H>(&mut dv, &pp, n_major(dout, STEP_PANEL));
+        issue_from_registers::<H>(&mut dk, &dsp, n_major(q, STEP_PANEL));
+        unroll::<8>(|kk| {
+            let a = SmemMatrix::advance(ds_a, k_step_in(kk as u32, STEP_PANEL));
+            let b = SmemMatrix::advance(k_half, 2048 * kk as u32);
+            wgmma_bf16(&mut dq.data, a, b, kk > 0);
+        });
+        wgmma_commit();
+        wgmma_wait::<0>(&mut dq.data);
+        wgmma_wait::<0>(&mut dv.data);
+        wgmma_wait::<0>(&mut dk.data);
+        release(&smem.bars, empty(s));
+        add_dq::<H, SMEM, STATS>(&dq, (step, n), (smem, lay), out, pb);
+    }
+    let (_, bkv) = pb.block();
+    let keys_of = |x: GlobalMut<Bf16>| {
+        let len = pb.sk * H::D;
+        View2::<_, Bf16, 2>::new(x.slice(bkv * len, len), pb.sk, H::D, H::D)
+    };
+    let dk = dk.map(|x| x * out.scale).round_to::<Bf16>();
+    make_tile_window::<H::Out, _>(keys_of(out.dk), [key0 as i32, 0]).store(&dk);
+    make_tile_window::<H::Out, _>(keys_of(out.dv), [key0 as i32, 0]).store(&dv.round_to());
+    // The block's shared memory must outlive the copy engine's last reads of it.
+    if thread_idx().is_multiple_of(128) {
+        bulk_wait_group::<0>();
+    }
+}
+
+/// Adds this warpgroup's half of a step's dQ to the workspace: the registers into the
+/// warpgroup's staging tile in shared memory, then one bulk addition by the copy engine
+/// ([`dq_chunk`] gives both layouts). Deterministic: after the key tiles below `n` have added
+/// theirs (two arrivals per tile, one per warpgroup), and complete before arriving.
+#[inline(always)]
+fn add_dq<H: BwdHeadDim, const SMEM: usize, const STATS: usize>(
+    dq: &DistributedTensor<H::Dq, f32>,
+    (step, n): (Step, u32),
+    (smem, lay): (&Smem<SMEM, STATS>, Layout),
+    out: &Outputs,
+    pb: &Problem,
+) {
+    let wg = warp_id() / 4;
+    let wg_barrier = 3 + wg;
+    let tile = step.bh * pb.sq.div_ceil(BM) + step.q0 / BM;
+    let leader = thread_idx().is_multiple_of(128);
+    let chunk = dq_chunk(H::D);
+    let staging = lay.dq(wg, H::D);
+    // The last step's addition has read the staging tile.
+    if leader {
+        bulk_wait_group_read::<0>();
+    }
+    named_barrier_sync(wg_barrier, 128);
+    let t = thread_idx() % 128;
+    unroll::<8>(|g| {
+        let g = g as u32;
+        if g < H::D / 16 {
+            let v = [0, 1, 2, 3].map(|i| dq.get((4 * g + i) as usize));
+            smem.stats.store_vec::<4>(staging + g * 512 + 4 * t, v);
+        }
+    });
+    fence_proxy_async();
+    named_barrier_sync(wg_barrier, 128);
+    if leader {
+        if pb.deterministic {
+            while out.counters.atomic_add(tile, 0) < 2 * n {}
+            fence_acq_rel_gpu();
+        }
+        let at = (2 * tile + wg) * chunk;
+        out.dq.bulk_add_from_shared(at, &smem.stats, staging, chunk);
+        bulk_commit_group();
+        if pb.deterministic {
+            bulk_wait_group::<0>();
+            fence_proxy_async();
+            fence_acq_rel_gpu();
+            out.counters.atomic_add(tile, 1);
+        }
+    }
+}
+
+/// Floats of one warpgroup's half of a 64-row dQ tile (`64 · D / 2`). In the workspace the
+/// halves lie tile by tile (`[batch · heads, ⌈sq / 64⌉, 2, chunk]`), each in the order the
+/// warpgroup holds it: register `r` of thread `t` at `(r / 4) · 512 + 4t + r % 4` — four
+/// registers a 16-byte store, a warp's stores 512 contiguous bytes (no bank conflict in the
+/// staging tile). `attention_bwd_dq_*` reads it back through the same [`BwdHeadDim::Dq`]
+/// distribution.
+pub const fn dq_chunk(d: u32) -> u32 {
+    BM * d / 2
+}
