@@ -539,10 +539,17 @@ def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False, 
     bfloat16 and the output is float32 again. With ``return_lse=True`` returns ``(o, lse)``,
     the row log-sum-exp ``[batch, heads, seq_q]`` in float32. ``out_layout="bshd"`` writes
     ``o`` as ``[batch, seq_q, heads, head_dim]`` — what an output projection reads as
-    ``[batch, seq_q, heads · head_dim]`` (``o.flatten(2)``, a view), with no transpose."""
-    c = _Call("attention", q=q, k=k, v=v)
+    ``[batch, seq_q, heads · head_dim]`` (``o.flatten(2)``, a view), with no transpose.
+
+    Tensors that require grad get gradients for ``q``, ``k`` and ``v`` (``attention_backward``,
+    deterministic under ``torch.use_deterministic_algorithms(True)``); the log-sum-exp is not
+    differentiable."""
     if scale is not None and not (_math.isfinite(scale) and scale > 0):
         raise _error(ValueError, "bad-scale", f"the scale is {scale}; give a positive finite number")
+    if _differentiable("attention", out, q, k, v):
+        o, lse = ops.attention(q, k, v, bool(causal), scale, out_layout)
+        return (o, lse) if return_lse else o
+    c = _Call("attention", q=q, k=k, v=v)
     widen = c.cuda and q.dtype == _torch.float32
     if widen:  # the GPU kernel reads bfloat16 in place: convert on the device
         q, k, v = (t.to(_torch.bfloat16) for t in (q, k, v))
@@ -568,6 +575,43 @@ def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False, 
     if widen:
         o = o.float() if out is None else out.copy_(o)
     return (o, lse) if return_lse else o
+
+
+def attention_backward(q, k, v, o, lse, dout, *, causal=False, scale=None, deterministic=False):
+    """The gradients ``(dq, dk, dv)`` of attention's output ``o`` (and log-sum-exp ``lse``, from
+    ``attention(..., return_lse=True)`` on the same ``q``, ``k``, ``v``, ``causal`` and
+    ``scale``) given its gradient ``dout``: ``o`` and ``dout`` ``[batch, heads, seq_q,
+    head_dim]`` like ``q``, ``dk`` and ``dv`` summed over each key/value head's query heads.
+
+    FlashAttention's backward: the probabilities are recomputed from ``lse``, dQ's partial sums
+    are added key tile by key tile — in any order, or with ``deterministic=True`` in one fixed
+    order, so that two runs give the same bits. bfloat16 on the GPU; float32 inputs are rounded
+    to bfloat16 and the gradients are float32 again."""
+    c = _Call("attention_backward", q=q, k=k, v=v, o=o, lse=lse, dout=dout)
+    if scale is not None and not (_math.isfinite(scale) and scale > 0):
+        raise _error(ValueError, "bad-scale", f"the scale is {scale}; give a positive finite number")
+    widen = c.cuda and q.dtype == _torch.float32
+    if widen:  # the GPU kernels read bfloat16 in place: convert on the device
+        q, k, v, o, dout = (t.to(_torch.bfloat16) for t in (q, k, v, o, dout))
+    dq, dk, dv = c.empty(tuple(q.shape), q), c.empty(tuple(k.shape), k), c.empty(tuple(v.shape), v)
+    shape = tuple(q.shape) if len(q.shape) == 4 else (0, 0, 0, 0)
+    rows, sums, counters = _native.attention_backward_workspace(shape[0], shape[1], shape[2], shape[3])
+    if c.torch:
+        rows, sums = (q.new_empty((n,), dtype=_torch.float32) for n in (rows, sums))
+        counters = q.new_empty((counters,), dtype=_torch.int32)
+    else:
+        rows, sums = (_np.empty(n, dtype=_np.float32) for n in (rows, sums))
+        counters = _np.empty(counters, dtype=_np.int32)
+    _native.attention_backward(
+        *(c.capsule(t) for t in (q, k, v, o, dout, lse, dq, dk, dv, rows, sums, counters)),
+        bool(causal),
+        None if scale is None else float(scale),
+        bool(deterministic),
+        c.stream,
+    )
+    if widen:
+        dq, dk, dv = dq.float(), dk.float(), dv.float()
+    return dq, dk, dv
 
 
 def attention_varlen(

@@ -16,7 +16,8 @@ An op with a backward operator has its formula here, saving only what that backw
 ``rmsnorm`` (x, gamma), ``add_rmsnorm`` (r, gamma), ``layernorm`` (x, gamma and its own mean
 and rstd outputs), ``softmax`` (its output), ``linear`` (x and the weight; without an
 activation), ``gated_linear`` (x and the weight: the products are recomputed), ``rope_qkv``
-(the cos/sin tables). On the others ``backward()`` raises ``error[no-backward]`` rather than losing the
+(the cos/sin tables), ``attention`` (q, k, v, o and the log-sum-exp; the log-sum-exp output is
+not differentiable). On the others ``backward()`` raises ``error[no-backward]`` rather than losing the
 gradient; a backward op's own backward (double backward) raises ``error[no-double-backward]``."""
 
 from typing import Callable, Optional
@@ -227,6 +228,22 @@ attention = _op(
 )
 
 
+def _attention_backward_fake(q, k, v, o, lse, dout, causal=False, scale=None, deterministic=False):
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+# ``(dq, dk, dv)``.
+attention_backward = _op(
+    "attention_backward(Tensor q, Tensor k, Tensor v, Tensor o, Tensor lse, Tensor dout, "
+    "bool causal=False, float? scale=None, bool deterministic=False) -> (Tensor, Tensor, Tensor)",
+    lambda q, k, v, o, lse, dout, causal=False, scale=None, deterministic=False:
+    ck_rs.attention_backward(
+        q, k, v, o, lse, dout, causal=causal, scale=scale, deterministic=deterministic
+    ),
+    _attention_backward_fake,
+)
+
+
 def _kvcache_fake(q, k_cache, v_cache, cache_seqlens, page_table=None, k=None, v=None,
                   rotary_cos=None, rotary_sin=None, causal=True, num_splits=0, scale=None,
                   rotary_interleaved=False):
@@ -355,6 +372,32 @@ def _softmax_backward(ctx, dy):
 
 
 _register_autograd("softmax", _softmax_backward, _softmax_setup)
+
+
+def _attention_setup(ctx, inputs, output):
+    q, k, v, causal, scale, out_layout = inputs
+    o, lse = output
+    ctx.mark_non_differentiable(lse)
+    ctx.save_for_backward(q, k, v, o, lse)
+    ctx.causal, ctx.scale, ctx.seq_first = causal, scale, out_layout == "bshd"
+
+
+def _attention_backward(ctx, do, _dlse):
+    """FlashAttention's backward from the saved Q, K, V, O and log-sum-exp, on the
+    ``ck_rs::attention_backward`` op (deterministic under
+    ``torch.use_deterministic_algorithms``). O and dO in the ``bshd`` layout are moved to
+    ``bhsd`` first."""
+    q, k, v, o, lse = ctx.saved_tensors
+    if ctx.seq_first:
+        o, do = o.transpose(1, 2), do.transpose(1, 2)
+    dq, dk, dv = attention_backward(
+        q, k, v, o.contiguous(), lse, do.contiguous().to(o.dtype), ctx.causal, ctx.scale,
+        torch.are_deterministic_algorithms_enabled(),
+    )
+    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None, None, None
+
+
+_register_autograd("attention", _attention_backward, _attention_setup)
 
 
 def _linear_setup(ctx, inputs, output):
@@ -498,5 +541,5 @@ def _no_double_backward(name):
     return backward
 
 
-for _name in ("rmsnorm_backward", "layernorm_backward", "softmax_backward"):
+for _name in ("rmsnorm_backward", "layernorm_backward", "softmax_backward", "attention_backward"):
     _register_autograd(_name, _no_double_backward(_name))

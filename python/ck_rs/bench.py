@@ -8,7 +8,9 @@ Triton's (``ck_rs.peers``) on large tensors; then, timed in turn, ``ck_rs.gemm``
 Llama-3-8B layer's projections, ``ck_rs.gated_linear`` against SwiGLU under ``torch.compile``,
 and ``ck_rs.grouped_mm`` against ``torch._grouped_mm`` (``--gemm-only`` for those alone); then
 ``ck_rs.attention_varlen`` against the fixed-length ``ck_rs.attention`` on the same tokens and
-FlashAttention-2's varlen forward in torch (``--varlen-only`` for that alone)."""
+FlashAttention-2's varlen forward in torch (``--varlen-only`` for that alone); then
+``ck_rs.attention_backward`` against SDPA's backward on its flash and cuDNN backends
+(``--attention-bwd-only``)."""
 
 import argparse
 import time
@@ -303,12 +305,60 @@ def varlen_in_turn(dev):
             print(f"{case:>38} {tf(t_ours):8.0f} {fixed:>16} {fa:>16}")
 
 
+ATTENTION_CASES = [
+    # (batch, heads, seq, head dim, causal): the forward benchmark's configurations
+    (16, 16, 1024, 64, False), (16, 16, 1024, 128, False), (4, 16, 4096, 64, False),
+    (4, 16, 4096, 128, False), (4, 16, 4096, 128, True), (1, 16, 16384, 128, False),
+    (1, 16, 16384, 128, True), (2, 16, 8192, 64, True),
+]
+
+
+def attention_backward_in_turn(dev):
+    """``ck_rs.attention_backward`` (fast and deterministic) against the backward of
+    ``F.scaled_dot_product_attention`` with its FlashAttention-2 and cuDNN backends, timed in
+    turn, on the forward benchmark's configurations."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    print("\nattention backward, TFLOP/s (2.5 × the forward's 4·B·H·S²·D, halved when causal): ours (fast,")
+    print("deterministic) timed in turn with torch.autograd.grad of SDPA's output on its flash and cuDNN backends")
+    print(f"{'case':>22} {'ck_rs':>7} {'det':>7} {'flash':>7} {'cudnn':>7} {'vs best':>8}")
+    for b, h, s, d, causal in ATTENTION_CASES:
+        q, k, v, g = (torch.randn(b, h, s, d, device=dev, dtype=torch.bfloat16) for _ in range(4))
+        flops = 2.5 * 4 * b * h * s * s * d / (2 if causal else 1)
+        o, lse = ck_rs.attention(q, k, v, causal=causal, return_lse=True)
+        ours = lambda det: lambda: ck_rs.attention_backward(q, k, v, o, lse, g, causal=causal, deterministic=det)
+        row = {}
+        for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+            leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+            try:
+                with sdpa_kernel(backend):
+                    out = F.scaled_dot_product_attention(*leaves, is_causal=causal)
+                peer = lambda: torch.autograd.grad(out, leaves, g, retain_graph=True)
+                want = peer()
+                got = ours(False)()
+                err = max(((x.float() - w.float()).norm() / w.float().norm()).item() for x, w in zip(got, want))
+                if not err < 2e-2:
+                    raise SystemExit(f"error[wrong-result]: attention_backward {b}x{h}x{s}x{d} differs from {name} by {err:.2e}")
+                t_ours, t_peer = in_turn_ms(ours(False), peer, iters=9, batch=3)
+                row[name] = (t_ours, t_peer)
+            except RuntimeError as e:  # a backend that refuses the case
+                row[name] = (None, str(e).splitlines()[0][:60])
+        t_det = median_ms(ours(True), iters=9, batch=3)
+        tf = lambda ms: flops / ms / 1e9
+        t_ours = min(r[0] for r in row.values() if r[0] is not None)
+        peers = [r[1] for r in row.values() if r[0] is not None]
+        cells = [f"{tf(row[n][1]):7.0f}" if row[n][0] is not None else f"{'-':>7}" for n in ("flash", "cudnn")]
+        case = f"{b}x{h}x{s}x{d}" + (" causal" if causal else "")
+        print(f"{case:>22} {tf(t_ours):7.0f} {tf(t_det):7.0f} {' '.join(cells)} {min(peers) / t_ours:8.3f}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--calls", type=int, default=3000, help="calls per sample of the per-call cost")
     p.add_argument("--gemm-only", action="store_true", help="only the GEMM comparisons")
     p.add_argument("--per-call-only", action="store_true", help="only the per-call cost")
     p.add_argument("--varlen-only", action="store_true", help="only the varlen attention comparisons")
+    p.add_argument("--attention-bwd-only", action="store_true", help="only the attention backward comparisons")
     args = p.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("error[no-gpu]: ck_rs.bench measures CUDA tensors; no CUDA device here")
@@ -316,6 +366,9 @@ def main():
     print(f"{torch.cuda.get_device_name(dev)}, torch {torch.__version__}")
     if args.varlen_only:
         varlen_in_turn(dev)
+        return
+    if args.attention_bwd_only:
+        attention_backward_in_turn(dev)
         return
     if args.gemm_only:
         gemm_in_turn(dev)
@@ -356,6 +409,7 @@ def main():
     gated_in_turn(dev)
     grouped_in_turn(dev)
     varlen_in_turn(dev)
+    attention_backward_in_turn(dev)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::rope_qkv, m)?)?;
     m.add_function(wrap_pyfunction!(ops::grouped_mm, m)?)?;
     m.add_function(wrap_pyfunction!(ops::attention, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::attention_backward, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::attention_backward_workspace, m)?)?;
     m.add_function(wrap_pyfunction!(ops::attention_kvcache, m)?)?;
     m.add_function(wrap_pyfunction!(ops::attention_varlen, m)?)?;
     m.add_function(wrap_pyfunction!(ops::decode_splits, m)?)?;

@@ -124,7 +124,9 @@ def test_torch_and_numpy_do_not_mix():
 
 GRAD_CALLS = {
     "gemm": lambda x, g: ck_rs.gemm(x, x.T),
-    "attention": lambda x, g: ck_rs.attention(*[x.reshape(1, 1, 4, 64)] * 3),
+    "attention_varlen": lambda x, g: ck_rs.attention_varlen(
+        *[x.reshape(4, 1, 64)] * 3, *[torch.tensor([0, 4], dtype=torch.int32)] * 2, 4, 4
+    ),
 }
 
 
@@ -257,7 +259,15 @@ def opcheck_cases():
         "grouped_mm": (ops.grouped_mm, (a16, randn(2, 32, 8).bfloat16(), [7, 9])),
         "attention": (ops.attention, (q, k, randn(1, 2, 8, 64).bfloat16(), True)),
         "rmsnorm_backward": (ops.rmsnorm_backward, (randn(4, 64), x, g, 1e-6)),
+        "attention_grad": (ops.attention, (q.clone().requires_grad_(), k, randn(1, 2, 8, 64).bfloat16(), False)),
+        "attention_backward": (ops.attention_backward, attention_backward_args(q, k)),
     }
+
+
+def attention_backward_args(q, k):
+    v, do = randn(1, 2, 8, 64).bfloat16(), randn(1, 4, 8, 64).bfloat16()
+    o, lse = ck_rs.attention(q, k, v, return_lse=True)
+    return (q, k, v, o, lse, do, True)
 
 
 @pytest.mark.parametrize("name", list(opcheck_cases()))
@@ -589,3 +599,98 @@ def test_the_llama_example_layer_compiles_with_fullgraph(device):
         eager = llama.ck_layer(x, w, cfg, *pairs)
         compiled = torch.compile(llama.ck_layer_ops, fullgraph=True, backend="aot_eager")(x, w, cfg, *pairs)
     torch.testing.assert_close(compiled, eager)
+
+
+def attention_inputs(b, h, hkv, sq, sk, d, device):
+    """q, k, v and the output's gradient: bfloat16, each from its own seed (randn's seed is
+    the shape's, and q = k would peak every row's softmax on its own key)."""
+    shapes = [(b, h, sq, d), (b, hkv, sk, d), (b, hkv, sk, d), (b, h, sq, d)]
+    return [
+        torch.randn(*s, generator=torch.Generator().manual_seed(i)).to(device, torch.bfloat16)
+        for i, s in enumerate(shapes)
+    ]
+
+
+def attention_f64(q, k, v, causal, scale=None):
+    """Attention in float64 torch ops (grouped heads expanded, the causal mask aligned to the
+    bottom-right corner): the function whose autograd is the reference."""
+    q, k, v = (t.double() for t in (q, k, v))
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    s = q @ k.transpose(-1, -2) * (scale or q.shape[-1] ** -0.5)
+    if causal:
+        sq, sk = q.shape[2], k.shape[2]
+        i = torch.arange(sq).unsqueeze(1)
+        seen = torch.arange(sk).unsqueeze(0) <= i + sk - sq
+        s = s.masked_fill(~seen.to(s.device), float("-inf"))
+    return torch.softmax(s, -1) @ v
+
+
+ATTENTION_GRAD_SHAPES = {
+    # device: [(batch, heads, kv_heads, sq, sk, head_dim)]
+    "cpu": [(1, 4, 2, 70, 130, 64), (2, 2, 2, 64, 64, 128)],
+    "cuda": [(2, 8, 2, 300, 513, 128), (1, 4, 4, 1024, 1024, 64)],
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("case", [0, 1])
+def test_attention_gradients_match_torch_autograd_in_fp64(device, causal, case):
+    """dq, dk, dv of ``ck_rs.attention`` (through ``attention_backward``) against torch's
+    autograd of the same attention in float64, on the same bfloat16 inputs; grouped heads,
+    Sq ≠ Sk under the bottom-right causal mask."""
+    q, k, v, g = attention_inputs(*ATTENTION_GRAD_SHAPES[device][case], device)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    o = ck_rs.attention(*leaves, causal=causal)
+    assert o.requires_grad
+    (o.float() * g.float()).sum().backward()
+    want = [t.clone().requires_grad_() for t in (q, k, v)]
+    (attention_f64(*want, causal) * g.double()).sum().backward()
+    for name, got, w in zip("qkv", leaves, want):
+        assert got.grad.dtype == torch.bfloat16, name
+        assert ref.rel_err(np64(got.grad), np64(w.grad)) < 2e-2, name
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_attention_backward_is_deterministic_under_torch_deterministic_algorithms(device):
+    """Under ``torch.use_deterministic_algorithms(True)`` the gradients are the same bits on
+    every run (dQ's partial sums added in one order); ``attention_backward`` takes the mode as
+    an argument."""
+    q, k, v, g = attention_inputs(*ATTENTION_GRAD_SHAPES[device][0], device)
+
+    def grads():
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        ck_rs.attention(*leaves, causal=True).backward(g)
+        return [t.grad for t in leaves]
+
+    torch.use_deterministic_algorithms(True)
+    try:
+        first, second = grads(), grads()
+    finally:
+        torch.use_deterministic_algorithms(False)
+    for a, b_ in zip(first, second):
+        assert torch.equal(a, b_)
+    o, lse = ck_rs.attention(q, k, v, causal=True, return_lse=True)
+    explicit = ck_rs.attention_backward(q, k, v, o, lse, g, causal=True, deterministic=True)
+    for a, b_ in zip(first, explicit):
+        assert torch.equal(a, b_)
+
+
+def test_attention_backward_bad_inputs_are_errors():
+    """A non-contiguous dO, a saved tensor of another shape, an LSE of another type: each an
+    ``error[rule]``, never a crash; the backward of the backward is an error too."""
+    q, k, v = randn(1, 2, 64, 64), randn(1, 1, 64, 64), randn(1, 1, 64, 64)
+    o, lse = ck_rs.attention(q, k, v, return_lse=True)
+    g = randn(1, 64, 2, 64)
+    with pytest.raises(ValueError, match=r"^error\[\S+\]: `dout`.*contiguous"):
+        ck_rs.attention_backward(q, k, v, o, lse, g.transpose(1, 2))
+    with pytest.raises(ValueError, match=r"^error\[shape-mismatch\]: `o`"):
+        ck_rs.attention_backward(q, k, v, o[:, :1], lse, g.transpose(1, 2).contiguous())
+    with pytest.raises(TypeError, match=r"^error\[dtype-mismatch\]: `lse`"):
+        ck_rs.attention_backward(q, k, v, o, lse.bfloat16(), g.transpose(1, 2).contiguous())
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    o = torch.ops.ck_rs.attention(*leaves)[0]
+    (gq,) = torch.autograd.grad(o.sum(), leaves[0], create_graph=True)
+    with pytest.raises(RuntimeError, match=r"error\[no-double-backward\]"):
+        gq.sum().backward()
