@@ -475,6 +475,37 @@ def test_linear_compiles_with_fullgraph_forward_and_backward(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_attention_compiles_with_fullgraph_forward_and_backward(device):
+    """``torch.compile(fullgraph=True)`` of attention's forward and backward keeps both ck_rs
+    ops in AOTAutograd's graphs (the forward's and the backward's), with eager's gradients."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    graphs = []
+
+    def keep(gm, _):
+        graphs.append(gm)
+        return make_boxed_func(gm.forward)
+
+    q, k, v, _ = attention_inputs(1, 4, 2, 70, 130, 64, device)
+    leaves = [t.requires_grad_() for t in (q, k, v)]
+
+    def loss(q, k, v):
+        return torch.ops.ck_rs.attention(q, k, v, True)[0].float().square().sum()
+
+    loss(*leaves).backward()
+    eager = [t.grad.clone() for t in leaves]
+    for t in leaves:
+        t.grad = None
+    backend = aot_autograd(fw_compiler=keep, bw_compiler=keep)
+    torch.compile(loss, fullgraph=True, backend=backend)(*leaves).backward()
+    torch.testing.assert_close([t.grad for t in leaves], eager)
+    forward, backward = (g.code for g in graphs)
+    assert "ck_rs.attention.default" in forward, forward
+    assert "ck_rs.attention_backward.default" in backward, backward
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_gated_linear_matches_torch_swiglu(device):
     m, f, k = 130, 264, 136
     x = randn(m, k, device=device, dtype=torch.bfloat16)
