@@ -295,35 +295,60 @@ pub fn reference(
         let kv = (b * kv_heads as usize + h / group) * sk * d;
         for i in 0..sq {
             let qi = &q[(bh * sq + i) * d..][..d];
-            let seen = if options.causal {
-                (i as i64 + sk as i64 - sq as i64 + 1).clamp(0, sk as i64) as usize
-            } else {
-                sk
-            };
-            if seen == 0 {
+            let Some((p, row_lse)) = softmax_row(
+                qi,
+                &k[kv..],
+                visible_keys(i, (sq, sk), options.causal),
+                scale,
+            ) else {
                 continue;
-            }
-            let scores: Vec<f64> = (0..seen)
-                .map(|j| {
-                    let kj = &k[kv + j * d..][..d];
-                    scale
-                        * qi.iter()
-                            .zip(kj)
-                            .map(|(&a, &b)| a as f64 * b as f64)
-                            .sum::<f64>()
-                })
-                .collect();
-            let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-            let e: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
-            let sum: f64 = e.iter().sum();
-            lse[bh * sq + i] = max + sum.ln();
+            };
+            lse[bh * sq + i] = row_lse;
             let oi = &mut o[(bh * sq + i) * d..][..d];
-            for (j, p) in e.iter().enumerate() {
+            for (j, p) in p.iter().enumerate() {
                 for (x, &vv) in oi.iter_mut().zip(&v[kv + j * d..][..d]) {
-                    *x += p / sum * vv as f64;
+                    *x += p * vv as f64;
                 }
             }
         }
     }
     (o, lse)
+}
+
+/// Keys query row `i` sees (the first ones): all `sk`, or under the causal mask those up to
+/// the row's bottom-right-aligned diagonal.
+pub(super) fn visible_keys(i: usize, (sq, sk): (usize, usize), causal: bool) -> usize {
+    if causal {
+        (i as i64 + sk as i64 - sq as i64 + 1).clamp(0, sk as i64) as usize
+    } else {
+        sk
+    }
+}
+
+/// The fp64 softmax of query row `qi` over the first `seen` keys of `k` (rows of `qi.len()`)
+/// with the scores scaled by `scale`: the probabilities and the log-sum-exp, `None` for no key.
+pub(super) fn softmax_row(
+    qi: &[f32],
+    k: &[f32],
+    seen: usize,
+    scale: f64,
+) -> Option<(Vec<f64>, f64)> {
+    if seen == 0 {
+        return None;
+    }
+    let d = qi.len();
+    let scores: Vec<f64> = (0..seen)
+        .map(|j| {
+            let dot: f64 = qi
+                .iter()
+                .zip(&k[j * d..][..d])
+                .map(|(&a, &b)| a as f64 * b as f64)
+                .sum();
+            scale * dot
+        })
+        .collect();
+    let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let e: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+    let sum: f64 = e.iter().sum();
+    Some((e.iter().map(|x| x / sum).collect(), max + sum.ln()))
 }

@@ -22,11 +22,7 @@ pub fn attention_case(
     seed: u64,
 ) -> Result<Outcome, LaunchError> {
     let mut rng = Rng(seed.max(1));
-    let mut random = |len: usize, amp: f32| -> Vec<f32> {
-        (0..len)
-            .map(|_| Bf16::from_f32(amp * rng.f32()).to_f32())
-            .collect()
-    };
+    let mut random = |len, amp| bf16_values(&mut rng, len, amp);
     let (q, k, v) = (
         random(shape.q_len(), 2.0),
         random(shape.kv_len(), 1.0),
@@ -44,6 +40,13 @@ pub fn attention_case(
         stats,
         mismatch,
     })
+}
+
+/// `len` seeded values in [−amp, amp], rounded to bf16 (what the kernels will read).
+fn bf16_values(rng: &mut Rng, len: usize, amp: f32) -> Vec<f32> {
+    (0..len)
+        .map(|_| Bf16::from_f32(amp * rng.f32()).to_f32())
+        .collect()
 }
 
 /// O's error, if past [`O_TOLERANCE`] (or NaN).
@@ -187,11 +190,7 @@ pub fn attention_backward_case(
     seed: u64,
 ) -> Result<Outcome, LaunchError> {
     let mut rng = Rng(seed.max(1));
-    let mut random = |len: usize, amp: f32| -> Vec<f32> {
-        (0..len)
-            .map(|_| Bf16::from_f32(amp * rng.f32()).to_f32())
-            .collect()
-    };
+    let mut random = |len, amp| bf16_values(&mut rng, len, amp);
     let (q, k, v, dout) = (
         random(shape.q_len(), 2.0),
         random(shape.kv_len(), 1.0),

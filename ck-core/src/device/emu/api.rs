@@ -634,21 +634,7 @@ impl GlobalMut<f32> {
             );
         }
         let chunks = start / 16..(start + 4 * elems as usize) / 16;
-        for chunk in chunks.clone() {
-            if let Some(w) = st.unfenced_write(chunk) {
-                st.fault(
-                    Fault::SharedRace,
-                    if w.tid == c.tid { vec![c.tid] } else { vec![c.tid, w.tid] },
-                    Some(16 * chunk as u64),
-                    format!("thread {}: bulk addition at {site} reads shared byte {} that thread {} wrote at {} and has not fenced since: the copy engine may read the old bytes (the writer calls fence_proxy_async() after its writes, then a barrier orders it before the addition)", c.tid, 16 * chunk, w.tid, w.site),
-                );
-                abort();
-            }
-            st.check_race(c.tid, site, Kind::Load, 16 * chunk, 16, false);
-            if st.error.borrow().is_some() {
-                abort();
-            }
-        }
+        super::pipeline::engine_may_read(st, (c.tid, site), chunks.clone(), "bulk addition");
         for k in 0..elems {
             let v = f32::from_bits(st.shared.load(start + 4 * k as usize, 4));
             atomic(
@@ -661,13 +647,7 @@ impl GlobalMut<f32> {
                 |old: f32| old + v,
             );
         }
-        let mut reading = st.bulk_reading.borrow_mut();
-        for chunk in chunks.clone() {
-            reading.insert(chunk, (c.tid, site));
-        }
-        st.bulk_stores.borrow_mut()[c.tid as usize]
-            .open
-            .extend(chunks);
+        super::pipeline::engine_reads(st, (c.tid, site), chunks);
     }
 }
 

@@ -541,35 +541,55 @@ impl<T: Element, const R: usize> TmaMut<T, R> {
         let g = &self.geometry;
         let start = box_in_shared::<T, R>(g, (src.byte_offset(), src_elem, N), Kind::Load, site);
         let chunks = start / 16..(start + g.box_bytes() as usize).div_ceil(16);
-        // The engine reads what the issuer may read: every writer ordered before the issue,
-        // and fenced for the async proxy after its write.
-        for chunk in chunks.clone() {
-            if let Some(w) = st.unfenced_write(chunk) {
-                st.fault(
-                    Fault::SharedRace,
-                    if w.tid == c.tid { vec![c.tid] } else { vec![c.tid, w.tid] },
-                    Some(16 * chunk as u64),
-                    format!("thread {}: TMA store at {site} reads shared byte {} that thread {} wrote at {} and has not fenced since: the copy engine may read the old bytes (the writer calls fence_proxy_async() after its writes, then a barrier orders it before the store)", c.tid, 16 * chunk, w.tid, w.site),
-                );
-                abort();
-            }
-            st.check_race(c.tid, site, Kind::Load, 16 * chunk, 16, false);
-            if st.error.borrow().is_some() {
-                abort();
-            }
-        }
+        engine_may_read(st, (c.tid, site), chunks.clone(), "TMA store");
         let dst = buffer_of_launch(self.buffer, 0);
         for_each_in_tensor(g, coords, dst, site, |at, from| {
             dst.store(at, T::BYTES, st.shared.load(start + from, T::BYTES));
         });
-        let mut reading = st.bulk_reading.borrow_mut();
-        for chunk in chunks.clone() {
-            reading.insert(chunk, (c.tid, site));
-        }
-        st.bulk_stores.borrow_mut()[c.tid as usize]
-            .open
-            .extend(chunks);
+        engine_reads(st, (c.tid, site), chunks);
     }
+}
+
+/// The 16-byte shared chunks `chunks` are what a bulk operation (`what`) issued by thread `tid`
+/// at `site` reads: every writer of them must be ordered before the issue and have fenced for
+/// the async proxy after its write (`shared-race` otherwise).
+pub(crate) fn engine_may_read(
+    st: &BlockState,
+    (tid, site): (u32, Site),
+    chunks: std::ops::Range<usize>,
+    what: &str,
+) {
+    for chunk in chunks {
+        if let Some(w) = st.unfenced_write(chunk) {
+            st.fault(
+                Fault::SharedRace,
+                if w.tid == tid { vec![tid] } else { vec![tid, w.tid] },
+                Some(16 * chunk as u64),
+                format!("thread {tid}: {what} at {site} reads shared byte {} that thread {} wrote at {} and has not fenced since: the copy engine may read the old bytes (the writer calls fence_proxy_async() after its writes, then a barrier orders it before the {what})", 16 * chunk, w.tid, w.site),
+            );
+            abort();
+        }
+        st.check_race(tid, site, Kind::Load, 16 * chunk, 16, false);
+        if st.error.borrow().is_some() {
+            abort();
+        }
+    }
+}
+
+/// The chunks count as read by thread `tid`'s open bulk group until a
+/// [`bulk_wait_group_read`] retires it.
+pub(crate) fn engine_reads(
+    st: &BlockState,
+    (tid, site): (u32, Site),
+    chunks: std::ops::Range<usize>,
+) {
+    let mut reading = st.bulk_reading.borrow_mut();
+    for chunk in chunks.clone() {
+        reading.insert(chunk, (tid, site));
+    }
+    st.bulk_stores.borrow_mut()[tid as usize]
+        .open
+        .extend(chunks);
 }
 
 /// `cp.async.bulk.commit_group`: this thread's TMA stores since its last commit form one group.

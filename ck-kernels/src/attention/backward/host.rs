@@ -4,7 +4,9 @@
 
 use super::rows::{AttentionBwdDqD128, AttentionBwdDqD64, AttentionBwdRows, ROWS};
 use super::*;
-use crate::attention::host::{check_len, check_scale, upload_bf16, Shape};
+use crate::attention::host::{
+    check_len, check_scale, softmax_row, upload_bf16, visible_keys, Shape,
+};
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats, TensorMap};
 use ck_core::wgmma::SwizzleMode;
 
@@ -301,18 +303,10 @@ pub fn reference(
         for i in 0..sq {
             let row = (bh * sq + i) * d;
             let (qi, gi) = (&q[row..][..d], &dout[row..][..d]);
-            let seen = if options.causal {
-                (i as i64 + sk as i64 - sq as i64 + 1).clamp(0, sk as i64) as usize
-            } else {
-                sk
+            let seen = visible_keys(i, (sq, sk), options.causal);
+            let Some((p, _)) = softmax_row(qi, &k[kv..], seen, scale) else {
+                continue;
             };
-            let scores: Vec<f64> = (0..seen)
-                .map(|j| scale * dot(qi, &k[kv + j * d..][..d]))
-                .collect();
-            let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-            let e: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
-            let sum: f64 = e.iter().sum();
-            let p: Vec<f64> = e.iter().map(|x| x / sum).collect();
             let dp: Vec<f64> = (0..seen).map(|j| dot(gi, &v[kv + j * d..][..d])).collect();
             let mean: f64 = p.iter().zip(&dp).map(|(a, b)| a * b).sum();
             for j in 0..seen {
