@@ -10,9 +10,13 @@
 //! dQ  = dS·K   (dSᵀ stored transposed in shared memory; each warpgroup half of dQ's columns)
 //! ```
 //!
-//! dQ's partial sum is added to the f32 workspace with atomics; in the deterministic mode a
-//! block first waits until every lower key tile has added its own to that query tile (a
-//! counter per query tile), so the sums are made in one order.
+//! Pᵀ is kept only as the bf16 A operand of `dV += Pᵀ·dO`, and dSᵀ is computed from it: one
+//! tile of f32 accumulators (Sᵀ, then dPᵀ) is live at a time beside dK and dV. Both warpgroups
+//! meet twice per step around the dS tile they share (free, then written).
+//!
+//! dQ's partial sum is added to the f32 workspace by the copy engine ([`dq_chunk`]); in the
+//! deterministic mode a block first waits until every lower key tile has added its own to that
+//! query tile (a counter per query tile), so the sums are made in one order.
 
 use super::schedule::*;
 use super::{BwdHeadDim, ColStats};
@@ -164,8 +168,6 @@ pub fn consume<H: BwdHeadDim, const SMEM: usize, const STATS: usize>(
         let (s, parity) = stage(t);
         smem.bars.wait(full(s), parity);
         let (q, dout) = (tile(lay.q(s)), tile(lay.dout(s)));
-        // Sᵀ, then Pᵀ — kept only as the bf16 A operand of dV += Pᵀ·dO, which is also what dSᵀ
-        // is computed from: one tile of f32 accumulators live at a time besides dK and dV.
         let mut st = Transposed::splat(0.0);
         wgmma_fence();
         issue_transposed(&mut st, (keys, k_major(q, 0)), H::D);
