@@ -40,7 +40,7 @@ pub struct Options {
 impl Options {
     /// The scale used for head dim `d`.
     pub fn scale_for(&self, d: u32) -> f32 {
-        self.scale.unwrap_or(1.0 / (d as f32).sqrt())
+        scale_or_default(self.scale, d)
     }
 }
 
@@ -92,6 +92,11 @@ impl Shape {
         }
         Ok(())
     }
+}
+
+/// The scores' scale every attention entry point uses: the one given, or `1 / √head_dim`.
+pub fn scale_or_default(scale: Option<f32>, head_dim: u32) -> f32 {
+    scale.unwrap_or(1.0 / (head_dim as f32).sqrt())
 }
 
 /// The head checks of every attention kernel (prefill and decode): a head dim of 64 or 128,

@@ -14,7 +14,8 @@
 //! host, refuses them (`bad-seqlens`).
 
 use super::host::{
-    check_heads, check_len, check_scale, grid_blocks, reference as dense_reference, upload_bf16,
+    check_heads, check_len, check_scale, grid_blocks, reference as dense_reference,
+    scale_or_default, upload_bf16,
 };
 use super::*;
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats, TensorMap};
@@ -83,7 +84,7 @@ impl Shape {
 
     /// The scale used.
     fn scale(&self, options: &Options) -> f32 {
-        options.scale.unwrap_or(1.0 / (self.head_dim as f32).sqrt())
+        scale_or_default(options.scale, self.head_dim)
     }
 }
 

@@ -5,7 +5,7 @@
 use super::rows::{AttentionBwdDqD128, AttentionBwdDqD64, AttentionBwdRows, ROWS};
 use super::*;
 use crate::attention::host::{
-    check_len, check_scale, softmax_row, upload_bf16, visible_keys, Shape,
+    check_len, check_scale, scale_or_default, softmax_row, upload_bf16, visible_keys, Shape,
 };
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats, TensorMap};
 use ck_core::wgmma::SwizzleMode;
@@ -109,9 +109,7 @@ pub fn launch(
         check_len(what, len, expected, &shape)?;
     }
     ws.check(&shape)?;
-    let scale = options
-        .scale
-        .unwrap_or(1.0 / (shape.head_dim as f32).sqrt());
+    let scale = scale_or_default(options.scale, shape.head_dim);
     check_scale(scale)?;
     let Shape {
         batch,
@@ -288,7 +286,7 @@ pub fn reference(
         head_dim,
     } = shape;
     let (sq, sk, d) = (sq as usize, sk as usize, head_dim as usize);
-    let scale = options.scale.unwrap_or(1.0 / (head_dim as f32).sqrt()) as f64;
+    let scale = scale_or_default(options.scale, head_dim) as f64;
     let group = (heads / kv_heads) as usize;
     let (mut dq, mut dk, mut dv) = (
         vec![0.0; shape.q_len()],

@@ -28,6 +28,7 @@ use super::append::AttentionAppendKv;
 use super::combine::{AttentionDecodeCombine, ROWS_PER_BLOCK};
 use super::schedule::{BN, ROWS, THREADS};
 use super::{AttentionDecodeD128, AttentionDecodeD64};
+use crate::attention::host::{check_scale, scale_or_default};
 use crate::attention::LOG2_E;
 use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats, TensorMap};
@@ -252,9 +253,7 @@ impl Shape {
         if let Some(s) = options.splits {
             check_splits(s)?;
         }
-        crate::attention::host::check_scale(
-            options.scale.unwrap_or(1.0 / (self.head_dim as f32).sqrt()),
-        )?;
+        check_scale(scale_or_default(options.scale, self.head_dim))?;
         Ok(())
     }
 }
@@ -539,9 +538,7 @@ fn finish(
     let (km, vm) = (cache_map(k)?, cache_map(v)?);
     let items = shape.batch * shape.kv_heads * splits * hn * tn;
     let cfg = LaunchConfig::new(items.min(device.multiprocessors().max(1)), THREADS);
-    let scale = options
-        .scale
-        .unwrap_or(1.0 / (shape.head_dim as f32).sqrt());
+    let scale = scale_or_default(options.scale, shape.head_dim);
     macro_rules! launch_as {
         ($kernel:ident) => {
             $kernel::launch(
@@ -747,7 +744,7 @@ pub fn reference(
         head_dim as usize,
     );
     let group = h_n / hkv;
-    let scale = options.scale.unwrap_or(1.0 / (head_dim as f32).sqrt()) as f64;
+    let scale = scale_or_default(options.scale, head_dim) as f64;
     let bf = |x: f32| Bf16::from_f32(x).to_f32() as f64;
     let rope = call.rope.as_ref();
     let mut o = vec![0.0; shape.q_len() as usize];
