@@ -824,15 +824,20 @@ def _sizes(desc, tensors):
             sizes.setdefault("...", shape[: max(len(shape) - fixed, 0)])
             dims, shape = dims[1:], shape[max(len(shape) - fixed, 0) :]
         for d, v in zip(dims, shape):
-            sizes.setdefault(d, v)
+            times, d = (2, d[2:]) if d.startswith("2*") else (1, d)
+            sizes.setdefault(d, v // times)
     return sizes
 
 
 def _shape(param, sizes):
-    """`param`'s shape for `sizes`."""
+    """`param`'s shape for `sizes` (`2*F`: twice the extent `F`)."""
     shape = []
     for d in param["dims"]:
-        shape.extend(sizes.get("...", ()) if d == "..." else (sizes.get(d, 0),))
+        if d == "...":
+            shape.extend(sizes.get("...", ()))
+        else:
+            times, d = (2, d[2:]) if d.startswith("2*") else (1, d)
+            shape.append(times * sizes.get(d, 0))
     return tuple(shape)
 
 

@@ -191,14 +191,7 @@ pub fn operators(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
             };
             pd.set_item("role", role)?;
             pd.set_item("elem", if p.elem == Elem::F32 { "f32" } else { "op" })?;
-            let dims: Vec<&str> = p
-                .dims
-                .iter()
-                .map(|d| match d {
-                    Dim::Rows => "...",
-                    Dim::Sym(s) => s,
-                })
-                .collect();
+            let dims: Vec<String> = p.dims.iter().map(Dim::text).collect();
             pd.set_item("dims", dims)?;
             pd.set_item("doc", p.doc)?;
             params.append(pd)?;

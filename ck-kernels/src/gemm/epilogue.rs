@@ -55,6 +55,39 @@ impl Activation {
             _ => x,
         }
     }
+
+    /// `act'(x)`, the slope a backward pass multiplies by:
+    ///
+    /// ```text
+    /// relu'(x) = [x > 0]        silu'(x) = σ(x) · (1 + x · (1 − σ(x)))
+    /// gelu'(x) = (1 + t)/2 + x/2 · (1 − t²) · √(2/π) · (1 + 3 · 0.044715 x²),  t = tanh(√(2/π) · (x + 0.044715 x³))
+    /// ```
+    ///
+    /// E.g. `silu'(0) = 1/2`, `gelu'(0) = 1/2`, and both tend to 1 for large `x` and to 0 for
+    /// very negative `x`.
+    #[inline(always)]
+    pub fn slope(code: u32, x: f32) -> f32 {
+        match code {
+            1 => (x > 0.0) as u32 as f32,
+            2 => {
+                let c = 0.797_884_6;
+                let t = tanh(c * (x + 0.044_715 * x * x * x));
+                0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044_715 * x * x)
+            }
+            3 => {
+                let sigmoid = math::rcp(1.0 + math::exp2(-core::f32::consts::LOG2_E * x));
+                sigmoid * (1.0 + x * (1.0 - sigmoid))
+            }
+            _ => 1.0,
+        }
+    }
+}
+
+/// tanh(u) = 1 − 2 / (e^{2u} + 1): ±1, not NaN, where e^{2u} overflows. The approximate
+/// reciprocal: an IEEE division per element costs more than the MMAs of a K = 1024 GEMM.
+#[inline(always)]
+fn tanh(u: f32) -> f32 {
+    1.0 - 2.0 * math::rcp(math::exp2(2.0 * core::f32::consts::LOG2_E * u) + 1.0)
 }
 
 #[inline(always)]
@@ -64,11 +97,7 @@ fn relu(x: f32) -> f32 {
 
 #[inline(always)]
 fn gelu(x: f32) -> f32 {
-    let u = 0.797_884_6 * (x + 0.044_715 * x * x * x);
-    // tanh(u) = 1 − 2 / (e^{2u} + 1): ±1, not NaN, where e^{2u} overflows. The approximate
-    // reciprocal: an IEEE division per element costs more than the MMAs of a K = 1024 GEMM.
-    let tanh = 1.0 - 2.0 * math::rcp(math::exp2(2.0 * core::f32::consts::LOG2_E * u) + 1.0);
-    0.5 * x * (1.0 + tanh)
+    0.5 * x * (1.0 + tanh(0.797_884_6 * (x + 0.044_715 * x * x * x)))
 }
 
 #[inline(always)]

@@ -16,14 +16,7 @@ fn shape_error(message: String) -> LaunchError {
 
 /// `p`'s rule as text: `[..., N]`.
 fn rule_text(p: &Param) -> String {
-    let dims: Vec<&str> = p
-        .dims
-        .iter()
-        .map(|d| match d {
-            Dim::Rows => "...",
-            Dim::Sym(s) => s,
-        })
-        .collect();
+    let dims: Vec<String> = p.dims.iter().map(Dim::text).collect();
     format!("[{}]", dims.join(", "))
 }
 
@@ -85,11 +78,15 @@ pub fn bind(op: &Op, shapes: &[(&str, &[usize])], outputs: bool) -> Result<Sizes
                 Some(_) => {}
             }
         }
-        let names = p.dims.iter().filter_map(|d| match d {
-            Dim::Sym(s) => Some(*s),
-            Dim::Rows => None,
-        });
-        for (name, &extent) in names.zip(rest) {
+        for ((name, times), &given) in p.dims.iter().filter_map(Dim::symbol).zip(rest) {
+            if given % times != 0 {
+                return Err(shape_error(format!(
+                    "`{}` has shape {shape:?}; it must be {}: {given} is not a multiple of {times}",
+                    p.name,
+                    rule_text(p)
+                )));
+            }
+            let extent = given / times;
             match sizes.sym(name) {
                 None => {
                     sizes.set(name, extent, p.name);

@@ -30,6 +30,30 @@ pub enum Dim {
     Rows,
     /// A named extent; every tensor that names it agrees.
     Sym(&'static str),
+    /// Twice a named extent: a gated unit's `[gate, up]` columns stacked, `[..., 2·F]` beside
+    /// the `[..., F]` of its product.
+    Twice(&'static str),
+}
+
+impl Dim {
+    /// The rule's text for this dimension: `...`, `N`, `2*F` (what error messages and the
+    /// Python package read).
+    pub fn text(&self) -> String {
+        match self {
+            Dim::Rows => "...".into(),
+            Dim::Sym(s) => (*s).into(),
+            Dim::Twice(s) => format!("2*{s}"),
+        }
+    }
+
+    /// The named extent and its multiple (`Twice("F")` is `("F", 2)`), or `None` for the rows.
+    pub fn symbol(&self) -> Option<(&'static str, usize)> {
+        match self {
+            Dim::Rows => None,
+            Dim::Sym(s) => Some((s, 1)),
+            Dim::Twice(s) => Some((s, 2)),
+        }
+    }
 }
 
 /// One tensor of an operator.

@@ -55,6 +55,7 @@ impl Sizes {
             match d {
                 Dim::Rows => shape.extend_from_slice(&self.lead),
                 Dim::Sym(s) => shape.push(self.get(s)),
+                Dim::Twice(s) => shape.push(2 * self.get(s)),
             }
         }
         shape
