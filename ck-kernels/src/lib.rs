@@ -7,6 +7,7 @@
 //! | [`gemm`] | GEMM: SIMT, `mma.sync`, wgmma, TMA (warp-specialised, stream-K), batched and grouped, fp8, the fused epilogue; [`gemm::auto`] picks the kernel |
 //! | [`rows`] | row-wise operators: RMSNorm, add + RMSNorm, LayerNorm, softmax |
 //! | [`attention`] | fused attention forward (wgmma, online softmax, GQA, causal) |
+//! | [`glu`] | the gated linear unit's elementwise half (SwiGLU, GeGLU) and its backward, for training |
 //! | [`rope`] | rotary embedding on a fused QKV projection, written in attention's layout |
 //! | [`elementwise`] | copy and add on 16-byte vectors (the copy is the bandwidth reference) |
 //! | [`probes`] | exercise and probe kernels that check the device layer and the emulator's profiler |
@@ -22,6 +23,7 @@ pub mod attention;
 pub mod checks;
 pub mod elementwise;
 pub mod gemm;
+pub mod glu;
 pub mod op;
 pub mod probes;
 #[cfg(not(target_arch = "nvptx64"))]

@@ -6,7 +6,7 @@ use crate::op::Op;
 
 /// Every operator, family by family.
 pub fn operators() -> impl Iterator<Item = &'static Op> {
-    crate::rows::OPS.iter().copied()
+    crate::rows::OPS.iter().chain(crate::glu::OPS).copied()
 }
 
 /// The operator `name` (`add_rmsnorm`, or `ck run`'s `add-rmsnorm`).

@@ -48,3 +48,22 @@ fn descriptions_are_well_formed() {
     }
 }
 
+#[test]
+fn a_stacked_extent_binds_to_half_and_refuses_an_odd_one() {
+    let op = registry::find("swiglu").unwrap();
+    let sizes = ck_kernels::op::bind::bind(op, &[("gu", &[3, 4, 10])], false).unwrap();
+    assert_eq!((sizes.get("M"), sizes.get("F")), (12, 5));
+    assert_eq!(sizes.shape_of(op.param("y").unwrap()), [3, 4, 5]);
+    let odd = ck_kernels::op::bind::bind(op, &[("gu", &[3, 9])], false).unwrap_err();
+    assert!(
+        odd.to_string()
+            .contains("[..., 2*F]: 9 is not a multiple of 2"),
+        "{odd}"
+    );
+    let y = ck_kernels::op::bind::bind(op, &[("gu", &[3, 10]), ("y", &[3, 10])], true).unwrap_err();
+    assert!(
+        y.to_string()
+            .contains("it must be [3, 5] (F = 5, from `gu`)"),
+        "{y}"
+    );
+}
