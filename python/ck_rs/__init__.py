@@ -442,7 +442,9 @@ def gated_linear(x, weight, *, activation="silu", out=None):
     stacks' merged ``gate_up_proj``); ``x`` ``[..., K]``; the result ``[..., F]`` is bfloat16
     (float32 on numpy), neither ``[..., F]`` product ever written. F and K multiples of 8;
     bfloat16 ``x`` and ``weight`` (float32 ones are rounded first). Tensors that require grad
-    get gradients for ``x`` and ``weight`` (the products recomputed in float32)."""
+    get gradients for ``x`` and ``weight``: then the call is two ops, ``linear`` writing both
+    products and ``swiglu``/``geglu`` (their product), so the backward reads the products
+    instead of recomputing them, as torch's own layer does."""
     if activation not in ("silu", "gelu"):
         raise _error(
             ValueError,
@@ -450,7 +452,8 @@ def gated_linear(x, weight, *, activation="silu", out=None):
             f"activation {activation!r}; a gated linear unit's is silu (SwiGLU) or gelu (GeGLU)",
         )
     if _differentiable("gated_linear", out, x, weight):
-        return ops.gated_linear(x, weight, activation)
+        gu = ops.linear(x.to(_torch.bfloat16), weight.to(_torch.bfloat16))
+        return (ops.swiglu if activation == "silu" else ops.geglu)(gu)
     c = _Call("gated_linear", x=x, weight=weight)
     if c.cuda and x.dtype != _torch.bfloat16:  # the GPU kernel reads bf16 in place
         x, weight = x.to(_torch.bfloat16), weight.to(_torch.bfloat16)
@@ -868,6 +871,9 @@ def _operator(desc):
         scalars = {k: given.pop(k, v) for k, v in defaults.items()}
         if given:
             raise TypeError(f"{name}() got unexpected arguments {sorted(given)}")
+        if _torch is not None and _differentiable(name, None, *tensors.values()):
+            # Through the op, whose autograd formula (or its error) keeps the gradient.
+            return getattr(ops, name)(*tensors.values(), *scalars.values())
         c = _Call(name, **tensors)
         sizes, first = _sizes(desc, tensors), tensors[inputs[0]["name"]]
         outs = {p["name"]: c.empty(_shape(p, sizes), first, float32=p["elem"] == "f32") for p in outputs}

@@ -434,7 +434,7 @@ def _linear_backward(ctx, dy):
     if ctx.needs_input_grad[1]:
         wgt = _product(dy2.t().contiguous(), x2, weight.dtype)
     dbias = dy2.sum(0, dtype=torch.float32).to(dy.dtype) if ctx.has_bias else None
-    dres = dy * ctx.beta if ctx.has_residual else None
+    dres = (dy if ctx.beta == 1 else dy * ctx.beta) if ctx.has_residual else None
     return dx, wgt, dbias, dres, None, None
 
 
@@ -447,39 +447,42 @@ def _gated_setup(ctx, inputs, output):
     ctx.activation = activation
 
 
-def _act_and_slope(g, activation):
-    """``act(g)`` and ``act'(g)`` in float32: SiLU, or GELU's tanh form (the kernel's)."""
-    if activation == "silu":
-        sig = torch.sigmoid(g)
-        return g * sig, sig * (1 + g * (1 - sig))
-    c = 0.7978845608028654  # sqrt(2 / pi)
-    t = torch.tanh(c * (g + 0.044715 * g**3))
-    return 0.5 * g * (1 + t), 0.5 * (1 + t) + 0.5 * g * (1 - t * t) * c * (1 + 3 * 0.044715 * g * g)
-
-
 def _gated_backward(ctx, dy):
-    """``y = act(g) · u`` with ``[g, u] = x · Wᵀ`` (W the stacked ``[2F, K]`` weight): the
-    products are recomputed in float32 (the forward never wrote them), then ``dg = dy · u ·
-    act'(g)``, ``du = dy · act(g)``, ``dx = [dg, du] · W`` and ``dW = [dg, du]ᵀ · x`` on the
-    ``ck_rs::gemm`` op (``Wᵀ`` and ``[dg, du]ᵀ`` copied: the GEMM reads A row-major)."""
+    """``y = act(g) · u`` with ``[g, u] = x · Wᵀ`` (W the stacked ``[2F, K]`` weight): the fused
+    forward never wrote the products, so they are recomputed (``linear``), then ``dgu =
+    swiglu_backward(dy, [g, u])`` (or ``geglu_backward``), ``dx = dgu · W`` and ``dW = dguᵀ ·
+    x`` (``dguᵀ`` copied: the GEMM reads A row-major). ``ck_rs.gated_linear`` on tensors that
+    require grad keeps the products instead and never comes here."""
     x, weight = ctx.saved_tensors
     two_f, k = weight.shape
     x2 = x.reshape(-1, k).to(torch.bfloat16)
     w16 = weight.to(torch.bfloat16)
-    h = gemm(x2, w16.t().contiguous())  # float32 [rows, 2F]
-    g, u = h[:, : two_f // 2], h[:, two_f // 2 :]
-    a, slope = _act_and_slope(g, ctx.activation)
-    dy2 = dy.reshape(-1, two_f // 2).float()
-    dh = torch.cat([dy2 * u * slope, dy2 * a], -1).to(torch.bfloat16)
+    gu = linear(x2, w16)
+    dgu = (swiglu_backward if ctx.activation == "silu" else geglu_backward)(
+        dy.reshape(-1, two_f // 2).to(torch.bfloat16).contiguous(), gu
+    )
     dx = dw = None
     if ctx.needs_input_grad[0]:
-        dx = _product(dh, w16, x.dtype).reshape(x.shape)
+        dx = _product(dgu, w16, x.dtype).reshape(x.shape)
     if ctx.needs_input_grad[1]:
-        dw = _product(dh.t().contiguous(), x2, weight.dtype)
+        dw = _product(dgu.t().contiguous(), x2, weight.dtype)
     return dx, dw, None
 
 
 _register_autograd("gated_linear", _gated_backward, _gated_setup)
+
+
+def _glu_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0])
+
+
+def _glu_backward(backward):
+    """The formula of ``swiglu`` / ``geglu``: their backward kernel on the saved products."""
+    return lambda ctx, dy: backward(dy.contiguous(), ctx.saved_tensors[0])
+
+
+_register_autograd("swiglu", _glu_backward(swiglu_backward), _glu_setup)
+_register_autograd("geglu", _glu_backward(geglu_backward), _glu_setup)
 
 
 def _rope_setup(ctx, inputs, output):
@@ -490,9 +493,10 @@ def _rope_setup(ctx, inputs, output):
 
 
 def _rope_backward(ctx, dq, dk, dv):
-    """The forward rotates each pair of q's and k's rotary dims by the token's angle and moves
-    the heads to ``[B, H, S, D]``; its gradient rotates back (by minus the angle: the rotation's
-    transpose) and moves the heads back to ``[B, S, (H + 2·H_kv)·D]``. In torch ops; cos/sin
+    """The forward rotates each head row of q and k by its token's angle, then moves the heads to
+    ``[B, H, S, D]``; its gradient moves them back and rotates by minus the angle (the
+    rotation's transpose). That is the forward kernel itself on the gradients moved back, with
+    ``-sin``, and its output moved back once more: two copies and one ``rope_qkv``. cos/sin
     are tables, without a gradient."""
     if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
         raise RuntimeError(
@@ -501,31 +505,21 @@ def _rope_backward(ctx, dq, dk, dv):
         )
     cos, sin = ctx.saved_tensors
     b, s, width = ctx.shape
-    d = width // (ctx.heads + 2 * ctx.kv_heads)
-    r = d if ctx.rotary_dim is None else ctx.rotary_dim
-    rows = cos.shape[0]
-    cs = cos.float().view(b if rows == b * s else 1, s, 1, r // 2)
-    sn = sin.float().view(b if rows == b * s else 1, s, 1, r // 2)
+    heads, kv_heads = ctx.heads, ctx.kv_heads
+    d = width // (heads + 2 * kv_heads)
+    like = next(g for g in (dq, dk, dv) if g is not None)
 
-    def unrotate(t):  # t: [B, H, S, D] -> [B, S, H, D], rotated by -angle
-        t = t.transpose(1, 2).float()
-        rot, rest = t[..., :r], t[..., r:]
-        if ctx.interleaved:
-            x1, x2 = rot[..., 0::2], rot[..., 1::2]
-        else:
-            x1, x2 = rot[..., : r // 2], rot[..., r // 2 :]
-        y1, y2 = x1 * cs + x2 * sn, x2 * cs - x1 * sn
-        y = torch.stack([y1, y2], -1).flatten(-2) if ctx.interleaved else torch.cat([y1, y2], -1)
-        return torch.cat([y, rest], -1)
+    def seq_first(*parts):  # [B, H, S, D] each (None: zeros) -> [B, S, (H + 2·Hkv)·D]
+        parts = [
+            g.transpose(1, 2) if g is not None else like.new_zeros((b, s, n, d), dtype=ctx.dtype)
+            for g, n in zip(parts, (heads, kv_heads, kv_heads))
+        ]
+        return torch.cat([g.to(ctx.dtype) for g in parts], 2).reshape(b, s, width)
 
-    zeros = lambda n: dq.new_zeros((b, s, n, d), dtype=torch.float32)
-    parts = [
-        unrotate(dq) if dq is not None else zeros(ctx.heads),
-        unrotate(dk) if dk is not None else zeros(ctx.kv_heads),
-        dv.transpose(1, 2).float() if dv is not None else zeros(ctx.kv_heads),
-    ]
-    dqkv = torch.cat(parts, 2).reshape(b, s, width)
-    return dqkv.to(ctx.dtype), None, None, None, None, None, None
+    back = rope_qkv(
+        seq_first(dq, dk, dv), cos, -sin, heads, kv_heads, ctx.rotary_dim, ctx.interleaved
+    )
+    return seq_first(*back), None, None, None, None, None, None
 
 
 _register_autograd("rope_qkv", _rope_backward, _rope_setup)
@@ -541,5 +535,12 @@ def _no_double_backward(name):
     return backward
 
 
-for _name in ("rmsnorm_backward", "layernorm_backward", "softmax_backward", "attention_backward"):
+for _name in (
+    "rmsnorm_backward",
+    "layernorm_backward",
+    "softmax_backward",
+    "attention_backward",
+    "swiglu_backward",
+    "geglu_backward",
+):
     _register_autograd(_name, _no_double_backward(_name))

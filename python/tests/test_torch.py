@@ -259,6 +259,8 @@ def opcheck_cases():
         "grouped_mm": (ops.grouped_mm, (a16, randn(2, 32, 8).bfloat16(), [7, 9])),
         "attention": (ops.attention, (q, k, randn(1, 2, 8, 64).bfloat16(), True)),
         "rmsnorm_backward": (ops.rmsnorm_backward, (randn(4, 64), x, g, 1e-6)),
+        "swiglu": (ops.swiglu, (randn(3, 2, 2 * 24).requires_grad_(),)),
+        "geglu_backward": (ops.geglu_backward, (randn(5, 24).bfloat16(), randn(5, 2 * 24).bfloat16())),
         "attention_grad": (ops.attention, (q.clone().requires_grad_(), k, randn(1, 2, 8, 64).bfloat16(), False)),
         "attention_backward": (ops.attention_backward, attention_backward_args(q, k)),
     }
@@ -543,6 +545,42 @@ def test_gated_linear_gradients_match_torch_autograd_in_fp64(device, activation)
         assert x.grad.dtype == torch.bfloat16 and w.grad.shape == (2 * f, k)
         for got, want in ((x.grad, x64.grad), (w.grad, w64.grad)):
             assert grad_error(got, want, dy) < 2e-2, f"{call} {activation}: {grad_error(got, want, dy)}"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("activation", ["silu", "gelu"])
+def test_swiglu_and_geglu_and_their_gradients_match_torch_in_fp64(device, activation):
+    """The gated unit's elementwise half on the stacked products ``[..., 2F]`` (F odd: element
+    accesses), float32 and bfloat16, and the gradient of ``gu`` through autograd."""
+    f = 37
+    gu64 = randn(3, 5, 2 * f, device=device, dtype=torch.float64) * 3
+    act = torch.nn.functional.silu if activation == "silu" else (
+        lambda g: torch.nn.functional.gelu(g, approximate="tanh")
+    )
+    call = ck_rs.swiglu if activation == "silu" else ck_rs.geglu
+    for dtype, tol in ((torch.float32, 1e-5), (torch.bfloat16, 1e-2)):
+        gu = gu64.to(dtype).requires_grad_()
+        want64 = gu.detach().double().requires_grad_()
+        want = act(want64[..., :f]) * want64[..., f:]
+        y = call(gu)
+        assert y.dtype == dtype and y.shape == (3, 5, f) and y.grad_fn is not None
+        assert ref.rel_err(np64(y), np64(want)) < tol
+        dy = randn(3, 5, f, device=device, dtype=torch.float64).to(dtype)
+        y.backward(dy)
+        want.backward(dy.double())
+        assert ref.rel_err(np64(gu.grad), np64(want64.grad)) < tol
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_gated_linear_that_records_a_gradient_keeps_its_products(device):
+    """``ck_rs.gated_linear`` on tensors that require grad runs ``linear`` (writing ``[g, u]``)
+    and ``swiglu``, whose backward reads the products instead of recomputing them."""
+    x = randn(9, 64, device=device, dtype=torch.bfloat16).requires_grad_()
+    w = (randn(2 * 40, 64, device=device, dtype=torch.bfloat16) * 0.2).requires_grad_()
+    y = ck_rs.gated_linear(x, w)
+    assert "swiglu" in type(y.grad_fn).__name__, y.grad_fn
+    with torch.no_grad():
+        torch.testing.assert_close(y, ck_rs.gated_linear(x, w), atol=2e-2, rtol=2e-2)
 
 
 @pytest.mark.parametrize("device", DEVICES)
