@@ -2,8 +2,8 @@
 //! key tile and its steps, where the tiles lie in shared memory, and which mbarrier guards
 //! which buffer.
 //!
-//! Block `i` owns key tile `i mod key_tiles` of key/value head `i / key_tiles` (batch-major):
-//! its 128 keys and values stay in shared memory while it walks its *steps* — every query head
+//! A block owns one key tile of one key/value head ([`Problem::block`]): its 128 keys and
+//! values stay in shared memory while it walks its *steps* — every query head
 //! of the group, and in each head every 64-row query tile that sees one of the keys
 //! ([`Problem::steps`]). Step `t` uses ring stage `t mod STAGES` (its Q and dO tiles, and its
 //! rows' `LSE · log₂ e` and Δ) for the
@@ -96,11 +96,19 @@ impl Problem {
         nz(self.sk.div_ceil(BN))
     }
 
-    /// This block's key tile and key/value head (`batch · kv_heads + kv_head`).
+    /// This block's key tile and key/value head (`batch · kv_heads + kv_head`): the tiles of a
+    /// head side by side (blocks running together share its queries in L2), or under the
+    /// causal mask the heads of a tile side by side, so the first key tiles, which most query
+    /// tiles see, start first and the light ones fill the end of the grid.
     #[inline(always)]
     pub fn block(&self) -> (u32, u32) {
         let tiles = self.key_tiles();
-        (block_idx() % tiles, block_idx() / tiles)
+        if self.causal {
+            let heads = nz(grid_dim() / tiles);
+            (block_idx() / heads, block_idx() % heads)
+        } else {
+            (block_idx() % tiles, block_idx() / tiles)
+        }
     }
 
     /// The first query tile that sees a key of tile `n`: 0, or under the causal mask the
