@@ -3,6 +3,7 @@
     python examples/llama/llama.py              # check a small layer on the CPU (the emulator)
     python examples/llama/llama.py --bench      # on a GPU: Llama-3-8B's shapes, timed
     python examples/llama/llama.py --profile    # on a GPU: where the time goes, per kernel
+    python examples/llama/llama.py --bench --step     # forward + backward (a training step)
 
 The layer (pre-norm, grouped-query attention with rotary embeddings, a SwiGLU MLP):
 
@@ -176,65 +177,88 @@ def time_ms(fn, iters=20):
     return sorted(times)[len(times) // 2]
 
 
-def bench(cfg, shapes, rounds=3):
-    """The layer's forward time on ck_rs, in eager torch and under torch.compile (default mode,
-    SDPA attention), interleaved over `rounds`, per (batch, seq); and each bfloat16 layer's error
-    against the float32 run."""
-    dev = torch.device("cuda")
-    w = weights(cfg, dev)
-    ws = stacked(w)
-    compiled = torch.compile(torch_layer)
-    print(f"{torch.cuda.get_device_name(dev)}, torch {torch.__version__}")
-    print(f"{'B x S':>10} {'ck_rs ms':>9} {'eager ms':>9} {'compile ms':>10} {'vs eager':>9} {'vs compile':>10} {'err ck_rs':>10} {'err torch':>10}")
-    for b, s in shapes:
-        x = torch.randn(b, s, cfg.hidden, device=dev, dtype=torch.bfloat16)
-        cos, sin = rope_tables(cfg, s, dev, torch.bfloat16)
-        pairs = pair_tables(cfg, s, dev)
-        runs = {
-            "ck": lambda: ck_layer(x, ws, cfg, *pairs),
-            "eager": lambda: torch_layer(x, w, cfg, cos, sin),
-            "compile": lambda: compiled(x, w, cfg, cos, sin),
-        }
-        with torch.no_grad():
-            runs["compile"]()  # compiles outside the timing
-            best = {k: [] for k in runs}
-            for _ in range(rounds):
-                for k, fn in runs.items():
-                    best[k].append(time_ms(fn))
-        t = {k: min(v) for k, v in best.items()}
-        e_ours, e_torch = errors(cfg, b, s, dev) if b * s <= 8192 else (float("nan"), float("nan"))
-        print(f"{f'{b} x {s}':>10} {t['ck']:9.3f} {t['eager']:9.3f} {t['compile']:10.3f} {t['eager'] / t['ck']:9.3f} {t['compile'] / t['ck']:10.3f} {e_ours:10.2e} {e_torch:10.2e}")
+CK_WEIGHTS = ("norm1", "qkv", "o", "norm2", "gate_up", "down")
+TORCH_WEIGHTS = ("norm1", "q", "k", "v", "o", "norm2", "gate", "up", "down")
 
 
-def profile(cfg, batch, seq, top=12):
-    """Where the layer's time goes: the GPU kernels of one forward of each version (ck_rs,
-    torch.compile), by total time, from torch.profiler."""
-    from torch.profiler import ProfilerActivity
-    from torch.profiler import profile as torch_profile
-
-    dev = torch.device("cuda")
+def runs(cfg, batch, seq, step, device="cuda"):
+    """The three versions of the layer at (batch, seq) as calls without arguments: ck_rs, eager
+    torch, torch.compile (default mode, SDPA attention). With `step`, each call is a training
+    step's forward and backward: the gradients of x and of every weight for a fixed dY, by
+    `torch.autograd.grad` (nothing accumulates between calls); else a forward under no_grad."""
+    dev = torch.device(device)
     w = weights(cfg, dev)
     ws = stacked(w)
     x = torch.randn(batch, seq, cfg.hidden, device=dev, dtype=torch.bfloat16)
     cos, sin = rope_tables(cfg, seq, dev, torch.bfloat16)
     pairs = pair_tables(cfg, seq, dev)
     compiled = torch.compile(torch_layer)
-    for name, fn in (("ck_rs", lambda: ck_layer(x, ws, cfg, *pairs)), ("torch.compile", lambda: compiled(x, w, cfg, cos, sin))):
-        with torch.no_grad():
-            for _ in range(3):
-                fn()
+    calls = {
+        "ck": (ck_layer, ws, CK_WEIGHTS, pairs),
+        "eager": (torch_layer, w, TORCH_WEIGHTS, (cos, sin)),
+        "compile": (compiled, w, TORCH_WEIGHTS, (cos, sin)),
+    }
+    if not step:
+        def forward(layer, w, _, tables):
+            def call():
+                with torch.no_grad():
+                    return layer(x, w, cfg, *tables)
+            return call
+        return {k: forward(*c) for k, c in calls.items()}
+    dy = torch.randn_like(x)
+    xg = x.detach().requires_grad_()
+
+    def train(layer, w, names, tables):
+        w = dict(w, **{n: w[n].detach().requires_grad_() for n in names})
+        inputs = [xg] + [w[n] for n in names]
+        return lambda: torch.autograd.grad(layer(xg, w, cfg, *tables), inputs, dy)
+    return {k: train(*c) for k, c in calls.items()}
+
+
+def bench(cfg, shapes, step=False, rounds=3):
+    """The layer's time on ck_rs, in eager torch and under torch.compile (default mode, SDPA
+    attention), interleaved over `rounds`, per (batch, seq) — the forward, or with `step` the
+    forward and backward; and each bfloat16 layer's forward error against the float32 run."""
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {'forward + backward' if step else 'forward'}")
+    print(f"{'B x S':>10} {'ck_rs ms':>9} {'eager ms':>9} {'compile ms':>10} {'vs eager':>9} {'vs compile':>10} {'err ck_rs':>10} {'err torch':>10}")
+    for b, s in shapes:
+        fns = runs(cfg, b, s, step)
+        fns["compile"]()  # compiles outside the timing
+        best = {k: [] for k in fns}
+        for _ in range(rounds):
+            for k, fn in fns.items():
+                best[k].append(time_ms(fn))
+        del fns
+        t = {k: min(v) for k, v in best.items()}
+        e_ours, e_torch = errors(cfg, b, s, "cuda") if b * s <= 8192 else (float("nan"), float("nan"))
+        print(f"{f'{b} x {s}':>10} {t['ck']:9.3f} {t['eager']:9.3f} {t['compile']:10.3f} {t['eager'] / t['ck']:9.3f} {t['compile'] / t['ck']:10.3f} {e_ours:10.2e} {e_torch:10.2e}")
+
+
+def profile(cfg, batch, seq, step=False, top=12):
+    """Where the layer's time goes: the GPU kernels of one call of each version (ck_rs,
+    torch.compile) — a forward, or with `step` a forward and backward — by total time, from
+    torch.profiler."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    fns = runs(cfg, batch, seq, step)
+    for name in ("ck", "compile"):
+        fn = fns[name]
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+            start.record()
+            fn()
+            end.record()
             torch.cuda.synchronize()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
-                start.record()
-                fn()
-                end.record()
-                torch.cuda.synchronize()
         events = [e for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
         events.sort(key=lambda e: -e.device_time_total)
         total = sum(e.device_time_total for e in events)
         wall = start.elapsed_time(end)
-        print(f"\n{name}, {batch} x {seq}: {total / 1e3:.3f} ms of kernels in {wall:.3f} ms between events")
+        label = "ck_rs" if name == "ck" else "torch.compile"
+        print(f"\n{label}, {batch} x {seq}: {total / 1e3:.3f} ms of kernels in {wall:.3f} ms between events")
         for e in events[:top]:
             print(f"  {e.device_time_total / 1e3:8.3f} ms  {e.count:3d}x  {e.key[:90]}")
 
@@ -243,14 +267,15 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--bench", action="store_true", help="time Llama-3-8B's layer on the GPU")
     p.add_argument("--shapes", default="1x1024,4x2048,1x8192", help="B x S pairs for --bench")
-    p.add_argument("--profile", action="store_true", help="per-kernel times of one forward at 4 x 2048")
+    p.add_argument("--profile", action="store_true", help="per-kernel times of one call at 4 x 2048")
+    p.add_argument("--step", action="store_true", help="--bench and --profile time forward + backward")
     args = p.parse_args()
     if args.profile:
-        profile(Config(), 4, 2048)
+        profile(Config(), 4, 2048, step=args.step, top=24 if args.step else 12)
         return
     if args.bench:
         shapes = [tuple(int(v) for v in bs.split("x")) for bs in args.shapes.split(",")]
-        bench(Config(), shapes)
+        bench(Config(), shapes, step=args.step)
         return
     device = "cuda" if torch.cuda.is_available() else "cpu"
     t0 = time.perf_counter()
