@@ -1,5 +1,6 @@
-//! The two wgmma operand forms attention adds, on one warpgroup, against products computed here
-//! in fp64: B K-major (`wgmma_bf16_b_kmajor`, `C = A·Bᵀ` with both operands row-major) and A
+//! The wgmma operand forms beyond the GEMM's first, on one warpgroup, against products computed
+//! here in fp64: B K-major (`wgmma_bf16_b_kmajor`, `C = A·Bᵀ` with both operands row-major), A
+//! M-major (`wgmma_bf16_a_mn`, `C = Aᵀ·B` with A stored `[K, M]`: a weight gradient), and A
 //! from registers (`wgmma_bf16_a_regs`), each thread building its fragment from global memory
 //! by the PTX ISA's layout as `WgmmaA::Regs` documents it. The accumulators are stored by the
 //! documented D layout, so a wrong fragment layout on either side shows as a wrong product.
@@ -90,6 +91,40 @@ fn mma_a_regs(a: Global<Bf16>, b: Global<Bf16>, c: GlobalMut<f32>) {
     store_d(&c, &acc);
 }
 
+/// `C (64 × 64) = A (64 × 16) · B (16 × 64)` with A given as `[16, 64]` (its transpose,
+/// row-major: M-major) and B `[16, 64]` (N-major): each 16 rows of 128 swizzled bytes.
+#[tile_kernel(block = 128)]
+fn mma_a_mn(at: Global<Bf16>, b: Global<Bf16>, c: GlobalMut<f32>) {
+    let smem = shared!(Bf16; 2 * 16 * 64 + 512);
+    let first = (1024 - smem.shared_address(0) % 1024) % 1024 / 2;
+    let t = thread_idx();
+    // Threads 0..16 store row t of Aᵀ, threads 16..32 row t − 16 of B (2048 bytes later).
+    if t < 32 {
+        let (src, row) = if t < 16 { (&at, t) } else { (&b, t - 16) };
+        for n in 0..64 {
+            let to = first + (t / 16) * 1024 + swizzle_128b(row * 128 + n * 2) / 2;
+            smem.store(to, src.load(row * 64 + n));
+        }
+    }
+    fence_proxy_async();
+    block_sync();
+    let desc = |part: u32| {
+        SmemMatrix {
+            start: smem.shared_address(first + part * 1024),
+            lbo: 8192,
+            sbo: 1024,
+            swizzle: SwizzleMode::B128,
+        }
+        .descriptor()
+    };
+    let mut acc = [0f32; 32];
+    wgmma_fence();
+    wgmma_bf16_a_mn(&mut acc, desc(0), desc(1), false);
+    wgmma_commit();
+    wgmma_wait::<0>(&mut acc);
+    store_d(&c, &acc);
+}
+
 fn random(len: usize, seed: u64) -> Vec<Bf16> {
     let mut rng = Rng(seed);
     (0..len).map(|_| Bf16::from_f32(rng.f32())).collect()
@@ -147,6 +182,23 @@ fn a_from_registers_follows_the_fragment_layout() {
     MmaARegs::launch(&device, LaunchConfig::new(1, 128), &ad, &bd, &mut cd).unwrap();
     let want = product(
         |i, k| a[i * 16 + k].to_f32() as f64,
+        |k, j| b[k * 64 + j].to_f32() as f64,
+    );
+    assert_close(&cd.to_vec().unwrap(), &want);
+}
+
+#[test]
+fn a_m_major_multiplies_the_transpose_of_what_is_stored() {
+    let device = Device::emulator();
+    let (at, b) = (random(16 * 64, 7), random(16 * 64, 8));
+    let (ad, bd) = (
+        DeviceBuffer::from_slice(&device, &at).unwrap(),
+        DeviceBuffer::from_slice(&device, &b).unwrap(),
+    );
+    let mut cd = DeviceBuffer::from_slice(&device, &vec![f32::NAN; 64 * 64]).unwrap();
+    MmaAMn::launch(&device, LaunchConfig::new(1, 128), &ad, &bd, &mut cd).unwrap();
+    let want = product(
+        |i, k| at[k * 64 + i].to_f32() as f64,
         |k, j| b[k * 64 + j].to_f32() as f64,
     );
     assert_close(&cd.to_vec().unwrap(), &want);

@@ -7,7 +7,7 @@
 //! | barriers and fences | [`block_sync`], [`warp_sync`], [`fence_acq_rel_gpu`] (between blocks, with an atomic) |
 //! | warp exchange | [`shfl_xor`], [`shfl_down`], [`shfl_up`], [`shfl_idx`], [`ballot`], [`warp_reduce`] |
 //! | memory | [`Global`], [`GlobalMut`] (kernel arguments), [`SharedArray`] (from `shared!`) with `load`, `store`, `load_vec`, `store_vec`, `atomic_add`, `atomic_max` |
-//! | Hopper (sm_90a) | [`cp_async_16`], [`cp_async_16_unchecked`], [`cp_async_commit`], [`cp_async_wait`], [`fence_proxy_async`], [`wgmma_fence`], [`wgmma_fence_operands`], [`wgmma_bf16`], [`wgmma_bf16_b_kmajor`], [`wgmma_bf16_a_regs`], [`wgmma_fp8`], [`wgmma_commit`], [`wgmma_wait`], `SharedArray::shared_address` |
+//! | Hopper (sm_90a) | [`cp_async_16`], [`cp_async_16_unchecked`], [`cp_async_commit`], [`cp_async_wait`], [`fence_proxy_async`], [`wgmma_fence`], [`wgmma_fence_operands`], [`wgmma_bf16`], [`wgmma_bf16_b_kmajor`], [`wgmma_bf16_a_mn`], [`wgmma_bf16_a_regs`], [`wgmma_fp8`], [`wgmma_commit`], [`wgmma_wait`], `SharedArray::shared_address` |
 //! | asynchronous pipelines (sm_90) | [`Mbarrier`] (`shared!(Mbarrier; N)`: `init`, `arrive`, `arrive_expect_tx`, `wait`, `arrive_cluster`), [`fence_barrier_init`], [`Tma`] (`copy_to_shared`, `copy_to_shared_multicast`, `prefetch`), [`TmaMut`] (`store_from_shared`), `GlobalMut<f32>::bulk_add_from_shared`, [`bulk_commit_group`], [`bulk_wait_group`], [`bulk_wait_group_read`], [`named_barrier_sync`], [`named_barrier_arrive`], [`setmaxnreg_inc`], [`setmaxnreg_dec`] |
 //! | clusters (sm_90, `#[tile_kernel(cluster = N)]`) | [`cluster_ctarank`], [`cluster_size`], [`cluster_sync`]; a peer's mbarriers (`arrive_cluster`) and multicast TMA copies (`copy_to_shared_multicast`) |
 //! | buffer views | [`buffer_view::BufferView`]: CK's `get`/`set`/`update` with validity and invalid-value fill |
@@ -101,6 +101,8 @@ pub trait WgmmaAccumulators {
 pub enum WgmmaA {
     /// From shared memory, K-major, through this descriptor.
     Smem(u64),
+    /// From shared memory, M-major (`imm-trans-a = 1`; 16-bit types), through this descriptor.
+    SmemMn(u64),
     /// From registers: thread `t` of the warpgroup (`w = t / 32`, `g = t % 32 / 4`,
     /// `c = 2·(t % 4)`) holds in word `2q + h` (h, q ∈ {0, 1}) the two bf16 elements
     /// (16w + g + 8h, 8q + c + {0, 1}), the lower column in the low half — exactly the layout of
@@ -133,6 +135,15 @@ pub fn wgmma_bf16(acc: &mut impl WgmmaAccumulators, a: u64, b: u64, accumulate: 
 #[inline(always)]
 pub fn wgmma_bf16_b_kmajor(acc: &mut impl WgmmaAccumulators, a: u64, b: u64, accumulate: bool) {
     acc.mma_bf16(WgmmaA::Smem(a), b, Major::K, accumulate);
+}
+
+/// [`wgmma_bf16`] with A M-major (`imm-trans-a = 1`): A's element (m, k) is the descriptor's
+/// element (m, k) of an MN-major matrix — e.g. `dW = dYᵀ · X` with dY stored row-major, its
+/// rows the product's K, read as it lies.
+#[track_caller]
+#[inline(always)]
+pub fn wgmma_bf16_a_mn(acc: &mut impl WgmmaAccumulators, a: u64, b: u64, accumulate: bool) {
+    acc.mma_bf16(WgmmaA::SmemMn(a), b, Major::MN, accumulate);
 }
 
 /// [`wgmma_bf16`] with A from registers (layout: [`WgmmaA::Regs`]) and B N-major in shared

@@ -260,7 +260,7 @@ fn mma(
         abort();
     }
     let descriptors = match a {
-        WgmmaA::Smem(a) => [Some(a), Some(b)],
+        WgmmaA::Smem(a) | WgmmaA::SmemMn(a) => [Some(a), Some(b)],
         WgmmaA::Regs(_) => [None, Some(b)],
     };
     for d in descriptors.into_iter().flatten() {
@@ -311,12 +311,17 @@ fn mma(
     let kk = types.k();
     let mut rows = [[0f64; 32]; 2];
     match a {
-        WgmmaA::Smem(a) => {
-            let ma = SmemMatrix::from_descriptor(a);
+        WgmmaA::Smem(d) | WgmmaA::SmemMn(d) => {
+            let ma = SmemMatrix::from_descriptor(d);
+            let major = if matches!(a, WgmmaA::SmemMn(_)) {
+                Major::MN
+            } else {
+                Major::K
+            };
             for (h, row) in rows.iter_mut().enumerate() {
                 for (k, v) in row[..kk].iter_mut().enumerate() {
                     let m = 16 * w + 8 * h as u32 + r;
-                    *v = element(ma.element_address(Major::K, m, k as u32, elem_bytes), 0);
+                    *v = element(ma.element_address(major, m, k as u32, elem_bytes), 0);
                 }
             }
         }

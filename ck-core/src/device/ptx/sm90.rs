@@ -235,6 +235,18 @@ macro_rules! accumulators {
                                 wgmma_ss!($shape, ".f32.bf16.bf16", ", 0, 0", acc, da, b, sd)
                             )
                         }
+                        (WgmmaA::SmemMn(da), Major::MN) => {
+                            acc_indices!(
+                                $regs,
+                                wgmma_ss!($shape, ".f32.bf16.bf16", ", 1, 1", acc, da, b, sd)
+                            )
+                        }
+                        (WgmmaA::SmemMn(da), Major::K) => {
+                            acc_indices!(
+                                $regs,
+                                wgmma_ss!($shape, ".f32.bf16.bf16", ", 1, 0", acc, da, b, sd)
+                            )
+                        }
                         (WgmmaA::Regs(ra), Major::MN) => {
                             acc_indices!($regs, wgmma_rs!($shape, "1", acc, ra, b, sd))
                         }
