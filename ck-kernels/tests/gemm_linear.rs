@@ -1,14 +1,16 @@
 //! `gemm::linear` on the emulator: X·Wᵀ with W `[n, k]` as `nn.Linear` keeps it, against an
 //! fp64 reference written here, on the any-shape kernel (odd N and K) and the TMA kernels
 //! (which the choice table sends aligned shapes to), every epilogue, both C types; the choice
-//! and the errors.
+//! and the errors; the weight's gradient dYᵀ·X read from dY `[tokens, n]` as it lies.
 
 use ck_core::device::{Bf16, Real};
 use ck_core::host::{Device, DeviceBuffer};
 use ck_kernels::checks::Rng;
 use ck_kernels::gemm::epilogue::Activation;
 use ck_kernels::gemm::fused::{upload, EpilogueArgs, HostEpilogue};
-use ck_kernels::gemm::linear::{choose, gated, launch, linear, Kernel, LinearOutput};
+use ck_kernels::gemm::linear::{
+    choose, gated, launch, launch_weight_grad, linear, weight_grad, Kernel, LinearOutput,
+};
 
 /// `v` rounded to `T` and back.
 fn round<T: Real>(v: &[f32]) -> Vec<f32> {
@@ -264,4 +266,108 @@ fn gated_units_refuse_what_they_cannot_run() {
     let w12 = vec![0.0f32; 2 * 12 * 16];
     let e = gated(&device, (&x, &w12), (4, 12, 16), (1.0, Activation::Silu)).unwrap_err();
     assert_eq!(e.rule(), "shape-unsupported", "{e}");
+}
+
+/// `alpha · dyᵀ·x + beta · d` in f64: dy `[t, n]`, x `[t, k]`, d `[n, k]`.
+fn want_weight_grad(
+    (dy, x): (&[f32], &[f32]),
+    (t, n, k): (usize, usize, usize),
+    e: &HostEpilogue<'_>,
+) -> Vec<f64> {
+    (0..n * k)
+        .map(|i| {
+            let (r, c) = (i / k, i % k);
+            let dot: f64 = (0..t)
+                .map(|p| dy[p * n + r] as f64 * x[p * k + c] as f64)
+                .sum();
+            e.alpha as f64 * dot + e.d.map_or(0.0, |d| e.beta as f64 * d[i] as f64)
+        })
+        .collect()
+}
+
+#[test]
+fn the_weight_gradient_reads_dy_as_it_lies() {
+    let device = Device::Emulator { workers: 2 };
+    let mut rng = Rng(0x9ad);
+    let mut values = |len: u32| -> Vec<f32> { (0..len).map(|_| 2.0 * rng.f32()).collect() };
+    // Tokens not a multiple of a stage (the copy engine's zeros past them), n and k edge tiles
+    // in both directions; then a long K shared out by stream-K over few tiles.
+    for (t, n, k) in [(77u32, 136u32, 200u32), (200, 8, 264), (2048, 128, 256)] {
+        let (dy, x) = (round::<Bf16>(&values(t * n)), round::<Bf16>(&values(t * k)));
+        let d = values(n * k);
+        let (tu, nu, ku) = (t as usize, n as usize, k as usize);
+        let plain = HostEpilogue::default();
+        let (c, _) = weight_grad::<Bf16>(&device, (&dy, &x), (t, n, k), plain).unwrap();
+        let want = want_weight_grad((&dy, &x), (tu, nu, ku), &plain);
+        // bf16 C: one rounding of an exact-ish sum.
+        for (i, (&g, &w)) in c.iter().zip(&want).enumerate() {
+            let tol = BF16_TOL * (w.abs() + 1.0);
+            assert!(
+                (g as f64 - w).abs() <= tol,
+                "({t}, {n}, {k}) bf16 dW[{i}] = {g}, want {w}"
+            );
+        }
+        // f32 C added to a gradient kept in f32: beta = 1, D the gradient so far.
+        let accumulate = HostEpilogue {
+            d: Some(&d),
+            beta: 1.0,
+            ..Default::default()
+        };
+        let (c, _) = weight_grad::<f32>(&device, (&dy, &x), (t, n, k), accumulate).unwrap();
+        let want = want_weight_grad((&dy, &x), (tu, nu, ku), &accumulate);
+        for (i, (&g, &w)) in c.iter().zip(&want).enumerate() {
+            let tol = F32_TOL * (w.abs() + t as f64 / 64.0);
+            assert!(
+                (g as f64 - w).abs() <= tol,
+                "({t}, {n}, {k}) f32 dW[{i}] = {g}, want {w}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_weight_gradient_refuses_what_it_cannot_run() {
+    let device = Device::emulator();
+    let buf = |len: usize| upload::<Bf16>(&device, &vec![0.0; len]).unwrap();
+    let plain = EpilogueArgs::<Bf16>::default();
+    let mut c = DeviceBuffer::<Bf16>::zeros(&device, 12 * 16).unwrap();
+    // n = 12: dY's rows are not whole 16-byte vectors.
+    let e = launch_weight_grad(
+        &device,
+        (&buf(5 * 12), &buf(5 * 16)),
+        &mut c,
+        (5, 12, 16),
+        &plain,
+    )
+    .unwrap_err();
+    assert_eq!(e.rule(), "shape-unsupported", "{e}");
+    assert!(
+        e.to_string().contains("M and N must be multiples of 8"),
+        "{e}"
+    );
+    let e = launch_weight_grad(
+        &device,
+        (&buf(5 * 12), &buf(4 * 16)),
+        &mut c,
+        (5, 12, 16),
+        &plain,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("`x` has 64 elements"), "{e}");
+    // bf16 C takes alpha alone; f32 C takes the rest.
+    let mut c = DeviceBuffer::<Bf16>::zeros(&device, 16 * 16).unwrap();
+    let bias = buf(16);
+    let with_bias = EpilogueArgs {
+        bias: Some(&bias),
+        ..Default::default()
+    };
+    let e = launch_weight_grad(
+        &device,
+        (&buf(5 * 16), &buf(5 * 16)),
+        &mut c,
+        (5, 16, 16),
+        &with_bias,
+    )
+    .unwrap_err();
+    assert_eq!(e.rule(), "epilogue-unsupported", "{e}");
 }

@@ -18,6 +18,11 @@
 //! columns, and the epilogue combines them in registers, so neither `[M, F]` product is
 //! written ([`crate::gemm::tma::Bf16GatedOperands`]).
 //!
+//! [`launch_weight_grad`] is its weight's gradient, `dW = dYᵀ·X` (`[N, K]`, the weight's
+//! layout) from `dY` `[tokens, N]` and `X` `[tokens, K]` as they lie: the TMA kernel reads
+//! `dY` M-major ([`crate::gemm::tma::Bf16KmOperands`], `gemm_tma_bf16_km*`), so no transposed
+//! copy of `dY` is made; f32 C may add the product to a gradient kept in f32 (`beta = 1`).
+//!
 //! ```
 //! use ck_core::device::Bf16;
 //! use ck_core::host::Device;
@@ -45,7 +50,7 @@ use crate::gemm::fused::{
 use crate::gemm::mma_sync::host::config;
 use crate::gemm::mma_sync::{LinearSimtBf16, LinearSimtF32};
 use crate::gemm::tma::host::{kernel_name, launch as launch_tma, TmaGemm};
-use crate::gemm::tma::{Bf16GatedOperands, Bf16NkOperands, Width, N192, N256};
+use crate::gemm::tma::{Bf16GatedOperands, Bf16KmOperands, Bf16NkOperands, Width, N192, N256};
 use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer, LaunchError, LaunchStats};
 
@@ -243,6 +248,58 @@ pub fn gated(
     let mut c = upload::<Bf16>(device, &vec![f32::NAN; c_len])?;
     let (stats, _) = launch_gated(device, (&xd, &wd), &mut c, (m, f, k), (alpha, activation))?;
     Ok((c.to_vec()?.iter().map(|v| v.to_f32()).collect(), stats))
+}
+
+/// The weight's gradient of [`launch`]: `C = alpha · dYᵀ·X + beta · D` on device buffers — dY
+/// `[tokens, n]`, X `[tokens, k]`, C and D `[n, k]`, row-major — on `gemm_tma_bf16_km` (bf16
+/// C, alpha alone) or `gemm_tma_bf16_km_f32*` (f32 C, any epilogue: D = the gradient so far,
+/// `beta = 1`, accumulates). n and k multiples of 8; any number of tokens. Returns the launch's
+/// statistics and the kernel's name. Errors: `shape-mismatch` naming the buffer,
+/// `shape-unsupported`, `epilogue-unsupported` (bf16 C with more than alpha).
+pub fn launch_weight_grad<O: GemmOutput>(
+    device: &Device,
+    (dy, x): (&DeviceBuffer<Bf16>, &DeviceBuffer<Bf16>),
+    c: &mut DeviceBuffer<O>,
+    (tokens, n, k): (u32, u32, u32),
+    epilogue: &EpilogueArgs<'_, O>,
+) -> Result<(LaunchStats, &'static str), LaunchError>
+where
+    Bf16KmOperands: TmaGemm<O>,
+{
+    check_weight_grad_lengths((tokens, n, k), (dy.len(), x.len(), c.len()))?;
+    let stats = launch_tma::<Bf16KmOperands, O>(device, (dy, x), c, 1, (n, k, tokens), epilogue)?;
+    Ok((stats, kernel_name::<Bf16KmOperands, O>(epilogue)))
+}
+
+/// [`launch_weight_grad`] from host values (dY `[tokens, n]`, X `[tokens, k]`, D `[n, k]`):
+/// dY and X rounded to bf16, D to `O`, C (`O`) widened to f32.
+pub fn weight_grad<O: GemmOutput>(
+    device: &Device,
+    (dy, x): (&[f32], &[f32]),
+    (tokens, n, k): (u32, u32, u32),
+    epilogue: HostEpilogue<'_>,
+) -> Result<(Vec<f32>, LaunchStats), LaunchError>
+where
+    Bf16KmOperands: TmaGemm<O>,
+{
+    let c_len = n as usize * k as usize;
+    check_weight_grad_lengths((tokens, n, k), (dy.len(), x.len(), c_len))?;
+    let (dyd, xd) = (upload::<Bf16>(device, dy)?, upload::<Bf16>(device, x)?);
+    run_with_host_epilogue::<O>(device, c_len, epilogue, |c, args| {
+        launch_weight_grad(device, (&dyd, &xd), c, (tokens, n, k), args).map(|(stats, _)| stats)
+    })
+}
+
+/// `shape-mismatch` naming the buffer of a weight gradient whose length is not the shape's.
+fn check_weight_grad_lengths(
+    (tokens, n, k): (u32, u32, u32),
+    (dy, x, c): (usize, usize, usize),
+) -> Result<(), LaunchError> {
+    let t = tokens as u64;
+    check_named(
+        || format!("dW [{n}, {k}] = dy [{tokens}, {n}]ᵀ · x [{tokens}, {k}]"),
+        [("dy", dy, t, n), ("x", x, t, k), ("c", c, n as u64, k)],
+    )
 }
 
 /// `shape-mismatch` naming the buffer of a gated unit whose length is not the shape's.

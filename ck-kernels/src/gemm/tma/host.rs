@@ -88,6 +88,19 @@ fn n_major_map<T: Element>(
     )
 }
 
+/// A's tensor map: `[batch, m, k]` in boxes of one stage's 128-byte rows by the tile's rows,
+/// or, given transposed (`[batch, k, m]`), in boxes of 64 columns by one stage's 64 rows.
+fn a_map<P: TmaGemm<O>, O: GemmOutput>(
+    a: &DeviceBuffer<P::A>,
+    (k, m, batch): (u32, u32, u32),
+) -> Result<TensorMap<'_, P::A, 3>, LaunchError> {
+    if P::A_M_MAJOR {
+        n_major_map(a, (k, m, batch), [64, P::BK, 1])
+    } else {
+        k_major_map(a, (k, m, batch), BM)
+    }
+}
+
 /// D `[batch, m, n]` as the residual kernel's producer copies it into the ring: boxes of
 /// [`D_BOX`] (a tile's 128 rows by 64 columns) in the 128-byte swizzle, so that each warp's
 /// 16 rows lie as its C box does.
@@ -345,6 +358,13 @@ tma_gemm!(
     c: buffer, b_k_major: true
 );
 tma_gemm!(
+    Bf16KmOperands, Bf16, GemmTmaBf16Km, refused, "gemm_tma_bf16_km", c: map, b_k_major: false
+);
+tma_gemm!(
+    Bf16KmOperands, f32, GemmTmaBf16KmF32, GemmTmaBf16KmF32Epilogue, "gemm_tma_bf16_km_f32",
+    c: buffer, b_k_major: false
+);
+tma_gemm!(
     Fp8Operands<E4m3, E4m3>, Bf16, GemmFp8E4m3, GemmFp8E4m3Epilogue, "gemm_fp8_e4m3",
     c: map, b_k_major: true
 );
@@ -434,7 +454,7 @@ pub fn kernel_name<P: TmaGemm<O>, O: GemmOutput>(epilogue: &EpilogueArgs<'_, O>)
 }
 
 /// `C = act(alpha · A·B + beta · D + bias)` for `batch` products on the TMA kernel of operands
-/// `P`: A `[batch, m, k]`; B `[batch, k, n]` for bf16, `[batch, n, k]` (B transposed) for the
+/// `P`: A `[batch, m, k]` (`[batch, k, m]` for [`Bf16KmOperands`]); B `[batch, k, n]` for bf16, `[batch, n, k]` (B transposed) for the
 /// 8-bit floats; C and D `[batch, m, n]`; bias `n`; all row-major and contiguous. For fp8 with
 /// per-tensor scales `sa`, `sb` (A = A_real / sa), pass `alpha = sa · sb`.
 ///
@@ -465,7 +485,8 @@ pub fn kernel_name<P: TmaGemm<O>, O: GemmOutput>(epilogue: &EpilogueArgs<'_, O>)
 /// most (34 MB on 132 SMs), allocated by the first such launch and kept for the next ones.
 ///
 /// Errors: `shape-unsupported` where a row of A, B or C would not start 16-byte aligned (K not
-/// a multiple of 8 for bf16 or 16 for fp8; N not a multiple of 8), and the checks of
+/// a multiple of 8 for bf16 or 16 for fp8, M for A given as `[K, M]`; N not a multiple of 8),
+/// and the checks of
 /// [`check_problem`].
 pub fn launch<P: TmaGemm<O>, O: GemmOutput>(
     device: &Device,
@@ -475,7 +496,16 @@ pub fn launch<P: TmaGemm<O>, O: GemmOutput>(
     (m, n, k): (u32, u32, u32),
     epilogue: &EpilogueArgs<'_, O>,
 ) -> Result<LaunchStats, LaunchError> {
-    if !k.is_multiple_of(P::K_MULTIPLE) || !n.is_multiple_of(8) {
+    if P::A_M_MAJOR && (!m.is_multiple_of(8) || !n.is_multiple_of(8)) {
+        return Err(LaunchError::invalid(
+            rules::SHAPE_UNSUPPORTED,
+            format!(
+                "{} moves whole 16-byte rows of A ([K, M]), B and C with TMA: M and N must be multiples of 8 (pad them, or copy A transposed to [M, K] and use the other kernels); got M = {m}, N = {n}",
+                kernel_name::<P, O>(epilogue),
+            ),
+        ));
+    }
+    if !P::A_M_MAJOR && (!k.is_multiple_of(P::K_MULTIPLE) || !n.is_multiple_of(8)) {
         return Err(LaunchError::invalid(
             rules::SHAPE_UNSUPPORTED,
             format!(
@@ -513,12 +543,12 @@ pub fn launch<P: TmaGemm<O>, O: GemmOutput>(
         stand_in_a = DeviceBuffer::<P::A>::zeros(device, (ROW_BYTES * BM) as usize)?;
         stand_in_b = DeviceBuffer::<P::B>::zeros(device, (ROW_BYTES * P::W::BN) as usize)?;
         (
-            k_major_map(&stand_in_a, (P::BK, BM, 1), BM)?,
+            a_map::<P, O>(&stand_in_a, (P::BK, BM, 1))?,
             P::b_map(&stand_in_b, (P::BK, P::C_BN, 1))?,
         )
     } else {
         (
-            k_major_map(a, (k, m, batch), BM)?,
+            a_map::<P, O>(a, (k, m, batch))?,
             P::b_map(b, (k, n, batch))?,
         )
     };

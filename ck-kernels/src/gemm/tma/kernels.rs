@@ -326,6 +326,20 @@ tma_gemm_kernel!(
     /// bf16 A · (bf16 B `[N, K]`)ᵀ → f32 C = alpha · A·Bᵀ in tiles of 128 × 192.
     gemm_tma_bf16_nk_f32_n192, Bf16NkOperands<N192>, Bf16, Bf16, f32, [GlobalMut<f32>], plain
 );
+// A as `[K, M]` (a transposed view's storage): weight gradients, dW = dYᵀ·X.
+tma_gemm_kernel!(
+    /// (bf16 A `[batch, K, M]`)ᵀ · bf16 B `[batch, K, N]` → bf16 C = alpha · Aᵀ·B.
+    gemm_tma_bf16_km, Bf16KmOperands, Bf16, Bf16, Bf16, [TmaMut<Bf16, 3>], plain
+);
+tma_gemm_kernel!(
+    /// (bf16 A `[K, M]`)ᵀ · bf16 B `[K, N]` → f32 C = alpha · Aᵀ·B.
+    gemm_tma_bf16_km_f32, Bf16KmOperands, Bf16, Bf16, f32, [GlobalMut<f32>], plain
+);
+tma_gemm_kernel!(
+    /// (bf16 A `[K, M]`)ᵀ · bf16 B `[K, N]` → f32 C with the whole epilogue (a gradient added
+    /// to the one in C's place: `beta = 1`, D = C).
+    gemm_tma_bf16_km_f32_epilogue, Bf16KmOperands, Bf16, Bf16, f32, [GlobalMut<f32>], fused: RUNTIME_FLAGS
+);
 // Gated linear units: one product over the gate's and the up projection's weights.
 tma_gemm_kernel!(
     /// SwiGLU: bf16 A `[M, K]`, the gate's and up projection's weights stacked `[2F, K]` → bf16

@@ -1,6 +1,7 @@
 //! `gemm_tma_*` and `gemm_fp8_*`: `C[b] = act(alpha · A[b]·B[b] + beta · D[b] + bias)` on
 //! Hopper (sm_90a) with the copies on the TMA engine and a warp-specialised, persistent block —
-//! bf16 operands (`B` as `[K, N]`, or as `[N, K]`: [`Bf16NkOperands`]) or 8-bit floats (`B`
+//! bf16 operands (`B` as `[K, N]`, or as `[N, K]`: [`Bf16NkOperands`]; `A` as `[M, K]`, or
+//! as `[K, M]`: [`Bf16KmOperands`], a weight's gradient) or 8-bit floats (`B`
 //! as `[N, K]`, the only layout the fp8 MMA reads), f32 accumulation, bf16 or f32 C, the
 //! [`crate::gemm::epilogue`], any batch of products.
 //!
@@ -143,7 +144,7 @@ impl<P: Operands, O: TmaOutput, const C_BOXES: u32> Region<P, O, C_BOXES> {
     pub const C_ELEMS: usize = part_elems(Self::C_STAGE, O::BYTES);
 }
 
-/// What depends on the operand types: how B is laid out and copied, and the MMA.
+/// What depends on the operand types: how A and B are laid out and copied, and the MMA.
 pub trait Operands {
     /// A's and B's element types.
     type A: Element;
@@ -175,6 +176,28 @@ pub trait Operands {
     const B_SLICE_BYTES: u32;
     /// One MMA: `acc += A_slice · B_slice`.
     fn mma(acc: &mut <Self::W as Width>::Regs, a: u64, b: u64);
+    /// A is given transposed, `[K, M]` (M-major), not `[M, K]` (K-major).
+    const A_M_MAJOR: bool = false;
+    /// Copies A's slice of stage `k0..k0 + BK`, rows `bm..bm + BM`, of product `batch` into
+    /// the ring at element `at`, completing on barrier `bar`: one box of `BM` rows of 128 bytes.
+    #[inline(always)]
+    fn copy_a<const N: usize, const NB: usize>(
+        a: &Tma<Self::A, 3>,
+        ring: &SharedArray<Self::A, N>,
+        at: u32,
+        (k0, bm, batch): (u32, u32, u32),
+        (bars, bar): (&SharedArray<Mbarrier, NB>, u32),
+    ) {
+        a.copy_to_shared([k0 as i32, bm as i32, batch as i32], ring, at, bars, bar);
+    }
+    /// The descriptor of the first k-slice of warpgroup `wg`'s 64 rows in the A stage at shared
+    /// byte `stage`.
+    #[inline(always)]
+    fn a_descriptor(stage: u32, wg: u32) -> u64 {
+        k_major(stage + wg * 64 * ROW_BYTES)
+    }
+    /// Bytes from one k-slice (of four per stage) of A to the next.
+    const A_SLICE_BYTES: u32 = 32;
 }
 
 /// bf16 A `[M, K]` and B `[K, N]`, both row-major, in tiles `W` wide.
@@ -253,6 +276,68 @@ impl<W: Width> Operands for Bf16NkOperands<W> {
     fn mma(acc: &mut W::Regs, a: u64, b: u64) {
         wgmma_bf16_b_kmajor(acc, a, b, true);
     }
+}
+
+/// bf16 A given transposed, `[K, M]`, and B `[K, N]`, both row-major: `C = Aᵀ·B` read as the
+/// tensors lie — a weight's gradient `dW = dYᵀ·X` from `dY` `[tokens, N_out]` and `X`
+/// `[tokens, N_in]`, without a transposed copy of `dY`. A's stage is two boxes of 64 columns
+/// (M) by 64 rows (K), each warpgroup's 64 rows of the tile one box, read M-major by the MMA
+/// (`imm-trans-a = 1`); a k-slice of 16 is 16 rows further, as in B's N-major stage.
+pub struct Bf16KmOperands<W = N256>(core::marker::PhantomData<W>);
+
+impl<W: Width> Operands for Bf16KmOperands<W> {
+    type A = Bf16;
+    type B = Bf16;
+    type W = W;
+    const BK: u32 = 64;
+    const B_BOX: [u32; 3] = [64, 64, 1];
+
+    #[inline(always)]
+    fn copy_b<const N: usize, const NB: usize>(
+        b: &Tma<Bf16, 3>,
+        ring: &SharedArray<Bf16, N>,
+        at: u32,
+        k0_bn_batch: (u32, u32, u32),
+        bars_bar: (&SharedArray<Mbarrier, NB>, u32),
+    ) {
+        Bf16Operands::<W>::copy_b(b, ring, at, k0_bn_batch, bars_bar);
+    }
+
+    const B_SLICE_BYTES: u32 = <Bf16Operands as Operands>::B_SLICE_BYTES;
+
+    #[inline(always)]
+    fn b_descriptor(stage: u32) -> u64 {
+        Bf16Operands::<W>::b_descriptor(stage)
+    }
+
+    #[inline(always)]
+    fn mma(acc: &mut W::Regs, a: u64, b: u64) {
+        wgmma_bf16_a_mn(acc, a, b, true);
+    }
+
+    const A_M_MAJOR: bool = true;
+
+    #[inline(always)]
+    fn copy_a<const N: usize, const NB: usize>(
+        a: &Tma<Bf16, 3>,
+        ring: &SharedArray<Bf16, N>,
+        at: u32,
+        (k0, bm, batch): (u32, u32, u32),
+        (bars, bar): (&SharedArray<Mbarrier, NB>, u32),
+    ) {
+        unroll::<2>(|p| {
+            let p = p as u32;
+            let coords = [(bm + 64 * p) as i32, k0 as i32, batch as i32];
+            a.copy_to_shared(coords, ring, at + p * PANEL_BYTES / 2, bars, bar);
+        });
+    }
+
+    #[inline(always)]
+    fn a_descriptor(stage: u32, wg: u32) -> u64 {
+        SmemMatrix::mn_major_128b(stage + wg * PANEL_BYTES, PANEL_BYTES).descriptor()
+    }
+
+    const A_SLICE_BYTES: u32 = 16 * ROW_BYTES;
 }
 
 /// A gated linear unit's operands (SwiGLU, GeGLU): bf16 A `[M, K]` and the gate's and up
@@ -468,8 +553,8 @@ fn produce<P: Operands, O: TmaOutput, S: DSource<O>, T: Tiles, const NA: usize, 
                 .arrive_expect_tx(full(s), A_STAGE_BYTES + b_stage_bytes(P::W::BN));
             let k0 = ks * P::BK;
             let a_at = a0 + s * A_STAGE_BYTES / <P::A as Element>::BYTES;
-            let coords = [k0 as i32, place.a.0 as i32, place.a.1 as i32];
-            a.copy_to_shared(coords, &smem.a, a_at, &smem.bars, full(s));
+            let (bm, product) = place.a;
+            P::copy_a(a, &smem.a, a_at, (k0, bm, product), (&smem.bars, full(s)));
             let b_at = b0 + s * b_stage_bytes(P::W::BN) / <P::B as Element>::BYTES;
             P::copy_b(b, &smem.b, b_at, (k0, bn, place.b), (&smem.bars, full(s)));
             t += 1;
@@ -512,7 +597,7 @@ fn consume<
     let has_bias = flags::<O, EPI>(&epilogue) & HAS_BIAS != 0;
     // The first k-slice of this warpgroup's rows of A and of B in stage 0; every other slice is
     // a constant number of bytes further (`SmemMatrix::advance`: one add each).
-    let a_first = k_major(smem.a.shared_address(aligned_start(&smem.a)) + wg * 64 * ROW_BYTES);
+    let a_first = P::a_descriptor(smem.a.shared_address(aligned_start(&smem.a)), wg);
     let b_first = P::b_descriptor(smem.b.shared_address(aligned_start(&smem.b)));
     let n = pb.n();
     let mut t = 0;
@@ -544,7 +629,7 @@ fn consume<
                     let kk = kk as u32;
                     P::mma(
                         P::W::regs(&mut acc),
-                        SmemMatrix::advance(a_stage, kk * 32),
+                        SmemMatrix::advance(a_stage, kk * P::A_SLICE_BYTES),
                         SmemMatrix::advance(b_stage, kk * P::B_SLICE_BYTES),
                     );
                 });
