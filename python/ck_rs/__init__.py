@@ -340,13 +340,22 @@ def gemm(
     Plain products of float32 or bfloat16 operands run on the GEMM for their type; an epilogue
     or a bfloat16 result runs on the bf16 tensor-core GEMMs with the epilogue fused (float32
     operands are rounded to bfloat16 first), on the kernel ``ck run gemm`` picks for the
-    problem (``ck_kernels::gemm::auto``)."""
+    problem (``ck_kernels::gemm::auto``).
+
+    ``a`` may be a transposed view (``dy.t()``, stored ``[K, M]``): it is read as it lies where
+    M and N are multiples of 8 and the epilogue is alpha alone, or ``residual`` into a float32
+    result (``ck_kernels::gemm::linear::launch_weight_grad``: a weight's gradient without a
+    transposed copy); elsewhere it is copied first."""
     if activation not in _ACTIVATIONS:
         raise _error(
             ValueError,
             "bad-activation",
             f"activation {activation!r}; use one of {', '.join(_ACTIVATIONS)}",
         )
+    if _transposed_view(a):
+        if bias is None and activation == "none" and _km_takes(a, b, out_dtype, residual, alpha):
+            return _gemm_a_km(a, b, out, out_dtype, residual, alpha, beta)
+        a = a.contiguous()
     extra = _given(bias=bias, residual=residual)
     c = _Call("gemm", a=a, b=b, **extra)
     bf16_out = _bf16_result(c, out_dtype)
@@ -369,6 +378,37 @@ def gemm(
         _ACTIVATIONS[activation],
         c.stream,
     )
+    return res
+
+
+def _transposed_view(t):
+    """Whether ``t`` is a matrix stored transposed: ``t.t()`` contiguous, ``t`` not."""
+    return (
+        _torch is not None
+        and isinstance(t, _torch.Tensor)
+        and t.dim() == 2
+        and not t.is_contiguous()
+        and t.t().is_contiguous()
+    )
+
+
+def _km_takes(a, b, out_dtype, residual, alpha):
+    """Whether the kernel reading ``a`` as ``[K, M]`` runs the call: M and N whole vectors, and
+    alpha alone into bfloat16, or any of alpha and ``residual`` into float32."""
+    aligned = a.shape[0] % 8 == 0 and b.dim() == 2 and b.shape[1] % 8 == 0
+    return aligned and (out_dtype != _torch.bfloat16 or (residual is None and alpha == 1.0))
+
+
+def _gemm_a_km(a, b, out, out_dtype, residual, alpha, beta):
+    """``gemm`` with ``a`` a transposed view, read from its ``[K, M]`` storage."""
+    a_km = a.t()
+    c = _Call("gemm", a=a_km, b=b, **_given(residual=residual))
+    bf16_out = _bf16_result(c, out_dtype)
+    if c.cuda and a_km.dtype != _torch.bfloat16:  # the GPU kernel reads bf16 in place
+        a_km, b = a_km.to(_torch.bfloat16), b.to(_torch.bfloat16)
+    res = _product_out(c, out, (a.shape[0], b.shape[1]), bf16_out, a_km)
+    d = None if residual is None else c.capsule(_as_type(residual, res.dtype))
+    _native.gemm_a_km(c.capsule(a_km), c.capsule(b), c.capsule(res), d, float(alpha), float(beta), c.stream)
     return res
 
 

@@ -417,7 +417,7 @@ def _product(a, b, dtype):
 
 
 def _linear_backward(ctx, dy):
-    """``dx = dy · W``, ``dW = dyᵀ · x`` (``dyᵀ`` copied: the GEMM reads A row-major),
+    """``dx = dy · W``, ``dW = dyᵀ · x`` (``dyᵀ`` a view, which ``gemm`` reads as it lies),
     ``dbias = Σ_rows dy``, ``dresidual = beta · dy``."""
     if ctx.activation != "none":
         raise RuntimeError(
@@ -432,7 +432,7 @@ def _linear_backward(ctx, dy):
     if ctx.needs_input_grad[0]:
         dx = _product(dy2, weight.to(x.dtype), x.dtype).reshape(x.shape)
     if ctx.needs_input_grad[1]:
-        wgt = _product(dy2.t().contiguous(), x2, weight.dtype)
+        wgt = _product(dy2.t(), x2, weight.dtype)
     dbias = dy2.sum(0, dtype=torch.float32).to(dy.dtype) if ctx.has_bias else None
     dres = (dy if ctx.beta == 1 else dy * ctx.beta) if ctx.has_residual else None
     return dx, wgt, dbias, dres, None, None
@@ -451,7 +451,7 @@ def _gated_backward(ctx, dy):
     """``y = act(g) · u`` with ``[g, u] = x · Wᵀ`` (W the stacked ``[2F, K]`` weight): the fused
     forward never wrote the products, so they are recomputed (``linear``), then ``dgu =
     swiglu_backward(dy, [g, u])`` (or ``geglu_backward``), ``dx = dgu · W`` and ``dW = dguᵀ ·
-    x`` (``dguᵀ`` copied: the GEMM reads A row-major). ``ck_rs.gated_linear`` on tensors that
+    x`` (``dguᵀ`` a view ``gemm`` reads as it lies). ``ck_rs.gated_linear`` on tensors that
     require grad keeps the products instead and never comes here."""
     x, weight = ctx.saved_tensors
     two_f, k = weight.shape
@@ -465,7 +465,7 @@ def _gated_backward(ctx, dy):
     if ctx.needs_input_grad[0]:
         dx = _product(dgu, w16, x.dtype).reshape(x.shape)
     if ctx.needs_input_grad[1]:
-        dw = _product(dgu.t().contiguous(), x2, weight.dtype)
+        dw = _product(dgu.t(), x2, weight.dtype)
     return dx, dw, None
 
 

@@ -266,6 +266,69 @@ pub fn linear(
     })
 }
 
+/// `c = alpha · aᵀ·b + beta · d` with `a` given as `[K, M]` — a transposed view's storage,
+/// read as it lies (a weight's gradient `dYᵀ·X` without a copy of `dY`) — `b` `[K, N]`, `c` and
+/// `d` `[M, N]`, on `ck_kernels::gemm::linear::launch_weight_grad`. `a`, `b` bfloat16 (float32
+/// on the emulator too: rounded); `c` bfloat16 (alpha alone) or float32 (`d` too, of its type);
+/// M and N multiples of 8.
+#[pyfunction]
+#[pyo3(signature = (a_km, b, c, d=None, alpha=1.0, beta=1.0, stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_a_km(
+    a_km: &Bound<'_, PyAny>,
+    b: &Bound<'_, PyAny>,
+    c: &Bound<'_, PyAny>,
+    d: Option<&Bound<'_, PyAny>>,
+    alpha: f32,
+    beta: f32,
+    stream: Option<u64>,
+) -> PyResult<()> {
+    let (a, b, c) = (tensor("a", a_km)?, tensor("b", b)?, tensor("c", c)?);
+    let d = d.map(|d| tensor("residual", d)).transpose()?;
+    let dtype = same_dtype(&[&a, &b])?;
+    let ([k, m], [k2, n]) = (matrix(&a)?, matrix(&b)?);
+    if k != k2 {
+        return Err(shape_error(
+            &b,
+            format!("its rows must match the rows of `a` given as [K, M] (K = {k})"),
+        ));
+    }
+    expect_shape(&c, &[m, n])?;
+    let problem = (to_u32("K", k)?, to_u32("M", m)?, to_u32("N", n)?);
+    let mut all = vec![&a, &b, &c];
+    all.extend(d.iter());
+    // SAFETY: `stream` is the handle `ck_rs` passes: torch's current stream of the tensors'
+    // device, which torch keeps alive while work is queued on it.
+    let be = unsafe { Backend::of(&all, stream)? };
+    if !be.device().is_emulator() && dtype != Dtype::Bf16 {
+        return Err(type_error(
+            rules::DTYPE_UNSUPPORTED,
+            format!(
+                "`a` is {}; the GEMM on the GPU takes bfloat16 operands",
+                a.describe()
+            ),
+        ));
+    }
+    epilogue_dtypes(&c, [&d, &None])?;
+    if let Some(d) = &d {
+        expect_shape(d, &[m, n])?;
+    }
+    let (ab, bb) = (be.bf16(&a)?, be.bf16(&b)?);
+    by_dtype!(c.dtype(), O => {
+        let db = d.as_ref().map(|t| be.buffer::<O>(t)).transpose()?;
+        let mut cb = be.buffer::<O>(&c)?;
+        let args = kernels::gemm::fused::EpilogueArgs {
+            alpha,
+            beta,
+            d: db.as_ref(),
+            ..Default::default()
+        };
+        kernels::gemm::linear::launch_weight_grad(be.device(), (&ab, &bb), &mut cb, problem, &args)
+            .map_err(launch_error)?;
+        be.finish(&cb, &c)
+    })
+}
+
 /// A gated linear unit in one launch: `c = act(x·w_gateᵀ) · (x·w_upᵀ)`, `x` `[M, K]`, `weight`
 /// the gate's and up projection's weights stacked `[2F, K]` (gate rows first), `c` `[M, F]`
 /// bfloat16; `activation` 3 silu (SwiGLU) or 2 gelu (GeGLU). F and K multiples of 8.

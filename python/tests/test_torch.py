@@ -48,6 +48,34 @@ def test_gemm(device, dtype):
     assert ref.rel_err(np64(c), np64(a) @ np64(b)) < 1e-5
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_gemm_reads_a_transposed_view_as_it_lies(device, monkeypatch):
+    """``a`` given as ``dy.t()`` (a weight gradient's operand): read from its ``[K, M]`` storage
+    where M and N are whole vectors (bfloat16 result, or float32 with a residual added), copied
+    elsewhere; every result against fp64."""
+    calls = []
+    native = ck_rs._native.gemm_a_km
+    monkeypatch.setattr(ck_rs._native, "gemm_a_km", lambda *a: calls.append(1) or native(*a))
+    dy = randn(77, 136, device=device, dtype=torch.bfloat16)  # [tokens, M]
+    x = randn(77, 264, device=device, dtype=torch.bfloat16)  # [tokens, N]
+    want = np64(dy).T @ np64(x)
+    c = ck_rs.gemm(dy.t(), x, out_dtype=torch.bfloat16)
+    assert c.dtype == torch.bfloat16 and c.shape == (136, 264) and len(calls) == 1
+    assert ref.rel_err(np64(c), want) < 1e-2
+    grad = randn(136, 264, device=device)
+    c = ck_rs.gemm(dy.t(), x, residual=grad, beta=1.0)
+    assert c.dtype == torch.float32 and len(calls) == 2
+    assert ref.rel_err(np64(c), want + np64(grad)) < 1e-5
+    # M = 36 is no whole number of vectors, and a bias has no such kernel: both copied.
+    odd = randn(77, 36, device=device, dtype=torch.bfloat16)
+    c = ck_rs.gemm(odd.t(), x)
+    bias, dy80, x80 = (randn(*s, device=device, dtype=torch.bfloat16) for s in ((264,), (80, 136), (80, 264)))
+    c2 = ck_rs.gemm(dy80.t(), x80, bias=bias)
+    assert len(calls) == 2
+    assert ref.rel_err(np64(c), np64(odd).T @ np64(x)) < 1e-5
+    assert ref.rel_err(np64(c2), np64(dy80).T @ np64(x80) + np64(bias)) < 1e-5
+
+
 GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 
