@@ -1,12 +1,12 @@
 //! `rope::host` on the emulator: Q, K and V in attention's layout, the query and key heads
 //! rotated, against an fp64 rotation written here — both styles, a rotary dim below the head
-//! dim, tables per position and per token (positions not starting at 0), bf16 and f32; and
-//! the shape errors.
+//! dim, tables per position and per token (positions not starting at 0), bf16 and f32; the
+//! backward as the transpose of that map; and the shape errors.
 
 use ck_core::device::Bf16;
 use ck_core::host::Device;
 use ck_kernels::checks::Rng;
-use ck_kernels::rope::host::{rope_qkv, RopeElement, Shape};
+use ck_kernels::rope::host::{rope_qkv, rope_qkv_backward, RopeElement, Shape};
 
 /// cos and sin `[rows, R/2]` of `pos(row) · θ_i`, θ_i = 10000^(−2i/R).
 fn tables(rows: u32, rotary: u32, pos: impl Fn(u32) -> f64) -> (Vec<f32>, Vec<f32>) {
@@ -135,6 +135,56 @@ fn interleaved_pairs_rotate_in_place() {
     check::<f32>(shape(2, 3, (2, 2), (64, 64), true), 0, 1e-6);
     check::<f32>(shape(1, 6, (3, 1), (128, 48), true), 11, 1e-6);
     check::<Bf16>(shape(1, 4, (2, 2), (64, 32), true), 0, 1.0 / 128.0);
+}
+
+/// The backward of a linear map is its transpose: `⟨forward(x), g⟩ = ⟨x, backward(g)⟩` for every
+/// `x` and `g` — here with the forward computed by the fp64 rotation above, random `x` and `g`,
+/// and the kernel's backward (`dqkv` in the projection's layout).
+fn check_transpose<T: RopeElement>(shape: Shape, first_position: u32, tol: f64) {
+    let device = Device::Emulator { workers: 2 };
+    let (qkv_len, q_len, kv_len, _) = shape.lens();
+    let mut rng = Rng(0xb4c ^ qkv_len);
+    let mut values = |len: u64| -> Vec<f32> {
+        (0..len)
+            .map(|_| T::from_f32(2.0 * rng.f32()).to_f32())
+            .collect()
+    };
+    let seq = shape.seq;
+    let (cos, sin) = tables(shape.table_rows, shape.rotary_dim, |row| {
+        (first_position + row % seq) as f64
+    });
+    let g = [values(q_len), values(kv_len), values(kv_len)];
+    let (dqkv, _) =
+        rope_qkv_backward::<T>(&device, ([&g[0], &g[1], &g[2]], &cos, &sin), &shape).unwrap();
+    for _ in 0..3 {
+        let x = values(qkv_len);
+        let fwd = expected(&x, (&cos, &sin), &shape);
+        let terms = fwd.iter().zip(&g).flat_map(|(f, g)| f.iter().zip(g));
+        let (lhs, size) = terms.fold((0.0, 0.0), |(s, a), (f, g)| {
+            (s + f * *g as f64, a + (f * *g as f64).abs())
+        });
+        let rhs: f64 = x
+            .iter()
+            .zip(&dqkv)
+            .map(|(a, b)| *a as f64 * *b as f64)
+            .sum();
+        assert!(
+            (lhs - rhs).abs() <= tol * size,
+            "{shape:?}: ⟨f(x), g⟩ = {lhs}, ⟨x, b(g)⟩ = {rhs}"
+        );
+    }
+}
+
+#[test]
+fn the_backward_is_the_transpose_of_the_rotation_and_the_layout() {
+    check_transpose::<f32>(shape(2, 5, (4, 2), (128, 64), false), 0, 1e-6);
+    let per_token = Shape {
+        table_rows: 10,
+        ..shape(2, 5, (4, 2), (64, 32), false)
+    };
+    check_transpose::<f32>(per_token, 5, 1e-6);
+    check_transpose::<f32>(shape(1, 6, (3, 1), (128, 48), true), 11, 1e-6);
+    check_transpose::<Bf16>(shape(1, 7, (2, 1), (128, 128), false), 3, 1.0 / 128.0);
 }
 
 #[test]

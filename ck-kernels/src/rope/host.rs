@@ -2,7 +2,7 @@
 //! host values.
 
 pub use super::Shape;
-use super::{RopeQkvBf16, RopeQkvF32, MAX_HEAD_DIM, ROWS};
+use super::{RopeQkvBf16, RopeQkvBwdBf16, RopeQkvBwdF32, RopeQkvF32, MAX_HEAD_DIM, ROWS};
 use ck_core::device::{Bf16, Real};
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats};
 use ck_core::rules;
@@ -77,10 +77,19 @@ pub trait RopeElement: Real {
         ),
         shape: &Shape,
     ) -> Result<LaunchStats, LaunchError>;
+    /// The backward kernel's launch.
+    fn launch_backward(
+        device: &Device,
+        cfg: LaunchConfig,
+        grads: [&DeviceBuffer<Self>; 3],
+        tables: (&DeviceBuffer<f32>, &DeviceBuffer<f32>),
+        dqkv: &mut DeviceBuffer<Self>,
+        shape: &Shape,
+    ) -> Result<LaunchStats, LaunchError>;
 }
 
 macro_rules! rope_element {
-    ($t:ty, $kernel:ident) => {
+    ($t:ty, $kernel:ident, $backward:ident) => {
         impl RopeElement for $t {
             fn launch(
                 device: &Device,
@@ -112,11 +121,39 @@ macro_rules! rope_element {
                     s.interleaved as u32,
                 )
             }
+
+            fn launch_backward(
+                device: &Device,
+                cfg: LaunchConfig,
+                [dq, dk, dv]: [&DeviceBuffer<$t>; 3],
+                (cos, sin): (&DeviceBuffer<f32>, &DeviceBuffer<f32>),
+                dqkv: &mut DeviceBuffer<$t>,
+                s: &Shape,
+            ) -> Result<LaunchStats, LaunchError> {
+                $backward::launch(
+                    device,
+                    cfg,
+                    dq,
+                    dk,
+                    dv,
+                    cos,
+                    sin,
+                    dqkv,
+                    s.batch,
+                    s.seq,
+                    s.heads,
+                    s.kv_heads,
+                    s.head_dim,
+                    s.rotary_dim,
+                    s.table_rows,
+                    s.interleaved as u32,
+                )
+            }
         }
     };
 }
-rope_element!(Bf16, RopeQkvBf16);
-rope_element!(f32, RopeQkvF32);
+rope_element!(Bf16, RopeQkvBf16, RopeQkvBwdBf16);
+rope_element!(f32, RopeQkvF32, RopeQkvBwdF32);
 
 /// Rotates the query and key heads of the projection `qkv` by the angles of `cos`, `sin` and
 /// writes Q, K, V in `[B, heads, S, D]` (see the module documentation). Errors: `shape-mismatch`
@@ -131,17 +168,31 @@ pub fn launch<T: RopeElement>(
     ),
     shape: &Shape,
 ) -> Result<LaunchStats, LaunchError> {
+    let rows = check_buffers(
+        shape,
+        [
+            ("qkv", qkv.len()),
+            ("cos", cos.len()),
+            ("sin", sin.len()),
+            ("q", q.len()),
+            ("k", k.len()),
+            ("v", v.len()),
+        ],
+    )?;
+    if rows == 0 {
+        return Ok(LaunchStats::default());
+    }
+    let cfg = LaunchConfig::new(rows.div_ceil(ROWS), 256);
+    T::launch(device, cfg, (qkv, cos, sin), (q, k, v), shape)
+}
+
+/// [`Shape::check`], then each buffer's length (the projection's, the two tables', Q's, K's and
+/// V's, named as given) against the shape's: the head rows to launch for.
+fn check_buffers(shape: &Shape, buffers: [(&str, usize); 6]) -> Result<u32, LaunchError> {
     shape.check()?;
     let (l_qkv, l_q, l_kv, l_table) = shape.lens();
-    let buffers = [
-        ("qkv", qkv.len(), l_qkv),
-        ("cos", cos.len(), l_table),
-        ("sin", sin.len(), l_table),
-        ("q", q.len(), l_q),
-        ("k", k.len(), l_kv),
-        ("v", v.len(), l_kv),
-    ];
-    for (name, len, want) in buffers {
+    let wants = [l_qkv, l_table, l_table, l_q, l_kv, l_kv];
+    for ((name, len), want) in buffers.into_iter().zip(wants) {
         if len as u64 != want {
             return Err(LaunchError::invalid(
                 rules::SHAPE_MISMATCH,
@@ -149,12 +200,38 @@ pub fn launch<T: RopeElement>(
             ));
         }
     }
-    if l_qkv == 0 {
+    Ok((l_qkv / shape.head_dim.max(1) as u64) as u32)
+}
+
+/// The backward of [`launch`]: `dqkv` (the projection's layout) from `dq`, `dk`, `dv`
+/// (`[B, heads, S, D]`), the query's and key's rotary dims rotated back by minus each angle.
+/// Errors as [`launch`]'s.
+pub fn launch_backward<T: RopeElement>(
+    device: &Device,
+    (grads, cos, sin): (
+        [&DeviceBuffer<T>; 3],
+        &DeviceBuffer<f32>,
+        &DeviceBuffer<f32>,
+    ),
+    dqkv: &mut DeviceBuffer<T>,
+    shape: &Shape,
+) -> Result<LaunchStats, LaunchError> {
+    let rows = check_buffers(
+        shape,
+        [
+            ("dqkv", dqkv.len()),
+            ("cos", cos.len()),
+            ("sin", sin.len()),
+            ("dq", grads[0].len()),
+            ("dk", grads[1].len()),
+            ("dv", grads[2].len()),
+        ],
+    )?;
+    if rows == 0 {
         return Ok(LaunchStats::default());
     }
-    let rows = (l_qkv / shape.head_dim as u64) as u32;
     let cfg = LaunchConfig::new(rows.div_ceil(ROWS), 256);
-    T::launch(device, cfg, (qkv, cos, sin), (q, k, v), shape)
+    T::launch_backward(device, cfg, grads, (cos, sin), dqkv, shape)
 }
 
 /// [`launch`] from host values (rounded to `T`; the tables stay f32): Q, K and V widened to f32.
@@ -181,4 +258,26 @@ pub fn rope_qkv<T: RopeElement>(
         Ok(b.to_vec()?.iter().map(|x| x.to_f32()).collect())
     };
     Ok(([back(&q)?, back(&k)?, back(&v)?], stats))
+}
+
+/// [`launch_backward`] from host values (dQ, dK, dV rounded to `T`; the tables stay f32): dqkv
+/// widened to f32.
+pub fn rope_qkv_backward<T: RopeElement>(
+    device: &Device,
+    ([dq, dk, dv], cos, sin): ([&[f32]; 3], &[f32], &[f32]),
+    shape: &Shape,
+) -> Result<(Vec<f32>, LaunchStats), LaunchError> {
+    shape.check()?;
+    let up = |v: &[f32]| {
+        let rounded: Vec<T> = v.iter().map(|&x| T::from_f32(x)).collect();
+        DeviceBuffer::from_slice(device, &rounded)
+    };
+    let (gq, gk, gv) = (up(dq)?, up(dk)?, up(dv)?);
+    let (cd, sd) = (
+        DeviceBuffer::from_slice(device, cos)?,
+        DeviceBuffer::from_slice(device, sin)?,
+    );
+    let mut dqkv = up(&vec![f32::NAN; shape.lens().0 as usize])?;
+    let stats = launch_backward(device, ([&gq, &gk, &gv], &cd, &sd), &mut dqkv, shape)?;
+    Ok((dqkv.to_vec()?.iter().map(|x| x.to_f32()).collect(), stats))
 }

@@ -27,7 +27,7 @@
 //! away (half-split: one more vector of the row, from L1) or in its own vector (interleaved).
 
 use ck_core::device::*;
-use ck_core::tile::{make_tile_window, unroll, View2};
+use ck_core::tile::{make_tile_window, unroll, DistributedTensor, View2};
 use ck_macros::{tile_distribution, tile_kernel};
 
 #[cfg(not(target_arch = "nvptx64"))]
@@ -74,16 +74,36 @@ pub struct Outputs<T: Element> {
     pub v: GlobalMut<T>,
 }
 
-/// The rotation: the rotary dim, the style, and the cos/sin tables `[rows, dim / 2]`.
+/// The backward's sources: the gradients of Q, K and V, in `[B, heads, S, D]`.
+#[derive(Clone, Copy)]
+pub struct Grads<T: Element> {
+    pub dq: Global<T>,
+    pub dk: Global<T>,
+    pub dv: Global<T>,
+}
+
+/// The rotation: the rotary dim, the style, the cos/sin tables `[rows, dim / 2]`, and its
+/// direction (`inverse`: by minus each angle, the rotation's transpose, a backward pass's).
 #[derive(Clone, Copy)]
 pub struct Rotary {
     pub dim: u32,
     pub interleaved: bool,
     pub cos: Global<f32>,
     pub sin: Global<f32>,
+    pub inverse: bool,
 }
 
 impl Rotary {
+    /// `sin θ`, or `sin(−θ)` for the inverse rotation.
+    #[inline(always)]
+    fn signed(&self, s: f32) -> f32 {
+        if self.inverse {
+            -s
+        } else {
+            s
+        }
+    }
+
     /// Elements `d0 .. d0 + 8` of a row (`own`, `d0 < dim`, a multiple of 8) rotated at the
     /// angles of table row `row`; `partner(pd)` reads elements `pd .. pd + 8` of the same row
     /// (the half-split style's partners lie `dim / 2` away).
@@ -101,7 +121,9 @@ impl Rotary {
             // The pairs (2i, 2i + 1) lie in this thread's vector: angles i = d0/2 .. + 4.
             let (c, s) = (
                 self.cos.load_vec::<4>(table + d0 / 2),
-                self.sin.load_vec::<4>(table + d0 / 2),
+                self.sin
+                    .load_vec::<4>(table + d0 / 2)
+                    .map(|s| self.signed(s)),
             );
             core::array::from_fn(|e| {
                 let (i, v, w) = (e / 2, own[e], own[e ^ 1]);
@@ -123,7 +145,7 @@ impl Rotary {
             let partner = partner(pd);
             let (c, s) = (
                 load8::<f32, 4>(self.cos, table + i0),
-                load8::<f32, 4>(self.sin, table + i0),
+                load8::<f32, 4>(self.sin, table + i0).map(|s| self.signed(s)),
             );
             core::array::from_fn(|e| {
                 if first {
@@ -187,6 +209,7 @@ fn rope_qkv<T: Real, const V: usize>(
                 interleaved: pb.interleaved,
                 cos,
                 sin,
+                inverse: false,
             };
             rotary.rotate8(own, d0, t % pb.table_rows, |pd| {
                 load8::<T, V>(qkv, r * pb.head_dim + pd).map(|x| x.to_f32())
@@ -208,13 +231,96 @@ fn rope_qkv<T: Real, const V: usize>(
     });
 }
 
-/// Declares [`rope_qkv`] on elements `$t` (rows of vectors of `$v`).
-macro_rules! rope_kernel {
-    ($(#[$doc:meta])* $name:ident, $t:ty, $v:literal) => {
-        $(#[$doc])*
+/// The backward of [`rope_qkv`]: each head row of `dqkv` (token `t`, head `j`) is the gradient
+/// at its place in `dq`, `dk` or `dv` (`[B, heads, S, D]`), the query's and key's rotated back
+/// by minus the angle (the rotation's transpose), written in `qkv`'s layout in one pass. The
+/// same block of 64 head rows as the forward, reading where the forward wrote and writing
+/// where it read.
+#[inline(always)]
+fn rope_qkv_bwd<T: Real, const V: usize>(
+    (grads, cos, sin): (Grads<T>, Global<f32>, Global<f32>),
+    dqkv: GlobalMut<T>,
+    pb: Shape,
+) {
+    let heads_all = pb.heads + 2 * pb.kv_heads;
+    let rows = pb.batch * pb.seq * heads_all;
+    let r0 = (block_idx() * ROWS) as i32;
+    let p = HeadRows::partition_index(thread_idx());
+    let mut y = DistributedTensor::<HeadRows, T>::splat(T::default());
+    unroll::<4>(|rep| {
+        let [row, d0] = HeadRows::x_index(p, [rep as i32, 0]);
+        let (r, d0) = (r0 as u32 + row as u32, d0 as u32);
+        if r >= rows || d0 >= pb.head_dim {
+            return;
+        }
+        let (t, j) = (r / heads_all, r % heads_all);
+        let (b, s) = (t / pb.seq, t % pb.seq);
+        let at = |head: u32, count: u32| ((b * count + head) * pb.seq + s) * pb.head_dim;
+        // One load per source, not a pointer chosen at run time (see the forward).
+        let (source, row_at) = if j < pb.heads {
+            (grads.dq, at(j, pb.heads))
+        } else if j < pb.heads + pb.kv_heads {
+            (grads.dk, at(j - pb.heads, pb.kv_heads))
+        } else {
+            (grads.dv, at(j - pb.heads - pb.kv_heads, pb.kv_heads))
+        };
+        let read = |from: u32| load8::<T, V>(source, row_at + from).map(|x| x.to_f32());
+        let own = read(d0);
+        let out = if j >= pb.heads + pb.kv_heads || d0 >= pb.rotary_dim {
+            own
+        } else {
+            let rotary = Rotary {
+                dim: pb.rotary_dim,
+                interleaved: pb.interleaved,
+                cos,
+                sin,
+                inverse: true,
+            };
+            rotary.rotate8(own, d0, t % pb.table_rows, read)
+        };
+        for (e, v) in out.into_iter().enumerate() {
+            y.set(HeadRows::d_index([rep as i32, e as i32]), T::from_f32(v));
+        }
+    });
+    let view = View2::<_, T, V>::new(dqkv, rows, pb.head_dim, pb.head_dim);
+    make_tile_window::<HeadRows, _>(view, [r0, 0]).store(&y);
+}
+
+impl Shape {
+    /// The shape from the kernels' last eight arguments.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    const fn of_args(
+        batch: u32,
+        seq: u32,
+        heads: u32,
+        kv_heads: u32,
+        head_dim: u32,
+        rotary_dim: u32,
+        table_rows: u32,
+        interleaved: u32,
+    ) -> Shape {
+        Shape {
+            batch,
+            seq,
+            heads,
+            kv_heads,
+            head_dim,
+            rotary_dim,
+            table_rows,
+            interleaved: interleaved != 0,
+        }
+    }
+}
+
+/// Declares [`rope_qkv`] (`$fwd`) and [`rope_qkv_bwd`] (`$bwd`) on elements `$t` (rows of
+/// vectors of `$v`).
+macro_rules! rope_kernels {
+    ($fwd:ident, $bwd:ident, $t:ty, $v:literal, $what:literal) => {
+        #[doc = concat!("RoPE and the attention layout on ", $what, " QKV projection.")]
         #[tile_kernel(block = 256, distributions(HeadRows))]
         #[allow(clippy::too_many_arguments)]
-        pub fn $name(
+        pub fn $fwd(
             qkv: Global<$t>,
             cos: Global<f32>,
             sin: Global<f32>,
@@ -230,25 +336,37 @@ macro_rules! rope_kernel {
             table_rows: u32,
             interleaved: u32,
         ) {
-            let pb = Shape {
-                batch,
-                seq,
-                heads,
-                kv_heads,
-                head_dim,
-                rotary_dim,
-                table_rows,
-                interleaved: interleaved != 0,
-            };
+            let pb = Shape::of_args(
+                batch, seq, heads, kv_heads, head_dim, rotary_dim, table_rows, interleaved,
+            );
             rope_qkv::<$t, $v>((qkv, cos, sin), Outputs { q, k, v }, pb);
+        }
+
+        #[doc = concat!("The backward of `", stringify!($fwd), "`: dQ, dK, dV back to the projection's layout, rotated back.")]
+        #[tile_kernel(block = 256, distributions(HeadRows))]
+        #[allow(clippy::too_many_arguments)]
+        pub fn $bwd(
+            dq: Global<$t>,
+            dk: Global<$t>,
+            dv: Global<$t>,
+            cos: Global<f32>,
+            sin: Global<f32>,
+            dqkv: GlobalMut<$t>,
+            batch: u32,
+            seq: u32,
+            heads: u32,
+            kv_heads: u32,
+            head_dim: u32,
+            rotary_dim: u32,
+            table_rows: u32,
+            interleaved: u32,
+        ) {
+            let pb = Shape::of_args(
+                batch, seq, heads, kv_heads, head_dim, rotary_dim, table_rows, interleaved,
+            );
+            rope_qkv_bwd::<$t, $v>((Grads { dq, dk, dv }, cos, sin), dqkv, pb);
         }
     };
 }
-rope_kernel!(
-    /// RoPE and the attention layout on a bf16 QKV projection.
-    rope_qkv_bf16, Bf16, 8
-);
-rope_kernel!(
-    /// RoPE and the attention layout on an f32 QKV projection.
-    rope_qkv_f32, f32, 4
-);
+rope_kernels!(rope_qkv_bf16, rope_qkv_bwd_bf16, Bf16, 8, "a bf16");
+rope_kernels!(rope_qkv_f32, rope_qkv_bwd_f32, f32, 4, "an f32");

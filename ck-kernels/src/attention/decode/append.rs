@@ -95,6 +95,7 @@ pub fn attention_append_kv(
         interleaved,
         cos,
         sin,
+        inverse: false,
     };
     let block = block_idx();
     let (part, block) = if block < q_blocks {
