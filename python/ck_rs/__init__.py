@@ -545,6 +545,26 @@ def rope_qkv(qkv, cos, sin, heads, kv_heads, *, rotary_dim=None, interleaved=Fal
     return q, k, v
 
 
+def rope_qkv_backward(dq, dk, dv, cos, sin, heads, kv_heads, *, rotary_dim=None, interleaved=False):
+    """The backward of ``rope_qkv``: the gradients ``dq`` ``[B, heads, S, D]``, ``dk``, ``dv``
+    ``[B, kv_heads, S, D]`` back in the projection's layout ``[B, S, (heads + 2·kv_heads)·D]``,
+    the query's and key's rotary dims rotated back by minus each angle (the rotation's
+    transpose), in one pass. Tables and rules as ``rope_qkv``'s."""
+    c = _Call("rope_qkv_backward", dq=dq, dk=dk, dv=dv, cos=cos, sin=sin)
+    if len(dq.shape) != 4 or len(dk.shape) != 4:
+        raise _error(
+            ValueError,
+            "shape-mismatch",
+            f"`dq` is {tuple(dq.shape)}, `dk` {tuple(dk.shape)}; give [batch, heads, seq, head_dim]",
+        )
+    b, _, s, d = dq.shape
+    rotary_dim = d if rotary_dim is None else int(rotary_dim)
+    dqkv = c.empty((b, s, (heads + 2 * kv_heads) * d), dq)
+    caps = [c.capsule(t) for t in (dqkv, cos, sin, dq, dk, dv)]
+    _native.rope_qkv(*caps, heads, kv_heads, rotary_dim, bool(interleaved), c.stream, backward=True)
+    return dqkv
+
+
 def grouped_mm(a, b, tokens, *, out=None, out_dtype=None):
     """A mixture-of-experts layer's grouped product in one launch: expert ``g``'s rows of
     ``a`` (the ``tokens[g]`` after expert ``g - 1``'s) times ``b[g]``. ``a`` ``[sum(tokens),

@@ -211,6 +211,22 @@ grouped_mm = _op(
 )
 
 
+def _rope_qkv_backward_fake(dq, dk, dv, cos, sin, heads, kv_heads, rotary_dim=None, interleaved=False):
+    b, _, s, d = dq.shape
+    return dq.new_empty((b, s, (heads + 2 * kv_heads) * d))
+
+
+rope_qkv_backward = _op(
+    "rope_qkv_backward(Tensor dq, Tensor dk, Tensor dv, Tensor cos, Tensor sin, int heads, "
+    "int kv_heads, int? rotary_dim=None, bool interleaved=False) -> Tensor",
+    lambda dq, dk, dv, cos, sin, heads, kv_heads, rotary_dim=None, interleaved=False:
+    ck_rs.rope_qkv_backward(
+        dq, dk, dv, cos, sin, heads, kv_heads, rotary_dim=rotary_dim, interleaved=interleaved
+    ),
+    _rope_qkv_backward_fake,
+)
+
+
 def _attention_fake(q, k, v, causal=False, scale=None, out_layout="bhsd"):
     b, h, s, d = q.shape
     o = q.new_empty((b, s, h, d)) if out_layout == "bshd" else torch.empty_like(q)
@@ -494,10 +510,8 @@ def _rope_setup(ctx, inputs, output):
 
 def _rope_backward(ctx, dq, dk, dv):
     """The forward rotates each head row of q and k by its token's angle, then moves the heads to
-    ``[B, H, S, D]``; its gradient moves them back and rotates by minus the angle (the
-    rotation's transpose). That is the forward kernel itself on the gradients moved back, with
-    ``-sin``, and its output moved back once more: two copies and one ``rope_qkv``. cos/sin
-    are tables, without a gradient."""
+    ``[B, H, S, D]``; its gradient is the transpose: the heads moved back and rotated by minus
+    the angle, one pass of ``rope_qkv_backward``. cos/sin are tables, without a gradient."""
     if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
         raise RuntimeError(
             "error[no-backward]: ck_rs::rope_qkv gives no gradient for cos and sin (tables of "
@@ -505,21 +519,19 @@ def _rope_backward(ctx, dq, dk, dv):
         )
     cos, sin = ctx.saved_tensors
     b, s, width = ctx.shape
-    heads, kv_heads = ctx.heads, ctx.kv_heads
-    d = width // (heads + 2 * kv_heads)
+    d = width // (ctx.heads + 2 * ctx.kv_heads)
     like = next(g for g in (dq, dk, dv) if g is not None)
 
-    def seq_first(*parts):  # [B, H, S, D] each (None: zeros) -> [B, S, (H + 2·Hkv)·D]
-        parts = [
-            g.transpose(1, 2) if g is not None else like.new_zeros((b, s, n, d), dtype=ctx.dtype)
-            for g, n in zip(parts, (heads, kv_heads, kv_heads))
-        ]
-        return torch.cat([g.to(ctx.dtype) for g in parts], 2).reshape(b, s, width)
+    def grad(g, n):  # a missing gradient is zeros; each in the forward's dtype, contiguous
+        if g is None:
+            return like.new_zeros((b, n, s, d), dtype=ctx.dtype)
+        return g.to(ctx.dtype).contiguous()
 
-    back = rope_qkv(
-        seq_first(dq, dk, dv), cos, -sin, heads, kv_heads, ctx.rotary_dim, ctx.interleaved
+    dqkv = rope_qkv_backward(
+        grad(dq, ctx.heads), grad(dk, ctx.kv_heads), grad(dv, ctx.kv_heads), cos, sin,
+        ctx.heads, ctx.kv_heads, ctx.rotary_dim, ctx.interleaved,
     )
-    return seq_first(*back), None, None, None, None, None, None
+    return dqkv, None, None, None, None, None, None
 
 
 _register_autograd("rope_qkv", _rope_backward, _rope_setup)
@@ -540,6 +552,7 @@ for _name in (
     "layernorm_backward",
     "softmax_backward",
     "attention_backward",
+    "rope_qkv_backward",
     "swiglu_backward",
     "geglu_backward",
 ):

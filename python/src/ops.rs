@@ -390,9 +390,10 @@ pub fn gated_linear(
 
 /// RoPE on a fused QKV projection and attention's layout in one pass: `qkv` `[B, S, (H +
 /// 2·Hkv)·D]`, `cos`/`sin` float32 `[S or B·S, R/2]`, into `q` `[B, H, S, D]`, `k` and `v`
-/// `[B, Hkv, S, D]` (see `ck_kernels::rope`).
+/// `[B, Hkv, S, D]` (see `ck_kernels::rope`). With `backward`, the other way: the gradients
+/// `q`, `k`, `v` into `qkv`, rotated back by minus each angle.
 #[pyfunction]
-#[pyo3(signature = (qkv, cos, sin, q, k, v, heads, kv_heads, rotary_dim, interleaved=false, stream=None))]
+#[pyo3(signature = (qkv, cos, sin, q, k, v, heads, kv_heads, rotary_dim, interleaved=false, stream=None, backward=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn rope_qkv(
     qkv: &Bound<'_, PyAny>,
@@ -406,8 +407,9 @@ pub fn rope_qkv(
     rotary_dim: usize,
     interleaved: bool,
     stream: Option<u64>,
+    backward: bool,
 ) -> PyResult<()> {
-    use kernels::rope::host::{launch, Shape};
+    use kernels::rope::host::{launch, launch_backward, Shape};
     let (x, c, s) = (
         tensor("qkv", qkv)?,
         tensor("cos", cos)?,
@@ -463,8 +465,13 @@ pub fn rope_qkv(
     let be = unsafe { Backend::of(&[&x, &c, &s, &q, &k, &v], stream)? };
     let (cb, sb) = (be.buffer::<f32>(&c)?, be.buffer::<f32>(&s)?);
     by_dtype!(dtype, T => {
-        let xb = be.buffer::<T>(&x)?;
+        let mut xb = be.buffer::<T>(&x)?;
         let (mut qb, mut kb, mut vb) = (be.buffer::<T>(&q)?, be.buffer::<T>(&k)?, be.buffer::<T>(&v)?);
+        if backward {
+            launch_backward(be.device(), ([&qb, &kb, &vb], &cb, &sb), &mut xb, &shape)
+                .map_err(launch_error)?;
+            return be.finish(&xb, &x);
+        }
         launch(be.device(), (&xb, &cb, &sb), (&mut qb, &mut kb, &mut vb), &shape)
             .map_err(launch_error)?;
         be.finish(&qb, &q)?;

@@ -284,6 +284,7 @@ def opcheck_cases():
         "linear": (ops.linear, (a16.clone().requires_grad_(), w16, None, None, "none", 1.0)),
         "gated_linear": (ops.gated_linear, (a16.clone().requires_grad_(), randn(32, 32).bfloat16(), "silu")),
         "rope_qkv": (ops.rope_qkv, (qkv.requires_grad_(), cos, randn(8, 8), 4, 2)),
+        "rope_qkv_backward": (ops.rope_qkv_backward, (randn(1, 4, 8, 16), randn(1, 2, 8, 16), randn(1, 2, 8, 16), cos, randn(8, 8), 4, 2)),
         "grouped_mm": (ops.grouped_mm, (a16, randn(2, 32, 8).bfloat16(), [7, 9])),
         "attention": (ops.attention, (q, k, randn(1, 2, 8, 64).bfloat16(), True)),
         "rmsnorm_backward": (ops.rmsnorm_backward, (randn(4, 64), x, g, 1e-6)),
