@@ -3,6 +3,7 @@
     python examples/llama/train.py                       # the emulator (CPU): a tiny model
     python examples/llama/train.py --size gpu            # a GPU: two layers of 2048, 64 steps
     torchrun --nproc_per_node 2 examples/llama/train.py --size gpu --ddp    # data parallel
+    torchrun --nproc_per_node 2 examples/llama/train.py --size gpu --fsdp   # sharded (FSDP2)
 
 Both models start from the same weights and see the same batches: token sequences that follow
 a fixed rule (each token is the sum of the two before it, modulo the vocabulary), learnt by
@@ -15,9 +16,10 @@ The run prints each step's two losses and checks that they agree within `--toler
 (relative), and after step 1 that every parameter's gradient from ck_rs is as close to a
 float32 torch run's as torch's own bfloat16 gradient is (within 1.5× its error, plus 1e-2).
 With `--ddp` (under torchrun, NCCL doing the communication through
-`torch.nn.parallel.DistributedDataParallel`), each rank trains on its half of every global
-batch, and rank 0 then checks the losses against a single-process run of the same global
-batches.
+`torch.nn.parallel.DistributedDataParallel`) or `--fsdp` (FSDP2's `fully_shard` on the whole
+model, unchanged: parameters, gradients and optimiser state sharded), each rank trains on its
+part of every global batch, and rank 0 then checks the losses against a single-process run of
+the same global batches.
 """
 
 import argparse
@@ -156,12 +158,13 @@ def main():
     p.add_argument("--steps", type=int, help="training steps (default: the size's)")
     p.add_argument("--tolerance", type=float, default=0.05, help="largest relative loss difference")
     p.add_argument("--ddp", action="store_true", help="data parallel under torchrun")
+    p.add_argument("--fsdp", action="store_true", help="sharded data parallel (FSDP2) under torchrun")
     args = p.parse_args()
     cfg, vocab, size, seq, steps = SIZES[args.size]
     steps = args.steps or steps
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if args.ddp:
-        return ddp(cfg, vocab, size, seq, steps, args.tolerance)
+    if args.ddp or args.fsdp:
+        return distributed(cfg, vocab, size, seq, steps, args.tolerance, "FSDP2" if args.fsdp else "DDP")
     t0 = time.perf_counter()
     bad, curves = compare(args.size, steps, device, log=print)
     worst = max(abs(a - b) / abs(b) for a, b in zip(*curves))
@@ -190,14 +193,21 @@ def compare(size_name, steps, device, log=lambda *_: None):
     return bad, curves
 
 
-def ddp(cfg, vocab, size, seq, steps, tolerance):
-    """The ck_rs model under DistributedDataParallel on every rank (one GPU each); rank 0 then
-    trains it alone on the same global batches and compares the losses."""
+def distributed(cfg, vocab, size, seq, steps, tolerance, mode):
+    """The ck_rs model on every rank (one GPU each) under DistributedDataParallel (`DDP`) or
+    FSDP2's `fully_shard` on the whole model (`FSDP2`: parameters, gradients and optimiser
+    state sharded, gathered for each forward and backward); rank 0 then trains it alone on the
+    same global batches and compares the losses."""
     torch.distributed.init_process_group("nccl")
     rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
     device = torch.device("cuda", rank)
     torch.cuda.set_device(device)
-    model = torch.nn.parallel.DistributedDataParallel(Model(cfg, vocab).to(device), device_ids=[rank])
+    if mode == "DDP":
+        model = torch.nn.parallel.DistributedDataParallel(Model(cfg, vocab).to(device), device_ids=[rank])
+    else:
+        from torch.distributed.fsdp import fully_shard
+
+        model = fully_shard(Model(cfg, vocab).to(device))
     t0 = time.perf_counter()
     losses = train(model, steps, size, seq, vocab, device, True, rank, world)
     elapsed = time.perf_counter() - t0
@@ -206,10 +216,10 @@ def ddp(cfg, vocab, size, seq, steps, tolerance):
         alone = train(Model(cfg, vocab).to(device), steps, size, seq, vocab, device, True)
         worst = max(abs(a - b) / abs(b) for a, b in zip(losses, alone))
         for i in range(0, steps, max(1, steps // 8)):
-            print(f"step {i + 1:3d}: loss DDP×{world} {losses[i]:.4f}, one GPU {alone[i]:.4f}")
-        print(f"DDP on {world} GPUs: {steps} steps in {elapsed:.1f} s; worst loss difference from one GPU {worst:.2e}")
+            print(f"step {i + 1:3d}: loss {mode}×{world} {losses[i]:.4f}, one GPU {alone[i]:.4f}")
+        print(f"{mode} on {world} GPUs: {steps} steps in {elapsed:.1f} s; worst loss difference from one GPU {worst:.2e}")
         if worst > tolerance:
-            raise SystemExit(f"error[wrong-result]: DDP's losses differ from one GPU's by {worst:.2e}")
+            raise SystemExit(f"error[wrong-result]: {mode}'s losses differ from one GPU's by {worst:.2e}")
     torch.distributed.destroy_process_group()
 
 
