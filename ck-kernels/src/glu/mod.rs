@@ -121,7 +121,7 @@ fn glu_bwd_tile<D, T, const V: usize, const ACT: u32>(
     let du = d.zip_map(&g, |d, g| d.to_f32() * Activation::apply(ACT, g.to_f32()));
     let dg = d
         .zip_map(&u, |d, u| d.to_f32() * u.to_f32())
-        .zip_map(&g, |du, g| du * Activation::slope(ACT, g.to_f32()));
+        .zip_map(&g, |dyu, g| dyu * Activation::slope(ACT, g.to_f32()));
     let (m, f) = mf;
     let (gate, up) = (
         View2::<_, T, V>::new(dgu, m, f, 2 * f),
