@@ -44,9 +44,9 @@ pub use backend::{
     bulk_wait_group_read, cluster_ctarank, cluster_size, cluster_sync, cp_async_16,
     cp_async_16_unchecked, cp_async_commit, cp_async_wait, fence_acq_rel_gpu, fence_barrier_init,
     fence_proxy_async, grid_dim, lane_id, ldmatrix_x4, ldmatrix_x4_trans, mma_m16n8k16_bf16,
-    named_barrier_arrive, named_barrier_sync, setmaxnreg_dec, setmaxnreg_inc, shfl_down, shfl_idx,
-    shfl_up, shfl_xor, stmatrix_x4, thread_idx, warp_id, warp_sync, wgmma_commit, wgmma_fence,
-    wgmma_fence_operands, Global, GlobalMut, Tma, TmaMut,
+    named_barrier_arrive, named_barrier_sync, opaque, setmaxnreg_dec, setmaxnreg_inc, shfl_down,
+    shfl_idx, shfl_up, shfl_xor, stmatrix_x4, stmatrix_x4_trans, thread_idx, warp_id, warp_sync,
+    wgmma_commit, wgmma_fence, wgmma_fence_operands, Global, GlobalMut, Tma, TmaMut,
 };
 #[cfg(any(feature = "std", target_arch = "nvptx64"))]
 pub(crate) use backend::{tma_box_view_unfit, view_outside_memory};

@@ -672,6 +672,39 @@ pub fn stmatrix_x4<T: Element, const N: usize>(
     }
 }
 
+/// `x`, as a value the optimiser cannot see through: what a loop derives from it (a wgmma
+/// descriptor's k-steps, an address) is computed in the loop, not hoisted before it into
+/// registers held across every iteration (which, beside a kernel's accumulators, spill).
+#[inline(always)]
+pub fn opaque(x: u64) -> u64 {
+    let r: u64;
+    // SAFETY: a register move; not `pure`, so the compiler keeps it where it is.
+    unsafe {
+        asm!("mov.b64 {0}, {1};", out(reg64) r, in(reg64) x, options(nostack, nomem));
+    }
+    r
+}
+
+/// `stmatrix.sync.aligned.m8n8.x4.trans.shared.b16`: as [`stmatrix_x4`], each matrix stored
+/// transposed — element `(l / 4, 2(l % 4) + {0, 1})` of `regs[j]` goes to column `l / 4` of
+/// rows `2(l % 4) + {0, 1}`.
+#[inline(always)]
+pub fn stmatrix_x4_trans<T: Element, const N: usize>(
+    smem: &SharedArray<T, N>,
+    elem: u32,
+    regs: [u32; 4],
+) {
+    // SAFETY: as for `stmatrix_x4`.
+    unsafe {
+        asm!(
+            "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [{0}], {{{1}, {2}, {3}, {4}}};",
+            in(reg32) smem.byte_addr(elem),
+            in(reg32) regs[0], in(reg32) regs[1], in(reg32) regs[2], in(reg32) regs[3],
+            options(nostack)
+        );
+    }
+}
+
 /// `ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16`.
 #[inline(always)]
 pub fn ldmatrix_x4_trans<T: Element, const N: usize>(

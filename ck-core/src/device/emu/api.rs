@@ -121,6 +121,13 @@ pub fn ldmatrix_x4_trans<T: Element, const N: usize>(
     ldmatrix(smem, elem, true)
 }
 
+/// `x` (on a GPU, a value the optimiser cannot see through, so that what a loop derives from
+/// it is computed in the loop rather than held in registers across it).
+#[inline(always)]
+pub fn opaque(x: u64) -> u64 {
+    x
+}
+
 /// `stmatrix.sync.aligned.m8n8.x4.shared.b16`: the inverse of [`ldmatrix_x4`] — lanes 8j..8j+8
 /// point (by element index into `smem`) at the 8 rows of 8 b16 of matrix j, and `regs[j]` of
 /// lane l holds its elements `(l / 4, 2(l % 4) + {0, 1})`, low half first: an mma C fragment
@@ -131,11 +138,33 @@ pub fn stmatrix_x4<T: Element, const N: usize>(
     elem: u32,
     regs: [u32; 4],
 ) {
+    stmatrix(smem, elem, regs, false)
+}
+
+/// `stmatrix.sync.aligned.m8n8.x4.trans.shared.b16`: as [`stmatrix_x4`], each matrix stored
+/// transposed — element `(l / 4, 2(l % 4) + {0, 1})` of matrix j goes to column `l / 4` of its
+/// rows `2(l % 4) + {0, 1}`: an mma C fragment of `Xᵀ`, rounded to pairs of b16, lands as X.
+#[track_caller]
+pub fn stmatrix_x4_trans<T: Element, const N: usize>(
+    smem: &SharedArray<T, N>,
+    elem: u32,
+    regs: [u32; 4],
+) {
+    stmatrix(smem, elem, regs, true)
+}
+
+#[track_caller]
+fn stmatrix<T: Element, const N: usize>(
+    smem: &SharedArray<T, N>,
+    elem: u32,
+    regs: [u32; 4],
+    trans: bool,
+) {
     let mut p = [0u32; 10];
     p[0] = smem.byte_offset() + elem * T::BYTES;
     p[1..5].copy_from_slice(&regs);
     ctx().suspend(Event::Warp {
-        op: WarpOp::StMatrix,
+        op: WarpOp::StMatrix { trans },
         value: p,
         site: Location::caller(),
     });

@@ -94,23 +94,32 @@ pub(super) fn ldmatrix(
         .collect())
 }
 
-/// `stmatrix.x4`: lanes 8j..8j+8 give the shared byte addresses of the 8 rows (16 bytes each)
-/// of matrix j (word 0); lane l's reg j (word 1 + j) holds elements (l / 4, 2(l % 4) + {0, 1})
-/// of matrix j, low half first.
+/// `stmatrix.x4` (`trans`: `.trans`): lanes 8j..8j+8 give the shared byte addresses of the 8
+/// rows (16 bytes each) of matrix j (word 0); lane l's reg j (word 1 + j) holds elements
+/// (l / 4, 2(l % 4) + {0, 1}) of matrix j, low half first — with `.trans` stored as elements
+/// (2(l % 4) + {0, 1}, l / 4).
 pub(super) fn stmatrix(
     st: &BlockState,
     warp: u32,
     site: Site,
     p: &[Payload],
+    trans: bool,
 ) -> Result<Vec<Reply>, ()> {
     check_rows(st, (warp, site), p, state::Kind::Store, "stmatrix")?;
     for (lane, v) in p.iter().enumerate().take(32) {
         st.note_generic_write(warp * 32 + lane as u32, site, v[0] as usize, 16);
         let (g, t) = (lane / 4, lane % 4);
         for j in 0..4 {
-            let row = p[8 * j + g][0] as usize;
-            st.shared.store(row + 4 * t, 2, v[1 + j] & 0xffff);
-            st.shared.store(row + 4 * t + 2, 2, v[1 + j] >> 16);
+            let (lo, hi) = (v[1 + j] & 0xffff, v[1 + j] >> 16);
+            if trans {
+                st.shared.store(p[8 * j + 2 * t][0] as usize + 2 * g, 2, lo);
+                st.shared
+                    .store(p[8 * j + 2 * t + 1][0] as usize + 2 * g, 2, hi);
+            } else {
+                let row = p[8 * j + g][0] as usize;
+                st.shared.store(row + 4 * t, 2, lo);
+                st.shared.store(row + 4 * t + 2, 2, hi);
+            }
         }
     }
     Ok(vec![[0; 4]; 32])

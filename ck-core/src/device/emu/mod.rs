@@ -57,9 +57,11 @@ pub(crate) enum WarpOp {
     LdMatrix {
         trans: bool,
     },
-    /// `stmatrix.sync.aligned.m8n8.x4.shared.b16`; each lane's shared byte address, then its
-    /// four registers.
-    StMatrix,
+    /// `stmatrix.sync.aligned.m8n8.x4(.trans).shared.b16`; each lane's shared byte address,
+    /// then its four registers.
+    StMatrix {
+        trans: bool,
+    },
 }
 
 impl WarpOp {
@@ -74,7 +76,8 @@ impl WarpOp {
             WarpOp::MmaBf16 => "mma_m16n8k16_bf16",
             WarpOp::LdMatrix { trans: false } => "ldmatrix_x4",
             WarpOp::LdMatrix { trans: true } => "ldmatrix_x4_trans",
-            WarpOp::StMatrix => "stmatrix_x4",
+            WarpOp::StMatrix { trans: false } => "stmatrix_x4",
+            WarpOp::StMatrix { trans: true } => "stmatrix_x4_trans",
         }
     }
 

@@ -510,7 +510,7 @@ fn step(
                     }
                     mma_bf16(&payloads)
                 }
-                WarpOp::LdMatrix { .. } | WarpOp::StMatrix => {
+                WarpOp::LdMatrix { trans } | WarpOp::StMatrix { trans } => {
                     if payloads.len() < 32 {
                         return fail(
                             Fault::WarpDivergence,
@@ -518,11 +518,10 @@ fn step(
                             format!("{} at {site0} needs a full warp of 32 lanes", op0.name()),
                         );
                     }
-                    let done = match op0 {
-                        WarpOp::LdMatrix { trans } => {
-                            ldmatrix(state, w as u32, site0, &payloads, trans)
-                        }
-                        _ => stmatrix(state, w as u32, site0, &payloads),
+                    let done = if matches!(op0, WarpOp::StMatrix { .. }) {
+                        stmatrix(state, w as u32, site0, &payloads, trans)
+                    } else {
+                        ldmatrix(state, w as u32, site0, &payloads, trans)
                     };
                     match done {
                         Ok(r) => r,
