@@ -14,9 +14,11 @@
 //! tile of f32 accumulators (Sᵀ, then dPᵀ) is live at a time beside dK and dV. Both warpgroups
 //! meet twice per step around the dS tile they share (free, then written).
 //!
-//! dQ's partial sum is added to the f32 workspace by the copy engine ([`dq_chunk`]); in the
+//! dQ's MMAs are a group of their own, issued before dV's and dK's: its partial sum is staged
+//! and added to the f32 workspace by the copy engine ([`dq_chunk`]) while they run. In the
 //! deterministic mode a block first waits until every lower key tile has added its own to that
-//! query tile (a counter per query tile), so the sums are made in one order.
+//! query tile (a counter per query tile, counted a step after the addition), so the sums are
+//! made in one order.
 
 use super::schedule::*;
 use super::{BwdHeadDim, ColStats};
@@ -94,21 +96,26 @@ fn unpack(x: &[u32; 16]) -> Transposed {
     t
 }
 
-/// Writes `dSᵀ` (packed as for the MMAs: register `d` is half `d % 2` of word `d / 2`) into the
-/// dS tile as dS (query rows × 128 keys, K-major: two 64-key panels in the 128-byte swizzle),
-/// element by element.
+/// Writes `dSᵀ` (packed as for the MMAs: word `2j + h` of warp `w`'s lane holds the m16n8 C
+/// fragment of keys `16w + 8h ..+ 8` × query rows `8j ..+ 8`) into the dS tile as dS (query rows
+/// × 128 keys, K-major: two 64-key panels in the 128-byte swizzle) with four
+/// `stmatrix.x4.trans`, which store each 8 × 8 fragment transposed: 8 query rows of 8
+/// consecutive keys, one 16-byte chunk each. Instruction `i` takes words `4i ..+ 4` (query rows
+/// `16i ..+ 16`); lane `l` names the row of matrix `l / 8`: query row `16i + 8·(l / 16) + l % 8`,
+/// keys from `16w + 8·(l / 8 % 2)`. The swizzle moves a chunk by its row's bits 7..9, which the
+/// instructions' 2048-byte steps leave alone, so one address serves all four.
 #[inline(always)]
 fn store_ds<const SMEM: usize, const STATS: usize>(
     smem: &Smem<SMEM, STATS>,
     at: u32,
     ds: &[u32; 16],
 ) {
-    let part = Out64::partition_index(thread_idx());
-    Out64::for_each_y(|y, d| {
-        let [key, row] = Out64::x_index(part, y).map(|x| x as u32);
-        let byte = key / 64 * STEP_PANEL + row * 128 + key % 64 * 2;
-        let half = (ds[d / 2] >> (16 * (d % 2))) as u16;
-        smem.tiles.store(at + swizzle_128b(byte) / 2, Bf16(half));
+    let (wg, w, lane) = (warp_id() / 4, warp_id() % 4, lane_id());
+    let (key, row) = (16 * w + 8 * (lane / 8 % 2), 8 * (lane / 16) + lane % 8);
+    let first = at + swizzle_128b(wg * STEP_PANEL + row * 128 + key * 2) / 2;
+    unroll::<4>(|i| {
+        let words = [0, 1, 2, 3].map(|k| ds[4 * i + k]);
+        stmatrix_x4_trans(&smem.tiles, first + 1024 * i as u32, words);
     });
 }
 
@@ -163,16 +170,28 @@ pub fn consume<H: BwdHeadDim, const SMEM: usize, const STATS: usize>(
     let key0 = n * BN;
     let mut dk = DistributedTensor::<H::Out, f32>::splat(0.0);
     let mut dv = DistributedTensor::<H::Out, f32>::splat(0.0);
+    // The dQ tile this warpgroup's last addition went to (counted once it is done).
+    let mut added = None;
     smem.bars.wait(KV_FULL, 0);
     for (t, step) in (0u32..).zip(pb.steps()) {
         let (s, parity) = stage(t);
         smem.bars.wait(full(s), parity);
         let (q, dout) = (tile(lay.q(s)), tile(lay.dout(s)));
+        // The key and value operands' k-steps made here each step: hoisted, their 24
+        // descriptors would be held across the loop beside dK and dV, and spilled.
+        let (keys, values, k_half) = (opaque(keys), opaque(values), opaque(k_half));
         let mut st = Transposed::splat(0.0);
         wgmma_fence();
         issue_transposed(&mut st, (keys, k_major(q, 0)), H::D);
         wgmma_commit();
+        // Also the last step's dV and dK (their group was issued first): their stage's Q and
+        // dO are read, so the producer may refill it.
         wgmma_wait::<0>(&mut st.data);
+        wgmma_wait::<0>(&mut dv.data);
+        wgmma_wait::<0>(&mut dk.data);
+        if t > 0 {
+            release(&smem.bars, empty(stage(t - 1).0));
+        }
         let lse2 = columns(smem, lay.lse2(s));
         let mut p = st.zip_map(&broadcast_x::<Out64, ColStats, f32, 0>(&lse2), |s, l| {
             math::exp2(math::fma(s, pb.scale_log2, -l))
@@ -200,27 +219,34 @@ pub fn consume<H: BwdHeadDim, const SMEM: usize, const STATS: usize>(
         store_ds(smem, lay.ds(), &dsp);
         fence_proxy_async();
         named_barrier_sync(DS_WRITTEN, 32 * CONSUMER_WARPS);
-        // dV += Pᵀ·dO and dK += dSᵀ·Q from registers, dQ = dS·K from shared memory, in one
-        // group: nothing reads their registers until the wait.
+        // dQ = dS·K from shared memory in a group of its own, then dV += Pᵀ·dO and dK += dSᵀ·Q
+        // from registers in a second: dQ's partial sum is staged and sent while dV and dK are
+        // still computed (the next step's first wait covers them).
         let mut dq = DistributedTensor::<H::Dq, f32>::splat(0.0);
         let ds_a = k_major(tile(lay.ds()), 0);
         wgmma_fence_operands(&mut pp);
         wgmma_fence_operands(&mut dsp);
         wgmma_fence();
-        issue_from_registers::<H>(&mut dv, &pp, n_major(dout, STEP_PANEL));
-        issue_from_registers::<H>(&mut dk, &dsp, n_major(q, STEP_PANEL));
         unroll::<8>(|kk| {
             let a = SmemMatrix::advance(ds_a, k_step_in(kk as u32, STEP_PANEL));
             let b = SmemMatrix::advance(k_half, 2048 * kk as u32);
             wgmma_bf16(&mut dq.data, a, b, kk > 0);
         });
         wgmma_commit();
-        wgmma_wait::<0>(&mut dq.data);
-        wgmma_wait::<0>(&mut dv.data);
-        wgmma_wait::<0>(&mut dk.data);
-        release(&smem.bars, empty(s));
-        add_dq::<H, SMEM, STATS>(&dq, (step, n), (smem, lay), out, pb);
+        issue_from_registers::<H>(&mut dv, &pp, n_major(dout, STEP_PANEL));
+        issue_from_registers::<H>(&mut dk, &dsp, n_major(q, STEP_PANEL));
+        wgmma_commit();
+        wgmma_wait::<1>(&mut dq.data);
+        added = Some(add_dq::<H, SMEM, STATS>(
+            &dq,
+            (step, n, added),
+            (smem, lay),
+            out,
+            pb,
+        ));
     }
+    wgmma_wait::<0>(&mut dv.data);
+    wgmma_wait::<0>(&mut dk.data);
     let (_, bkv) = pb.block();
     let keys_of = |x: GlobalMut<Bf16>| {
         let len = pb.sk * H::D;
@@ -232,30 +258,49 @@ pub fn consume<H: BwdHeadDim, const SMEM: usize, const STATS: usize>(
     // The block's shared memory must outlive the copy engine's last reads of it.
     if thread_idx().is_multiple_of(128) {
         bulk_wait_group::<0>();
+        count_added(out, pb, added);
+    }
+}
+
+/// Deterministic mode: counts this warpgroup's addition to dQ tile `added` (complete: the
+/// caller waited for the bulk group), so that the next key tile may add its own there.
+#[inline(always)]
+fn count_added(out: &Outputs, pb: &Problem, added: Option<u32>) {
+    if let (true, Some(tile)) = (pb.deterministic, added) {
+        fence_proxy_async();
+        fence_acq_rel_gpu();
+        out.counters.atomic_add(tile, 1);
     }
 }
 
 /// Adds this warpgroup's half of a step's dQ to the workspace: the registers into the
 /// warpgroup's staging tile in shared memory, then one bulk addition by the copy engine
-/// ([`dq_chunk`] gives both layouts). Deterministic: after the key tiles below `n` have added
-/// theirs (two arrivals per tile, one per warpgroup), and complete before arriving.
+/// ([`dq_chunk`] gives both layouts); returns the dQ tile it went to. Deterministic: after the
+/// key tiles below `n` have added theirs (two arrivals per tile, one per warpgroup). The
+/// addition is counted one step later (`last`, the previous step's tile, is counted here), so
+/// its round trip to memory overlaps this step's MMAs rather than holding the warpgroup.
 #[inline(always)]
 fn add_dq<H: BwdHeadDim, const SMEM: usize, const STATS: usize>(
     dq: &DistributedTensor<H::Dq, f32>,
-    (step, n): (Step, u32),
+    (step, n, last): (Step, u32, Option<u32>),
     (smem, lay): (&Smem<SMEM, STATS>, Layout),
     out: &Outputs,
     pb: &Problem,
-) {
+) -> u32 {
     let wg = warp_id() / 4;
     let wg_barrier = 3 + wg;
     let tile = step.bh * pb.sq.div_ceil(BM) + step.q0 / BM;
     let leader = thread_idx().is_multiple_of(128);
     let chunk = dq_chunk(H::D);
     let staging = lay.dq(wg, H::D);
-    // The last step's addition has read the staging tile.
+    // The last step's addition has read the staging tile (deterministic: is done, and counted).
     if leader {
-        bulk_wait_group_read::<0>();
+        if pb.deterministic {
+            bulk_wait_group::<0>();
+            count_added(out, pb, last);
+        } else {
+            bulk_wait_group_read::<0>();
+        }
     }
     named_barrier_sync(wg_barrier, 128);
     let t = thread_idx() % 128;
@@ -276,13 +321,8 @@ fn add_dq<H: BwdHeadDim, const SMEM: usize, const STATS: usize>(
         let at = (2 * tile + wg) * chunk;
         out.dq.bulk_add_from_shared(at, &smem.stats, staging, chunk);
         bulk_commit_group();
-        if pb.deterministic {
-            bulk_wait_group::<0>();
-            fence_proxy_async();
-            fence_acq_rel_gpu();
-            out.counters.atomic_add(tile, 1);
-        }
     }
+    tile
 }
 
 /// Floats of one warpgroup's half of a 64-row dQ tile (`64 · D / 2`). In the workspace the
