@@ -6,8 +6,10 @@ use crate::op::{Dim, Elem, Param, Role};
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats};
 use ck_core::rules;
 
-/// Rows per block.
+/// Rows per block: the forward's tile ([`GluTile2`], [`GluTile4`]) and the backward's
+/// ([`GluBwdTile2`], [`GluBwdTile4`]).
 const ROWS: u32 = 32;
+const BWD_ROWS: u32 = 16;
 
 /// Element types with gated-unit kernels.
 pub trait GluElement: Real {
@@ -81,11 +83,13 @@ glu_element!(
 glu_element!(f32, 128, SwigluF32, SwigluBwdF32, GegluF32, GegluBwdF32);
 
 /// The problem's checks: a gated activation, buffers of the shape's lengths (`what` names them
-/// in the order given), and `gu` within the kernels' 32-bit indices. `None`: nothing to launch.
+/// in the order given), and `gu` within the kernels' 32-bit indices; the grid for tiles of
+/// `rows` rows. `None`: nothing to launch.
 fn plan<T: GluElement>(
     act: Activation,
     buffers: &[(&str, usize, u64)],
     (m, f): (u32, u32),
+    rows: u32,
 ) -> Result<Option<LaunchConfig>, LaunchError> {
     if !matches!(act, Activation::Silu | Activation::Gelu) {
         return Err(LaunchError::invalid(
@@ -113,7 +117,7 @@ fn plan<T: GluElement>(
     if m == 0 || f == 0 {
         return Ok(None);
     }
-    let blocks = m.div_ceil(ROWS) as u64 * f.div_ceil(T::COLS) as u64;
+    let blocks = m.div_ceil(rows) as u64 * f.div_ceil(T::COLS) as u64;
     Ok(Some(LaunchConfig::new(blocks as u32, BLOCK)))
 }
 
@@ -129,7 +133,7 @@ pub fn launch<T: GluElement>(
 ) -> Result<LaunchStats, LaunchError> {
     let mf = m as u64 * f as u64;
     let lens = [("gu", gu.len(), 2 * mf), ("y", y.len(), mf)];
-    match plan::<T>(act, &lens, (m, f))? {
+    match plan::<T>(act, &lens, (m, f), ROWS)? {
         Some(cfg) => T::forward(device, cfg, act, gu, y, (m, f)),
         None => Ok(LaunchStats::default()),
     }
@@ -149,7 +153,7 @@ pub fn launch_backward<T: GluElement>(
         ("gu", gu.len(), 2 * mf),
         ("dgu", dgu.len(), 2 * mf),
     ];
-    match plan::<T>(act, &lens, (m, f))? {
+    match plan::<T>(act, &lens, (m, f), BWD_ROWS)? {
         Some(cfg) => T::backward(device, cfg, act, (dy, gu), dgu, (m, f)),
         None => Ok(LaunchStats::default()),
     }

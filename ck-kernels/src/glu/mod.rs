@@ -16,8 +16,8 @@
 //! `y = 1.4621`; for `dy = 1`: `silu'(1) = σ(1)·(1 + 1·(1 − σ(1))) = 0.9277`, so
 //! `dgu = [2 · 0.9277, 0.7311] = [1.8553, 0.7311]`.
 //!
-//! A block takes a tile of 32 rows × 256 (bf16) or 128 (f32) columns of `F`; each thread four
-//! rows of one 16-byte vector, for `g`, `u` (and `dy`) alike. f32 arithmetic, any shape: a row
+//! A block takes a tile of 32 rows (the backward: 16) × 256 (bf16) or 128 (f32) columns of
+//! `F`; each thread four (two) rows of one 16-byte vector, for `g`, `u` (and `dy`) alike. f32 arithmetic, any shape: a row
 //! length that is not a multiple of the vector is read element by element.
 //!
 //! | file | what |
@@ -52,6 +52,28 @@ tile_distribution! {
     pub struct GluTile4 {
         warp_size: 32, block_size: 256,
         h: { row: [rep: 4, warp: 8], col: [lane: 32, vec: 4] },
+        p: [[row.warp], [col.lane]],
+        y: [row.rep, col.vec],
+    }
+}
+
+tile_distribution! {
+    /// [`GluTile2`] with half its rows, for the backward: at four rows a thread its three
+    /// inputs took 159–168 registers, one block per SM, too few loads in flight to stream three
+    /// inputs and two outputs at the memory's rate.
+    pub struct GluBwdTile2 {
+        warp_size: 32, block_size: 256,
+        h: { row: [rep: 2, warp: 8], col: [lane: 32, vec: 8] },
+        p: [[row.warp], [col.lane]],
+        y: [row.rep, col.vec],
+    }
+}
+
+tile_distribution! {
+    /// [`GluTile4`] with half its rows, for the backward (as [`GluBwdTile2`]).
+    pub struct GluBwdTile4 {
+        warp_size: 32, block_size: 256,
+        h: { row: [rep: 2, warp: 8], col: [lane: 32, vec: 4] },
         p: [[row.warp], [col.lane]],
         y: [row.rep, col.vec],
     }
@@ -133,7 +155,7 @@ fn glu_bwd_tile<D, T, const V: usize, const ACT: u32>(
 
 /// Declares the forward and backward kernels of one activation and element type.
 macro_rules! glu_kernels {
-    ($act:ident, $fwd:ident, $bwd:ident, $dist:ident, $t:ty, $v:literal) => {
+    ($act:ident, $fwd:ident, $bwd:ident, $dist:ident, $bwd_dist:ident, $t:ty, $v:literal) => {
         #[doc = concat!("`y = ", stringify!($act), "(g) · u` on `", stringify!($t), "` (module doc).")]
         #[tile_kernel(block = 256, distributions($dist))]
         pub fn $fwd(gu: Global<$t>, y: GlobalMut<$t>, m: u32, f: u32) {
@@ -141,14 +163,46 @@ macro_rules! glu_kernels {
         }
 
         #[doc = concat!("The backward of `", stringify!($fwd), "`: `dgu` from `dy` and `gu`.")]
-        #[tile_kernel(block = 256, distributions($dist))]
+        #[tile_kernel(block = 256, distributions($bwd_dist))]
         pub fn $bwd(dy: Global<$t>, gu: Global<$t>, dgu: GlobalMut<$t>, m: u32, f: u32) {
-            glu_bwd_tile::<$dist, $t, $v, { Activation::$act.code() }>((dy, gu), dgu, (m, f));
+            glu_bwd_tile::<$bwd_dist, $t, $v, { Activation::$act.code() }>((dy, gu), dgu, (m, f));
         }
     };
 }
 
-glu_kernels!(Silu, swiglu_bf16, swiglu_bwd_bf16, GluTile2, Bf16, 8);
-glu_kernels!(Silu, swiglu_f32, swiglu_bwd_f32, GluTile4, f32, 4);
-glu_kernels!(Gelu, geglu_bf16, geglu_bwd_bf16, GluTile2, Bf16, 8);
-glu_kernels!(Gelu, geglu_f32, geglu_bwd_f32, GluTile4, f32, 4);
+glu_kernels!(
+    Silu,
+    swiglu_bf16,
+    swiglu_bwd_bf16,
+    GluTile2,
+    GluBwdTile2,
+    Bf16,
+    8
+);
+glu_kernels!(
+    Silu,
+    swiglu_f32,
+    swiglu_bwd_f32,
+    GluTile4,
+    GluBwdTile4,
+    f32,
+    4
+);
+glu_kernels!(
+    Gelu,
+    geglu_bf16,
+    geglu_bwd_bf16,
+    GluTile2,
+    GluBwdTile2,
+    Bf16,
+    8
+);
+glu_kernels!(
+    Gelu,
+    geglu_f32,
+    geglu_bwd_f32,
+    GluTile4,
+    GluBwdTile4,
+    f32,
+    4
+);
