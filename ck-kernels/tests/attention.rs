@@ -368,23 +368,28 @@ mod backward {
     /// interleave the blocks, and the gradients of the fast mode (up to the order of dQ's sums).
     #[test]
     fn deterministic_mode_is_bitwise_reproducible() {
-        let s = shape(1, 1, 200, 600, 64);
-        let det = Options {
-            deterministic: true,
-            ..options(true)
-        };
-        let first = check(s, det);
-        assert_eq!(check(s, det), first);
-        let fast = check(s, options(true));
-        let max_diff = first
-            .iter()
-            .zip(&fast)
-            .map(|(&a, &b)| (f32::from_bits(a) - f32::from_bits(b)).abs())
-            .fold(0.0, f32::max);
-        assert!(
-            max_diff < 1e-2,
-            "fast and deterministic differ by {max_diff}"
-        );
+        // Causal (blocks key tile by key tile across heads), and not.
+        for (causal, s) in [
+            (true, shape(1, 1, 200, 600, 64)),
+            (false, shape(1, 1, 300, 400, 64)),
+        ] {
+            let det = Options {
+                deterministic: true,
+                ..options(causal)
+            };
+            let first = check(s, det);
+            assert_eq!(check(s, det), first, "causal {causal}");
+            let fast = check(s, options(causal));
+            let max_diff = first
+                .iter()
+                .zip(&fast)
+                .map(|(&a, &b)| (f32::from_bits(a) - f32::from_bits(b)).abs())
+                .fold(0.0, f32::max);
+            assert!(
+                max_diff < 1e-2,
+                "causal {causal}: fast and deterministic differ by {max_diff}"
+            );
+        }
     }
 
     /// No keys: dQ is zero (and dK, dV empty); no queries: dK and dV are zero. An explicit scale.
