@@ -266,15 +266,24 @@ def profile(cfg, batch, seq, step=False, top=12):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--bench", action="store_true", help="time Llama-3-8B's layer on the GPU")
-    p.add_argument("--shapes", default="1x1024,4x2048,1x8192", help="B x S pairs for --bench")
-    p.add_argument("--profile", action="store_true", help="per-kernel times of one call at 4 x 2048")
+    p.add_argument(
+        "--shapes", help="B x S pairs, e.g. 1x1024,4x2048 (--bench: 1x1024,4x2048,1x8192; --profile: 4x2048)"
+    )
+    p.add_argument("--profile", action="store_true", help="per-kernel times of one call at each shape")
     p.add_argument("--step", action="store_true", help="--bench and --profile time forward + backward")
     args = p.parse_args()
+    default = "4x2048" if args.profile else "1x1024,4x2048,1x8192"
+    try:
+        shapes = [tuple(int(v) for v in bs.split("x")) for bs in (args.shapes or default).split(",")]
+        if any(len(bs) != 2 or min(bs) < 1 for bs in shapes):
+            raise ValueError
+    except ValueError:
+        raise SystemExit(f"error[bad-shape]: --shapes {args.shapes!r}: give B x S pairs such as 1x1024,4x2048")
     if args.profile:
-        profile(Config(), 4, 2048, step=args.step, top=24 if args.step else 12)
+        for batch, seq in shapes:
+            profile(Config(), batch, seq, step=args.step, top=24 if args.step else 12)
         return
     if args.bench:
-        shapes = [tuple(int(v) for v in bs.split("x")) for bs in args.shapes.split(",")]
         bench(Config(), shapes, step=args.step)
         return
     device = "cuda" if torch.cuda.is_available() else "cpu"
