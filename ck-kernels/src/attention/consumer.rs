@@ -273,6 +273,8 @@ pub fn consume<H: HeadDim, S: Sequences, const SMEM: usize>(
         let q = k_major(tile(lay.q(qb)), 64 * wg);
         let mut rows = Rows::<H>::new();
         for j in 0..w.key_tiles {
+            // Q's k-steps made here: hoisted, their descriptors would be held across the loop.
+            let q = opaque(q);
             let mut p = softmax_tile::<H, S>(&mut scores, &mut rows, (j, &w, pb));
             let (s, parity) = lay.stage(t + j);
             smem.bars.wait(v_full(s), parity);

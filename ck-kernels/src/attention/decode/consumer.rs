@@ -128,6 +128,8 @@ pub fn consume<H: HeadDim, const SMEM: usize>(
         let mut rows = Rows::<H>::new();
         let mut j = wg;
         while j < w.tiles {
+            // Q's k-steps made here: hoisted, their descriptors would be held across the loop.
+            let q = (opaque(q.0), q.1);
             let (s, parity) = lay.stage(t + j);
             let released = |empty: u32| {
                 // With an odd stage count a stage's uses alternate between the warpgroups, so
