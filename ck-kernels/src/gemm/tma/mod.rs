@@ -216,15 +216,9 @@ impl<W: Width> Operands for Bf16Operands<W> {
         ring: &SharedArray<Bf16, N>,
         at: u32,
         (k0, bn, batch): (u32, u32, u32),
-        (bars, bar): (&SharedArray<Mbarrier, NB>, u32),
+        bars_bar: (&SharedArray<Mbarrier, NB>, u32),
     ) {
-        unroll::<4>(|p| {
-            let p = p as u32;
-            if p < W::BN / 64 {
-                let coords = [(bn + 64 * p) as i32, k0 as i32, batch as i32];
-                b.copy_to_shared(coords, ring, at + p * PANEL_BYTES / 2, bars, bar);
-            }
-        });
+        copy_panels::<4, N, NB>(b, (ring, at), (bn, k0, batch), W::BN / 64, bars_bar);
     }
 
     // N-major: 64-column panels of 64 rows × 128 bytes; a k-slice is 16 rows further.
@@ -323,13 +317,9 @@ impl<W: Width> Operands for Bf16KmOperands<W> {
         ring: &SharedArray<Bf16, N>,
         at: u32,
         (k0, bm, batch): (u32, u32, u32),
-        (bars, bar): (&SharedArray<Mbarrier, NB>, u32),
+        bars_bar: (&SharedArray<Mbarrier, NB>, u32),
     ) {
-        unroll::<2>(|p| {
-            let p = p as u32;
-            let coords = [(bm + 64 * p) as i32, k0 as i32, batch as i32];
-            a.copy_to_shared(coords, ring, at + p * PANEL_BYTES / 2, bars, bar);
-        });
+        copy_panels::<2, N, NB>(a, (ring, at), (bm, k0, batch), 2, bars_bar);
     }
 
     #[inline(always)]
@@ -422,6 +412,26 @@ impl<A: Fp8, B: Fp8> Operands for Fp8Operands<A, B> {
     fn mma(acc: &mut [f32; 128], a: u64, b: u64) {
         wgmma_fp8::<A, B>(acc, a, b, true);
     }
+}
+
+/// Copies an M- or N-major operand's stage: `panels` (at most `P`) boxes of 64 columns from
+/// column `x0` (k rows from `k0`, batch `batch`) into consecutive panels of the ring from
+/// element `at`, completing on barrier `bar`.
+#[inline(always)]
+fn copy_panels<const P: usize, const N: usize, const NB: usize>(
+    t: &Tma<Bf16, 3>,
+    (ring, at): (&SharedArray<Bf16, N>, u32),
+    (x0, k0, batch): (u32, u32, u32),
+    panels: u32,
+    (bars, bar): (&SharedArray<Mbarrier, NB>, u32),
+) {
+    unroll::<P>(|p| {
+        let p = p as u32;
+        if p < panels {
+            let coords = [(x0 + 64 * p) as i32, k0 as i32, batch as i32];
+            t.copy_to_shared(coords, ring, at + p * PANEL_BYTES / 2, bars, bar);
+        }
+    });
 }
 
 /// A K-major operand of 128-byte rows from shared byte `start` (a k-slice of 32 bytes).
