@@ -102,6 +102,28 @@ def test_gemm_shares_k_out_on_the_current_and_a_side_stream():
 
 
 @GPU
+def test_a_first_backward_builds_tensor_maps_on_the_autograd_thread():
+    """torch runs a backward on a worker thread of its own, which has no current CUDA context
+    until something binds one: the weight gradient's TMA maps, built there first in a fresh
+    process, must bind it (they failed with CUDA_ERROR_INVALID_CONTEXT)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import torch, ck_rs\n"
+        "x = torch.randn(256, 512, device='cuda', dtype=torch.bfloat16, requires_grad=True)\n"
+        "w = torch.randn(128, 512, device='cuda', dtype=torch.bfloat16, requires_grad=True)\n"
+        "dy = torch.randn(256, 128, device='cuda', dtype=torch.bfloat16)\n"
+        "dx, dw = torch.autograd.grad(ck_rs.linear(x, w), (x, w), dy)\n"
+        "err = lambda a, b: ((a.double() - b).norm() / b.norm()).item()\n"
+        "print(err(dx, dy.double() @ w.double()), err(dw, dy.double().t() @ x.double()))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert all(float(e) < 1e-2 for e in run.stdout.split()), run.stdout
+
+
+@GPU
 def test_gemm_in_a_cuda_graph_replays_right():
     # A stream being captured gets no workspace (a graph may be replayed on any stream).
     a, b, want = few_tiles_long_k()

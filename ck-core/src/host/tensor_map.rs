@@ -66,6 +66,11 @@ impl<'a, T: Element, const R: usize> TensorMap<'a, T, R> {
             Storage::Emu(_) => None,
             Storage::Cuda { slice, device, .. } => {
                 let (ptr, _sync) = slice.device_ptr(&device.stream);
+                // The driver encodes in the calling thread's context: a thread that has not
+                // used the GPU yet (e.g. torch's autograd worker running a backward) has none.
+                device.ctx.bind_to_thread().map_err(|e| {
+                    LaunchError::invalid(rules::CUDA, format!("CUDA driver error: {e}"))
+                })?;
                 Some(device.tensor_map(encode(ptr, &geometry)?)?)
             }
         };
