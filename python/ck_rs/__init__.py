@@ -142,8 +142,9 @@ class _Call:
         kernels are queued on torch's current stream, after what produced `t`)."""
         if self.torch:
             # torch's C++ exporter: `__dlpack__` does the same through Python-level stream
-            # handling that costs more than the kernel launch.
-            return _to_dlpack(t.detach() if t.requires_grad else t)
+            # handling that costs more than the kernel launch, and refuses a tensor that
+            # requires grad, which the kernels only read (detaching costs ~1 µs a tensor).
+            return _to_dlpack(t)
         if not t.flags.writeable:
             t = t.copy()  # numpy refuses to export read-only arrays
         return t.__dlpack__()
@@ -152,10 +153,7 @@ class _Call:
         """Operator `op` of the registry on `tensors`, in the order of its description (outputs
         included; None for an optional output left out), with `scalars` in theirs."""
         if self.torch:  # `capsule`, inlined: this runs on every call
-            capsules = [
-                None if t is None else _to_dlpack(t.detach() if t.requires_grad else t)
-                for t in tensors
-            ]
+            capsules = [None if t is None else _to_dlpack(t) for t in tensors]
         else:
             capsules = [None if t is None else self.capsule(t) for t in tensors]
         _native.call(op, capsules, scalars, self.stream)
@@ -200,9 +198,9 @@ def _out(call, out, shape, like=None, float32=False, name="out"):
 
 
 def _differentiable(op, out, *tensors):
-    """Whether the call must go through ``torch.ops.ck_rs.<op>``, whose autograd formula keeps
-    the gradient: torch tensors that require grad, with grad enabled (then ``out=`` is an error,
-    as for torch's own ops)."""
+    """Whether the call must record its gradient with ``torch.ops.ck_rs.<op>``'s autograd
+    formula (``ops.record``): torch tensors that require grad, with grad enabled (then ``out=``
+    is an error, as for torch's own ops)."""
     for t in tensors:  # a loop, not any(...): this runs on every call
         if getattr(t, "requires_grad", False):
             break
@@ -226,7 +224,7 @@ def rmsnorm(x, gamma, eps=1e-6, *, out=None):
     ``x`` is ``[..., N]``, ``gamma`` ``[N]``; float32 or bfloat16 (f32 arithmetic). Tensors that
     require grad get gradients for ``x`` and ``gamma`` (``rmsnorm_backward``)."""
     if _differentiable("rmsnorm", out, x, gamma):
-        return ops.rmsnorm(x, gamma, eps)
+        return ops.record("rmsnorm", x, gamma, eps)
     c = _Call("rmsnorm", x=x, gamma=gamma)
     y = _out(c, out, x.shape, x)
     c.run("rmsnorm", (x, gamma, y), (eps,))
@@ -239,7 +237,7 @@ def add_rmsnorm(x, residual, gamma, eps=1e-6, *, out=None, residual_out=None):
     Returns ``(y, r)``. Tensors that require grad get their gradients (``rmsnorm_backward`` of
     ``r``, plus ``r``'s own gradient, for both ``x`` and ``residual``)."""
     if _differentiable("add_rmsnorm", out if out is not None else residual_out, x, residual, gamma):
-        return ops.add_rmsnorm(x, residual, gamma, eps)
+        return ops.record("add_rmsnorm", x, residual, gamma, eps)
     c = _Call("add_rmsnorm", x=x, residual=residual, gamma=gamma)
     y = _out(c, out, x.shape, x)
     r = _out(c, residual_out, x.shape, x, name="residual_out")
@@ -255,7 +253,7 @@ def layernorm(x, gamma, beta, eps=1e-5, *, out=None, return_stats=False):
     per row (what a backward pass needs). Tensors that require grad get gradients for ``x``,
     ``gamma`` and ``beta`` (``layernorm_backward``, from the saved statistics)."""
     if _differentiable("layernorm", out, x, gamma, beta):
-        y, mean, rstd = ops.layernorm(x, gamma, beta, eps)
+        y, mean, rstd = ops.record("layernorm", x, gamma, beta, eps)
         return (y, mean, rstd) if return_stats else y
     c = _Call("layernorm", x=x, gamma=gamma, beta=beta)
     y = _out(c, out, x.shape, x)
@@ -275,7 +273,7 @@ def softmax(x, *, out=None):
     """Softmax over the last dimension (the row max subtracted first). Tensors that require
     grad get their gradient (``softmax_backward``, from the output)."""
     if _differentiable("softmax", out, x):
-        return ops.softmax(x)
+        return ops.record("softmax", x)
     c = _Call("softmax", x=x)
     y = _out(c, out, x.shape, x)
     c.run("softmax", (x, y))
@@ -438,7 +436,7 @@ def linear(x, weight, bias=None, residual=None, *, activation="none", beta=1.0, 
                 "ck_rs.linear(..., out_dtype=...) with tensors that require grad: the "
                 "differentiable op returns x's type; convert the result instead",
             )
-        return ops.linear(x, weight, bias, residual, activation, float(beta))
+        return ops.record("linear", x, weight, bias, residual, activation, float(beta))
     extra = _given(bias=bias, residual=residual)
     c = _Call("linear", x=x, weight=weight, **extra)
     if out_dtype is None and c.torch and x.dtype == _torch.bfloat16:
@@ -492,8 +490,8 @@ def gated_linear(x, weight, *, activation="silu", out=None):
             f"activation {activation!r}; a gated linear unit's is silu (SwiGLU) or gelu (GeGLU)",
         )
     if _differentiable("gated_linear", out, x, weight):
-        gu = ops.linear(x.to(_torch.bfloat16), weight.to(_torch.bfloat16))
-        return (ops.swiglu if activation == "silu" else ops.geglu)(gu)
+        gu = ops.record("linear", x.to(_torch.bfloat16), weight.to(_torch.bfloat16))
+        return ops.record("swiglu" if activation == "silu" else "geglu", gu)
     c = _Call("gated_linear", x=x, weight=weight)
     if c.cuda and x.dtype != _torch.bfloat16:  # the GPU kernel reads bf16 in place
         x, weight = x.to(_torch.bfloat16), weight.to(_torch.bfloat16)
@@ -526,7 +524,7 @@ def rope_qkv(qkv, cos, sin, heads, kv_heads, *, rotary_dim=None, interleaved=Fal
     multiple of 8; ``rotary_dim`` a multiple of 16. A ``qkv`` that requires grad gets its
     gradient (the rotation undone, in torch ops); the tables get none."""
     if _differentiable("rope_qkv", None, qkv, cos, sin):
-        return ops.rope_qkv(qkv, cos, sin, heads, kv_heads, rotary_dim, bool(interleaved))
+        return ops.record("rope_qkv", qkv, cos, sin, heads, kv_heads, rotary_dim, bool(interleaved))
     c = _Call("rope_qkv", qkv=qkv, cos=cos, sin=sin)
     if len(qkv.shape) != 3 or heads <= 0 or kv_heads <= 0 or qkv.shape[2] % (heads + 2 * kv_heads):
         raise _error(
@@ -610,7 +608,7 @@ def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False, 
     if scale is not None and not (_math.isfinite(scale) and scale > 0):
         raise _error(ValueError, "bad-scale", f"the scale is {scale}; give a positive finite number")
     if _differentiable("attention", out, q, k, v):
-        o, lse = ops.attention(q, k, v, bool(causal), scale, out_layout)
+        o, lse = ops.record("attention", q, k, v, bool(causal), scale, out_layout)
         return (o, lse) if return_lse else o
     c = _Call("attention", q=q, k=k, v=v)
     widen = c.cuda and q.dtype == _torch.float32
@@ -873,35 +871,44 @@ def attention_with_kvcache(
     return (o, lse) if return_lse else o
 
 
+def _dims(param):
+    """`param`'s shape rule as ``(rows, [(symbol, times), ...])``: whether it starts with the
+    rows' leading dimensions (``...``), then each named extent and its multiple (``2*F``: F,
+    twice)."""
+    dims = param["dims"]
+    rows = dims[:1] == ["..."]
+    named = [(d[2:], 2) if d.startswith("2*") else (d, 1) for d in dims[rows:]]
+    return rows, named
+
+
 def _sizes(desc, tensors):
     """The description's shape symbols from the given tensors' shapes (`...`: the rows'
     leading dimensions); the native call checks that every tensor agrees."""
     sizes = {}
     for p in desc["params"]:
         t = tensors.get(p["name"])
-        if t is None:
-            continue
-        dims, shape = p["dims"], tuple(t.shape)
-        if dims[:1] == ["..."]:
-            fixed = len(dims) - 1
-            sizes.setdefault("...", shape[: max(len(shape) - fixed, 0)])
-            dims, shape = dims[1:], shape[max(len(shape) - fixed, 0) :]
-        for d, v in zip(dims, shape):
-            times, d = (2, d[2:]) if d.startswith("2*") else (1, d)
-            sizes.setdefault(d, v // times)
+        if t is not None:
+            _bind_sizes(_dims(p), tuple(t.shape), sizes)
     return sizes
 
 
-def _shape(param, sizes):
-    """`param`'s shape for `sizes` (`2*F`: twice the extent `F`)."""
-    shape = []
-    for d in param["dims"]:
-        if d == "...":
-            shape.extend(sizes.get("...", ()))
-        else:
-            times, d = (2, d[2:]) if d.startswith("2*") else (1, d)
-            shape.append(times * sizes.get(d, 0))
-    return tuple(shape)
+def _bind_sizes(dims, shape, sizes):
+    """Adds the symbols of one tensor's rule (`_dims`) for its `shape` to `sizes`."""
+    rows, named = dims
+    if rows:
+        lead = max(len(shape) - len(named), 0)
+        sizes.setdefault("...", shape[:lead])
+        shape = shape[lead:]
+    for (d, times), v in zip(named, shape):
+        sizes.setdefault(d, v // times)
+
+
+def _shape(dims, sizes):
+    """The shape of a tensor of rule `dims` (`_dims`) for `sizes` (`2*F`: twice the extent
+    `F`)."""
+    rows, named = dims
+    lead = sizes.get("...", ()) if rows else ()
+    return (*lead, *(times * sizes.get(d, 0) for d, times in named))
 
 
 def _operator(desc):
@@ -913,10 +920,19 @@ def _operator(desc):
     outputs = [p for p in desc["params"] if p["role"] == "output"]
     defaults = {s["name"]: s["default"] for s in desc["scalars"]}
 
-    names = [p["name"] for p in inputs] + list(defaults)
+    in_names = [p["name"] for p in inputs]
+    names = in_names + list(defaults)
     order = [p["name"] for p in desc["params"]]
+    # Shape rules read once: a call binds its inputs' and allocates its outputs' from these.
+    default_values = list(defaults.values())
+    in_dims = [_dims(p) for p in inputs]
+    out_plan = [(p["name"], _dims(p), p["elem"] == "f32") for p in outputs]
 
-    def run(*args, **kwargs):
+    def bind(args, kwargs):
+        """The call's tensors by name and its scalars in order (defaults filled in)."""
+        if not kwargs and len(in_names) <= len(args) <= len(names):  # the usual call
+            given = len(args) - len(in_names)
+            return dict(zip(in_names, args)), [*args[len(in_names) :], *default_values[given:]]
         if len(args) > len(names):
             raise TypeError(f"{name}() takes at most {len(names)} arguments, {len(args)} given")
         given = dict(zip(names, args))
@@ -924,21 +940,27 @@ def _operator(desc):
             raise TypeError(f"{name}() got {dup} twice")
         given.update(kwargs)
         tensors = {}
-        for p in inputs:
-            if p["name"] not in given:
-                raise TypeError(f"{name}() is missing the tensor `{p['name']}`")
-            tensors[p["name"]] = given.pop(p["name"])
-        scalars = {k: given.pop(k, v) for k, v in defaults.items()}
+        for n in in_names:
+            if n not in given:
+                raise TypeError(f"{name}() is missing the tensor `{n}`")
+            tensors[n] = given.pop(n)
+        scalars = [given.pop(k, v) for k, v in defaults.items()]
         if given:
             raise TypeError(f"{name}() got unexpected arguments {sorted(given)}")
+        return tensors, scalars
+
+    def run(*args, **kwargs):
+        tensors, scalars = bind(args, kwargs)
         if _torch is not None and _differentiable(name, None, *tensors.values()):
             # Through the op, whose autograd formula (or its error) keeps the gradient.
-            return getattr(ops, name)(*tensors.values(), *scalars.values())
+            return ops.record(name, *tensors.values(), *scalars)
         c = _Call(name, **tensors)
-        sizes, first = _sizes(desc, tensors), tensors[inputs[0]["name"]]
-        outs = {p["name"]: c.empty(_shape(p, sizes), first, float32=p["elem"] == "f32") for p in outputs}
+        sizes, first = {}, tensors[in_names[0]]
+        for dims, t in zip(in_dims, tensors.values()):
+            _bind_sizes(dims, tuple(t.shape), sizes)
+        outs = {n: c.empty(_shape(dims, sizes), first, float32=f32) for n, dims, f32 in out_plan}
         # In the description's order; an optional output is left out (None).
-        c.run(name, [tensors.get(n, outs.get(n)) for n in order], [float(scalars[k]) for k in defaults])
+        c.run(name, [tensors.get(n, outs.get(n)) for n in order], [float(v) for v in scalars])
         values = tuple(outs.values())
         return values[0] if len(values) == 1 else values
 

@@ -12,6 +12,12 @@ eager implementation as its CPU and CUDA kernels, and an autograd kernel of its 
   fast path, which skips the dispatcher's second trip through Python;
 - else redispatches below autograd, as torch's own autograd kernels do.
 
+The ``ck_rs.*`` functions and the formulas below skip the dispatcher altogether where nothing
+traces (``_untraced``: plain tensors, no dispatch mode, no functorch transform, not compiling):
+``_Op.record`` calls the ``autograd.Function`` itself, ``_Op.call`` the implementation; each
+trip through the dispatcher into Python and back costs ~5 µs, and a training step of a small
+layer makes dozens.
+
 An op with a backward operator has its formula here, saving only what that backward reads:
 ``rmsnorm`` (x, gamma), ``add_rmsnorm`` (r, gamma), ``layernorm`` (x, gamma and its own mean
 and rstd outputs), ``softmax`` (its output), ``linear`` (x and the weight; without an
@@ -35,6 +41,24 @@ _BELOW_AUTOGRAD = _C._after_autograd_keyset
 _BELOW_VIEWS = _C._after_ADInplaceOrView_keyset
 _BACKENDS = (_C.DispatchKey.CUDA, _C.DispatchKey.CPU)
 _PLAIN = {}  # a call's key set (its bits) -> whether only the backend's kernel is below autograd
+
+
+_PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
+
+
+def _untraced(args):
+    """Whether a call on ``args`` may skip the dispatcher: every tensor among them plain (not
+    a fake, functional or other subclass tensor), and no dispatch mode, functorch transform or
+    compiler tracing active — each of those must see the op itself."""
+    if _C._len_torch_dispatch_stack() or _C._are_functorch_transforms_active() or _compiling():
+        return False
+    for a in args:
+        if isinstance(a, torch.Tensor) and type(a) not in _PLAIN_TYPES:
+            return False
+    return True
+
+
+_compiling = torch.compiler.is_compiling
 
 
 def _plain(keyset):
@@ -66,6 +90,22 @@ class _Op:
         self._set_formula(None, None)
         _lib.impl(name, self.autograd, "Autograd", with_keyset=True)
 
+    def record(self, *args):
+        """The op on ``args`` (the schema's arguments in order), its gradient recorded: the
+        ``autograd.Function`` applied from here where nothing traces, else through the
+        dispatcher (whose autograd kernel applies the same function)."""
+        if _untraced(args):
+            return self.apply_plain(*args, None)
+        return self.overload(*args)
+
+    def call(self, *args):
+        """The op on ``args`` where no gradient is recorded (a formula's own ops): the
+        implementation called from here where nothing traces and no input needs a gradient,
+        else through the dispatcher."""
+        if _untraced(args) and not (_C.is_grad_enabled() and _C._any_requires_grad(*args)):
+            return self.impl(*args)
+        return self.overload(*args)
+
     def autograd(self, keyset, *args):
         if _C.is_grad_enabled() and _C._any_requires_grad(*args):
             if _plain(keyset):
@@ -88,8 +128,8 @@ class _Op:
         op = self
 
         def forward(ctx, *args):
-            *args, keyset = args
-            if _plain(keyset):  # the fast path, as in `autograd` (grad is off in here)
+            *args, keyset = args  # None: applied by `record`, nothing traces
+            if keyset is None or _plain(keyset):  # the fast path, as in `autograd`
                 result = op.impl(*args)
             else:
                 with _C._AutoDispatchBelowAutograd():
@@ -133,6 +173,17 @@ def _register_autograd(name: str, backward: Callable, setup_context: Optional[Ca
     per schema argument (None where there is none); ``setup_context(ctx, inputs, output)``, with
     every argument in ``inputs`` (defaults filled in), saves what it reads."""
     _OPS[name]._set_formula(backward, setup_context)
+
+
+def record(name: str, *args):
+    """``ck_rs::<name>`` on ``args`` with its gradient recorded (``_Op.record``): what the
+    ``ck_rs.*`` functions call on tensors that require grad."""
+    return _OPS[name].record(*args)
+
+
+def _call(name: str, *args):
+    """``ck_rs::<name>`` on ``args`` inside a formula (``_Op.call``)."""
+    return _OPS[name].call(*args)
 
 
 rmsnorm = _op(
@@ -316,7 +367,7 @@ def _register(desc):
         like = args[0]
         outs = tuple(
             like.new_empty(
-                ck_rs._shape(p, sizes),
+                ck_rs._shape(ck_rs._dims(p), sizes),
                 dtype=torch.float32 if p["elem"] == "f32" else like.dtype,
             )
             for p in outputs
@@ -339,7 +390,7 @@ def _rmsnorm_setup(ctx, inputs, output):
 
 def _rmsnorm_backward(ctx, dy):
     x, gamma = ctx.saved_tensors
-    dx, dgamma = rmsnorm_backward(dy.contiguous(), x, gamma, eps=ctx.eps)
+    dx, dgamma = _call("rmsnorm_backward", dy.contiguous(), x, gamma, ctx.eps)
     return dx, dgamma, None
 
 
@@ -354,7 +405,7 @@ def _add_rmsnorm_setup(ctx, inputs, output):
 
 def _add_rmsnorm_backward(ctx, dy, dr):
     r, gamma = ctx.saved_tensors
-    dr_norm, dgamma = rmsnorm_backward(dy.contiguous(), r, gamma, eps=ctx.eps)
+    dr_norm, dgamma = _call("rmsnorm_backward", dy.contiguous(), r, gamma, ctx.eps)
     d = dr_norm if dr is None else dr_norm + dr
     return d, d, dgamma, None
 
@@ -371,7 +422,7 @@ def _layernorm_setup(ctx, inputs, output):
 
 def _layernorm_backward(ctx, dy, _dmean, _drstd):
     x, gamma, mean, rstd = ctx.saved_tensors
-    dx, dgamma, dbeta = layernorm_backward(dy.contiguous(), x, gamma, mean, rstd)
+    dx, dgamma, dbeta = _call("layernorm_backward", dy.contiguous(), x, gamma, mean, rstd)
     return dx, dgamma, dbeta, None
 
 
@@ -384,7 +435,7 @@ def _softmax_setup(ctx, inputs, output):
 
 def _softmax_backward(ctx, dy):
     (y,) = ctx.saved_tensors
-    return softmax_backward(dy.contiguous(), y)
+    return _call("softmax_backward", dy.contiguous(), y)
 
 
 _register_autograd("softmax", _softmax_backward, _softmax_setup)
@@ -406,8 +457,8 @@ def _attention_backward(ctx, do, _dlse):
     q, k, v, o, lse = ctx.saved_tensors
     if ctx.seq_first:
         o, do = o.transpose(1, 2), do.transpose(1, 2)
-    dq, dk, dv = attention_backward(
-        q, k, v, o.contiguous(), lse, do.contiguous().to(o.dtype), ctx.causal, ctx.scale,
+    dq, dk, dv = _call(
+        "attention_backward", q, k, v, o.contiguous(), lse, do.contiguous().to(o.dtype), ctx.causal, ctx.scale,
         torch.are_deterministic_algorithms_enabled(),
     )
     return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None, None, None
@@ -428,8 +479,8 @@ def _product(a, b, dtype):
     ``dtype``: bfloat16 straight from the tensor-core kernel where N and K allow it, else
     through its float32 result."""
     if dtype == torch.bfloat16 and a.shape[1] % 8 == 0 and b.shape[1] % 8 == 0:
-        return gemm(a, b, torch.bfloat16)
-    return gemm(a, b).to(dtype)
+        return _call("gemm", a, b, torch.bfloat16)
+    return _call("gemm", a, b, None).to(dtype)
 
 
 def _linear_backward(ctx, dy):
@@ -473,9 +524,11 @@ def _gated_backward(ctx, dy):
     two_f, k = weight.shape
     x2 = x.reshape(-1, k).to(torch.bfloat16)
     w16 = weight.to(torch.bfloat16)
-    gu = linear(x2, w16)
-    dgu = (swiglu_backward if ctx.activation == "silu" else geglu_backward)(
-        dy.reshape(-1, two_f // 2).to(torch.bfloat16).contiguous(), gu
+    gu = _call("linear", x2, w16, None, None, "none", 1.0)
+    dgu = _call(
+        "swiglu_backward" if ctx.activation == "silu" else "geglu_backward",
+        dy.reshape(-1, two_f // 2).to(torch.bfloat16).contiguous(),
+        gu,
     )
     dx = dw = None
     if ctx.needs_input_grad[0]:
@@ -494,11 +547,11 @@ def _glu_setup(ctx, inputs, output):
 
 def _glu_backward(backward):
     """The formula of ``swiglu`` / ``geglu``: their backward kernel on the saved products."""
-    return lambda ctx, dy: backward(dy.contiguous(), ctx.saved_tensors[0])
+    return lambda ctx, dy: _call(backward, dy.contiguous(), ctx.saved_tensors[0])
 
 
-_register_autograd("swiglu", _glu_backward(swiglu_backward), _glu_setup)
-_register_autograd("geglu", _glu_backward(geglu_backward), _glu_setup)
+_register_autograd("swiglu", _glu_backward("swiglu_backward"), _glu_setup)
+_register_autograd("geglu", _glu_backward("geglu_backward"), _glu_setup)
 
 
 def _rope_setup(ctx, inputs, output):
@@ -527,7 +580,8 @@ def _rope_backward(ctx, dq, dk, dv):
             return like.new_zeros((b, n, s, d), dtype=ctx.dtype)
         return g.to(ctx.dtype).contiguous()
 
-    dqkv = rope_qkv_backward(
+    dqkv = _call(
+        "rope_qkv_backward",
         grad(dq, ctx.heads), grad(dk, ctx.kv_heads), grad(dv, ctx.kv_heads), cos, sin,
         ctx.heads, ctx.kv_heads, ctx.rotary_dim, ctx.interleaved,
     )

@@ -379,6 +379,10 @@ def test_the_fast_path_leaves_modes_fake_tensors_and_autograd_to_the_dispatcher(
             self.calls += 1
             return self.overload.redispatch(*args)
 
+        def __call__(self, *args):
+            self.calls += 1
+            return self.overload(*args)
+
     rec = Recorder(op.overload)
     op.overload = rec
     try:
@@ -387,6 +391,17 @@ def test_the_fast_path_leaves_modes_fake_tensors_and_autograd_to_the_dispatcher(
         with Seen():
             torch.ops.ck_rs.rmsnorm(x, g)  # a mode waits below autograd: the dispatcher
         assert rec.calls == 1
+        # ck_rs.rmsnorm on a tensor that requires grad: the op's formula recorded without the
+        # dispatcher where nothing traces, through the op under a mode; its backward's op
+        # likewise.
+        xg = x.clone().requires_grad_()
+        y = ck_rs.rmsnorm(xg, g)
+        assert rec.calls == 1 and type(y.grad_fn).__name__ == "ck_rs_rmsnormBackward"
+        with Seen() as seen:
+            ck_rs.rmsnorm(xg, g).sum().backward()
+        assert rec.calls == 3  # the op, then its autograd kernel's redispatch below autograd
+        assert seen.ops[0] == torch.ops.ck_rs.rmsnorm.default, seen.ops
+        assert torch.ops.ck_rs.rmsnorm_backward.default in seen.ops, seen.ops
     finally:
         op.overload = rec.overload
 
