@@ -364,6 +364,23 @@ mod backward {
         }
     }
 
+    /// O and dO as `[batch, sq, heads, D]` (the forward's `o_seq_first` output, the layout an
+    /// output projection's gradient arrives in): the same gradients, two batches of grouped
+    /// heads and both head dims.
+    #[test]
+    fn o_and_do_sequence_first() {
+        let seq_first = |causal| Options {
+            o_seq_first: true,
+            ..options(causal)
+        };
+        let s = Shape {
+            batch: 2,
+            ..shape(4, 2, 100, 150, 64)
+        };
+        check(s, seq_first(true));
+        check(shape(2, 1, 70, 257, 128), seq_first(false));
+    }
+
     /// The deterministic mode gives the same bits on every run, however the emulator's workers
     /// interleave the blocks, and the gradients of the fast mode (up to the order of dQ's sums).
     #[test]

@@ -638,17 +638,23 @@ def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False, 
     return (o, lse) if return_lse else o
 
 
-def attention_backward(q, k, v, o, lse, dout, *, causal=False, scale=None, deterministic=False):
+def attention_backward(
+    q, k, v, o, lse, dout, *, causal=False, scale=None, deterministic=False, out_layout="bhsd"
+):
     """The gradients ``(dq, dk, dv)`` of attention's output ``o`` (and log-sum-exp ``lse``, from
     ``attention(..., return_lse=True)`` on the same ``q``, ``k``, ``v``, ``causal`` and
     ``scale``) given its gradient ``dout``: ``o`` and ``dout`` ``[batch, heads, seq_q,
-    head_dim]`` like ``q``, ``dk`` and ``dv`` summed over each key/value head's query heads.
+    head_dim]`` like ``q``, or ``[batch, seq_q, heads, head_dim]`` with ``out_layout="bshd"``
+    (the forward's own ``out_layout``, read in place), ``dq`` like ``q``, ``dk`` and ``dv`` like
+    ``k`` and ``v``, summed over each key/value head's query heads.
 
     FlashAttention's backward: the probabilities are recomputed from ``lse``, dQ's partial sums
     are added key tile by key tile — in any order, or with ``deterministic=True`` in one fixed
     order, so that two runs give the same bits. bfloat16 on the GPU; float32 inputs are rounded
     to bfloat16 and the gradients are float32 again."""
     c = _Call("attention_backward", q=q, k=k, v=v, o=o, lse=lse, dout=dout)
+    if out_layout not in ("bhsd", "bshd"):
+        raise _error(ValueError, "bad-layout", f"out_layout {out_layout!r}; use bhsd or bshd")
     if scale is not None and not (_math.isfinite(scale) and scale > 0):
         raise _error(ValueError, "bad-scale", f"the scale is {scale}; give a positive finite number")
     widen = c.cuda and q.dtype == _torch.float32
@@ -668,6 +674,7 @@ def attention_backward(q, k, v, o, lse, dout, *, causal=False, scale=None, deter
         bool(causal),
         None if scale is None else float(scale),
         bool(deterministic),
+        out_layout == "bshd",
         c.stream,
     )
     if widen:

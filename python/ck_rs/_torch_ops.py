@@ -295,17 +295,20 @@ attention = _op(
 )
 
 
-def _attention_backward_fake(q, k, v, o, lse, dout, causal=False, scale=None, deterministic=False):
+def _attention_backward_fake(q, k, v, o, lse, dout, causal=False, scale=None, deterministic=False,
+                             out_layout="bhsd"):
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
 # ``(dq, dk, dv)``.
 attention_backward = _op(
     "attention_backward(Tensor q, Tensor k, Tensor v, Tensor o, Tensor lse, Tensor dout, "
-    "bool causal=False, float? scale=None, bool deterministic=False) -> (Tensor, Tensor, Tensor)",
-    lambda q, k, v, o, lse, dout, causal=False, scale=None, deterministic=False:
+    'bool causal=False, float? scale=None, bool deterministic=False, str out_layout="bhsd") '
+    "-> (Tensor, Tensor, Tensor)",
+    lambda q, k, v, o, lse, dout, causal=False, scale=None, deterministic=False, out_layout="bhsd":
     ck_rs.attention_backward(
-        q, k, v, o, lse, dout, causal=causal, scale=scale, deterministic=deterministic
+        q, k, v, o, lse, dout, causal=causal, scale=scale, deterministic=deterministic,
+        out_layout=out_layout,
     ),
     _attention_backward_fake,
 )
@@ -452,14 +455,11 @@ def _attention_setup(ctx, inputs, output):
 def _attention_backward(ctx, do, _dlse):
     """FlashAttention's backward from the saved Q, K, V, O and log-sum-exp, on the
     ``ck_rs::attention_backward`` op (deterministic under
-    ``torch.use_deterministic_algorithms``). O and dO in the ``bshd`` layout are moved to
-    ``bhsd`` first."""
+    ``torch.use_deterministic_algorithms``). O and dO are read in the forward's layout."""
     q, k, v, o, lse = ctx.saved_tensors
-    if ctx.seq_first:
-        o, do = o.transpose(1, 2), do.transpose(1, 2)
     dq, dk, dv = _call(
-        "attention_backward", q, k, v, o.contiguous(), lse, do.contiguous().to(o.dtype), ctx.causal, ctx.scale,
-        torch.are_deterministic_algorithms_enabled(),
+        "attention_backward", q, k, v, o, lse, do.contiguous().to(o.dtype), ctx.causal, ctx.scale,
+        torch.are_deterministic_algorithms_enabled(), "bshd" if ctx.seq_first else "bhsd",
     )
     return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None, None, None
 

@@ -743,11 +743,11 @@ pub fn attention_backward_workspace(
 }
 
 /// Attention backward: from the forward's `q`, `k`, `v`, `o`, `lse` and the output's gradient
-/// `dout` (like `o`, `[batch, heads, sq, D]`), the gradients `dq`, `dk`, `dv` (like `q`, `k`,
-/// `v`); `rows`, `sums` and `counters` are the workspace (any contents; sizes from
+/// `dout` (like `o`: `[batch, heads, sq, D]`, or with `o_seq_first` `[batch, sq, heads, D]`),
+/// the gradients `dq`, `dk`, `dv` (like `q`, `k`, `v`); `rows`, `sums` and `counters` are the workspace (any contents; sizes from
 /// `attention_backward_workspace`). bfloat16 on the GPU (float32 too on the emulator).
 #[pyfunction]
-#[pyo3(signature = (q, k, v, o, dout, lse, dq, dk, dv, rows, sums, counters, causal=false, scale=None, deterministic=false, stream=None))]
+#[pyo3(signature = (q, k, v, o, dout, lse, dq, dk, dv, rows, sums, counters, causal=false, scale=None, deterministic=false, o_seq_first=false, stream=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn attention_backward(
     q: &Bound<'_, PyAny>,
@@ -765,6 +765,7 @@ pub fn attention_backward(
     causal: bool,
     scale: Option<f32>,
     deterministic: bool,
+    o_seq_first: bool,
     stream: Option<u64>,
 ) -> PyResult<()> {
     use kernels::attention::backward::host::{launch, Grads, Options, Saved, Workspace};
@@ -774,8 +775,13 @@ pub fn attention_backward(
     let (rows, sums) = (tensor("rows", rows)?, tensor("sums", sums)?);
     let counters = tensor("counters", counters)?;
     let shape = attention_shape(&q, &k, &v)?;
-    for t in [&o, &dout, &dq] {
-        expect_shape(t, q.shape())?;
+    expect_shape(&dq, q.shape())?;
+    let o_shape = match (o_seq_first, q.shape()) {
+        (true, &[b, h, s, d]) => vec![b, s, h, d],
+        (_, q) => q.to_vec(),
+    };
+    for t in [&o, &dout] {
+        expect_shape(t, &o_shape)?;
     }
     for t in [&dk, &dv] {
         expect_shape(t, k.shape())?;
@@ -832,6 +838,7 @@ pub fn attention_backward(
         causal,
         scale,
         deterministic,
+        o_seq_first,
     };
     launch(be.device(), &saved, grads, &mut ws, shape, options).map_err(launch_error)?;
     be.finish_bf16(&dqb, &dq)?;

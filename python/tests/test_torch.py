@@ -746,6 +746,24 @@ def attention_inputs(b, h, hkv, sq, sk, d, device):
     ]
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_attention_backward_reads_o_and_dout_in_the_forwards_layout(device):
+    """O and dO as ``[batch, seq, heads, D]`` (``out_layout="bshd"``, read in place) give the
+    gradients of the same O and dO as ``[batch, heads, seq, D]``, bit for bit in the
+    deterministic mode."""
+    q, k, v, do = attention_inputs(2, 4, 2, 70, 150, 64, device)
+    o, lse = ck_rs.attention(q, k, v, causal=True, return_lse=True)
+    want = ck_rs.attention_backward(q, k, v, o, lse, do, causal=True, deterministic=True)
+    seq_first = lambda t: t.transpose(1, 2).contiguous()
+    got = ck_rs.attention_backward(
+        q, k, v, seq_first(o), lse, seq_first(do), causal=True, deterministic=True, out_layout="bshd"
+    )
+    for g, w in zip(got, want):
+        assert torch.equal(g, w)
+    with pytest.raises(ValueError, match=r"error\[shape-mismatch\]"):
+        ck_rs.attention_backward(q, k, v, o, lse, do, causal=True, out_layout="bshd")
+
+
 def attention_f64(q, k, v, causal, scale=None):
     """Attention in float64 torch ops (grouped heads expanded, the causal mask aligned to the
     bottom-right corner): the function whose autograd is the reference."""

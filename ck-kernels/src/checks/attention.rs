@@ -180,6 +180,18 @@ fn grad_error(got: &[f32], want: &[f64]) -> f64 {
     norm_relative_error(got, want) * norm / norm.max(floor).max(f64::MIN_POSITIVE)
 }
 
+/// `x` `[batch, heads, sq, D]` (Q's layout) moved to `[batch, sq, heads, D]`.
+fn seq_first(x: &[f32], shape: Shape) -> Vec<f32> {
+    let [h, s, d] = [shape.heads, shape.sq, shape.head_dim].map(|v| v as usize);
+    let mut out = vec![0.0; x.len()];
+    for (i, row) in x.chunks_exact(d).enumerate() {
+        let (bh, si) = (i / s, i % s);
+        let at = ((bh / h * s + si) * h + bh % h) * d;
+        out[at..at + d].copy_from_slice(row);
+    }
+    out
+}
+
 /// The backward of seeded random Q, K, V (as [`attention_case`]) and dO in [−1, 1]: the forward
 /// on `device` gives O and the LSE, the backward the gradients, compared with the fp64
 /// gradient of the plain softmax. The output is dQ's bits, then dK's and dV's.
@@ -200,10 +212,15 @@ pub fn attention_backward_case(
     let forward = Options {
         causal: options.causal,
         scale: options.scale,
-        o_seq_first: false,
+        o_seq_first: options.o_seq_first,
     };
     let (o, lse, _) = attention(device, (&q, &k, &v), shape, forward)?;
-    let got = backward::gradients(device, (&q, &k, &v), (&o, &lse, &dout), shape, options)?;
+    // dO in O's layout (the reference reads it as Q's, `[batch, heads, sq, D]`).
+    let given = match options.o_seq_first {
+        true => seq_first(&dout, shape),
+        false => dout.clone(),
+    };
+    let got = backward::gradients(device, (&q, &k, &v), (&o, &lse, &given), shape, options)?;
     let want = backward::reference((&q, &k, &v), &dout, shape, options);
     let mismatch = [
         ("dQ", &got.dq, &want.0),

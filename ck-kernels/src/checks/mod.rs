@@ -341,6 +341,7 @@ const BACKWARD: crate::attention::backward::host::Options =
         causal: true,
         scale: None,
         deterministic: true,
+        o_seq_first: false,
     };
 
 /// Runs the LDS probe over the XOR (`swizzled`) or the plain layout.

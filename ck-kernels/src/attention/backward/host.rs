@@ -20,6 +20,10 @@ pub struct Options {
     /// dQ's partial sums added in key-tile order: the same bits on every run, at some cost in
     /// speed (blocks wait for the key tiles below theirs).
     pub deterministic: bool,
+    /// O and dO are `[batch, sq, heads, head_dim]`, as the forward writes O with its own
+    /// `o_seq_first` (and an output projection's gradient arrives), not `[batch, heads, sq,
+    /// head_dim]`.
+    pub o_seq_first: bool,
 }
 
 /// Query rows of a head in the row workspaces: `sq` rounded up to the 64-row step.
@@ -135,33 +139,39 @@ pub fn launch(
             sq,
             d,
             bh,
+            heads,
+            options.o_seq_first,
         )?);
     }
     if sk > 0 {
-        // [head dim, seq, batch · heads] in 64-column panels of `rows` rows.
-        let heads_of = |x, seq: u32, n: u32, rows: u32| {
-            TensorMap::dense(
+        // [head dim, seq, heads, batch] in 64-column panels of `rows` rows, the heads one after
+        // another or (`seq_first`) interleaved row by row.
+        let heads_of = |x, seq: u32, n: u32, rows: u32, seq_first: bool| {
+            let (d, seq, n) = (d as u64, seq.max(1) as u64, n as u64);
+            let (row, head) = if seq_first { (n * d, d) } else { (d, seq * d) };
+            TensorMap::new(
                 x,
-                [d as u64, seq.max(1) as u64, n as u64],
-                [64, rows, 1],
+                [d, seq, n, batch as u64],
+                [2, 2 * row, 2 * head, 2 * seq * n * d],
+                [64, rows, 1, 1],
                 SwizzleMode::B128,
             )
         };
         // With no queries the blocks read neither Q nor dO, but a tensor map has a row: K's.
         let (qm, dom) = if sq == 0 {
             (
-                heads_of(saved.k, sk, batch * kv_heads, BM)?,
-                heads_of(saved.k, sk, batch * kv_heads, BM)?,
+                heads_of(saved.k, sk, kv_heads, BM, false)?,
+                heads_of(saved.k, sk, kv_heads, BM, false)?,
             )
         } else {
             (
-                heads_of(saved.q, sq, bh, BM)?,
-                heads_of(saved.dout, sq, bh, BM)?,
+                heads_of(saved.q, sq, heads, BM, false)?,
+                heads_of(saved.dout, sq, heads, BM, options.o_seq_first)?,
             )
         };
         let rows = TensorMap::dense(&ws.rows, [ws.rows.len() as u64], [BM], SwizzleMode::None)?;
-        let km = heads_of(saved.k, sk, batch * kv_heads, BN)?;
-        let vm = heads_of(saved.v, sk, batch * kv_heads, BN)?;
+        let km = heads_of(saved.k, sk, kv_heads, BN, false)?;
+        let vm = heads_of(saved.v, sk, kv_heads, BN, false)?;
         let cfg = LaunchConfig::new(sk.div_ceil(BN) * batch * kv_heads, THREADS);
         macro_rules! launch_as {
             ($kernel:ident) => {
@@ -213,7 +223,8 @@ pub struct HostGrads {
     pub stats: LaunchStats,
 }
 
-/// [`launch`] on host values: `q`, `k`, `v`, the forward's `o` and `lse`, and `dout`.
+/// [`launch`] on host values: `q`, `k`, `v`, the forward's `o` and `lse`, and `dout` (`o` and
+/// `dout` in the layout [`Options::o_seq_first`] names).
 pub fn gradients(
     device: &Device,
     (q, k, v): (&[f32], &[f32], &[f32]),

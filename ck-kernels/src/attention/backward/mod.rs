@@ -1,7 +1,8 @@
 //! Attention backward: `dQ`, `dK`, `dV` from Q, K, V, O, dO and the forward's log-sum-exp
 //! (FlashAttention-2's algorithm, on Hopper's warpgroup MMA), bf16 in and out with f32
 //! accumulation, the forward's layout (`[batch, heads, seq, head_dim]`, K and V
-//! `[batch, kv_heads, seq, head_dim]`), causal or not, grouped-query heads (dK and dV summed
+//! `[batch, kv_heads, seq, head_dim]`; O and dO also as the forward's `[batch, seq, heads,
+//! head_dim]` output, which an output projection's gradient arrives in), causal or not, grouped-query heads (dK and dV summed
 //! over each group).
 //!
 //! | file | what |
@@ -117,14 +118,14 @@ fn backward<H: BwdHeadDim, const SMEM: usize, const STATS: usize>(
 
 macro_rules! backward_kernel {
     ($name:ident, $h:ty, $d:literal) => {
-        #[doc = concat!("Attention backward for head dim ", stringify!($d), ": one block of 384 threads per 128 keys of a key/value head; Q, dO, K and V as rank-3 tensor maps `[head dim, seq, batch · heads]` (Q and dO in boxes of 64 × 64, K and V of 64 × 128) with the 128-byte swizzle; the row workspace from [`rows`] (`[2, batch · heads, sq_pad]`: `LSE · log₂ e`, then Δ) as a rank-1 map in boxes of 64 (see the module documentation).")]
+        #[doc = concat!("Attention backward for head dim ", stringify!($d), ": one block of 384 threads per 128 keys of a key/value head; Q, dO, K and V as rank-4 tensor maps `[head dim, seq, heads, batch]` (Q and dO in boxes of 64 × 64 × 1 × 1, K and V of 64 × 128 × 1 × 1) with the 128-byte swizzle; the row workspace from [`rows`] (`[2, batch · heads, sq_pad]`: `LSE · log₂ e`, then Δ) as a rank-1 map in boxes of 64 (see the module documentation).")]
         #[tile_kernel(block = 384, min_blocks_per_sm = 1)]
         #[allow(clippy::too_many_arguments)]
         pub fn $name(
-            q: Tma<Bf16, 3>,
-            dout: Tma<Bf16, 3>,
-            k: Tma<Bf16, 3>,
-            v: Tma<Bf16, 3>,
+            q: Tma<Bf16, 4>,
+            dout: Tma<Bf16, 4>,
+            k: Tma<Bf16, 4>,
+            v: Tma<Bf16, 4>,
             stats: Tma<f32, 1>,
             dq: GlobalMut<f32>,
             counters: GlobalMut<u32>,

@@ -8,7 +8,7 @@
 //! * `attention_bwd_dq_d64` / `_d128`, after: dQ = bf16(scale · sums), the sums read in the
 //!   consumers' register order.
 
-use super::schedule::BM;
+use super::schedule::{nz, BM};
 use super::BwdHeadDim;
 use crate::attention::LOG2_E;
 use crate::attention::{D128, D64};
@@ -45,8 +45,9 @@ tile_distribution! {
 /// Block `bh · chunks + c` takes rows `32·c..` of head `bh` (`chunks = sq_pad / 32`): Δ and
 /// `LSE · log₂ e` of each row into the row workspace
 /// `[2, heads, sq_pad]` (`LSE · log₂ e`, then Δ), zeros for its dQ sums
-/// and (even chunks) its query tile's counter. `o`, `dout` `[heads, sq, head_dim]` bf16, `lse`
-/// `[heads, sq]` (`heads` counting every batch's).
+/// and (even chunks) its query tile's counter. `o`, `dout` bf16 `[batch, heads, sq, head_dim]`,
+/// or with `seq_first` `[batch, sq, heads, head_dim]` (`heads` here is a batch's: `per_batch`);
+/// `lse` `[heads, sq]` (`heads` counting every batch's).
 #[tile_kernel(block = 256, distributions(RowPanel, PanelRows))]
 #[allow(clippy::too_many_arguments)]
 pub fn attention_bwd_rows(
@@ -59,6 +60,8 @@ pub fn attention_bwd_rows(
     sq: u32,
     head_dim: u32,
     heads: u32,
+    per_batch: u32,
+    seq_first: bool,
 ) {
     let sq_pad = sq.div_ceil(BM) * BM;
     let half = heads * sq_pad;
@@ -66,9 +69,15 @@ pub fn attention_bwd_rows(
     let chunks = sq_pad / ROWS;
     let (bh, c) = (block_idx() / chunks, block_idx() % chunks);
     let row0 = c * ROWS;
-    let len = sq * head_dim;
+    // Head `bh`'s rows: one after another, or a batch's heads interleaved row by row.
+    let (b, h) = (bh / nz(per_batch), bh % nz(per_batch));
+    let (start, stride) = match seq_first {
+        true => ((b * sq * per_batch + h) * head_dim, per_batch * head_dim),
+        false => (bh * sq * head_dim, head_dim),
+    };
+    let len = (sq.max(1) - 1) * stride + head_dim;
     let head =
-        |x: Global<Bf16>| View2::<_, Bf16, 8>::new(x.slice(bh * len, len), sq, head_dim, head_dim);
+        |x: Global<Bf16>| View2::<_, Bf16, 8>::new(x.slice(start, len), sq, head_dim, stride);
     // dQ's sums, as rows of `head_dim` (their order inside a tile does not matter here).
     let padded_rows = heads * sq_pad;
     let sums = || View2::<_, f32, 4>::new(dq, padded_rows, head_dim, head_dim);
