@@ -884,7 +884,7 @@ def _dims(param):
     twice)."""
     dims = param["dims"]
     rows = dims[:1] == ["..."]
-    named = [(d[2:], 2) if d.startswith("2*") else (d, 1) for d in dims[rows:]]
+    named = [(d[2:], 2) if d.startswith("2*") else (d, 1) for d in dims[1 if rows else 0 :]]
     return rows, named
 
 

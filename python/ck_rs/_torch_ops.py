@@ -44,6 +44,7 @@ _PLAIN = {}  # a call's key set (its bits) -> whether only the backend's kernel 
 
 
 _PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
+_compiling = torch.compiler.is_compiling
 
 
 def _untraced(args):
@@ -56,9 +57,6 @@ def _untraced(args):
         if isinstance(a, torch.Tensor) and type(a) not in _PLAIN_TYPES:
             return False
     return True
-
-
-_compiling = torch.compiler.is_compiling
 
 
 def _plain(keyset):
