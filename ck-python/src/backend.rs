@@ -122,11 +122,11 @@ impl Backend {
     /// `t` as a bfloat16 kernel argument: on the emulator a float32 tensor is rounded to
     /// bfloat16 first; on a GPU `t` must be bfloat16 (checked by the caller).
     pub fn bf16(&self, t: &Tensor<'_>) -> PyResult<DeviceBuffer<Bf16>> {
-        if t.dtype() == Dtype::I32 {
+        if matches!(t.dtype(), Dtype::I32 | Dtype::E4m3) {
             return Err(type_error(
                 rules::DTYPE_MISMATCH,
                 format!(
-                    "`{}` is {}; it holds values: give float32 or bfloat16",
+                    "`{}` is {}; this argument is bfloat16: give float32 or bfloat16",
                     t.name(),
                     t.describe()
                 ),

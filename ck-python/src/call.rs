@@ -3,7 +3,7 @@
 use crate::backend::Backend;
 use crate::dlpack::{Dtype, Tensor};
 use crate::errors::{type_error, value_error};
-use ck_core::device::{Bf16, Element};
+use ck_core::device::{Bf16, E4m3, Element};
 use ck_core::host::{Device, DeviceBuffer};
 use ck_core::rules;
 use pyo3::prelude::*;
@@ -24,6 +24,10 @@ impl TensorElement for Bf16 {
 
 impl TensorElement for i32 {
     const DTYPE: Dtype = Dtype::I32;
+}
+
+impl TensorElement for E4m3 {
+    const DTYPE: Dtype = Dtype::E4m3;
 }
 
 /// The tensors of one call, on one device (the emulator for CPU tensors, their GPU for CUDA

@@ -56,6 +56,7 @@ const DL_INT: u8 = 0;
 const DL_UINT: u8 = 1;
 const DL_FLOAT: u8 = 2;
 const DL_BFLOAT: u8 = 4;
+const DL_FLOAT8_E4M3FN: u8 = 10;
 
 /// The element types the kernels take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,6 +65,9 @@ pub enum Dtype {
     Bf16,
     /// Indices and lengths (page tables, sequence lengths).
     I32,
+    /// 8-bit floats, 4 exponent and 3 mantissa bits, no infinities (`torch.float8_e4m3fn`):
+    /// fp8 GEMM operands.
+    E4m3,
 }
 
 impl Dtype {
@@ -72,6 +76,7 @@ impl Dtype {
             Dtype::F32 => "float32",
             Dtype::Bf16 => "bfloat16",
             Dtype::I32 => "int32",
+            Dtype::E4m3 => "float8_e4m3fn",
         }
     }
 
@@ -79,6 +84,7 @@ impl Dtype {
         match self {
             Dtype::F32 | Dtype::I32 => 4,
             Dtype::Bf16 => 2,
+            Dtype::E4m3 => 1,
         }
     }
 }
@@ -137,6 +143,7 @@ impl<'py> Tensor<'py> {
             (DL_FLOAT, 32, 1) => Dtype::F32,
             (DL_BFLOAT, 16, 1) => Dtype::Bf16,
             (DL_INT, 32, 1) => Dtype::I32,
+            (DL_FLOAT8_E4M3FN, 8, 1) => Dtype::E4m3,
             (DL_INT | DL_UINT, bits, 1) => {
                 return Err(type_error(
                     rules::DTYPE_UNSUPPORTED,

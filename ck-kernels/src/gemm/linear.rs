@@ -18,6 +18,8 @@
 //! columns, and the epilogue combines them in registers, so neither `[M, F]` product is
 //! written ([`crate::gemm::tma::Bf16GatedOperands`]).
 //!
+//! [`launch_fp8`] is the same product on e4m3 X and W with per-tensor scales (`gemm_fp8_e4m3*`).
+//!
 //! [`launch_weight_grad`] is its weight's gradient, `dW = dYᵀ·X` (`[N, K]`, the weight's
 //! layout) from `dY` `[tokens, N]` and `X` `[tokens, K]` as they lie: the TMA kernel reads
 //! `dY` M-major ([`crate::gemm::tma::Bf16KmOperands`], `gemm_tma_bf16_km*`), so no transposed
@@ -50,8 +52,10 @@ use crate::gemm::fused::{
 use crate::gemm::mma_sync::host::config;
 use crate::gemm::mma_sync::{LinearSimtBf16, LinearSimtF32};
 use crate::gemm::tma::host::{kernel_name, launch as launch_tma, TmaGemm};
-use crate::gemm::tma::{Bf16GatedOperands, Bf16KmOperands, Bf16NkOperands, Width, N192, N256};
-use ck_core::device::Bf16;
+use crate::gemm::tma::{
+    Bf16GatedOperands, Bf16KmOperands, Bf16NkOperands, Fp8Operands, Width, N192, N256,
+};
+use ck_core::device::{Bf16, E4m3};
 use ck_core::host::{Device, DeviceBuffer, LaunchError, LaunchStats};
 
 /// The kernel [`launch`] runs.
@@ -248,6 +252,49 @@ pub fn gated(
     let mut c = upload::<Bf16>(device, &vec![f32::NAN; c_len])?;
     let (stats, _) = launch_gated(device, (&xd, &wd), &mut c, (m, f, k), (alpha, activation))?;
     Ok((c.to_vec()?.iter().map(|v| v.to_f32()).collect(), stats))
+}
+
+/// [`launch`] on fp8 operands: `C = act(alpha · X·Wᵀ + beta · D + bias)` with X `[m, k]` and W
+/// `[n, k]` in e4m3 — both K-major, the only layout fp8 wgmma reads, so `nn.Linear`'s weight
+/// layout is the native one — on `gemm_fp8_e4m3*` ([`Fp8Operands`]). Per-tensor scales of X and
+/// W (`x ≈ x_scale · X`) fold into `alpha = x_scale · w_scale`. K a multiple of 16, N of 8.
+/// Returns the launch's statistics and the kernel's name.
+///
+/// ```
+/// use ck_core::device::{Bf16, E4m3, Fp8};
+/// use ck_core::host::{Device, DeviceBuffer};
+/// use ck_kernels::gemm::fused::EpilogueArgs;
+/// use ck_kernels::gemm::linear::launch_fp8;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let device = Device::emulator();
+/// let (m, n, k) = (2u32, 8u32, 16u32);
+/// // X all 1.5, W row j all j (both exact in e4m3), scales 0.5 and 2: alpha = 1.
+/// let x = DeviceBuffer::from_slice(&device, &vec![E4m3::from_f32(1.5); (m * k) as usize])?;
+/// let w: Vec<E4m3> = (0..n * k).map(|i| E4m3::from_f32((i / k) as f32)).collect();
+/// let w = DeviceBuffer::from_slice(&device, &w)?;
+/// let mut c = DeviceBuffer::<Bf16>::zeros(&device, (m * n) as usize)?;
+/// let args = EpilogueArgs { alpha: 0.5 * 2.0, ..Default::default() };
+/// let (_, kernel) = launch_fp8(&device, (&x, &w), &mut c, (m, n, k), &args)?;
+/// assert_eq!(kernel, "gemm_fp8_e4m3");
+/// // C[i, j] = 16 · 1.5 · j = 24 j.
+/// let c: Vec<f32> = c.to_vec()?.iter().map(|v| v.to_f32()).collect();
+/// assert_eq!(&c[..4], &[0.0, 24.0, 48.0, 72.0]);
+/// # Ok(()) }
+/// ```
+pub fn launch_fp8<O: GemmOutput>(
+    device: &Device,
+    (x, w): (&DeviceBuffer<E4m3>, &DeviceBuffer<E4m3>),
+    c: &mut DeviceBuffer<O>,
+    (m, n, k): (u32, u32, u32),
+    epilogue: &EpilogueArgs<'_, O>,
+) -> Result<(LaunchStats, &'static str), LaunchError>
+where
+    Fp8Operands<E4m3, E4m3>: TmaGemm<O>,
+{
+    check_lengths((m, n, k), (x.len(), w.len(), c.len()))?;
+    let stats =
+        launch_tma::<Fp8Operands<E4m3, E4m3>, O>(device, (x, w), c, 1, (m, n, k), epilogue)?;
+    Ok((stats, kernel_name::<Fp8Operands<E4m3, E4m3>, O>(epilogue)))
 }
 
 /// The weight's gradient of [`launch`]: `C = alpha · dYᵀ·X + beta · D` on device buffers — dY
