@@ -47,6 +47,7 @@ if _torch is not None:
 
     _Tensor = _torch.Tensor
     _CONTIGUOUS = _torch.contiguous_format
+    _FP8 = getattr(_torch, "float8_e4m3fn", None)
     # torch's C++ accessor of the current stream's raw `CUstream` (no Stream object is built).
     _raw_stream = getattr(_torch._C, "_cuda_getCurrentRawStream", None)
 
@@ -61,6 +62,8 @@ else:
 
     class _Tensor:  # nothing is an instance: every argument is numpy's
         pass
+
+    _FP8 = None
 
 
 def _error(kind, rule, message):
@@ -410,7 +413,19 @@ def _gemm_a_km(a, b, out, out_dtype, residual, alpha, beta):
     return res
 
 
-def linear(x, weight, bias=None, residual=None, *, activation="none", beta=1.0, out=None, out_dtype=None):
+def linear(
+    x,
+    weight,
+    bias=None,
+    residual=None,
+    *,
+    activation="none",
+    beta=1.0,
+    out=None,
+    out_dtype=None,
+    x_scale=None,
+    weight_scale=None,
+):
     """``act(x @ weight.T + bias + beta · residual)``: ``nn.Linear``'s product with its weight
     as ``nn.Linear`` keeps it, ``[out_features, in_features]``, read in place (no transposed
     copy), and the epilogue fused. ``x`` ``[..., K]`` (any leading dims), ``weight`` ``[N, K]``,
@@ -421,14 +436,36 @@ def linear(x, weight, bias=None, residual=None, *, activation="none", beta=1.0, 
     The kernels take bfloat16 ``x`` and ``weight`` (float32 ones are rounded first); where N and K
     are multiples of 8 it runs on the TMA GEMM (``ck_kernels::gemm::linear``), else on a SIMT
     kernel for any shape. Tensors that require grad get gradients for ``x``, ``weight``,
-    ``bias`` and ``residual`` (without an activation)."""
+    ``bias`` and ``residual`` (without an activation).
+
+    fp8: ``x`` and ``weight`` both ``torch.float8_e4m3fn`` with per-tensor scales ``x_scale``
+    and ``weight_scale`` (floats: the values are ``x_scale · x`` and ``weight_scale · weight``;
+    1 when left out) run on the fp8 TMA GEMM; K a multiple of 16, N of 8; the result is
+    bfloat16 unless ``out_dtype=torch.float32``; no gradient. For example, with ``w_scale =
+    w.abs().max() / 448`` (e4m3's largest value) and ``x_scale`` likewise or calibrated::
+
+        w8 = (w / w_scale).to(torch.float8_e4m3fn)  # once
+        x8 = (x / x_scale).to(torch.float8_e4m3fn)
+        y = ck_rs.linear(x8, w8, x_scale=x_scale, weight_scale=w_scale)
+    """
     if activation not in _ACTIVATIONS:
         raise _error(
             ValueError,
             "bad-activation",
             f"activation {activation!r}; use one of {', '.join(_ACTIVATIONS)}",
         )
+    fp8 = _is_torch(x) and x.dtype == _FP8
+    alpha = 1.0
+    if fp8 or x_scale is not None or weight_scale is not None:
+        alpha = _fp8_alpha(x, weight, x_scale, weight_scale)
     if _differentiable("linear", out, x, weight, bias, residual):
+        if fp8:
+            raise _error(
+                ValueError,
+                "no-backward",
+                "ck_rs.linear on float8 operands has no backward; train in bfloat16, or call "
+                "it under torch.no_grad()",
+            )
         if out_dtype is not None and out_dtype != x.dtype:
             raise _error(
                 ValueError,
@@ -439,10 +476,10 @@ def linear(x, weight, bias=None, residual=None, *, activation="none", beta=1.0, 
         return ops.record("linear", x, weight, bias, residual, activation, float(beta))
     extra = _given(bias=bias, residual=residual)
     c = _Call("linear", x=x, weight=weight, **extra)
-    if out_dtype is None and c.torch and x.dtype == _torch.bfloat16:
+    if out_dtype is None and c.torch and x.dtype in (_torch.bfloat16, _FP8):
         out_dtype = _torch.bfloat16
     bf16_out = _bf16_result(c, out_dtype)
-    if c.cuda and x.dtype != _torch.bfloat16:  # the GPU kernels read bf16 in place
+    if c.cuda and x.dtype not in (_torch.bfloat16, _FP8):  # the GPU kernels read bf16 in place
         x, weight = x.to(_torch.bfloat16), weight.to(_torch.bfloat16)
     shape = tuple(x.shape)
     lead, k = shape[:-1], (shape[-1] if shape else 0)
@@ -469,8 +506,37 @@ def linear(x, weight, bias=None, residual=None, *, activation="none", beta=1.0, 
         float(beta),
         _ACTIVATIONS[activation],
         c.stream,
+        alpha,
     )
     return res
+
+
+def _fp8_alpha(x, weight, x_scale, weight_scale):
+    """The product's alpha for float8 ``x`` and ``weight`` with their per-tensor scales:
+    ``x_scale · weight_scale`` (each 1 when left out). Errors: scales without float8 operands,
+    one operand float8 and not the other, a scale that is not a positive finite number."""
+    if not (_is_torch(x) and x.dtype == _FP8 and _is_torch(weight) and weight.dtype == _FP8):
+        if _is_torch(x) and _is_torch(weight) and _FP8 in (x.dtype, weight.dtype):
+            raise _error(
+                TypeError,
+                "dtype-mismatch",
+                f"`x` is {x.dtype} and `weight` {weight.dtype}; give both as torch.float8_e4m3fn",
+            )
+        raise _error(
+            ValueError,
+            "bad-scale",
+            "x_scale and weight_scale are the scales of float8 operands; give torch.float8_e4m3fn "
+            "x and weight, or fold a scale into the inputs",
+        )
+    alpha = 1.0
+    for name, v in (("x_scale", x_scale), ("weight_scale", weight_scale)):
+        if v is None:
+            continue
+        v = float(v)
+        if not (_math.isfinite(v) and v > 0):
+            raise _error(ValueError, "bad-scale", f"{name} is {v}; give a positive finite number")
+        alpha *= v
+    return alpha
 
 
 def gated_linear(x, weight, *, activation="silu", out=None):

@@ -3,7 +3,7 @@
 //! (and allocates the outputs like the inputs), so each function here checks shapes and types,
 //! picks the kernel by element type and runs it where the tensors are.
 
-use ck_core::device::Bf16;
+use ck_core::device::{Bf16, E4m3};
 use ck_core::host::{Device, DeviceBuffer, LaunchError, LaunchStats};
 use ck_core::rules;
 use ck_kernels as kernels;
@@ -48,6 +48,12 @@ macro_rules! by_dtype {
                 return Err(type_error(
                     rules::DTYPE_UNSUPPORTED,
                     "int32 tensors are indices; the GEMMs take float32 or bfloat16 values".into(),
+                ))
+            }
+            Dtype::E4m3 => {
+                return Err(type_error(
+                    rules::DTYPE_UNSUPPORTED,
+                    "float8 results and epilogue inputs are not supported: give float32 or bfloat16 (fp8 is for `linear`'s x and weight)".into(),
                 ))
             }
         }
@@ -194,13 +200,14 @@ pub fn gemm(
     })
 }
 
-/// `nn.Linear`'s product with a fused epilogue: `c = act(x·weightᵀ + beta · d + bias)`, `x`
-/// `[M, K]`, `weight` `[N, K]` as `nn.Linear` keeps it (read in place), `c` and `d` `[M, N]`,
-/// `bias` `[N]`, on the kernel `ck_kernels::gemm::linear` picks. `x` and `weight` bfloat16
-/// (float32 on the emulator too: rounded); `c` float32 or bfloat16, `d` and `bias` of its type.
+/// `nn.Linear`'s product with a fused epilogue: `c = act(alpha · x·weightᵀ + beta · d + bias)`,
+/// `x` `[M, K]`, `weight` `[N, K]` as `nn.Linear` keeps it (read in place), `c` and `d` `[M,
+/// N]`, `bias` `[N]`, on the kernel `ck_kernels::gemm::linear` picks. `x` and `weight` bfloat16
+/// (float32 on the emulator too: rounded), or both float8_e4m3fn (`gemm::linear::launch_fp8`;
+/// alpha carries their scales); `c` float32 or bfloat16, `d` and `bias` of its type.
 /// `activation`: 0 none, 1 relu, 2 gelu, 3 silu.
 #[pyfunction]
-#[pyo3(signature = (x, weight, c, d=None, bias=None, beta=1.0, activation=0, stream=None))]
+#[pyo3(signature = (x, weight, c, d=None, bias=None, beta=1.0, activation=0, stream=None, alpha=1.0))]
 #[allow(clippy::too_many_arguments)]
 pub fn linear(
     x: &Bound<'_, PyAny>,
@@ -211,6 +218,7 @@ pub fn linear(
     beta: f32,
     activation: u32,
     stream: Option<u64>,
+    alpha: f32,
 ) -> PyResult<()> {
     let (x, w, c) = (tensor("x", x)?, tensor("weight", weight)?, tensor("c", c)?);
     let d = d.map(|d| tensor("residual", d)).transpose()?;
@@ -232,11 +240,12 @@ pub fn linear(
     // SAFETY: `stream` is the handle `ck_rs` passes: torch's current stream of the tensors'
     // device, which torch keeps alive while work is queued on it.
     let be = unsafe { Backend::of(&all, stream)? };
-    if !be.device().is_emulator() && dtype != Dtype::Bf16 {
+    let fp8 = dtype == Dtype::E4m3;
+    if !be.device().is_emulator() && !fp8 && dtype != Dtype::Bf16 {
         return Err(type_error(
             rules::DTYPE_UNSUPPORTED,
             format!(
-                "`x` is {}; linear on the GPU takes bfloat16 operands",
+                "`x` is {}; linear on the GPU takes bfloat16 (or float8_e4m3fn) operands",
                 x.describe()
             ),
         ));
@@ -248,20 +257,31 @@ pub fn linear(
     if let Some(bias) = &bias {
         expect_shape(bias, &[n])?;
     }
-    let (xb, wb) = (be.bf16(&x)?, be.bf16(&w)?);
+    /// The operands as the kernels take them.
+    enum Operands {
+        Bf16(DeviceBuffer<Bf16>, DeviceBuffer<Bf16>),
+        Fp8(DeviceBuffer<E4m3>, DeviceBuffer<E4m3>),
+    }
+    let operands = match fp8 {
+        true => Operands::Fp8(be.buffer::<E4m3>(&x)?, be.buffer::<E4m3>(&w)?),
+        false => Operands::Bf16(be.bf16(&x)?, be.bf16(&w)?),
+    };
     by_dtype!(c.dtype(), O => {
         let db = d.as_ref().map(|t| be.buffer::<O>(t)).transpose()?;
         let biasb = bias.as_ref().map(|t| be.buffer::<O>(t)).transpose()?;
         let mut cb = be.buffer::<O>(&c)?;
         let args = kernels::gemm::fused::EpilogueArgs {
-            alpha: 1.0,
+            alpha,
             beta,
             d: db.as_ref(),
             bias: biasb.as_ref(),
             activation,
         };
-        kernels::gemm::linear::launch(be.device(), (&xb, &wb), &mut cb, mnk, &args)
-            .map_err(launch_error)?;
+        let launched = match &operands {
+            Operands::Bf16(x, w) => kernels::gemm::linear::launch(be.device(), (x, w), &mut cb, mnk, &args),
+            Operands::Fp8(x, w) => kernels::gemm::linear::launch_fp8(be.device(), (x, w), &mut cb, mnk, &args),
+        };
+        launched.map_err(launch_error)?;
         be.finish(&cb, &c)
     })
 }
@@ -373,7 +393,7 @@ pub fn gated_linear(
     let mut cb = match c.dtype() {
         Dtype::Bf16 => be.buffer::<Bf16>(&c)?,
         Dtype::F32 => DeviceBuffer::<Bf16>::zeros(be.device(), m * f).map_err(launch_error)?,
-        Dtype::I32 => {
+        Dtype::I32 | Dtype::E4m3 => {
             return Err(type_error(
                 rules::DTYPE_UNSUPPORTED,
                 format!(

@@ -13,12 +13,13 @@ use ck_python::{launch_error, type_error, value_error, Call, TensorElement};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-/// The operator element type of a tensor's (none for int32: indices, not values).
+/// The operator element type of a tensor's (none for int32, indices, and for fp8, which only
+/// `linear` takes).
 fn dtype_of(d: ck_python::Dtype) -> Option<Dtype> {
     match d {
         ck_python::Dtype::F32 => Some(Dtype::F32),
         ck_python::Dtype::Bf16 => Some(Dtype::Bf16),
-        ck_python::Dtype::I32 => None,
+        ck_python::Dtype::I32 | ck_python::Dtype::E4m3 => None,
     }
 }
 

@@ -528,6 +528,32 @@ def test_linear_with_an_activation_refuses_its_backward(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_linear_on_float8_operands_with_per_tensor_scales(device):
+    """e4m3 ``x`` and ``weight`` (nn.Linear's layout) with their scales: the product of the
+    dequantised operands in fp64, plus the epilogue; bfloat16 by default, float32 asked for."""
+    fp8 = torch.float8_e4m3fn
+    x, w, d = randn(33, 64, device=device), randn(24, 64, device=device), randn(33, 24, device=device)
+    xs, ws = x.abs().max().item() / 448, w.abs().max().item() / 448
+    x8, w8 = (x / xs).to(fp8), (w / ws).to(fp8)
+    want = (np64(x8) * xs) @ (np64(w8) * ws).T
+    y = ck_rs.linear(x8, w8, residual=d.bfloat16(), x_scale=xs, weight_scale=ws)
+    assert y.dtype == torch.bfloat16 and y.shape == (33, 24)
+    assert ref.rel_err(np64(y), want + np64(d.bfloat16())) < 1e-2
+    y32 = ck_rs.linear(x8, w8, x_scale=xs, weight_scale=ws, out_dtype=torch.float32)
+    assert y32.dtype == torch.float32 and ref.rel_err(np64(y32), want) < 1e-3
+    with pytest.raises(TypeError, match=r"error\[dtype-mismatch\]"):
+        ck_rs.linear(x8, w.bfloat16())
+    with pytest.raises(ValueError, match=r"error\[bad-scale\]"):
+        ck_rs.linear(x8, w8, x_scale=-1.0)
+    with pytest.raises(ValueError, match=r"error\[bad-scale\]"):
+        ck_rs.linear(x.bfloat16(), w.bfloat16(), x_scale=2.0)
+    with pytest.raises(ValueError, match=r"error\[shape-unsupported\]"):
+        ck_rs.linear(x8, w8[:20])  # N = 20: not a whole 16-byte row of C
+    with pytest.raises(ValueError, match=r"error\[no-backward\]"):
+        ck_rs.linear(x8.float().requires_grad_().to(fp8), w8)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_linear_compiles_with_fullgraph_forward_and_backward(device):
     x = randn(2, 8, 64, device=device, dtype=torch.bfloat16).requires_grad_()
     w = randn(32, 64, device=device, dtype=torch.bfloat16).requires_grad_()
