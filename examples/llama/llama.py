@@ -4,6 +4,7 @@
     python examples/llama/llama.py --bench      # on a GPU: Llama-3-8B's shapes, timed
     python examples/llama/llama.py --profile    # on a GPU: where the time goes, per kernel
     python examples/llama/llama.py --bench --step     # forward + backward (a training step)
+    python examples/llama/llama.py --bench --fp8      # the forward with fp8 projections too
 
 The layer (pre-norm, grouped-query attention with rotary embeddings, a SwiGLU MLP):
 
@@ -127,6 +128,44 @@ def ck_layer(x, w, cfg, cos, sin):
     return ck_rs.linear(ck_rs.gated_linear(z, w["gate_up"]), w["down"], residual=x)
 
 
+E4M3_MAX = 448.0  # e4m3's largest finite value
+
+
+def fp8_weights(ws):
+    """`stacked` weights with their four projections also in fp8: `w8[name] = (e4m3 weight,
+    its per-tensor scale)` (`weight ≈ scale · e4m3`), quantised once; `x_scale` holds each
+    projection input's scale, calibrated on the first call (`ck_layer_fp8`)."""
+    w8 = {}
+    for name in ("qkv", "o", "gate_up", "down"):
+        w = ws[name].float()
+        scale = w.abs().max().item() / E4M3_MAX
+        w8[name] = ((w / scale).to(torch.float8_e4m3fn), scale)
+    return dict(ws, w8=w8, x_scale={})
+
+
+def ck_layer_fp8(x, w, cfg, cos, sin):
+    """`ck_layer` with its four projections on fp8 (e4m3) operands and per-tensor scales
+    (w from `fp8_weights`): each projection's input is quantised by torch (divide, clamp, cast:
+    three passes) with a static scale, its amax / 448 on the first call, and `linear` runs on
+    the e4m3 operands; the MLP is `linear` writing [g, u] then `swiglu` (the gated GEMM has no
+    fp8 form). Everything else as `ck_layer`, in bfloat16."""
+
+    def project(t, name, **epilogue):
+        w8, w_scale = w["w8"][name]
+        if name not in w["x_scale"]:
+            w["x_scale"][name] = max(t.abs().max().float().item(), 1e-12) / E4M3_MAX
+        x_scale = w["x_scale"][name]
+        t8 = (t / x_scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+        return ck_rs.linear(t8, w8, x_scale=x_scale, weight_scale=w_scale, **epilogue)
+
+    h = ck_rs.rmsnorm(x, w["norm1"], cfg.eps)
+    q, k, v = ck_rs.rope_qkv(project(h, "qkv"), cos, sin, cfg.heads, cfg.kv_heads)
+    o = ck_rs.attention(q, k, v, causal=True, out_layout="bshd").flatten(2)
+    x = project(o, "o", residual=x)
+    z = ck_rs.rmsnorm(x, w["norm2"], cfg.eps)
+    return project(ck_rs.swiglu(project(z, "gate_up")), "down", residual=x)
+
+
 def ck_layer_ops(x, w, cfg, cos, sin):
     """`ck_layer` on the `torch.ops.ck_rs` custom ops, which `torch.compile(fullgraph=True)`
     keeps in its graph (their fake implementations give it the shapes)."""
@@ -146,9 +185,10 @@ def stack(layer, x, ws, cfg, cos, sin):
     return x
 
 
-def errors(cfg, batch, seq, device, layers=1):
+def errors(cfg, batch, seq, device, layers=1, fp8=False):
     """The relative errors (norm) of the ck_rs layer and of torch's, both bfloat16, against
-    the float32 reference run on the same bfloat16 weights and input."""
+    the float32 reference run on the same bfloat16 weights and input; with `fp8`, also the
+    error of `ck_layer_fp8` (its activation scales calibrated on this input)."""
     ws = [weights(cfg, device, seed=i) for i in range(layers)]
     x = torch.randn(batch, seq, cfg.hidden, generator=torch.Generator().manual_seed(7)).to(device, torch.bfloat16)
     cos, sin = rope_tables(cfg, seq, device, torch.bfloat16)
@@ -157,8 +197,11 @@ def errors(cfg, batch, seq, device, layers=1):
         want = stack(torch_layer, x.float(), [{k: t.float() for k, t in w.items()} for w in ws], cfg, cos32, sin32)
         ours = stack(ck_layer, x, [stacked(w) for w in ws], cfg, *pair_tables(cfg, seq, device))
         theirs = stack(torch_layer, x, ws, cfg, cos, sin)
+        if fp8:
+            pairs = pair_tables(cfg, seq, device)
+            ours8 = stack(ck_layer_fp8, x, [fp8_weights(stacked(w)) for w in ws], cfg, *pairs)
     err = lambda y: ((y.float() - want).norm() / want.norm()).item()
-    return err(ours), err(theirs)
+    return (err(ours), err(theirs)) + ((err(ours8),) if fp8 else ())
 
 
 def time_ms(fn, iters=20):
@@ -181,11 +224,14 @@ CK_WEIGHTS = ("norm1", "qkv", "o", "norm2", "gate_up", "down")
 TORCH_WEIGHTS = ("norm1", "q", "k", "v", "o", "norm2", "gate", "up", "down")
 
 
-def runs(cfg, batch, seq, step, device="cuda"):
+def runs(cfg, batch, seq, step, device="cuda", fp8=False):
     """The three versions of the layer at (batch, seq) as calls without arguments: ck_rs, eager
     torch, torch.compile (default mode, SDPA attention). With `step`, each call is a training
     step's forward and backward: the gradients of x and of every weight for a fixed dY, by
-    `torch.autograd.grad` (nothing accumulates between calls); else a forward under no_grad."""
+    `torch.autograd.grad` (nothing accumulates between calls); else a forward under no_grad.
+    With `fp8` (forward only), a fourth: `ck_layer_fp8`."""
+    if fp8 and step:
+        raise SystemExit("error[no-backward]: --fp8 times the forward only (fp8 linear has no backward)")
     dev = torch.device(device)
     w = weights(cfg, dev)
     ws = stacked(w)
@@ -198,6 +244,8 @@ def runs(cfg, batch, seq, step, device="cuda"):
         "eager": (torch_layer, w, TORCH_WEIGHTS, (cos, sin)),
         "compile": (compiled, w, TORCH_WEIGHTS, (cos, sin)),
     }
+    if fp8:
+        calls["fp8"] = (ck_layer_fp8, fp8_weights(ws), (), pairs)
     if not step:
         def forward(layer, w, _, tables):
             def call():
@@ -215,14 +263,16 @@ def runs(cfg, batch, seq, step, device="cuda"):
     return {k: train(*c) for k, c in calls.items()}
 
 
-def bench(cfg, shapes, step=False, rounds=3):
+def bench(cfg, shapes, step=False, rounds=3, fp8=False):
     """The layer's time on ck_rs, in eager torch and under torch.compile (default mode, SDPA
     attention), interleaved over `rounds`, per (batch, seq) — the forward, or with `step` the
-    forward and backward; and each bfloat16 layer's forward error against the float32 run."""
+    forward and backward; and each bfloat16 layer's forward error against the float32 run.
+    With `fp8`, `ck_layer_fp8` too: its time, × compile, and error."""
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {'forward + backward' if step else 'forward'}")
-    print(f"{'B x S':>10} {'ck_rs ms':>9} {'eager ms':>9} {'compile ms':>10} {'vs eager':>9} {'vs compile':>10} {'err ck_rs':>10} {'err torch':>10}")
+    fp8_head = f" {'fp8 ms':>8} {'vs compile':>10} {'err fp8':>10}" if fp8 else ""
+    print(f"{'B x S':>10} {'ck_rs ms':>9} {'eager ms':>9} {'compile ms':>10} {'vs eager':>9} {'vs compile':>10} {'err ck_rs':>10} {'err torch':>10}{fp8_head}")
     for b, s in shapes:
-        fns = runs(cfg, b, s, step)
+        fns = runs(cfg, b, s, step, fp8=fp8)
         fns["compile"]()  # compiles outside the timing
         best = {k: [] for k in fns}
         for _ in range(rounds):
@@ -230,8 +280,10 @@ def bench(cfg, shapes, step=False, rounds=3):
                 best[k].append(time_ms(fn))
         del fns
         t = {k: min(v) for k, v in best.items()}
-        e_ours, e_torch = errors(cfg, b, s, "cuda") if b * s <= 8192 else (float("nan"), float("nan"))
-        print(f"{f'{b} x {s}':>10} {t['ck']:9.3f} {t['eager']:9.3f} {t['compile']:10.3f} {t['eager'] / t['ck']:9.3f} {t['compile'] / t['ck']:10.3f} {e_ours:10.2e} {e_torch:10.2e}")
+        nan = (float("nan"),) * (3 if fp8 else 2)
+        e = errors(cfg, b, s, "cuda", fp8=fp8) if b * s <= 8192 else nan
+        fp8_cols = f" {t['fp8']:8.3f} {t['compile'] / t['fp8']:10.3f} {e[2]:10.2e}" if fp8 else ""
+        print(f"{f'{b} x {s}':>10} {t['ck']:9.3f} {t['eager']:9.3f} {t['compile']:10.3f} {t['eager'] / t['ck']:9.3f} {t['compile'] / t['ck']:10.3f} {e[0]:10.2e} {e[1]:10.2e}{fp8_cols}")
 
 
 def profile(cfg, batch, seq, step=False, top=12):
@@ -271,6 +323,7 @@ def main():
     )
     p.add_argument("--profile", action="store_true", help="per-kernel times of one call at each shape")
     p.add_argument("--step", action="store_true", help="--bench and --profile time forward + backward")
+    p.add_argument("--fp8", action="store_true", help="--bench also times the layer with fp8 projections")
     args = p.parse_args()
     default = "4x2048" if args.profile else "1x1024,4x2048,1x8192"
     try:
@@ -284,14 +337,16 @@ def main():
             profile(Config(), batch, seq, step=args.step, top=24 if args.step else 12)
         return
     if args.bench:
-        bench(Config(), shapes, step=args.step)
+        bench(Config(), shapes, step=args.step, fp8=args.fp8)
         return
     device = "cuda" if torch.cuda.is_available() else "cpu"
     t0 = time.perf_counter()
-    ours, theirs = errors(Config.small(), 2, 24, device, layers=2)
-    print(f"two small layers on {device}: relative error against float32, ck_rs {ours:.2e}, torch bfloat16 {theirs:.2e} ({time.perf_counter() - t0:.1f} s)")
+    ours, theirs, ours8 = errors(Config.small(), 2, 24, device, layers=2, fp8=True)
+    print(f"two small layers on {device}: relative error against float32, ck_rs {ours:.2e}, torch bfloat16 {theirs:.2e}, ck_rs with fp8 projections {ours8:.2e} ({time.perf_counter() - t0:.1f} s)")
     if not ours <= 1.5 * theirs:
         raise SystemExit(f"error[wrong-result]: the ck_rs layer's error {ours:.2e} is above torch's {theirs:.2e}")
+    if not ours8 <= 0.1:
+        raise SystemExit(f"error[wrong-result]: the fp8 layer's error {ours8:.2e} is above 0.1")
 
 
 if __name__ == "__main__":

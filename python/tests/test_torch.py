@@ -723,6 +723,51 @@ def test_the_llama_example_layer_is_as_close_to_float32_as_torch(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_the_llama_example_fp8_layer_errs_as_fp8_quantisation_does(device):
+    """examples/llama's layer with fp8 projections against the float32 reference: its error is
+    that of per-tensor e4m3 quantisation, as a float32 simulation written here (each
+    projection's input and weight rounded to e4m3 at its amax / 448 scale) measures it."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "examples" / "llama" / "llama.py"
+    spec = importlib.util.spec_from_file_location("llama_example", path)
+    llama = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(llama)
+    cfg, seq = llama.Config.small(), 24
+    w = llama.weights(cfg, device)
+    x = torch.randn(2, seq, cfg.hidden, generator=torch.Generator().manual_seed(7)).to(device, torch.bfloat16)
+    wf = {k: t.float() for k, t in w.items()}
+    cos, sin = llama.rope_tables(cfg, seq, device, torch.float32)
+    want = llama.torch_layer(x.float(), wf, cfg, cos, sin)
+
+    def e4m3(t):
+        scale = t.abs().max().item() / 448
+        return (t / scale).clamp(-448, 448).to(torch.float8_e4m3fn).float() * scale
+
+    def quantised_layer(x):
+        b, s = x.shape[:2]
+        lin = lambda t, weight: torch.nn.functional.linear(e4m3(t), e4m3(weight))
+        h = torch.nn.functional.rms_norm(x, (cfg.hidden,), wf["norm1"], cfg.eps)
+        qkv = lin(h, torch.cat([wf["q"], wf["k"], wf["v"]])).view(b, s, -1, cfg.head_dim)
+        q, k, v = qkv.split([cfg.heads, cfg.kv_heads, cfg.kv_heads], 2)
+        q, k = llama.rope(q, cos, sin), llama.rope(k, cos, sin)
+        o = torch.nn.functional.scaled_dot_product_attention(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True, enable_gqa=True
+        )
+        x = x + lin(o.transpose(1, 2).reshape(b, s, -1), wf["o"])
+        z = torch.nn.functional.rms_norm(x, (cfg.hidden,), wf["norm2"], cfg.eps)
+        g, u = lin(z, torch.cat([wf["gate"], wf["up"]])).chunk(2, -1)
+        return x + lin(torch.nn.functional.silu(g) * u, wf["down"])
+
+    with torch.no_grad():
+        ours = llama.ck_layer_fp8(x, llama.fp8_weights(llama.stacked(w)), cfg, *llama.pair_tables(cfg, seq, device))
+        simulated = quantised_layer(x.float())
+    err = lambda y: ((y.float() - want).norm() / want.norm()).item()
+    assert 0.5 * err(simulated) <= err(ours) <= 1.25 * err(simulated), (err(ours), err(simulated))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_rope_qkv_and_seq_first_attention_match_torch(device):
     b, s, heads, kv_heads, d = 2, 130, 4, 2, 128
     qkv = randn(b, s, (heads + 2 * kv_heads) * d, device=device, dtype=torch.bfloat16)
