@@ -112,8 +112,34 @@ pub struct Tensor<'py> {
 
 impl<'py> Tensor<'py> {
     /// Reads the DLPack capsule `obj` (from `__dlpack__()`), checking that it is a dense
-    /// row-major float32, bfloat16 or int32 tensor in CPU or CUDA memory.
+    /// row-major float32, bfloat16, int32 or float8_e4m3fn tensor in CPU or CUDA memory.
     pub fn from_capsule(name: &'static str, obj: &Bound<'py, PyAny>) -> PyResult<Tensor<'py>> {
+        Tensor::parse(name, obj, false)
+    }
+
+    /// [`Tensor::from_capsule`] for an e4m3 operand: a float8_e4m3fn tensor, or its bytes as an
+    /// 8-bit integer one (`t.view(torch.uint8)`: torch exports float8 through DLPack only from
+    /// DLPack 1.1 on).
+    pub fn from_capsule_e4m3(name: &'static str, obj: &Bound<'py, PyAny>) -> PyResult<Tensor<'py>> {
+        let t = Tensor::parse(name, obj, true)?;
+        match t.dtype {
+            Dtype::E4m3 => Ok(t),
+            _ => Err(type_error(
+                rules::DTYPE_MISMATCH,
+                format!(
+                    "`{name}` is {}; give float8_e4m3fn (or its bytes as uint8)",
+                    t.describe()
+                ),
+            )),
+        }
+    }
+
+    /// The capsule's tensor; with `e4m3_bytes`, 8-bit integers are read as e4m3 bits.
+    fn parse(
+        name: &'static str,
+        obj: &Bound<'py, PyAny>,
+        e4m3_bytes: bool,
+    ) -> PyResult<Tensor<'py>> {
         let capsule = obj.cast::<PyCapsule>().map_err(|_| {
             type_error(
                 rules::NOT_A_TENSOR,
@@ -144,6 +170,7 @@ impl<'py> Tensor<'py> {
             (DL_BFLOAT, 16, 1) => Dtype::Bf16,
             (DL_INT, 32, 1) => Dtype::I32,
             (DL_FLOAT8_E4M3FN, 8, 1) => Dtype::E4m3,
+            (DL_INT | DL_UINT, 8, 1) if e4m3_bytes => Dtype::E4m3,
             (DL_INT | DL_UINT, bits, 1) => {
                 return Err(type_error(
                     rules::DTYPE_UNSUPPORTED,

@@ -497,6 +497,8 @@ def linear(
         d = d.reshape(rows, n)
     bias = extra.get("bias")
     capsule = c.capsule
+    if fp8:  # their bytes: torch exports float8 through DLPack only from DLPack 1.1 on
+        x2, weight = x2.view(_torch.uint8), weight.view(_torch.uint8)
     _native.linear(
         capsule(x2),
         capsule(weight),
@@ -507,6 +509,7 @@ def linear(
         _ACTIVATIONS[activation],
         c.stream,
         alpha,
+        fp8,
     )
     return res
 

@@ -203,11 +203,11 @@ pub fn gemm(
 /// `nn.Linear`'s product with a fused epilogue: `c = act(alpha · x·weightᵀ + beta · d + bias)`,
 /// `x` `[M, K]`, `weight` `[N, K]` as `nn.Linear` keeps it (read in place), `c` and `d` `[M,
 /// N]`, `bias` `[N]`, on the kernel `ck_kernels::gemm::linear` picks. `x` and `weight` bfloat16
-/// (float32 on the emulator too: rounded), or both float8_e4m3fn (`gemm::linear::launch_fp8`;
-/// alpha carries their scales); `c` float32 or bfloat16, `d` and `bias` of its type.
-/// `activation`: 0 none, 1 relu, 2 gelu, 3 silu.
+/// (float32 on the emulator too: rounded), or with `fp8` both e4m3 (float8_e4m3fn or its bytes
+/// as uint8; `gemm::linear::launch_fp8`, alpha carrying their scales); `c` float32 or bfloat16,
+/// `d` and `bias` of its type. `activation`: 0 none, 1 relu, 2 gelu, 3 silu.
 #[pyfunction]
-#[pyo3(signature = (x, weight, c, d=None, bias=None, beta=1.0, activation=0, stream=None, alpha=1.0))]
+#[pyo3(signature = (x, weight, c, d=None, bias=None, beta=1.0, activation=0, stream=None, alpha=1.0, fp8=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn linear(
     x: &Bound<'_, PyAny>,
@@ -219,8 +219,16 @@ pub fn linear(
     activation: u32,
     stream: Option<u64>,
     alpha: f32,
+    fp8: bool,
 ) -> PyResult<()> {
-    let (x, w, c) = (tensor("x", x)?, tensor("weight", weight)?, tensor("c", c)?);
+    let (x, w) = match fp8 {
+        true => (
+            Tensor::from_capsule_e4m3("x", x)?,
+            Tensor::from_capsule_e4m3("weight", weight)?,
+        ),
+        false => (tensor("x", x)?, tensor("weight", weight)?),
+    };
+    let c = tensor("c", c)?;
     let d = d.map(|d| tensor("residual", d)).transpose()?;
     let bias = bias.map(|t| tensor("bias", t)).transpose()?;
     let dtype = same_dtype(&[&x, &w])?;

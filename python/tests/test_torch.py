@@ -551,6 +551,21 @@ def test_linear_on_float8_operands_with_per_tensor_scales(device):
         ck_rs.linear(x8, w8[:20])  # N = 20: not a whole 16-byte row of C
     with pytest.raises(ValueError, match=r"error\[no-backward\]"):
         ck_rs.linear(x8.float().requires_grad_().to(fp8), w8)
+    # The native call reads the operands' bytes (what ck_rs passes) or, where torch exports
+    # them, float8 capsules (DLPack 1.1), and nothing else as e4m3.
+    from torch.utils.dlpack import to_dlpack
+
+    stream = torch.cuda.current_stream().cuda_stream if device == "cuda" else None
+    c = torch.empty(33, 24, device=device)
+    try:
+        operands = (to_dlpack(x8), to_dlpack(w8))
+    except (RuntimeError, BufferError):  # this torch cannot export float8
+        operands = None
+    if operands is not None:
+        ck_rs._native.linear(*operands, to_dlpack(c), None, None, 1.0, 0, stream, xs * ws, True)
+        assert ref.rel_err(np64(c), want) < 1e-3
+    with pytest.raises(TypeError, match=r"error\[dtype-mismatch\]: `x` is bfloat16"):
+        ck_rs._native.linear(to_dlpack(x.bfloat16()), to_dlpack(w8.view(torch.uint8)), to_dlpack(c), fp8=True)
 
 
 @pytest.mark.parametrize("device", DEVICES)
