@@ -292,6 +292,12 @@ where
     Fp8Operands<E4m3, E4m3>: TmaGemm<O>,
 {
     check_lengths((m, n, k), (x.len(), w.len(), c.len()))?;
+    if !k.is_multiple_of(16) || !n.is_multiple_of(8) {
+        return Err(LaunchError::invalid(
+            ck_core::rules::SHAPE_UNSUPPORTED,
+            format!("the fp8 GEMM moves whole 16-byte rows with TMA: K must be a multiple of 16 and N of 8 (pad x and the weight with zero columns, the weight with zero rows); got N = {n}, K = {k}"),
+        ));
+    }
     let stats =
         launch_tma::<Fp8Operands<E4m3, E4m3>, O>(device, (x, w), c, 1, (m, n, k), epilogue)?;
     Ok((stats, kernel_name::<Fp8Operands<E4m3, E4m3>, O>(epilogue)))
