@@ -6,6 +6,7 @@
 use ck_core::device::Bf16;
 use ck_core::host::Device;
 use ck_kernels::checks::Rng;
+use ck_kernels::gemm::linear;
 use ck_kernels::rope::host::{rope_qkv, rope_qkv_backward, RopeElement, Shape};
 
 /// cos and sin `[rows, R/2]` of `pos(row) · θ_i`, θ_i = 10000^(−2i/R).
@@ -212,4 +213,82 @@ fn shapes_the_kernel_cannot_run_are_refused() {
     let (cos, sin) = tables(4, 64, |r| r as f64);
     let e = rope_qkv::<f32>(&device, (&[0.0; 10], &cos, &sin), &s).unwrap_err();
     assert!(e.to_string().contains("`qkv` has 10 elements"), "{e}");
+}
+
+/// `linear::rope_projection` (the QKV GEMM with RoPE in its epilogue): C `[T, (H + 2·Hkv)·D]`
+/// against the plain product in fp64 (of the bf16-rounded operands) rotated by [`expected`],
+/// head row by head row.
+fn check_projection(shape: Shape, k: u32, first_position: u32) {
+    let device = Device::Emulator { workers: 2 };
+    let (qkv_len, ..) = shape.lens();
+    let (t, n) = (
+        shape.tokens() as usize,
+        qkv_len as usize / shape.tokens() as usize,
+    );
+    let mut rng = Rng(0x9e0 ^ qkv_len ^ k as u64);
+    let mut values = |len: usize| -> Vec<f32> {
+        (0..len)
+            .map(|_| Bf16::from_f32(rng.f32() - 0.5).to_f32())
+            .collect()
+    };
+    let (x, w) = (values(t * k as usize), values(n * k as usize));
+    let seq = shape.seq;
+    let (cos, sin) = tables(shape.table_rows, shape.rotary_dim, |row| {
+        (first_position + row % seq) as f64
+    });
+    let (c, _) = linear::rope_projection(&device, (&x, &w), k, (&cos, &sin), &shape).unwrap();
+    let product: Vec<f32> = (0..t * n)
+        .map(|i| {
+            let (r, j) = (i / n, i % n);
+            let dot: f64 = (0..k as usize)
+                .map(|e| x[r * k as usize + e] as f64 * w[j * k as usize + e] as f64)
+                .sum();
+            dot as f32
+        })
+        .collect();
+    // Both in attention's layout: the kernel's C moved there unrotated (the rotation at 0°).
+    let want = expected(&product, (&cos, &sin), &shape);
+    let (ones, zeros) = (vec![1.0; cos.len()], vec![0.0; sin.len()]);
+    let got = expected(&c, (&ones, &zeros), &shape);
+    for (name, got, want) in [
+        ("q", &got[0], &want[0]),
+        ("k", &got[1], &want[1]),
+        ("v", &got[2], &want[2]),
+    ] {
+        for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+            assert!(
+                (g - w).abs() <= (w.abs() + 0.05) / 128.0,
+                "{shape:?}, K = {k}: {name}[{i}] = {g}, want {w}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_projection_rotates_q_and_k_in_its_epilogue() {
+    // Half-split: head dim 64 whole, 128 whole and 64 of 128 (GQA 4/2, 2/1); two row tiles
+    // (150 tokens) with a table per position; a table per token from position 5.
+    check_projection(shape(2, 5, (4, 2), (64, 64), false), 24, 0);
+    check_projection(shape(3, 50, (2, 1), (128, 128), false), 40, 0);
+    let per_token = Shape {
+        table_rows: 10,
+        ..shape(2, 5, (2, 1), (128, 64), false)
+    };
+    check_projection(per_token, 16, 5);
+    // Interleaved, a rotary dim that splits a slice (48 of 64).
+    check_projection(shape(1, 6, (3, 1), (64, 48), true), 8, 11);
+}
+
+#[test]
+fn the_projection_refuses_what_its_epilogue_cannot_rotate() {
+    let device = Device::emulator();
+    let s = shape(1, 4, (2, 1), (64, 32), false);
+    let (cos, sin) = tables(4, 32, |r| r as f64);
+    let (x, w) = (vec![0.0; 4 * 8], vec![0.0; 4 * 64 * 8]);
+    let e = linear::rope_projection(&device, (&x, &w), 8, (&cos, &sin), &s).unwrap_err();
+    assert_eq!(e.rule(), "shape-unsupported");
+    assert!(e.to_string().contains("use rope_qkv"), "{e}");
+    let s = shape(1, 4, (2, 1), (64, 64), false);
+    let e = linear::rope_projection(&device, (&x, &w[..8]), 8, (&cos, &sin), &s).unwrap_err();
+    assert!(e.to_string().contains("`weight` has 8 elements"), "{e}");
 }

@@ -5,12 +5,14 @@
 //! act ∈ {none, relu, gelu (tanh form), silu}; D and bias optional, of C's element type
 //! gelu(x) = x/2 · (1 + tanh(√(2/π) · (x + 0.044715 x³)))      silu(x) = x / (1 + e^−x)
 //! gated (GATED): C[r, c] = act(alpha · (A·B_gate)[r, c]) · (alpha · (A·B_up)[r, c])
+//! rotary (ROTARY): C = alpha · A·B, its query and key heads rotated (RoPE, crate::rope::Projection)
 //! ```
 //!
 //! No pass over C after the GEMM: the kernel stages its C tile through shared memory so that
 //! each thread holds runs of 4 consecutive columns, and a warp reads D and bias and writes C
 //! in contiguous, whole-sector accesses.
 
+use crate::rope::Projection;
 use ck_core::device::*;
 use ck_core::tile::{make_tile_window, DistributedTensor, View2};
 use ck_core::TileDistribution;
@@ -127,12 +129,16 @@ pub const HAS_BIAS: u32 = 2;
 /// up projection's, and C = act(alpha · gate) · (alpha · up) ([`Epilogue::gate`]); no D, no
 /// bias.
 pub const GATED: u32 = 4;
+/// A QKV projection with RoPE: C = alpha · A·B, each row's query and key heads rotated at its
+/// token's angles ([`Epilogue::rope`], [`crate::rope::Projection`]); no D, no bias, no
+/// activation.
+pub const ROTARY: u32 = 8;
 pub const ACTIVATION_SHIFT: u32 = 8;
 /// In place of a kernel's compile-time flags: read them from its `flags` argument.
 pub const RUNTIME_FLAGS: u32 = u32::MAX;
 
 /// An epilogue as kernel arguments: `d` is `m × n` and `bias` `n` (or empty when their flag is
-/// not set).
+/// not set); `rope` is read only under [`ROTARY`].
 #[derive(Clone, Copy)]
 pub struct Epilogue<O: Element> {
     pub alpha: f32,
@@ -140,6 +146,22 @@ pub struct Epilogue<O: Element> {
     pub d: Global<O>,
     pub bias: Global<O>,
     pub flags: u32,
+    pub rope: Projection,
+}
+
+impl<O: Element> Epilogue<O> {
+    /// The epilogue of the arguments every kernel but the rotary ones takes.
+    #[inline(always)]
+    pub fn of(alpha: f32, beta: f32, (d, bias): (Global<O>, Global<O>), flags: u32) -> Self {
+        Epilogue {
+            alpha,
+            beta,
+            d,
+            bias,
+            flags,
+            rope: Projection::none(),
+        }
+    }
 }
 
 impl<O: CElement> Epilogue<O> {

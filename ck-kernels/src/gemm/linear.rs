@@ -356,6 +356,141 @@ fn check_weight_grad_lengths(
 }
 
 /// `shape-mismatch` naming the buffer of a gated unit whose length is not the shape's.
+/// A QKV projection with RoPE in one launch: `C = X·Wᵀ` with X `[T, K]` (tokens `t = b·S + s`),
+/// the fused weight W `[(H + 2·Hkv)·D, K]` (query rows, key rows, value rows) and C `[T, (H +
+/// 2·Hkv)·D]`, its query and key heads rotated in the epilogue at table row `t mod rows` of
+/// `cos`, `sin` (`[rows, R/2]` f32) — [`crate::rope::Projection`], the math of
+/// [`crate::rope`]. What `rope_qkv` does after a plain projection, without its pass over C
+/// (and C stays in the projection's layout: attention reads Q, K and V from it in place).
+/// `shape` describes the problem as for `rope_qkv`; here `head_dim` is 64 or 128 (a tile's
+/// 256 columns hold whole heads) and, half-split, `rotary_dim` 64 or 128 (each half whole
+/// 32-column slices). Returns the launch's statistics and the kernel's name.
+///
+/// ```
+/// use ck_core::device::Bf16;
+/// use ck_core::host::{Device, DeviceBuffer};
+/// use ck_kernels::gemm::linear::launch_rope;
+/// use ck_kernels::rope::host::Shape;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let device = Device::emulator();
+/// // One token, one query, key and value head of 64; X = e₀, so C's row is W's column 0.
+/// let shape = Shape { batch: 1, seq: 1, heads: 1, kv_heads: 1, head_dim: 64, rotary_dim: 64, table_rows: 1, interleaved: false };
+/// let k = 8;
+/// let mut w = vec![0.0f32; 3 * 64 * k];
+/// w[0] = 1.0; // query element 0
+/// w[32 * k] = 2.0; // query element 32, element 0's partner
+/// let x: Vec<f32> = (0..k).map(|i| (i == 0) as u32 as f32).collect();
+/// // Pair 0 at 90°: (x₀, x₃₂) → (x₀·0 − x₃₂·1, x₃₂·0 + x₀·1) = (−2, 1); pairs 1.. at 0°.
+/// let (mut cos, mut sin) = (vec![1.0f32; 32], vec![0.0f32; 32]);
+/// (cos[0], sin[0]) = (0.0, 1.0);
+/// let up = |v: &[f32]| DeviceBuffer::from_slice(&device, &v.iter().map(|&x| Bf16::from_f32(x)).collect::<Vec<_>>());
+/// let (xd, wd) = (up(&x)?, up(&w)?);
+/// let (cd, sd) = (DeviceBuffer::from_slice(&device, &cos)?, DeviceBuffer::from_slice(&device, &sin)?);
+/// let mut c = DeviceBuffer::<Bf16>::zeros(&device, 3 * 64)?;
+/// launch_rope(&device, (&xd, &wd), &mut c, k as u32, (&cd, &sd), &shape)?;
+/// let c: Vec<f32> = c.to_vec()?.iter().map(|v| v.to_f32()).collect();
+/// assert_eq!((c[0], c[32]), (-2.0, 1.0));
+/// # Ok(()) }
+/// ```
+pub fn launch_rope(
+    device: &Device,
+    (x, w): (&DeviceBuffer<Bf16>, &DeviceBuffer<Bf16>),
+    c: &mut DeviceBuffer<Bf16>,
+    k: u32,
+    (cos, sin): (&DeviceBuffer<f32>, &DeviceBuffer<f32>),
+    shape: &crate::rope::host::Shape,
+) -> Result<(LaunchStats, &'static str), LaunchError> {
+    use crate::gemm::tma::host::c_map;
+    use crate::gemm::tma::GemmTmaBf16NkRope;
+    shape.check()?;
+    let unsupported = |m: String| Err(LaunchError::invalid(ck_core::rules::SHAPE_UNSUPPORTED, m));
+    let (d, r) = (shape.head_dim, shape.rotary_dim);
+    if d != 64 && d != 128 {
+        return unsupported(format!("head_dim {d}: the projection's RoPE epilogue takes heads of 64 or 128 (its tiles' 256 columns hold whole heads); use rope_qkv after a plain projection"));
+    }
+    if !shape.interleaved && r != 64 && r != 128 {
+        return unsupported(format!("rotary_dim {r}, half-split: the projection's RoPE epilogue takes 64 or 128 (each half whole 32-column slices of the accumulators); use rope_qkv after a plain projection, or the interleaved style"));
+    }
+    let (tokens, n) = (shape.tokens(), (shape.heads + 2 * shape.kv_heads) * d);
+    let m = u32::try_from(tokens).map_err(|_| {
+        LaunchError::invalid(
+            ck_core::rules::ARGUMENT_SIZE,
+            format!("{tokens} tokens; at most 2³² − 1"),
+        )
+    })?;
+    check_lengths((m, n, k), (x.len(), w.len(), c.len()))?;
+    let (.., table) = shape.lens();
+    for (name, t) in [("cos", cos), ("sin", sin)] {
+        if t.len() as u64 != table {
+            return Err(LaunchError::invalid(
+                ck_core::rules::SHAPE_MISMATCH,
+                format!(
+                    "`{name}` has {} elements; give [{}, {}] ({table})",
+                    t.len(),
+                    shape.table_rows,
+                    r / 2
+                ),
+            ));
+        }
+    }
+    let epilogue = EpilogueArgs::<Bf16>::default();
+    let rotated = (shape.heads + shape.kv_heads) * d;
+    let stats = crate::gemm::tma::host::launch_with::<Bf16NkOperands, Bf16>(
+        device,
+        (x, w),
+        c,
+        1,
+        (m, n, k),
+        &epilogue,
+        |cfg, (a, b), c, sk| {
+            let mut c = c_map(c, (m, n, 1))?;
+            GemmTmaBf16NkRope::launch(
+                device,
+                cfg,
+                a,
+                b,
+                &mut c,
+                cos,
+                sin,
+                m,
+                n,
+                k,
+                1.0,
+                d,
+                r,
+                rotated,
+                shape.table_rows,
+                shape.interleaved as u32,
+                sk.parts,
+                sk.tickets,
+                sk.sk_tiles,
+            )
+        },
+    )?;
+    Ok((stats, "gemm_tma_bf16_nk_rope"))
+}
+
+/// [`launch_rope`] from host values (X `[T, k]`, W `[(H + 2·Hkv)·D, k]`, the tables), X and W
+/// rounded to bf16; C widened to f32.
+pub fn rope_projection(
+    device: &Device,
+    (x, w): (&[f32], &[f32]),
+    k: u32,
+    (cos, sin): (&[f32], &[f32]),
+    shape: &crate::rope::host::Shape,
+) -> Result<(Vec<f32>, LaunchStats), LaunchError> {
+    let tokens = shape.tokens();
+    let n = (shape.heads + 2 * shape.kv_heads) as u64 * shape.head_dim as u64;
+    let (xd, wd) = (upload::<Bf16>(device, x)?, upload::<Bf16>(device, w)?);
+    let (cd, sd) = (
+        DeviceBuffer::from_slice(device, cos)?,
+        DeviceBuffer::from_slice(device, sin)?,
+    );
+    let mut c = upload::<Bf16>(device, &vec![f32::NAN; (tokens * n) as usize])?;
+    let (stats, _) = launch_rope(device, (&xd, &wd), &mut c, k, (&cd, &sd), shape)?;
+    Ok((c.to_vec()?.iter().map(|v| v.to_f32()).collect(), stats))
+}
+
 fn check_gated_lengths(
     (m, f, k): (u32, u32, u32),
     (x, w, c): (usize, usize, usize),

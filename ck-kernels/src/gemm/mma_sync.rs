@@ -237,7 +237,7 @@ macro_rules! linear_kernel {
         ) {
             let x_s = shared!(f32; 4096);
             let w_s = shared!(f32; 4096);
-            let epilogue = Epilogue { alpha, beta, d, bias, flags };
+            let epilogue = Epilogue::of(alpha, beta, (d, bias), flags);
             linear_any_shape((x, w, c), epilogue, (m, n, k), (&x_s, &w_s));
         }
     };

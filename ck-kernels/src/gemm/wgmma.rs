@@ -396,7 +396,7 @@ macro_rules! wgmma_gemm_kernel {
             flags: u32,
         ) {
             let smem = shared!(Bf16; smem_elems($bn));
-            let epilogue = Epilogue { alpha, beta, d, bias, flags };
+            let epilogue = Epilogue::of(alpha, beta, (d, bias), flags);
             gemm_wgmma::<$tile, $o, { smem_elems($bn) }, { staged_elems($bn) }>(
                 (a, b, c),
                 (m, n, k),

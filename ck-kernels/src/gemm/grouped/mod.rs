@@ -161,7 +161,7 @@ macro_rules! grouped_gemm_kernel {
             flags: u32,
         ) {
             let smem = shared!(Bf16; smem_elems(BN));
-            let epilogue = Epilogue { alpha, beta, d, bias, flags };
+            let epilogue = Epilogue::of(alpha, beta, (d, bias), flags);
             gemm_grouped::<$o, { smem_elems(BN) }, { staged_elems(BN) }, $any>(
                 (a, b, c),
                 (table, groups),

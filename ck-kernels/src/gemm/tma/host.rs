@@ -117,7 +117,7 @@ fn d_map(
 }
 
 /// C `[batch, m, n]` as the kernels' store map: boxes of [`C_BOX`] in the 128-byte swizzle.
-fn c_map(
+pub(crate) fn c_map(
     c: &mut DeviceBuffer<Bf16>,
     (m, n, batch): (u32, u32, u32),
 ) -> Result<TensorMapMut<'_, Bf16, 3>, LaunchError> {
@@ -496,6 +496,51 @@ pub fn launch<P: TmaGemm<O>, O: GemmOutput>(
     (m, n, k): (u32, u32, u32),
     epilogue: &EpilogueArgs<'_, O>,
 ) -> Result<LaunchStats, LaunchError> {
+    let empty = DeviceBuffer::<O>::empty(device)?;
+    let (d, bias) = (
+        epilogue.d.unwrap_or(&empty),
+        epilogue.bias.unwrap_or(&empty),
+    );
+    let scalars = (epilogue.alpha, epilogue.beta, epilogue.flags());
+    launch_with::<P, O>(
+        device,
+        (a, b),
+        c,
+        batch,
+        (m, n, k),
+        epilogue,
+        |cfg, maps, c, sk| {
+            P::launch_kernel(
+                device,
+                cfg,
+                maps,
+                c,
+                (d, bias),
+                (m, n, k, batch),
+                scalars,
+                sk,
+            )
+        },
+    )
+}
+
+/// [`launch`]'s checks, tensor maps and schedule (for `epilogue`'s flags), then `kernel` on
+/// them: the launch of a kernel that takes more than the epilogue's usual arguments
+/// ([`crate::gemm::linear::launch_rope`]).
+pub fn launch_with<P: TmaGemm<O>, O: GemmOutput>(
+    device: &Device,
+    (a, b): (&DeviceBuffer<P::A>, &DeviceBuffer<P::B>),
+    c: &mut DeviceBuffer<O>,
+    batch: u32,
+    (m, n, k): (u32, u32, u32),
+    epilogue: &EpilogueArgs<'_, O>,
+    kernel: impl FnOnce(
+        LaunchConfig,
+        (&TensorMap<'_, P::A, 3>, &TensorMap<'_, P::B, 3>),
+        &mut DeviceBuffer<O>,
+        StreamK<'_>,
+    ) -> Result<LaunchStats, LaunchError>,
+) -> Result<LaunchStats, LaunchError> {
     if P::A_M_MAJOR && (!m.is_multiple_of(8) || !n.is_multiple_of(8)) {
         return Err(LaunchError::invalid(
             rules::SHAPE_UNSUPPORTED,
@@ -531,11 +576,6 @@ pub fn launch<P: TmaGemm<O>, O: GemmOutput>(
     if batch == 0 || m == 0 || n == 0 {
         return Ok(LaunchStats::default());
     }
-    let empty = DeviceBuffer::<O>::empty(device)?;
-    let (d, bias) = (
-        epilogue.d.unwrap_or(&empty),
-        epilogue.bias.unwrap_or(&empty),
-    );
     // With K = 0 nothing is copied (C is the epilogue of zeros), but a tensor map needs a
     // tensor: maps over one stage of zeros stand in.
     let (stand_in_a, stand_in_b);
@@ -576,14 +616,10 @@ pub fn launch<P: TmaGemm<O>, O: GemmOutput>(
         tickets,
         sk_tiles: schedule.tiles - schedule.dp_tiles,
     };
-    let launched = P::launch_kernel(
-        device,
+    let launched = kernel(
         LaunchConfig::new(schedule.grid, THREADS),
         (&a_map, &b_map),
         c,
-        (d, bias),
-        (m, n, k, batch),
-        (epilogue.alpha, epilogue.beta, epilogue.flags()),
         stream_k,
     );
     // Kept only after a launch that ran: a failed one may have left tickets counted.

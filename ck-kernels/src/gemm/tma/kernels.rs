@@ -2,6 +2,7 @@
 //! [`super::gemm_tma`]'s body with its shared memory cut into parts (see the parent module).
 
 use super::*;
+use crate::rope::{Projection, Rotary};
 
 /// [`gemm_tma`] on operands `$p` writing `$o`, its shared region cut by [`Region`] with `$boxes`
 /// C box buffers per consumer warp, for the epilogue `$epi`, sharing tiles out where
@@ -57,7 +58,7 @@ macro_rules! tma_gemm_kernel {
             sk_tiles: u32,
         ) {
             const EPI: u32 = $epi;
-            let epilogue = Epilogue { alpha, beta, d, bias, flags };
+            let epilogue = Epilogue::of(alpha, beta, (d, bias), flags);
             let shared = (
                 shared!($a; Region::<$p, $o, C_BUFFERS>::ELEMS),
                 shared!(Mbarrier; BARRIERS),
@@ -89,7 +90,7 @@ macro_rules! tma_gemm_kernel {
             const EPI: u32 = $epi;
             // D is copied whatever the flags say: it is applied whatever they say.
             let flags = flags | HAS_D;
-            let epilogue = Epilogue { alpha, beta, d: Global::<$o>::empty(), bias, flags };
+            let epilogue = Epilogue::of(alpha, beta, (Global::<$o>::empty(), bias), flags);
             let shared = (
                 shared!($a; Region::<$p, $o, 0>::ELEMS),
                 shared!(Mbarrier; BARRIERS),
@@ -124,7 +125,7 @@ macro_rules! tma_gemm_kernel {
             // Only alpha is read (`EPI` is 0): D and bias are never touched.
             const EPI: u32 = 0;
             let none = Global::<$o>::empty();
-            let epilogue = Epilogue { alpha, beta: 0.0, d: none, bias: none, flags: 0 };
+            let epilogue = Epilogue::of(alpha, 0.0, (none, none), 0);
             let shared = (
                 shared!($a; Region::<$p, $o, C_BUFFERS>::ELEMS),
                 shared!(Mbarrier; BARRIERS),
@@ -132,6 +133,43 @@ macro_rules! tma_gemm_kernel {
                 shared!(u32; 1),
             );
             gemm_tma_in_region!($p, $o, C_BUFFERS, EPI, stream_k: true, (a, b), (c, epilogue, DLoads), (batched::<$p>((m, n, k, batch)), (parts, tickets, sk_tiles)), shared);
+        }
+    };
+    ($(#[$doc:meta])* $name:ident, $p:ty, rotary) => {
+        $(#[$doc])*
+        #[tile_kernel(block = 384, min_blocks_per_sm = 1)]
+        #[allow(clippy::too_many_arguments)]
+        pub fn $name(
+            a: Tma<Bf16, 3>,
+            b: Tma<Bf16, 3>,
+            c: TmaMut<Bf16, 3>,
+            cos: Global<f32>,
+            sin: Global<f32>,
+            m: u32,
+            n: u32,
+            k: u32,
+            alpha: f32,
+            head_dim: u32,
+            rotary_dim: u32,
+            rotated: u32,
+            table_rows: u32,
+            interleaved: u32,
+            parts: GlobalMut<f32>,
+            tickets: GlobalMut<u32>,
+            sk_tiles: u32,
+        ) {
+            const EPI: u32 = ROTARY;
+            let none = Global::<Bf16>::empty();
+            let mut epilogue = Epilogue::of(alpha, 0.0, (none, none), EPI);
+            let rotary = Rotary { dim: rotary_dim, interleaved: interleaved != 0, cos, sin, inverse: false };
+            epilogue.rope = Projection { rotary, head_dim, rotated, table_rows };
+            let shared = (
+                shared!(Bf16; Region::<$p, Bf16, C_BUFFERS>::ELEMS),
+                shared!(Mbarrier; BARRIERS),
+                shared!(Bf16; BIAS_STAGE),
+                shared!(u32; 1),
+            );
+            gemm_tma_in_region!($p, Bf16, C_BUFFERS, EPI, stream_k: true, (a, b), (c, epilogue, DLoads), (batched::<$p>((m, n, k, 1)), (parts, tickets, sk_tiles)), shared);
         }
     };
     ($(#[$doc:meta])* $name:ident, $o:ty, grouped) => {
@@ -152,7 +190,7 @@ macro_rules! tma_gemm_kernel {
             // (`Direct`).
             const EPI: u32 = 0;
             let none = Global::<$o>::empty();
-            let epilogue = Epilogue { alpha, beta: 0.0, d: none, bias: none, flags: 0 };
+            let epilogue = Epilogue::of(alpha, 0.0, (none, none), 0);
             let shared = (
                 shared!(Bf16; Region::<Bf16Operands, $o, C_BUFFERS>::ELEMS),
                 shared!(Mbarrier; BARRIERS),
@@ -325,6 +363,13 @@ tma_gemm_kernel!(
 tma_gemm_kernel!(
     /// bf16 A · (bf16 B `[N, K]`)ᵀ → f32 C = alpha · A·Bᵀ in tiles of 128 × 192.
     gemm_tma_bf16_nk_f32_n192, Bf16NkOperands<N192>, Bf16, Bf16, f32, [GlobalMut<f32>], plain
+);
+tma_gemm_kernel!(
+    /// A QKV projection with RoPE: bf16 A `[M, K]` · (bf16 B `[N, K]`)ᵀ → bf16 C = alpha · A·Bᵀ,
+    /// the query and key heads of each row (its first `rotated` columns, heads of `head_dim`)
+    /// rotated at table row `row mod table_rows` of `cos`, `sin` `[table_rows, rotary_dim / 2]`
+    /// (`crate::rope::Projection`).
+    gemm_tma_bf16_nk_rope, Bf16NkOperands, rotary
 );
 // A as `[K, M]` (a transposed view's storage): weight gradients, dW = dYᵀ·X.
 tma_gemm_kernel!(

@@ -68,12 +68,14 @@ pub use store::{
     c_stage_bytes, BiasRows, BiasWgmma32, CWgmma32, DSource, Staging, TileAt, TmaOutput,
     BIAS_STAGE, C_BOX, C_BUFFERS,
 };
-use store::{flags, load_bias, stage_bias, store_gated_tile, store_tile, TileOut};
+use store::{
+    flags, load_bias, stage_bias, store_gated_tile, store_rotary_tile, store_tile, TileOut,
+};
 use stream_k::{Parts, Schedule};
 pub use width::{CWgmma192, Width, N192, N256};
 
 use crate::gemm::epilogue::{
-    Activation, Epilogue, ACTIVATION_SHIFT, GATED, HAS_BIAS, HAS_D, RUNTIME_FLAGS,
+    Activation, Epilogue, ACTIVATION_SHIFT, GATED, HAS_BIAS, HAS_D, ROTARY, RUNTIME_FLAGS,
 };
 use crate::gemm::wgmma::block_tile;
 use ck_core::device::*;
@@ -681,6 +683,8 @@ fn consume<
         };
         if EPI != RUNTIME_FLAGS && EPI & GATED != 0 {
             store_gated_tile::<P::W, O, S, EPI, NC>(acc, out, place.c, (place.m, n));
+        } else if EPI != RUNTIME_FLAGS && EPI & ROTARY != 0 {
+            store_rotary_tile::<P::W, O, S, EPI, NC>(acc, out, place.c, (place.m, n));
         } else {
             store_tile::<P::W, O, S, EPI, NC>(acc, out, place.c, (place.m, n));
         }

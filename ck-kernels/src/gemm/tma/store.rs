@@ -8,7 +8,7 @@ use super::{Width, BARRIERS, CONSUMER_WARPS, N256};
 use crate::gemm::epilogue::{CElement, Epilogue, RUNTIME_FLAGS};
 use ck_core::device::*;
 use ck_core::tile::{
-    broadcast_x, make_tile_window, DistributedTensor, TmaBoxView, View, View1, View2,
+    broadcast_x, make_tile_window, unroll, DistributedTensor, TmaBoxView, View, View1, View2,
 };
 use ck_macros::tile_distribution;
 
@@ -451,13 +451,11 @@ fn store_slice<
     mn: (u32, u32),
 ) {
     let TileOut {
-        c,
         epilogue,
         dsrc,
         staging,
-        c_start: start,
-        ordinal,
         d_use,
+        ..
     } = out;
     let at = (tile, d_use);
     if Q >= W::BN / 32 {
@@ -482,15 +480,118 @@ fn store_slice<
             },
         );
     }
-    // C's own box buffer (where it has them): the two alternate over the warp's boxes,
-    // across tiles (with an even number of boxes per tile, each tile starts on the first: a
-    // constant).
+    put_slice::<W, O, S, NC, Q>(&x, out, tile, mn);
+}
+
+/// Stores slice `Q` of C, `x` (its epilogue applied), through C's own box buffer where it
+/// has them: the two alternate over the warp's boxes, across tiles (with an even number of
+/// boxes per tile, each tile starts on the first: a constant).
+#[inline(always)]
+fn put_slice<W: Width, O: TmaOutput, S: DSource<O>, const NC: usize, const Q: u32>(
+    x: &DistributedTensor<CWgmma32, f32>,
+    out: TileOut<'_, O, S, NC>,
+    tile: (u32, u32, u32),
+    mn: (u32, u32),
+) {
     let boxes_per_tile = W::BN / 64;
     let which = if boxes_per_tile.is_multiple_of(2) {
         Q / 2 % 2
     } else {
-        (ordinal * boxes_per_tile + Q / 2) % 2
+        (out.ordinal * boxes_per_tile + Q / 2) % 2
     };
-    let buffer = box_buffer(start, which);
-    dsrc.store::<NC, Q>(&x, c, (staging.c, buffer), at, mn);
+    let buffer = box_buffer(out.c_start, which);
+    out.dsrc
+        .store::<NC, Q>(x, out.c, (out.staging.c, buffer), (tile, out.d_use), mn);
+}
+
+/// The epilogue and the store of one tile of a QKV projection with RoPE
+/// ([`ROTARY`](crate::gemm::epilogue::ROTARY), 256
+/// columns: whole heads of 64 or 128): `C = alpha · A·B`, each query and key head rotated
+/// ([`Projection`](crate::rope::Projection)). A 32-column slice lies in one half of a head's rotary part (the host
+/// checks `dim / 2` is a multiple of 32 for the half-split style), so its partners are slice
+/// `Q ± dim / 64`'s registers, the same thread's; each thread's two rows' table rows are
+/// found once per tile.
+#[inline(always)]
+pub(super) fn store_rotary_tile<
+    W: Width,
+    O: TmaOutput,
+    S: DSource<O>,
+    const EPI: u32,
+    const NC: usize,
+>(
+    acc: DistributedTensor<W::Acc, f32>,
+    out: TileOut<'_, O, S, NC>,
+    tile: (u32, u32, u32),
+    mn: (u32, u32),
+) {
+    let rope = &out.epilogue.rope;
+    let p = CWgmma32::partition_index(thread_idx());
+    let row_of = |h: i32| {
+        let [r, _] = CWgmma32::x_index(p, [0, h, 0]);
+        (tile.1 + r as u32).min(mn.0.max(1) - 1) % rope.table_rows
+    };
+    let rows = [row_of(0), row_of(1)];
+    rotary_slice::<W, O, S, NC, 0>(&acc, out, tile, mn, rows);
+    rotary_slice::<W, O, S, NC, 1>(&acc, out, tile, mn, rows);
+    rotary_slice::<W, O, S, NC, 2>(&acc, out, tile, mn, rows);
+    rotary_slice::<W, O, S, NC, 3>(&acc, out, tile, mn, rows);
+    rotary_slice::<W, O, S, NC, 4>(&acc, out, tile, mn, rows);
+    rotary_slice::<W, O, S, NC, 5>(&acc, out, tile, mn, rows);
+    rotary_slice::<W, O, S, NC, 6>(&acc, out, tile, mn, rows);
+    rotary_slice::<W, O, S, NC, 7>(&acc, out, tile, mn, rows);
+}
+
+/// Columns `32Q..32Q + 32` of a rotary tile (see [`store_rotary_tile`]); `rows` the table rows
+/// of the thread's two rows.
+#[inline(always)]
+fn rotary_slice<W: Width, O: TmaOutput, S: DSource<O>, const NC: usize, const Q: u32>(
+    acc: &DistributedTensor<W::Acc, f32>,
+    out: TileOut<'_, O, S, NC>,
+    tile: (u32, u32, u32),
+    mn: (u32, u32),
+    rows: [u32; 2],
+) {
+    if Q >= W::BN / 32 {
+        return;
+    }
+    let slice = |q: u32| {
+        let q = q.min(W::BN / 32 - 1) as usize;
+        let mut x = DistributedTensor::<CWgmma32, f32> {
+            data: core::array::from_fn(|i| W::reg(acc, 16 * q + i)),
+        };
+        out.epilogue.scale(&mut x);
+        x
+    };
+    let mut x = slice(Q);
+    let rope = &out.epilogue.rope;
+    let rotary = &rope.rotary;
+    let col = tile.2 + 32 * Q;
+    let d0 = col % rope.head_dim.max(1);
+    if col < rope.rotated && d0 < rotary.dim {
+        // The half-split style's partner slice (slice-uniform: `dim / 2` is a multiple of 32).
+        let half = rotary.dim / 2;
+        let partner = match (rotary.interleaved, d0 < half, half / 32) {
+            (true, _, _) => x,
+            (false, true, 1) => slice(Q + 1),
+            (false, true, _) => slice(Q + 2),
+            (false, false, 1) => slice(Q.saturating_sub(1)),
+            (false, false, _) => slice(Q.saturating_sub(2)),
+        };
+        let p = CWgmma32::partition_index(thread_idx());
+        unroll::<4>(|j| {
+            unroll::<2>(|h| {
+                let y = |e: i32| CWgmma32::d_index([j as i32, h as i32, e]);
+                let [_, c] = CWgmma32::x_index(p, [j as i32, h as i32, 0]);
+                let d = d0 + c as u32;
+                if d < rotary.dim {
+                    let own = [x.get(y(0)), x.get(y(1))];
+                    let other = [partner.get(y(0)), partner.get(y(1))];
+                    let r = rotary.rotate2(own, other, d, rows[h]);
+                    x.set(y(0), r[0]);
+                    x.set(y(1), r[1]);
+                }
+            });
+        });
+    }
+    put_slice::<W, O, S, NC, Q>(&x, out, tile, mn);
 }
