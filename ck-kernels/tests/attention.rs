@@ -1,11 +1,12 @@
 //! Attention forward on the emulator against the fp64 reference (a plain softmax per row, in
 //! `attention::host::reference`, compared by `checks::attention_case`), on odd lengths, both head dims, causal with `Sq ≠ Sk` (rows
 //! above the corner see no key), grouped-query heads, huge logits, and `Sk = 0`; O written as
-//! `[B, S, H, D]`; bad shapes are errors with their rule.
+//! `[B, S, H, D]`; Q, K and V read in place from a fused QKV projection; bad shapes are errors
+//! with their rule.
 
 use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer};
-use ck_kernels::attention::host::{attention, launch, Options, Shape};
+use ck_kernels::attention::host::{attention, launch, launch_fused, Options, Shape};
 use ck_kernels::checks::{attention_case, Rng};
 
 fn shape(heads: u32, kv_heads: u32, sq: u32, sk: u32, head_dim: u32) -> Shape {
@@ -179,6 +180,67 @@ fn o_seq_first_is_the_same_o_laid_out_for_the_output_projection() {
             "(b {b}, h {hh}, s {ss}, d {dd})"
         );
     }
+}
+
+#[test]
+fn a_fused_qkv_projection_is_read_in_place() {
+    // Q, K, V packed as one projection's output [B, S, H + 2·Hkv, D] give the bits that the
+    // same Q, K, V as tensors of their own give (the separate path is checked against fp64
+    // above): both head dims, causal and not, GQA, two batches, a partial query tile.
+    let device = Device::emulator();
+    for (d, causal) in [(64, true), (128, false)] {
+        let s = Shape {
+            batch: 2,
+            ..shape(4, 2, 130, 130, d)
+        };
+        let mut rng = Rng(0xf05 ^ d as u64);
+        let mut values =
+            |n: usize| -> Vec<Bf16> { (0..n).map(|_| Bf16::from_f32(rng.f32())).collect() };
+        let (q, k, v) = (values(s.q_len()), values(s.kv_len()), values(s.kv_len()));
+        let (h, hkv, sq, dd) = (4, 2, 130, d as usize);
+        let all = h + 2 * hkv;
+        let mut qkv = vec![Bf16::from_f32(f32::NAN); 2 * sq * all * dd];
+        for b in 0..2 {
+            for t in 0..sq {
+                for j in 0..all {
+                    let (src, head, count) = match j {
+                        j if j < h => (&q, j, h),
+                        j if j < h + hkv => (&k, j - h, hkv),
+                        j => (&v, j - h - hkv, hkv),
+                    };
+                    let from = ((b * count + head) * sq + t) * dd;
+                    let to = ((b * sq + t) * all + j) * dd;
+                    qkv[to..to + dd].copy_from_slice(&src[from..from + dd]);
+                }
+            }
+        }
+        let up = |x: &[Bf16]| DeviceBuffer::from_slice(&device, x).unwrap();
+        let options = Options {
+            o_seq_first: true,
+            ..if causal { CAUSAL } else { FULL }
+        };
+        let mut outs = Vec::new();
+        for fused in [false, true] {
+            let mut o = DeviceBuffer::<Bf16>::zeros(&device, s.q_len()).unwrap();
+            let mut lse = DeviceBuffer::<f32>::zeros(&device, s.lse_len()).unwrap();
+            if fused {
+                launch_fused(&device, &up(&qkv), &mut o, &mut lse, s, options).unwrap();
+            } else {
+                let (qd, kd, vd) = (up(&q), up(&k), up(&v));
+                launch(&device, (&qd, &kd, &vd), &mut o, &mut lse, s, options).unwrap();
+            }
+            let o: Vec<u16> = o.to_vec().unwrap().iter().map(|x| x.0).collect();
+            let lse: Vec<u32> = lse.to_vec().unwrap().iter().map(|x| x.to_bits()).collect();
+            outs.push((o, lse));
+        }
+        assert!(outs[0] == outs[1], "head dim {d}: fused QKV differs");
+    }
+    let s = shape(2, 1, 4, 5, 64);
+    let qkv = DeviceBuffer::<Bf16>::zeros(&device, 4 * 4 * 64).unwrap();
+    let mut o = DeviceBuffer::<Bf16>::zeros(&device, s.q_len()).unwrap();
+    let mut lse = DeviceBuffer::<f32>::zeros(&device, s.lse_len()).unwrap();
+    let e = launch_fused(&device, &qkv, &mut o, &mut lse, s, FULL).unwrap_err();
+    assert_eq!(e.rule(), "shape-mismatch");
 }
 
 mod varlen {

@@ -3,6 +3,7 @@
 
 use super::*;
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats, TensorMap};
+use ck_core::rules;
 use ck_core::wgmma::SwizzleMode;
 
 /// An attention problem: Q `[batch, heads, sq, head_dim]`, K and V
@@ -163,6 +164,33 @@ pub fn grid_blocks(items: u32, causal: bool, multiprocessors: u32) -> u32 {
     }
 }
 
+/// `x` as the producers' rank-4 tensor map `[D, seq, heads, batch]` (innermost first) at
+/// element strides `(row, head, batch)` — any layout whose rows are contiguous and 16-byte
+/// aligned — copied in 64-column panels of `rows` rows in the 128-byte swizzle. A tensor of
+/// no rows is described as one (a map has at least one; the kernels never read it).
+pub fn heads_map(
+    x: &DeviceBuffer<Bf16>,
+    [d, seq, heads, batch]: [u32; 4],
+    (row, head, batch_stride): (u64, u64, u64),
+    rows: u32,
+) -> Result<TensorMap<'_, Bf16, 4>, LaunchError> {
+    let dims = [d, seq.max(1), heads, batch].map(u64::from);
+    let strides = [2, 2 * row, 2 * head, 2 * batch_stride];
+    TensorMap::new(x, dims, strides, [64, rows, 1, 1], SwizzleMode::B128)
+}
+
+/// Element strides (row, head, batch) of `[batch, heads, seq, D]` (`seq_first`: `[batch, seq,
+/// heads, D]`).
+pub fn strides_of(seq_first: bool, (seq, heads, d): (u32, u32, u32)) -> (u64, u64, u64) {
+    let (seq, heads, d) = (seq as u64, heads as u64, d as u64);
+    let (row, head) = if seq_first {
+        (heads * d, d)
+    } else {
+        (d, seq * d)
+    };
+    (row, head, seq * heads * d)
+}
+
 /// Launches the kernel for `shape.head_dim` on device buffers: `o` and `lse` receive O and the
 /// row log-sum-exp.
 #[allow(clippy::too_many_arguments)]
@@ -182,13 +210,148 @@ pub fn launch(
     check_len("Q", q.len(), shape.q_len(), &shape)?;
     check_len("K", k.len(), shape.kv_len(), &shape)?;
     check_len("V", v.len(), shape.kv_len(), &shape)?;
-    check_len("O", o.len(), shape.q_len(), &shape)?;
-    check_len("LSE", lse.len(), shape.lse_len(), &shape)?;
-    let scale = options.scale_for(shape.head_dim);
-    check_scale(scale)?;
-    if shape.lse_len() == 0 {
+    if check_outputs((o, lse), &shape, &options)? {
         return Ok(LaunchStats::default());
     }
+    let Shape {
+        batch,
+        heads,
+        kv_heads,
+        sq,
+        sk,
+        head_dim: d,
+    } = shape;
+    let qm = heads_map(
+        q,
+        [d, sq, heads, batch],
+        strides_of(false, (sq, heads, d)),
+        BM,
+    )?;
+    // With no keys the kernel reads neither K nor V (there is no key tile): describe Q then.
+    let kv_map = |x| match sk {
+        0 => heads_map(
+            q,
+            [d, sq, heads, batch],
+            strides_of(false, (sq, heads, d)),
+            BN,
+        ),
+        _ => heads_map(
+            x,
+            [d, sk, kv_heads, batch],
+            strides_of(false, (sk, kv_heads, d)),
+            BN,
+        ),
+    };
+    launch_maps(
+        device,
+        (&qm, &kv_map(k)?, &kv_map(v)?),
+        (0, 0),
+        (o, lse),
+        shape,
+        options,
+    )
+}
+
+/// [`launch`] on a fused QKV projection's output `qkv` `[batch, seq, (heads + 2·kv_heads)·D]`
+/// (each token's query heads, then its key heads, then its value heads: what
+/// [`crate::gemm::linear::launch_rope`] writes), read in place — one tensor map over its
+/// `heads + 2·kv_heads` heads serves Q, K and V. `shape.sq` and `shape.sk` are the sequence
+/// length.
+///
+/// ```
+/// use ck_core::device::Bf16;
+/// use ck_core::host::{Device, DeviceBuffer};
+/// use ck_kernels::attention::host::{launch_fused, Options, Shape};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let device = Device::emulator();
+/// let shape = Shape { batch: 1, heads: 2, kv_heads: 1, sq: 3, sk: 3, head_dim: 64 };
+/// // Token t's value head is all t + 1; its query and key heads are zero, so every score is
+/// // equal and row i (causal) averages the values of tokens 0..=i: 1, 1.5, 2.
+/// let qkv: Vec<Bf16> = (0..3 * 4 * 64)
+///     .map(|i| Bf16::from_f32(if i / 64 % 4 == 3 { (i / 256 + 1) as f32 } else { 0.0 }))
+///     .collect();
+/// let qkv = DeviceBuffer::from_slice(&device, &qkv)?;
+/// let mut o = DeviceBuffer::<Bf16>::zeros(&device, 2 * 3 * 64)?;
+/// let mut lse = DeviceBuffer::<f32>::zeros(&device, 2 * 3)?;
+/// let options = Options { causal: true, o_seq_first: true, ..Default::default() };
+/// launch_fused(&device, &qkv, &mut o, &mut lse, shape, options)?;
+/// let o: Vec<f32> = o.to_vec()?.iter().map(|v| v.to_f32()).collect();
+/// // O [batch, seq, heads, D]: token 0's first element 1; token 2's heads (elements 256 and
+/// // 320) both 2.
+/// assert_eq!((o[0], o[256], o[320]), (1.0, 2.0, 2.0));
+/// # Ok(()) }
+/// ```
+pub fn launch_fused(
+    device: &Device,
+    qkv: &DeviceBuffer<Bf16>,
+    o: &mut DeviceBuffer<Bf16>,
+    lse: &mut DeviceBuffer<f32>,
+    shape: Shape,
+    options: Options,
+) -> Result<LaunchStats, LaunchError> {
+    shape.check()?;
+    let Shape {
+        batch,
+        heads,
+        kv_heads,
+        sq,
+        sk,
+        head_dim: d,
+    } = shape;
+    if sq != sk {
+        return Err(LaunchError::invalid(
+            rules::SHAPE_MISMATCH,
+            format!("a fused QKV projection has one sequence length; got sq = {sq}, sk = {sk}"),
+        ));
+    }
+    let all = heads + 2 * kv_heads;
+    let len = batch as usize * sq as usize * all as usize * d as usize;
+    check_len("QKV", qkv.len(), len, &shape)?;
+    if check_outputs((o, lse), &shape, &options)? {
+        return Ok(LaunchStats::default());
+    }
+    let strides = strides_of(true, (sq, all, d));
+    let (qm, kvm) = (
+        heads_map(qkv, [d, sq, all, batch], strides, BM)?,
+        heads_map(qkv, [d, sq, all, batch], strides, BN)?,
+    );
+    launch_maps(
+        device,
+        (&qm, &kvm, &kvm),
+        (heads, heads + kv_heads),
+        (o, lse),
+        shape,
+        options,
+    )
+}
+
+/// `Ok(false)` where O and the LSE have `shape`'s lengths and the scale is usable, `Ok(true)`
+/// where there is nothing to compute (no query row).
+fn check_outputs(
+    (o, lse): (&DeviceBuffer<Bf16>, &DeviceBuffer<f32>),
+    shape: &Shape,
+    options: &Options,
+) -> Result<bool, LaunchError> {
+    check_len("O", o.len(), shape.q_len(), shape)?;
+    check_len("LSE", lse.len(), shape.lse_len(), shape)?;
+    check_scale(options.scale_for(shape.head_dim))?;
+    Ok(shape.lse_len() == 0)
+}
+
+/// The launch on Q's, K's and V's maps (K's and V's heads from `kv_first`).
+fn launch_maps(
+    device: &Device,
+    (qm, km, vm): (
+        &TensorMap<'_, Bf16, 4>,
+        &TensorMap<'_, Bf16, 4>,
+        &TensorMap<'_, Bf16, 4>,
+    ),
+    kv_first: (u32, u32),
+    (o, lse): (&mut DeviceBuffer<Bf16>, &mut DeviceBuffer<f32>),
+    shape: Shape,
+    options: Options,
+) -> Result<LaunchStats, LaunchError> {
+    let scale = options.scale_for(shape.head_dim);
     let Shape { sq, sk, heads, .. } = shape;
     let group = shape.heads / shape.kv_heads;
     let items = sq.div_ceil(BM) * shape.batch * heads;
@@ -196,37 +359,16 @@ pub fn launch(
     let cfg = LaunchConfig::new(blocks, THREADS);
     let sl = scale * LOG2_E;
     let causal = options.causal;
-    let o_strides = if options.o_seq_first {
-        (heads * shape.head_dim, shape.head_dim)
-    } else {
-        (shape.head_dim, sq * shape.head_dim)
-    };
-    let d = shape.head_dim as u64;
-    // [head dim, seq, batch · heads] in 64-column panels of 128 rows.
-    let heads_of = |x, seq: u32, n: u32| {
-        TensorMap::dense(x, [d, seq as u64, n as u64], [64, BN, 1], SwizzleMode::B128)
-    };
-    let qm = heads_of(q, sq, shape.batch * heads)?;
-    // With no keys the kernel reads neither K nor V (there is no key tile), but a tensor map
-    // has at least one row: describe Q then.
-    let (km, vm) = if sk == 0 {
-        (
-            heads_of(q, sq, shape.batch * heads)?,
-            heads_of(q, sq, shape.batch * heads)?,
-        )
-    } else {
-        let n = shape.batch * shape.kv_heads;
-        (heads_of(k, sk, n)?, heads_of(v, sk, n)?)
-    };
+    let (o_row, o_head, _) = strides_of(options.o_seq_first, (sq, heads, shape.head_dim));
     // The two kernels take the same arguments.
     macro_rules! launch_as {
         ($kernel:ident) => {
             $kernel::launch(
                 device,
                 cfg,
-                &qm,
-                &km,
-                &vm,
+                qm,
+                km,
+                vm,
                 o,
                 lse,
                 sq,
@@ -236,8 +378,10 @@ pub fn launch(
                 group,
                 sl,
                 causal,
-                o_strides.0,
-                o_strides.1,
+                o_row as u32,
+                o_head as u32,
+                kv_first.0,
+                kv_first.1,
             )
         };
     }

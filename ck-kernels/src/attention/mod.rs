@@ -2,7 +2,8 @@
 //! algorithm) on Hopper's warpgroup MMA, `O = softmax(scale · Q·Kᵀ + mask) · V` with the row
 //! log-sum-exp, bf16 Q, K, V and O with f32 accumulation, layout `[batch, heads, seq, head_dim]`
 //! (contiguous; O also `[batch, seq, heads, head_dim]`, what an output projection reads as
-//! `[batch · seq, heads · head_dim]`), grouped-query heads (`heads` a multiple of `kv_heads`), causal masking aligned
+//! `[batch · seq, heads · head_dim]`; Q, K and V also read in place from a fused QKV projection
+//! `[batch, seq, (heads + 2·kv_heads)·head_dim]`, [`host::launch_fused`]), grouped-query heads (`heads` a multiple of `kv_heads`), causal masking aligned
 //! to the bottom-right corner when `Sq ≠ Sk` (query row `i` sees keys `j ≤ i + Sk − Sq`).
 //!
 //! `attention_varlen_d64` / `_d128` run the same blocks over sequences of different lengths
@@ -119,7 +120,7 @@ impl HeadDim for D128 {
 /// consumers.
 #[inline(always)]
 fn attention<H: HeadDim, S: Sequences, const SMEM: usize>(
-    (q, k, v): (Tma<Bf16, 3>, Tma<Bf16, 3>, Tma<Bf16, 3>),
+    (q, k, v): (Tma<Bf16, 4>, Tma<Bf16, 4>, Tma<Bf16, 4>),
     (o, lse): (GlobalMut<Bf16>, GlobalMut<f32>),
     pb: Problem<S>,
     smem: Smem<SMEM>,
@@ -142,13 +143,13 @@ fn attention<H: HeadDim, S: Sequences, const SMEM: usize>(
 
 macro_rules! attention_kernel {
     ($name:ident, $h:ty, $d:literal) => {
-        #[doc = concat!("Attention forward for head dim ", stringify!($d), ": a persistent grid (at most one block of 384 threads per multiprocessor) over `⌈Sq / 128⌉ · batch · heads` items; Q, K and V as rank-3 tensor maps `[head dim, seq, batch · heads]` in boxes of 64 × 128 with the 128-byte swizzle (see the module documentation).")]
+        #[doc = concat!("Attention forward for head dim ", stringify!($d), ": a persistent grid (at most one block of 384 threads per multiprocessor) over `⌈Sq / 128⌉ · batch · heads` items; Q, K and V as rank-4 tensor maps `[head dim, seq, heads, batch]` in boxes of 64 × 128 with the 128-byte swizzle (K's and V's heads from `k_first`, `v_first`: one map over a fused QKV projection serves all three; see the module documentation).")]
         #[tile_kernel(block = 384, min_blocks_per_sm = 1)]
         #[allow(clippy::too_many_arguments)]
         pub fn $name(
-            q: Tma<Bf16, 3>,
-            k: Tma<Bf16, 3>,
-            v: Tma<Bf16, 3>,
+            q: Tma<Bf16, 4>,
+            k: Tma<Bf16, 4>,
+            v: Tma<Bf16, 4>,
             o: GlobalMut<Bf16>,
             lse: GlobalMut<f32>,
             sq: u32,
@@ -160,6 +161,8 @@ macro_rules! attention_kernel {
             causal: bool,
             o_row_stride: u32,
             o_head_stride: u32,
+            k_first: u32,
+            v_first: u32,
         ) {
             let smem = Smem {
                 tiles: shared!(Bf16; schedule::smem_elems::<$h>()),
@@ -167,7 +170,7 @@ macro_rules! attention_kernel {
                 items: shared!(u32; ITEM_SLOTS),
             };
             let o_strides = (o_row_stride, o_head_stride, heads * sq * $d);
-            let seqs = Uniform { sq, sk, batch, o_strides };
+            let seqs = Uniform { sq, sk, batch, kv_first: (k_first, v_first), o_strides };
             let pb = Problem::new(seqs, (heads, group), scale_log2, causal);
             attention::<$h, Uniform, { schedule::smem_elems::<$h>() }>((q, k, v), (o, lse), pb, smem);
         }
@@ -183,9 +186,9 @@ macro_rules! attention_varlen_kernel {
         #[tile_kernel(block = 384, min_blocks_per_sm = 1)]
         #[allow(clippy::too_many_arguments)]
         pub fn $name(
-            q: Tma<Bf16, 3>,
-            k: Tma<Bf16, 3>,
-            v: Tma<Bf16, 3>,
+            q: Tma<Bf16, 4>,
+            k: Tma<Bf16, 4>,
+            v: Tma<Bf16, 4>,
             o: GlobalMut<Bf16>,
             lse: GlobalMut<f32>,
             cu_q: Global<i32>,

@@ -8,16 +8,18 @@ use super::HeadDim;
 use ck_core::device::*;
 use ck_core::tile::unroll;
 
-/// Q, K and V as rows of heads (rank 3, innermost first: head dim, row, head — `[D, seq, batch ·
-/// heads]`, or `[D, total, heads]` when packed), copied in 64-column panels of 128 rows.
-pub type Heads = Tma<Bf16, 3>;
+/// Q, K and V as rows of heads (rank 4, innermost first: head dim, row, head, batch — `[D, seq,
+/// heads, batch]` at the strides of any layout, or `[D, total, heads, 1]` when packed), copied
+/// in 64-column panels of 128 rows.
+pub type Heads = Tma<Bf16, 4>;
 
-/// Copies rows `row0..row0 + 128` of head `head` of `src` (rows past its end as zeros) into
-/// the tile at element `at`, panel by panel, announcing the bytes on barrier `bar`.
+/// Copies rows `row0..row0 + 128` of head `head` of batch `batch` of `src` (rows past its end
+/// as zeros) into the tile at element `at`, panel by panel, announcing the bytes on barrier
+/// `bar`.
 #[inline(always)]
 fn copy_tile<H: HeadDim, const SMEM: usize>(
     smem: &Smem<SMEM>,
-    (src, head, row0): (&Heads, u32, u32),
+    (src, [row0, head, batch]): (&Heads, [u32; 3]),
     at: u32,
     bar: u32,
 ) {
@@ -26,7 +28,7 @@ fn copy_tile<H: HeadDim, const SMEM: usize>(
         let p = p as u32;
         if p < H::D / 64 {
             let to = at + p * PANEL_BYTES / 2;
-            let coords = [(64 * p) as i32, row0 as i32, head as i32];
+            let coords = [(64 * p) as i32, row0 as i32, head as i32, batch as i32];
             src.copy_to_shared(coords, &smem.tiles, to, &smem.bars, bar);
         }
     });
@@ -54,13 +56,11 @@ pub fn produce<H: HeadDim, S: Sequences, const SMEM: usize>(
         if i >= 2 {
             smem.bars.wait(q_empty(qb), q_buffer(i - 2).1);
         }
-        let (row, head) = w.q_at;
-        let (key0, kv_head) = w.kv_at;
         if leader {
             if S::PUBLISHED {
                 w.item.publish(&smem.items, qb);
             }
-            copy_tile::<H, SMEM>(smem, (q, head, row), lay.q(qb), q_full(qb));
+            copy_tile::<H, SMEM>(smem, (q, w.q_at), lay.q(qb), q_full(qb));
         }
         for j in 0..w.item.key_tiles {
             let (s, _) = lay.stage(t);
@@ -69,13 +69,17 @@ pub fn produce<H: HeadDim, S: Sequences, const SMEM: usize>(
                 smem.bars.wait(k_empty(s), lay.stage(t - lay.stages).1);
             }
             if leader {
-                copy_tile::<H, SMEM>(smem, (k, kv_head, key0 + j * BN), lay.k(s), k_full(s));
+                let [key0, head, batch] = w.k_at;
+                let at = [key0 + j * BN, head, batch];
+                copy_tile::<H, SMEM>(smem, (k, at), lay.k(s), k_full(s));
             }
             if refill {
                 smem.bars.wait(v_empty(s), lay.stage(t - lay.stages).1);
             }
             if leader {
-                copy_tile::<H, SMEM>(smem, (v, kv_head, key0 + j * BN), lay.v(s), v_full(s));
+                let [key0, head, batch] = w.v_at;
+                let at = [key0 + j * BN, head, batch];
+                copy_tile::<H, SMEM>(smem, (v, at), lay.v(s), v_full(s));
             }
             t += 1;
         }

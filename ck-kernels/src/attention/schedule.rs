@@ -216,12 +216,13 @@ impl Item {
 }
 
 /// An item as the producer sees it: also where the tile's first query row and the sequence's
-/// first key are in Q's and K's (V's) tensor maps, as (row, head).
+/// first key and value are in Q's, K's and V's tensor maps, as (row, head, batch).
 #[derive(Clone, Copy)]
 pub struct Work {
     pub item: Item,
-    pub q_at: (u32, u32),
-    pub kv_at: (u32, u32),
+    pub q_at: [u32; 3],
+    pub k_at: [u32; 3],
+    pub v_at: [u32; 3],
 }
 
 /// Key tiles the rows `q0..q0 + 128` of a sequence of `sq` queries and `sk` keys see: all, or
@@ -237,13 +238,18 @@ fn key_tiles(q0: u32, (sq, sk): (u32, u32), causal: bool) -> u32 {
     key_end.div_ceil(BN)
 }
 
-/// Sequences of one length: Q `[batch, heads, sq, D]`, K and V `[batch, kv_heads, sk, D]` (tensor
-/// maps over `[D, seq, batch · heads]`), O at the strides given.
+/// Sequences of one length: Q `[batch, heads, sq, D]`, K and V `[batch, kv_heads, sk, D]` or
+/// any other strides (tensor maps over `[D, seq, heads, batch]`; all three may be one map over
+/// a fused QKV projection's `[batch, seq, heads + 2·kv_heads, D]`, K's and V's heads from
+/// `kv_first`), O at the strides given.
 #[derive(Clone, Copy)]
 pub struct Uniform {
     pub sq: u32,
     pub sk: u32,
     pub batch: u32,
+    /// K's and V's first head in their maps: 0 and 0 for tensors of their own, `heads` and
+    /// `heads + kv_heads` in a fused QKV projection.
+    pub kv_first: (u32, u32),
     /// O's strides in elements: from a query row of a head to the next, from a head to the
     /// next (`[B, H, S, D]`: `D` and `S·D`; `[B, S, H, D]`: `H·D` and `D`), and from a batch to
     /// the next (`H·S·D`).
@@ -281,6 +287,7 @@ impl ItemsAt for UniformItems {
             sq,
             sk,
             batch,
+            kv_first,
             o_strides,
         } = pb.seqs;
         let q_tiles = nz(sq.div_ceil(BM));
@@ -295,7 +302,6 @@ impl ItemsAt for UniformItems {
         };
         let q0 = qt * BM;
         let (b, h) = (bh / pb.heads, bh % pb.heads);
-        let kv_heads = pb.heads.get() / pb.group;
         Some(Work {
             item: Item {
                 q0,
@@ -306,14 +312,15 @@ impl ItemsAt for UniformItems {
                 lse_base: bh * sq,
                 valid: true,
             },
-            q_at: (q0, bh),
-            kv_at: (0, b * kv_heads + h / pb.group),
+            q_at: [q0, h, b],
+            k_at: [0, kv_first.0 + h / pb.group, b],
+            v_at: [0, kv_first.1 + h / pb.group, b],
         })
     }
 }
 
 /// Sequences packed end to end (FlashAttention's varlen contract): Q and O `[total_q, heads,
-/// D]`, K and V `[total_k, kv_heads, D]` (tensor maps over `[D, total, heads]`), sequence `b`'s
+/// D]`, K and V `[total_k, kv_heads, D]` (tensor maps over `[D, total, heads, 1]`), sequence `b`'s
 /// queries rows `cu_q[b]..cu_q[b + 1]` and its keys rows `cu_k[b]..cu_k[b + 1]`; the LSE
 /// `[heads, total_q]`.
 #[derive(Clone, Copy)]
@@ -457,8 +464,9 @@ impl ItemsAt for PackedItems {
                     lse_base: h * total_q + q_start,
                     valid,
                 },
-                q_at: (q_start + q0, h),
-                kv_at: (k_start, h / pb.group),
+                q_at: [q_start + q0, h, 0],
+                k_at: [k_start, h / pb.group, 0],
+                v_at: [k_start, h / pb.group, 0],
             });
         }
     }

@@ -14,12 +14,11 @@
 //! host, refuses them (`bad-seqlens`).
 
 use super::host::{
-    check_heads, check_len, check_scale, grid_blocks, reference as dense_reference,
+    check_heads, check_len, check_scale, grid_blocks, heads_map, reference as dense_reference,
     scale_or_default, upload_bf16,
 };
 use super::*;
-use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats, TensorMap};
-use ck_core::wgmma::SwizzleMode;
+use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats};
 
 /// A packed problem's sizes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -170,16 +169,11 @@ pub fn launch(
     let bound = (shape.batch * shape.max_sq.div_ceil(BM)).saturating_mul(heads);
     let blocks = grid_blocks(bound.max(1), options.causal, device.multiprocessors());
     let cfg = LaunchConfig::new(blocks, THREADS);
-    let d = shape.head_dim as u64;
-    // [head dim, total, heads]: a row's heads side by side, in 64-column panels of 128 rows.
+    let d = shape.head_dim;
+    // [head dim, total, heads, 1]: a row's heads side by side.
     let rows_of = |x, total: u32, n: u32| {
-        TensorMap::new(
-            x,
-            [d, total as u64, n as u64],
-            [2, n as u64 * d * 2, d * 2],
-            [64, BN, 1],
-            SwizzleMode::B128,
-        )
+        let (row, head) = (n as u64 * d as u64, d as u64);
+        heads_map(x, [d, total, n, 1], (row, head, total as u64 * row), BN)
     };
     let qm = rows_of(q, shape.total_q, heads)?;
     // With no keys the kernel reads neither K nor V, but a tensor map has at least one row:

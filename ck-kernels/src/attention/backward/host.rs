@@ -5,7 +5,8 @@
 use super::rows::{AttentionBwdDqD128, AttentionBwdDqD64, AttentionBwdRows, ROWS};
 use super::*;
 use crate::attention::host::{
-    check_len, check_scale, scale_or_default, softmax_row, upload_bf16, visible_keys, Shape,
+    check_len, check_scale, heads_map, scale_or_default, softmax_row, strides_of, upload_bf16,
+    visible_keys, Shape,
 };
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats, TensorMap};
 use ck_core::wgmma::SwizzleMode;
@@ -147,15 +148,8 @@ pub fn launch(
         // [head dim, seq, heads, batch] in 64-column panels of `rows` rows, the heads one after
         // another or (`seq_first`) interleaved row by row.
         let heads_of = |x, seq: u32, n: u32, rows: u32, seq_first: bool| {
-            let (d, seq, n) = (d as u64, seq.max(1) as u64, n as u64);
-            let (row, head) = if seq_first { (n * d, d) } else { (d, seq * d) };
-            TensorMap::new(
-                x,
-                [d, seq, n, batch as u64],
-                [2, 2 * row, 2 * head, 2 * seq * n * d],
-                [64, rows, 1, 1],
-                SwizzleMode::B128,
-            )
+            let strides = strides_of(seq_first, (seq.max(1), n, d));
+            heads_map(x, [d, seq, n, batch], strides, rows)
         };
         // With no queries the blocks read neither Q nor dO, but a tensor map has a row: K's.
         let (qm, dom) = if sq == 0 {
