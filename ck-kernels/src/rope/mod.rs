@@ -158,34 +158,6 @@ impl Rotary {
     }
 }
 
-impl Rotary {
-    /// Elements `d, d + 1` of a row (`own`, `d` even and `< dim`) rotated at the angles of
-    /// table row `row`; `partner` holds elements `d ± dim/2, d + 1 ± dim/2` (the half-split
-    /// style's partners; the interleaved style pairs `d` with `d + 1` and ignores it). The
-    /// GEMM epilogue's unit ([`Projection`]): the accumulator layout gives a thread pairs of
-    /// neighbouring columns.
-    #[inline(always)]
-    pub fn rotate2(&self, own: [f32; 2], partner: [f32; 2], d: u32, row: u32) -> [f32; 2] {
-        let half = self.dim / 2;
-        let table = row * half;
-        if self.interleaved {
-            let i = table + d / 2;
-            let (c, s) = (self.cos.load(i), self.signed(self.sin.load(i)));
-            [own[0] * c - own[1] * s, own[1] * c + own[0] * s]
-        } else {
-            let first = d < half;
-            let i = table + if first { d } else { d - half };
-            let c = self.cos.load_vec::<2>(i);
-            let s = self.sin.load_vec::<2>(i).map(|s| self.signed(s));
-            let sign = if first { -1.0 } else { 1.0 };
-            [
-                own[0] * c[0] + sign * partner[0] * s[0],
-                own[1] * c[1] + sign * partner[1] * s[1],
-            ]
-        }
-    }
-}
-
 /// RoPE as a QKV projection's GEMM writes its output (`C` `[T, (H + 2·Hkv)·D]`, token `t`'s
 /// row `t`): columns below `rotated` (`(H + Hkv)·D`, the query and key heads) are rotated, head
 /// by head, at table row `t mod table_rows`; the value heads pass. The TMA GEMM's `ROTARY`
@@ -193,7 +165,8 @@ impl Rotary {
 /// accumulators in registers, so Q and K leave the GEMM rotated and no pass of their own
 /// follows. Its tiles are 256 columns wide, whole heads (`D` 64 or 128); the half-split
 /// style's partners lie `dim / 2` columns away — in the same thread's registers, a whole
-/// 32-column slice away where `dim / 2` is a multiple of 32 (the host checks it).
+/// 32-column slice away where `dim / 2` is a multiple of 32 (the host checks it): slices `Q`
+/// and `Q + dim / 64` are rotated together, at the same angles ([`Projection::rotate`]).
 #[derive(Clone, Copy)]
 pub struct Projection {
     pub rotary: Rotary,
@@ -203,6 +176,13 @@ pub struct Projection {
 }
 
 impl Projection {
+    /// One pair `(x₁, x₂)` rotated by the angle whose cosine and sine are `c`, `s`: `(x₁·c −
+    /// x₂·s, x₂·c + x₁·s)` (the module's rule for both styles).
+    #[inline(always)]
+    pub fn rotate((x1, x2): (f32, f32), (c, s): (f32, f32)) -> (f32, f32) {
+        (x1 * c - x2 * s, x2 * c + x1 * s)
+    }
+
     /// Nothing rotated (the epilogues without [`crate::gemm::epilogue::ROTARY`]).
     #[inline(always)]
     pub fn none() -> Projection {

@@ -21,6 +21,8 @@ pub trait Width: 'static {
     fn regs(acc: &mut DistributedTensor<Self::Acc, f32>) -> &mut Self::Regs;
     /// Register `i` of `acc`.
     fn reg(acc: &DistributedTensor<Self::Acc, f32>, i: usize) -> f32;
+    /// Sets register `i` of `acc`.
+    fn set_reg(acc: &mut DistributedTensor<Self::Acc, f32>, i: usize, v: f32);
 }
 
 /// Tiles of 128 × 256: the most arithmetic per byte copied, the default.
@@ -53,6 +55,10 @@ macro_rules! width {
             #[inline(always)]
             fn reg(acc: &DistributedTensor<$acc, f32>, i: usize) -> f32 {
                 acc.data[i]
+            }
+            #[inline(always)]
+            fn set_reg(acc: &mut DistributedTensor<$acc, f32>, i: usize, v: f32) {
+                acc.data[i] = v;
             }
         }
     };
