@@ -345,3 +345,67 @@ fn a_group_with_no_tiles_launches_nothing() {
     let none = GroupedGemm::new(&device, &[]).unwrap();
     assert!(none.is_empty());
 }
+
+#[test]
+fn experts_weights_as_nn_linear_keeps_them_run_on_the_tma_kernel() {
+    // B [groups, N, K]: each expert's [N, K] weight, read K-major (`launch_nk`), against the
+    // fp64 product with the same weight transposed; few rows per expert run there too.
+    let device = Device::Emulator { workers: 2 };
+    let problems = [
+        Problem::new(130, 264, 72),
+        Problem::new(0, 264, 72),
+        Problem::new(3, 264, 72),
+    ];
+    let grouped = GroupedGemm::new(&device, &problems).unwrap();
+    let (n, k) = (264usize, 72usize);
+    let mut rng = Rng(0x4e1);
+    let a: Vec<Vec<f32>> = problems
+        .iter()
+        .map(|p| random(&mut rng, p.m * 72))
+        .collect();
+    let w: Vec<Vec<f32>> = problems
+        .iter()
+        .map(|_| random(&mut rng, (n * k) as u32))
+        .collect();
+    let (a_all, w_all) = (grouped.pack(Operand::A, &a).unwrap(), w.concat());
+    let up = |v: &[f32]| {
+        DeviceBuffer::from_slice(
+            &device,
+            &round::<Bf16>(v)
+                .iter()
+                .map(|&x| Bf16::from_f32(x))
+                .collect::<Vec<_>>(),
+        )
+        .unwrap()
+    };
+    let (ad, wd) = (up(&a_all), up(&w_all));
+    let mut c = DeviceBuffer::<f32>::zeros(&device, grouped.len(Operand::C) as usize).unwrap();
+    grouped.launch_nk(&device, (&ad, &wd), &mut c, 0.5).unwrap();
+    let c_all = c.to_vec().unwrap();
+    let c = grouped.unpack(Operand::C, &c_all).unwrap();
+    for (g, p) in problems.iter().enumerate() {
+        // [N, K] → [K, N] for the reference.
+        let b: Vec<f32> = (0..k * n).map(|i| w[g][(i % n) * k + i / n]).collect();
+        let want = reference(
+            *p,
+            (&round::<Bf16>(&a[g]), &round::<Bf16>(&b)),
+            (None, None),
+            (0.5, 0.0, Activation::None),
+        );
+        for (i, (&got, &want)) in c[g].iter().zip(&want).enumerate() {
+            assert!(
+                (got as f64 - want).abs() <= 1e-5 * want.abs().max(1.0),
+                "expert {g}, C[{i}] = {got}, want {want}"
+            );
+        }
+    }
+    // Problems of different N have no TMA kernel: the [N, K] layout is refused.
+    let mixed =
+        GroupedGemm::new(&device, &[Problem::new(4, 8, 8), Problem::new(4, 16, 8)]).unwrap();
+    let (ad, wd) = (up(&vec![0.0; 64]), up(&vec![0.0; 192]));
+    let mut c = DeviceBuffer::<f32>::zeros(&device, mixed.len(Operand::C) as usize).unwrap();
+    let e = mixed
+        .launch_nk(&device, (&ad, &wd), &mut c, 1.0)
+        .unwrap_err();
+    assert_eq!(e.rule(), "shape-unsupported");
+}

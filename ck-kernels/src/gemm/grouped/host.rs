@@ -29,7 +29,8 @@ use crate::gemm::fused::{
 use crate::gemm::tma::grouped::field as row_field;
 use crate::gemm::tma::host::{k_major_map, TmaGemm};
 use crate::gemm::tma::{
-    Bf16Operands, GemmTmaGroupedBf16, GemmTmaGroupedBf16F32, Width, N256, THREADS,
+    Bf16NkOperands, Bf16Operands, GemmTmaGroupedBf16, GemmTmaGroupedBf16F32, GemmTmaGroupedBf16Nk,
+    GemmTmaGroupedBf16NkF32, Width, N256, THREADS,
 };
 use crate::gemm::wgmma::whole_vector_rows;
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats, TensorMap};
@@ -169,27 +170,26 @@ impl RowTiles {
         }))
     }
 
-    /// `C = alpha · A·B` for every problem on the TMA kernel writing `O`: a persistent grid.
+    /// `C = alpha · A·B` for every problem on the TMA kernel writing `O`: a persistent grid;
+    /// B `[groups, K, N]`, or `[groups, N, K]` where `nk`.
     fn launch<O: GroupedOutput>(
         &self,
         device: &Device,
         (a, b): (&DeviceBuffer<Bf16>, &DeviceBuffer<Bf16>),
         c: &mut DeviceBuffer<O>,
         alpha: f32,
+        nk: bool,
     ) -> Result<LaunchStats, LaunchError> {
         let (n, k) = (self.n, self.k);
         let a_map = k_major_map(a, (k, self.rows, 1), BM)?;
-        let b_map = <Bf16Operands as TmaGemm<Bf16>>::b_map(b, (k, n, self.groups))?;
+        let b_map = match nk {
+            true => <Bf16NkOperands as TmaGemm<Bf16>>::b_map(b, (k, n, self.groups))?,
+            false => <Bf16Operands as TmaGemm<Bf16>>::b_map(b, (k, n, self.groups))?,
+        };
         let tiles = self.count * n.div_ceil(N256::BN);
         let cfg = LaunchConfig::new(tiles.min(device.multiprocessors()), THREADS);
-        O::launch_grouped_tma(
-            device,
-            cfg,
-            (&a_map, &b_map),
-            c,
-            (&self.table, self.count),
-            (n, k, alpha),
-        )
+        let rows = (&self.table, self.count);
+        O::launch_grouped_tma(device, cfg, (&a_map, &b_map), c, rows, (n, k, alpha), nk)
     }
 }
 
@@ -425,7 +425,7 @@ impl GroupedGemm {
             return Ok(LaunchStats::default());
         };
         if let (Some(row_tiles), true, 0) = (&self.row_tiles, tma, epilogue.flags()) {
-            return row_tiles.launch(device, (a, b), c, epilogue.alpha);
+            return row_tiles.launch(device, (a, b), c, epilogue.alpha, false);
         }
         let empty = DeviceBuffer::<O>::empty(device)?;
         let d_bias = (
@@ -443,6 +443,54 @@ impl GroupedGemm {
             (table, groups),
             (epilogue.alpha, epilogue.beta, epilogue.flags()),
         )
+    }
+
+    /// `C_g = alpha · A_g · B_gᵀ` with the experts' weights as `nn.Linear` keeps them: B
+    /// `[groups, N, K]` (problem `g`'s `[N, K]` at `g · N · K`), read in place on the TMA kernel
+    /// (`gemm_tma_grouped_bf16_nk*`, K-major B as the MMA reads it) — whatever the rows per
+    /// problem, since the `cp.async` kernels read `[K, N]` B only. A and C as for
+    /// [`GroupedGemm::launch`].
+    ///
+    /// Errors: `shape-unsupported` where the problems do not share N and K (or those are not
+    /// multiples of 8), `shape-mismatch` for a buffer of the wrong length, `bad-scale`.
+    pub fn launch_nk<O: GroupedOutput>(
+        &self,
+        device: &Device,
+        (a, b): (&DeviceBuffer<Bf16>, &DeviceBuffer<Bf16>),
+        c: &mut DeviceBuffer<O>,
+        alpha: f32,
+    ) -> Result<LaunchStats, LaunchError> {
+        let epilogue = EpilogueArgs::<O> {
+            alpha,
+            ..Default::default()
+        };
+        let lens = [
+            ("A", a.len(), Operand::A),
+            ("B", b.len(), Operand::B),
+            ("C", c.len(), Operand::C),
+        ];
+        for (what, len, operand) in lens {
+            if len != self.len(operand) as usize {
+                return Err(LaunchError::invalid(
+                    rules::SHAPE_MISMATCH,
+                    format!(
+                        "{what} has {len} elements; the group's layout needs {}",
+                        self.len(operand)
+                    ),
+                ));
+            }
+        }
+        check_scales(&epilogue)?;
+        if self.table.is_none() {
+            return Ok(LaunchStats::default());
+        }
+        match &self.row_tiles {
+            Some(row_tiles) => row_tiles.launch(device, (a, b), c, alpha, true),
+            None => Err(LaunchError::invalid(
+                rules::SHAPE_UNSUPPORTED,
+                "weights as [groups, N, K] run on the TMA kernel, whose problems share N and K (multiples of 8, rows in total); give [K, N] weights to GroupedGemm::launch otherwise".to_string(),
+            )),
+        }
     }
 
     /// [`GroupedGemm::launch`] from host values laid out by this group ([`GroupedGemm::pack`]):
@@ -468,8 +516,8 @@ impl GroupedGemm {
 pub trait GroupedOutput: GemmOutput {
     /// The kernels' names: for problems of any shapes, of whole-vector rows, on TMA.
     fn kernel_names() -> [&'static str; 3];
-    /// Launches the TMA kernel writing this type on A's and B's maps, the row tiles' table
-    /// and count, and the shared N and K.
+    /// Launches the TMA kernel writing this type on A's and B's maps (B `[groups, N, K]`
+    /// where `nk`), the row tiles' table and count, and the shared N and K.
     fn launch_grouped_tma(
         device: &Device,
         cfg: LaunchConfig,
@@ -477,6 +525,7 @@ pub trait GroupedOutput: GemmOutput {
         c: &mut DeviceBuffer<Self>,
         rows: (&DeviceBuffer<u32>, u32),
         n_k_alpha: (u32, u32, f32),
+        nk: bool,
     ) -> Result<LaunchStats, LaunchError>;
     /// Launches the grouped kernel writing this type: the one without element copies when
     /// `vector_rows` (every problem's N and K multiples of 8).
@@ -494,7 +543,7 @@ pub trait GroupedOutput: GemmOutput {
 }
 
 macro_rules! grouped_output {
-    ($o:ty, $kernel:ident, $any:ident, $tma:ident, $names:expr) => {
+    ($o:ty, $kernel:ident, $any:ident, $tma:ident, $tma_nk:ident, $names:expr) => {
         impl GroupedOutput for $o {
             fn kernel_names() -> [&'static str; 3] {
                 $names
@@ -507,8 +556,12 @@ macro_rules! grouped_output {
                 c: &mut DeviceBuffer<$o>,
                 (rows, count): (&DeviceBuffer<u32>, u32),
                 (n, k, alpha): (u32, u32, f32),
+                nk: bool,
             ) -> Result<LaunchStats, LaunchError> {
-                $tma::launch(device, cfg, a, b, c, rows, count, n, k, alpha)
+                match nk {
+                    true => $tma_nk::launch(device, cfg, a, b, c, rows, count, n, k, alpha),
+                    false => $tma::launch(device, cfg, a, b, c, rows, count, n, k, alpha),
+                }
             }
 
             fn launch_grouped(
@@ -539,6 +592,7 @@ grouped_output!(
     GemmGroupedBf16,
     GemmGroupedAnyBf16,
     GemmTmaGroupedBf16,
+    GemmTmaGroupedBf16Nk,
     [
         "gemm_grouped_any_bf16",
         "gemm_grouped_bf16",
@@ -550,6 +604,7 @@ grouped_output!(
     GemmGroupedBf16F32,
     GemmGroupedAnyBf16F32,
     GemmTmaGroupedBf16F32,
+    GemmTmaGroupedBf16NkF32,
     [
         "gemm_grouped_any_bf16_f32",
         "gemm_grouped_bf16_f32",

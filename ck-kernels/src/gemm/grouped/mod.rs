@@ -28,7 +28,9 @@
 //!
 //! Groups whose problems share N and K and have enough rows to be bound by the MMAs
 //! ([`host::TMA_MIN_ROWS`]) run `C = alpha · A·B` on the TMA kernels instead
-//! ([`crate::gemm::tma::grouped`]): a persistent grid over each problem's own row tiles.
+//! ([`crate::gemm::tma::grouped`]): a persistent grid over each problem's own row tiles. The
+//! TMA kernels also take the experts' weights as `nn.Linear` keeps them, `[groups, N, K]`
+//! (`gemm_tma_grouped_bf16_nk*`, [`host::GroupedGemm::launch_nk`]).
 
 use crate::gemm::epilogue::{Epilogue, HAS_D};
 use crate::gemm::wgmma::{

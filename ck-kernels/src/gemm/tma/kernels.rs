@@ -172,7 +172,7 @@ macro_rules! tma_gemm_kernel {
             gemm_tma_in_region!($p, Bf16, C_BUFFERS, EPI, stream_k: true, (a, b), (c, epilogue, DLoads), (batched::<$p>((m, n, k, 1)), (parts, tickets, sk_tiles)), shared);
         }
     };
-    ($(#[$doc:meta])* $name:ident, $o:ty, grouped) => {
+    ($(#[$doc:meta])* $name:ident, $p:ty, $o:ty, grouped) => {
         $(#[$doc])*
         #[tile_kernel(block = 384, min_blocks_per_sm = 1)]
         #[allow(clippy::too_many_arguments)]
@@ -192,15 +192,15 @@ macro_rules! tma_gemm_kernel {
             let none = Global::<$o>::empty();
             let epilogue = Epilogue::of(alpha, 0.0, (none, none), 0);
             let shared = (
-                shared!(Bf16; Region::<Bf16Operands, $o, C_BUFFERS>::ELEMS),
+                shared!(Bf16; Region::<$p, $o, C_BUFFERS>::ELEMS),
                 shared!(Mbarrier; BARRIERS),
                 shared!($o; BIAS_STAGE),
                 shared!(u32; 1),
             );
-            let bk_bn = (<Bf16Operands as Operands>::BK, N256::BN);
+            let bk_bn = (<$p as Operands>::BK, N256::BN);
             let tiles = |_| GroupedRows::new((rows, row_tiles), (n, k), bk_bn);
             let (none_f32, none_u32) = (GlobalMut::<f32>::empty(), GlobalMut::<u32>::empty());
-            gemm_tma_in_region!(Bf16Operands, $o, C_BUFFERS, EPI, stream_k: false, (a, b), (c, epilogue, Direct), (tiles, (none_f32, none_u32, 0)), shared);
+            gemm_tma_in_region!($p, $o, C_BUFFERS, EPI, stream_k: false, (a, b), (c, epilogue, Direct), (tiles, (none_f32, none_u32, 0)), shared);
         }
     };
 }
@@ -423,9 +423,18 @@ tma_gemm_kernel!(
 tma_gemm_kernel!(
     /// A group of bf16 products that share N and K → bf16 C = alpha · A_g·B_g: A `[Σ m_g, K]`,
     /// B `[groups, K, N]`, C `[Σ m_g, N]`, the row tiles' table in `rows` (see [`grouped`]).
-    gemm_tma_grouped_bf16, Bf16, grouped
+    gemm_tma_grouped_bf16, Bf16Operands, Bf16, grouped
 );
 tma_gemm_kernel!(
     /// The same group → f32 C.
-    gemm_tma_grouped_bf16_f32, f32, grouped
+    gemm_tma_grouped_bf16_f32, Bf16Operands, f32, grouped
+);
+tma_gemm_kernel!(
+    /// The same group with the experts' weights as `nn.Linear` keeps them, B `[groups, N, K]`
+    /// (read K-major, as the MMA reads it) → bf16 C.
+    gemm_tma_grouped_bf16_nk, Bf16NkOperands, Bf16, grouped
+);
+tma_gemm_kernel!(
+    /// The same group, B `[groups, N, K]` → f32 C.
+    gemm_tma_grouped_bf16_nk_f32, Bf16NkOperands, f32, grouped
 );
