@@ -632,11 +632,63 @@ def rope_qkv_backward(dq, dk, dv, cos, sin, heads, kv_heads, *, rotary_dim=None,
     return dqkv
 
 
-def grouped_mm(a, b, tokens, *, out=None, out_dtype=None):
+def qkv_projection(x, weight, cos, sin, heads, kv_heads, *, rotary_dim=None, interleaved=False):
+    """A QKV projection with RoPE in its epilogue: ``x @ weight.T`` with the query and key
+    heads rotated before the one store, in one launch. ``x`` ``[B, S, K]``, ``weight`` the
+    query, key and value weights stacked as ``nn.Linear`` keeps them, ``[(heads + 2·kv_heads)·D,
+    K]``; the result ``[B, S, (heads + 2·kv_heads)·D]`` keeps the projection's layout (each
+    token's query heads, then key heads, then value heads), which ``attention_qkv`` reads in
+    place. ``cos``, ``sin``, ``rotary_dim`` and ``interleaved`` as for ``rope_qkv``; here D is
+    64 or 128 and, half-split, ``rotary_dim`` 64 or 128 (else use ``linear`` + ``rope_qkv``).
+    The kernel takes bfloat16 ``x`` and ``weight`` (float32 ones are rounded first, and the
+    result is float32 again).
+
+    Tensors that require grad get gradients for ``x`` and ``weight``: the rotation undone (in
+    torch ops), then ``linear``'s backward. A training step is quicker on ``linear`` +
+    ``rope_qkv`` + ``attention``, whose RoPE backward is one kernel."""
+    if _differentiable("qkv_projection", None, x, weight, cos, sin):
+        return ops.record(
+            "qkv_projection", x, weight, cos, sin, heads, kv_heads, rotary_dim, bool(interleaved)
+        )
+    c = _Call("qkv_projection", x=x, weight=weight, cos=cos, sin=sin)
+    if len(x.shape) != 3 or len(weight.shape) != 2:
+        raise _error(
+            ValueError,
+            "shape-mismatch",
+            f"`x` is {tuple(x.shape)} and `weight` {tuple(weight.shape)}; give x [batch, seq, "
+            "in_features] and weight [(heads + 2·kv_heads)·head_dim, in_features]",
+        )
+    widen = c.cuda and x.dtype == _torch.float32
+    if widen:  # the GPU kernel reads and writes bfloat16: convert on the device
+        x, weight = x.to(_torch.bfloat16), weight.to(_torch.bfloat16)
+    b, s, k = x.shape
+    n = weight.shape[0]
+    d = n // (heads + 2 * kv_heads) if heads > 0 and kv_heads > 0 else 0
+    rotary_dim = d if rotary_dim is None else int(rotary_dim)
+    res = c.empty((b, s, n), x)
+    _native.qkv_projection(
+        c.capsule(x.reshape(b * s, k)),
+        c.capsule(weight),
+        c.capsule(cos),
+        c.capsule(sin),
+        c.capsule(res.reshape(b * s, n)),
+        s,
+        heads,
+        kv_heads,
+        rotary_dim,
+        bool(interleaved),
+        c.stream,
+    )
+    return res.float() if widen else res
+
+
+def grouped_mm(a, b, tokens, *, out=None, out_dtype=None, b_layout="kn"):
     """A mixture-of-experts layer's grouped product in one launch: expert ``g``'s rows of
     ``a`` (the ``tokens[g]`` after expert ``g - 1``'s) times ``b[g]``. ``a`` ``[sum(tokens),
-    K]``, ``b`` ``[experts, K, N]``, N and K multiples of 8; float32 accumulation. The result
-    ``[sum(tokens), N]`` is float32, or bfloat16 with ``out_dtype=torch.bfloat16``.
+    K]``, ``b`` ``[experts, K, N]`` — or with ``b_layout="nk"`` ``[experts, N, K]``, each
+    expert's weight as ``nn.Linear`` keeps it (``a @ b[g].T``, read in place on the TMA
+    kernel) — N and K multiples of 8; float32 accumulation. The result ``[sum(tokens), N]`` is
+    float32, or bfloat16 with ``out_dtype=torch.bfloat16``.
 
     The kernel takes bfloat16 operands (float32 ones are rounded first). Where the experts have
     256 tokens or more on average it runs on the TMA GEMM, else on the ``cp.async`` one (see
@@ -650,12 +702,16 @@ def grouped_mm(a, b, tokens, *, out=None, out_dtype=None):
             "shape-mismatch",
             f"token counts {tokens}: give each expert's number of rows of `a`, 0 or more",
         )
+    if b_layout not in ("kn", "nk"):
+        raise _error(ValueError, "bad-layout", f"b_layout {b_layout!r}; use kn ([experts, K, N]) or nk ([experts, N, K])")
+    nk = b_layout == "nk"
     bf16_out = _bf16_result(c, out_dtype)
     if c.cuda and a.dtype != _torch.bfloat16:  # the GPU kernel reads bf16 in place
         a, b = a.to(_torch.bfloat16), b.to(_torch.bfloat16)
-    shape = (a.shape[0], b.shape[-1]) if len(a.shape) == 2 and len(b.shape) == 3 else (0, 0)
+    n = (b.shape[1] if nk else b.shape[2]) if len(b.shape) == 3 else 0
+    shape = (a.shape[0], n) if len(a.shape) == 2 and len(b.shape) == 3 else (0, 0)
     res = _product_out(c, out, shape, bf16_out, a)
-    _native.grouped_mm(c.capsule(a), c.capsule(b), c.capsule(res), tokens, c.stream)
+    _native.grouped_mm(c.capsule(a), c.capsule(b), c.capsule(res), tokens, c.stream, nk)
     return res
 
 
@@ -704,6 +760,53 @@ def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False, 
     )
     if widen:
         o = o.float() if out is None else out.copy_(o)
+    return (o, lse) if return_lse else o
+
+
+def attention_qkv(qkv, heads, kv_heads, *, causal=False, scale=None, return_lse=False):
+    """``attention`` on a fused QKV projection's output, read in place: ``qkv`` ``[batch, seq,
+    (heads + 2·kv_heads)·head_dim]`` (each token's query heads, then key heads, then value
+    heads: ``qkv_projection``'s result, or ``linear``'s on the stacked weights), no transposed
+    copy of Q, K or V. ``o`` ``[batch, seq, heads, head_dim]`` (``o.flatten(2)`` is what the
+    output projection reads); with ``return_lse=True`` also the log-sum-exp ``[batch, heads,
+    seq]``. Masking, scale, head dims and types as ``attention``'s.
+
+    A ``qkv`` that requires grad gets its gradient (``attention_backward`` on copies of Q, K
+    and V in its layout, the gradients put back in ``qkv``'s)."""
+    if scale is not None and not (_math.isfinite(scale) and scale > 0):
+        raise _error(ValueError, "bad-scale", f"the scale is {scale}; give a positive finite number")
+    if _differentiable("attention_qkv", None, qkv):
+        o, lse = ops.record("attention_qkv", qkv, heads, kv_heads, bool(causal), scale)
+        return (o, lse) if return_lse else o
+    c = _Call("attention_qkv", qkv=qkv)
+    all_heads = heads + 2 * kv_heads
+    if len(qkv.shape) != 3 or heads <= 0 or kv_heads <= 0 or qkv.shape[2] % all_heads:
+        raise _error(
+            ValueError,
+            "shape-mismatch",
+            f"`qkv` is {tuple(qkv.shape)}; give [batch, seq, (heads + 2·kv_heads)·head_dim] with "
+            f"heads {heads}, kv_heads {kv_heads}",
+        )
+    widen = c.cuda and qkv.dtype == _torch.float32
+    if widen:  # the GPU kernel reads bfloat16 in place: convert on the device
+        qkv = qkv.to(_torch.bfloat16)
+    b, s, width = qkv.shape
+    d = width // all_heads
+    qkv4 = qkv.reshape(b, s, all_heads, d)
+    o = c.empty((b, s, heads, d), qkv)
+    lse = c.empty((b, heads, s), qkv, float32=True)
+    _native.attention_qkv(
+        c.capsule(qkv4),
+        c.capsule(o),
+        c.capsule(lse),
+        heads,
+        kv_heads,
+        bool(causal),
+        None if scale is None else float(scale),
+        c.stream,
+    )
+    if widen:
+        o = o.float()
     return (o, lse) if return_lse else o
 
 

@@ -22,8 +22,9 @@ An op with a backward operator has its formula here, saving only what that backw
 ``rmsnorm`` (x, gamma), ``add_rmsnorm`` (r, gamma), ``layernorm`` (x, gamma and its own mean
 and rstd outputs), ``softmax`` (its output), ``linear`` (x and the weight; without an
 activation), ``gated_linear`` (x and the weight: the products are recomputed), ``rope_qkv``
-(the cos/sin tables), ``attention`` (q, k, v, o and the log-sum-exp; the log-sum-exp output is
-not differentiable). On the others ``backward()`` raises ``error[no-backward]`` rather than losing the
+(the cos/sin tables), ``qkv_projection`` (x, the weight and the tables), ``attention`` and
+``attention_qkv`` (the inputs, o and the log-sum-exp; the log-sum-exp output is not
+differentiable). On the others ``backward()`` raises ``error[no-backward]`` rather than losing the
 gradient; a backward op's own backward (double backward) raises ``error[no-double-backward]``."""
 
 from typing import Callable, Optional
@@ -253,6 +254,18 @@ rope_qkv = _op(
     _rope_qkv_fake,
 )
 
+qkv_projection = _op(
+    "qkv_projection(Tensor x, Tensor weight, Tensor cos, Tensor sin, int heads, int kv_heads, "
+    "int? rotary_dim=None, bool interleaved=False) -> Tensor",
+    lambda x, weight, cos, sin, heads, kv_heads, rotary_dim=None, interleaved=False:
+    ck_rs.qkv_projection(
+        x, weight, cos, sin, heads, kv_heads, rotary_dim=rotary_dim, interleaved=interleaved
+    ),
+    lambda x, weight, cos, sin, heads, kv_heads, rotary_dim=None, interleaved=False: x.new_empty(
+        (*x.shape[:-1], weight.shape[0])
+    ),
+)
+
 grouped_mm = _op(
     "grouped_mm(Tensor a, Tensor b, int[] tokens) -> Tensor",
     ck_rs.grouped_mm,
@@ -290,6 +303,23 @@ attention = _op(
         q, k, v, causal=causal, scale=scale, return_lse=True, out_layout=out_layout
     ),
     _attention_fake,
+)
+
+
+def _attention_qkv_fake(qkv, heads, kv_heads, causal=False, scale=None):
+    b, s, width = qkv.shape
+    d = width // (heads + 2 * kv_heads)
+    return qkv.new_empty((b, s, heads, d)), qkv.new_empty((b, heads, s), dtype=torch.float32)
+
+
+# ``(o, lse)``, O as ``[batch, seq, heads, head_dim]``.
+attention_qkv = _op(
+    "attention_qkv(Tensor qkv, int heads, int kv_heads, bool causal=False, float? scale=None) "
+    "-> (Tensor, Tensor)",
+    lambda qkv, heads, kv_heads, causal=False, scale=None: ck_rs.attention_qkv(
+        qkv, heads, kv_heads, causal=causal, scale=scale, return_lse=True
+    ),
+    _attention_qkv_fake,
 )
 
 
@@ -481,9 +511,19 @@ def _product(a, b, dtype):
     return _call("gemm", a, b, None).to(dtype)
 
 
+def _linear_grads(ctx, dy2, x, weight):
+    """A product ``x · Wᵀ``'s gradients from ``dy2`` (its rows): ``dx = dy · W``, ``dW = dyᵀ ·
+    x`` (``dyᵀ`` a view, which ``gemm`` reads as it lies), each where asked for."""
+    dx = wgt = None
+    if ctx.needs_input_grad[0]:
+        dx = _product(dy2, weight.to(x.dtype), x.dtype).reshape(x.shape)
+    if ctx.needs_input_grad[1]:
+        wgt = _product(dy2.t(), x.reshape(-1, weight.shape[1]), weight.dtype)
+    return dx, wgt
+
+
 def _linear_backward(ctx, dy):
-    """``dx = dy · W``, ``dW = dyᵀ · x`` (``dyᵀ`` a view, which ``gemm`` reads as it lies),
-    ``dbias = Σ_rows dy``, ``dresidual = beta · dy``."""
+    """``dx = dy · W``, ``dW = dyᵀ · x``, ``dbias = Σ_rows dy``, ``dresidual = beta · dy``."""
     if ctx.activation != "none":
         raise RuntimeError(
             f"error[no-backward]: ck_rs::linear has no backward through activation="
@@ -492,12 +532,7 @@ def _linear_backward(ctx, dy):
     x, weight = ctx.saved_tensors
     n, k = weight.shape
     dy2 = dy.reshape(-1, n).to(x.dtype).contiguous()
-    x2 = x.reshape(-1, k)
-    dx = wgt = None
-    if ctx.needs_input_grad[0]:
-        dx = _product(dy2, weight.to(x.dtype), x.dtype).reshape(x.shape)
-    if ctx.needs_input_grad[1]:
-        wgt = _product(dy2.t(), x2, weight.dtype)
+    dx, wgt = _linear_grads(ctx, dy2, x, weight)
     dbias = dy2.sum(0, dtype=torch.float32).to(dy.dtype) if ctx.has_bias else None
     dres = (dy if ctx.beta == 1 else dy * ctx.beta) if ctx.has_residual else None
     return dx, wgt, dbias, dres, None, None
@@ -563,11 +598,7 @@ def _rope_backward(ctx, dq, dk, dv):
     """The forward rotates each head row of q and k by its token's angle, then moves the heads to
     ``[B, H, S, D]``; its gradient is the transpose: the heads moved back and rotated by minus
     the angle, one pass of ``rope_qkv_backward``. cos/sin are tables, without a gradient."""
-    if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
-        raise RuntimeError(
-            "error[no-backward]: ck_rs::rope_qkv gives no gradient for cos and sin (tables of "
-            "angles); detach them, or compute learned angles' rotation with torch ops"
-        )
+    _no_table_grads(ctx, "rope_qkv", 1)
     cos, sin = ctx.saved_tensors
     b, s, width = ctx.shape
     d = width // (ctx.heads + 2 * ctx.kv_heads)
@@ -587,6 +618,81 @@ def _rope_backward(ctx, dq, dk, dv):
 
 
 _register_autograd("rope_qkv", _rope_backward, _rope_setup)
+
+
+def _no_table_grads(ctx, op, cos_at):
+    """``error[no-backward]`` where the cos/sin tables (inputs ``cos_at`` and the next) ask for a
+    gradient."""
+    if ctx.needs_input_grad[cos_at] or ctx.needs_input_grad[cos_at + 1]:
+        raise RuntimeError(
+            f"error[no-backward]: ck_rs::{op} gives no gradient for cos and sin (tables of "
+            "angles); detach them, or compute learned angles' rotation with torch ops"
+        )
+
+
+def _rotated_back(dy, cos, sin, heads, kv_heads, rotary_dim, interleaved):
+    """``dy`` ``[B, S, (H + 2·Hkv)·D]`` with its query and key heads rotated by minus each angle:
+    the transpose of the rotation ``qkv_projection`` applies, in torch ops (float32)."""
+    b, s, width = dy.shape
+    all_heads = heads + 2 * kv_heads
+    d = width // all_heads
+    r = d if rotary_dim is None else rotary_dim
+    g = dy.reshape(b * s, all_heads, d).float().clone()
+    rows = torch.arange(b * s, device=dy.device) % cos.shape[0]
+    c, sn = cos[rows][:, None, :], sin[rows][:, None, :]  # [T, 1, R/2]
+    qk = g[:, : heads + kv_heads, :r]
+    if interleaved:
+        x1, x2 = qk[..., 0::2].clone(), qk[..., 1::2].clone()
+        qk[..., 0::2], qk[..., 1::2] = x1 * c + x2 * sn, x2 * c - x1 * sn
+    else:
+        x1, x2 = qk[..., : r // 2].clone(), qk[..., r // 2 :].clone()
+        qk[..., : r // 2], qk[..., r // 2 :] = x1 * c + x2 * sn, x2 * c - x1 * sn
+    return g.reshape(b, s, width).to(dy.dtype)
+
+
+def _qkv_projection_setup(ctx, inputs, output):
+    x, weight, cos, sin, heads, kv_heads, rotary_dim, interleaved = inputs
+    ctx.save_for_backward(x, weight, cos, sin)
+    ctx.rope = (heads, kv_heads, rotary_dim, interleaved)
+
+
+def _qkv_projection_backward(ctx, dy):
+    """The rotation's transpose on ``dy`` (torch ops), then ``linear``'s gradients."""
+    _no_table_grads(ctx, "qkv_projection", 2)
+    x, weight, cos, sin = ctx.saved_tensors
+    dy = _rotated_back(dy, cos, sin, *ctx.rope)
+    dx, dw = _linear_grads(ctx, dy.reshape(-1, weight.shape[0]).to(x.dtype).contiguous(), x, weight)
+    return dx, dw, None, None, None, None, None, None
+
+
+_register_autograd("qkv_projection", _qkv_projection_backward, _qkv_projection_setup)
+
+
+def _attention_qkv_setup(ctx, inputs, output):
+    qkv, heads, kv_heads, causal, scale = inputs
+    o, lse = output
+    ctx.mark_non_differentiable(lse)
+    ctx.save_for_backward(qkv, o, lse)
+    ctx.heads, ctx.kv_heads, ctx.causal, ctx.scale = heads, kv_heads, causal, scale
+
+
+def _attention_qkv_backward(ctx, do, _dlse):
+    """``attention_backward`` on Q, K and V copied out of ``qkv`` (``[B, H, S, D]``), O and dO
+    read in place, and dQ, dK, dV put back in ``qkv``'s layout."""
+    qkv, o, lse = ctx.saved_tensors
+    b, s, width = qkv.shape
+    h, hkv = ctx.heads, ctx.kv_heads
+    heads4 = qkv.reshape(b, s, h + 2 * hkv, width // (h + 2 * hkv)).transpose(1, 2)
+    q, k, v = (heads4[:, a:z].contiguous() for a, z in ((0, h), (h, h + hkv), (h + hkv, h + 2 * hkv)))
+    dq, dk, dv = _call(
+        "attention_backward", q, k, v, o, lse, do.contiguous().to(o.dtype), ctx.causal, ctx.scale,
+        torch.are_deterministic_algorithms_enabled(), "bshd",
+    )
+    dqkv = torch.cat([t.transpose(1, 2) for t in (dq, dk, dv)], dim=2).reshape(b, s, width)
+    return dqkv.to(qkv.dtype), None, None, None, None
+
+
+_register_autograd("attention_qkv", _attention_qkv_backward, _attention_qkv_setup)
 
 
 def _no_double_backward(name):

@@ -508,6 +508,96 @@ pub fn rope_qkv(
     })
 }
 
+/// The QKV projection with RoPE in its epilogue (see `ck_rs.qkv_projection`): `c = x·weightᵀ`,
+/// `x` `[T, K]` (`T` tokens, sequences of `seq`), the fused weight `[(H + 2·Hkv)·D, K]`, `c`
+/// `[T, (H + 2·Hkv)·D]` with its query and key heads rotated at the angles of `cos`/`sin`
+/// (float32 `[seq or T, R/2]`), in one launch (`ck_kernels::gemm::linear::launch_rope`).
+#[pyfunction]
+#[pyo3(signature = (x, weight, cos, sin, c, seq, heads, kv_heads, rotary_dim, interleaved=false, stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn qkv_projection(
+    x: &Bound<'_, PyAny>,
+    weight: &Bound<'_, PyAny>,
+    cos: &Bound<'_, PyAny>,
+    sin: &Bound<'_, PyAny>,
+    c: &Bound<'_, PyAny>,
+    seq: usize,
+    heads: usize,
+    kv_heads: usize,
+    rotary_dim: usize,
+    interleaved: bool,
+    stream: Option<u64>,
+) -> PyResult<()> {
+    let (x, w, c) = (tensor("x", x)?, tensor("weight", weight)?, tensor("c", c)?);
+    let (cs, sn) = (tensor("cos", cos)?, tensor("sin", sin)?);
+    let ([tokens, k], [n, k2]) = (matrix(&x)?, matrix(&w)?);
+    if k != k2 {
+        return Err(shape_error(
+            &w,
+            format!("give it as [(heads + 2·kv_heads)·head_dim, in_features]: its columns must match `x`'s last dimension ({k})"),
+        ));
+    }
+    let all = heads + 2 * kv_heads;
+    if heads == 0 || kv_heads == 0 || n % all != 0 {
+        return Err(shape_error(
+            &w,
+            format!("its rows must be (heads + 2·kv_heads)·head_dim with heads {heads}, kv_heads {kv_heads}"),
+        ));
+    }
+    if seq == 0 || tokens % seq != 0 {
+        return Err(shape_error(
+            &x,
+            format!("its {tokens} rows must be whole sequences of {seq} tokens"),
+        ));
+    }
+    expect_shape(&c, &[tokens, n])?;
+    let table_rows = cs.shape().first().copied().unwrap_or(0);
+    expect_shape(&cs, &[table_rows, rotary_dim / 2])?;
+    expect_shape(&sn, cs.shape())?;
+    if let Some(t) = [&cs, &sn].into_iter().find(|t| t.dtype() != Dtype::F32) {
+        return Err(type_error(
+            rules::DTYPE_MISMATCH,
+            format!(
+                "`{}` is {}; the cos/sin tables are float32",
+                t.name(),
+                t.describe()
+            ),
+        ));
+    }
+    same_dtype(&[&x, &w])?;
+    let shape = kernels::rope::host::Shape {
+        batch: to_u32("batch", tokens / seq)?,
+        seq: to_u32("seq", seq)?,
+        heads: to_u32("heads", heads)?,
+        kv_heads: to_u32("kv_heads", kv_heads)?,
+        head_dim: to_u32("head_dim", n / all)?,
+        rotary_dim: to_u32("rotary_dim", rotary_dim)?,
+        table_rows: to_u32("cos rows", table_rows)?,
+        interleaved,
+    };
+    // SAFETY: `stream` is the handle `ck_rs` passes: torch's current stream of the tensors'
+    // device, which torch keeps alive while work is queued on it.
+    let be = unsafe { Backend::of(&[&x, &w, &cs, &sn, &c], stream)? };
+    expect_bf16_on_gpu(
+        &be,
+        &[&x, &w, &c],
+        "the QKV projection on the GPU takes bfloat16 x, weight and c",
+    )?;
+    let (xb, wb) = (be.bf16(&x)?, be.bf16(&w)?);
+    let (cb, sb) = (be.buffer::<f32>(&cs)?, be.buffer::<f32>(&sn)?);
+    let mut ob = be.bf16(&c)?;
+    kernels::gemm::linear::launch_rope(
+        be.device(),
+        (&xb, &wb),
+        &mut ob,
+        to_u32("K", k)?,
+        (&cb, &sb),
+        &shape,
+    )
+    .map_err(launch_error)?;
+    be.finish_bf16(&ob, &c)
+}
+
 /// The activation of code `code` (0 none, 1 relu, 2 gelu, 3 silu).
 fn activation_of(code: u32) -> PyResult<kernels::gemm::epilogue::Activation> {
     use kernels::gemm::epilogue::Activation;
@@ -546,36 +636,44 @@ fn epilogue_dtypes(c: &Tensor<'_>, epilogue: [&Option<Tensor<'_>>; 2]) -> PyResu
 }
 
 /// A mixture-of-experts layer's grouped product: `c[rows of expert g] = a[its rows] · b[g]`,
-/// `a` `[Σ tokens, K]`, `b` `[experts, K, N]`, `c` `[Σ tokens, N]` (float32 or bfloat16),
+/// `a` `[Σ tokens, K]`, `b` `[experts, K, N]` (or, `b_nk`, `[experts, N, K]` as `nn.Linear`
+/// keeps each expert's weight: `a · b[g]ᵀ`), `c` `[Σ tokens, N]` (float32 or bfloat16),
 /// expert `g`'s rows the `tokens[g]` after expert `g − 1`'s, in one launch of the grouped GEMM
 /// (`ck_kernels::gemm::grouped`). N and K multiples of 8 (each expert's rows are read and
 /// written in place); `a` and `b` bfloat16 (float32 on the emulator too: rounded).
 #[pyfunction]
-#[pyo3(signature = (a, b, c, tokens, stream=None))]
+#[pyo3(signature = (a, b, c, tokens, stream=None, b_nk=false))]
 pub fn grouped_mm(
     a: &Bound<'_, PyAny>,
     b: &Bound<'_, PyAny>,
     c: &Bound<'_, PyAny>,
     tokens: Vec<u64>,
     stream: Option<u64>,
+    b_nk: bool,
 ) -> PyResult<()> {
     use kernels::gemm::grouped::host::{GroupedGemm, Problem};
     let (a, b, c) = (tensor("a", a)?, tensor("b", b)?, tensor("c", c)?);
     let dtype = same_dtype(&[&a, &b])?;
     let [m, k] = matrix(&a)?;
-    let [experts, k2, n] = match b.shape()[..] {
-        [e, r, c] => [e, r, c],
+    let layout = if b_nk {
+        "[experts, N, K]"
+    } else {
+        "[experts, K, N]"
+    };
+    let [experts, k2, n] = match (b.shape(), b_nk) {
+        (&[e, r, c], false) => [e, r, c],
+        (&[e, r, c], true) => [e, c, r],
         _ => {
             return Err(shape_error(
                 &b,
-                "give the experts' weights as [experts, K, N]".into(),
+                format!("give the experts' weights as {layout}"),
             ))
         }
     };
     if k2 != k {
         return Err(shape_error(
             &b,
-            format!("its rows must match `a`'s columns ({k})"),
+            format!("it is {layout}: its K must match `a`'s columns ({k})"),
         ));
     }
     expect_shape(&c, &[m, n])?;
@@ -623,9 +721,11 @@ pub fn grouped_mm(
     by_dtype!(c.dtype(), O => {
         let mut cb = be.buffer::<O>(&c)?;
         let args = kernels::gemm::fused::EpilogueArgs::default();
-        grouped
-            .launch(be.device(), (&ab, &bb), &mut cb, &args)
-            .map_err(launch_error)?;
+        let launched = match b_nk {
+            true => grouped.launch_nk(be.device(), (&ab, &bb), &mut cb, 1.0),
+            false => grouped.launch(be.device(), (&ab, &bb), &mut cb, &args),
+        };
+        launched.map_err(launch_error)?;
         be.finish(&cb, &c)
     })
 }
@@ -746,6 +846,72 @@ pub fn attention(
         options,
     )
     .map_err(launch_error)?;
+    be.finish_bf16(&ob, &o)?;
+    be.finish(&lb, &lse)
+}
+
+/// Attention forward on a fused QKV projection's output, read in place (see
+/// `ck_rs.attention_qkv`): `qkv` `[batch, seq, heads + 2·kv_heads, D]`, `o` `[batch, seq,
+/// heads, D]`, `lse` `[batch, heads, seq]` float32.
+#[pyfunction]
+#[pyo3(signature = (qkv, o, lse, heads, kv_heads, causal=false, scale=None, stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn attention_qkv(
+    qkv: &Bound<'_, PyAny>,
+    o: &Bound<'_, PyAny>,
+    lse: &Bound<'_, PyAny>,
+    heads: usize,
+    kv_heads: usize,
+    causal: bool,
+    scale: Option<f32>,
+    stream: Option<u64>,
+) -> PyResult<()> {
+    let (qkv, o, lse) = (tensor("qkv", qkv)?, tensor("o", o)?, tensor("lse", lse)?);
+    let [batch, seq, all, d] = match qkv.shape()[..] {
+        [b, s, a, d] => [b, s, a, d],
+        _ => {
+            return Err(shape_error(
+                &qkv,
+                "give [batch, seq, heads + 2·kv_heads, head_dim]".into(),
+            ))
+        }
+    };
+    if all != heads + 2 * kv_heads {
+        return Err(shape_error(
+            &qkv,
+            format!(
+                "its third dimension must be heads + 2·kv_heads = {}",
+                heads + 2 * kv_heads
+            ),
+        ));
+    }
+    expect_shape(&o, &[batch, seq, heads, d])?;
+    expect_f32_lse(&lse, &[batch, heads, seq])?;
+    let shape = kernels::attention::host::Shape {
+        batch: to_u32("batch", batch)?,
+        heads: to_u32("heads", heads)?,
+        kv_heads: to_u32("kv_heads", kv_heads)?,
+        sq: to_u32("seq", seq)?,
+        sk: to_u32("seq", seq)?,
+        head_dim: to_u32("head_dim", d)?,
+    };
+    let options = kernels::attention::host::Options {
+        causal,
+        scale,
+        o_seq_first: true,
+    };
+    // SAFETY: `stream` is the handle `ck_rs` passes: torch's current stream of the tensors'
+    // device, which torch keeps alive while work is queued on it.
+    let be = unsafe { Backend::of(&[&qkv, &o, &lse], stream)? };
+    expect_bf16_on_gpu(
+        &be,
+        &[&qkv, &o],
+        "attention on the GPU takes bfloat16 qkv and o",
+    )?;
+    let qb = be.bf16(&qkv)?;
+    let (mut ob, mut lb) = (be.bf16(&o)?, be.buffer::<f32>(&lse)?);
+    kernels::attention::host::launch_fused(be.device(), &qb, &mut ob, &mut lb, shape, options)
+        .map_err(launch_error)?;
     be.finish_bf16(&ob, &o)?;
     be.finish(&lb, &lse)
 }
