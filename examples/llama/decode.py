@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 import ck_rs
-from llama import Config, pair_tables, rope, rope_tables, stacked, weights
+from ck_rs.llama import Config, pair_tables, rope, rope_tables, stacked, weights
 
 
 def model(cfg, layers, vocab, device, seed=0):

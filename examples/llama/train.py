@@ -7,8 +7,8 @@
 
 Both models start from the same weights and see the same batches: token sequences that follow
 a fixed rule (each token is the sum of the two before it, modulo the vocabulary), learnt by
-next-token cross-entropy with AdamW. Layers are `llama.ck_layer` (ck_rs's rmsnorm, linear,
-gated_linear, rope_qkv and attention, each with its backward) and `llama.torch_layer`
+next-token cross-entropy with AdamW. Layers are `ck_rs.llama.ck_layer_rope_pass` (ck_rs's rmsnorm,
+linear, gated_linear, rope_qkv and attention, each with its backward) and `ck_rs.llama.torch_layer`
 (torch's ops); the weights are float32 and each forward casts them to bfloat16 (the kernels'
 type), so the optimiser updates float32 masters.
 
@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 
 import ck_rs
-from llama import Config, ck_layer, pair_tables, rope_tables, torch_layer
+from ck_rs.llama import Config, ck_layer_rope_pass, pair_tables, rope_tables, torch_layer
 
 SIZES = {
     # name: (Config, vocabulary, global batch, sequence, steps)
@@ -42,7 +42,7 @@ SIZES = {
 
 class Model(torch.nn.Module):
     """An embedding, `layers` decoder layers, a final RMSNorm and an output projection; the
-    layers' weights stacked as `llama.ck_layer` reads them (QKV in one `[q + 2·kv, hidden]`
+    layers' weights stacked as `ck_rs.llama.ck_layer_rope_pass` reads them (QKV in one `[q + 2·kv, hidden]`
     matrix, gate and up in one `[2·mlp, hidden]`), which `torch_layer` reads as views."""
 
     def __init__(self, cfg, vocab, layers=2, seed=0):
@@ -86,7 +86,7 @@ class Model(torch.nn.Module):
         for layer in self.layers:
             w = {k: t.to(dtype) for k, t in layer.items()}
             if use_ck:
-                x = ck_layer(x, w, cfg, cos, sin)
+                x = ck_layer_rope_pass(x, w, cfg, cos, sin)
             else:
                 qkv, gate_up = w["qkv"], w["gate_up"]
                 w.update(q=qkv[:q], k=qkv[q : q + kv], v=qkv[q + kv :])

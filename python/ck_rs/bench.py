@@ -10,7 +10,9 @@ and ``ck_rs.grouped_mm`` against ``torch._grouped_mm`` (``--gemm-only`` for thos
 ``ck_rs.attention_varlen`` against the fixed-length ``ck_rs.attention`` on the same tokens and
 FlashAttention-2's varlen forward in torch (``--varlen-only`` for that alone); then
 ``ck_rs.attention_backward`` against SDPA's backward on its flash and cuDNN backends
-(``--attention-bwd-only``)."""
+(``--attention-bwd-only``). ``--layer`` times a Llama-3-8B decoder layer on ck_rs
+(``ck_rs.llama``) against the same layer in eager torch and under ``torch.compile``, and their
+errors against a float32 run."""
 
 import argparse
 import time
@@ -359,6 +361,11 @@ def main():
     p.add_argument("--per-call-only", action="store_true", help="only the per-call cost")
     p.add_argument("--varlen-only", action="store_true", help="only the varlen attention comparisons")
     p.add_argument("--attention-bwd-only", action="store_true", help="only the attention backward comparisons")
+    p.add_argument(
+        "--layer",
+        action="store_true",
+        help="only the Llama-3-8B decoder layer (ck_rs.llama) against eager torch and torch.compile",
+    )
     args = p.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("error[no-gpu]: ck_rs.bench measures CUDA tensors; no CUDA device here")
@@ -369,6 +376,11 @@ def main():
         return
     if args.attention_bwd_only:
         attention_backward_in_turn(dev)
+        return
+    if args.layer:
+        from ck_rs import llama
+
+        llama.bench(llama.Config(), [(1, 1024), (4, 2048), (1, 8192)])
         return
     if args.gemm_only:
         gemm_in_turn(dev)

@@ -152,6 +152,12 @@ def test_grouped_mm(device):
     assert ref.rel_err(np64(c), want) < 4e-3
     c = torch.ops.ck_rs.grouped_mm(a, b, tokens)
     assert c.dtype == torch.float32 and ref.rel_err(np64(c), want) < 1e-5
+    # The experts' weights as nn.Linear keeps them, [experts, N, K], read in place.
+    w = b.transpose(1, 2).contiguous()
+    c = ck_rs.grouped_mm(a, w, tokens, b_layout="nk")
+    assert c.shape == (sum(tokens), n) and ref.rel_err(np64(c), want) < 1e-5
+    with pytest.raises(ValueError, match=r"^error\[shape-mismatch\]"):
+        ck_rs.grouped_mm(a, w[:, :, :-8], tokens, b_layout="nk")
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -723,32 +729,22 @@ def test_rope_qkv_gradient_matches_torch_autograd_in_fp64(device, interleaved):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_the_llama_example_layer_is_as_close_to_float32_as_torch(device):
-    """examples/llama: two small decoder layers on ck_rs ops against the float32 reference,
-    no further from it than the same layers in torch bfloat16 (with a margin for the small
-    size's noise)."""
-    import importlib.util
-    import pathlib
+    """ck_rs.llama (examples/llama's layer): two small decoder layers on ck_rs ops against the
+    float32 reference, no further from it than the same layers in torch bfloat16 (with a margin
+    for the small size's noise)."""
+    from ck_rs import llama
 
-    path = pathlib.Path(__file__).resolve().parents[2] / "examples" / "llama" / "llama.py"
-    spec = importlib.util.spec_from_file_location("llama_example", path)
-    llama = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(llama)
     ours, theirs = llama.errors(llama.Config.small(), 2, 24, device, layers=2)
     assert ours <= 1.5 * theirs, (ours, theirs)
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_the_llama_example_fp8_layer_errs_as_fp8_quantisation_does(device):
-    """examples/llama's layer with fp8 projections against the float32 reference: its error is
+    """ck_rs.llama's layer with fp8 projections against the float32 reference: its error is
     that of per-tensor e4m3 quantisation, as a float32 simulation written here (each
     projection's input and weight rounded to e4m3 at its amax / 448 scale) measures it."""
-    import importlib.util
-    import pathlib
+    from ck_rs import llama
 
-    path = pathlib.Path(__file__).resolve().parents[2] / "examples" / "llama" / "llama.py"
-    spec = importlib.util.spec_from_file_location("llama_example", path)
-    llama = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(llama)
     cfg, seq = llama.Config.small(), 24
     w = llama.weights(cfg, device)
     x = torch.randn(2, seq, cfg.hidden, generator=torch.Generator().manual_seed(7)).to(device, torch.bfloat16)
@@ -801,17 +797,86 @@ def test_rope_qkv_and_seq_first_attention_match_torch(device):
     assert o_seq.shape == (b, s, heads, d) and torch.equal(o_seq, o_first.transpose(1, 2))
 
 
+def rotate64(t, cos, sin, rotary_dim, interleaved):
+    """``t`` ``[B, S, heads, D]`` (float64) rotated by the definition: pairs of its first
+    ``rotary_dim`` elements (halves, or neighbours) at the angles of ``cos``/``sin`` ``[S,
+    rotary_dim / 2]``."""
+    r = rotary_dim
+    c, sn = cos.double()[:, None], sin.double()[:, None]
+    rot, rest = t[..., :r], t[..., r:]
+    x1, x2 = (rot[..., 0::2], rot[..., 1::2]) if interleaved else (rot[..., : r // 2], rot[..., r // 2 :])
+    y1, y2 = x1 * c - x2 * sn, x2 * c + x1 * sn
+    y = torch.stack([y1, y2], -1).flatten(-2) if interleaved else torch.cat([y1, y2], -1)
+    return torch.cat([y, rest], -1)
+
+
+def projection_inputs(b, s, k, heads, kv_heads, d, r, device):
+    x = randn(b, s, k, device=device, dtype=torch.bfloat16)
+    w = (randn((heads + 2 * kv_heads) * d, k, device=device) / k**0.5).to(torch.bfloat16)
+    angles = torch.outer(torch.arange(3, 3 + s, dtype=torch.float64), 0.9 ** torch.arange(r // 2))
+    return x, w, angles.cos().float().to(device), angles.sin().float().to(device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("interleaved,d,r", [(False, 128, 128), (False, 128, 64), (True, 64, 48)])
+def test_qkv_projection_rotates_q_and_k_in_its_epilogue(device, interleaved, d, r):
+    """The projection with RoPE in its epilogue against x·Wᵀ and the rotation in float64
+    (positions from 3, GQA, a rotary dim below D), and attention_qkv on its output against
+    attention on the same Q, K, V copied out: the same bits."""
+    b, s, k, heads, kv_heads = 2, 130, 64, 4, 2
+    x, w, cos, sin = projection_inputs(b, s, k, heads, kv_heads, d, r, device)
+    qkv = ck_rs.qkv_projection(x, w, cos, sin, heads, kv_heads, rotary_dim=r, interleaved=interleaved)
+    assert qkv.shape == (b, s, (heads + 2 * kv_heads) * d) and qkv.dtype == torch.bfloat16
+    t = (x.double() @ w.double().t()).view(b, s, heads + 2 * kv_heads, d)
+    qk = rotate64(t[:, :, : heads + kv_heads], cos, sin, r, interleaved)
+    want = torch.cat([qk, t[:, :, heads + kv_heads :]], 2).reshape(qkv.shape)
+    assert ref.rel_err(np64(qkv), np64(want)) < 1e-2
+
+    o, lse = ck_rs.attention_qkv(qkv, heads, kv_heads, causal=True, return_lse=True)
+    heads4 = qkv.view(b, s, -1, d).transpose(1, 2)
+    q, kk, v = (heads4[:, a:z].contiguous() for a, z in ((0, 4), (4, 6), (6, 8)))
+    o2, lse2 = ck_rs.attention(q, kk, v, causal=True, return_lse=True, out_layout="bshd")
+    assert o.shape == (b, s, heads, d) and torch.equal(o, o2) and torch.equal(lse, lse2)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_qkv_projection_and_attention_qkv_gradients_match_torch_autograd(device):
+    """x's and W's gradients through attention_qkv(qkv_projection(x, W)) against torch's
+    autograd of the definition in float64."""
+    b, s, k, heads, kv_heads, d = 1, 40, 64, 2, 1, 64
+    x, w, cos, sin = projection_inputs(b, s, k, heads, kv_heads, d, d, device)
+    x, w = x.requires_grad_(), w.requires_grad_()
+    o = ck_rs.attention_qkv(ck_rs.qkv_projection(x, w, cos, sin, heads, kv_heads), heads, kv_heads, causal=True)
+    do = randn(*o.shape, device=device, dtype=torch.bfloat16)
+    o.backward(do)
+
+    x64, w64 = x.detach().double().requires_grad_(), w.detach().double().requires_grad_()
+    t = (x64 @ w64.t()).view(b, s, heads + 2 * kv_heads, d)
+    q, kk = rotate64(t[:, :, :heads], cos, sin, d, False), rotate64(t[:, :, heads : heads + 1], cos, sin, d, False)
+    o64 = torch.nn.functional.scaled_dot_product_attention(
+        q.transpose(1, 2), kk.transpose(1, 2), t[:, :, heads + 1 :].transpose(1, 2), is_causal=True, enable_gqa=True
+    ).transpose(1, 2)
+    o64.backward(do.double())
+    assert grad_error(x.grad, x64.grad, do) < 2e-2
+    assert grad_error(w.grad, w64.grad, do) < 2e-2
+
+
+def test_qkv_projection_refuses_what_its_epilogue_cannot_rotate():
+    x, w, cos, sin = projection_inputs(1, 4, 64, 2, 1, 64, 32, "cpu")
+    with pytest.raises(ValueError, match=r"^error\[shape-unsupported\].*use rope_qkv"):
+        ck_rs.qkv_projection(x, w, cos, sin, 2, 1, rotary_dim=32)
+    with pytest.raises(ValueError, match=r"^error\[shape-mismatch\]"):
+        ck_rs.attention_qkv(torch.zeros(1, 4, 4 * 64 + 1, dtype=torch.bfloat16), 2, 1)
+    with pytest.raises(ValueError, match=r"^error\[head-dim-unsupported\]"):
+        ck_rs.attention_qkv(torch.zeros(1, 4, 4 * 80, dtype=torch.bfloat16), 2, 1)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_the_llama_example_layer_compiles_with_fullgraph(device):
-    """examples/llama's layer on the torch.ops.ck_rs custom ops, compiled with fullgraph=True
+    """ck_rs.llama's layer on the torch.ops.ck_rs custom ops, compiled with fullgraph=True
     (no graph break around any op), gives the eager functions' result."""
-    import importlib.util
-    import pathlib
+    from ck_rs import llama
 
-    path = pathlib.Path(__file__).resolve().parents[2] / "examples" / "llama" / "llama.py"
-    spec = importlib.util.spec_from_file_location("llama_example", path)
-    llama = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(llama)
     cfg, seq = llama.Config.small(), 24
     w = llama.stacked(llama.weights(cfg, device))
     x = torch.randn(2, seq, cfg.hidden, generator=torch.Generator().manual_seed(3)).to(device, torch.bfloat16)
