@@ -233,22 +233,34 @@ def grouped_in_turn(dev):
     if not hasattr(torch, "_grouped_mm"):
         print(f"\nno torch._grouped_mm in torch {torch.__version__}: grouped GEMM not compared")
         return
-    print("\ngrouped bf16 GEMM, TFLOP/s: ck_rs.grouped_mm and torch._grouped_mm timed in turn")
-    print(f"{'case':>30} {'ck_rs':>8} {'torch':>8} {'ratio':>8}")
+    print(
+        "\ngrouped bf16 GEMM, TFLOP/s: ck_rs.grouped_mm and torch._grouped_mm timed in turn, the"
+        " experts' weights as [E, K, N] and as nn.Linear keeps them, [E, N, K] (torch: a"
+        " transposed view)"
+    )
+    print(f"{'case':>30} {'ck_rs':>8} {'torch':>8} {'ratio':>8} {'ck_rs nk':>9} {'torch nk':>9} {'ratio':>8}")
     for tokens, n in GROUPED_CASES:
         a = torch.randn(sum(tokens), n, device=dev).bfloat16()
         b = torch.randn(len(tokens), n, n, device=dev).bfloat16()
+        w = b.transpose(1, 2).contiguous()  # [E, N, K]
         offs = torch.tensor(tokens, device=dev, dtype=torch.int32).cumsum(0, dtype=torch.int32)
         ours = lambda: ck_rs.grouped_mm(a, b, tokens, out_dtype=torch.bfloat16)
         peer = lambda: torch._grouped_mm(a, b, offs=offs)
+        ours_nk = lambda: ck_rs.grouped_mm(a, w, tokens, out_dtype=torch.bfloat16, b_layout="nk")
+        peer_nk = lambda: torch._grouped_mm(a, w.transpose(1, 2), offs=offs)
         ref = peer().float()
-        err = ((ours().float() - ref).norm() / ref.norm()).item()
         case = f"{len(tokens)} experts {sum(tokens)}x{n}x{n}"
-        if not err < 1e-2:
-            raise SystemExit(f"error[wrong-result]: ck_rs.grouped_mm {case} differs from torch by {err:.2e}")
+        for fn in (ours, ours_nk):
+            err = ((fn().float() - ref).norm() / ref.norm()).item()
+            if not err < 1e-2:
+                raise SystemExit(f"error[wrong-result]: ck_rs.grouped_mm {case} differs from torch by {err:.2e}")
         t_ours, t_peer = in_turn_ms(ours, peer)
+        t_ours_nk, t_peer_nk = in_turn_ms(ours_nk, peer_nk)
         tf = lambda ms: 2 * sum(tokens) * n * n / ms / 1e9
-        print(f"{case:>30} {tf(t_ours):8.0f} {tf(t_peer):8.0f} {t_peer / t_ours:8.3f}")
+        print(
+            f"{case:>30} {tf(t_ours):8.0f} {tf(t_peer):8.0f} {t_peer / t_ours:8.3f}"
+            f" {tf(t_ours_nk):9.0f} {tf(t_peer_nk):9.0f} {t_peer_nk / t_ours_nk:8.3f}"
+        )
 
 
 # Varlen prefill, (sequences, length, heads, kv_heads, head_dim, causal): a Llama-3-8B layer's
