@@ -275,8 +275,9 @@ fn the_projection_rotates_q_and_k_in_its_epilogue() {
         ..shape(2, 5, (2, 1), (128, 64), false)
     };
     check_projection(per_token, 16, 5);
-    // Interleaved, a rotary dim that splits a slice (48 of 64).
+    // Interleaved, a rotary dim that splits a slice (48 of 64), and head dim 128 whole.
     check_projection(shape(1, 6, (3, 1), (64, 48), true), 8, 11);
+    check_projection(shape(2, 3, (2, 1), (128, 128), true), 16, 0);
 }
 
 #[test]
