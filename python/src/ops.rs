@@ -416,6 +416,25 @@ pub fn gated_linear(
     be.finish_bf16(&cb, &c)
 }
 
+/// The rows of RoPE's float32 `cos` and `sin` tables `[rows, rotary_dim / 2]`, after checking
+/// their shapes and types.
+fn rope_tables(cos: &Tensor<'_>, sin: &Tensor<'_>, rotary_dim: usize) -> PyResult<usize> {
+    let rows = cos.shape().first().copied().unwrap_or(0);
+    expect_shape(cos, &[rows, rotary_dim / 2])?;
+    expect_shape(sin, cos.shape())?;
+    match [cos, sin].into_iter().find(|t| t.dtype() != Dtype::F32) {
+        Some(t) => Err(type_error(
+            rules::DTYPE_MISMATCH,
+            format!(
+                "`{}` is {}; the cos/sin tables are float32",
+                t.name(),
+                t.describe()
+            ),
+        )),
+        None => Ok(rows),
+    }
+}
+
 /// RoPE on a fused QKV projection and attention's layout in one pass: `qkv` `[B, S, (H +
 /// 2·Hkv)·D]`, `cos`/`sin` float32 `[S or B·S, R/2]`, into `q` `[B, H, S, D]`, `k` and `v`
 /// `[B, Hkv, S, D]` (see `ck_kernels::rope`). With `backward`, the other way: the gradients
@@ -461,22 +480,10 @@ pub fn rope_qkv(
         ));
     }
     let d = width / all;
-    let table_rows = c.shape().first().copied().unwrap_or(0);
-    expect_shape(&c, &[table_rows, rotary_dim / 2])?;
-    expect_shape(&s, c.shape())?;
+    let table_rows = rope_tables(&c, &s, rotary_dim)?;
     expect_shape(&q, &[batch, heads, seq, d])?;
     expect_shape(&k, &[batch, kv_heads, seq, d])?;
     expect_shape(&v, &[batch, kv_heads, seq, d])?;
-    if let Some(t) = [&c, &s].into_iter().find(|t| t.dtype() != Dtype::F32) {
-        return Err(type_error(
-            rules::DTYPE_MISMATCH,
-            format!(
-                "`{}` is {}; the cos/sin tables are float32",
-                t.name(),
-                t.describe()
-            ),
-        ));
-    }
     let dtype = same_dtype(&[&x, &q, &k, &v])?;
     let shape = Shape {
         batch: to_u32("batch", batch)?,
@@ -551,19 +558,7 @@ pub fn qkv_projection(
         ));
     }
     expect_shape(&c, &[tokens, n])?;
-    let table_rows = cs.shape().first().copied().unwrap_or(0);
-    expect_shape(&cs, &[table_rows, rotary_dim / 2])?;
-    expect_shape(&sn, cs.shape())?;
-    if let Some(t) = [&cs, &sn].into_iter().find(|t| t.dtype() != Dtype::F32) {
-        return Err(type_error(
-            rules::DTYPE_MISMATCH,
-            format!(
-                "`{}` is {}; the cos/sin tables are float32",
-                t.name(),
-                t.describe()
-            ),
-        ));
-    }
+    let table_rows = rope_tables(&cs, &sn, rotary_dim)?;
     same_dtype(&[&x, &w])?;
     let shape = kernels::rope::host::Shape {
         batch: to_u32("batch", tokens / seq)?,
