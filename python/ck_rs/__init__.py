@@ -651,19 +651,20 @@ def qkv_projection(x, weight, cos, sin, heads, kv_heads, *, rotary_dim=None, int
             "qkv_projection", x, weight, cos, sin, heads, kv_heads, rotary_dim, bool(interleaved)
         )
     c = _Call("qkv_projection", x=x, weight=weight, cos=cos, sin=sin)
-    if len(x.shape) != 3 or len(weight.shape) != 2:
+    if len(x.shape) != 3 or len(weight.shape) != 2 or heads <= 0 or kv_heads <= 0:
         raise _error(
             ValueError,
             "shape-mismatch",
-            f"`x` is {tuple(x.shape)} and `weight` {tuple(weight.shape)}; give x [batch, seq, "
-            "in_features] and weight [(heads + 2·kv_heads)·head_dim, in_features]",
+            f"`x` is {tuple(x.shape)} and `weight` {tuple(weight.shape)} with heads {heads}, "
+            f"kv_heads {kv_heads}; give x [batch, seq, in_features], weight [(heads + "
+            "2·kv_heads)·head_dim, in_features] and at least one head of each",
         )
     widen = c.cuda and x.dtype == _torch.float32
     if widen:  # the GPU kernel reads and writes bfloat16: convert on the device
         x, weight = x.to(_torch.bfloat16), weight.to(_torch.bfloat16)
     b, s, k = x.shape
     n = weight.shape[0]
-    d = n // (heads + 2 * kv_heads) if heads > 0 and kv_heads > 0 else 0
+    d = n // (heads + 2 * kv_heads)
     rotary_dim = d if rotary_dim is None else int(rotary_dim)
     res = c.empty((b, s, n), x)
     _native.qkv_projection(

@@ -865,6 +865,8 @@ def test_qkv_projection_refuses_what_its_epilogue_cannot_rotate():
     x, w, cos, sin = projection_inputs(1, 4, 64, 2, 1, 64, 32, "cpu")
     with pytest.raises(ValueError, match=r"^error\[shape-unsupported\].*use rope_qkv"):
         ck_rs.qkv_projection(x, w, cos, sin, 2, 1, rotary_dim=32)
+    with pytest.raises(ValueError, match=r"^error\[shape-mismatch\].*at least one head of each"):
+        ck_rs.qkv_projection(x, w, cos, sin, 4, 0)
     with pytest.raises(ValueError, match=r"^error\[shape-mismatch\]"):
         ck_rs.attention_qkv(torch.zeros(1, 4, 4 * 64 + 1, dtype=torch.bfloat16), 2, 1)
     with pytest.raises(ValueError, match=r"^error\[head-dim-unsupported\]"):

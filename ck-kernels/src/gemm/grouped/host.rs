@@ -488,7 +488,7 @@ impl GroupedGemm {
             Some(row_tiles) => row_tiles.launch(device, (a, b), c, alpha, true),
             None => Err(LaunchError::invalid(
                 rules::SHAPE_UNSUPPORTED,
-                "weights as [groups, N, K] run on the TMA kernel, whose problems share N and K (multiples of 8, rows in total); give [K, N] weights to GroupedGemm::launch otherwise".to_string(),
+                "weights as [groups, N, K] run on the TMA kernel only, which takes groups whose problems share N and K, both multiples of 8 and K > 0, within 2³² rows and tiles; give [K, N] weights to GroupedGemm::launch for any other group".to_string(),
             )),
         }
     }
