@@ -15,10 +15,8 @@
 //! meet twice per step around the dS tile they share (free, then written).
 //!
 //! dQ's MMAs are a group of their own, issued before dV's and dK's: its partial sum is staged
-//! and added to the f32 workspace by the copy engine ([`dq_chunk`]) while they run. In the
-//! deterministic mode a block first waits until every lower key tile has added its own to that
-//! query tile (a counter per query tile, counted a step after the addition), so the sums are
-//! made in one order.
+//! ([`dq_chunk`]) while they run, and added to the f32 workspace by the thread of
+//! [`dq_sums`](super::dq_sums).
 
 use super::schedule::*;
 use super::{BwdHeadDim, ColStats};
@@ -170,8 +168,6 @@ pub fn consume<H: BwdHeadDim, const SMEM: usize, const STATS: usize>(
     let key0 = n * BN;
     let mut dk = DistributedTensor::<H::Out, f32>::splat(0.0);
     let mut dv = DistributedTensor::<H::Out, f32>::splat(0.0);
-    // The dQ tile this warpgroup's last addition went to (counted once it is done).
-    let mut added = None;
     smem.bars.wait(KV_FULL, 0);
     for (t, step) in (0u32..).zip(pb.steps()) {
         let (s, parity) = stage(t);
@@ -237,13 +233,7 @@ pub fn consume<H: BwdHeadDim, const SMEM: usize, const STATS: usize>(
         issue_from_registers::<H>(&mut dk, &dsp, n_major(q, STEP_PANEL));
         wgmma_commit();
         wgmma_wait::<1>(&mut dq.data);
-        added = Some(add_dq::<H, SMEM, STATS>(
-            &dq,
-            (step, n, added),
-            (smem, lay),
-            out,
-            pb,
-        ));
+        stage_dq::<H, SMEM, STATS>(&dq, t, (smem, lay));
     }
     wgmma_wait::<0>(&mut dv.data);
     wgmma_wait::<0>(&mut dk.data);
@@ -255,52 +245,24 @@ pub fn consume<H: BwdHeadDim, const SMEM: usize, const STATS: usize>(
     let dk = dk.map(|x| x * out.scale).round_to::<Bf16>();
     make_tile_window::<H::Out, _>(keys_of(out.dk), [key0 as i32, 0]).store(&dk);
     make_tile_window::<H::Out, _>(keys_of(out.dv), [key0 as i32, 0]).store(&dv.round_to());
-    // The block's shared memory must outlive the copy engine's last reads of it.
-    if thread_idx().is_multiple_of(128) {
-        bulk_wait_group::<0>();
-        count_added(out, pb, added);
-    }
 }
 
-/// Deterministic mode: counts this warpgroup's addition to dQ tile `added` (complete: the
-/// caller waited for the bulk group), so that the next key tile may add its own there.
+/// Stages this warpgroup's half of step `t`'s dQ: the registers into the warpgroup's staging
+/// tile in shared memory ([`dq_chunk`] gives the layout), for [`dq_sums`](super::dq_sums) to
+/// add once both halves are there ([`DQ_STAGED`]).
 #[inline(always)]
-fn count_added(out: &Outputs, pb: &Problem, added: Option<u32>) {
-    if let (true, Some(tile)) = (pb.deterministic, added) {
-        fence_proxy_async();
-        fence_acq_rel_gpu();
-        out.counters.atomic_add(tile, 1);
-    }
-}
-
-/// Adds this warpgroup's half of a step's dQ to the workspace: the registers into the
-/// warpgroup's staging tile in shared memory, then one bulk addition by the copy engine
-/// ([`dq_chunk`] gives both layouts); returns the dQ tile it went to. Deterministic: after the
-/// key tiles below `n` have added theirs (two arrivals per tile, one per warpgroup). The
-/// addition is counted one step later (`last`, the previous step's tile, is counted here), so
-/// its round trip to memory overlaps this step's MMAs rather than holding the warpgroup.
-#[inline(always)]
-fn add_dq<H: BwdHeadDim, const SMEM: usize, const STATS: usize>(
+fn stage_dq<H: BwdHeadDim, const SMEM: usize, const STATS: usize>(
     dq: &DistributedTensor<H::Dq, f32>,
-    (step, n, last): (Step, u32, Option<u32>),
+    t: u32,
     (smem, lay): (&Smem<SMEM, STATS>, Layout),
-    out: &Outputs,
-    pb: &Problem,
-) -> u32 {
+) {
     let wg = warp_id() / 4;
     let wg_barrier = 3 + wg;
-    let tile = step.bh * pb.sq.div_ceil(BM) + step.q0 / BM;
     let leader = thread_idx().is_multiple_of(128);
-    let chunk = dq_chunk(H::D);
     let staging = lay.dq(wg, H::D);
-    // The last step's addition has read the staging tile (deterministic: is done, and counted).
-    if leader {
-        if pb.deterministic {
-            bulk_wait_group::<0>();
-            count_added(out, pb, last);
-        } else {
-            bulk_wait_group_read::<0>();
-        }
+    // The last step's addition has read the staging tile.
+    if leader && t > 0 {
+        smem.bars.wait(DQ_READ, (t - 1) % 2);
     }
     named_barrier_sync(wg_barrier, 128);
     let t = thread_idx() % 128;
@@ -314,15 +276,8 @@ fn add_dq<H: BwdHeadDim, const SMEM: usize, const STATS: usize>(
     fence_proxy_async();
     named_barrier_sync(wg_barrier, 128);
     if leader {
-        if pb.deterministic {
-            while out.counters.atomic_add(tile, 0) < 2 * n {}
-            fence_acq_rel_gpu();
-        }
-        let at = (2 * tile + wg) * chunk;
-        out.dq.bulk_add_from_shared(at, &smem.stats, staging, chunk);
-        bulk_commit_group();
+        smem.bars.arrive(DQ_STAGED);
     }
-    tile
 }
 
 /// Floats of one warpgroup's half of a 64-row dQ tile (`64 · D / 2`). In the workspace the

@@ -10,16 +10,17 @@
 //! | [`rows`] | `attention_bwd_rows`: per query row `Δ = Σ dO ∘ O` and `LSE · log₂ e`, the workspaces cleared; `attention_bwd_dq_*`: dQ from its f32 sums |
 //! | [`schedule`] | the problem, a block's key tile and its steps, the shared-memory plan, the barriers |
 //! | [`producer`] | one thread copying K and V once, then each step's Q and dO, with TMA |
-//! | [`consumer`] | two warpgroups of 64 keys each: `Sᵀ`, `dPᵀ`, `dV`, `dK` in registers, `dQ` added to an f32 workspace by the copy engine |
+//! | [`consumer`] | two warpgroups of 64 keys each: `Sᵀ`, `dPᵀ`, `dV`, `dK` in registers, `dQ` staged in shared memory |
+//! | [`dq_sums`] | one thread adding the staged dQ to an f32 workspace with the copy engine (deterministic: in key tile order) |
 //! | [`host`] | the workspace, the three launches, the fp64 reference |
 //!
 //! A block owns 128 keys of one key/value head and keeps their `dK`, `dV` in registers while
 //! it walks every query tile (64 rows) of every query head of the group that sees them — so
 //! the group's sum of dK and dV is made in registers, in a fixed order. Each query tile's dQ
 //! gets one partial sum per key tile, staged in shared memory and added to an f32 workspace by
-//! one bulk reduction of the copy engine (`cp.reduce.async.bulk`); the
-//! *deterministic* mode orders those additions by key tile (a counter per query tile), so two
-//! runs give the same bits. Three launches: the rows, the blocks, dQ's conversion.
+//! one bulk reduction of the copy engine (`cp.reduce.async.bulk`), which a thread of its own
+//! issues; the *deterministic* mode orders those additions by key tile (a counter per query
+//! tile), so two runs give the same bits. Three launches: the rows, the blocks, dQ's conversion.
 
 use crate::attention::{HeadDim, D128, D64};
 use ck_core::device::*;
@@ -28,6 +29,7 @@ use ck_macros::{tile_distribution, tile_kernel};
 
 mod consumer;
 pub use consumer::dq_chunk;
+mod dq_sums;
 mod producer;
 pub mod rows;
 pub mod schedule;
@@ -109,6 +111,8 @@ fn backward<H: BwdHeadDim, const SMEM: usize, const STATS: usize>(
             let (q, dout, k, v, stats) = maps;
             let half = pb.sq_pad * pb.heads.get() * batch;
             producer::produce((&q, &dout, &k, &v), (&stats, half), &smem, lay, &pb, H::D);
+        } else if warp_id() == CONSUMER_WARPS + 1 && lane_id() == 0 {
+            dq_sums::add(&out, &smem, lay, &pb, H::D);
         }
     } else {
         setmaxnreg_inc::<240>();

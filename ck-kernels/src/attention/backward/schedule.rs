@@ -38,8 +38,12 @@ pub const fn full(s: u32) -> u32 {
 pub const fn empty(s: u32) -> u32 {
     1 + STAGES + s
 }
+/// Deterministic mode: both consumer warpgroups have staged their halves of a step's dQ (two
+/// arrivals) / the ordered additions have read them (one arrival).
+pub const DQ_STAGED: u32 = 1 + 2 * STAGES;
+pub const DQ_READ: u32 = DQ_STAGED + 1;
 /// mbarriers per block.
-pub const BARRIERS: usize = (1 + 2 * STAGES) as usize;
+pub const BARRIERS: usize = (3 + 2 * STAGES) as usize;
 
 /// Named barriers of the two consumer warpgroups around the dS tile they share: it is free to
 /// write (both read the last step's), and it is written (both read this step's).
@@ -225,5 +229,7 @@ pub fn init_barriers<const SMEM: usize, const STATS: usize>(smem: &Smem<SMEM, ST
         smem.bars.init(full(s), 1);
         smem.bars.init(empty(s), CONSUMER_WARPS);
     }
+    smem.bars.init(DQ_STAGED, 2);
+    smem.bars.init(DQ_READ, 1);
     fence_barrier_init();
 }
