@@ -347,17 +347,30 @@ mod varlen {
         let mut o = DeviceBuffer::<Bf16>::zeros(&device, s.q_len()).unwrap();
         let mut lse = DeviceBuffer::<f32>::zeros(&device, s.lse_len()).unwrap();
         let options = VarlenOptions::default();
-        varlen::launch(
-            &device,
-            (&qd, &kd, &vd),
-            (&cu_q, &cu_k),
-            &mut o,
-            &mut lse,
-            s,
-            options,
-        )
-        .unwrap();
-        let (o, lse) = (o.to_vec().unwrap(), lse.to_vec().unwrap());
+        let mut counter = DeviceBuffer::<i32>::zeros(&device, varlen::COUNTER_WORDS).unwrap();
+        let mut run = || {
+            varlen::launch(
+                &device,
+                (&qd, &kd, &vd),
+                (&cu_q, &cu_k),
+                &mut counter,
+                &mut o,
+                &mut lse,
+                s,
+                options,
+            )
+            .unwrap();
+            (o.to_vec().unwrap(), lse.to_vec().unwrap())
+        };
+        let (o, lse) = run();
+        // The kernel leaves its counter at zero: a second launch with it hands out every
+        // item again (NaN rows compared by their bits).
+        let bits = |(x, l): (Vec<Bf16>, Vec<f32>)| {
+            let o: Vec<u16> = x.iter().map(|v| v.0).collect();
+            (o, l.iter().map(|v| v.to_bits()).collect::<Vec<_>>())
+        };
+        assert_eq!(bits(run()), bits((o.clone(), lse.clone())));
+        assert_eq!(counter.to_vec().unwrap(), [0, 0]);
         let row = 2 * 64;
         // Sequence 0: six equal keys of 0.25 · 0.25 · 64 = 4 each, values 0.25: O = 0.25,
         // LSE = 4 · 0.125 (the scale 1/8) + ln 6.

@@ -173,6 +173,12 @@ class _Call:
             return like.new_empty(shape)
         return _np.empty(shape, dtype=_np.float32 if float32 else like.dtype)
 
+    def zeros_int32(self, n, like):
+        """`n` int32 zeros on the call's device (a kernel's counter)."""
+        if self.torch:
+            return like.new_zeros(n, dtype=_torch.int32)
+        return _np.zeros(n, dtype=_np.int32)
+
 
 def _out(call, out, shape, like=None, float32=False, name="out"):
     """`out` (checked to be of the call's kind and device; its shape and type are checked
@@ -905,6 +911,7 @@ def attention_varlen(
         )
     o = c.empty(tuple(q.shape), q)
     lse = c.empty((q.shape[1], q.shape[0]), q, float32=True)
+    counter = c.zeros_int32(2, q)  # the scheduler's: zeros in, zeros out, one per call
     cap = c.capsule
     _native.attention_varlen(
         cap(q),
@@ -912,6 +919,7 @@ def attention_varlen(
         cap(v),
         cap(cu_seqlens_q),
         cap(cu_seqlens_k),
+        cap(counter),
         cap(o),
         cap(lse),
         max_seqlen_q,

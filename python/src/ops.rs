@@ -1037,11 +1037,11 @@ pub fn attention_backward(
 
 /// Attention over packed sequences (see `ck_rs.attention_varlen`): `q` and `o` `[total_q, heads,
 /// D]`, `k`, `v` `[total_k, kv_heads, D]`, the bounds `cu_seqlens_q`, `cu_seqlens_k` `[batch + 1]`
-/// (int32), `lse` `[heads, total_q]` (float32). On the emulator the bounds are checked
-/// (`bad-seqlens`); on the GPU they are read by the kernel, and a sequence with bad ones gets
-/// NaN rows.
+/// (int32), `lse` `[heads, total_q]` (float32), `counter` the scheduler's two int32 words (zeros;
+/// the kernel leaves them zero). On the emulator the bounds are checked (`bad-seqlens`); on the
+/// GPU they are read by the kernel, and a sequence with bad ones gets NaN rows.
 #[pyfunction]
-#[pyo3(signature = (q, k, v, cu_seqlens_q, cu_seqlens_k, o, lse, max_seqlen_q, causal=false, scale=None, stream=None))]
+#[pyo3(signature = (q, k, v, cu_seqlens_q, cu_seqlens_k, counter, o, lse, max_seqlen_q, causal=false, scale=None, stream=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn attention_varlen(
     q: &Bound<'_, PyAny>,
@@ -1049,6 +1049,7 @@ pub fn attention_varlen(
     v: &Bound<'_, PyAny>,
     cu_seqlens_q: &Bound<'_, PyAny>,
     cu_seqlens_k: &Bound<'_, PyAny>,
+    counter: &Bound<'_, PyAny>,
     o: &Bound<'_, PyAny>,
     lse: &Bound<'_, PyAny>,
     max_seqlen_q: usize,
@@ -1056,13 +1057,14 @@ pub fn attention_varlen(
     scale: Option<f32>,
     stream: Option<u64>,
 ) -> PyResult<()> {
-    use kernels::attention::varlen::{check_bounds, launch, Options, Shape};
+    use kernels::attention::varlen::{check_bounds, launch, Options, Shape, COUNTER_WORDS};
     let (q, k, v) = (tensor("q", q)?, tensor("k", k)?, tensor("v", v)?);
     let (cu_q, cu_k) = (
         tensor("cu_seqlens_q", cu_seqlens_q)?,
         tensor("cu_seqlens_k", cu_seqlens_k)?,
     );
     let (o, lse) = (tensor("o", o)?, tensor("lse", lse)?);
+    let counter = tensor("counter", counter)?;
     let three = |t: &Tensor<'_>, what: &str| -> PyResult<[usize; 3]> {
         match t.shape()[..] {
             [a, b, c] => Ok([a, b, c]),
@@ -1108,7 +1110,7 @@ pub fn attention_varlen(
         head_dim: to_u32("head_dim", d)?,
     };
     let options = Options { causal, scale };
-    let all = [&q, &k, &v, &cu_q, &cu_k, &o, &lse];
+    let all = [&q, &k, &v, &cu_q, &cu_k, &counter, &o, &lse];
     // SAFETY: `stream` is the handle `ck_rs` passes: torch's current stream of the tensors'
     // device, which torch keeps alive while work is queued on it.
     let be = unsafe { Backend::of(&all, stream)? };
@@ -1126,6 +1128,7 @@ pub fn attention_varlen(
     }
     let bounds = [batch + 1];
     let (cqb, ckb) = (indices(&be, &cu_q, &bounds)?, indices(&be, &cu_k, &bounds)?);
+    let mut counter = indices(&be, &counter, &[COUNTER_WORDS])?;
     if emulator {
         // The bounds are in host memory: refuse bad ones rather than write NaN rows.
         let host = |b: &DeviceBuffer<i32>| b.to_vec().map_err(launch_error);
@@ -1137,6 +1140,7 @@ pub fn attention_varlen(
         be.device(),
         (&qb, &kb, &vb),
         (&cqb, &ckb),
+        &mut counter,
         &mut ob,
         &mut lb,
         shape,

@@ -12,9 +12,10 @@
 //!
 //! The work is split into *items* of 128 query rows of one head of one sequence, each walking
 //! that sequence's keys in tiles of 128. The grid is persistent: one block per multiprocessor,
-//! each taking items `block, block + grid, …`, found by a walk over the sequences
-//! ([`schedule::Sequences`]: all of one length, or packed with their bounds read 32 at a time
-//! by the lanes of a warp). A block has three warpgroups:
+//! each taking items `block, block + grid, …` (packed sequences: the next item a counter hands
+//! out), found by a walk over the sequences ([`schedule::Sequences`]: all of one length, or
+//! packed with their bounds read 32 at a time by the lanes of a warp). A block has three
+//! warpgroups:
 //!
 //! * **the producer** (one thread of warpgroup 2 — a warp for packed sequences, whose walk
 //!   takes all its lanes — which gives its registers to the others with `setmaxnreg`;
@@ -182,7 +183,7 @@ attention_kernel!(attention_d128, D128, 128);
 
 macro_rules! attention_varlen_kernel {
     ($name:ident, $h:ty, $d:literal) => {
-        #[doc = concat!("Attention forward over packed sequences (FlashAttention's varlen contract) for head dim ", stringify!($d), ": Q and O `[total_q, heads, D]`, K and V `[total_k, kv_heads, D]`, sequence `b` in rows `cu_q[b]..cu_q[b + 1]` and `cu_k[b]..cu_k[b + 1]`, the LSE `[heads, total_q]`; a persistent grid over the sequences' 128-row query tiles (see the module documentation).")]
+        #[doc = concat!("Attention forward over packed sequences (FlashAttention's varlen contract) for head dim ", stringify!($d), ": Q and O `[total_q, heads, D]`, K and V `[total_k, kv_heads, D]`, sequence `b` in rows `cu_q[b]..cu_q[b + 1]` and `cu_k[b]..cu_k[b + 1]`, the LSE `[heads, total_q]`; a persistent grid over the sequences' 128-row query tiles, handed out one at a time by `counter` (two words, 0 at the launch, and 0 again after it; see the module documentation).")]
         #[tile_kernel(block = 384, min_blocks_per_sm = 1)]
         #[allow(clippy::too_many_arguments)]
         pub fn $name(
@@ -193,6 +194,7 @@ macro_rules! attention_varlen_kernel {
             lse: GlobalMut<f32>,
             cu_q: Global<i32>,
             cu_k: Global<i32>,
+            counter: GlobalMut<i32>,
             total_q: u32,
             total_k: u32,
             batch: u32,
@@ -206,7 +208,7 @@ macro_rules! attention_varlen_kernel {
                 bars: shared!(Mbarrier; BARRIERS),
                 items: shared!(u32; ITEM_SLOTS),
             };
-            let seqs = Packed { cu_q, cu_k, batch, total_q, total_k, head_dim: $d };
+            let seqs = Packed { cu_q, cu_k, counter, batch, total_q, total_k, head_dim: $d };
             let pb = Problem::new(seqs, (heads, group), scale_log2, causal);
             attention::<$h, Packed, { schedule::smem_elems::<$h>() }>((q, k, v), (o, lse), pb, smem);
         }

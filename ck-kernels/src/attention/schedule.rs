@@ -102,18 +102,13 @@ impl<S: Sequences> Problem<S> {
         }
     }
 
-    /// This block's items, in the order both sides take them: `block, block + grid, …` of the
-    /// sequences' items ([`Sequences::items`]). A packed walk takes the 32 lanes of a warp
-    /// together.
+    /// This block's items, in the order both sides take them ([`ItemsAt::next`]): `block,
+    /// block + grid, …` of uniform sequences' items, or packed ones as a counter hands them out
+    /// (only the producer walks those). A packed walk takes the 32 lanes of a warp together.
     #[inline(always)]
     pub fn my_items(&self) -> impl Iterator<Item = Work> {
         let mut items = S::items(*self);
-        let mut next = block_idx();
-        core::iter::from_fn(move || {
-            let item = items.at(next);
-            next += grid_dim();
-            item
-        })
+        core::iter::from_fn(move || items.next())
     }
 }
 
@@ -147,6 +142,8 @@ pub trait Sequences: Copy + Sized {
 pub trait ItemsAt {
     /// Item `item`, `None` past the last.
     fn at(&mut self, item: u32) -> Option<Work>;
+    /// The block's next item, `None` once it has had its last.
+    fn next(&mut self) -> Option<Work>;
 }
 
 /// What the consumers need of an item (a 128-row query tile of one head of one sequence): its
@@ -270,16 +267,28 @@ impl Sequences for Uniform {
 
     #[inline(always)]
     fn items(pb: Problem<Uniform>) -> UniformItems {
-        UniformItems { pb }
+        UniformItems {
+            pb,
+            next: block_idx(),
+        }
     }
 }
 
-/// The walk over sequences of one length: arithmetic on the problem.
+/// The walk over sequences of one length: arithmetic on the problem; the block's items are
+/// `block, block + grid, …` (all cost the same, or under a causal mask each has a block).
 pub struct UniformItems {
     pb: Problem<Uniform>,
+    next: u32,
 }
 
 impl ItemsAt for UniformItems {
+    #[inline(always)]
+    fn next(&mut self) -> Option<Work> {
+        let item = self.next;
+        self.next += grid_dim();
+        self.at(item)
+    }
+
     #[inline(always)]
     fn at(&mut self, item: u32) -> Option<Work> {
         let pb = &self.pb;
@@ -323,10 +332,18 @@ impl ItemsAt for UniformItems {
 /// D]`, K and V `[total_k, kv_heads, D]` (tensor maps over `[D, total, heads, 1]`), sequence `b`'s
 /// queries rows `cu_q[b]..cu_q[b + 1]` and its keys rows `cu_k[b]..cu_k[b + 1]`; the LSE
 /// `[heads, total_q]`.
+///
+/// The items go to the blocks (one per multiprocessor) one at a time, as each block's producer
+/// asks for its next: `counter[0]` is the next item's index, `counter[1]` the blocks done. A
+/// block's grid slot would be a walk of its own at its start (the bounds' loads in the way of
+/// its first copies) and, under a causal mask, items of unequal cost; a persistent block asks
+/// for its next item while this one's tiles are copied. Each block takes one index past the
+/// last item; the last block to do so sets both words back to 0 for the next launch.
 #[derive(Clone, Copy)]
 pub struct Packed {
     pub cu_q: Global<i32>,
     pub cu_k: Global<i32>,
+    pub counter: GlobalMut<i32>,
     pub batch: u32,
     pub total_q: u32,
     pub total_k: u32,
@@ -386,12 +403,18 @@ impl Sequences for Packed {
 
     #[inline(always)]
     fn items(pb: Problem<Packed>) -> PackedItems {
-        PackedItems { pb, b: 0, first: 0 }
+        PackedItems {
+            pb,
+            b: 0,
+            first: 0,
+            asked: None,
+        }
     }
 }
 
 /// The walk over packed sequences, by the 32 lanes of a warp together: `b` is the first
-/// sequence not yet passed, its items start at `first`.
+/// sequence not yet passed, its items start at `first`; `asked`, lane 0's request for the
+/// block's next item, made as soon as it has this one (its answer is read when needed).
 ///
 /// A step reads the bounds of sequences `b .. b + 32` at once (a lane each), sums their items
 /// along the lanes (a prefix sum by shuffles), and finds the sequence holding the item asked for
@@ -400,9 +423,48 @@ pub struct PackedItems {
     pb: Problem<Packed>,
     b: u32,
     first: u32,
+    asked: Option<i32>,
+}
+
+impl PackedItems {
+    /// Lane 0 asks the counter for an item index (the others' value is unused).
+    #[inline(always)]
+    fn ask(&self) -> i32 {
+        if lane_id() == 0 {
+            self.pb.seqs.counter.atomic_add(0, 1)
+        } else {
+            0
+        }
+    }
+
+    /// The block has passed the last item: counted; the last block resets the counter.
+    #[inline(always)]
+    fn done(&self) {
+        let counter = self.pb.seqs.counter;
+        if lane_id() == 0 && counter.atomic_add(1, 1) as u32 == grid_dim() - 1 {
+            // Every block has taken its index past the last item: nobody reads the counter
+            // again in this launch.
+            counter.store(0, 0);
+            counter.store(1, 0);
+        }
+    }
 }
 
 impl ItemsAt for PackedItems {
+    #[inline(always)]
+    fn next(&mut self) -> Option<Work> {
+        let asked = match self.asked.take() {
+            Some(asked) => asked,
+            None => self.ask(),
+        };
+        let work = self.at(shfl_idx(asked as u32, 0));
+        match work {
+            Some(_) => self.asked = Some(self.ask()),
+            None => self.done(),
+        }
+        work
+    }
+
     #[inline(always)]
     fn at(&mut self, item: u32) -> Option<Work> {
         let pb = &self.pb;

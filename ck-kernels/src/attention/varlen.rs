@@ -14,8 +14,8 @@
 //! host, refuses them (`bad-seqlens`).
 
 use super::host::{
-    check_heads, check_len, check_scale, grid_blocks, heads_map, reference as dense_reference,
-    scale_or_default, upload_bf16,
+    check_heads, check_len, check_scale, heads_map, reference as dense_reference, scale_or_default,
+    upload_bf16,
 };
 use super::*;
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats};
@@ -131,9 +131,14 @@ pub fn check_bounds(cu_q: &[i32], cu_k: &[i32], shape: &Shape) -> Result<(), Lau
     Ok(())
 }
 
+/// Words of the scheduler's counter ([`launch`]).
+pub const COUNTER_WORDS: usize = 2;
+
 /// Launches the kernel for `shape.head_dim` on device buffers: `o` `[total_q, heads, D]` and
 /// `lse` `[heads, total_q]` receive O and the row log-sum-exp of every sequence's rows (rows
-/// of no sequence are not written).
+/// of no sequence are not written). `counter` ([`COUNTER_WORDS`] zeros) hands the items to the
+/// blocks; the kernel leaves it zero again, so launches queued one after another (on one
+/// stream) may share it — concurrent ones may not.
 #[allow(clippy::too_many_arguments)]
 pub fn launch(
     device: &Device,
@@ -143,6 +148,7 @@ pub fn launch(
         &DeviceBuffer<Bf16>,
     ),
     (cu_q, cu_k): (&DeviceBuffer<i32>, &DeviceBuffer<i32>),
+    counter: &mut DeviceBuffer<i32>,
     o: &mut DeviceBuffer<Bf16>,
     lse: &mut DeviceBuffer<f32>,
     shape: Shape,
@@ -157,6 +163,7 @@ pub fn launch(
     let bounds = shape.batch as usize + 1;
     check_len("cu_seqlens_q", cu_q.len(), bounds, &shape)?;
     check_len("cu_seqlens_k", cu_k.len(), bounds, &shape)?;
+    check_len("the counter", counter.len(), COUNTER_WORDS, &shape)?;
     let scale = shape.scale(&options);
     check_scale(scale)?;
     if shape.batch == 0 || shape.total_q == 0 {
@@ -164,10 +171,10 @@ pub fn launch(
     }
     let Shape { heads, .. } = shape;
     let group = heads / shape.kv_heads;
-    // The items if every sequence were the longest: a causal grid gives each a block (blocks
-    // past the real items find none and leave), another one block per SM.
+    // The items if every sequence were the longest: at most one block per SM, each asking
+    // the counter for its next item (blocks that find none leave).
     let bound = (shape.batch * shape.max_sq.div_ceil(BM)).saturating_mul(heads);
-    let blocks = grid_blocks(bound.max(1), options.causal, device.multiprocessors());
+    let blocks = bound.clamp(1, device.multiprocessors().max(1));
     let cfg = LaunchConfig::new(blocks, THREADS);
     let d = shape.head_dim;
     // [head dim, total, heads, 1]: a row's heads side by side.
@@ -200,6 +207,7 @@ pub fn launch(
                 lse,
                 cu_q,
                 cu_k,
+                counter,
                 shape.total_q,
                 shape.total_k,
                 shape.batch,
@@ -239,10 +247,12 @@ pub fn attention(
     );
     let mut od = DeviceBuffer::from_slice(device, &vec![Bf16(0x7fc0); shape.q_len()])?;
     let mut ld = DeviceBuffer::from_slice(device, &vec![f32::NAN; shape.lse_len()])?;
+    let mut counter = DeviceBuffer::zeros(device, COUNTER_WORDS)?;
     let st = launch(
         device,
         (&qd, &kd, &vd),
         (&cqd, &ckd),
+        &mut counter,
         &mut od,
         &mut ld,
         shape,
