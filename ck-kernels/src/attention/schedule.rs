@@ -195,18 +195,31 @@ impl Item {
         words.store(slot * ITEM_WORDS + 6, 0);
     }
 
-    /// The item in slot `slot`, `None` at the end (read once its Q buffer is full).
+    /// The item in slot `slot`, `None` at the end (read once its Q buffer is full, by a whole
+    /// warp): lane 0 reads the words and hands them to the other lanes, so that the slot is
+    /// read only by the thread whose arrival on the buffer's "empty" barrier frees it for the
+    /// producer's next write.
     #[inline(always)]
     pub fn read<const N: usize>(words: &SharedArray<u32, N>, slot: u32) -> Option<Item> {
         let at = slot * ITEM_WORDS;
-        let flags = words.load(at + 6);
+        let word = |k: u32| {
+            shfl_idx(
+                if lane_id() == 0 {
+                    words.load(at + k)
+                } else {
+                    0
+                },
+                0,
+            )
+        };
+        let flags = word(6);
         (flags & 2 != 0).then(|| Item {
-            q0: words.load(at),
-            sq: words.load(at + 1),
-            sk: words.load(at + 2),
-            key_tiles: words.load(at + 3),
-            o_base: words.load(at + 4),
-            lse_base: words.load(at + 5),
+            q0: word(0),
+            sq: word(1),
+            sk: word(2),
+            key_tiles: word(3),
+            o_base: word(4),
+            lse_base: word(5),
             valid: flags & 1 != 0,
         })
     }
