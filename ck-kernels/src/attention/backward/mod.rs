@@ -90,9 +90,9 @@ impl BwdHeadDim for D128 {
     type Dq = DqHalf128;
 }
 
-/// The kernel body for head dim `H`: the barriers, then the producer and the consumers (240
-/// registers for a consumer thread — dK and dV take 128 at head dim 128 — and 24 for the
-/// producer's warpgroup: `256 · 240 + 128 · 24 ≤ 64 K`).
+/// The kernel body for head dim `H`: the barriers, then the producer (warp 8), the thread that
+/// adds dQ (warp 9) and the consumers (240 registers for a consumer thread — dK and dV take 128
+/// at head dim 128 — and 24 for the producer's warpgroup: `256 · 240 + 128 · 24 ≤ 64 K`).
 #[inline(always)]
 fn backward<H: BwdHeadDim, const SMEM: usize, const STATS: usize>(
     maps: (Heads, Heads, Heads, Heads, Tma<f32, 1>),
