@@ -1,5 +1,5 @@
 """``python -m ck_rs.bench``: on a CUDA GPU, the per-call cost of small calls (RMSNorm, GEMM,
-linear, decode attention) through each path into ck_rs (the eager function, the
+linear, decode attention, decode against a KV cache) through each path into ck_rs (the eager function, the
 ``torch.ops.ck_rs`` op, the eager function on tensors that require grad) next to torch's own
 call, in three interleaved rounds (``--per-call-only`` stops there); then the bandwidth (bytes
 read + written over time) of the operators next to torch's and, where Triton is installed,
@@ -93,6 +93,15 @@ def per_call_cases(dev):
     rms = lambda x, g: F.rms_norm(x, (1024,), g, 1e-6)
     bf16 = torch.bfloat16
     sdpa = lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    # The same decode step against a KV cache [B, S, Hkv, D] of 1024 tokens, and SDPA on its views.
+    qc = q.transpose(1, 2).contiguous()
+    kc, vc = (t.transpose(1, 2).contiguous() for t in (k, v))
+    lens = torch.full((1,), 1024, device=dev, dtype=torch.int32)
+    kvcache = lambda: ck_rs.attention_with_kvcache(qc, kc, vc, lens)
+    kvcache_op = lambda: torch.ops.ck_rs.attention_with_kvcache(qc, kc, vc, lens)
+    sdpa_views = lambda: F.scaled_dot_product_attention(
+        q, kc.transpose(1, 2), vc.transpose(1, 2), enable_gqa=True
+    )
     return [
         ("rmsnorm 1x1024 f32", "eager", lambda: ck_rs.rmsnorm(x, g), lambda: rms(x, g)),
         ("rmsnorm 1x1024 f32", "torch.ops", lambda: torch.ops.ck_rs.rmsnorm(x, g), lambda: rms(x, g)),
@@ -104,6 +113,8 @@ def per_call_cases(dev):
         ("linear 64x1024 -> 1024 bf16", "requires grad", lambda: ck_rs.linear(ar, wr), lambda: F.linear(ar, wr)),
         ("attention decode 1x32/8x1024", "eager", lambda: ck_rs.attention(q, k, v), sdpa),
         ("attention decode 1x32/8x1024", "torch.ops", lambda: torch.ops.ck_rs.attention(q, k, v), sdpa),
+        ("kv-cache decode 1x32/8x1024", "eager", kvcache, sdpa_views),
+        ("kv-cache decode 1x32/8x1024", "torch.ops", kvcache_op, sdpa_views),
     ]
 
 
