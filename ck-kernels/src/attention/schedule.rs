@@ -203,14 +203,12 @@ impl Item {
     pub fn read<const N: usize>(words: &SharedArray<u32, N>, slot: u32) -> Option<Item> {
         let at = slot * ITEM_WORDS;
         let word = |k: u32| {
-            shfl_idx(
-                if lane_id() == 0 {
-                    words.load(at + k)
-                } else {
-                    0
-                },
-                0,
-            )
+            let mine = if lane_id() == 0 {
+                words.load(at + k)
+            } else {
+                0
+            };
+            shfl_idx(mine, 0)
         };
         let flags = word(6);
         (flags & 2 != 0).then(|| Item {
