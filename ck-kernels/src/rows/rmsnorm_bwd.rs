@@ -38,6 +38,14 @@ fn add_pair(a: (f32, f32), b: (f32, f32)) -> (f32, f32) {
     (a.0 + b.0, a.1 + b.1)
 }
 
+/// `rsqrt(v)`, at most `f32::MAX`: the rows of a tile past the last row read as zeros, and
+/// with `eps = 0` their `r` would be ∞ and their zero products `dy · x · r` NaN in `dgamma`'s
+/// sums.
+#[inline(always)]
+fn finite_rsqrt(v: f32) -> f32 {
+    math::rsqrt(v).min(f32::MAX)
+}
+
 /// The shared body of every configuration of the first kernel.
 #[inline(always)]
 fn rmsnorm_bwd_tile<D, T, const VEC: usize, const LONG: bool>(
@@ -84,7 +92,7 @@ fn rmsnorm_bwd_tile<D, T, const VEC: usize, const LONG: bool>(
             let gdy = dyf.zip_map(&wg.load::<T>().map(T::to_f32), |d, g| d * g);
             let pairs = xf.zip_map(&gdy, |v, d| (v * v, d * v));
             let sums = block_reduce_x::<D, (f32, f32), 1, SCRATCH>(&pairs, add_pair, scratch);
-            let r = sums.map(|(ss, _)| math::rsqrt(ss * inv_n + eps));
+            let r = sums.map(|(ss, _)| finite_rsqrt(ss * inv_n + eps));
             let k = sums.zip_map(&r, |(_, dot), r| r * r * r * dot * inv_n);
             let out = gdy
                 .zip_map(&r, |d, r| d * r)
@@ -116,7 +124,7 @@ fn rmsnorm_bwd_tile<D, T, const VEC: usize, const LONG: bool>(
             acc = acc.zip_map(&xf.zip_map(&gdy, |v, d| (v * v, d * v)), add_pair);
         }
         let sums = block_reduce_x::<D, (f32, f32), 1, SCRATCH>(&acc, add_pair, scratch);
-        let r = sums.map(|(ss, _)| math::rsqrt(ss * inv_n + eps));
+        let r = sums.map(|(ss, _)| finite_rsqrt(ss * inv_n + eps));
         let k = sums.zip_map(&r, |(_, dot), r| r * r * r * dot * inv_n);
         for c in 0..tiles {
             wx.set_origin([row0, c * cols]);
@@ -417,6 +425,32 @@ mod tests {
                 loss(&dy, &x, &g, n, eps as f64)
             };
             assert!((slope(&at) - dgamma[j]).abs() < 1e-7, "dgamma[{j}]");
+        }
+    }
+
+    /// With `eps = 0` the rows past the end of a partial row tile (read as zeros) add nothing to
+    /// `dgamma`: finite and the reference's, short rows and long ones.
+    #[test]
+    fn eps_zero_on_a_partial_row_tile() {
+        let device = Device::emulator();
+        for (m, n) in [(3usize, 100usize), (1, 9000)] {
+            let mut rng = Rng(23);
+            let (dy, x) = (rng.values(m * n, 1.0, 0.0), rng.values(m * n, 1.0, 0.0));
+            let g = rng.values(n, 1.0, 1.5);
+            let out = HostCall::new(&super::OP)
+                .input("dy", &dy, &[m, n])
+                .input("x", &x, &[m, n])
+                .input("gamma", &g, &[n])
+                .scalar("eps", 0.0)
+                .run(&device)
+                .unwrap();
+            let (_, want, _) = reference((&dy, &x, &g), (m as u32, n as u32), 0.0);
+            for (j, (a, b)) in out.output("dgamma").unwrap().iter().zip(want).enumerate() {
+                assert!(
+                    (*a as f64 - b).abs() <= 1e-5 * b.abs().max(1.0),
+                    "{m}x{n} dgamma[{j}]: {a} vs {b}"
+                );
+            }
         }
     }
 
