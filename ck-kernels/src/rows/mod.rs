@@ -9,6 +9,7 @@
 //! | [`rmsnorm`] | `rmsnorm_{f32,bf16}_*`: `y = x · rsqrt(mean(x²) + eps) · gamma` |
 //! | [`rmsnorm_bwd`] | `rmsnorm_bwd_{f32,bf16}_*`: `dx` and `dgamma` (per-block column sums, then [`column_sum`]) |
 //! | [`add_rmsnorm`] | `add_rmsnorm_{f32,bf16}_*`: `r = x + residual` written out, `y = rmsnorm(r) · gamma` |
+//! | [`add_rmsnorm_bwd`] | `add_rmsnorm_bwd_{f32,bf16}_*`: [`rmsnorm_bwd`]'s kernel of `r` with the incoming `dr` added to `dx` |
 //! | [`layernorm`] | `layernorm_{f32,bf16}_*`: LayerNorm on shifted data, optionally each row's mean and rstd |
 //! | [`layernorm_bwd`] | `layernorm_bwd_{f32,bf16}_*`: `dx`, `dgamma`, `dbeta` from the forward's mean and rstd |
 //! | [`softmax`] | `softmax_{f32,bf16}_*`: row softmax, online `(max, sum)` for rows longer than a tile |
@@ -17,9 +18,11 @@
 //! Each operator file holds its kernels (one per tile of the plan), their host launcher, the
 //! fp64 CPU reference and its description `OP` (listed in [`OPS`], which the registry
 //! iterates); every operator depends on [`plan`] and [`describe`] (the backward ones also on
-//! [`column_sum`]) and on nothing else here.
+//! [`column_sum`]) and on nothing else here, but [`add_rmsnorm_bwd`], which is
+//! [`rmsnorm_bwd`]'s kernel with one more input.
 
 pub mod add_rmsnorm;
+pub mod add_rmsnorm_bwd;
 pub mod column_sum;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod describe;
@@ -37,6 +40,7 @@ pub const OPS: &[&crate::op::Op] = &[
     &rmsnorm::OP,
     &rmsnorm_bwd::OP,
     &add_rmsnorm::OP,
+    &add_rmsnorm_bwd::OP,
     &layernorm::OP,
     &layernorm_bwd::OP,
     &softmax::OP,

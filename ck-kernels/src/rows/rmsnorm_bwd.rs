@@ -46,10 +46,13 @@ fn finite_rsqrt(v: f32) -> f32 {
     math::rsqrt(v).min(f32::MAX)
 }
 
-/// The shared body of every configuration of the first kernel.
+/// The shared body of every configuration of the first kernel, of this operator and of the
+/// fused add's backward ([`crate::rows::add_rmsnorm_bwd`], whose incoming gradient `dr` is the
+/// `addend` of `dx`).
 #[inline(always)]
-fn rmsnorm_bwd_tile<D, T, const VEC: usize, const LONG: bool>(
+pub(crate) fn rmsnorm_bwd_tile<D, T, const VEC: usize, const LONG: bool>(
     (dy, x, gamma): (Global<T>, Global<T>, Global<T>),
+    addend: Option<Global<T>>,
     (dx, partial): (GlobalMut<T>, GlobalMut<f32>),
     (m, n, eps): (u32, u32, f32),
     scratch: &SharedArray<u32, SCRATCH>,
@@ -71,6 +74,20 @@ fn rmsnorm_bwd_tile<D, T, const VEC: usize, const LONG: bool>(
     let part_row = (block * rows as u32) as i32;
     let pv = View2::<_, f32, 4>::new(partial, grid * rows as u32, n, n);
     let mut wp = make_tile_window::<D, _>(pv, [part_row, 0]);
+    // The addend's tile, loaded with x and dy (its latency hidden behind the reduction), kept
+    // in the element type until it is added.
+    let mut wadd =
+        addend.map(|a| make_tile_window::<D, _>(View2::<_, T, VEC>::new(a, m, n, n), [0, 0]));
+    let mut load_addend = |at: [i32; 2]| {
+        wadd.as_mut().map(|w| {
+            w.set_origin(at);
+            w.load::<T>()
+        })
+    };
+    let plus = |g: DistributedTensor<D, f32>, a: Option<DistributedTensor<D, T>>| match a {
+        Some(a) => g.zip_map(&a.map(T::to_f32), |g, a| g + a),
+        None => g,
+    };
     if !LONG {
         assert!(
             tiles == 1,
@@ -87,6 +104,7 @@ fn rmsnorm_bwd_tile<D, T, const VEC: usize, const LONG: bool>(
                 wx.load::<T>().map(T::to_f32),
                 wdy.load::<T>().map(T::to_f32),
             );
+            let add = load_addend(at);
             // gamma again for every row tile (from L1): kept, it would hold registers that
             // the loads in flight need.
             let gdy = dyf.zip_map(&wg.load::<T>().map(T::to_f32), |d, g| d * g);
@@ -96,9 +114,8 @@ fn rmsnorm_bwd_tile<D, T, const VEC: usize, const LONG: bool>(
             let k = sums.zip_map(&r, |(_, dot), r| r * r * r * dot * inv_n);
             let out = gdy
                 .zip_map(&r, |d, r| d * r)
-                .zip_map(&xf.zip_map(&k, |v, k| v * k), |a, b| a - b)
-                .round_to::<T>();
-            wdx.store(&out);
+                .zip_map(&xf.zip_map(&k, |v, k| v * k), |a, b| a - b);
+            wdx.store(&plus(out, add).round_to::<T>());
             let xr = xf.zip_map(&r, |v, r| v * r);
             dgamma = dgamma.zip_map(&dyf.zip_map(&xr, |d, v| d * v), |a, b| a + b);
             t += grid;
@@ -136,12 +153,12 @@ fn rmsnorm_bwd_tile<D, T, const VEC: usize, const LONG: bool>(
                 wx.load::<T>().map(T::to_f32),
                 wdy.load::<T>().map(T::to_f32),
             );
+            let add = load_addend([row0, c * cols]);
             let out = dyf
                 .zip_map(&wg.load::<T>().map(T::to_f32), |d, g| d * g)
                 .zip_map(&r, |d, r| d * r)
-                .zip_map(&xf.zip_map(&k, |v, k| v * k), |a, b| a - b)
-                .round_to::<T>();
-            wdx.store(&out);
+                .zip_map(&xf.zip_map(&k, |v, k| v * k), |a, b| a - b);
+            wdx.store(&plus(out, add).round_to::<T>());
             let part = dyf.zip_map(&xf.zip_map(&r, |v, r| v * r), |d, v| d * v);
             let sum = if t == block {
                 part
@@ -176,7 +193,7 @@ macro_rules! rmsnorm_bwd_kernel {
             eps: f32,
         ) {
             let scratch = shared!(u32; SCRATCH);
-            rmsnorm_bwd_tile::<$dist, $t, $vec, $long>((dy, x, gamma), (dx, partial), (m, n, eps), &scratch);
+            rmsnorm_bwd_tile::<$dist, $t, $vec, $long>((dy, x, gamma), None, (dx, partial), (m, n, eps), &scratch);
         }
     };
 }
@@ -245,24 +262,32 @@ pub mod host {
         (m, n, eps): (u32, u32, f32),
         max_blocks: u32,
     ) -> Result<LaunchStats, LaunchError> {
-        let instance = Instance::pick(n, T::DTYPE, T::INSTANCES);
+        let first = |instance, cfg, partial: &mut DeviceBuffer<f32>| {
+            T::launch_instance(instance, device, cfg, dy, x, gamma, dx, partial, m, n, eps)
+        };
+        with_column_sums(device, T::INSTANCES, dgamma, (m, n), max_blocks, first)
+    }
+
+    /// The two launches of a backward of this shape: `first` (given the instance among
+    /// `instances` for rows of `n`, its grid and the workspace) writes the blocks' column sums,
+    /// then [`ColumnSum`] adds them into `dgamma`.
+    pub(crate) fn with_column_sums<T: ColumnSum>(
+        device: &Device,
+        instances: &[Instance],
+        dgamma: &mut DeviceBuffer<T>,
+        (m, n): (u32, u32),
+        max_blocks: u32,
+        first: impl FnOnce(
+            Instance,
+            LaunchConfig,
+            &mut DeviceBuffer<f32>,
+        ) -> Result<LaunchStats, LaunchError>,
+    ) -> Result<LaunchStats, LaunchError> {
+        let instance = Instance::pick(n, T::DTYPE, instances);
         let (rows, threads) = instance.tile.shape(T::DTYPE);
         let (blocks, part_rows) = grid(m, rows, max_blocks);
         let mut partial = take_partials(device, WORKSPACE, part_rows as usize * n as usize)?;
-        let cfg = LaunchConfig::new(blocks, threads);
-        let first = T::launch_instance(
-            instance,
-            device,
-            cfg,
-            dy,
-            x,
-            gamma,
-            dx,
-            &mut partial,
-            m,
-            n,
-            eps,
-        );
+        let first = first(instance, LaunchConfig::new(blocks, threads), &mut partial);
         let both = first.and_then(|mut stats| {
             let second = T::column_sum(device, &partial, dgamma, part_rows, n)?;
             stats.add(&second); // both launches' counters and time

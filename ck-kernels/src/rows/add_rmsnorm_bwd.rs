@@ -1,0 +1,262 @@
+//! Fused residual add + RMSNorm backward. The forward ([`crate::rows::add_rmsnorm`]) writes
+//! `r = x + residual` and `y = rmsnorm(r) · gamma`; a model reads both (`r` is the next
+//! residual), so two gradients arrive: `dy` and `dr`. Both `x` and `residual` get
+//!
+//! ```text
+//! dx[i, j]  = dr[i, j] + s_i · gamma[j] · dy[i, j] − r[i, j] · s_i³ · (Σ_k dy[i, k] · gamma[k] · r[i, k]) / N
+//! dgamma[j] = Σ_i dy[i, j] · r[i, j] · s_i,     s_i = rsqrt(mean_j(r[i, j]²) + eps)
+//! ```
+//!
+//! — RMSNorm's backward of `r` ([`crate::rows::rmsnorm_bwd`], whose kernel body this is, with
+//! `dr` added before `dx` is rounded) in one pass: `dy`, `dr` and `r` read once, `dx` written
+//! once, where the backward followed by an addition writes and reads an intermediate `dx`.
+//! For example, with `N = 2`, `eps = 0`, `r = (3, 4)`, `gamma = (1, 1)`, `dy = (1, 0)` and
+//! `dr = (0.5, 0.5)`: `s = 1/√12.5`, `Σ dy·gamma·r = 3`, so
+//! `dx = (0.5 + s − 3·s³·3/2, 0.5 − 4·s³·3/2) = (0.5 + 0.1811, 0.5 − 0.1358)` and
+//! `dgamma = (3s, 0) = (0.8485, 0)`.
+
+#[cfg(not(target_arch = "nvptx64"))]
+use crate::rows::describe;
+use crate::rows::plan::*;
+use crate::rows::rmsnorm_bwd::rmsnorm_bwd_tile;
+use ck_core::device::*;
+#[cfg(not(target_arch = "nvptx64"))]
+use ck_core::host::DeviceBuffer;
+use ck_macros::tile_kernel;
+
+macro_rules! add_rmsnorm_bwd_kernel {
+    ($name:ident, $dist:ident, $t:ty, $vec:literal, $block:literal, $long:literal) => {
+        #[doc = concat!("Residual add + RMSNorm backward with `", stringify!($dist), "` tiles, `", stringify!($t), "` in and out.")]
+        #[tile_kernel(block = $block, distributions($dist))]
+        #[allow(clippy::too_many_arguments)]
+        pub fn $name(
+            dy: Global<$t>,
+            dr: Global<$t>,
+            r: Global<$t>,
+            gamma: Global<$t>,
+            dx: GlobalMut<$t>,
+            partial: GlobalMut<f32>,
+            m: u32,
+            n: u32,
+            eps: f32,
+        ) {
+            let scratch = shared!(u32; 512);
+            rmsnorm_bwd_tile::<$dist, $t, $vec, $long>((dy, r, gamma), Some(dr), (dx, partial), (m, n, eps), &scratch);
+        }
+    };
+}
+
+instances! {
+    declare: add_rmsnorm_bwd_kernel,
+    launch(
+        dy: &DeviceBuffer<Self>,
+        dr: &DeviceBuffer<Self>,
+        r: &DeviceBuffer<Self>,
+        gamma: &DeviceBuffer<Self>,
+        dx: &mut DeviceBuffer<Self>,
+        partial: &mut DeviceBuffer<f32>,
+        m: u32,
+        n: u32,
+        eps: f32,
+    ),
+    f32 {
+        Rows Padded => add_rmsnorm_bwd_f32_rows / AddRmsnormBwdF32Rows (RowsF32, f32, 4, 256, false),
+        Row4096 Padded => add_rmsnorm_bwd_f32_c4096 / AddRmsnormBwdF32C4096 (RowF32x4096, f32, 4, 128, false),
+        Row8192 Padded => add_rmsnorm_bwd_f32_c8192 / AddRmsnormBwdF32C8192 (RowF32x8192, f32, 4, 256, false),
+        Row8192 Long => add_rmsnorm_bwd_f32_long / AddRmsnormBwdF32Long (RowF32x8192, f32, 4, 256, true),
+    }
+    Bf16 {
+        Rows Padded => add_rmsnorm_bwd_bf16_rows / AddRmsnormBwdBf16Rows (RowsBf16, Bf16, 8, 256, false),
+        Row4096 Padded => add_rmsnorm_bwd_bf16_c4096 / AddRmsnormBwdBf16C4096 (RowBf16x4096, Bf16, 8, 128, false),
+        Row8192 Padded => add_rmsnorm_bwd_bf16_c8192 / AddRmsnormBwdBf16C8192 (RowBf16x8192, Bf16, 8, 256, false),
+        Row8192 Long => add_rmsnorm_bwd_bf16_long / AddRmsnormBwdBf16Long (RowBf16x8192, Bf16, 8, 256, true),
+    }
+}
+
+/// Host side: the two launches and the CPU reference.
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod host {
+    use super::*;
+    use crate::rows::column_sum::{ColumnSum, MAX_BLOCKS};
+    use crate::rows::rmsnorm_bwd::host::with_column_sums;
+    use ck_core::host::{Device, LaunchError, LaunchStats};
+
+    /// Launches both kernels of `T` for rows of `n`: `dx` (`m × n`, the gradient of `x` and of
+    /// `residual`) and `dgamma` (`n`) from `dy`, `dr`, `r` (`m × n`) and `gamma` (`n`).
+    pub fn launch<T: Kernels + ColumnSum>(
+        device: &Device,
+        (dy, dr, r, gamma): (
+            &DeviceBuffer<T>,
+            &DeviceBuffer<T>,
+            &DeviceBuffer<T>,
+            &DeviceBuffer<T>,
+        ),
+        (dx, dgamma): (&mut DeviceBuffer<T>, &mut DeviceBuffer<T>),
+        (m, n, eps): (u32, u32, f32),
+    ) -> Result<LaunchStats, LaunchError> {
+        let first = |instance, cfg, partial: &mut DeviceBuffer<f32>| {
+            T::launch_instance(
+                instance, device, cfg, dy, dr, r, gamma, dx, partial, m, n, eps,
+            )
+        };
+        with_column_sums(device, T::INSTANCES, dgamma, (m, n), MAX_BLOCKS, first)
+    }
+
+    /// The fp64 CPU reference `(dx, dgamma, size)`: RMSNorm's backward of `r` with `dr` added
+    /// to `dx`, and `|dr|` to the magnitude its error is measured against.
+    pub fn reference(
+        (dy, dr, r, gamma): (&[f32], &[f32], &[f32], &[f32]),
+        (m, n): (u32, u32),
+        eps: f32,
+    ) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+        let rmsnorm = crate::rows::rmsnorm_bwd::host::reference;
+        let (mut dx, dgamma, mut size) = rmsnorm((dy, r, gamma), (m, n), eps);
+        for ((d, s), &a) in dx.iter_mut().zip(&mut size).zip(dr) {
+            *d += a as f64;
+            *s += (a as f64).abs();
+        }
+        (dx, dgamma, size)
+    }
+}
+
+/// Residual add + RMSNorm backward as every front end calls it.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const OP: crate::op::Op = crate::op::Op {
+    name: "add_rmsnorm_backward",
+    summary: "residual add + RMSNorm backward: dx (of x and of residual) and dgamma from dy, dr, r and gamma",
+    params: &[
+        describe::rows_input("dy", "dy", "dy, the gradient of y, [..., N]"),
+        describe::rows_input("dr", "dr", "dr, the gradient of the forward's r, [..., N]"),
+        describe::rows_input("r", "r", "r = x + residual, the forward's residual_out, [..., N]"),
+        describe::GAMMA,
+        describe::rows_output("dx", "dx-out", "dx, the gradient of x and of residual, [..., N]"),
+        describe::vector_output("dgamma", "dgamma-out", "dgamma, [N]"),
+    ],
+    scalars: &[describe::eps(1e-6)],
+    dtypes: describe::DTYPES,
+    launch: op::launch,
+    sample: op::sample,
+    error: op::error,
+    tolerance: describe::tolerance,
+    cases: describe::cases,
+    bytes: |s, d| describe::bytes(s, d, 4.0, 2.0),
+};
+
+#[cfg(not(target_arch = "nvptx64"))]
+mod op {
+    use crate::op::{
+        norm_error_relative_to, norm_relative_error, worst, HostOutput, Launch, Launched, Rng,
+        Sizes,
+    };
+    use ck_core::host::Device;
+
+    pub fn launch(d: &Device, l: &mut Launch) -> Launched {
+        let p = (l.sizes.u32("M"), l.sizes.u32("N"), l.scalar("eps"));
+        crate::by_dtype!(l.dtype, T => {
+            let (mut dx, mut dgamma) = (l.take::<T>(d, "dx")?, l.take::<T>(d, "dgamma")?);
+            let inputs = (
+                l.input::<T>("dy")?,
+                l.input::<T>("dr")?,
+                l.input::<T>("r")?,
+                l.input::<T>("gamma")?,
+            );
+            let st = super::host::launch(d, inputs, (&mut dx, &mut dgamma), p);
+            l.put("dx", dx);
+            l.put("dgamma", dgamma);
+            st
+        })
+    }
+
+    /// dy, dr and r in [−1, 1], gamma in [0.5, 2.5].
+    pub fn sample(s: &Sizes, rng: &mut Rng) -> Vec<Vec<f32>> {
+        let (m, n) = (s.get("M"), s.get("N"));
+        let (dy, dr) = (rng.values(m * n, 1.0, 0.0), rng.values(m * n, 1.0, 0.0));
+        vec![dy, dr, rng.values(m * n, 1.0, 0.0), rng.values(n, 1.0, 1.5)]
+    }
+
+    /// As RMSNorm's backward: `dx` norm-wise relative to the size of its terms, `dgamma` to
+    /// itself.
+    pub fn error(o: &HostOutput) -> f64 {
+        let (mn, eps) = ((o.sizes.u32("M"), o.sizes.u32("N")), o.scalar("eps"));
+        let inputs = (o.input("dy"), o.input("dr"), o.input("r"), o.input("gamma"));
+        let (dx, dgamma, size) = super::host::reference(inputs, mn, eps);
+        let got = |name| o.output(name).unwrap_or(&[]);
+        let dx_err = norm_error_relative_to(got("dx"), &dx, &size);
+        worst(dx_err, norm_relative_error(got("dgamma"), &dgamma))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host::reference;
+    use crate::op::{HostCall, Rng};
+    use ck_core::host::Device;
+
+    /// `Σ dy · y + Σ dr · r` of the forward `r = x + residual`, `y = rmsnorm(r) · g`, in f64,
+    /// written here from the definition.
+    fn loss(dy: &[f64], dr: &[f64], r: &[f64], g: &[f64], n: usize, eps: f64) -> f64 {
+        let mut total = 0.0;
+        for (i, row) in r.chunks(n).enumerate() {
+            let s = 1.0 / (row.iter().map(|v| v * v).sum::<f64>() / n as f64 + eps).sqrt();
+            for j in 0..n {
+                total += dy[i * n + j] * row[j] * s * g[j] + dr[i * n + j] * row[j];
+            }
+        }
+        total
+    }
+
+    /// The reference is the gradient of the fused forward's loss with respect to `x` (and so
+    /// `residual`: `r` moves with either) and `gamma`, by central differences.
+    #[test]
+    fn the_reference_is_the_gradient_of_the_forward() {
+        let (m, n, eps) = (3usize, 5usize, 1e-3);
+        let mut rng = Rng(17);
+        let mut draw = |len| rng.values(len, 1.0, 0.0);
+        let (dy, dr, r) = (draw(m * n), draw(m * n), draw(m * n));
+        let g: Vec<f32> = draw(n).iter().map(|v| v + 1.5).collect();
+        let (dx, dgamma, _) = reference((&dy, &dr, &r, &g), (m as u32, n as u32), eps);
+        let wide = |v: &[f32]| v.iter().map(|&a| a as f64).collect::<Vec<_>>();
+        let (dy, dr, r, g) = (wide(&dy), wide(&dr), wide(&r), wide(&g));
+        let h = 1e-6;
+        let slope = |f: &dyn Fn(f64) -> f64| (f(h) - f(-h)) / (2.0 * h);
+        for i in 0..m * n {
+            let at = |d: f64| {
+                let mut r = r.clone();
+                r[i] += d;
+                loss(&dy, &dr, &r, &g, n, eps as f64)
+            };
+            assert!((slope(&at) - dx[i]).abs() < 1e-7, "dx[{i}]");
+        }
+        for j in 0..n {
+            let at = |d: f64| {
+                let mut g = g.clone();
+                g[j] += d;
+                loss(&dy, &dr, &r, &g, n, eps as f64)
+            };
+            assert!((slope(&at) - dgamma[j]).abs() < 1e-7, "dgamma[{j}]");
+        }
+    }
+
+    /// The module doc's worked example, on the emulator.
+    #[test]
+    fn the_worked_example() {
+        let out = HostCall::new(&super::OP)
+            .input("dy", &[1.0, 0.0], &[1, 2])
+            .input("dr", &[0.5, 0.5], &[1, 2])
+            .input("r", &[3.0, 4.0], &[1, 2])
+            .input("gamma", &[1.0, 1.0], &[2])
+            .scalar("eps", 0.0)
+            .run(&Device::emulator())
+            .unwrap();
+        let s = 1.0 / 12.5f64.sqrt();
+        let want_dx = [0.5 + s - 3.0 * s.powi(3) * 1.5, 0.5 - 4.0 * s.powi(3) * 1.5];
+        for (got, want) in out.output("dx").unwrap().iter().zip(want_dx) {
+            assert!((*got as f64 - want).abs() < 1e-6, "{got} vs {want}");
+        }
+        let dgamma = out.output("dgamma").unwrap();
+        assert!(
+            (dgamma[0] as f64 - 3.0 * s).abs() < 1e-6 && dgamma[1] == 0.0,
+            "{dgamma:?}"
+        );
+    }
+}
