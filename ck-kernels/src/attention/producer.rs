@@ -34,33 +34,8 @@ fn copy_tile<H: HeadDim, const SMEM: usize>(
     });
 }
 
-/// Item `i`'s Q into its buffer, once the consumers have released the buffer's previous item
-/// (`i − 2`); published first where the consumers read the items ([`Sequences::PUBLISHED`]).
-#[inline(always)]
-fn copy_q<H: HeadDim, S: Sequences, const SMEM: usize>(
-    (q, smem, lay): (&Heads, &Smem<SMEM>, Layout),
-    w: &Work,
-    i: u32,
-) {
-    let (qb, _) = q_buffer(i);
-    if i >= 2 {
-        smem.bars.wait(q_empty(qb), q_buffer(i - 2).1);
-    }
-    if lane_id() == 0 {
-        if S::PUBLISHED {
-            w.item.publish(&smem.items, qb);
-        }
-        copy_tile::<H, SMEM>(smem, (q, w.q_at), lay.q(qb), q_full(qb));
-    }
-}
-
 /// Every item's Q, and every key and value tile, into their buffers; each buffer refilled once
 /// its consumers have released it (and, published, the end marker).
-///
-/// Item `i + 1` is found, and its Q copied, right after item `i`'s first key tile: its buffer
-/// was item `i − 1`'s, which the consumers release before they start item `i`. So the walk
-/// (memory reads, for packed sequences) and the copy overlap item `i`'s key tiles, where after
-/// its last one the consumers would wait for them between the two items.
 #[inline(always)]
 pub fn produce<H: HeadDim, S: Sequences, const SMEM: usize>(
     (q, k, v): (&Heads, &Heads, &Heads),
@@ -74,16 +49,19 @@ pub fn produce<H: HeadDim, S: Sequences, const SMEM: usize>(
         k.prefetch();
         v.prefetch();
     }
-    let mut items = pb.my_items();
-    let mut current = items.next();
-    if let Some(w) = &current {
-        copy_q::<H, S, SMEM>((q, smem, lay), w, 0);
-    }
     let mut t = 0;
     let mut i = 0;
-    while let Some(w) = current {
-        let next = items.next();
-        let mut q_next = next.as_ref();
+    for w in pb.my_items() {
+        let (qb, _) = q_buffer(i);
+        if i >= 2 {
+            smem.bars.wait(q_empty(qb), q_buffer(i - 2).1);
+        }
+        if leader {
+            if S::PUBLISHED {
+                w.item.publish(&smem.items, qb);
+            }
+            copy_tile::<H, SMEM>(smem, (q, w.q_at), lay.q(qb), q_full(qb));
+        }
         for j in 0..w.item.key_tiles {
             let (s, _) = lay.stage(t);
             let refill = t >= lay.stages;
@@ -103,16 +81,8 @@ pub fn produce<H: HeadDim, S: Sequences, const SMEM: usize>(
                 let at = [key0 + j * BN, head, batch];
                 copy_tile::<H, SMEM>(smem, (v, at), lay.v(s), v_full(s));
             }
-            if let Some(n) = q_next.take() {
-                copy_q::<H, S, SMEM>((q, smem, lay), n, i + 1);
-            }
             t += 1;
         }
-        // An item with no key tiles.
-        if let Some(n) = q_next {
-            copy_q::<H, S, SMEM>((q, smem, lay), n, i + 1);
-        }
-        current = next;
         i += 1;
     }
     // Published items end with a marker in the next slot, announced by a plain arrival.
