@@ -436,8 +436,10 @@ def _add_rmsnorm_setup(ctx, inputs, output):
 
 def _add_rmsnorm_backward(ctx, dy, dr):
     r, gamma = ctx.saved_tensors
-    dr_norm, dgamma = _call("rmsnorm_backward", dy.contiguous(), r, gamma, ctx.eps)
-    d = dr_norm if dr is None else dr_norm + dr
+    if dr is None:
+        d, dgamma = _call("rmsnorm_backward", dy.contiguous(), r, gamma, ctx.eps)
+    else:  # dr added to RMSNorm's dx in the same pass
+        d, dgamma = _call("add_rmsnorm_backward", dy.contiguous(), dr.contiguous(), r, gamma, ctx.eps)
     return d, d, dgamma, None
 
 
@@ -705,13 +707,9 @@ def _no_double_backward(name):
     return backward
 
 
-for _name in (
-    "rmsnorm_backward",
-    "layernorm_backward",
-    "softmax_backward",
+# Every backward of the registry, and the hand-written ones.
+for _name in [d["name"] for d in ck_rs._OPERATORS if d["name"].endswith("_backward")] + [
     "attention_backward",
     "rope_qkv_backward",
-    "swiglu_backward",
-    "geglu_backward",
-):
+]:
     _register_autograd(_name, _no_double_backward(_name))

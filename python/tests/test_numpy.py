@@ -49,6 +49,19 @@ def test_rmsnorm_backward_from_the_registry(m, n):
 
 
 @pytest.mark.parametrize("m,n", ROWS)
+def test_add_rmsnorm_backward_is_rmsnorm_backward_of_r_plus_dr(m, n):
+    """The gradient of ``sum(dy · rmsnorm(r)) + sum(dr · r)``, ``r = x + residual``: RMSNorm's
+    of ``r`` plus ``dr``, for ``x`` and ``residual`` alike."""
+    dy, dr, r, g = randn(m, n), randn(m, n), randn(m, n), randn(n) + 1.5
+    dx, dgamma = ck_rs.add_rmsnorm_backward(dy, dr, r, g, eps=1e-5)
+    want_dx, want_dgamma = ref.rmsnorm_backward(dy, r, g, 1e-5)
+    want_dx = want_dx + dr
+    size = 1.0 / np.sqrt((r.astype(np.float64) ** 2).mean(axis=-1, keepdims=True) + 1e-5) * g * dy
+    assert np.linalg.norm(dx - want_dx) / (np.linalg.norm(size) + np.linalg.norm(dr)) < 1e-5
+    assert ref.rel_err(dgamma, want_dgamma) < 1e-5
+
+
+@pytest.mark.parametrize("m,n", ROWS)
 def test_add_rmsnorm(m, n):
     x, res, g = randn(m, n), randn(m, n), randn(n)
     y, r = ck_rs.add_rmsnorm(x, res, g, eps=1e-6)

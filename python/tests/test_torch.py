@@ -316,6 +316,7 @@ def opcheck_cases():
         "grouped_mm": (ops.grouped_mm, (a16, randn(2, 32, 8).bfloat16(), [7, 9])),
         "attention": (ops.attention, (q, k, randn(1, 2, 8, 64).bfloat16(), True)),
         "rmsnorm_backward": (ops.rmsnorm_backward, (randn(4, 64), x, g, 1e-6)),
+        "add_rmsnorm_backward": (ops.add_rmsnorm_backward, (randn(4, 64), randn(4, 64), x, g, 1e-6)),
         "swiglu": (ops.swiglu, (randn(3, 2, 2 * 24).requires_grad_(),)),
         "geglu_backward": (ops.geglu_backward, (randn(5, 24).bfloat16(), randn(5, 2 * 24).bfloat16())),
         "attention_grad": (ops.attention, (q.clone().requires_grad_(), k, randn(1, 2, 8, 64).bfloat16(), False)),
