@@ -6,8 +6,8 @@ device-to-device copy; torch.matmul (cuBLAS; f32 with TF32 off, and bf16); and b
 forward through torch's scaled_dot_product_attention with its flash (FlashAttention-2) and
 cuDNN backends (TFLOP/s = 4·B·H·S²·D / time, halved for causal).
 
-The backward passes of RMSNorm, LayerNorm and softmax: torch's autograd of the forward and
-torch.compile of the formula (Inductor's Triton kernels, reported as the triton peer).
+The backward passes of RMSNorm, add + RMSNorm, LayerNorm and softmax: torch's autograd of the
+forward and torch.compile of the formula (Inductor's Triton kernels, reported as the triton peer).
 
 Usage: bench_peers.py OUT.json [SECTION ...]   (sections: rows, gemm, attention; default all)
 Times: CUDA events around 10 back-to-back calls, per call; 10 warm-up calls, median of 30;
@@ -176,15 +176,19 @@ def backward_peers(result, copy_gbps):
     """The row operators' backward passes: torch's autograd of the forward (the backward alone,
     the forward's graph kept), and torch.compile of the textbook formula (Inductor's fused row
     and column reductions, reported as the triton peer); the faster is the peer. GB/s counts
-    every tensor read and written once: dy and x (y for softmax) read, dx written, gamma read
-    and dgamma (dbeta) written, the statistics read."""
+    every tensor read and written once: dy and x (y for softmax; dy, dr and r for add +
+    RMSNorm) read, dx written, gamma read and dgamma (dbeta) written, the statistics read."""
 
-    def rmsnorm_formula(dy, x, g):
+    def rmsnorm_formula(dy, x, g, dr=None):
         xf, dyf, gf = x.float(), dy.float(), g.float()
         r = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + EPS)
         dot = (dyf * gf * xf).sum(-1, keepdim=True)
         dx = r * gf * dyf - xf * r.pow(3) * dot / x.shape[-1]
+        dx = dx if dr is None else dx + dr.float()
         return dx.to(x.dtype), (dyf * xf * r).sum(0).to(g.dtype)
+
+    def add_rmsnorm_formula(dy, dr, r, g):
+        return rmsnorm_formula(dy, r, g, dr)
 
     def layernorm_formula(dy, x, g, mean, rstd):
         xhat = (x.float() - mean[:, None]) * rstd[:, None]
@@ -198,9 +202,10 @@ def backward_peers(result, copy_gbps):
         yf, dyf = y.float(), dy.float()
         return (yf * (dyf - (dyf * yf).sum(-1, keepdim=True))).to(y.dtype)
 
-    compiled = {name: torch.compile(f) for name, f in
-                [("rmsnorm", rmsnorm_formula), ("layernorm", layernorm_formula), ("softmax", softmax_formula)]}
-    for op in ("rmsnorm", "layernorm", "softmax"):
+    formulas = [("rmsnorm", rmsnorm_formula), ("add-rmsnorm", add_rmsnorm_formula),
+                ("layernorm", layernorm_formula), ("softmax", softmax_formula)]
+    compiled = {name: torch.compile(f) for name, f in formulas}
+    for op, _ in formulas:
         result[f"{op}-backward"] = {}
     for m, n in SHAPES:
         for name, dt in [("f32", torch.float32), ("bf16", torch.bfloat16)]:
@@ -209,20 +214,28 @@ def backward_peers(result, copy_gbps):
             b = torch.randn(n, device="cuda").to(dt).requires_grad_()
             dy = torch.randn(m, n, device="cuda").to(dt)
             e = x.element_size()
+            res = torch.randn(m, n, device="cuda").to(dt).requires_grad_()
+            dr = torch.randn(m, n, device="cuda").to(dt)
             xd, gd = x.detach(), g.detach()
             mean = xd.float().mean(-1)
             rstd = torch.rsqrt(xd.float().var(-1, unbiased=False) + EPS)
+            r, y_add = torch_add_rmsnorm(x, res, g)
+            rd = r.detach()
+            y_soft = torch.softmax(x, -1)
+            ys = y_soft.detach()
+            # Per operator: the forward's outputs, what they are differentiated with respect
+            # to, their incoming gradients, the compiled formula, the bytes.
             cases = {
-                "rmsnorm": (F.rms_norm(x, (n,), g, EPS), (x, g), lambda: compiled["rmsnorm"](dy, xd, gd),
-                            (3 * m * n + 2 * n) * e),
-                "layernorm": (F.layer_norm(x, (n,), g, b, EPS), (x, g, b),
+                "rmsnorm": ((F.rms_norm(x, (n,), g, EPS),), (x, g), (dy,),
+                            lambda: compiled["rmsnorm"](dy, xd, gd), (3 * m * n + 2 * n) * e),
+                "add-rmsnorm": ((y_add, r), (x, res, g), (dy, dr),
+                                lambda: compiled["add-rmsnorm"](dy, dr, rd, gd), (4 * m * n + 2 * n) * e),
+                "layernorm": ((F.layer_norm(x, (n,), g, b, EPS),), (x, g, b), (dy,),
                               lambda: compiled["layernorm"](dy, xd, gd, mean, rstd), (3 * m * n + 3 * n) * e + 8 * m),
-                "softmax": (torch.softmax(x, -1), (x,), None, 3 * m * n * e),
+                "softmax": ((y_soft,), (x,), (dy,), lambda: compiled["softmax"](dy, ys), 3 * m * n * e),
             }
-            ys = cases["softmax"][0].detach()
-            cases["softmax"] = (*cases["softmax"][:2], lambda: compiled["softmax"](dy, ys), cases["softmax"][3])
-            for op, (y, wrt, formula, bytes_) in cases.items():
-                t_torch = median_ms(lambda: torch.autograd.grad(y, wrt, dy, retain_graph=True))
+            for op, (ys_, wrt, grads, formula, bytes_) in cases.items():
+                t_torch = median_ms(lambda: torch.autograd.grad(ys_, wrt, grads, retain_graph=True))
                 t_compiled = median_ms(formula)
                 result[f"{op}-backward"][f"{name} {m}x{n}"] = {
                     "copy_gbps": copy_gbps(bytes_), "torch_ms": t_torch, "torch_gbps": bytes_ / t_torch / 1e6,
@@ -230,7 +243,7 @@ def backward_peers(result, copy_gbps):
                 }
                 print(f"{op}-backward {name} {m}x{n}: torch {bytes_ / t_torch / 1e6:.0f} GB/s, "
                       f"torch.compile (triton) {bytes_ / t_compiled / 1e6:.0f} GB/s", flush=True)
-            del x, g, b, dy, cases, y
+            del x, g, b, res, dy, dr, cases, r, y_add, y_soft
 
 
 # `ck bench gemm`'s batched case: 16 products of 2048³.
