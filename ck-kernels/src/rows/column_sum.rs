@@ -2,8 +2,13 @@
 //! f32 rows the first kernel wrote (each block's per-thread accumulators), in a fixed order, so
 //! that a parameter's gradient (`dgamma`, `dbeta`) is the same bits on every run.
 //!
-//! A block of 256 threads owns 128 columns: each warp walks every 8th row, 4 columns per lane,
-//! and `block_reduce_x` over X0 adds the 8 warps' sums.
+//! A block of 256 threads owns 128 columns of a chunk of rows: each warp walks every 8th row of
+//! the chunk, 4 columns per lane, and `block_reduce_x` over X0 adds the 8 warps' sums. One chunk
+//! per column block would leave most SMs idle where the rows are narrow (N = 1024: 8 blocks,
+//! each walking 4224 rows one dependent load after another), so the rows are cut into chunks
+//! until about [`TARGET_BLOCKS`] blocks run, and a second launch adds the chunks' sums. For
+//! example, 4224 rows of 1024: 8 column blocks × 33 chunks of 128 rows, then 8 blocks adding
+//! 33 rows. The cut depends on the shape only, not on the device, so the bits do not either.
 
 use ck_core::device::*;
 #[cfg(not(target_arch = "nvptx64"))]
@@ -24,35 +29,44 @@ tile_distribution! {
 /// Scratch for the column sum's reduction over its 8 warps: `BLOCK_SIZE · 4` words.
 const COLUMN_SCRATCH: usize = 1024;
 
-/// `out[j] = Σ_i partial[i, j]` over `rows` rows of `n` columns, 128 columns per block.
+/// `out[c, j] = Σ_i partial[i, j]` over the rows `i` of chunk `c` (`chunk` rows from `c · chunk`,
+/// the last chunk up to `rows`), 128 columns per block: block `b` takes column block
+/// `b mod ⌈n / 128⌉` of chunk `b / ⌈n / 128⌉`.
 #[inline(always)]
 fn column_sum<T: Real>(
     partial: Global<f32>,
     out: GlobalMut<T>,
-    (rows, n): (u32, u32),
+    (rows, n, chunk): (u32, u32, u32),
     scratch: &SharedArray<u32, COLUMN_SCRATCH>,
 ) {
     let [step, cols] = ColumnSums::X_LENGTHS;
-    let col0 = (block_idx() * cols as u32) as i32;
-    let mut w =
-        make_tile_window::<ColumnSums, _>(View2::<_, f32, 4>::new(partial, rows, n, n), [0, col0]);
+    let column_blocks = n.div_ceil(cols as u32);
+    let (c, row0) = (
+        block_idx() / column_blocks,
+        block_idx() / column_blocks * chunk,
+    );
+    let col0 = (block_idx() % column_blocks * cols as u32) as i32;
+    // Rows past the chunk's end (the last chunk's past `rows`) read as zeros.
+    let end = (row0 + chunk).min(rows);
+    let pv = View2::<_, f32, 4>::new(partial, end, n, n);
+    let mut w = make_tile_window::<ColumnSums, _>(pv, [row0 as i32, col0]);
     let mut acc = DistributedTensor::<ColumnSums, f32>::zeros();
-    for _ in 0..rows.div_ceil(step as u32) {
+    for _ in 0..chunk.div_ceil(step as u32) {
         acc = acc.zip_map(&w.load::<f32>(), |a, b| a + b);
         w.move_by([step, 0]);
     }
     let sum = block_reduce_x::<ColumnSums, f32, 0, COLUMN_SCRATCH>(&acc, |a, b| a + b, scratch);
-    let ov = View2::<_, T, 4>::new(out, 1, n, n);
-    make_tile_window::<ColumnSums, _>(ov, [0, col0]).store(&sum.round_to::<T>());
+    let ov = View2::<_, T, 4>::new(out, c + 1, n, n);
+    make_tile_window::<ColumnSums, _>(ov, [c as i32, col0]).store(&sum.round_to::<T>());
 }
 
 macro_rules! column_sum_kernel {
     ($name:ident, $t:ty) => {
-        #[doc = concat!("The column sums of the RMSNorm backward's workspace, into `", stringify!($t), "`.")]
+        #[doc = concat!("The column sums of a backward's workspace by chunks of rows, into `", stringify!($t), "`.")]
         #[tile_kernel(block = 256, distributions(ColumnSums))]
-        pub fn $name(partial: Global<f32>, out: GlobalMut<$t>, rows: u32, n: u32) {
+        pub fn $name(partial: Global<f32>, out: GlobalMut<$t>, rows: u32, n: u32, chunk: u32) {
             let scratch = shared!(u32; COLUMN_SCRATCH);
-            column_sum::<$t>(partial, out, (rows, n), &scratch);
+            column_sum::<$t>(partial, out, (rows, n, chunk), &scratch);
         }
     };
 }
@@ -68,38 +82,94 @@ mod host {
 
     /// The column sum of one element type.
     pub trait ColumnSum: OpElement {
-        /// Launches the column sum of `rows` workspace rows of `n` into `out`.
+        /// Launches the kernel of this type: row `c` of `out` ← the sums of chunk `c` of
+        /// `rows` rows of `n` (chunks of `chunk` rows), `cfg` covering every chunk.
+        fn launch_chunks(
+            device: &Device,
+            cfg: LaunchConfig,
+            partial: &DeviceBuffer<f32>,
+            out: &mut DeviceBuffer<Self>,
+            rows_n_chunk: (u32, u32, u32),
+        ) -> Result<LaunchStats, LaunchError>;
+
+        /// `out[j]` ← the sum of column `j` of `rows` workspace rows of `n`: by chunks of
+        /// rows into a second f32 workspace, then their sums, where one launch would run
+        /// too few blocks ([`chunks`]).
         fn column_sum(
             device: &Device,
             partial: &DeviceBuffer<f32>,
             out: &mut DeviceBuffer<Self>,
             rows: u32,
             n: u32,
-        ) -> Result<LaunchStats, LaunchError>;
+        ) -> Result<LaunchStats, LaunchError> {
+            let (count, chunk) = chunks(rows, n);
+            if count == 1 {
+                return Self::launch_chunks(device, config(n, 1), partial, out, (rows, n, rows));
+            }
+            let mut sums = take_partials(device, CHUNK_WORKSPACE, (count * n) as usize)?;
+            let first = f32::launch_chunks(
+                device,
+                config(n, count),
+                partial,
+                &mut sums,
+                (rows, n, chunk),
+            );
+            let both = first.and_then(|mut stats| {
+                let second =
+                    Self::launch_chunks(device, config(n, 1), &sums, out, (count, n, count))?;
+                stats.add(&second);
+                stats.elapsed += second.elapsed;
+                Ok(stats)
+            });
+            device.keep_workspace(CHUNK_WORKSPACE, sums);
+            both
+        }
     }
 
     impl ColumnSum for f32 {
-        fn column_sum(
+        fn launch_chunks(
             d: &Device,
+            cfg: LaunchConfig,
             p: &DeviceBuffer<f32>,
             o: &mut DeviceBuffer<f32>,
-            rows: u32,
-            n: u32,
+            (rows, n, chunk): (u32, u32, u32),
         ) -> Result<LaunchStats, LaunchError> {
-            ColumnSumF32::launch(d, column_config(n), p, o, rows, n)
+            ColumnSumF32::launch(d, cfg, p, o, rows, n, chunk)
         }
     }
 
     impl ColumnSum for Bf16 {
-        fn column_sum(
+        fn launch_chunks(
             d: &Device,
+            cfg: LaunchConfig,
             p: &DeviceBuffer<f32>,
             o: &mut DeviceBuffer<Bf16>,
-            rows: u32,
-            n: u32,
+            (rows, n, chunk): (u32, u32, u32),
         ) -> Result<LaunchStats, LaunchError> {
-            ColumnSumBf16::launch(d, column_config(n), p, o, rows, n)
+            ColumnSumBf16::launch(d, cfg, p, o, rows, n, chunk)
         }
+    }
+
+    /// The device's workspace of the chunks' column sums (kept between launches).
+    const CHUNK_WORKSPACE: &str = "column sums by chunks";
+
+    /// Blocks the first launch of a column sum aims for: two per SM of an H100 or H200 (132
+    /// SMs), on any device, so that the cut into chunks — and the order of the additions —
+    /// depends on the shape alone.
+    pub const TARGET_BLOCKS: u32 = 264;
+
+    /// Rows a chunk has at least (four rows per warp).
+    const MIN_CHUNK_ROWS: u32 = 32;
+
+    /// `(chunks, rows per chunk)` of a column sum over `rows` rows of `n`: enough chunks for
+    /// about [`TARGET_BLOCKS`] blocks, each of at least [`MIN_CHUNK_ROWS`] rows (4224 rows of
+    /// 1024 columns: 33 chunks of 128; 528 rows of 8192: 5 chunks of 106; 8 rows: one).
+    pub fn chunks(rows: u32, n: u32) -> (u32, u32) {
+        let [_, cols] = ColumnSums::X_LENGTHS;
+        let wanted = TARGET_BLOCKS.div_ceil(n.div_ceil(cols as u32).max(1));
+        let count = wanted.min(rows.div_ceil(MIN_CHUNK_ROWS)).max(1);
+        let chunk = rows.div_ceil(count).max(1);
+        (rows.div_ceil(chunk).max(1), chunk)
     }
 
     /// The most blocks of a backward's first kernel: 4 per SM of an H100, so that the workspace
@@ -128,10 +198,63 @@ mod host {
         }
     }
 
-    fn column_config(n: u32) -> LaunchConfig {
+    /// `chunks` chunks of every column block.
+    fn config(n: u32, chunks: u32) -> LaunchConfig {
         let [_, cols] = ColumnSums::X_LENGTHS;
-        LaunchConfig::new(n.div_ceil(cols as u32), ColumnSums::BLOCK_SIZE)
+        LaunchConfig::new(n.div_ceil(cols as u32) * chunks, ColumnSums::BLOCK_SIZE)
     }
 }
 #[cfg(not(target_arch = "nvptx64"))]
-pub use host::{grid, take_partials, ColumnSum, MAX_BLOCKS};
+pub use host::{chunks, grid, take_partials, ColumnSum, MAX_BLOCKS, TARGET_BLOCKS};
+
+#[cfg(test)]
+mod tests {
+    use super::{chunks, ColumnSum};
+    use ck_core::device::Bf16;
+    use ck_core::host::{Device, DeviceBuffer};
+
+    #[test]
+    fn the_cut_into_chunks() {
+        assert_eq!(chunks(4224, 1024), (33, 128));
+        assert_eq!(chunks(528, 8192), (5, 106));
+        assert_eq!(chunks(528, 4096), (9, 59));
+        assert_eq!(chunks(8, 1024), (1, 8));
+        assert_eq!(chunks(1, 1), (1, 1));
+        for (rows, n) in [(4224, 1024), (528, 300), (97, 5000), (33, 129)] {
+            let (count, chunk) = chunks(rows, n);
+            assert!(
+                count * chunk >= rows && (count - 1) * chunk < rows,
+                "{rows} x {n}"
+            );
+        }
+    }
+
+    /// Small integers, whose f32 sums are exact in any order: every column's sum, through one
+    /// launch and through chunks, f32 and bf16.
+    #[test]
+    fn sums_by_chunks_are_the_column_sums() {
+        let device = Device::emulator();
+        for (rows, n) in [(8u32, 200u32), (300, 130), (1000, 64)] {
+            let value = |i: u32, j: u32| ((i * 7 + j * 3) % 11) as f32 - 5.0;
+            let partial: Vec<f32> = (0..rows * n).map(|k| value(k / n, k % n)).collect();
+            let want: Vec<f32> = (0..n)
+                .map(|j| (0..rows).map(|i| value(i, j)).sum())
+                .collect();
+            let p = DeviceBuffer::from_slice(&device, &partial).unwrap();
+            let mut out = DeviceBuffer::from_slice(&device, &vec![f32::NAN; n as usize]).unwrap();
+            f32::column_sum(&device, &p, &mut out, rows, n).unwrap();
+            assert_eq!(
+                out.to_vec().unwrap(),
+                want,
+                "{rows} x {n}, {:?}",
+                chunks(rows, n)
+            );
+            let mut out =
+                DeviceBuffer::from_slice(&device, &vec![Bf16(0x7fc0); n as usize]).unwrap();
+            Bf16::column_sum(&device, &p, &mut out, rows, n).unwrap();
+            let got: Vec<f32> = out.to_vec().unwrap().iter().map(|x| x.to_f32()).collect();
+            let rounded: Vec<f32> = want.iter().map(|&x| Bf16::from_f32(x).to_f32()).collect();
+            assert_eq!(got, rounded, "bf16 {rows} x {n}");
+        }
+    }
+}
