@@ -25,7 +25,7 @@ use ck_core::host::DeviceBuffer;
 use ck_macros::tile_kernel;
 
 macro_rules! add_rmsnorm_bwd_kernel {
-    ($name:ident, $dist:ident, $t:ty, $vec:literal, $block:literal, $long:literal) => {
+    ($name:ident, $dist:ident, $t:ty, $vec:literal, $block:literal, $pad:literal, $long:literal) => {
         #[doc = concat!("Residual add + RMSNorm backward with `", stringify!($dist), "` tiles, `", stringify!($t), "` in and out.")]
         #[tile_kernel(block = $block, distributions($dist))]
         #[allow(clippy::too_many_arguments)]
@@ -41,7 +41,7 @@ macro_rules! add_rmsnorm_bwd_kernel {
             eps: f32,
         ) {
             let scratch = shared!(u32; 512);
-            rmsnorm_bwd_tile::<$dist, $t, $vec, $long>((dy, r, gamma), Some(dr), (dx, partial), (m, n, eps), &scratch);
+            rmsnorm_bwd_tile::<$dist, $t, $vec, $pad, $long>((dy, r, gamma), Some(dr), (dx, partial), (m, n, eps), &scratch);
         }
     };
 }
@@ -60,16 +60,20 @@ instances! {
         eps: f32,
     ),
     f32 {
-        Rows Padded => add_rmsnorm_bwd_f32_rows / AddRmsnormBwdF32Rows (RowsF32, f32, 4, 256, false),
-        Row4096 Padded => add_rmsnorm_bwd_f32_c4096 / AddRmsnormBwdF32C4096 (RowF32x4096, f32, 4, 128, false),
-        Row8192 Padded => add_rmsnorm_bwd_f32_c8192 / AddRmsnormBwdF32C8192 (RowF32x8192, f32, 4, 256, false),
-        Row8192 Long => add_rmsnorm_bwd_f32_long / AddRmsnormBwdF32Long (RowF32x8192, f32, 4, 256, true),
+        Rows Padded => add_rmsnorm_bwd_f32_rows / AddRmsnormBwdF32Rows (RowsF32, f32, 4, 256, true, false),
+        Row4096 Padded => add_rmsnorm_bwd_f32_c4096 / AddRmsnormBwdF32C4096 (RowF32x4096, f32, 4, 128, true, false),
+        Row8192 Padded => add_rmsnorm_bwd_f32_c8192 / AddRmsnormBwdF32C8192 (RowF32x8192, f32, 4, 256, true, false),
+        Row8192 Long => add_rmsnorm_bwd_f32_long / AddRmsnormBwdF32Long (RowF32x8192, f32, 4, 256, true, true),
     }
     Bf16 {
-        Rows Padded => add_rmsnorm_bwd_bf16_rows / AddRmsnormBwdBf16Rows (RowsBf16, Bf16, 8, 256, false),
-        Row4096 Padded => add_rmsnorm_bwd_bf16_c4096 / AddRmsnormBwdBf16C4096 (RowBf16x4096, Bf16, 8, 128, false),
-        Row8192 Padded => add_rmsnorm_bwd_bf16_c8192 / AddRmsnormBwdBf16C8192 (RowBf16x8192, Bf16, 8, 256, false),
-        Row8192 Long => add_rmsnorm_bwd_bf16_long / AddRmsnormBwdBf16Long (RowBf16x8192, Bf16, 8, 256, true),
+        Rows Padded => add_rmsnorm_bwd_bf16_rows / AddRmsnormBwdBf16Rows (RowsBf16, Bf16, 8, 256, true, false),
+        Row4096 Padded => add_rmsnorm_bwd_bf16_c4096 / AddRmsnormBwdBf16C4096 (RowBf16x4096, Bf16, 8, 128, true, false),
+        Row8192 Padded => add_rmsnorm_bwd_bf16_c8192 / AddRmsnormBwdBf16C8192 (RowBf16x8192, Bf16, 8, 256, true, false),
+        Row8192 Long => add_rmsnorm_bwd_bf16_long / AddRmsnormBwdBf16Long (RowBf16x8192, Bf16, 8, 256, true, true),
+        // Rows exactly the tile's width: no padding.
+        Rows Full => add_rmsnorm_bwd_bf16_rows_full / AddRmsnormBwdBf16RowsFull (RowsBf16, Bf16, 8, 256, false, false),
+        Row4096 Full => add_rmsnorm_bwd_bf16_c4096_full / AddRmsnormBwdBf16C4096Full (RowBf16x4096, Bf16, 8, 128, false, false),
+        Row8192 Full => add_rmsnorm_bwd_bf16_c8192_full / AddRmsnormBwdBf16C8192Full (RowBf16x8192, Bf16, 8, 256, false, false),
     }
 }
 

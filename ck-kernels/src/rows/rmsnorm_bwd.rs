@@ -50,7 +50,7 @@ fn finite_rsqrt(v: f32) -> f32 {
 /// fused add's backward ([`crate::rows::add_rmsnorm_bwd`], whose incoming gradient `dr` is the
 /// `addend` of `dx`).
 #[inline(always)]
-pub(crate) fn rmsnorm_bwd_tile<D, T, const VEC: usize, const LONG: bool>(
+pub(crate) fn rmsnorm_bwd_tile<D, T, const VEC: usize, const PAD: bool, const LONG: bool>(
     (dy, x, gamma): (Global<T>, Global<T>, Global<T>),
     addend: Option<Global<T>>,
     (dx, partial): (GlobalMut<T>, GlobalMut<f32>),
@@ -63,6 +63,14 @@ pub(crate) fn rmsnorm_bwd_tile<D, T, const VEC: usize, const LONG: bool>(
     let [rows, cols] = D::X_LENGTHS;
     let (block, grid) = (block_idx(), grid_dim());
     let row_tiles = m.div_ceil(rows as u32);
+    // Unpadded (rows exactly the tile, kernels of their own): the views' width is the tile's
+    // constant, so no load or store checks its columns, and the loads of x and dy issue
+    // together instead of one vector at a time between the checks.
+    assert!(
+        PAD || n == cols as u32,
+        "rmsnorm_bwd: an unpadded kernel for a row that is not the tile"
+    );
+    let n = if PAD { n } else { cols as u32 };
     let tiles = n.div_ceil(cols as u32) as i32;
     let inv_n = 1.0 / n as f32;
     let mut wx = make_tile_window::<D, _>(View2::<_, T, VEC>::new(x, m, n, n), [0, 0]);
@@ -179,7 +187,7 @@ pub(crate) fn rmsnorm_bwd_tile<D, T, const VEC: usize, const LONG: bool>(
 }
 
 macro_rules! rmsnorm_bwd_kernel {
-    ($name:ident, $dist:ident, $t:ty, $vec:literal, $block:literal, $long:literal) => {
+    ($name:ident, $dist:ident, $t:ty, $vec:literal, $block:literal, $pad:literal, $long:literal) => {
         #[doc = concat!("RMSNorm backward with `", stringify!($dist), "` tiles, `", stringify!($t), "` in and out.")]
         #[tile_kernel(block = $block, distributions($dist))]
         pub fn $name(
@@ -193,7 +201,7 @@ macro_rules! rmsnorm_bwd_kernel {
             eps: f32,
         ) {
             let scratch = shared!(u32; SCRATCH);
-            rmsnorm_bwd_tile::<$dist, $t, $vec, $long>((dy, x, gamma), None, (dx, partial), (m, n, eps), &scratch);
+            rmsnorm_bwd_tile::<$dist, $t, $vec, $pad, $long>((dy, x, gamma), None, (dx, partial), (m, n, eps), &scratch);
         }
     };
 }
@@ -211,16 +219,20 @@ instances! {
         eps: f32,
     ),
     f32 {
-        Rows Padded => rmsnorm_bwd_f32_rows / RmsnormBwdF32Rows (RowsF32, f32, 4, 256, false),
-        Row4096 Padded => rmsnorm_bwd_f32_c4096 / RmsnormBwdF32C4096 (RowF32x4096, f32, 4, 128, false),
-        Row8192 Padded => rmsnorm_bwd_f32_c8192 / RmsnormBwdF32C8192 (RowF32x8192, f32, 4, 256, false),
-        Row8192 Long => rmsnorm_bwd_f32_long / RmsnormBwdF32Long (RowF32x8192, f32, 4, 256, true),
+        Rows Padded => rmsnorm_bwd_f32_rows / RmsnormBwdF32Rows (RowsF32, f32, 4, 256, true, false),
+        Row4096 Padded => rmsnorm_bwd_f32_c4096 / RmsnormBwdF32C4096 (RowF32x4096, f32, 4, 128, true, false),
+        Row8192 Padded => rmsnorm_bwd_f32_c8192 / RmsnormBwdF32C8192 (RowF32x8192, f32, 4, 256, true, false),
+        Row8192 Long => rmsnorm_bwd_f32_long / RmsnormBwdF32Long (RowF32x8192, f32, 4, 256, true, true),
     }
     Bf16 {
-        Rows Padded => rmsnorm_bwd_bf16_rows / RmsnormBwdBf16Rows (RowsBf16, Bf16, 8, 256, false),
-        Row4096 Padded => rmsnorm_bwd_bf16_c4096 / RmsnormBwdBf16C4096 (RowBf16x4096, Bf16, 8, 128, false),
-        Row8192 Padded => rmsnorm_bwd_bf16_c8192 / RmsnormBwdBf16C8192 (RowBf16x8192, Bf16, 8, 256, false),
-        Row8192 Long => rmsnorm_bwd_bf16_long / RmsnormBwdBf16Long (RowBf16x8192, Bf16, 8, 256, true),
+        Rows Padded => rmsnorm_bwd_bf16_rows / RmsnormBwdBf16Rows (RowsBf16, Bf16, 8, 256, true, false),
+        Row4096 Padded => rmsnorm_bwd_bf16_c4096 / RmsnormBwdBf16C4096 (RowBf16x4096, Bf16, 8, 128, true, false),
+        Row8192 Padded => rmsnorm_bwd_bf16_c8192 / RmsnormBwdBf16C8192 (RowBf16x8192, Bf16, 8, 256, true, false),
+        Row8192 Long => rmsnorm_bwd_bf16_long / RmsnormBwdBf16Long (RowBf16x8192, Bf16, 8, 256, true, true),
+        // Rows exactly the tile's width: no padding.
+        Rows Full => rmsnorm_bwd_bf16_rows_full / RmsnormBwdBf16RowsFull (RowsBf16, Bf16, 8, 256, false, false),
+        Row4096 Full => rmsnorm_bwd_bf16_c4096_full / RmsnormBwdBf16C4096Full (RowBf16x4096, Bf16, 8, 128, false, false),
+        Row8192 Full => rmsnorm_bwd_bf16_c8192_full / RmsnormBwdBf16C8192Full (RowBf16x8192, Bf16, 8, 256, false, false),
     }
 }
 
