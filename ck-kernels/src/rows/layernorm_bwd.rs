@@ -35,7 +35,7 @@ fn add_pair(a: (f32, f32), b: (f32, f32)) -> (f32, f32) {
 
 /// The shared body of every configuration of the first kernel.
 #[inline(always)]
-fn layernorm_bwd_tile<D, T, const VEC: usize, const LONG: bool>(
+fn layernorm_bwd_tile<D, T, const VEC: usize, const PAD: bool, const LONG: bool>(
     (dy, x, gamma): (Global<T>, Global<T>, Global<T>),
     (mean, rstd): (Global<f32>, Global<f32>),
     (dx, part_g, part_b): (GlobalMut<T>, GlobalMut<f32>, GlobalMut<f32>),
@@ -57,6 +57,13 @@ fn layernorm_bwd_tile<D, T, const VEC: usize, const LONG: bool>(
         LONG || n <= cols as u32,
         "layernorm_bwd: a row longer than the tile; use the _long kernel"
     );
+    // Unpadded (rows exactly the tile, kernels of their own): the views' width is the tile's
+    // constant, so no load or store checks its columns (RMSNorm's backward has the numbers).
+    assert!(
+        PAD || n == cols as u32,
+        "layernorm_bwd: an unpadded kernel for a row that is not the tile"
+    );
+    let n = if PAD { n } else { cols as u32 };
     let inv_n = 1.0 / n as f32;
     let mut wx = make_tile_window::<D, _>(View2::<_, T, VEC>::new(x, m, n, n), [0, 0]);
     let mut wdy = make_tile_window::<D, _>(View2::<_, T, VEC>::new(dy, m, n, n), [0, 0]);
@@ -146,7 +153,7 @@ fn layernorm_bwd_tile<D, T, const VEC: usize, const LONG: bool>(
 }
 
 macro_rules! layernorm_bwd_kernel {
-    ($name:ident, $dist:ident, $t:ty, $vec:literal, $block:literal, $long:literal) => {
+    ($name:ident, $dist:ident, $t:ty, $vec:literal, $block:literal, $pad:literal, $long:literal) => {
         #[doc = concat!("LayerNorm backward with `", stringify!($dist), "` tiles, `", stringify!($t), "` in and out.")]
         #[tile_kernel(block = $block, distributions($dist))]
         #[allow(clippy::too_many_arguments)]
@@ -163,7 +170,7 @@ macro_rules! layernorm_bwd_kernel {
             n: u32,
         ) {
             let scratch = shared!(u32; SCRATCH);
-            layernorm_bwd_tile::<$dist, $t, $vec, $long>(
+            layernorm_bwd_tile::<$dist, $t, $vec, $pad, $long>(
                 (dy, x, gamma),
                 (mean, rstd),
                 (dx, part_g, part_b),
@@ -189,16 +196,20 @@ instances! {
         n: u32,
     ),
     f32 {
-        Rows Padded => layernorm_bwd_f32_rows / LayernormBwdF32Rows (RowsF32, f32, 4, 256, false),
-        Row4096 Padded => layernorm_bwd_f32_c4096 / LayernormBwdF32C4096 (RowF32x4096, f32, 4, 128, false),
-        Row8192 Padded => layernorm_bwd_f32_c8192 / LayernormBwdF32C8192 (RowF32x8192, f32, 4, 256, false),
-        Row8192 Long => layernorm_bwd_f32_long / LayernormBwdF32Long (RowF32x8192, f32, 4, 256, true),
+        Rows Padded => layernorm_bwd_f32_rows / LayernormBwdF32Rows (RowsF32, f32, 4, 256, true, false),
+        Row4096 Padded => layernorm_bwd_f32_c4096 / LayernormBwdF32C4096 (RowF32x4096, f32, 4, 128, true, false),
+        Row8192 Padded => layernorm_bwd_f32_c8192 / LayernormBwdF32C8192 (RowF32x8192, f32, 4, 256, true, false),
+        Row8192 Long => layernorm_bwd_f32_long / LayernormBwdF32Long (RowF32x8192, f32, 4, 256, true, true),
     }
     Bf16 {
-        Rows Padded => layernorm_bwd_bf16_rows / LayernormBwdBf16Rows (RowsBf16, Bf16, 8, 256, false),
-        Row4096 Padded => layernorm_bwd_bf16_c4096 / LayernormBwdBf16C4096 (RowBf16x4096, Bf16, 8, 128, false),
-        Row8192 Padded => layernorm_bwd_bf16_c8192 / LayernormBwdBf16C8192 (RowBf16x8192, Bf16, 8, 256, false),
-        Row8192 Long => layernorm_bwd_bf16_long / LayernormBwdBf16Long (RowBf16x8192, Bf16, 8, 256, true),
+        Rows Padded => layernorm_bwd_bf16_rows / LayernormBwdBf16Rows (RowsBf16, Bf16, 8, 256, true, false),
+        Row4096 Padded => layernorm_bwd_bf16_c4096 / LayernormBwdBf16C4096 (RowBf16x4096, Bf16, 8, 128, true, false),
+        Row8192 Padded => layernorm_bwd_bf16_c8192 / LayernormBwdBf16C8192 (RowBf16x8192, Bf16, 8, 256, true, false),
+        Row8192 Long => layernorm_bwd_bf16_long / LayernormBwdBf16Long (RowBf16x8192, Bf16, 8, 256, true, true),
+        // Rows exactly the tile's width: no padding.
+        Rows Full => layernorm_bwd_bf16_rows_full / LayernormBwdBf16RowsFull (RowsBf16, Bf16, 8, 256, false, false),
+        Row4096 Full => layernorm_bwd_bf16_c4096_full / LayernormBwdBf16C4096Full (RowBf16x4096, Bf16, 8, 128, false, false),
+        Row8192 Full => layernorm_bwd_bf16_c8192_full / LayernormBwdBf16C8192Full (RowBf16x8192, Bf16, 8, 256, false, false),
     }
 }
 
