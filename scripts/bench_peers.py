@@ -9,7 +9,8 @@ cuDNN backends (TFLOP/s = 4·B·H·S²·D / time, halved for causal).
 The backward passes of RMSNorm, add + RMSNorm, LayerNorm and softmax: torch's autograd of the
 forward and torch.compile of the formula (Inductor's Triton kernels, reported as the triton peer).
 
-Usage: bench_peers.py OUT.json [SECTION ...]   (sections: rows, gemm, attention; default all)
+Usage: bench_peers.py OUT.json [SECTION ...]   (sections: rows, gemm, attention; default all;
+backward: the copy and the rows' backward passes alone)
 Times: CUDA events around 10 back-to-back calls, per call; 10 warm-up calls, median of 30;
 random normal inputs.
 GB/s counts x read + gamma (and beta) read + y write (RMSNorm, LayerNorm) or read + write (copy).
@@ -93,8 +94,8 @@ def attention_peers():
 def main(out, sections):
     torch.manual_seed(0)
     result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": _peers.triton.__version__}
-    if "rows" in sections:
-        rows_and_copy(result)
+    if "rows" in sections or "backward" in sections:
+        rows_and_copy(result, forward="rows" in sections)
     if "gemm" in sections:
         gemm_peers(result)
     if "attention" in sections:
@@ -102,7 +103,7 @@ def main(out, sections):
     json.dump(result, open(out, "w"), indent=1)
 
 
-def rows_and_copy(result):
+def rows_and_copy(result, forward=True):
     result.update({"rmsnorm": {}, "layernorm": {}, "add-rmsnorm": {}, "softmax": {}, "copy": {}})
     x = torch.randn(1 << 28, device="cuda")  # 1 GiB of f32
     y = torch.empty_like(x)
@@ -121,7 +122,7 @@ def rows_and_copy(result):
             del a, b
         return copies[bytes_]
 
-    for m, n in SHAPES:
+    for m, n in SHAPES if forward else []:
         for name, dt in [("f32", torch.float32), ("bf16", torch.bfloat16)]:
             x = torch.randn(m, n, device="cuda").to(dt)
             g = (torch.rand(n, device="cuda") + 1.0).to(dt)
