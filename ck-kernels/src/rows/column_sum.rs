@@ -41,11 +41,8 @@ fn column_sum<T: Real>(
 ) {
     let [step, cols] = ColumnSums::X_LENGTHS;
     let column_blocks = n.div_ceil(cols as u32);
-    let (c, row0) = (
-        block_idx() / column_blocks,
-        block_idx() / column_blocks * chunk,
-    );
-    let col0 = (block_idx() % column_blocks * cols as u32) as i32;
+    let (c, column_block) = (block_idx() / column_blocks, block_idx() % column_blocks);
+    let (row0, col0) = (c * chunk, (column_block * cols as u32) as i32);
     // Rows past the chunk's end (the last chunk's past `rows`) read as zeros.
     let end = (row0 + chunk).min(rows);
     let pv = View2::<_, f32, 4>::new(partial, end, n, n);
