@@ -18,7 +18,7 @@
 #[cfg(not(target_arch = "nvptx64"))]
 use crate::rows::describe;
 use crate::rows::plan::*;
-use crate::rows::rmsnorm_bwd::rmsnorm_bwd_tile;
+use crate::rows::rmsnorm_bwd::{rmsnorm_bwd_tile, SCRATCH};
 use ck_core::device::*;
 #[cfg(not(target_arch = "nvptx64"))]
 use ck_core::host::DeviceBuffer;
@@ -40,7 +40,7 @@ macro_rules! add_rmsnorm_bwd_kernel {
             n: u32,
             eps: f32,
         ) {
-            let scratch = shared!(u32; 512);
+            let scratch = shared!(u32; SCRATCH);
             rmsnorm_bwd_tile::<$dist, $t, $vec, $pad, $long>((dy, r, gamma), Some(dr), (dx, partial), (m, n, eps), &scratch);
         }
     };

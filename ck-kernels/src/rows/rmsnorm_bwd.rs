@@ -30,7 +30,7 @@ use ck_core::TileDistribution;
 use ck_macros::tile_kernel;
 
 /// Scratch for the pair reduction: `BLOCK_SIZE` (≤ 256) × 2 words.
-const SCRATCH: usize = 512;
+pub(crate) const SCRATCH: usize = 512;
 
 /// `(Σx², Σ dy·gamma·x)` of two accumulators.
 #[inline(always)]
