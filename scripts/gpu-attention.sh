@@ -18,7 +18,7 @@ echo "### attention at benchmark sizes vs torch"
 timeout 180 python3 scripts/check_attention.py "$CK" | tee "$OUT/attention-check.txt" || status=1
 echo "### compute-sanitizer"
 for tool in memcheck racecheck; do
-  if timeout 120 compute-sanitizer --tool $tool --error-exitcode 3 "$CK" run attention-check --n 300 --backend cuda > "$OUT/san-attention-$tool.txt" 2>&1; then
+  if timeout 120 compute-sanitizer --tool $tool --error-exitcode 3 "$CK" run attention-bf16 --n 300 --backend cuda > "$OUT/san-attention-$tool.txt" 2>&1; then
     echo "attention $tool: clean ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san-attention-$tool.txt" | head -1))"
   else
     echo "attention $tool: FAILED"; tail -15 "$OUT/san-attention-$tool.txt"; status=1

@@ -6,7 +6,8 @@ use crate::op::Op;
 
 /// Every operator, family by family.
 pub fn operators() -> impl Iterator<Item = &'static Op> {
-    crate::rows::OPS.iter().chain(crate::glu::OPS).copied()
+    let families = [crate::rows::OPS, crate::glu::OPS, crate::attention::OPS];
+    families.into_iter().flatten().copied()
 }
 
 /// The operator `name` (`add_rmsnorm`, or `ck run`'s `add-rmsnorm`).

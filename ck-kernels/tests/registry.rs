@@ -51,19 +51,48 @@ fn descriptions_are_well_formed() {
 #[test]
 fn a_stacked_extent_binds_to_half_and_refuses_an_odd_one() {
     let op = registry::find("swiglu").unwrap();
-    let sizes = ck_kernels::op::bind::bind(op, &[("gu", &[3, 4, 10])], false).unwrap();
+    let sizes = ck_kernels::op::bind::bind(op, &[("gu", &[3, 4, 10])], &[], false).unwrap();
     assert_eq!((sizes.get("M"), sizes.get("F")), (12, 5));
     assert_eq!(sizes.shape_of(op.param("y").unwrap()), [3, 4, 5]);
-    let odd = ck_kernels::op::bind::bind(op, &[("gu", &[3, 9])], false).unwrap_err();
+    let odd = ck_kernels::op::bind::bind(op, &[("gu", &[3, 9])], &[], false).unwrap_err();
     assert!(
         odd.to_string()
             .contains("[..., 2*F]: 9 is not a multiple of 2"),
         "{odd}"
     );
-    let y = ck_kernels::op::bind::bind(op, &[("gu", &[3, 10]), ("y", &[3, 10])], true).unwrap_err();
+    let y = ck_kernels::op::bind::bind(op, &[("gu", &[3, 10]), ("y", &[3, 10])], &[], true)
+        .unwrap_err();
     assert!(
         y.to_string()
             .contains("it must be [3, 5] (F = 5, from `gu`)"),
         "{y}"
     );
+}
+
+#[test]
+fn a_flag_switches_a_layout_and_constraints_are_checked_after_the_rules() {
+    use ck_kernels::op::bind::bind;
+    let op = registry::find("attention").unwrap();
+    let (q, kv): (&[usize], &[usize]) = (&[2, 4, 3, 64], &[2, 1, 5, 64]);
+    let shapes = [("q", q), ("k", kv), ("v", kv)];
+    // Scalars in order: scale (NaN: derived), causal, o_seq_first.
+    let seq_first = bind(op, &shapes, &[f32::NAN, 0.0, 1.0], false).unwrap();
+    assert!(seq_first.flag("o_seq_first") && !seq_first.flag("causal"));
+    assert_eq!(seq_first.shape_of(op.param("o").unwrap()), [2, 3, 4, 64]);
+    let heads_first = bind(op, &shapes, &[f32::NAN, 0.0, 0.0], false).unwrap();
+    assert_eq!(heads_first.shape_of(op.param("o").unwrap()), [2, 4, 3, 64]);
+    // An `o` of the other layout is refused under the flag's rule.
+    let o = [("o", &[2usize, 4, 3, 64][..])];
+    let all: Vec<_> = shapes.iter().copied().chain(o).collect();
+    let e = bind(op, &all, &[f32::NAN, 0.0, 1.0], true).unwrap_err();
+    assert!(e.to_string().contains("it must be [2, 3, 4, 64]"), "{e}");
+    // 4 query heads on 3 key/value heads: every rule holds, the relation does not.
+    let kv3: &[usize] = &[2, 3, 5, 64];
+    let e = bind(
+        op,
+        &[("q", q), ("k", kv3), ("v", kv3)],
+        &[f32::NAN, 0.0, 0.0],
+        false,
+    );
+    assert_eq!(e.unwrap_err().rule(), ck_core::rules::GQA_HEADS);
 }

@@ -754,17 +754,8 @@ def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False, 
         shape = (shape[0], shape[2], shape[1], shape[3])
     o = c.empty(shape, q) if (out is None or widen) else _out(c, out, shape, q)
     lse = c.empty(tuple(q.shape[:3]) if len(q.shape) == 4 else (0,), q, float32=True)
-    _native.attention(
-        c.capsule(q),
-        c.capsule(k),
-        c.capsule(v),
-        c.capsule(o),
-        c.capsule(lse),
-        bool(causal),
-        None if scale is None else float(scale),
-        c.stream,
-        seq_first,
-    )
+    scale = None if scale is None else float(scale)
+    c.run("attention", (q, k, v, o, lse), (scale, float(bool(causal)), float(seq_first)))
     if widen:
         o = o.float() if out is None else out.copy_(o)
     return (o, lse) if return_lse else o
@@ -1091,6 +1082,15 @@ def _bind_sizes(dims, shape, sizes):
         sizes.setdefault(d, v // times)
 
 
+def _out_dims(param, scalars):
+    """`param`'s shape rule (`_dims`) for a call's `scalars` (by name): its ``alt`` rule while
+    the flag that names it is on."""
+    alt = param.get("alt")
+    if alt is not None and scalars.get(alt[0]):
+        return _dims({"dims": alt[1]})
+    return _dims(param)
+
+
 def _shape(dims, sizes):
     """The shape of a tensor of rule `dims` (`_dims`) for `sizes` (`2*F`: twice the extent
     `F`)."""
@@ -1114,7 +1114,7 @@ def _operator(desc):
     # Shape rules read once: a call binds its inputs' and allocates its outputs' from these.
     default_values = list(defaults.values())
     in_dims = [_dims(p) for p in inputs]
-    out_plan = [(p["name"], _dims(p), p["elem"] == "f32") for p in outputs]
+    out_plan = [(p, p["elem"] == "f32") for p in outputs]
 
     def bind(args, kwargs):
         """The call's tensors by name and its scalars in order (defaults filled in)."""
@@ -1146,9 +1146,15 @@ def _operator(desc):
         sizes, first = {}, tensors[in_names[0]]
         for dims, t in zip(in_dims, tensors.values()):
             _bind_sizes(dims, tuple(t.shape), sizes)
-        outs = {n: c.empty(_shape(dims, sizes), first, float32=f32) for n, dims, f32 in out_plan}
-        # In the description's order; an optional output is left out (None).
-        c.run(name, [tensors.get(n, outs.get(n)) for n in order], [float(v) for v in scalars])
+        values = dict(zip(defaults, scalars))
+        outs = {
+            p["name"]: c.empty(_shape(_out_dims(p, values), sizes), first, float32=f32)
+            for p, f32 in out_plan
+        }
+        # In the description's order; an optional output is left out (None). A flag is 0 or 1,
+        # a scalar the operator derives None.
+        values = [None if v is None else float(v) for v in scalars]
+        c.run(name, [tensors.get(n, outs.get(n)) for n in order], values)
         values = tuple(outs.values())
         return values[0] if len(values) == 1 else values
 

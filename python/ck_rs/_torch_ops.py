@@ -389,16 +389,24 @@ def _register(desc):
     inputs = [p for p in desc["params"] if p["role"] == "input"]
     outputs = [p for p in desc["params"] if p["role"] == "output"]
     args = [f"Tensor {p['name']}" for p in inputs]
-    args += [f"float {s['name']}={s['default']!r}" for s in desc["scalars"]]
+    for s in desc["scalars"]:
+        if s["kind"] == "flag":
+            args.append(f"bool {s['name']}={s['default']!r}")
+        elif s["default"] is None:  # derived by the operator
+            args.append(f"float? {s['name']}=None")
+        else:
+            args.append(f"float {s['name']}={s['default']!r}")
+    scalar_names = [s["name"] for s in desc["scalars"]]
     result = "Tensor" if len(outputs) == 1 else f"({', '.join(['Tensor'] * len(outputs))})"
 
     def fake(*args):
         tensors = dict(zip((p["name"] for p in inputs), args))
         sizes = ck_rs._sizes(desc, tensors)
+        scalars = dict(zip(scalar_names, args[len(inputs) :]))
         like = args[0]
         outs = tuple(
             like.new_empty(
-                ck_rs._shape(ck_rs._dims(p), sizes),
+                ck_rs._shape(ck_rs._out_dims(p, scalars), sizes),
                 dtype=torch.float32 if p["elem"] == "f32" else like.dtype,
             )
             for p in outputs

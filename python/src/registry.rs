@@ -7,7 +7,7 @@ use ck_core::rules;
 use ck_kernels::op::bind::bind;
 use ck_kernels::op::buffers::BufferElement;
 use ck_kernels::op::host::{check_dtype, check_scalar};
-use ck_kernels::op::{Buffer, Dim, Dtype, Elem, Launch, Op, Role};
+use ck_kernels::op::{Buffer, Dim, Dtype, Elem, Launch, Op, Role, ScalarRule};
 use ck_kernels::registry;
 use ck_python::{launch_error, type_error, value_error, Call, TensorElement};
 use pyo3::prelude::*;
@@ -97,14 +97,15 @@ fn buffer<T: BufferElement + TensorElement>(call: &Call<'_>, name: &str) -> PyRe
 }
 
 /// Runs operator `op` on `tensors` (DLPack capsules in the order of the operator's tensors,
-/// `None` for an optional output left out) with `scalars` (in the order of its scalars), on
-/// `stream` for CUDA tensors. Positional, so that a call allocates nothing for names.
+/// `None` for an optional output left out) with `scalars` (in the order of its scalars, a flag
+/// as 0 or 1, `None` for one the operator derives), on `stream` for CUDA tensors. Positional,
+/// so that a call allocates nothing for names.
 #[pyfunction]
 #[pyo3(signature = (op, tensors, scalars, stream=None))]
 pub fn call(
     op: &str,
     tensors: Vec<Option<Bound<'_, PyAny>>>,
-    scalars: Vec<f32>,
+    scalars: Vec<Option<f32>>,
     stream: Option<u64>,
 ) -> PyResult<()> {
     let op = find(op)?;
@@ -131,15 +132,18 @@ pub fn call(
     // device, which torch keeps alive while work is queued on it.
     let call = unsafe { Call::from_capsules(&args, stream)? };
     let dtype = call_dtype(op, &call)?;
+    let scalars: Vec<f32> = (op.scalars.iter().zip(scalars))
+        .map(|(s, v)| v.unwrap_or_else(|| s.initial()))
+        .collect();
+    for (s, &v) in op.scalars.iter().zip(&scalars) {
+        check_scalar(op, s.name, v).map_err(launch_error)?;
+    }
     let shapes: Vec<(&str, &[usize])> = call
         .tensors()
         .iter()
         .map(|t| (t.name(), t.shape()))
         .collect();
-    let sizes = bind(op, &shapes, true).map_err(launch_error)?;
-    for (s, &v) in op.scalars.iter().zip(&scalars) {
-        check_scalar(op, s.name, v).map_err(launch_error)?;
-    }
+    let sizes = bind(op, &shapes, &scalars, true).map_err(launch_error)?;
     if sizes.is_empty(op.params) {
         return Ok(()); // no element to compute
     }
@@ -169,9 +173,11 @@ pub fn call(
 }
 
 /// The registry's descriptions as Python values: a list of dicts `{name, summary, dtypes,
-/// params: [{name, role, elem, dims}], scalars: [{name, default}]}`, where `role` is `input`,
-/// `output` or `optional_output`, `elem` `op` or `f32`, and `dims` a list of symbol names with
-/// `...` for the rows' leading dimensions.
+/// params: [{name, role, elem, dims}], scalars: [{name, kind, default}]}`, where `role` is
+/// `input`, `output` or `optional_output`, `elem` `op` or `f32`, `dims` a list of symbol names
+/// with `...` for the rows' leading dimensions, `kind` `float` or `flag` (a bool), and `default`
+/// `None` where the operator derives the value. A tensor whose layout a flag switches has
+/// `alt: (flag, dims)`.
 #[pyfunction]
 pub fn operators(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
     let list = PyList::empty(py);
@@ -192,8 +198,11 @@ pub fn operators(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
             };
             pd.set_item("role", role)?;
             pd.set_item("elem", if p.elem == Elem::F32 { "f32" } else { "op" })?;
-            let dims: Vec<String> = p.dims.iter().map(Dim::text).collect();
-            pd.set_item("dims", dims)?;
+            let text = |dims: &[Dim]| -> Vec<String> { dims.iter().map(Dim::text).collect() };
+            pd.set_item("dims", text(p.dims))?;
+            if let Some((flag, dims)) = p.alt {
+                pd.set_item("alt", (flag, text(dims)))?;
+            }
             pd.set_item("doc", p.doc)?;
             params.append(pd)?;
         }
@@ -202,7 +211,12 @@ pub fn operators(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
         for s in op.scalars {
             let sd = PyDict::new(py);
             sd.set_item("name", s.name)?;
-            sd.set_item("default", s.default)?;
+            let flag = s.rule == ScalarRule::Flag;
+            sd.set_item("kind", if flag { "flag" } else { "float" })?;
+            match s.default {
+                Some(v) if flag => sd.set_item("default", v != 0.0)?,
+                v => sd.set_item("default", v)?,
+            }
             sd.set_item("doc", s.doc)?;
             scalars.append(sd)?;
         }

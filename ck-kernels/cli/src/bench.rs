@@ -96,7 +96,7 @@ fn count_option(
 pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     let what = &args.what;
     let mut available: Vec<String> = registry::operators().map(|op| op.command()).collect();
-    available.extend(["copy", "gemm", "attention"].map(String::from));
+    available.extend(["copy", "gemm"].map(String::from));
     if !available.contains(what) {
         return Err(CliError::usage(format!(
             "unknown benchmark `{what}`; available: {}",
@@ -109,6 +109,10 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     let warmup = count_option("warmup", args.warmup.as_deref(), 5, 0)?;
     let peers = peers(args)?;
     let rows = match what.as_str() {
+        // The operator's own shapes (BxHxSxD) and measure (TFLOP/s).
+        "attention" => {
+            super::attention::bench(&device, args.shapes.as_deref(), &peers, (warmup, iters))?
+        }
         name if registry::find(name).is_some_and(|op| op.command() == name) => {
             let op = registry::find(name).expect("found");
             bench_op(op, &device, args, &peers, (warmup, iters))?
@@ -118,9 +122,6 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
             let cases = super::bench_gemm::parse_cases(args.dtypes.as_deref())?;
             let shapes = args.shapes.as_deref();
             super::bench_gemm::bench(&device, (shapes, &cases), &peers, (warmup, iters))?
-        }
-        "attention" => {
-            super::attention::bench(&device, args.shapes.as_deref(), &peers, (warmup, iters))?
         }
         other => {
             return Err(CliError::usage(format!(
@@ -217,7 +218,8 @@ fn bench_op(
         let mut rng = Rng(0x9e3779b97f4a7c15 ^ (m as u64) << 20 ^ n as u64);
         let inputs = (op.sample)(&sizes, &mut rng);
         for &dt in &dtypes {
-            let mut launch = on_device(op, device, dt, &sizes, &inputs).map_err(launch_error)?;
+            let mut launch =
+                on_device(op, device, (dt, &sizes), &inputs, false).map_err(launch_error)?;
             let t = timed(device, warmup, iters, |d| {
                 (op.launch)(d, &mut launch).map(|_| ())
             })
@@ -254,13 +256,15 @@ fn bench_op(
 }
 
 /// `op`'s call on `inputs` (rounded to `dtype`) with its outputs, on `device`; optional outputs
-/// left out (as in the peers).
-fn on_device(
+/// given where `optional` (attention's log-sum-exp, which the kernel writes either way), else
+/// left out (as in the row operators' peers); the flags of `sizes` on, the other scalars their
+/// defaults.
+pub(crate) fn on_device(
     op: &'static Op,
     device: &Device,
-    dtype: Dtype,
-    sizes: &Sizes,
+    (dtype, sizes): (Dtype, &Sizes),
     inputs: &[Vec<f32>],
+    optional: bool,
 ) -> Result<Launch, LaunchError> {
     let mut values = inputs.iter();
     let mut buffers = Vec::new();
@@ -274,6 +278,7 @@ fn on_device(
         let v = match p.role {
             Role::Input => values.next().cloned().unwrap_or_default(),
             Role::Output => vec![0.0; len],
+            Role::OptionalOutput if optional => vec![0.0; len],
             Role::OptionalOutput => {
                 buffers.push(None);
                 continue;
@@ -281,12 +286,13 @@ fn on_device(
         };
         buffers.push(Some(Buffer::from_f32(device, dt, &v)?));
     }
-    let scalars = op.scalars.iter().map(|s| s.default).collect();
+    let scalars = op.scalars.iter();
+    let scalars = scalars.map(|s| if sizes.flag(s.name) { 1.0 } else { s.initial() });
     Ok(Launch::new(
         op.signature(),
         dtype,
         sizes.clone(),
-        scalars,
+        scalars.collect(),
         buffers,
     ))
 }

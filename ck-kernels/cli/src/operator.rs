@@ -5,7 +5,7 @@
 
 use super::common::{device, launch_error, report_files, write_npy, BackendArg, JsonArg};
 use super::CliError;
-use ck_kernels::op::{self, Dtype, Op, Role};
+use ck_kernels::op::{self, Dtype, Op, Role, ScalarRule};
 use ck_kernels::registry;
 use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches};
 
@@ -24,7 +24,7 @@ pub fn commands() -> Vec<Command> {
             let cmd = Command::new(format!("{}-{}", op.command(), dtype.name()))
                 .arg(uint_arg(
                     "n",
-                    "Problem size (the rows' length) [default: 4096]",
+                    "Problem size N (a row's length; attention: the keys) [default: 4096]",
                 ))
                 .arg(uint_arg("seed", "Seed of the random input [default: 1]"));
             // After the flattened options, whose doc comments would set the about.
@@ -59,14 +59,16 @@ fn file_command(op: &'static Op) -> Command {
         cmd = cmd.arg(arg);
     }
     for s in op.scalars {
-        let help = format!("{} [default: {:e}]", capitalised(s.doc), s.default);
-        cmd = cmd.arg(
-            Arg::new(s.name)
-                .long(s.name)
-                .value_name("V")
-                .allow_hyphen_values(true)
-                .help(help),
-        );
+        let arg = Arg::new(s.name).long(s.name.replace('_', "-"));
+        cmd = cmd.arg(match (s.rule, s.default) {
+            (ScalarRule::Flag, _) => arg.action(ArgAction::SetTrue).help(capitalised(s.doc)),
+            (_, default) => {
+                // A derived default is in the doc (`[default: 1/√D]`).
+                let default = default.map(|v| format!(" [default: {v:e}]"));
+                let help = format!("{}{}", capitalised(s.doc), default.unwrap_or_default());
+                arg.value_name("V").allow_hyphen_values(true).help(help)
+            }
+        });
     }
     let dtypes: Vec<&str> = op.dtypes.iter().map(|d| d.name()).collect();
     cmd = cmd.arg(
@@ -155,10 +157,17 @@ fn run_files(op: &'static Op, m: &ArgMatches) -> Result<(), CliError> {
     }
     let mut scalars = Vec::new();
     for s in op.scalars {
-        if let Some(v) = string(m, s.name) {
-            let value: f32 = v
-                .parse()
-                .map_err(|_| CliError::usage(format!("--{}: `{v}` is not a number", s.name)))?;
+        if s.rule == ScalarRule::Flag {
+            if m.get_flag(s.name) {
+                scalars.push((s.name, 1.0));
+            }
+        } else if let Some(v) = string(m, s.name) {
+            let value: f32 = v.parse().map_err(|_| {
+                CliError::usage(format!(
+                    "--{}: `{v}` is not a number",
+                    s.name.replace('_', "-")
+                ))
+            })?;
             scalars.push((s.name, value));
         }
     }
@@ -183,10 +192,14 @@ fn run_files(op: &'static Op, m: &ArgMatches) -> Result<(), CliError> {
         write_npy(path, out.sizes.shape_of(p), values.to_vec())?;
         written.push(path.to_string());
     }
+    // Each scalar given or defaulted, each flag that is on.
     let scalars: String = op
         .scalars
         .iter()
-        .map(|s| format!(", {} {}", s.name, out.scalar(s.name)))
+        .filter_map(|s| match (s.rule, out.given(s.name)) {
+            (ScalarRule::Flag, _) => out.flag(s.name).then(|| format!(", {}", s.name)),
+            (_, value) => value.map(|v| format!(", {} {v}", s.name)),
+        })
         .collect();
     let summary = format!(
         "{} ({}, {}{scalars}) on {} → {}",

@@ -150,12 +150,7 @@ pub enum RunCommand {
     /// The spec's TV8 LDS tile written with k-write and read with k-read
     LdsProbe(LayoutArgs),
     /// C = A · B from .npy files
-    Gemm(GemmArgs),
-    /// Attention forward from .npy files: O = softmax(scale · Q·Kᵀ + mask) · V
-    Attention(super::attention::AttentionArgs),
-    /// Attention forward, bf16, head dim 128, causal, 4 query heads on 2 key/value heads,
-    /// 257 queries and N keys
-    AttentionCheck(ExerciseArgs),
+    Gemm(Box<GemmArgs>),
     /// Decode attention against a paged KV cache (pages of 64): GQA 32/8 heads of 128, cached
     /// lengths N, N/2, 1 and 0, one new token appended with RoPE
     AttentionDecode(ExerciseArgs),
@@ -211,8 +206,6 @@ pub fn run(command: &RunCommand) -> Result<(), CliError> {
         }
         LdsProbe(a) => lds_probe_cmd(a),
         Gemm(a) => gemm_cmd(a),
-        Attention(a) => super::attention::run(a),
-        AttentionCheck(a) => exercise("attention-check", a),
         AttentionDecode(a) => exercise("attention-decode", a),
         AttentionVarlen(a) => exercise("attention-varlen", a),
         AttentionBwd(a) => exercise("attention-bwd", a),

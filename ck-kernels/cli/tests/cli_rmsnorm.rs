@@ -1,5 +1,6 @@
-//! `ck run rmsnorm` with `.npy` files: results against an fp64 reference, and every bad input a
-//! clear `error[rule]` with exit status 1. The `.npy` bytes are built here from the format's
+//! `ck run rmsnorm` (and `ck run attention`, the flags of a description) with `.npy` files:
+//! results against an fp64 reference, and every bad input a clear `error[rule]` with exit
+//! status 1. The `.npy` bytes are built here from the format's
 //! definition (magic, version, little-endian header length, a Python-dict header padded to 64).
 
 use ck_cli::npy;
@@ -243,4 +244,79 @@ fn layernorm_through_npy_files_with_statistics() {
     assert_eq!(code, 1);
     assert!(err.starts_with("error[shape-mismatch]: "), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Two query heads on one key/value head, two tokens, D 64, causal, O written `[B, Sq, H, D]`.
+/// Head 0's queries are 0 (every visible key scores 0), head 1's are 1 (key 0, all ones, scores
+/// 64/8 = 8; key 1, zeros, 0); values all 1 and all 3. Row 0 sees key 0 only: O = 1, LSE 0 and
+/// 8. Row 1 sees both: head 0 averages them (O = 2, LSE ln 2), head 1 weights key 0 by
+/// e⁸/(e⁸ + 1) (O = 1.00067, 1.0 in bf16; LSE 8 + ln(1 + e⁻⁸) = 8.000335).
+#[test]
+fn attention_through_npy_files_with_its_flags() {
+    let dir = std::env::temp_dir().join(format!("ck-attention-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = |f: &str| dir.join(f).to_str().unwrap().to_string();
+    let q: Vec<f32> = (0..2 * 2 * 64).map(|i| (i >= 128) as u8 as f32).collect();
+    let k: Vec<f32> = (0..2 * 64).map(|i| (i < 64) as u8 as f32).collect();
+    let v: Vec<f32> = (0..2 * 64)
+        .map(|i| if i < 64 { 1.0 } else { 3.0 })
+        .collect();
+    for (name, shape, data) in [("q", "(1, 2, 2, 64)", &q), ("k", "(1, 1, 2, 64)", &k)] {
+        std::fs::write(
+            p(&format!("{name}.npy")),
+            npy_bytes("<f4", shape, &f32_bytes(data)),
+        )
+        .unwrap();
+    }
+    std::fs::write(
+        p("v.npy"),
+        npy_bytes("<f4", "(1, 1, 2, 64)", &f32_bytes(&v)),
+    )
+    .unwrap();
+    let (code, stderr) = ck(&[
+        "run",
+        "attention",
+        "--q",
+        &p("q.npy"),
+        "--k",
+        &p("k.npy"),
+        "--v",
+        &p("v.npy"),
+        "--output",
+        &p("o.npy"),
+        "--lse",
+        &p("l.npy"),
+        "--causal",
+        "--o-seq-first",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let o = npy::read(&p("o.npy")).unwrap();
+    assert_eq!(o.shape, [1, 2, 2, 64]); // [B, Sq, H, D]
+    let firsts: Vec<f32> = o.data.chunks(64).map(|row| row[0]).collect();
+    assert_eq!(firsts, [1.0, 1.0, 2.0, 1.0]); // (s0 h0, s0 h1, s1 h0, s1 h1)
+    let lse = npy::read(&p("l.npy")).unwrap();
+    let want = [0.0, std::f32::consts::LN_2, 8.0, 8.000_335];
+    for (got, want) in lse.data.iter().zip(want) {
+        assert!((got - want).abs() < 1e-3, "{:?}", lse.data);
+    }
+    // A key/value head count that does not divide the query heads: the description's constraint.
+    std::fs::write(
+        p("k3.npy"),
+        npy_bytes("<f4", "(1, 3, 1, 64)", &[0; 3 * 64 * 4]),
+    )
+    .unwrap();
+    let (code, stderr) = ck(&[
+        "run",
+        "attention",
+        "--q",
+        &p("q.npy"),
+        "--k",
+        &p("k3.npy"),
+        "--v",
+        &p("k3.npy"),
+        "--output",
+        &p("o.npy"),
+    ]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("error[gqa-heads]"), "{stderr}");
 }

@@ -219,6 +219,10 @@ attention_varlen_kernel!(attention_varlen_d64, D64, 64);
 attention_varlen_kernel!(attention_varlen_d128, D128, 128);
 
 #[cfg(not(target_arch = "nvptx64"))]
+pub mod describe;
+#[cfg(not(target_arch = "nvptx64"))]
 pub mod host;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod varlen;
+#[cfg(not(target_arch = "nvptx64"))]
+pub use describe::OPS;

@@ -2,45 +2,12 @@
 
 use super::{norm_relative_error, Outcome, Rng};
 use crate::attention::backward::host as backward;
-use crate::attention::host::{attention, reference, Options, Shape};
+use crate::attention::host::{attention, Options, Shape};
 use crate::attention::varlen;
 use ck_core::device::Bf16;
 use ck_core::host::{Device, LaunchError};
 
-/// O within 1e-2 norm-wise of fp64 on the bf16-rounded inputs (bf16 O and P), the LSE within
-/// 1e-3 (relative to max(1, |LSE|)).
-pub const O_TOLERANCE: f64 = 1e-2;
-/// See [`O_TOLERANCE`].
-pub const LSE_TOLERANCE: f64 = 1e-3;
-
-/// Attention of seeded random Q, K, V in [−1, 1] (Q in [−2, 2], for peaked rows), rounded to
-/// bf16; the output is O's bits then the LSE's.
-pub fn attention_case(
-    device: &Device,
-    shape: Shape,
-    options: Options,
-    seed: u64,
-) -> Result<Outcome, LaunchError> {
-    let mut rng = Rng(seed.max(1));
-    let mut random = |len, amp| bf16_values(&mut rng, len, amp);
-    let (q, k, v) = (
-        random(shape.q_len(), 2.0),
-        random(shape.kv_len(), 1.0),
-        random(shape.kv_len(), 1.0),
-    );
-    let (o, lse, stats) = attention(device, (&q, &k, &v), shape, options)?;
-    let (want_o, want_lse) = reference((&q, &k, &v), shape, options);
-    let o_err = norm_relative_error(&o, &want_o);
-    let lse_bad = (0..lse.len()).find(|&i| lse_differs(lse[i], want_lse[i]));
-    let mismatch = o_mismatch(o_err).or_else(|| {
-        lse_bad.map(|i| format!("LSE of row {i}: {} against fp64 {}", lse[i], want_lse[i]))
-    });
-    Ok(Outcome {
-        output: o.iter().chain(&lse).map(|v| v.to_bits()).collect(),
-        stats,
-        mismatch,
-    })
-}
+pub use crate::attention::describe::{LSE_TOLERANCE, O_TOLERANCE};
 
 /// `len` seeded values in [−amp, amp], rounded to bf16 (what the kernels will read).
 fn bf16_values(rng: &mut Rng, len: usize, amp: f32) -> Vec<f32> {
@@ -107,7 +74,7 @@ impl VarlenCase {
     }
 }
 
-/// A packed problem of seeded random Q, K, V (as [`attention_case`]'s) against the per-sequence
+/// A packed problem of seeded random Q, K, V (q in [−2, 2], k and v in [−1, 1]) against the per-sequence
 /// fp64 reference, over the sequences' rows; the tail's O rows must stay unwritten (NaN). The
 /// output is O's bits then the LSE's.
 pub fn varlen_case(device: &Device, case: &VarlenCase, seed: u64) -> Result<Outcome, LaunchError> {
@@ -192,7 +159,7 @@ fn seq_first(x: &[f32], shape: Shape) -> Vec<f32> {
     out
 }
 
-/// The backward of seeded random Q, K, V (as [`attention_case`]) and dO in [−1, 1]: the forward
+/// The backward of seeded random Q, K, V (q in [−2, 2], k and v in [−1, 1]) and dO in [−1, 1]: the forward
 /// on `device` gives O and the LSE, the backward the gradients, compared with the fp64
 /// gradient of the plain softmax. The output is dQ's bits, then dK's and dV's.
 pub fn attention_backward_case(

@@ -5,13 +5,13 @@ mod attention;
 mod decode;
 mod gemm;
 
-pub use attention::{attention_backward_case, attention_case, varlen_case, VarlenCase};
+pub use attention::{attention_backward_case, varlen_case, VarlenCase};
 pub use decode::{decode_case, DecodeCase};
 pub use gemm::{
     gemm_bf16_case, gemm_case, gemm_grouped_case, gemm_tma_case, grouped_problems, moe_problems,
 };
 
-use crate::attention::host::{Options, Shape};
+use crate::attention::host::Shape;
 use crate::elementwise::{AddF32, CopyF32, TILE_F32};
 use crate::gemm::choice::Bf16Kernel;
 pub use crate::op::{max_relative_error, norm_relative_error, Outcome, Rng};
@@ -75,7 +75,6 @@ pub const EXERCISES: &[&str] = &[
     "gemm-wgmma-n128",
     "gemm-grouped",
     "gemm-grouped-moe",
-    "attention-check",
     "attention-decode",
     "attention-varlen",
     "attention-bwd",
@@ -284,26 +283,6 @@ pub fn run_exercise(
             gemm_grouped_case::<Bf16>(device, &moe_problems(k), false, seed)
         }
         "lane-groups" => lane_groups_case(device, n, &mut rng),
-        "attention-check" => {
-            let shape = Shape {
-                batch: 1,
-                heads: 4,
-                kv_heads: 2,
-                sq: 257,
-                sk: n.clamp(1, 16384),
-                head_dim: 128,
-            };
-            attention_case(
-                device,
-                shape,
-                Options {
-                    causal: true,
-                    scale: None,
-                    o_seq_first: false,
-                },
-                seed,
-            )
-        }
         "attention-decode" => decode_case(
             device,
             &decode_exercise(n.clamp(1, 1 << 17), Some(64), 1, None),
@@ -483,35 +462,6 @@ pub fn cross_check(a: &Device, b: &Device) -> Result<Vec<CrossCheck>, LaunchErro
             run_exercise(a, "lane-groups", n, seed)?,
             run_exercise(b, "lane-groups", n, seed)?,
             1e-6,
-        );
-    }
-    // Both head dims, causal with Sq ≠ Sk (rows above the corner see no key), grouped heads.
-    for (sq, sk, head_dim, causal) in [
-        (1u32, 1u32, 64u32, false),
-        (130, 257, 64, true),
-        (257, 130, 128, true),
-        (17, 300, 128, false),
-    ] {
-        let shape = Shape {
-            batch: 2,
-            heads: 2,
-            kv_heads: 1,
-            sq,
-            sk,
-            head_dim,
-        };
-        let options = Options {
-            causal,
-            scale: None,
-            o_seq_first: false,
-        };
-        let mask = if causal { " causal" } else { "" };
-        record(
-            format!("attention {sq}x{sk} d{head_dim}{mask}"),
-            attention_case(a, shape, options, 17)?,
-            attention_case(b, shape, options, 17)?,
-            // exp2 is approximate on the GPU: P, rounded to bf16, may differ by an ulp.
-            attention::O_TOLERANCE,
         );
     }
     // The backward, in its deterministic mode (the fast one sums dQ in any order), both head

@@ -5,8 +5,10 @@
 //! it and every later one must agree. For RMSNorm (`x: [Rows, N]`, `gamma: [N]`, `y: [Rows, N]`)
 //! and `x` of shape `[2, 3, 8]`: `Rows` takes `[2, 3]` (so `M = 6`) and `N = 8`; a `gamma` of
 //! `[4]` is then refused with "`gamma` has shape \[4\]; it must be \[8\] (N = 8, from `x`)".
+//! Last come the relations no single rule states ([`Op::constraints`]: attention's key/value
+//! heads divide its query heads).
 
-use super::{Dim, Op, Param, Role, Sizes};
+use super::{Dim, Op, Role, ScalarRule, Sizes};
 use ck_core::host::LaunchError;
 use ck_core::rules;
 
@@ -14,16 +16,22 @@ fn shape_error(message: String) -> LaunchError {
     LaunchError::invalid(rules::SHAPE_MISMATCH, message)
 }
 
-/// `p`'s rule as text: `[..., N]`.
-fn rule_text(p: &Param) -> String {
-    let dims: Vec<String> = p.dims.iter().map(Dim::text).collect();
+/// A rule as text: `[..., N]`.
+fn rule_text(dims: &[Dim]) -> String {
+    let dims: Vec<String> = dims.iter().map(Dim::text).collect();
     format!("[{}]", dims.join(", "))
 }
 
 /// The sizes of `op` for the tensors' `shapes` (by name; an optional output may be absent, and
-/// every output when `outputs` is false; every other tensor must be there), or the first rule a
+/// every output when `outputs` is false; every other tensor must be there) and its `scalars`
+/// (in its order, already checked; a flag that is on is on in the sizes), or the first rule a
 /// shape breaks.
-pub fn bind(op: &Op, shapes: &[(&str, &[usize])], outputs: bool) -> Result<Sizes, LaunchError> {
+pub fn bind(
+    op: &Op,
+    shapes: &[(&str, &[usize])],
+    scalars: &[f32],
+    outputs: bool,
+) -> Result<Sizes, LaunchError> {
     if let Some((name, _)) = shapes.iter().find(|(n, _)| op.param(n).is_none()) {
         let known: Vec<&str> = op.params.iter().map(|p| p.name).collect();
         return Err(LaunchError::invalid(
@@ -36,19 +44,30 @@ pub fn bind(op: &Op, shapes: &[(&str, &[usize])], outputs: bool) -> Result<Sizes
         ));
     }
     let mut sizes = Sizes::default();
+    for (s, &v) in op.scalars.iter().zip(scalars) {
+        if s.rule == ScalarRule::Flag && v != 0.0 {
+            sizes = sizes.with_flag(s.name);
+        }
+    }
     let mut lead_from: Option<&str> = None;
     for p in op.params {
+        let dims = sizes.rule_of(p);
         let Some(&(_, shape)) = shapes.iter().find(|(n, _)| *n == p.name) else {
             if p.role == Role::OptionalOutput || (!outputs && p.role != Role::Input) {
                 continue;
             }
             return Err(LaunchError::invalid(
                 rules::UNKNOWN_ARGUMENT,
-                format!("{} needs the tensor `{}` {}", op.name, p.name, rule_text(p)),
+                format!(
+                    "{} needs the tensor `{}` {}",
+                    op.name,
+                    p.name,
+                    rule_text(dims)
+                ),
             ));
         };
-        let fixed = p.dims.iter().filter(|d| **d != Dim::Rows).count();
-        let has_rows = p.dims.first() == Some(&Dim::Rows);
+        let fixed = dims.iter().filter(|d| **d != Dim::Rows).count();
+        let has_rows = dims.first() == Some(&Dim::Rows);
         if shape.len() < fixed || (!has_rows && shape.len() != fixed) {
             return Err(shape_error(format!(
                 "`{}` has shape {shape:?}; give {} {}",
@@ -58,7 +77,7 @@ pub fn bind(op: &Op, shapes: &[(&str, &[usize])], outputs: bool) -> Result<Sizes
                 } else {
                     format!("{fixed} dimension(s):")
                 },
-                rule_text(p)
+                rule_text(dims)
             )));
         }
         let (lead, rest) = shape.split_at(shape.len() - fixed);
@@ -78,12 +97,12 @@ pub fn bind(op: &Op, shapes: &[(&str, &[usize])], outputs: bool) -> Result<Sizes
                 Some(_) => {}
             }
         }
-        for ((name, times), &given) in p.dims.iter().filter_map(Dim::symbol).zip(rest) {
+        for ((name, times), &given) in dims.iter().filter_map(Dim::symbol).zip(rest) {
             if given % times != 0 {
                 return Err(shape_error(format!(
                     "`{}` has shape {shape:?}; it must be {}: {given} is not a multiple of {times}",
                     p.name,
-                    rule_text(p)
+                    rule_text(dims)
                 )));
             }
             let extent = given / times;
@@ -105,6 +124,7 @@ pub fn bind(op: &Op, shapes: &[(&str, &[usize])], outputs: bool) -> Result<Sizes
         }
     }
     check_limits(op, &sizes)?;
+    (op.constraints)(&sizes)?;
     Ok(sizes)
 }
 

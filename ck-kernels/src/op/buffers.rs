@@ -154,6 +154,16 @@ impl Launch {
         self.scalars[self.op.scalar_index(name)]
     }
 
+    /// Whether the flag `name` is on.
+    pub fn flag(&self, name: &str) -> bool {
+        self.scalar(name) != 0.0
+    }
+
+    /// Scalar `name` as given, or `None` where the operator derives it.
+    pub fn given(&self, name: &str) -> Option<f32> {
+        Some(self.scalar(name)).filter(|v| !v.is_nan())
+    }
+
     /// The input `name` as a buffer of `T`.
     pub fn input<T: BufferElement>(&self, name: &str) -> Result<&DeviceBuffer<T>, LaunchError> {
         let i = self.index(name)?;

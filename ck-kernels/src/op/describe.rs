@@ -19,6 +19,9 @@ pub struct Op {
     pub scalars: &'static [Scalar],
     /// The element types [`crate::op::Elem::Op`] tensors may have.
     pub dtypes: &'static [Dtype],
+    /// The relations between symbols that the shape rules do not state, checked once the
+    /// tensors are bound ([`no_constraints`] where there are none).
+    pub constraints: fn(&Sizes) -> Result<(), ck_core::host::LaunchError>,
     /// Launches the kernel the problem calls for on device buffers (already checked against
     /// the shape rules; no tensor is empty).
     pub launch: fn(&ck_core::host::Device, &mut Launch) -> Launched,
@@ -35,6 +38,11 @@ pub struct Op {
     pub cases: fn(Option<u32>) -> Vec<Sizes>,
     /// Bytes a launch must move at least (the bandwidth floor of `ck bench`).
     pub bytes: fn(&Sizes, Dtype) -> f64,
+}
+
+/// An operator whose shape rules say everything.
+pub fn no_constraints(_: &Sizes) -> Result<(), ck_core::host::LaunchError> {
+    Ok(())
 }
 
 impl Op {

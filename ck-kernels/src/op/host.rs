@@ -30,15 +30,23 @@ pub fn check_scalar(op: &Op, name: &str, value: f32) -> Result<(), LaunchError> 
             ),
         ));
     };
-    match s.rule {
-        ScalarRule::NonNegative if !(value.is_finite() && value >= 0.0) => {
-            Err(LaunchError::invalid(
-                rules::BAD_EPS,
-                format!("{name} is {value}; give a finite, non-negative number"),
-            ))
-        }
-        ScalarRule::NonNegative => Ok(()),
+    let fine = match s.rule {
+        ScalarRule::NonNegative => value.is_finite() && value >= 0.0,
+        ScalarRule::Positive => value.is_finite() && value > 0.0,
+        ScalarRule::Flag => value == 0.0 || value == 1.0,
+    };
+    if fine || (value.is_nan() && s.default.is_none()) {
+        return Ok(()); // NaN: not given, the operator derives it
     }
+    let (rule, want) = match s.rule {
+        ScalarRule::NonNegative => (rules::BAD_EPS, "a finite, non-negative number"),
+        ScalarRule::Positive => (rules::BAD_SCALE, "a positive finite number"),
+        ScalarRule::Flag => (rules::UNKNOWN_ARGUMENT, "0 or 1 (off or on)"),
+    };
+    Err(LaunchError::invalid(
+        rule,
+        format!("{name} is {value}; give {want}"),
+    ))
 }
 
 /// `dtype`, if `op` takes it.
@@ -116,18 +124,18 @@ impl<'a> HostCall<'a> {
                 ));
             }
         }
-        let shapes: Vec<(&str, &[usize])> = self
-            .inputs
-            .iter()
-            .map(|(n, _, s)| (*n, s.as_slice()))
-            .collect();
-        let sizes = bind(op, &shapes, false)?;
-        let mut scalars: Vec<f32> = op.scalars.iter().map(|s| s.default).collect();
+        let mut scalars: Vec<f32> = op.scalars.iter().map(|s| s.initial()).collect();
         for &(name, value) in &self.scalars {
             check_scalar(op, name, value)?;
             let i = op.scalars.iter().position(|s| s.name == name);
             scalars[i.expect("checked")] = value;
         }
+        let shapes: Vec<(&str, &[usize])> = self
+            .inputs
+            .iter()
+            .map(|(n, _, s)| (*n, s.as_slice()))
+            .collect();
+        let sizes = bind(op, &shapes, &scalars, false)?;
         if let Some(name) = self
             .outputs
             .iter()
@@ -197,8 +205,8 @@ impl<'a> HostCall<'a> {
     }
 }
 
-/// `op` of element type `dtype` on seeded samples of `sizes` (every optional output computed),
-/// judged by its error against fp64 and its tolerance.
+/// `op` of element type `dtype` on seeded samples of `sizes` (every optional output computed,
+/// the flags of `sizes` on), judged by its error against fp64 and its tolerance.
 pub fn check(
     device: &Device,
     op: &'static Op,
@@ -209,6 +217,9 @@ pub fn check(
     let inputs = (op.sample)(sizes, &mut Rng(seed.max(1)));
     let shapes: Vec<Vec<usize>> = op.inputs().map(|p| sizes.shape_of(p)).collect();
     let mut call = HostCall::new(op).dtype(dtype).all_outputs();
+    for s in op.scalars.iter().filter(|s| sizes.flag(s.name)) {
+        call = call.scalar(s.name, 1.0);
+    }
     for ((p, v), shape) in op.inputs().zip(&inputs).zip(&shapes) {
         call = call.input(p.name, v, shape);
     }

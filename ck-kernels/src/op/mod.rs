@@ -57,7 +57,7 @@ pub mod verify;
 #[cfg(not(target_arch = "nvptx64"))]
 pub use {
     buffers::{Buffer, Launch},
-    describe::{Launched, Op},
+    describe::{no_constraints, Launched, Op},
     host::{check, HostCall},
     output::HostOutput,
     param::{Dim, Elem, Param, Role, Scalar, ScalarRule, Signature},

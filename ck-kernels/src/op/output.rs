@@ -47,6 +47,16 @@ impl HostOutput {
         self.scalars[self.op.scalar_index(name)]
     }
 
+    /// Whether the flag `name` is on.
+    pub fn flag(&self, name: &str) -> bool {
+        self.scalar(name) != 0.0
+    }
+
+    /// Scalar `name` as given, or `None` where the operator derives it.
+    pub fn given(&self, name: &str) -> Option<f32> {
+        Some(self.scalar(name)).filter(|v| !v.is_nan())
+    }
+
     /// Every computed output, concatenated in order.
     pub fn outputs_concatenated(&self) -> Vec<f32> {
         let outputs = self.op.params.iter().zip(&self.values);

@@ -69,6 +69,9 @@ pub struct Param {
     pub elem: Elem,
     /// Its shape rule.
     pub dims: &'static [Dim],
+    /// Its shape rule while the flag scalar it names is on, if that flag changes its layout
+    /// (attention's `o` as `[B, Sq, H, D]` under `o_seq_first`, `[B, H, Sq, D]` otherwise).
+    pub alt: Option<(&'static str, &'static [Dim])>,
     /// One line for the help.
     pub doc: &'static str,
 }
@@ -78,19 +81,33 @@ pub struct Param {
 pub enum ScalarRule {
     /// Finite and ≥ 0 (an epsilon).
     NonNegative,
+    /// Finite and > 0 (a scale).
+    Positive,
+    /// A switch, off (0) or on (1): Python's `bool`, `ck run`'s `--NAME` without a value.
+    Flag,
 }
 
-/// A scalar argument (f32).
+/// A scalar argument, carried as an f32 (a flag as 0 or 1). One that is not given and has no
+/// default is NaN in a call's scalars: the operator derives it ([`Scalar::default`]).
 #[derive(Clone, Copy, Debug)]
 pub struct Scalar {
     /// Its name (Python's keyword, `ck run --NAME`).
     pub name: &'static str,
-    /// Its value when not given.
-    pub default: f32,
+    /// Its value when not given; `None`: the operator derives one from the problem (its doc
+    /// says how, e.g. attention's scale `1/√D`).
+    pub default: Option<f32>,
     /// Its rule.
     pub rule: ScalarRule,
     /// One line for the help.
     pub doc: &'static str,
+}
+
+impl Scalar {
+    /// Its value in a call that does not give it: the default, or NaN where the operator
+    /// derives one.
+    pub fn initial(&self) -> f32 {
+        self.default.unwrap_or(f32::NAN)
+    }
 }
 
 /// An operator's name, tensors and scalars.

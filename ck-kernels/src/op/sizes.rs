@@ -1,15 +1,17 @@
 //! [`Sizes`]: the values of an operator's shape symbols ([`super::bind`] binds them from its
-//! tensors' shapes). For RMSNorm (`x: [Rows, N]`) and `x` of shape `[2, 3, 8]`, the rows'
-//! leading dimensions are `[2, 3]` (so `M = 6`) and `N = 8`.
+//! tensors' shapes) and the flags of the problem. For RMSNorm (`x: [Rows, N]`) and `x` of shape
+//! `[2, 3, 8]`, the rows' leading dimensions are `[2, 3]` (so `M = 6`) and `N = 8`.
 
-use super::{Dim, Param};
+use super::{Dim, Param, Role};
 
-/// The extents of one problem: the leading dimensions of [`Dim::Rows`] and every named
-/// symbol.
+/// One problem: the leading dimensions of [`Dim::Rows`], every named symbol, and the flag
+/// scalars that are on (a flag may change a tensor's layout, [`Param::alt`], or the problem:
+/// attention's `causal`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Sizes {
     lead: Vec<usize>,
     syms: Vec<(&'static str, usize)>,
+    flags: Vec<&'static str>,
     /// Which tensor set each symbol (for the error messages).
     from: Vec<(&'static str, &'static str)>,
 }
@@ -27,6 +29,17 @@ impl Sizes {
     pub fn with(mut self, name: &'static str, value: usize) -> Sizes {
         self.syms.push((name, value));
         self
+    }
+
+    /// These sizes with the flag `name` on.
+    pub fn with_flag(mut self, name: &'static str) -> Sizes {
+        self.flags.push(name);
+        self
+    }
+
+    /// Whether the flag `name` is on.
+    pub fn flag(&self, name: &str) -> bool {
+        self.flags.contains(&name)
     }
 
     /// Symbol `name`: `M` is the product of the leading dimensions of [`Dim::Rows`].
@@ -48,10 +61,19 @@ impl Sizes {
         self.get(name) as u32
     }
 
+    /// The shape rule `p` has in this problem: [`Param::alt`]'s while its flag is on.
+    pub fn rule_of(&self, p: &Param) -> &'static [Dim] {
+        match p.alt {
+            Some((flag, dims)) if self.flag(flag) => dims,
+            _ => p.dims,
+        }
+    }
+
     /// The shape `p` has for these sizes.
     pub fn shape_of(&self, p: &Param) -> Vec<usize> {
-        let mut shape = Vec::with_capacity(p.dims.len() + self.lead.len());
-        for d in p.dims {
+        let dims = self.rule_of(p);
+        let mut shape = Vec::with_capacity(dims.len() + self.lead.len());
+        for d in dims {
             match d {
                 Dim::Rows => shape.extend_from_slice(&self.lead),
                 Dim::Sym(s) => shape.push(self.get(s)),
@@ -61,10 +83,12 @@ impl Sizes {
         shape
     }
 
-    /// Whether some tensor of `params` has no element (then there is nothing to launch).
+    /// Whether some output of `params` has no element (then there is nothing to launch). An
+    /// empty input alone is a problem to compute: attention over no keys writes zeros.
     pub fn is_empty(&self, params: &[Param]) -> bool {
         params
             .iter()
+            .filter(|p| p.role != Role::Input)
             .any(|p| self.shape_of(p).iter().product::<usize>() == 0)
     }
 

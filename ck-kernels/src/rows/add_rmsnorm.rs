@@ -176,6 +176,7 @@ pub const OP: crate::op::Op = crate::op::Op {
     ],
     scalars: &[describe::eps(1e-6)],
     dtypes: describe::DTYPES,
+    constraints: crate::op::no_constraints,
     launch: op::launch,
     sample: op::sample,
     error: op::error,

@@ -16,6 +16,7 @@ pub const fn rows_input(name: &'static str, flag: &'static str, doc: &'static st
         role: Role::Input,
         elem: Elem::Op,
         dims: ROWS,
+        alt: None,
         doc,
     }
 }
@@ -28,6 +29,7 @@ pub const fn rows_output(name: &'static str, flag: &'static str, doc: &'static s
         role: Role::Output,
         elem: Elem::Op,
         dims: ROWS,
+        alt: None,
         doc,
     }
 }
@@ -40,6 +42,7 @@ pub const fn vector_input(name: &'static str, doc: &'static str) -> Param {
         role: Role::Input,
         elem: Elem::Op,
         dims: VECTOR,
+        alt: None,
         doc,
     }
 }
@@ -52,6 +55,7 @@ pub const fn vector_output(name: &'static str, flag: &'static str, doc: &'static
         role: Role::Output,
         elem: Elem::Op,
         dims: VECTOR,
+        alt: None,
         doc,
     }
 }
@@ -70,6 +74,7 @@ pub const fn statistic(
         role,
         elem: Elem::F32,
         dims: &[Dim::Rows],
+        alt: None,
         doc,
     }
 }
@@ -85,7 +90,7 @@ pub const Y: Param = rows_output("y", "output", "y, [..., N]");
 pub const fn eps(default: f32) -> Scalar {
     Scalar {
         name: "eps",
-        default,
+        default: Some(default),
         rule: ScalarRule::NonNegative,
         doc: "added to the mean square (variance) under the square root",
     }

@@ -156,6 +156,7 @@ pub const OP: crate::op::Op = crate::op::Op {
     params: &[describe::X, describe::Y],
     scalars: &[],
     dtypes: describe::DTYPES,
+    constraints: crate::op::no_constraints,
     launch: op::launch,
     sample: op::sample,
     error: op::error,

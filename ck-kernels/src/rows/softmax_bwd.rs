@@ -148,6 +148,7 @@ pub const OP: crate::op::Op = crate::op::Op {
     ],
     scalars: &[],
     dtypes: describe::DTYPES,
+    constraints: crate::op::no_constraints,
     launch: op::launch,
     sample: op::sample,
     error: op::error,

@@ -1,0 +1,303 @@
+//! The attention forward as an operator of the registry ([`OP`], listed in [`OPS`]): what
+//! `ck run attention` (`.npy` files), `ck run attention-bf16 --n N` (a seeded check),
+//! `ck cross-check` and `ck_rs.attention` call.
+//!
+//! For example one query row against two keys (`D = 64`, the default scale `1/√64 = 1/8`): q
+//! is all 1, key 0 all 1 (score 64/8 = 8), key 1 all 0 (score 0); values all 1 and all 3:
+//!
+//! ```
+//! use ck_kernels::op::HostCall;
+//! let device = ck_core::host::Device::emulator();
+//! let q = [1.0; 64];
+//! let k: Vec<f32> = (0..128).map(|i| if i < 64 { 1.0 } else { 0.0 }).collect();
+//! let v: Vec<f32> = (0..128).map(|i| if i < 64 { 1.0 } else { 3.0 }).collect();
+//! let out = HostCall::new(&ck_kernels::attention::describe::OP)
+//!     .input("q", &q, &[1, 1, 1, 64])
+//!     .input("k", &k, &[1, 1, 2, 64])
+//!     .input("v", &v, &[1, 1, 2, 64])
+//!     .output("lse")
+//!     .run(&device)
+//!     .unwrap();
+//! // p = softmax(8, 0) = (0.999665, 0.000335): o = 1 · p₀ + 3 · p₁ = 1.000671 (bf16: 1.0);
+//! // lse = ln(e⁸ + 1) = 8.000335.
+//! assert_eq!(out.output("o").unwrap()[0], 1.0);
+//! assert!((out.output("lse").unwrap()[0] - 8.000_335).abs() < 1e-3);
+//! ```
+
+use super::host::{self, Options, Shape};
+use crate::op::{
+    norm_relative_error, worst, Dim, Dtype, Elem, HostOutput, Launch, Launched, Op, Param, Rng,
+    Role, Scalar, ScalarRule, Sizes,
+};
+use ck_core::device::Bf16;
+use ck_core::host::{Device, DeviceBuffer};
+
+/// The family's operators, as the registry lists them.
+pub const OPS: &[&Op] = &[&OP];
+
+const B: Dim = Dim::Sym("B");
+const H: Dim = Dim::Sym("H");
+const HKV: Dim = Dim::Sym("Hkv");
+const SQ: Dim = Dim::Sym("Sq");
+const SK: Dim = Dim::Sym("Sk");
+const D: Dim = Dim::Sym("D");
+
+const fn tensor(name: &'static str, role: Role, dims: &'static [Dim], doc: &'static str) -> Param {
+    Param {
+        name,
+        flag: name,
+        role,
+        elem: Elem::Op,
+        dims,
+        alt: None,
+        doc,
+    }
+}
+
+/// O within 1e-2 norm-wise of fp64 on the bf16-rounded inputs (bf16 O and P).
+pub const O_TOLERANCE: f64 = 1e-2;
+/// The log-sum-exp within 1e-3 of fp64, relative to max(1, |LSE|).
+pub const LSE_TOLERANCE: f64 = 1e-3;
+
+/// `attention`: `o = softmax(scale · q·kᵀ + mask) · v` and the row log-sum-exp.
+pub const OP: Op = Op {
+    name: "attention",
+    summary: "Attention forward: o = softmax(scale · q·kᵀ + mask) · v and the row log-sum-exp",
+    params: &[
+        tensor(
+            "q",
+            Role::Input,
+            &[B, H, SQ, D],
+            "q, [B, H, Sq, D] (D 64 or 128)",
+        ),
+        tensor(
+            "k",
+            Role::Input,
+            &[B, HKV, SK, D],
+            "k, [B, Hkv, Sk, D] (Hkv dividing H: grouped-query attention)",
+        ),
+        tensor("v", Role::Input, &[B, HKV, SK, D], "v, [B, Hkv, Sk, D]"),
+        Param {
+            name: "o",
+            flag: "output",
+            role: Role::Output,
+            elem: Elem::Op,
+            dims: &[B, H, SQ, D],
+            alt: Some(("o_seq_first", &[B, SQ, H, D])),
+            doc: "o, [B, H, Sq, D] ([B, Sq, H, D] with o_seq_first)",
+        },
+        Param {
+            name: "lse",
+            flag: "lse",
+            role: Role::OptionalOutput,
+            elem: Elem::F32,
+            dims: &[B, H, SQ],
+            alt: None,
+            doc: "the row log-sum-exp, [B, H, Sq] (−∞ for a row that sees no key)",
+        },
+    ],
+    scalars: &[
+        Scalar {
+            name: "scale",
+            default: None,
+            rule: ScalarRule::Positive,
+            doc: "the scores' scale [default: 1/√D]",
+        },
+        Scalar {
+            name: "causal",
+            default: Some(0.0),
+            rule: ScalarRule::Flag,
+            doc: "query row i sees keys j ≤ i + Sk − Sq (the mask aligned bottom-right)",
+        },
+        Scalar {
+            name: "o_seq_first",
+            default: Some(0.0),
+            rule: ScalarRule::Flag,
+            doc: "o as [B, Sq, H, D], what an output projection reads as [B·Sq, H·D]",
+        },
+    ],
+    // The kernels read bf16; f32 values are rounded to it on the way in, o widened on the way out.
+    dtypes: &[Dtype::Bf16, Dtype::F32],
+    constraints: |s| shape(s).check(),
+    launch,
+    sample,
+    error,
+    tolerance: |_| O_TOLERANCE,
+    cases,
+    bytes: |s, d| {
+        let sh = shape(s);
+        (2 * sh.q_len() + 2 * sh.kv_len()) as f64 * d.bytes() as f64
+    },
+};
+
+/// The problem of bound sizes.
+fn shape(s: &Sizes) -> Shape {
+    Shape {
+        batch: s.u32("B"),
+        heads: s.u32("H"),
+        kv_heads: s.u32("Hkv"),
+        sq: s.u32("Sq"),
+        sk: s.u32("Sk"),
+        head_dim: s.u32("D"),
+    }
+}
+
+fn options(flag: impl Fn(&str) -> bool, scale: Option<f32>) -> Options {
+    Options {
+        causal: flag("causal"),
+        scale,
+        o_seq_first: flag("o_seq_first"),
+    }
+}
+
+fn launch(d: &Device, l: &mut Launch) -> Launched {
+    let (shape, options) = (shape(&l.sizes), options(|f| l.flag(f), l.given("scale")));
+    let mut lse = l.take::<f32>(d, "lse")?;
+    if lse.is_empty() {
+        lse = DeviceBuffer::zeros(d, shape.lse_len())?; // not asked for: the kernel writes it
+    }
+    let stats = match l.dtype {
+        Dtype::Bf16 => {
+            let mut o = l.take::<Bf16>(d, "o")?;
+            let qkv = (l.input("q")?, l.input("k")?, l.input("v")?);
+            let stats = host::launch(d, qkv, &mut o, &mut lse, shape, options);
+            l.put("o", o);
+            stats
+        }
+        Dtype::F32 => {
+            let bf16 = |name| host::upload_bf16(d, &l.input::<f32>(name)?.to_vec()?);
+            let (q, k, v) = (bf16("q")?, bf16("k")?, bf16("v")?);
+            let mut ob = DeviceBuffer::<Bf16>::zeros(d, shape.q_len())?;
+            let stats = host::launch(d, (&q, &k, &v), &mut ob, &mut lse, shape, options)?;
+            let wide: Vec<f32> = ob.to_vec()?.iter().map(|x| x.to_f32()).collect();
+            let mut o = l.take::<f32>(d, "o")?;
+            o.copy_from(&DeviceBuffer::from_slice(d, &wide)?)?;
+            l.put("o", o);
+            Ok(stats)
+        }
+    };
+    l.put("lse", lse);
+    stats
+}
+
+/// q in [−2, 2] (peaked rows), k and v in [−1, 1].
+fn sample(s: &Sizes, rng: &mut Rng) -> Vec<Vec<f32>> {
+    let sh = shape(s);
+    vec![
+        rng.values(sh.q_len(), 2.0, 0.0),
+        rng.values(sh.kv_len(), 1.0, 0.0),
+        rng.values(sh.kv_len(), 1.0, 0.0),
+    ]
+}
+
+/// O's norm-wise error against fp64 on the inputs rounded to bf16, or the LSE's error in O's
+/// units (times [`O_TOLERANCE`] / [`LSE_TOLERANCE`]) where that is larger.
+fn error(out: &HostOutput) -> f64 {
+    let (sh, options) = (
+        shape(&out.sizes),
+        options(|f| out.flag(f), out.given("scale")),
+    );
+    let bf16 = |name| -> Vec<f32> {
+        out.input(name)
+            .iter()
+            .map(|&v| Dtype::Bf16.round(v))
+            .collect()
+    };
+    let (want_o, want_lse) = host::reference((&bf16("q"), &bf16("k"), &bf16("v")), sh, options);
+    let Some(o) = out.output("o") else {
+        return f64::NAN;
+    };
+    let o = match options.o_seq_first {
+        true => seq_first_to_heads_first(o, sh),
+        false => o.to_vec(),
+    };
+    let lse_err = out
+        .output("lse")
+        .map_or(0.0, |lse| lse_error(lse, &want_lse));
+    let lse_in_o_units = lse_err * (O_TOLERANCE / LSE_TOLERANCE);
+    worst(norm_relative_error(&o, &want_o), lse_in_o_units)
+}
+
+/// `[B, Sq, H, D]` values as `[B, H, Sq, D]`.
+fn seq_first_to_heads_first(o: &[f32], sh: Shape) -> Vec<f32> {
+    let [b, h, sq, d] = [sh.batch, sh.heads, sh.sq, sh.head_dim].map(|x| x as usize);
+    let mut out = vec![0.0; o.len()];
+    for (i, row) in out.chunks_mut(d).enumerate() {
+        let (bi, hi, si) = (i / (h * sq), i / sq % h, i % sq);
+        row.copy_from_slice(&o[((bi * sq + si) * h + hi) * d..][..d]);
+    }
+    debug_assert_eq!(out.len(), b * h * sq * d);
+    out
+}
+
+/// The largest LSE error relative to max(1, |LSE|); infinite where a row that sees no key is
+/// not −∞ (or one that does is), NaN for a NaN.
+fn lse_error(got: &[f32], want: &[f64]) -> f64 {
+    if got.len() != want.len() {
+        return f64::NAN;
+    }
+    let row = |(&g, &w): (&f32, &f64)| match (g as f64, w) {
+        (g, _) if g.is_nan() => f64::NAN,
+        (g, w) if w == f64::NEG_INFINITY || g == f64::NEG_INFINITY => {
+            if g == w {
+                0.0
+            } else {
+                f64::INFINITY
+            }
+        }
+        (g, w) => (g - w).abs() / w.abs().max(1.0),
+    };
+    got.iter().zip(want).map(row).fold(0.0, worst)
+}
+
+/// `ck run attention-DTYPE --n N`: 4 query heads on 2 key/value heads, 257 queries against N
+/// keys (at most 16384), head dim 128, causal. `ck cross-check`: both head dims, causal with
+/// `Sq ≠ Sk` (rows above the corner see no key), grouped heads, O in either layout.
+fn cases(n: Option<u32>) -> Vec<Sizes> {
+    let problem = |(b, h, hkv): (usize, usize, usize), (sq, sk, d): (usize, usize, usize)| {
+        let s = Sizes::default().with("B", b).with("H", h).with("Hkv", hkv);
+        s.with("Sq", sq).with("Sk", sk).with("D", d)
+    };
+    match n {
+        Some(n) => {
+            vec![problem((1, 4, 2), (257, n.clamp(1, 16384) as usize, 128)).with_flag("causal")]
+        }
+        None => vec![
+            problem((2, 2, 1), (1, 1, 64)),
+            problem((2, 2, 1), (130, 257, 64)).with_flag("causal"),
+            problem((2, 2, 1), (257, 130, 128)).with_flag("causal"),
+            problem((2, 2, 1), (17, 300, 128)).with_flag("o_seq_first"),
+        ],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_seq_first_layout_maps_back_element_by_element() {
+        // B 1, H 2, Sq 3, D 1: [B, Sq, H] = (s0h0, s0h1, s1h0, s1h1, s2h0, s2h1).
+        let sh = Shape {
+            batch: 1,
+            heads: 2,
+            kv_heads: 1,
+            sq: 3,
+            sk: 1,
+            head_dim: 1,
+        };
+        let o = seq_first_to_heads_first(&[0.0, 10.0, 1.0, 11.0, 2.0, 12.0], sh);
+        assert_eq!(o, [0.0, 1.0, 2.0, 10.0, 11.0, 12.0]);
+    }
+
+    #[test]
+    fn a_row_without_keys_must_be_minus_infinity() {
+        let inf = f64::NEG_INFINITY;
+        assert_eq!(lse_error(&[f32::NEG_INFINITY, 2.0], &[inf, 2.0]), 0.0);
+        assert_eq!(lse_error(&[0.0], &[inf]), f64::INFINITY);
+        assert_eq!(lse_error(&[f32::NEG_INFINITY], &[1.0]), f64::INFINITY);
+        assert!(lse_error(&[f32::NAN], &[1.0]).is_nan());
+        // 3.003 against 3: 1e-3 relative to 3.
+        assert!((lse_error(&[3.003], &[3.0]) - 1e-3).abs() < 1e-6);
+    }
+}
