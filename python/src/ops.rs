@@ -791,60 +791,6 @@ fn expect_bf16_on_gpu(be: &Backend, tensors: &[&Tensor<'_>], what: &str) -> PyRe
     }
 }
 
-/// Attention forward: `o = softmax(scale · q·kᵀ + mask) · v` and the row log-sum-exp into
-/// `lse` (float32). q, k, v and o are bfloat16 (float32 on the emulator too: rounded to
-/// bfloat16 before the kernel, `o` widened after it).
-#[pyfunction]
-#[pyo3(signature = (q, k, v, o, lse, causal=false, scale=None, stream=None, o_seq_first=false))]
-#[allow(clippy::too_many_arguments)]
-pub fn attention(
-    q: &Bound<'_, PyAny>,
-    k: &Bound<'_, PyAny>,
-    v: &Bound<'_, PyAny>,
-    o: &Bound<'_, PyAny>,
-    lse: &Bound<'_, PyAny>,
-    causal: bool,
-    scale: Option<f32>,
-    stream: Option<u64>,
-    o_seq_first: bool,
-) -> PyResult<()> {
-    let (q, k, v) = (tensor("q", q)?, tensor("k", k)?, tensor("v", v)?);
-    let (o, lse) = (tensor("o", o)?, tensor("lse", lse)?);
-    let shape = attention_shape(&q, &k, &v)?;
-    let [batch, heads, sq, d] =
-        [shape.batch, shape.heads, shape.sq, shape.head_dim].map(|x| x as usize);
-    if o_seq_first {
-        expect_shape(&o, &[batch, sq, heads, d])?;
-    } else {
-        expect_shape(&o, q.shape())?;
-    }
-    expect_f32_lse(&lse, &[batch, heads, sq])?;
-    let options = kernels::attention::host::Options {
-        causal,
-        scale,
-        o_seq_first,
-    };
-    let all = [&q, &k, &v, &o, &lse];
-    // SAFETY: `stream` is the handle `ck_rs` passes: torch's current stream of the tensors'
-    // device, which torch keeps alive while work is queued on it.
-    let be = unsafe { Backend::of(&all, stream)? };
-    let bf16 = "attention on the GPU takes bfloat16 q, k, v and o";
-    expect_bf16_on_gpu(&be, &[&q, &k, &v, &o], bf16)?;
-    let (qb, kb, vb) = (be.bf16(&q)?, be.bf16(&k)?, be.bf16(&v)?);
-    let (mut ob, mut lb) = (be.bf16(&o)?, be.buffer::<f32>(&lse)?);
-    kernels::attention::host::launch(
-        be.device(),
-        (&qb, &kb, &vb),
-        &mut ob,
-        &mut lb,
-        shape,
-        options,
-    )
-    .map_err(launch_error)?;
-    be.finish_bf16(&ob, &o)?;
-    be.finish(&lb, &lse)
-}
-
 /// Attention forward on a fused QKV projection's output, read in place (see
 /// `ck_rs.attention_qkv`): `qkv` `[batch, seq, heads + 2·kv_heads, D]`, `o` `[batch, seq,
 /// heads, D]`, `lse` `[batch, heads, seq]` float32.
