@@ -3,7 +3,7 @@
 //! OP-DTYPE` and `ck cross-check` run), and its description consistent with the front ends.
 
 use ck_core::host::Device;
-use ck_kernels::op::{check, Dim, Role};
+use ck_kernels::op::{check, Dim, Role, ScalarRule};
 use ck_kernels::registry;
 
 #[test]
@@ -32,7 +32,8 @@ fn descriptions_are_well_formed() {
         let inputs = op.params.iter().filter(|p| p.role == Role::Input).count();
         assert_eq!(first_output, Some(inputs), "{}: inputs first", op.name);
         for p in op.params {
-            // `Rows` only leads a rule, and every symbol an output names an input sets.
+            // `Rows` only leads a rule, and every symbol an output names an input (or a count
+            // scalar) sets.
             assert!(!p.dims[1..].contains(&Dim::Rows), "{}.{}", op.name, p.name);
             for d in p.dims {
                 let same = |e: &Dim| {
@@ -40,7 +41,9 @@ fn descriptions_are_well_formed() {
                         || (e.symbol().is_some()
                             && e.symbol().map(|s| s.0) == d.symbol().map(|s| s.0))
                 };
-                let set = op.inputs().any(|i| i.dims.iter().any(same));
+                let counted = |s: &ck_kernels::op::Scalar| matches!(s.rule, ScalarRule::Count(c) if d.symbol().map(|s| s.0) == Some(c));
+                let set =
+                    op.inputs().any(|i| i.dims.iter().any(same)) || op.scalars.iter().any(counted);
                 assert!(set, "{}.{}: {d:?} is set by no input", op.name, p.name);
             }
         }
@@ -95,4 +98,31 @@ fn a_flag_switches_a_layout_and_constraints_are_checked_after_the_rules() {
         false,
     );
     assert_eq!(e.unwrap_err().rule(), ck_core::rules::GQA_HEADS);
+}
+
+#[test]
+fn a_count_scalar_sets_its_symbol_and_the_stacked_heads_must_add_up() {
+    use ck_kernels::op::bind::bind;
+    let op = registry::find("attention_qkv").unwrap();
+    let qkv: &[usize] = &[1, 5, 8, 64]; // 4 + 2·2 heads
+                                        // Scalars in order: heads, kv_heads, scale (NaN: derived), causal.
+    let sizes = bind(op, &[("qkv", qkv)], &[4.0, 2.0, f32::NAN, 1.0], false).unwrap();
+    assert_eq!(sizes.shape_of(op.param("o").unwrap()), [1, 5, 4, 64]);
+    assert_eq!(sizes.shape_of(op.param("lse").unwrap()), [1, 4, 5]);
+    let e = bind(op, &[("qkv", qkv)], &[4.0, 1.0, f32::NAN, 0.0], false).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("`qkv` stacks 8 heads; heads + 2·kv_heads is 6"),
+        "{e}"
+    );
+    // An `o` of the wrong head count names the scalar that set H.
+    let o: &[usize] = &[1, 5, 2, 64];
+    let e = bind(
+        op,
+        &[("qkv", qkv), ("o", o)],
+        &[4.0, 2.0, f32::NAN, 0.0],
+        true,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("(H = 4, from `heads`)"), "{e}");
 }

@@ -793,16 +793,8 @@ def attention_qkv(qkv, heads, kv_heads, *, causal=False, scale=None, return_lse=
     qkv4 = qkv.reshape(b, s, all_heads, d)
     o = c.empty((b, s, heads, d), qkv)
     lse = c.empty((b, heads, s), qkv, float32=True)
-    _native.attention_qkv(
-        c.capsule(qkv4),
-        c.capsule(o),
-        c.capsule(lse),
-        heads,
-        kv_heads,
-        bool(causal),
-        None if scale is None else float(scale),
-        c.stream,
-    )
+    scale = None if scale is None else float(scale)
+    c.run("attention_qkv", (qkv4, o, lse), (float(heads), float(kv_heads), scale, float(bool(causal))))
     if widen:
         o = o.float()
     return (o, lse) if return_lse else o

@@ -392,6 +392,8 @@ def _register(desc):
     for s in desc["scalars"]:
         if s["kind"] == "flag":
             args.append(f"bool {s['name']}={s['default']!r}")
+        elif s["kind"] == "count":
+            args.append(f"int {s['name']}")
         elif s["default"] is None:  # derived by the operator
             args.append(f"float? {s['name']}=None")
         else:

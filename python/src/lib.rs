@@ -19,7 +19,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::rope_qkv, m)?)?;
     m.add_function(wrap_pyfunction!(ops::qkv_projection, m)?)?;
     m.add_function(wrap_pyfunction!(ops::grouped_mm, m)?)?;
-    m.add_function(wrap_pyfunction!(ops::attention_qkv, m)?)?;
     m.add_function(wrap_pyfunction!(ops::attention_backward, m)?)?;
     m.add_function(wrap_pyfunction!(ops::attention_backward_workspace, m)?)?;
     m.add_function(wrap_pyfunction!(ops::attention_kvcache, m)?)?;

@@ -175,8 +175,9 @@ pub fn call(
 /// The registry's descriptions as Python values: a list of dicts `{name, summary, dtypes,
 /// params: [{name, role, elem, dims}], scalars: [{name, kind, default}]}`, where `role` is
 /// `input`, `output` or `optional_output`, `elem` `op` or `f32`, `dims` a list of symbol names
-/// with `...` for the rows' leading dimensions, `kind` `float` or `flag` (a bool), and `default`
-/// `None` where the operator derives the value. A tensor whose layout a flag switches has
+/// with `...` for the rows' leading dimensions, `kind` `float`, `flag` (a bool) or `count` (an
+/// int setting a shape symbol), and `default` `None` where the operator derives the value (or,
+/// for a count, the caller must give it). A tensor whose layout a flag switches has
 /// `alt: (flag, dims)`.
 #[pyfunction]
 pub fn operators(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
@@ -212,7 +213,12 @@ pub fn operators(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
             let sd = PyDict::new(py);
             sd.set_item("name", s.name)?;
             let flag = s.rule == ScalarRule::Flag;
-            sd.set_item("kind", if flag { "flag" } else { "float" })?;
+            let kind = match s.rule {
+                ScalarRule::Flag => "flag",
+                ScalarRule::Count(_) => "count",
+                _ => "float",
+            };
+            sd.set_item("kind", kind)?;
             match s.default {
                 Some(v) if flag => sd.set_item("default", v != 0.0)?,
                 v => sd.set_item("default", v)?,

@@ -257,8 +257,8 @@ fn bench_op(
 
 /// `op`'s call on `inputs` (rounded to `dtype`) with its outputs, on `device`; optional outputs
 /// given where `optional` (attention's log-sum-exp, which the kernel writes either way), else
-/// left out (as in the row operators' peers); the flags of `sizes` on, the other scalars their
-/// defaults.
+/// left out (as in the row operators' peers); the scalars `sizes` implies
+/// ([`Op::scalars_for`]).
 pub(crate) fn on_device(
     op: &'static Op,
     device: &Device,
@@ -286,13 +286,12 @@ pub(crate) fn on_device(
         };
         buffers.push(Some(Buffer::from_f32(device, dt, &v)?));
     }
-    let scalars = op.scalars.iter();
-    let scalars = scalars.map(|s| if sizes.flag(s.name) { 1.0 } else { s.initial() });
+    let scalars = op.scalars_for(sizes);
     Ok(Launch::new(
         op.signature(),
         dtype,
         sizes.clone(),
-        scalars.collect(),
+        scalars,
         buffers,
     ))
 }

@@ -62,6 +62,10 @@ fn file_command(op: &'static Op) -> Command {
         let arg = Arg::new(s.name).long(s.name.replace('_', "-"));
         cmd = cmd.arg(match (s.rule, s.default) {
             (ScalarRule::Flag, _) => arg.action(ArgAction::SetTrue).help(capitalised(s.doc)),
+            (ScalarRule::Count(_), _) => {
+                let help = capitalised(s.doc);
+                arg.value_name("N").required(true).help(help)
+            }
             (_, default) => {
                 // A derived default is in the doc (`[default: 1/√D]`).
                 let default = default.map(|v| format!(" [default: {v:e}]"));

@@ -1,6 +1,7 @@
-//! The attention forward as an operator of the registry ([`OP`], listed in [`OPS`]): what
-//! `ck run attention` (`.npy` files), `ck run attention-bf16 --n N` (a seeded check),
-//! `ck cross-check` and `ck_rs.attention` call.
+//! The attention forward as operators of the registry ([`OP`] on Q, K and V; [`QKV`] on a fused
+//! projection's output; listed in [`OPS`]): what `ck run attention` (`.npy` files),
+//! `ck run attention-bf16 --n N` (a seeded check), `ck cross-check`, `ck bench attention` and
+//! `ck_rs.attention` / `ck_rs.attention_qkv` call.
 //!
 //! For example one query row against two keys (`D = 64`, the default scale `1/√64 = 1/8`): q
 //! is all 1, key 0 all 1 (score 64/8 = 8), key 1 all 0 (score 0); values all 1 and all 3:
@@ -30,10 +31,10 @@ use crate::op::{
     Role, Scalar, ScalarRule, Sizes,
 };
 use ck_core::device::Bf16;
-use ck_core::host::{Device, DeviceBuffer};
+use ck_core::host::{Device, DeviceBuffer, LaunchError};
 
 /// The family's operators, as the registry lists them.
-pub const OPS: &[&Op] = &[&OP];
+pub const OPS: &[&Op] = &[&OP, &QKV];
 
 const B: Dim = Dim::Sym("B");
 const H: Dim = Dim::Sym("H");
@@ -41,6 +42,7 @@ const HKV: Dim = Dim::Sym("Hkv");
 const SQ: Dim = Dim::Sym("Sq");
 const SK: Dim = Dim::Sym("Sk");
 const D: Dim = Dim::Sym("D");
+const S: Dim = Dim::Sym("S");
 
 const fn tensor(name: &'static str, role: Role, dims: &'static [Dim], doc: &'static str) -> Param {
     Param {
@@ -58,6 +60,20 @@ const fn tensor(name: &'static str, role: Role, dims: &'static [Dim], doc: &'sta
 pub const O_TOLERANCE: f64 = 1e-2;
 /// The log-sum-exp within 1e-3 of fp64, relative to max(1, |LSE|).
 pub const LSE_TOLERANCE: f64 = 1e-3;
+
+const SCALE: Scalar = Scalar {
+    name: "scale",
+    default: None,
+    rule: ScalarRule::Positive,
+    doc: "the scores' scale [default: 1/√D]",
+};
+
+const CAUSAL: Scalar = Scalar {
+    name: "causal",
+    default: Some(0.0),
+    rule: ScalarRule::Flag,
+    doc: "query row i sees keys j ≤ i + Sk − Sq (the mask aligned bottom-right)",
+};
 
 /// `attention`: `o = softmax(scale · q·kᵀ + mask) · v` and the row log-sum-exp.
 pub const OP: Op = Op {
@@ -97,18 +113,8 @@ pub const OP: Op = Op {
         },
     ],
     scalars: &[
-        Scalar {
-            name: "scale",
-            default: None,
-            rule: ScalarRule::Positive,
-            doc: "the scores' scale [default: 1/√D]",
-        },
-        Scalar {
-            name: "causal",
-            default: Some(0.0),
-            rule: ScalarRule::Flag,
-            doc: "query row i sees keys j ≤ i + Sk − Sq (the mask aligned bottom-right)",
-        },
+        SCALE,
+        CAUSAL,
         Scalar {
             name: "o_seq_first",
             default: Some(0.0),
@@ -130,6 +136,146 @@ pub const OP: Op = Op {
     },
 };
 
+/// `attention_qkv`: [`OP`] on a fused QKV projection's output read in place,
+/// [`host::launch_fused`].
+pub const QKV: Op = Op {
+    name: "attention_qkv",
+    summary: "Attention forward on a fused QKV projection's output, read in place",
+    params: &[
+        tensor(
+            "qkv",
+            Role::Input,
+            &[B, S, Dim::Sym("Hall"), D],
+            "qkv, [B, S, H + 2·Hkv, D]: each token's query, key and value heads",
+        ),
+        Param {
+            name: "o",
+            flag: "output",
+            role: Role::Output,
+            elem: Elem::Op,
+            dims: &[B, S, H, D],
+            alt: None,
+            doc: "o, [B, S, H, D] (flattened, [B, S, H·D]: what the output projection reads)",
+        },
+        Param {
+            name: "lse",
+            flag: "lse",
+            role: Role::OptionalOutput,
+            elem: Elem::F32,
+            dims: &[B, H, S],
+            alt: None,
+            doc: "the row log-sum-exp, [B, H, S]",
+        },
+    ],
+    scalars: &[
+        Scalar {
+            name: "heads",
+            default: None,
+            rule: ScalarRule::Count("H"),
+            doc: "H, the query heads",
+        },
+        Scalar {
+            name: "kv_heads",
+            default: None,
+            rule: ScalarRule::Count("Hkv"),
+            doc: "Hkv, the key/value heads (dividing H)",
+        },
+        SCALE,
+        CAUSAL,
+    ],
+    dtypes: &[Dtype::Bf16, Dtype::F32],
+    constraints: |s| {
+        let (all, h, hkv) = (s.get("Hall"), s.get("H"), s.get("Hkv"));
+        if all != h + 2 * hkv {
+            return Err(LaunchError::invalid(
+                ck_core::rules::SHAPE_MISMATCH,
+                format!(
+                    "`qkv` stacks {all} heads; heads + 2·kv_heads is {}",
+                    h + 2 * hkv
+                ),
+            ));
+        }
+        fused_shape(s).check()
+    },
+    launch: |d, l| {
+        let shape = fused_shape(&l.sizes);
+        let options = Options {
+            o_seq_first: true,
+            ..options(|f| l.flag(f), l.given("scale"))
+        };
+        launch_bf16(d, l, &["qkv"], shape, |d, x, o, lse| {
+            host::launch_fused(d, x[0], o, lse, shape, options)
+        })
+    },
+    sample: |s, rng| {
+        let len: usize = [s.get("B"), s.get("S"), s.get("Hall"), s.get("D")]
+            .iter()
+            .product();
+        vec![rng.values(len, 1.5, 0.0)]
+    },
+    error: |out| {
+        let sh = fused_shape(&out.sizes);
+        let options = Options {
+            o_seq_first: true,
+            ..options(|f| out.flag(f), out.given("scale"))
+        };
+        let (q, k, v) = unstack(out.input("qkv"), sh);
+        judge(out, (&q, &k, &v), sh, options)
+    },
+    tolerance: |_| O_TOLERANCE,
+    cases: |n| {
+        let problem = |b: usize, s: usize, (h, hkv): (usize, usize), d: usize| {
+            let sizes = Sizes::default()
+                .with("B", b)
+                .with("S", s)
+                .with("Hall", h + 2 * hkv);
+            sizes.with("H", h).with("Hkv", hkv).with("D", d)
+        };
+        match n {
+            Some(n) => vec![problem(1, n.clamp(1, 4096) as usize, (4, 2), 128).with_flag("causal")],
+            None => vec![
+                problem(2, 130, (2, 1), 64).with_flag("causal"),
+                problem(1, 257, (4, 2), 128),
+            ],
+        }
+    },
+    bytes: |s, d| {
+        let sh = fused_shape(s);
+        let qkv = sh.q_len() + 2 * sh.kv_len();
+        (qkv + sh.q_len()) as f64 * d.bytes() as f64
+    },
+};
+
+/// The fused problem of bound sizes: one sequence length `S` for queries and keys.
+fn fused_shape(s: &Sizes) -> Shape {
+    Shape {
+        batch: s.u32("B"),
+        heads: s.u32("H"),
+        kv_heads: s.u32("Hkv"),
+        sq: s.u32("S"),
+        sk: s.u32("S"),
+        head_dim: s.u32("D"),
+    }
+}
+
+/// Q, K and V as `[B, H(kv), S, D]` from `qkv` `[B, S, H + 2·Hkv, D]`.
+fn unstack(qkv: &[f32], sh: Shape) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let [h, hkv, s, d] = [sh.heads, sh.kv_heads, sh.sq, sh.head_dim].map(|x| x as usize);
+    let all = h + 2 * hkv;
+    let heads = |first: usize, count: usize| -> Vec<f32> {
+        let mut out = Vec::with_capacity(qkv.len() / all * count);
+        for b in 0..sh.batch as usize {
+            for head in first..first + count {
+                for t in 0..s {
+                    out.extend_from_slice(&qkv[((b * s + t) * all + head) * d..][..d]);
+                }
+            }
+        }
+        out
+    };
+    (heads(0, h), heads(h, hkv), heads(h + hkv, hkv))
+}
+
 /// The problem of bound sizes.
 fn shape(s: &Sizes) -> Shape {
     Shape {
@@ -142,33 +288,65 @@ fn shape(s: &Sizes) -> Shape {
     }
 }
 
+/// The options every attention operator has (`causal`, `scale`), O in `[B, H, Sq, D]`.
 fn options(flag: impl Fn(&str) -> bool, scale: Option<f32>) -> Options {
     Options {
         causal: flag("causal"),
         scale,
+        o_seq_first: false,
+    }
+}
+
+/// [`OP`]'s options: O's layout is its flag.
+fn options_of(flag: impl Fn(&str) -> bool, scale: Option<f32>) -> Options {
+    Options {
         o_seq_first: flag("o_seq_first"),
+        ..options(flag, scale)
     }
 }
 
 fn launch(d: &Device, l: &mut Launch) -> Launched {
-    let (shape, options) = (shape(&l.sizes), options(|f| l.flag(f), l.given("scale")));
+    let (shape, options) = (shape(&l.sizes), options_of(|f| l.flag(f), l.given("scale")));
+    launch_bf16(d, l, &["q", "k", "v"], shape, |d, x, o, lse| {
+        host::launch(d, (x[0], x[1], x[2]), o, lse, shape, options)
+    })
+}
+
+/// Runs `kernel` on the inputs `names` as bf16 buffers, `o` and the log-sum-exp: a bf16 call's
+/// own buffers, an f32 call's rounded on the host (and `o` widened back); a log-sum-exp not
+/// asked for goes to a scratch buffer (the kernels write it either way).
+fn launch_bf16(
+    d: &Device,
+    l: &mut Launch,
+    names: &[&str],
+    shape: Shape,
+    kernel: impl FnOnce(
+        &Device,
+        &[&DeviceBuffer<Bf16>],
+        &mut DeviceBuffer<Bf16>,
+        &mut DeviceBuffer<f32>,
+    ) -> Launched,
+) -> Launched {
     let mut lse = l.take::<f32>(d, "lse")?;
     if lse.is_empty() {
-        lse = DeviceBuffer::zeros(d, shape.lse_len())?; // not asked for: the kernel writes it
+        lse = DeviceBuffer::zeros(d, shape.lse_len())?;
     }
     let stats = match l.dtype {
         Dtype::Bf16 => {
             let mut o = l.take::<Bf16>(d, "o")?;
-            let qkv = (l.input("q")?, l.input("k")?, l.input("v")?);
-            let stats = host::launch(d, qkv, &mut o, &mut lse, shape, options);
+            let inputs = names.iter().map(|n| l.input::<Bf16>(n));
+            let inputs = inputs.collect::<Result<Vec<_>, _>>()?;
+            let stats = kernel(d, &inputs, &mut o, &mut lse);
             l.put("o", o);
             stats
         }
         Dtype::F32 => {
-            let bf16 = |name| host::upload_bf16(d, &l.input::<f32>(name)?.to_vec()?);
-            let (q, k, v) = (bf16("q")?, bf16("k")?, bf16("v")?);
+            let rounded = names
+                .iter()
+                .map(|n| host::upload_bf16(d, &l.input::<f32>(n)?.to_vec()?))
+                .collect::<Result<Vec<_>, _>>()?;
             let mut ob = DeviceBuffer::<Bf16>::zeros(d, shape.q_len())?;
-            let stats = host::launch(d, (&q, &k, &v), &mut ob, &mut lse, shape, options)?;
+            let stats = kernel(d, &rounded.iter().collect::<Vec<_>>(), &mut ob, &mut lse)?;
             let wide: Vec<f32> = ob.to_vec()?.iter().map(|x| x.to_f32()).collect();
             let mut o = l.take::<f32>(d, "o")?;
             o.copy_from(&DeviceBuffer::from_slice(d, &wide)?)?;
@@ -195,15 +373,25 @@ fn sample(s: &Sizes, rng: &mut Rng) -> Vec<Vec<f32>> {
 fn error(out: &HostOutput) -> f64 {
     let (sh, options) = (
         shape(&out.sizes),
-        options(|f| out.flag(f), out.given("scale")),
+        options_of(|f| out.flag(f), out.given("scale")),
     );
-    let bf16 = |name| -> Vec<f32> {
-        out.input(name)
-            .iter()
-            .map(|&v| Dtype::Bf16.round(v))
-            .collect()
-    };
-    let (want_o, want_lse) = host::reference((&bf16("q"), &bf16("k"), &bf16("v")), sh, options);
+    judge(
+        out,
+        (out.input("q"), out.input("k"), out.input("v")),
+        sh,
+        options,
+    )
+}
+
+/// [`error`] for Q, K and V `[B, H(kv), S, D]` (f32 values, rounded to bf16 here).
+fn judge(
+    out: &HostOutput,
+    (q, k, v): (&[f32], &[f32], &[f32]),
+    sh: Shape,
+    options: Options,
+) -> f64 {
+    let bf16 = |x: &[f32]| -> Vec<f32> { x.iter().map(|&v| Dtype::Bf16.round(v)).collect() };
+    let (want_o, want_lse) = host::reference((&bf16(q), &bf16(k), &bf16(v)), sh, options);
     let Some(o) = out.output("o") else {
         return f64::NAN;
     };

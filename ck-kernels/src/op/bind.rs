@@ -45,8 +45,10 @@ pub fn bind(
     }
     let mut sizes = Sizes::default();
     for (s, &v) in op.scalars.iter().zip(scalars) {
-        if s.rule == ScalarRule::Flag && v != 0.0 {
-            sizes = sizes.with_flag(s.name);
+        match s.rule {
+            ScalarRule::Flag if v != 0.0 => sizes = sizes.with_flag(s.name),
+            ScalarRule::Count(symbol) => sizes.set(symbol, v as usize, s.name),
+            _ => {}
         }
     }
     let mut lead_from: Option<&str> = None;

@@ -1,6 +1,6 @@
 //! [`Op`]: one operator's description.
 
-use super::{Dtype, HostOutput, Launch, Param, Rng, Role, Scalar, Signature, Sizes};
+use super::{Dtype, HostOutput, Launch, Param, Rng, Role, Scalar, ScalarRule, Signature, Sizes};
 
 /// What a launch returns.
 pub type Launched = Result<ck_core::host::LaunchStats, ck_core::host::LaunchError>;
@@ -53,6 +53,17 @@ impl Op {
             params: self.params,
             scalars: self.scalars,
         }
+    }
+
+    /// The scalars, in order, that the problem `sizes` implies: its flags on, each count the
+    /// symbol it names, the others their defaults (NaN where the operator derives one).
+    pub fn scalars_for(&self, sizes: &Sizes) -> Vec<f32> {
+        let value = |s: &Scalar| match s.rule {
+            ScalarRule::Flag => sizes.flag(s.name) as u8 as f32,
+            ScalarRule::Count(symbol) => sizes.get(symbol) as f32,
+            _ => s.initial(),
+        };
+        self.scalars.iter().map(value).collect()
     }
 
     /// The `ck run` subcommand: the name with `-` for `_`.

@@ -34,14 +34,23 @@ pub fn check_scalar(op: &Op, name: &str, value: f32) -> Result<(), LaunchError> 
         ScalarRule::NonNegative => value.is_finite() && value >= 0.0,
         ScalarRule::Positive => value.is_finite() && value > 0.0,
         ScalarRule::Flag => value == 0.0 || value == 1.0,
+        ScalarRule::Count(_) => value >= 1.0 && value.fract() == 0.0 && value <= 16_777_216.0,
     };
-    if fine || (value.is_nan() && s.default.is_none()) {
+    let count = matches!(s.rule, ScalarRule::Count(_));
+    if fine || (value.is_nan() && s.default.is_none() && !count) {
         return Ok(()); // NaN: not given, the operator derives it
+    }
+    if value.is_nan() && count {
+        return Err(LaunchError::invalid(
+            rules::UNKNOWN_ARGUMENT,
+            format!("{} needs the scalar `{name}` ({})", op.name, s.doc),
+        ));
     }
     let (rule, want) = match s.rule {
         ScalarRule::NonNegative => (rules::BAD_EPS, "a finite, non-negative number"),
         ScalarRule::Positive => (rules::BAD_SCALE, "a positive finite number"),
         ScalarRule::Flag => (rules::UNKNOWN_ARGUMENT, "0 or 1 (off or on)"),
+        ScalarRule::Count(_) => (rules::SHAPE_MISMATCH, "a whole number from 1 to 2^24"),
     };
     Err(LaunchError::invalid(
         rule,
@@ -206,7 +215,7 @@ impl<'a> HostCall<'a> {
 }
 
 /// `op` of element type `dtype` on seeded samples of `sizes` (every optional output computed,
-/// the flags of `sizes` on), judged by its error against fp64 and its tolerance.
+/// the flags of `sizes` on, each count scalar its symbol), judged by its error against fp64 and its tolerance.
 pub fn check(
     device: &Device,
     op: &'static Op,
@@ -217,8 +226,10 @@ pub fn check(
     let inputs = (op.sample)(sizes, &mut Rng(seed.max(1)));
     let shapes: Vec<Vec<usize>> = op.inputs().map(|p| sizes.shape_of(p)).collect();
     let mut call = HostCall::new(op).dtype(dtype).all_outputs();
-    for s in op.scalars.iter().filter(|s| sizes.flag(s.name)) {
-        call = call.scalar(s.name, 1.0);
+    for (s, v) in op.scalars.iter().zip(op.scalars_for(sizes)) {
+        if !v.is_nan() {
+            call = call.scalar(s.name, v);
+        }
     }
     for ((p, v), shape) in op.inputs().zip(&inputs).zip(&shapes) {
         call = call.input(p.name, v, shape);

@@ -85,6 +85,9 @@ pub enum ScalarRule {
     Positive,
     /// A switch, off (0) or on (1): Python's `bool`, `ck run`'s `--NAME` without a value.
     Flag,
+    /// A whole number ≥ 1 that sets the shape symbol it names, for an extent no tensor's shape
+    /// shows (`attention_qkv`'s `heads` is `H`: its `qkv` stacks `H + 2·Hkv` heads).
+    Count(&'static str),
 }
 
 /// A scalar argument, carried as an f32 (a flag as 0 or 1). One that is not given and has no

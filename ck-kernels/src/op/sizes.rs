@@ -109,7 +109,7 @@ impl Sizes {
         self.lead = lead.to_vec();
     }
 
-    /// Binds `name` to `value`, set from the tensor `from`.
+    /// Binds `name` to `value`, set from the tensor (or count scalar) `from`.
     pub(super) fn set(&mut self, name: &'static str, value: usize, from: &'static str) {
         self.syms.push((name, value));
         self.from.push((name, from));
