@@ -126,3 +126,32 @@ fn a_count_scalar_sets_its_symbol_and_the_stacked_heads_must_add_up() {
     .unwrap_err();
     assert!(e.to_string().contains("(H = 4, from `heads`)"), "{e}");
 }
+
+/// A backward over no rows still writes its parameter gradients: sums over no row, zeros (a
+/// problem is skipped only when no output has an element).
+#[test]
+fn no_rows_give_zero_parameter_gradients() {
+    let device = Device::emulator();
+    for name in [
+        "rmsnorm_backward",
+        "add_rmsnorm_backward",
+        "layernorm_backward",
+    ] {
+        let op = registry::find(name).unwrap();
+        let mut call = ck_kernels::op::HostCall::new(op).all_outputs();
+        let ones = [1.0f32; 8];
+        for p in op.inputs() {
+            let shape: &[usize] = match p.dims {
+                [Dim::Rows] => &[0],
+                [Dim::Rows, _] => &[0, 8],
+                _ => &[8],
+            };
+            let values: &[f32] = if shape[0] == 0 { &[] } else { &ones };
+            call = call.input(p.name, values, shape);
+        }
+        let out = call.run(&device).unwrap();
+        for p in op.outputs().filter(|p| p.dims == [Dim::Sym("N")]) {
+            assert_eq!(out.output(p.name), Some(&[0.0; 8][..]), "{name}.{}", p.name);
+        }
+    }
+}

@@ -83,13 +83,14 @@ impl Sizes {
         shape
     }
 
-    /// Whether some output of `params` has no element (then there is nothing to launch). An
-    /// empty input alone is a problem to compute: attention over no keys writes zeros.
+    /// Whether no output of `params` has an element (then there is nothing to launch). An
+    /// empty input alone is a problem to compute: attention over no keys writes zeros, a
+    /// backward over no rows writes zero parameter gradients.
     pub fn is_empty(&self, params: &[Param]) -> bool {
         params
             .iter()
-            .filter(|p| p.role != Role::Input)
-            .any(|p| self.shape_of(p).iter().product::<usize>() == 0)
+            .filter(|p| matches!(p.role, Role::Output | Role::OptionalOutput))
+            .all(|p| self.shape_of(p).iter().product::<usize>() == 0)
     }
 
     /// The shape of `first` (an operator's first tensor) as `257x4096`, for case names.
