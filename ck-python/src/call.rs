@@ -26,6 +26,11 @@ impl TensorElement for i32 {
     const DTYPE: Dtype = Dtype::I32;
 }
 
+/// Unsigned words (counters) in an int32 tensor: the same bits.
+impl TensorElement for u32 {
+    const DTYPE: Dtype = Dtype::I32;
+}
+
 impl TensorElement for E4m3 {
     const DTYPE: Dtype = Dtype::E4m3;
 }

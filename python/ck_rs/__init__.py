@@ -823,22 +823,23 @@ def attention_backward(
     if widen:  # the GPU kernels read bfloat16 in place: convert on the device
         q, k, v, o, dout = (t.to(_torch.bfloat16) for t in (q, k, v, o, dout))
     dq, dk, dv = c.empty(tuple(q.shape), q), c.empty(tuple(k.shape), k), c.empty(tuple(v.shape), v)
-    shape = tuple(q.shape) if len(q.shape) == 4 else (0, 0, 0, 0)
-    rows, sums, counters = _native.attention_backward_workspace(shape[0], shape[1], shape[2], shape[3])
+    scalars = (
+        None if scale is None else float(scale),
+        float(bool(causal)),
+        float(bool(deterministic)),
+        float(out_layout == "bshd"),
+    )
+    inputs = (q, k, v, o, lse, dout)
+    # The scratch, by the description's lengths, from the caller's allocator (CUDA graphs see it).
+    named = [(n, tuple(t.shape)) for n, t in zip(("q", "k", "v", "o", "lse", "dout"), inputs)]
+    *_, rows, sums, counters = _native.shapes("attention_backward", named, scalars)
     if c.torch:
-        rows, sums = (q.new_empty((n,), dtype=_torch.float32) for n in (rows, sums))
-        counters = q.new_empty((counters,), dtype=_torch.int32)
+        rows, sums = (q.new_empty(n, dtype=_torch.float32) for n in (rows, sums))
+        counters = q.new_empty(counters, dtype=_torch.int32)
     else:
         rows, sums = (_np.empty(n, dtype=_np.float32) for n in (rows, sums))
         counters = _np.empty(counters, dtype=_np.int32)
-    _native.attention_backward(
-        *(c.capsule(t) for t in (q, k, v, o, dout, lse, dq, dk, dv, rows, sums, counters)),
-        bool(causal),
-        None if scale is None else float(scale),
-        bool(deterministic),
-        out_layout == "bshd",
-        c.stream,
-    )
+    c.run("attention_backward", (*inputs, dq, dk, dv, rows, sums, counters), scalars)
     if widen:
         dq, dk, dv = dq.float(), dk.float(), dv.float()
     return dq, dk, dv

@@ -12,6 +12,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("KernelFault", m.py().get_type::<ck_python::KernelFault>())?;
     m.add_function(wrap_pyfunction!(registry::call, m)?)?;
     m.add_function(wrap_pyfunction!(registry::operators, m)?)?;
+    m.add_function(wrap_pyfunction!(registry::shapes, m)?)?;
     m.add_function(wrap_pyfunction!(ops::gemm, m)?)?;
     m.add_function(wrap_pyfunction!(ops::linear, m)?)?;
     m.add_function(wrap_pyfunction!(ops::gemm_a_km, m)?)?;
@@ -19,8 +20,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::rope_qkv, m)?)?;
     m.add_function(wrap_pyfunction!(ops::qkv_projection, m)?)?;
     m.add_function(wrap_pyfunction!(ops::grouped_mm, m)?)?;
-    m.add_function(wrap_pyfunction!(ops::attention_backward, m)?)?;
-    m.add_function(wrap_pyfunction!(ops::attention_backward_workspace, m)?)?;
     m.add_function(wrap_pyfunction!(ops::attention_kvcache, m)?)?;
     m.add_function(wrap_pyfunction!(ops::attention_varlen, m)?)?;
     m.add_function(wrap_pyfunction!(ops::decode_splits, m)?)?;

@@ -1,5 +1,6 @@
-//! The GEMM and attention operators as native functions on DLPack capsules (the registry's
-//! operators go through [`crate::registry::call`]). The `ck_rs` Python layer makes the capsules
+//! The GEMM operators and the attention entry points not yet in the registry (varlen, decode
+//! against a KV cache) as native functions on DLPack capsules (the registry's operators go
+//! through [`crate::registry::call`]). The `ck_rs` Python layer makes the capsules
 //! (and allocates the outputs like the inputs), so each function here checks shapes and types,
 //! picks the kernel by element type and runs it where the tensors are.
 
@@ -732,51 +733,6 @@ fn matrix(t: &Tensor<'_>) -> PyResult<[usize; 2]> {
     }
 }
 
-/// The attention problem of `q` `[batch, heads, sq, D]` and `k`, `v` `[batch, kv_heads, sk, D]`.
-fn attention_shape(
-    q: &Tensor<'_>,
-    k: &Tensor<'_>,
-    v: &Tensor<'_>,
-) -> PyResult<kernels::attention::host::Shape> {
-    let four = |t: &Tensor<'_>| -> PyResult<[usize; 4]> {
-        match t.shape()[..] {
-            [b, h, s, d] => Ok([b, h, s, d]),
-            _ => Err(shape_error(t, "give [batch, heads, seq, head_dim]".into())),
-        }
-    };
-    let ([batch, heads, sq, d], [kb, kv_heads, sk, kd]) = (four(q)?, four(k)?);
-    if kb != batch || kd != d {
-        return Err(shape_error(
-            k,
-            format!(
-                "it must be [{batch}, kv_heads, seq_k, {d}] for q {:?}",
-                q.shape()
-            ),
-        ));
-    }
-    expect_shape(v, k.shape())?;
-    Ok(kernels::attention::host::Shape {
-        batch: to_u32("batch", batch)?,
-        heads: to_u32("heads", heads)?,
-        kv_heads: to_u32("kv_heads", kv_heads)?,
-        sq: to_u32("seq_q", sq)?,
-        sk: to_u32("seq_k", sk)?,
-        head_dim: to_u32("head_dim", d)?,
-    })
-}
-
-/// The log-sum-exp: float32 of `shape`.
-fn expect_f32_lse(lse: &Tensor<'_>, shape: &[usize]) -> PyResult<()> {
-    expect_shape(lse, shape)?;
-    if lse.dtype() != Dtype::F32 {
-        return Err(type_error(
-            rules::DTYPE_MISMATCH,
-            format!("`lse` is {}; the log-sum-exp is float32", lse.describe()),
-        ));
-    }
-    Ok(())
-}
-
 /// On a GPU every one of `tensors` must be bfloat16 (the emulator also takes float32).
 fn expect_bf16_on_gpu(be: &Backend, tensors: &[&Tensor<'_>], what: &str) -> PyResult<()> {
     if be.device().is_emulator() {
@@ -789,130 +745,6 @@ fn expect_bf16_on_gpu(be: &Backend, tensors: &[&Tensor<'_>], what: &str) -> PyRe
         )),
         None => Ok(()),
     }
-}
-
-/// Elements of the attention backward's workspace for these sizes: (rows, sums, counters), as
-/// float32, float32 and int32 tensors (see `attention_backward`).
-#[pyfunction]
-pub fn attention_backward_workspace(
-    batch: u32,
-    heads: u32,
-    sq: u32,
-    head_dim: u32,
-) -> (usize, usize, usize) {
-    let shape = kernels::attention::host::Shape {
-        batch,
-        heads,
-        kv_heads: heads,
-        sq,
-        sk: 0,
-        head_dim,
-    };
-    kernels::attention::backward::host::Workspace::lens(&shape)
-}
-
-/// Attention backward: from the forward's `q`, `k`, `v`, `o`, `lse` and the output's gradient
-/// `dout` (like `o`: `[batch, heads, sq, D]`, or with `o_seq_first` `[batch, sq, heads, D]`),
-/// the gradients `dq`, `dk`, `dv` (like `q`, `k`, `v`); `rows`, `sums` and `counters` are the workspace (any contents; sizes from
-/// `attention_backward_workspace`). bfloat16 on the GPU (float32 too on the emulator).
-#[pyfunction]
-#[pyo3(signature = (q, k, v, o, dout, lse, dq, dk, dv, rows, sums, counters, causal=false, scale=None, deterministic=false, o_seq_first=false, stream=None))]
-#[allow(clippy::too_many_arguments)]
-pub fn attention_backward(
-    q: &Bound<'_, PyAny>,
-    k: &Bound<'_, PyAny>,
-    v: &Bound<'_, PyAny>,
-    o: &Bound<'_, PyAny>,
-    dout: &Bound<'_, PyAny>,
-    lse: &Bound<'_, PyAny>,
-    dq: &Bound<'_, PyAny>,
-    dk: &Bound<'_, PyAny>,
-    dv: &Bound<'_, PyAny>,
-    rows: &Bound<'_, PyAny>,
-    sums: &Bound<'_, PyAny>,
-    counters: &Bound<'_, PyAny>,
-    causal: bool,
-    scale: Option<f32>,
-    deterministic: bool,
-    o_seq_first: bool,
-    stream: Option<u64>,
-) -> PyResult<()> {
-    use kernels::attention::backward::host::{launch, Grads, Options, Saved, Workspace};
-    let (q, k, v) = (tensor("q", q)?, tensor("k", k)?, tensor("v", v)?);
-    let (o, dout, lse) = (tensor("o", o)?, tensor("dout", dout)?, tensor("lse", lse)?);
-    let (dq, dk, dv) = (tensor("dq", dq)?, tensor("dk", dk)?, tensor("dv", dv)?);
-    let (rows, sums) = (tensor("rows", rows)?, tensor("sums", sums)?);
-    let counters = tensor("counters", counters)?;
-    let shape = attention_shape(&q, &k, &v)?;
-    expect_shape(&dq, q.shape())?;
-    let o_shape = match (o_seq_first, q.shape()) {
-        (true, &[b, h, s, d]) => vec![b, s, h, d],
-        (_, q) => q.to_vec(),
-    };
-    for t in [&o, &dout] {
-        expect_shape(t, &o_shape)?;
-    }
-    for t in [&dk, &dv] {
-        expect_shape(t, k.shape())?;
-    }
-    let [batch, heads, sq] = [shape.batch, shape.heads, shape.sq].map(|x| x as usize);
-    expect_f32_lse(&lse, &[batch, heads, sq])?;
-    let (n_rows, n_sums, n_counters) = Workspace::lens(&shape);
-    for (t, len, dtype) in [
-        (&rows, n_rows, Dtype::F32),
-        (&sums, n_sums, Dtype::F32),
-        (&counters, n_counters, Dtype::I32),
-    ] {
-        expect_shape(t, &[len])?;
-        if t.dtype() != dtype {
-            return Err(type_error(
-                rules::DTYPE_MISMATCH,
-                format!(
-                    "`{}` is {}; the workspace is float32, float32, int32",
-                    t.name(),
-                    t.describe()
-                ),
-            ));
-        }
-    }
-    let all = [
-        &q, &k, &v, &o, &dout, &lse, &dq, &dk, &dv, &rows, &sums, &counters,
-    ];
-    // SAFETY: as for `attention`.
-    let be = unsafe { Backend::of(&all, stream)? };
-    let bf16 = "the attention backward on the GPU takes bfloat16 q, k, v, o, dout and gradients";
-    expect_bf16_on_gpu(&be, &[&q, &k, &v, &o, &dout, &dq, &dk, &dv], bf16)?;
-    let (qb, kb, vb) = (be.bf16(&q)?, be.bf16(&k)?, be.bf16(&v)?);
-    let (ob, gb, lb) = (be.bf16(&o)?, be.bf16(&dout)?, be.buffer::<f32>(&lse)?);
-    let (mut dqb, mut dkb, mut dvb) = (be.bf16(&dq)?, be.bf16(&dk)?, be.bf16(&dv)?);
-    let mut ws = Workspace {
-        rows: be.buffer::<f32>(&rows)?,
-        sums: be.buffer::<f32>(&sums)?,
-        counters: be.buffer::<u32>(&counters)?,
-    };
-    let saved = Saved {
-        q: &qb,
-        k: &kb,
-        v: &vb,
-        o: &ob,
-        dout: &gb,
-        lse: &lb,
-    };
-    let grads = Grads {
-        dq: &mut dqb,
-        dk: &mut dkb,
-        dv: &mut dvb,
-    };
-    let options = Options {
-        causal,
-        scale,
-        deterministic,
-        o_seq_first,
-    };
-    launch(be.device(), &saved, grads, &mut ws, shape, options).map_err(launch_error)?;
-    be.finish_bf16(&dqb, &dq)?;
-    be.finish_bf16(&dkb, &dk)?;
-    be.finish_bf16(&dvb, &dv)
 }
 
 /// Attention over packed sequences (see `ck_rs.attention_varlen`): `q` and `o` `[total_q, heads,

@@ -38,9 +38,10 @@ fn find(name: &str) -> PyResult<&'static Op> {
 fn call_dtype(op: &Op, call: &Call<'_>) -> PyResult<Dtype> {
     let mut first: Option<(&str, ck_python::Dtype)> = None;
     for t in call.tensors() {
-        // int32 tensors are indices (page tables, lengths): no operator of the registry reads
-        // its values from one.
-        if t.dtype() == ck_python::Dtype::I32 {
+        let p = op.param(t.name()).expect("named by the description");
+        // Other int32 tensors are indices (page tables, lengths): no operator of the registry
+        // reads its values from one; a u32 scratch (counters) is int32 from Python.
+        if t.dtype() == ck_python::Dtype::I32 && p.elem != Elem::U32 {
             return Err(type_error(
                 rules::DTYPE_UNSUPPORTED,
                 format!(
@@ -51,8 +52,14 @@ fn call_dtype(op: &Op, call: &Call<'_>) -> PyResult<Dtype> {
                 ),
             ));
         }
-        let p = op.param(t.name()).expect("named by the description");
         match (p.elem, first) {
+            (Elem::U32, _) if t.dtype() != ck_python::Dtype::I32 => {
+                return Err(type_error(
+                    rules::DTYPE_MISMATCH,
+                    format!("`{}` is {}; it is int32", t.name(), t.describe()),
+                ))
+            }
+            (Elem::U32, _) => {}
             (Elem::F32, _) if t.dtype() != ck_python::Dtype::F32 => {
                 return Err(type_error(
                     rules::DTYPE_MISMATCH,
@@ -155,21 +162,44 @@ pub fn call(
         } else {
             dtype
         };
-        buffers.push(match given {
-            false => None,
-            true => Some(ck_kernels::by_dtype!(elem, T => buffer::<T>(&call, p.name))?),
+        buffers.push(match (given, p.elem) {
+            (false, _) => None,
+            (true, Elem::U32) => Some(buffer::<u32>(&call, p.name)?),
+            (true, _) => Some(ck_kernels::by_dtype!(elem, T => buffer::<T>(&call, p.name))?),
         });
     }
     let mut launch = Launch::new(op.signature(), dtype, sizes, scalars, buffers);
     (op.launch)(call.device(), &mut launch).map_err(launch_error)?;
     for (p, b) in op.params.iter().zip(launch.into_buffers()) {
         match (p.role, b) {
-            (Role::Input, _) | (_, None) => {}
+            (Role::Input | Role::Scratch, _) | (_, None) => {}
+            (_, Some(Buffer::U32(_))) => {} // only a scratch is u32
             (_, Some(Buffer::F32(b))) => call.finish(p.name, &b)?,
             (_, Some(Buffer::Bf16(b))) => call.finish(p.name, &b)?,
         }
     }
     Ok(())
+}
+
+/// The shape of every tensor of operator `op` (scratch included, in its order) for the given
+/// tensors' `shapes` (by name: its inputs at least) and its `scalars` (as [`call`] takes them):
+/// what a caller allocates, checked as a call would check it.
+#[pyfunction]
+pub fn shapes(
+    op: &str,
+    shapes: Vec<(String, Vec<usize>)>,
+    scalars: Vec<Option<f32>>,
+) -> PyResult<Vec<Vec<usize>>> {
+    let op = find(op)?;
+    let scalars: Vec<f32> = (op.scalars.iter().zip(scalars))
+        .map(|(s, v)| v.unwrap_or_else(|| s.initial()))
+        .collect();
+    for (s, &v) in op.scalars.iter().zip(&scalars) {
+        check_scalar(op, s.name, v).map_err(launch_error)?;
+    }
+    let named: Vec<(&str, &[usize])> = shapes.iter().map(|(n, s)| (n.as_str(), &s[..])).collect();
+    let sizes = bind(op, &named, &scalars, false).map_err(launch_error)?;
+    Ok(op.params.iter().map(|p| sizes.shape_of(p)).collect())
 }
 
 /// The registry's descriptions as Python values: a list of dicts `{name, summary, dtypes,
@@ -196,9 +226,15 @@ pub fn operators(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
                 Role::Input => "input",
                 Role::Output => "output",
                 Role::OptionalOutput => "optional_output",
+                Role::Scratch => "scratch",
             };
             pd.set_item("role", role)?;
-            pd.set_item("elem", if p.elem == Elem::F32 { "f32" } else { "op" })?;
+            let elem = match p.elem {
+                Elem::Op => "op",
+                Elem::F32 => "f32",
+                Elem::U32 => "u32",
+            };
+            pd.set_item("elem", elem)?;
             let text = |dims: &[Dim]| -> Vec<String> { dims.iter().map(Dim::text).collect() };
             pd.set_item("dims", text(p.dims))?;
             if let Some((flag, dims)) = p.alt {

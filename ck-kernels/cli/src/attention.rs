@@ -71,8 +71,8 @@ pub fn bench(
         GPU_CASES
     };
     let mut rows = Vec::new();
-    for (sizes, shape, causal) in parse_cases(shapes.unwrap_or(default))? {
-        (OP.constraints)(&sizes).map_err(launch_error)?;
+    for (mut sizes, shape, causal) in parse_cases(shapes.unwrap_or(default))? {
+        (OP.constraints)(&mut sizes).map_err(launch_error)?;
         let inputs = (OP.sample)(&sizes, &mut Rng(0xa77e ^ shape.q_len() as u64));
         let on = on_device(&OP, device, (Dtype::Bf16, &sizes), &inputs, true);
         let mut launch = on.map_err(launch_error)?;

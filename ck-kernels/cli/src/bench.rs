@@ -279,8 +279,8 @@ pub(crate) fn on_device(
             Role::Input => values.next().cloned().unwrap_or_default(),
             Role::Output => vec![0.0; len],
             Role::OptionalOutput if optional => vec![0.0; len],
-            Role::OptionalOutput => {
-                buffers.push(None);
+            Role::OptionalOutput | Role::Scratch => {
+                buffers.push(None); // a scratch: the launch allocates it
                 continue;
             }
         };

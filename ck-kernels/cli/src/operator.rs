@@ -44,12 +44,13 @@ fn uint_arg(name: &'static str, help: &'static str) -> Arg {
 
 fn file_command(op: &'static Op) -> Command {
     let mut cmd = Command::new(op.command());
-    for p in op.params {
+    for p in op.params.iter().filter(|p| p.role != Role::Scratch) {
         let value = format!("{}.npy", p.name.to_uppercase());
         let help = match p.role {
             Role::Input => format!("{} (float32 .npy)", p.doc),
             Role::Output => format!("Where to write {} (float32 .npy)", p.doc),
             Role::OptionalOutput => format!("Where to write {} (float32 .npy), if wanted", p.doc),
+            Role::Scratch => unreachable!("filtered out above"),
         };
         let arg = Arg::new(p.name)
             .long(p.flag)

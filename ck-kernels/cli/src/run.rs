@@ -157,9 +157,6 @@ pub enum RunCommand {
     /// Attention over packed sequences of different lengths (varlen): GQA 4/2 heads of 128,
     /// causal, (queries, keys) of (257, N), (130, N/2), (1, 1), (0, 3), (17, 0)
     AttentionVarlen(ExerciseArgs),
-    /// Attention backward (dQ, dK, dV) against the fp64 gradient: GQA 4/2 heads of 128 (64 for
-    /// N ≤ 64), causal, 257 queries and N keys, the deterministic mode
-    AttentionBwd(ExerciseArgs),
     /// CK's short-row RMSNorm configurations (lane groups of 8 and 16 lanes) for 64- and 32-lane
     /// warps: y and each row's mean of squares against fp64.
     LaneGroups(ExerciseArgs),
@@ -208,7 +205,6 @@ pub fn run(command: &RunCommand) -> Result<(), CliError> {
         Gemm(a) => gemm_cmd(a),
         AttentionDecode(a) => exercise("attention-decode", a),
         AttentionVarlen(a) => exercise("attention-varlen", a),
-        AttentionBwd(a) => exercise("attention-bwd", a),
         LaneGroups(a) => exercise("lane-groups", a),
         GemmLds(a) => gemm_lds_cmd(a),
     }

@@ -34,17 +34,22 @@ use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer, LaunchError};
 
 /// The family's operators, as the registry lists them.
-pub const OPS: &[&Op] = &[&OP, &QKV];
+pub const OPS: &[&Op] = &[&OP, &QKV, &super::backward::describe::OP];
 
-const B: Dim = Dim::Sym("B");
-const H: Dim = Dim::Sym("H");
-const HKV: Dim = Dim::Sym("Hkv");
-const SQ: Dim = Dim::Sym("Sq");
-const SK: Dim = Dim::Sym("Sk");
-const D: Dim = Dim::Sym("D");
+pub(crate) const B: Dim = Dim::Sym("B");
+pub(crate) const H: Dim = Dim::Sym("H");
+pub(crate) const HKV: Dim = Dim::Sym("Hkv");
+pub(crate) const SQ: Dim = Dim::Sym("Sq");
+pub(crate) const SK: Dim = Dim::Sym("Sk");
+pub(crate) const D: Dim = Dim::Sym("D");
 const S: Dim = Dim::Sym("S");
 
-const fn tensor(name: &'static str, role: Role, dims: &'static [Dim], doc: &'static str) -> Param {
+pub(crate) const fn tensor(
+    name: &'static str,
+    role: Role,
+    dims: &'static [Dim],
+    doc: &'static str,
+) -> Param {
     Param {
         name,
         flag: name,
@@ -61,14 +66,14 @@ pub const O_TOLERANCE: f64 = 1e-2;
 /// The log-sum-exp within 1e-3 of fp64, relative to max(1, |LSE|).
 pub const LSE_TOLERANCE: f64 = 1e-3;
 
-const SCALE: Scalar = Scalar {
+pub(crate) const SCALE: Scalar = Scalar {
     name: "scale",
     default: None,
     rule: ScalarRule::Positive,
     doc: "the scores' scale [default: 1/√D]",
 };
 
-const CAUSAL: Scalar = Scalar {
+pub(crate) const CAUSAL: Scalar = Scalar {
     name: "causal",
     default: Some(0.0),
     rule: ScalarRule::Flag,
@@ -277,7 +282,7 @@ fn unstack(qkv: &[f32], sh: Shape) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
 }
 
 /// The problem of bound sizes.
-fn shape(s: &Sizes) -> Shape {
+pub(crate) fn shape(s: &Sizes) -> Shape {
     Shape {
         batch: s.u32("B"),
         heads: s.u32("H"),
@@ -407,7 +412,7 @@ fn judge(
 }
 
 /// `[B, Sq, H, D]` values as `[B, H, Sq, D]`.
-fn seq_first_to_heads_first(o: &[f32], sh: Shape) -> Vec<f32> {
+pub(crate) fn seq_first_to_heads_first(o: &[f32], sh: Shape) -> Vec<f32> {
     let [b, h, sq, d] = [sh.batch, sh.heads, sh.sq, sh.head_dim].map(|x| x as usize);
     let mut out = vec![0.0; o.len()];
     for (i, row) in out.chunks_mut(d).enumerate() {

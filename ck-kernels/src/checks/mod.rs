@@ -5,13 +5,12 @@ mod attention;
 mod decode;
 mod gemm;
 
-pub use attention::{attention_backward_case, varlen_case, VarlenCase};
+pub use attention::{varlen_case, VarlenCase};
 pub use decode::{decode_case, DecodeCase};
 pub use gemm::{
     gemm_bf16_case, gemm_case, gemm_grouped_case, gemm_tma_case, grouped_problems, moe_problems,
 };
 
-use crate::attention::host::Shape;
 use crate::elementwise::{AddF32, CopyF32, TILE_F32};
 use crate::gemm::choice::Bf16Kernel;
 pub use crate::op::{max_relative_error, norm_relative_error, Outcome, Rng};
@@ -77,7 +76,6 @@ pub const EXERCISES: &[&str] = &[
     "gemm-grouped-moe",
     "attention-decode",
     "attention-varlen",
-    "attention-bwd",
     "lane-groups",
 ];
 
@@ -289,7 +287,6 @@ pub fn run_exercise(
             seed,
         ),
         "attention-varlen" => varlen_case(device, &varlen_exercise(n.clamp(1, 16384)), seed),
-        "attention-bwd" => attention_backward_case(device, backward_exercise(n), BACKWARD, seed),
         other => Err(LaunchError::invalid(
             ck_core::rules::UNKNOWN_KERNEL,
             format!(
@@ -300,28 +297,6 @@ pub fn run_exercise(
         )),
     }
 }
-
-/// The backward exercise: 4 query heads on 2 key/value heads, 257 queries and `n` keys, head
-/// dim 128 (64 where `n` is at most 64), causal, deterministic.
-fn backward_exercise(n: u32) -> Shape {
-    Shape {
-        batch: 1,
-        heads: 4,
-        kv_heads: 2,
-        sq: 257,
-        sk: n.clamp(1, 16384),
-        head_dim: if n <= 64 { 64 } else { 128 },
-    }
-}
-
-/// The backward exercise's options.
-const BACKWARD: crate::attention::backward::host::Options =
-    crate::attention::backward::host::Options {
-        causal: true,
-        scale: None,
-        deterministic: true,
-        o_seq_first: false,
-    };
 
 /// Runs the LDS probe over the XOR (`swizzled`) or the plain layout.
 pub fn run_lds_probe(device: &Device, swizzled: bool) -> Result<Outcome, LaunchError> {
@@ -462,16 +437,6 @@ pub fn cross_check(a: &Device, b: &Device) -> Result<Vec<CrossCheck>, LaunchErro
             run_exercise(a, "lane-groups", n, seed)?,
             run_exercise(b, "lane-groups", n, seed)?,
             1e-6,
-        );
-    }
-    // The backward, in its deterministic mode (the fast one sums dQ in any order), both head
-    // dims, causal with Sq ≠ Sk.
-    for n in [300u32, 64] {
-        record(
-            format!("attention-bwd 257x{n}"),
-            attention_backward_case(a, backward_exercise(n), BACKWARD, 31)?,
-            attention_backward_case(b, backward_exercise(n), BACKWARD, 31)?,
-            attention::GRAD_TOLERANCE,
         );
     }
     // Decode: contiguous and paged, one and four new tokens appended, the keys split among 2

@@ -52,7 +52,7 @@ pub fn bind(
         }
     }
     let mut lead_from: Option<&str> = None;
-    for p in op.params {
+    for p in op.params.iter().filter(|p| p.role != Role::Scratch) {
         let dims = sizes.rule_of(p);
         let Some(&(_, shape)) = shapes.iter().find(|(n, _)| *n == p.name) else {
             if p.role == Role::OptionalOutput || (!outputs && p.role != Role::Input) {
@@ -125,8 +125,21 @@ pub fn bind(
             }
         }
     }
+    (op.constraints)(&mut sizes)?;
     check_limits(op, &sizes)?;
-    (op.constraints)(&sizes)?;
+    // A scratch given must have the length the operator derived.
+    for p in op.params.iter().filter(|p| p.role == Role::Scratch) {
+        let Some(&(_, shape)) = shapes.iter().find(|(n, _)| *n == p.name) else {
+            continue;
+        };
+        let want = sizes.shape_of(p);
+        if shape != want.as_slice() {
+            return Err(shape_error(format!(
+                "`{}` has shape {shape:?}; {}'s scratch must be {want:?}",
+                p.name, op.name
+            )));
+        }
+    }
     Ok(sizes)
 }
 

@@ -2,47 +2,54 @@
 //! buffers, sizes and scalars, as an operator's `launch` receives them.
 
 use super::{Dtype, OpElement, Role, Signature, Sizes};
-use ck_core::device::Bf16;
+use ck_core::device::{Bf16, Element};
 use ck_core::host::{Device, DeviceBuffer, LaunchError};
 use ck_core::rules;
 
-/// A device buffer of f32 or bf16.
+/// A device buffer of f32, bf16 or (a scratch's counters) u32.
 pub enum Buffer {
     /// f32 elements.
     F32(DeviceBuffer<f32>),
     /// bf16 elements.
     Bf16(DeviceBuffer<Bf16>),
+    /// u32 words.
+    U32(DeviceBuffer<u32>),
 }
 
 impl Buffer {
     /// `values` in a new device buffer of `dtype` (rounded to it).
     pub fn from_f32(device: &Device, dtype: Dtype, values: &[f32]) -> Result<Buffer, LaunchError> {
-        fn typed<T: BufferElement>(d: &Device, v: &[f32]) -> Result<Buffer, LaunchError> {
+        fn typed<T: BufferElement + OpElement>(
+            d: &Device,
+            v: &[f32],
+        ) -> Result<Buffer, LaunchError> {
             let t: Vec<T> = v.iter().map(|&a| T::from_f32(a)).collect();
             Ok(T::wrap(DeviceBuffer::from_slice(d, &t)?))
         }
         crate::by_dtype!(dtype, T => typed::<T>(device, values))
     }
 
-    /// Its values widened to f32.
+    /// Its values as f32.
     pub fn to_f32(&self) -> Result<Vec<f32>, LaunchError> {
         Ok(match self {
             Buffer::F32(b) => b.to_vec()?,
             Buffer::Bf16(b) => b.to_vec()?.iter().map(|v| v.to_f32()).collect(),
+            Buffer::U32(b) => b.to_vec()?.iter().map(|&v| v as f32).collect(),
         })
     }
 
-    /// Its element type.
-    pub fn dtype(&self) -> Dtype {
+    /// Its element type's name.
+    pub fn elem_name(&self) -> &'static str {
         match self {
-            Buffer::F32(_) => Dtype::F32,
-            Buffer::Bf16(_) => Dtype::Bf16,
+            Buffer::F32(_) => f32::NAME,
+            Buffer::Bf16(_) => Bf16::NAME,
+            Buffer::U32(_) => u32::NAME,
         }
     }
 }
 
 /// Moving typed buffers in and out of a [`Buffer`].
-pub trait BufferElement: OpElement {
+pub trait BufferElement: Element {
     /// `b` as a [`Buffer`].
     fn wrap(b: DeviceBuffer<Self>) -> Buffer;
     /// The typed buffer, if `b` has this element type.
@@ -64,7 +71,7 @@ impl BufferElement for f32 {
     fn view(b: &Buffer) -> Option<&DeviceBuffer<f32>> {
         match b {
             Buffer::F32(b) => Some(b),
-            Buffer::Bf16(_) => None,
+            _ => None,
         }
     }
 }
@@ -82,7 +89,25 @@ impl BufferElement for Bf16 {
     fn view(b: &Buffer) -> Option<&DeviceBuffer<Bf16>> {
         match b {
             Buffer::Bf16(b) => Some(b),
-            Buffer::F32(_) => None,
+            _ => None,
+        }
+    }
+}
+
+impl BufferElement for u32 {
+    fn wrap(b: DeviceBuffer<u32>) -> Buffer {
+        Buffer::U32(b)
+    }
+    fn unwrap(b: Buffer) -> Result<DeviceBuffer<u32>, Buffer> {
+        match b {
+            Buffer::U32(b) => Ok(b),
+            other => Err(other),
+        }
+    }
+    fn view(b: &Buffer) -> Option<&DeviceBuffer<u32>> {
+        match b {
+            Buffer::U32(b) => Some(b),
+            _ => None,
         }
     }
 }
@@ -170,7 +195,7 @@ impl Launch {
         self.buffers[i]
             .as_ref()
             .and_then(T::view)
-            .ok_or_else(|| internal(format!("`{name}` is not a {:?} buffer", T::DTYPE)))
+            .ok_or_else(|| internal(format!("`{name}` is not a {} buffer", T::NAME)))
     }
 
     /// Takes the output `name` out of the call as a buffer of `T` (give it back with
@@ -183,16 +208,28 @@ impl Launch {
         let i = self.index(name)?;
         match self.buffers[i].take() {
             Some(b) => T::unwrap(b).map_err(|b| {
-                let dtype = b.dtype();
+                let elem = b.elem_name();
                 self.buffers[i] = Some(b);
-                internal(format!(
-                    "`{name}` is a {dtype:?} buffer, not {:?}",
-                    T::DTYPE
-                ))
+                internal(format!("`{name}` is a {elem} buffer, not {}", T::NAME))
             }),
             None if self.op.params[i].role == Role::OptionalOutput => DeviceBuffer::empty(device),
             None => Err(internal(format!("`{name}` was taken twice"))),
         }
+    }
+
+    /// The scratch `name` as a buffer of `T`: the caller's, or a fresh one of the length the
+    /// operator derived (give it back with [`Launch::put`]).
+    pub fn scratch<T: BufferElement>(
+        &mut self,
+        device: &ck_core::host::Device,
+        name: &str,
+    ) -> Result<DeviceBuffer<T>, LaunchError> {
+        let i = self.index(name)?;
+        if self.given[i] {
+            return self.take(device, name);
+        }
+        let len = self.sizes.shape_of(&self.op.params[i]).iter().product();
+        DeviceBuffer::zeros(device, len)
     }
 
     /// Gives back an output taken with [`Launch::take`] (the buffer of an optional output that

@@ -20,10 +20,11 @@ pub struct Op {
     /// The element types [`crate::op::Elem::Op`] tensors may have.
     pub dtypes: &'static [Dtype],
     /// The relations between symbols that the shape rules do not state, checked once the
-    /// tensors are bound ([`no_constraints`] where there are none).
-    pub constraints: fn(&Sizes) -> Result<(), ck_core::host::LaunchError>,
+    /// tensors are bound, and the symbols no tensor shows that it derives (a scratch's length,
+    /// [`Sizes::derive`]); [`no_constraints`] where there are none.
+    pub constraints: fn(&mut Sizes) -> Result<(), ck_core::host::LaunchError>,
     /// Launches the kernel the problem calls for on device buffers (already checked against
-    /// the shape rules; no tensor is empty).
+    /// the shape rules; no output is empty, an input may be: attention over no keys).
     pub launch: fn(&ck_core::host::Device, &mut Launch) -> Launched,
     /// Seeded inputs for `sizes` (in the order of the inputs among [`Op::params`]), the
     /// values a check and a benchmark run on.
@@ -41,7 +42,7 @@ pub struct Op {
 }
 
 /// An operator whose shape rules say everything.
-pub fn no_constraints(_: &Sizes) -> Result<(), ck_core::host::LaunchError> {
+pub fn no_constraints(_: &mut Sizes) -> Result<(), ck_core::host::LaunchError> {
     Ok(())
 }
 
@@ -83,7 +84,8 @@ impl Op {
 
     /// Its outputs (optional ones included), in order.
     pub fn outputs(&self) -> impl Iterator<Item = &'static Param> {
-        self.params.iter().filter(|p| p.role != Role::Input)
+        let output = |p: &&Param| matches!(p.role, Role::Output | Role::OptionalOutput);
+        self.params.iter().filter(output)
     }
 }
 

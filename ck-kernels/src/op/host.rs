@@ -157,7 +157,7 @@ impl<'a> HostCall<'a> {
         }
         let elem = |p: &super::Param| match p.elem {
             Elem::Op => dtype,
-            Elem::F32 => Dtype::F32,
+            Elem::F32 | Elem::U32 => Dtype::F32, // a u32 tensor is a scratch, never made here
         };
         let mut values = Vec::with_capacity(op.params.len());
         let mut buffers = Vec::with_capacity(op.params.len());
@@ -175,6 +175,7 @@ impl<'a> HostCall<'a> {
                     (Some(seen), Some(b))
                 }
                 Role::OptionalOutput if !self.outputs.contains(&p.name) => (None, None),
+                Role::Scratch => (None, None), // the launch allocates it
                 Role::Output | Role::OptionalOutput => {
                     let len: usize = sizes.shape_of(p).iter().product();
                     (
@@ -215,7 +216,8 @@ impl<'a> HostCall<'a> {
 }
 
 /// `op` of element type `dtype` on seeded samples of `sizes` (every optional output computed,
-/// the flags of `sizes` on, each count scalar its symbol), judged by its error against fp64 and its tolerance.
+/// the scalars `sizes` implies, [`Op::scalars_for`]), judged by its error against fp64 and its
+/// tolerance.
 pub fn check(
     device: &Device,
     op: &'static Op,

@@ -11,6 +11,11 @@ pub enum Role {
     Output,
     /// Written when given (e.g. LayerNorm's statistics).
     OptionalOutput,
+    /// Memory the kernels work in (any contents; nothing is read back). A caller that
+    /// allocates its own gives it (Python, through torch's allocator, so that a CUDA graph
+    /// captures the call); else the call allocates it. Its length is a symbol the operator
+    /// derives ([`crate::op::Op::constraints`]).
+    Scratch,
 }
 
 /// A tensor's element type.
@@ -20,6 +25,8 @@ pub enum Elem {
     Op,
     /// Always f32 (statistics, log-sum-exp).
     F32,
+    /// 32-bit unsigned words (a scratch's counters; an int32 tensor from Python).
+    U32,
 }
 
 /// One dimension of a shape rule.
@@ -91,7 +98,8 @@ pub enum ScalarRule {
 }
 
 /// A scalar argument, carried as an f32 (a flag as 0 or 1). One that is not given and has no
-/// default is NaN in a call's scalars: the operator derives it ([`Scalar::default`]).
+/// default is NaN in a call's scalars: the operator derives it ([`Scalar::default`]); a count
+/// must be given.
 #[derive(Clone, Copy, Debug)]
 pub struct Scalar {
     /// Its name (Python's keyword, `ck run --NAME`).

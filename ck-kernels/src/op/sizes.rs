@@ -37,6 +37,12 @@ impl Sizes {
         self
     }
 
+    /// Sets the symbol `name`, which no tensor shows, to `value` (an operator's
+    /// [`crate::op::Op::constraints`]: a scratch's length).
+    pub fn derive(&mut self, name: &'static str, value: usize) {
+        self.set(name, value, "the operator");
+    }
+
     /// Whether the flag `name` is on.
     pub fn flag(&self, name: &str) -> bool {
         self.flags.contains(&name)

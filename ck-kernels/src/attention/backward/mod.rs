@@ -172,4 +172,6 @@ backward_kernel!(attention_bwd_d64, D64, 64);
 backward_kernel!(attention_bwd_d128, D128, 128);
 
 #[cfg(not(target_arch = "nvptx64"))]
+pub mod describe;
+#[cfg(not(target_arch = "nvptx64"))]
 pub mod host;
