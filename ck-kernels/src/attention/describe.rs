@@ -134,6 +134,7 @@ pub const OP: Op = Op {
     sample,
     error,
     tolerance: |_| O_TOLERANCE,
+    agreement: norm_relative_error,
     cases,
     bytes: |s, d| {
         let sh = shape(s);
@@ -228,6 +229,7 @@ pub const QKV: Op = Op {
         judge(out, (&q, &k, &v), sh, options)
     },
     tolerance: |_| O_TOLERANCE,
+    agreement: norm_relative_error,
     cases: |n| {
         let problem = |b: usize, s: usize, (h, hkv): (usize, usize), d: usize| {
             let sizes = Sizes::default()

@@ -248,6 +248,7 @@ macro_rules! describe {
             sample: op::sample,
             error: op::error::<{ Activation::$act.code() }>,
             tolerance: crate::rows::describe::tolerance,
+            agreement: crate::op::norm_relative_error,
             cases: op::cases,
             bytes: |s, d| op::bytes(s, d, 3.0),
         };
@@ -288,6 +289,7 @@ macro_rules! describe {
             sample: op::sample_backward,
             error: op::error_backward::<{ Activation::$act.code() }>,
             tolerance: crate::rows::describe::tolerance,
+            agreement: crate::op::norm_relative_error,
             cases: op::cases,
             bytes: |s, d| op::bytes(s, d, 5.0),
         };

@@ -34,6 +34,10 @@ pub struct Op {
     pub error: fn(&HostOutput) -> f64,
     /// The largest [`Op::error`] a correct kernel of this element type has.
     pub tolerance: fn(Dtype) -> f64,
+    /// The measure the tolerance is stated in ([`crate::op::max_relative_error`] or
+    /// [`crate::op::norm_relative_error`]): how `ck cross-check` compares two devices' outputs
+    /// (concatenated) of one problem.
+    pub agreement: fn(&[f32], &[f64]) -> f64,
     /// The problem `ck run NAME-DTYPE --n N` checks, and the shapes `ck cross-check` compares
     /// on two devices.
     pub cases: fn(Option<u32>) -> Vec<Sizes>,

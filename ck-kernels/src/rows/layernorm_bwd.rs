@@ -351,6 +351,7 @@ pub const OP: crate::op::Op = crate::op::Op {
     sample: op::sample,
     error: op::error,
     tolerance: describe::tolerance,
+    agreement: crate::op::norm_relative_error,
     cases: describe::cases,
     bytes: |s, d| describe::bytes(s, d, 3.0, 3.0) + 8.0 * s.get("M") as f64,
 };

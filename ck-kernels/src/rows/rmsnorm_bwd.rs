@@ -368,6 +368,7 @@ pub const OP: crate::op::Op = crate::op::Op {
     sample: op::sample,
     error: op::error,
     tolerance: describe::tolerance,
+    agreement: crate::op::norm_relative_error,
     cases: describe::cases,
     bytes: |s, d| describe::bytes(s, d, 3.0, 2.0),
 };

@@ -161,6 +161,7 @@ pub const OP: crate::op::Op = crate::op::Op {
     sample: op::sample,
     error: op::error,
     tolerance: describe::tolerance,
+    agreement: crate::op::max_relative_error,
     cases: describe::cases,
     bytes: |s, d| describe::bytes(s, d, 2.0, 0.0),
 };

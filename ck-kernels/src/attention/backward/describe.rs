@@ -132,6 +132,7 @@ pub const OP: Op = Op {
     sample,
     error,
     tolerance: |_| GRAD_TOLERANCE,
+    agreement: norm_relative_error,
     cases,
     bytes: |s, d| {
         let sh = shape(s);
