@@ -273,22 +273,25 @@ fn attention_through_npy_files_with_its_flags() {
         npy_bytes("<f4", "(1, 1, 2, 64)", &f32_bytes(&v)),
     )
     .unwrap();
-    let (code, stderr) = ck(&[
-        "run",
-        "attention",
-        "--q",
-        &p("q.npy"),
-        "--k",
-        &p("k.npy"),
-        "--v",
-        &p("v.npy"),
-        "--output",
-        &p("o.npy"),
-        "--lse",
-        &p("l.npy"),
-        "--causal",
-        "--o-seq-first",
-    ]);
+    // `ck run attention` on `q.npy` and the files `(k, v)`, writing O, with `extra` options.
+    let attention = |(k, v): (&str, &str), extra: &[&str]| {
+        let (q, k, v, o) = (p("q.npy"), p(k), p(v), p("o.npy"));
+        let args = [
+            "run",
+            "attention",
+            "--q",
+            &q,
+            "--k",
+            &k,
+            "--v",
+            &v,
+            "--output",
+            &o,
+        ];
+        ck(&[&args[..], extra].concat())
+    };
+    let flags = ["--lse", &p("l.npy"), "--causal", "--o-seq-first"];
+    let (code, stderr) = attention(("k.npy", "v.npy"), &flags);
     assert_eq!(code, 0, "{stderr}");
     let o = npy::read(&p("o.npy")).unwrap();
     assert_eq!(o.shape, [1, 2, 2, 64]); // [B, Sq, H, D]
@@ -305,18 +308,7 @@ fn attention_through_npy_files_with_its_flags() {
         npy_bytes("<f4", "(1, 3, 1, 64)", &[0; 3 * 64 * 4]),
     )
     .unwrap();
-    let (code, stderr) = ck(&[
-        "run",
-        "attention",
-        "--q",
-        &p("q.npy"),
-        "--k",
-        &p("k3.npy"),
-        "--v",
-        &p("k3.npy"),
-        "--output",
-        &p("o.npy"),
-    ]);
+    let (code, stderr) = attention(("k3.npy", "k3.npy"), &[]);
     assert_eq!(code, 1);
     assert!(stderr.contains("error[gqa-heads]"), "{stderr}");
 }

@@ -58,59 +58,30 @@ pub trait BufferElement: Element {
     fn view(b: &Buffer) -> Option<&DeviceBuffer<Self>>;
 }
 
-impl BufferElement for f32 {
-    fn wrap(b: DeviceBuffer<f32>) -> Buffer {
-        Buffer::F32(b)
-    }
-    fn unwrap(b: Buffer) -> Result<DeviceBuffer<f32>, Buffer> {
-        match b {
-            Buffer::F32(b) => Ok(b),
-            other => Err(other),
+/// `BufferElement` for the element type `$t` of the variant `Buffer::$v`.
+macro_rules! buffer_element {
+    ($($t:ty => $v:ident),*) => {$(
+        impl BufferElement for $t {
+            fn wrap(b: DeviceBuffer<$t>) -> Buffer {
+                Buffer::$v(b)
+            }
+            fn unwrap(b: Buffer) -> Result<DeviceBuffer<$t>, Buffer> {
+                match b {
+                    Buffer::$v(b) => Ok(b),
+                    other => Err(other),
+                }
+            }
+            fn view(b: &Buffer) -> Option<&DeviceBuffer<$t>> {
+                match b {
+                    Buffer::$v(b) => Some(b),
+                    _ => None,
+                }
+            }
         }
-    }
-    fn view(b: &Buffer) -> Option<&DeviceBuffer<f32>> {
-        match b {
-            Buffer::F32(b) => Some(b),
-            _ => None,
-        }
-    }
+    )*};
 }
 
-impl BufferElement for Bf16 {
-    fn wrap(b: DeviceBuffer<Bf16>) -> Buffer {
-        Buffer::Bf16(b)
-    }
-    fn unwrap(b: Buffer) -> Result<DeviceBuffer<Bf16>, Buffer> {
-        match b {
-            Buffer::Bf16(b) => Ok(b),
-            other => Err(other),
-        }
-    }
-    fn view(b: &Buffer) -> Option<&DeviceBuffer<Bf16>> {
-        match b {
-            Buffer::Bf16(b) => Some(b),
-            _ => None,
-        }
-    }
-}
-
-impl BufferElement for u32 {
-    fn wrap(b: DeviceBuffer<u32>) -> Buffer {
-        Buffer::U32(b)
-    }
-    fn unwrap(b: Buffer) -> Result<DeviceBuffer<u32>, Buffer> {
-        match b {
-            Buffer::U32(b) => Ok(b),
-            other => Err(other),
-        }
-    }
-    fn view(b: &Buffer) -> Option<&DeviceBuffer<u32>> {
-        match b {
-            Buffer::U32(b) => Some(b),
-            _ => None,
-        }
-    }
-}
+buffer_element!(f32 => F32, Bf16 => Bf16, u32 => U32);
 
 /// Runs `$body` with `$t` the element type of the [`Dtype`] `$dtype`.
 #[macro_export]
