@@ -156,3 +156,16 @@ fn no_rows_give_zero_parameter_gradients() {
         }
     }
 }
+
+/// A count scalar has no default: left out, the call names it instead of binding zero heads.
+#[test]
+fn a_count_left_out_is_named() {
+    let op = registry::find("attention_qkv").unwrap();
+    let qkv = [0.0f32; 8 * 64];
+    let call = ck_kernels::op::HostCall::new(op).input("qkv", &qkv, &[1, 1, 8, 64]);
+    let Err(e) = call.scalar("kv_heads", 2.0).run(&Device::emulator()) else {
+        panic!("attention_qkv ran without `heads`");
+    };
+    assert_eq!(e.rule(), ck_core::rules::UNKNOWN_ARGUMENT);
+    assert!(e.to_string().contains("needs the scalar `heads`"), "{e}");
+}

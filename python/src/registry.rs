@@ -191,6 +191,17 @@ pub fn shapes(
     scalars: Vec<Option<f32>>,
 ) -> PyResult<Vec<Vec<usize>>> {
     let op = find(op)?;
+    if scalars.len() != op.scalars.len() {
+        return Err(value_error(
+            rules::UNKNOWN_ARGUMENT,
+            format!(
+                "{} takes {} scalars; {} were given",
+                op.name,
+                op.scalars.len(),
+                scalars.len()
+            ),
+        ));
+    }
     let scalars: Vec<f32> = (op.scalars.iter().zip(scalars))
         .map(|(s, v)| v.unwrap_or_else(|| s.initial()))
         .collect();

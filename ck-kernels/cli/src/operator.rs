@@ -24,7 +24,7 @@ pub fn commands() -> Vec<Command> {
             let cmd = Command::new(format!("{}-{}", op.command(), dtype.name()))
                 .arg(uint_arg(
                     "n",
-                    "Problem size N (a row's length; attention: the keys) [default: 4096]",
+                    "Problem size N (a row's length; for attention the keys, or the sequence of a fused QKV) [default: 4096]",
                 ))
                 .arg(uint_arg("seed", "Seed of the random input [default: 1]"));
             // After the flattened options, whose doc comments would set the about.

@@ -139,6 +139,11 @@ impl<'a> HostCall<'a> {
             let i = op.scalars.iter().position(|s| s.name == name);
             scalars[i.expect("checked")] = value;
         }
+        // A count left out has no default: it must be given.
+        let counts = op.scalars.iter().zip(&scalars);
+        for (s, &v) in counts.filter(|(s, _)| matches!(s.rule, ScalarRule::Count(_))) {
+            check_scalar(op, s.name, v)?;
+        }
         let shapes: Vec<(&str, &[usize])> = self
             .inputs
             .iter()
