@@ -119,6 +119,19 @@ impl<'py> Call<'py> {
             .iter()
             .map(|&(name, capsule)| Tensor::from_capsule(name, capsule))
             .collect::<PyResult<Vec<_>>>()?;
+        // SAFETY: the caller's promise.
+        unsafe { Call::from_tensors(tensors, stream) }
+    }
+
+    /// The call of tensors already read from their capsules (e.g. an e4m3 operand with
+    /// [`Tensor::from_capsule_e4m3`]), on `stream` where they are CUDA tensors.
+    ///
+    /// # Safety
+    /// As for [`Call::from_capsules`].
+    pub unsafe fn from_tensors(
+        tensors: Vec<Tensor<'py>>,
+        stream: Option<u64>,
+    ) -> PyResult<Call<'py>> {
         let refs: Vec<&Tensor<'py>> = tensors.iter().collect();
         // SAFETY: the caller's promise.
         let backend = unsafe { Backend::of(&refs, stream)? };
@@ -177,6 +190,25 @@ impl<'py> Call<'py> {
             ));
         }
         self.backend.buffer(t)
+    }
+
+    /// `name` as a bfloat16 kernel argument: a bfloat16 tensor, or on the emulator a float32
+    /// one rounded to bfloat16 (a tensor-core operand, which a GPU reads in place).
+    pub fn input_bf16(&self, name: &str) -> PyResult<DeviceBuffer<Bf16>> {
+        let t = self.tensor(name)?;
+        if t.dtype() != Dtype::Bf16 && !(t.dtype() == Dtype::F32 && self.device().is_emulator()) {
+            let hint = match self.device().is_emulator() {
+                true => "give bfloat16 (or float32, rounded)",
+                false => {
+                    "the GPU reads it in place as bfloat16: convert it with .to(torch.bfloat16)"
+                }
+            };
+            return Err(type_error(
+                rules::DTYPE_MISMATCH,
+                format!("`{name}` is {}; {hint}", t.describe()),
+            ));
+        }
+        self.backend.bf16(t)
     }
 
     /// Makes what the kernel wrote into `buffer` (made from `name` by [`Call::input`]) the

@@ -3,13 +3,14 @@
 //! `_native.operators()`, the descriptions the Python layer builds its functions and custom ops
 //! from.
 
+use ck_core::device::{Bf16, E4m3};
 use ck_core::rules;
 use ck_kernels::op::bind::bind;
 use ck_kernels::op::buffers::BufferElement;
 use ck_kernels::op::host::{check_dtype, check_scalar};
 use ck_kernels::op::{Buffer, Dim, Dtype, Elem, Launch, Op, Role, ScalarRule};
 use ck_kernels::registry;
-use ck_python::{launch_error, type_error, value_error, Call, TensorElement};
+use ck_python::{launch_error, type_error, value_error, Call, Tensor, TensorElement};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
@@ -34,41 +35,39 @@ fn find(name: &str) -> PyResult<&'static Op> {
 }
 
 /// The element type of the call: that of its [`Elem::Op`] tensors, which must agree and be one
-/// `op` takes; [`Elem::F32`] tensors must be float32.
+/// `op` takes; every other tensor has its own fixed type (float32, int32 counters, e4m3; a
+/// bfloat16 operand is checked when its buffer is made, [`Call::input_bf16`]).
 fn call_dtype(op: &Op, call: &Call<'_>) -> PyResult<Dtype> {
     let mut first: Option<(&str, ck_python::Dtype)> = None;
     for t in call.tensors() {
         let p = op.param(t.name()).expect("named by the description");
-        // Other int32 tensors are indices (page tables, lengths): no operator of the registry
-        // reads its values from one; a u32 scratch (counters) is int32 from Python.
-        if t.dtype() == ck_python::Dtype::I32 && p.elem != Elem::U32 {
-            return Err(type_error(
-                rules::DTYPE_UNSUPPORTED,
-                format!(
-                    "`{}` is {}; ck_rs.{} takes float32 or bfloat16 values",
-                    t.name(),
-                    t.describe(),
-                    op.name
-                ),
-            ));
-        }
-        match (p.elem, first) {
-            (Elem::U32, _) if t.dtype() != ck_python::Dtype::I32 => {
+        let fixed = match p.elem {
+            Elem::Op | Elem::Bf16 => None,
+            Elem::F32 => Some(ck_python::Dtype::F32),
+            Elem::U32 => Some(ck_python::Dtype::I32), // counters: int32 from Python
+            Elem::E4m3 => Some(ck_python::Dtype::E4m3),
+        };
+        let index_or_fp8 = matches!(t.dtype(), ck_python::Dtype::I32 | ck_python::Dtype::E4m3);
+        match (fixed, p.elem, first) {
+            (None, _, _) if index_or_fp8 => {
                 return Err(type_error(
-                    rules::DTYPE_MISMATCH,
-                    format!("`{}` is {}; it is int32", t.name(), t.describe()),
+                    rules::DTYPE_UNSUPPORTED,
+                    format!(
+                        "`{}` is {}; ck_rs.{} takes float32 or bfloat16 values",
+                        t.name(),
+                        t.describe(),
+                        op.name
+                    ),
                 ))
             }
-            (Elem::U32, _) => {}
-            (Elem::F32, _) if t.dtype() != ck_python::Dtype::F32 => {
+            (Some(want), _, _) if t.dtype() != want => {
                 return Err(type_error(
                     rules::DTYPE_MISMATCH,
-                    format!("`{}` is {}; it is float32", t.name(), t.describe()),
+                    format!("`{}` is {}; it is {}", t.name(), t.describe(), want.name()),
                 ))
             }
-            (Elem::F32, _) => {}
-            (Elem::Op, None) => first = Some((t.name(), t.dtype())),
-            (Elem::Op, Some((name, d))) if d != t.dtype() => {
+            (None, Elem::Op, None) => first = Some((t.name(), t.dtype())),
+            (None, Elem::Op, Some((name, d))) if d != t.dtype() => {
                 return Err(type_error(
                     rules::DTYPE_MISMATCH,
                     format!(
@@ -79,7 +78,7 @@ fn call_dtype(op: &Op, call: &Call<'_>) -> PyResult<Dtype> {
                 ),
                 ))
             }
-            (Elem::Op, Some(_)) => {}
+            _ => {}
         }
     }
     let dtype = match first {
@@ -129,15 +128,18 @@ pub fn call(
             ),
         ));
     }
-    let args: Vec<(&'static str, &Bound<'_, PyAny>)> = op
-        .params
-        .iter()
-        .zip(&tensors)
-        .filter_map(|(p, t)| t.as_ref().map(|t| (p.name, t)))
-        .collect();
+    let mut parsed = Vec::with_capacity(tensors.len());
+    for (p, t) in op.params.iter().zip(&tensors) {
+        match (t, p.elem) {
+            (None, _) => {}
+            // Its bytes may come as uint8: torch exports float8 only from DLPack 1.1 on.
+            (Some(t), Elem::E4m3) => parsed.push(Tensor::from_capsule_e4m3(p.name, t)?),
+            (Some(t), _) => parsed.push(Tensor::from_capsule(p.name, t)?),
+        }
+    }
     // SAFETY: `stream` is the handle `ck_rs` passes: torch's current stream of the tensors'
     // device, which torch keeps alive while work is queued on it.
-    let call = unsafe { Call::from_capsules(&args, stream)? };
+    let call = unsafe { Call::from_tensors(parsed, stream)? };
     let dtype = call_dtype(op, &call)?;
     let scalars: Vec<f32> = (op.scalars.iter().zip(scalars))
         .map(|(s, v)| v.unwrap_or_else(|| s.initial()))
@@ -157,23 +159,21 @@ pub fn call(
     let mut buffers = Vec::with_capacity(op.params.len());
     for p in op.params {
         let given = call.tensors().iter().any(|t| t.name() == p.name);
-        let elem = if p.elem == Elem::F32 {
-            Dtype::F32
-        } else {
-            dtype
-        };
-        buffers.push(match (given, p.elem) {
+        buffers.push(match (given, p.elem.of(dtype)) {
             (false, _) => None,
             (true, Elem::U32) => Some(buffer::<u32>(&call, p.name)?),
-            (true, _) => Some(ck_kernels::by_dtype!(elem, T => buffer::<T>(&call, p.name))?),
+            (true, Elem::E4m3) => Some(buffer::<E4m3>(&call, p.name)?),
+            (true, Elem::F32) => Some(buffer::<f32>(&call, p.name)?),
+            (true, _) if p.elem == Elem::Bf16 => Some(Buffer::Bf16(call.input_bf16(p.name)?)),
+            (true, _) => Some(buffer::<Bf16>(&call, p.name)?),
         });
     }
     let mut launch = Launch::new(op.signature(), dtype, sizes, scalars, buffers);
     (op.launch)(call.device(), &mut launch).map_err(launch_error)?;
     for (p, b) in op.params.iter().zip(launch.into_buffers()) {
         match (p.role, b) {
-            (Role::Input | Role::Scratch, _) | (_, None) => {}
-            (_, Some(Buffer::U32(_))) => {} // only a scratch is u32
+            (Role::Input | Role::OptionalInput | Role::Scratch, _) | (_, None) => {}
+            (_, Some(Buffer::U32(_) | Buffer::E4m3(_))) => {} // no output has these
             (_, Some(Buffer::F32(b))) => call.finish(p.name, &b)?,
             (_, Some(Buffer::Bf16(b))) => call.finish(p.name, &b)?,
         }
@@ -215,10 +215,11 @@ pub fn shapes(
 
 /// The registry's descriptions as Python values: a list of dicts `{name, summary, dtypes,
 /// params: [{name, role, elem, dims}], scalars: [{name, kind, default}]}`, where `role` is
-/// `input`, `output` or `optional_output`, `elem` `op` or `f32`, `dims` a list of symbol names
-/// with `...` for the rows' leading dimensions, `kind` `float`, `flag` (a bool) or `count` (an
-/// int setting a shape symbol), and `default` `None` where the operator derives the value (or,
-/// for a count, the caller must give it). A tensor whose layout a flag switches has
+/// `input`, `optional_input`, `output`, `optional_output` or `scratch`, `elem` `op` (the
+/// call's type) or a fixed one (`f32`, `bf16`, `e4m3`, `u32`), `dims` a list of symbol names
+/// with `...` for the rows' leading dimensions, `kind` `float`, `flag` (a bool), `count` (an
+/// int setting a shape symbol) or `choice` (an index into its `choices`), and `default` `None`
+/// where the operator derives the value (or, for a count, the caller must give it). A tensor whose layout a flag switches has
 /// `alt: (flag, dims)`.
 #[pyfunction]
 pub fn operators(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
@@ -235,17 +236,13 @@ pub fn operators(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
             pd.set_item("name", p.name)?;
             let role = match p.role {
                 Role::Input => "input",
+                Role::OptionalInput => "optional_input",
                 Role::Output => "output",
                 Role::OptionalOutput => "optional_output",
                 Role::Scratch => "scratch",
             };
             pd.set_item("role", role)?;
-            let elem = match p.elem {
-                Elem::Op => "op",
-                Elem::F32 => "f32",
-                Elem::U32 => "u32",
-            };
-            pd.set_item("elem", elem)?;
+            pd.set_item("elem", p.elem.name())?;
             let text = |dims: &[Dim]| -> Vec<String> { dims.iter().map(Dim::text).collect() };
             pd.set_item("dims", text(p.dims))?;
             if let Some((flag, dims)) = p.alt {
@@ -263,6 +260,10 @@ pub fn operators(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
             let kind = match s.rule {
                 ScalarRule::Flag => "flag",
                 ScalarRule::Count(_) => "count",
+                ScalarRule::Choice(names) => {
+                    sd.set_item("choices", names.to_vec())?;
+                    "choice"
+                }
                 _ => "float",
             };
             sd.set_item("kind", kind)?;

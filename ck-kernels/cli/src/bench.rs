@@ -9,7 +9,7 @@ use super::CliError;
 use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError};
 use ck_kernels::elementwise::{CopyBf16, CopyF32, TILE_BF16, TILE_F32};
-use ck_kernels::op::{Buffer, Dtype, Elem, Launch, Op, Rng, Role, Sizes};
+use ck_kernels::op::{Buffer, Dtype, Launch, Op, Rng, Role, Sizes};
 use ck_kernels::registry;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -269,14 +269,17 @@ pub(crate) fn on_device(
     let mut values = inputs.iter();
     let mut buffers = Vec::new();
     for p in op.params {
-        let dt = if p.elem == Elem::F32 {
-            Dtype::F32
-        } else {
-            dtype
-        };
         let len: usize = sizes.shape_of(p).iter().product();
         let v = match p.role {
             Role::Input => values.next().cloned().unwrap_or_default(),
+            // Given where the problem names it, as in a check.
+            Role::OptionalInput => match (values.next(), sizes.flag(p.name)) {
+                (Some(v), true) => v.clone(),
+                _ => {
+                    buffers.push(None);
+                    continue;
+                }
+            },
             Role::Output => vec![0.0; len],
             Role::OptionalOutput if optional => vec![0.0; len],
             Role::OptionalOutput | Role::Scratch => {
@@ -284,7 +287,7 @@ pub(crate) fn on_device(
                 continue;
             }
         };
-        buffers.push(Some(Buffer::from_f32(device, dt, &v)?));
+        buffers.push(Some(Buffer::from_f32(device, (p.elem, dtype), &v)?));
     }
     let scalars = op.scalars_for(sizes);
     Ok(Launch::new(

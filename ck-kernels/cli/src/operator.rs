@@ -48,6 +48,7 @@ fn file_command(op: &'static Op) -> Command {
         let value = format!("{}.npy", p.name.to_uppercase());
         let help = match p.role {
             Role::Input => format!("{} (float32 .npy)", p.doc),
+            Role::OptionalInput => format!("{} (float32 .npy), if any", p.doc),
             Role::Output => format!("Where to write {} (float32 .npy)", p.doc),
             Role::OptionalOutput => format!("Where to write {} (float32 .npy), if wanted", p.doc),
             Role::Scratch => unreachable!("filtered out above"),
@@ -56,13 +57,18 @@ fn file_command(op: &'static Op) -> Command {
             .long(p.flag)
             .value_name(value)
             .help(help)
-            .required(p.role != Role::OptionalOutput);
+            .required(!p.role.is_optional());
         cmd = cmd.arg(arg);
     }
     for s in op.scalars {
         let arg = Arg::new(s.name).long(s.name.replace('_', "-"));
         cmd = cmd.arg(match (s.rule, s.default) {
             (ScalarRule::Flag, _) => arg.action(ArgAction::SetTrue).help(capitalised(s.doc)),
+            (ScalarRule::Choice(names), default) => {
+                let default = default.map_or("", |i| names[i as usize]);
+                let help = format!("{} [default: {default}]", capitalised(s.doc));
+                arg.value_name(names.join("|")).help(help)
+            }
             (ScalarRule::Count(_), _) => {
                 let help = capitalised(s.doc);
                 arg.value_name("N").required(true).help(help)
@@ -82,8 +88,8 @@ fn file_command(op: &'static Op) -> Command {
             .value_name(dtypes.join("|"))
             .action(ArgAction::Set)
             .help(format!(
-                "The element type (inputs rounded to it before the kernel, f32 arithmetic) \
-                 [default: {}]",
+                "The element type of the tensors whose help names none (inputs rounded to \
+                 it before the kernel, f32 arithmetic) [default: {}]",
                 dtypes[0]
             )),
     );
@@ -156,7 +162,9 @@ fn run_files(op: &'static Op, m: &ArgMatches) -> Result<(), CliError> {
     };
     let mut arrays = Vec::new();
     for p in op.inputs() {
-        let path = string(m, p.name).unwrap_or_default();
+        let Some(path) = string(m, p.name) else {
+            continue; // an optional input left out (clap requires the others)
+        };
         let a = crate::npy::read(path).map_err(|e| CliError::new(ck_core::rules::NPY, e))?;
         arrays.push((p.name, a));
     }
@@ -166,6 +174,15 @@ fn run_files(op: &'static Op, m: &ArgMatches) -> Result<(), CliError> {
             if m.get_flag(s.name) {
                 scalars.push((s.name, 1.0));
             }
+        } else if let (ScalarRule::Choice(names), Some(v)) = (s.rule, string(m, s.name)) {
+            let index = names.iter().position(|n| *n == v).ok_or_else(|| {
+                CliError::usage(format!(
+                    "--{}: `{v}` is not one of {}",
+                    s.name.replace('_', "-"),
+                    names.join(", ")
+                ))
+            })?;
+            scalars.push((s.name, index as f32));
         } else if let Some(v) = string(m, s.name) {
             let value: f32 = v.parse().map_err(|_| {
                 CliError::usage(format!(
@@ -203,6 +220,9 @@ fn run_files(op: &'static Op, m: &ArgMatches) -> Result<(), CliError> {
         .iter()
         .filter_map(|s| match (s.rule, out.given(s.name)) {
             (ScalarRule::Flag, _) => out.flag(s.name).then(|| format!(", {}", s.name)),
+            (ScalarRule::Choice(names), Some(i)) => {
+                Some(format!(", {} {}", s.name, names[i as usize]))
+            }
             (_, value) => value.map(|v| format!(", {} {v}", s.name)),
         })
         .collect();

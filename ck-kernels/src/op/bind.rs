@@ -4,16 +4,22 @@
 //! Binding walks the tensors in the operator's order; the first tensor that names a symbol sets
 //! it and every later one must agree. For RMSNorm (`x: [Rows, N]`, `gamma: [N]`, `y: [Rows, N]`)
 //! and `x` of shape `[2, 3, 8]`: `Rows` takes `[2, 3]` (so `M = 6`) and `N = 8`; a `gamma` of
-//! `[4]` is then refused with "`gamma` has shape \[4\]; it must be \[8\] (N = 8, from `x`)".
+//! `[4]` is then refused with "`gamma` has shape \[4\]; it must be \[8\] (N = 8, from `x`)
+//! (`gamma`: gamma, \[N\])", the tensor's description last (its rule in words).
 //! Last come the relations no single rule states ([`Op::constraints`]: attention's key/value
 //! heads divide its query heads).
 
-use super::{Dim, Op, Role, ScalarRule, Sizes};
+use super::{Dim, Op, Param, Role, ScalarRule, Sizes};
 use ck_core::host::LaunchError;
 use ck_core::rules;
 
 fn shape_error(message: String) -> LaunchError {
     LaunchError::invalid(rules::SHAPE_MISMATCH, message)
+}
+
+/// A shape error of tensor `p`, ending with what `p` is (its rule in words: the fix).
+fn tensor_error(p: &Param, message: String) -> LaunchError {
+    shape_error(format!("{message} (`{}`: {})", p.name, p.doc))
 }
 
 /// A rule as text: `[..., N]`.
@@ -55,7 +61,7 @@ pub fn bind(
     for p in op.params.iter().filter(|p| p.role != Role::Scratch) {
         let dims = sizes.rule_of(p);
         let Some(&(_, shape)) = shapes.iter().find(|(n, _)| *n == p.name) else {
-            if p.role == Role::OptionalOutput || (!outputs && p.role != Role::Input) {
+            if p.role.is_optional() || (!outputs && !p.role.is_input()) {
                 continue;
             }
             return Err(LaunchError::invalid(
@@ -71,16 +77,19 @@ pub fn bind(
         let fixed = dims.iter().filter(|d| **d != Dim::Rows).count();
         let has_rows = dims.first() == Some(&Dim::Rows);
         if shape.len() < fixed || (!has_rows && shape.len() != fixed) {
-            return Err(shape_error(format!(
-                "`{}` has shape {shape:?}; give {} {}",
-                p.name,
-                if has_rows {
-                    format!("at least {fixed} dimension(s):")
-                } else {
-                    format!("{fixed} dimension(s):")
-                },
-                rule_text(dims)
-            )));
+            return Err(tensor_error(
+                p,
+                format!(
+                    "`{}` has shape {shape:?}; give {} {}",
+                    p.name,
+                    if has_rows {
+                        format!("at least {fixed} dimension(s):")
+                    } else {
+                        format!("{fixed} dimension(s):")
+                    },
+                    rule_text(dims)
+                ),
+            ));
         }
         let (lead, rest) = shape.split_at(shape.len() - fixed);
         if has_rows {
@@ -90,22 +99,28 @@ pub fn bind(
                     lead_from = Some(p.name);
                 }
                 Some(first) if sizes.leading() != lead => {
-                    return Err(shape_error(format!(
-                        "`{}` has shape {shape:?}; it must be {:?} (its rows as `{first}`'s)",
-                        p.name,
-                        sizes.shape_of(p)
-                    )));
+                    return Err(tensor_error(
+                        p,
+                        format!(
+                            "`{}` has shape {shape:?}; it must be {:?} (its rows as `{first}`'s)",
+                            p.name,
+                            sizes.shape_of(p)
+                        ),
+                    ));
                 }
                 Some(_) => {}
             }
         }
         for ((name, times), &given) in dims.iter().filter_map(Dim::symbol).zip(rest) {
             if given % times != 0 {
-                return Err(shape_error(format!(
+                return Err(tensor_error(
+                    p,
+                    format!(
                     "`{}` has shape {shape:?}; it must be {}: {given} is not a multiple of {times}",
                     p.name,
                     rule_text(dims)
-                )));
+                ),
+                ));
             }
             let extent = given / times;
             match sizes.sym(name) {
@@ -114,12 +129,15 @@ pub fn bind(
                 }
                 Some(v) if v != extent => {
                     let first = sizes.set_from(name);
-                    return Err(shape_error(format!(
-                        "`{}` has shape {shape:?}; it must be {:?} ({name} = {v}, from `{}`)",
-                        p.name,
-                        sizes.shape_of(p),
-                        first.unwrap_or("?")
-                    )));
+                    return Err(tensor_error(
+                        p,
+                        format!(
+                            "`{}` has shape {shape:?}; it must be {:?} ({name} = {v}, from `{}`)",
+                            p.name,
+                            sizes.shape_of(p),
+                            first.unwrap_or("?")
+                        ),
+                    ));
                 }
                 Some(_) => {}
             }

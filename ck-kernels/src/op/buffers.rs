@@ -1,12 +1,12 @@
 //! [`Buffer`]: a device buffer of an operator's element type, and [`Launch`]: one call's
 //! buffers, sizes and scalars, as an operator's `launch` receives them.
 
-use super::{Dtype, OpElement, Role, Signature, Sizes};
-use ck_core::device::{Bf16, Element};
+use super::{Dtype, Elem, Role, Signature, Sizes};
+use ck_core::device::{Bf16, E4m3, Element};
 use ck_core::host::{Device, DeviceBuffer, LaunchError};
 use ck_core::rules;
 
-/// A device buffer of f32, bf16 or (a scratch's counters) u32.
+/// A device buffer of f32, bf16, e4m3 or (a scratch's counters) u32.
 pub enum Buffer {
     /// f32 elements.
     F32(DeviceBuffer<f32>),
@@ -14,19 +14,32 @@ pub enum Buffer {
     Bf16(DeviceBuffer<Bf16>),
     /// u32 words.
     U32(DeviceBuffer<u32>),
+    /// e4m3 (fp8) elements.
+    E4m3(DeviceBuffer<E4m3>),
 }
 
 impl Buffer {
-    /// `values` in a new device buffer of `dtype` (rounded to it).
-    pub fn from_f32(device: &Device, dtype: Dtype, values: &[f32]) -> Result<Buffer, LaunchError> {
-        fn typed<T: BufferElement + OpElement>(
+    /// `values` in a new device buffer for a tensor of rule `elem` in a call of element type
+    /// `dtype` (rounded to its type, [`Elem::round`]).
+    pub fn from_f32(
+        device: &Device,
+        (elem, dtype): (Elem, Dtype),
+        values: &[f32],
+    ) -> Result<Buffer, LaunchError> {
+        fn typed<T: BufferElement>(
             d: &Device,
             v: &[f32],
+            from: impl Fn(f32) -> T,
         ) -> Result<Buffer, LaunchError> {
-            let t: Vec<T> = v.iter().map(|&a| T::from_f32(a)).collect();
+            let t: Vec<T> = v.iter().map(|&a| from(a)).collect();
             Ok(T::wrap(DeviceBuffer::from_slice(d, &t)?))
         }
-        crate::by_dtype!(dtype, T => typed::<T>(device, values))
+        match elem.of(dtype) {
+            Elem::Bf16 => typed(device, values, Bf16::from_f32),
+            Elem::E4m3 => typed(device, values, E4m3::from_f32),
+            Elem::U32 => typed(device, values, |v| v as u32),
+            _ => typed(device, values, |v| v),
+        }
     }
 
     /// Its values as f32.
@@ -35,6 +48,7 @@ impl Buffer {
             Buffer::F32(b) => b.to_vec()?,
             Buffer::Bf16(b) => b.to_vec()?.iter().map(|v| v.to_f32()).collect(),
             Buffer::U32(b) => b.to_vec()?.iter().map(|&v| v as f32).collect(),
+            Buffer::E4m3(b) => b.to_vec()?.iter().map(|v| v.to_f32()).collect(),
         })
     }
 
@@ -44,6 +58,7 @@ impl Buffer {
             Buffer::F32(_) => f32::NAME,
             Buffer::Bf16(_) => Bf16::NAME,
             Buffer::U32(_) => u32::NAME,
+            Buffer::E4m3(_) => E4m3::NAME,
         }
     }
 }
@@ -81,7 +96,7 @@ macro_rules! buffer_element {
     )*};
 }
 
-buffer_element!(f32 => F32, Bf16 => Bf16, u32 => U32);
+buffer_element!(f32 => F32, Bf16 => Bf16, u32 => U32, E4m3 => E4m3);
 
 /// Runs `$body` with `$t` the element type of the [`Dtype`] `$dtype`.
 #[macro_export]
@@ -167,6 +182,17 @@ impl Launch {
             .as_ref()
             .and_then(T::view)
             .ok_or_else(|| internal(format!("`{name}` is not a {} buffer", T::NAME)))
+    }
+
+    /// The optional input `name` as a buffer of `T`, if the caller gave it.
+    pub fn optional_input<T: BufferElement>(
+        &self,
+        name: &str,
+    ) -> Result<Option<&DeviceBuffer<T>>, LaunchError> {
+        match self.given[self.index(name)?] {
+            true => self.input(name).map(Some),
+            false => Ok(None),
+        }
     }
 
     /// Takes the output `name` out of the call as a buffer of `T` (give it back with

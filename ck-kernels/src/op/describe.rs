@@ -26,8 +26,8 @@ pub struct Op {
     /// Launches the kernel the problem calls for on device buffers (already checked against
     /// the shape rules; no output is empty, an input may be: attention over no keys).
     pub launch: fn(&ck_core::host::Device, &mut Launch) -> Launched,
-    /// Seeded inputs for `sizes` (in the order of the inputs among [`Op::params`]), the
-    /// values a check and a benchmark run on.
+    /// Seeded inputs for `sizes` (in the order of the inputs among [`Op::params`], optional
+    /// ones included), the values a check and a benchmark run on.
     pub sample: fn(&Sizes, &mut Rng) -> Vec<Vec<f32>>,
     /// The error of a run's outputs against the fp64 CPU reference (the operator's own
     /// measure), given the inputs as the kernel saw them (rounded to its element type).
@@ -39,7 +39,7 @@ pub struct Op {
     /// (concatenated) of one problem.
     pub agreement: fn(&[f32], &[f64]) -> f64,
     /// The problem `ck run NAME-DTYPE --n N` checks, and the shapes `ck cross-check` compares
-    /// on two devices.
+    /// on two devices (an optional input is given where the problem has the flag of its name).
     pub cases: fn(Option<u32>) -> Vec<Sizes>,
     /// Bytes a launch must move at least (the bandwidth floor of `ck bench`).
     pub bytes: fn(&Sizes, Dtype) -> f64,
@@ -61,11 +61,13 @@ impl Op {
     }
 
     /// The scalars, in order, that the problem `sizes` implies: its flags on, each count the
-    /// symbol it names, the others their defaults (NaN where the operator derives one).
+    /// symbol it names, a choice the index its symbol sets, the others their defaults (NaN
+    /// where the operator derives one).
     pub fn scalars_for(&self, sizes: &Sizes) -> Vec<f32> {
         let value = |s: &Scalar| match s.rule {
             ScalarRule::Flag => sizes.flag(s.name) as u8 as f32,
             ScalarRule::Count(symbol) => sizes.get(symbol) as f32,
+            ScalarRule::Choice(_) => sizes.sym(s.name).map_or(s.initial(), |i| i as f32),
             _ => s.initial(),
         };
         self.scalars.iter().map(value).collect()
@@ -81,9 +83,9 @@ impl Op {
         self.params.iter().find(|p| p.name == name)
     }
 
-    /// Its inputs, in order.
+    /// Its inputs (optional ones included), in order.
     pub fn inputs(&self) -> impl Iterator<Item = &'static Param> {
-        self.params.iter().filter(|p| p.role == Role::Input)
+        self.params.iter().filter(|p| p.role.is_input())
     }
 
     /// Its outputs (optional ones included), in order.

@@ -3,7 +3,7 @@
 
 use super::bind::bind;
 use super::buffers::{Buffer, Launch};
-use super::{Dtype, Elem, HostOutput, Op, Outcome, Rng, Role, ScalarRule, Sizes};
+use super::{Dtype, HostOutput, Op, Outcome, Rng, Role, ScalarRule, Sizes};
 use ck_core::host::{Device, LaunchError, LaunchStats};
 use ck_core::rules;
 
@@ -31,6 +31,10 @@ pub fn check_scalar(op: &Op, name: &str, value: f32) -> Result<(), LaunchError> 
         ));
     };
     let fine = match s.rule {
+        ScalarRule::Finite => value.is_finite(),
+        ScalarRule::Choice(names) => {
+            value.fract() == 0.0 && value >= 0.0 && (value as usize) < names.len()
+        }
         ScalarRule::NonNegative => value.is_finite() && value >= 0.0,
         ScalarRule::Positive => value.is_finite() && value > 0.0,
         ScalarRule::Flag => value == 0.0 || value == 1.0,
@@ -47,10 +51,18 @@ pub fn check_scalar(op: &Op, name: &str, value: f32) -> Result<(), LaunchError> 
         ));
     }
     let (rule, want) = match s.rule {
-        ScalarRule::NonNegative => (rules::BAD_EPS, "a finite, non-negative number"),
-        ScalarRule::Positive => (rules::BAD_SCALE, "a positive finite number"),
-        ScalarRule::Flag => (rules::UNKNOWN_ARGUMENT, "0 or 1 (off or on)"),
-        ScalarRule::Count(_) => (rules::SHAPE_MISMATCH, "a whole number from 1 to 2^24"),
+        ScalarRule::Finite => (rules::BAD_SCALE, "a finite number".to_string()),
+        ScalarRule::Choice(names) => (
+            rules::UNKNOWN_ARGUMENT,
+            format!("one of {}", names.join(", ")),
+        ),
+        ScalarRule::NonNegative => (rules::BAD_EPS, "a finite, non-negative number".into()),
+        ScalarRule::Positive => (rules::BAD_SCALE, "a positive finite number".into()),
+        ScalarRule::Flag => (rules::UNKNOWN_ARGUMENT, "0 or 1 (off or on)".into()),
+        ScalarRule::Count(_) => (
+            rules::SHAPE_MISMATCH,
+            "a whole number from 1 to 2^24".into(),
+        ),
     };
     Err(LaunchError::invalid(
         rule,
@@ -160,32 +172,26 @@ impl<'a> HostCall<'a> {
                 format!("{} has no optional output `{name}`", op.name),
             ));
         }
-        let elem = |p: &super::Param| match p.elem {
-            Elem::Op => dtype,
-            Elem::F32 | Elem::U32 => Dtype::F32, // a u32 tensor is a scratch, never made here
-        };
         let mut values = Vec::with_capacity(op.params.len());
         let mut buffers = Vec::with_capacity(op.params.len());
         for p in op.params {
-            let dt = elem(p);
-            let (value, buffer) = match p.role {
-                Role::Input => {
-                    let (_, v, _) = self
-                        .inputs
-                        .iter()
-                        .find(|(n, _, _)| *n == p.name)
-                        .expect("bound");
-                    let seen: Vec<f32> = v.iter().map(|&a| dt.round(a)).collect();
-                    let b = Buffer::from_f32(device, dt, &seen)?;
+            let elem = (p.elem, dtype);
+            let given = self.inputs.iter().find(|(n, _, _)| *n == p.name);
+            let (value, buffer) = match (p.role, given) {
+                (Role::Input | Role::OptionalInput, Some((_, v, _))) => {
+                    let seen: Vec<f32> = v.iter().map(|&a| p.elem.round(dtype, a)).collect();
+                    let b = Buffer::from_f32(device, elem, &seen)?;
                     (Some(seen), Some(b))
                 }
-                Role::OptionalOutput if !self.outputs.contains(&p.name) => (None, None),
-                Role::Scratch => (None, None), // the launch allocates it
-                Role::Output | Role::OptionalOutput => {
+                (Role::OptionalInput, None) => (None, None),
+                (Role::Input, None) => unreachable!("bound: every input is given"),
+                (Role::OptionalOutput, _) if !self.outputs.contains(&p.name) => (None, None),
+                (Role::Scratch, _) => (None, None), // the launch allocates it
+                (Role::Output | Role::OptionalOutput, _) => {
                     let len: usize = sizes.shape_of(p).iter().product();
                     (
                         None,
-                        Some(Buffer::from_f32(device, dt, &vec![f32::NAN; len])?),
+                        Some(Buffer::from_f32(device, elem, &vec![f32::NAN; len])?),
                     )
                 }
             };
@@ -205,7 +211,7 @@ impl<'a> HostCall<'a> {
             (op.launch)(device, &mut launch)?
         };
         for ((p, value), buffer) in op.params.iter().zip(&mut values).zip(launch.into_buffers()) {
-            if p.role != Role::Input {
+            if !p.role.is_input() {
                 *value = buffer.map(|b| b.to_f32()).transpose()?;
             }
         }
@@ -239,7 +245,9 @@ pub fn check(
         }
     }
     for ((p, v), shape) in op.inputs().zip(&inputs).zip(&shapes) {
-        call = call.input(p.name, v, shape);
+        if p.role == Role::Input || sizes.flag(p.name) {
+            call = call.input(p.name, v, shape);
+        }
     }
     let out = call.run(device)?;
     let err = (op.error)(&out);

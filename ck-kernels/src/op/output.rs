@@ -1,7 +1,7 @@
 //! [`HostOutput`]: what an operator computed on host values, with the values it computed it
 //! from (what its check against the fp64 reference reads).
 
-use super::{Dtype, Role, Signature, Sizes};
+use super::{Dtype, Signature, Sizes};
 use ck_core::host::LaunchStats;
 
 /// What a [`crate::op::HostCall`] computed, with what it computed it from.
@@ -37,6 +37,11 @@ impl HostOutput {
             .unwrap_or_else(|| panic!("{} has no input `{name}`", self.op.name))
     }
 
+    /// The optional input `name` as the kernel saw it, if the call gave it.
+    pub fn optional_input(&self, name: &str) -> Option<&[f32]> {
+        self.get(name)
+    }
+
     /// The output `name`, if it was computed.
     pub fn output(&self, name: &str) -> Option<&[f32]> {
         self.get(name)
@@ -61,7 +66,7 @@ impl HostOutput {
     pub fn outputs_concatenated(&self) -> Vec<f32> {
         let outputs = self.op.params.iter().zip(&self.values);
         outputs
-            .filter(|(p, _)| p.role != Role::Input)
+            .filter(|(p, _)| !p.role.is_input())
             .filter_map(|(_, v)| v.as_deref())
             .flatten()
             .copied()

@@ -7,6 +7,8 @@
 pub enum Role {
     /// Read; always given.
     Input,
+    /// Read when given (a GEMM's residual and bias); the launch sees whether it was.
+    OptionalInput,
     /// Written; always given.
     Output,
     /// Written when given (e.g. LayerNorm's statistics).
@@ -18,6 +20,18 @@ pub enum Role {
     Scratch,
 }
 
+impl Role {
+    /// Read by the kernels (given or optional).
+    pub fn is_input(self) -> bool {
+        matches!(self, Role::Input | Role::OptionalInput)
+    }
+
+    /// Whether a call may leave it out.
+    pub fn is_optional(self) -> bool {
+        matches!(self, Role::OptionalInput | Role::OptionalOutput)
+    }
+}
+
 /// A tensor's element type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Elem {
@@ -27,6 +41,46 @@ pub enum Elem {
     F32,
     /// 32-bit unsigned words (a scratch's counters; an int32 tensor from Python).
     U32,
+    /// Always bf16: a tensor-core operand, read in place on a GPU. Where the call copies its
+    /// values (the emulator, `.npy` files) f32 values are rounded to bf16 on the way in.
+    Bf16,
+    /// Always e4m3 (fp8): the fp8 tensor-core operands.
+    E4m3,
+}
+
+impl Elem {
+    /// The element type a tensor of this rule has in a call of element type `dtype` (never
+    /// [`Elem::Op`]).
+    pub fn of(self, dtype: super::Dtype) -> Elem {
+        match (self, dtype) {
+            (Elem::Op, super::Dtype::F32) => Elem::F32,
+            (Elem::Op, super::Dtype::Bf16) => Elem::Bf16,
+            (e, _) => e,
+        }
+    }
+
+    /// `v` as a tensor of this rule holds it in a call of element type `dtype` (rounded to
+    /// bf16 or e4m3, or as is).
+    pub fn round(self, dtype: super::Dtype, v: f32) -> f32 {
+        use ck_core::device::{Bf16, E4m3};
+        match self.of(dtype) {
+            Elem::Bf16 => Bf16::from_f32(v).to_f32(),
+            Elem::E4m3 => E4m3::from_f32(v).to_f32(),
+            Elem::U32 => v as u32 as f32,
+            _ => v,
+        }
+    }
+
+    /// Its name in messages and in Python's descriptions: `op` (the call's), `f32`, ...
+    pub fn name(self) -> &'static str {
+        match self {
+            Elem::Op => "op",
+            Elem::F32 => "f32",
+            Elem::U32 => "u32",
+            Elem::Bf16 => "bf16",
+            Elem::E4m3 => "e4m3",
+        }
+    }
 }
 
 /// One dimension of a shape rule.
@@ -86,6 +140,8 @@ pub struct Param {
 /// What values a scalar takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ScalarRule {
+    /// Any finite number (a GEMM's alpha and beta).
+    Finite,
     /// Finite and ≥ 0 (an epsilon).
     NonNegative,
     /// Finite and > 0 (a scale).
@@ -95,6 +151,9 @@ pub enum ScalarRule {
     /// A whole number ≥ 1 that sets the shape symbol it names, for an extent no tensor's shape
     /// shows (`attention_qkv`'s `heads` is `H`: its `qkv` stacks `H + 2·Hkv` heads).
     Count(&'static str),
+    /// One of the names, carried as its index (a GEMM's activation: `none`, `relu`, ...);
+    /// Python and `ck run` give the name.
+    Choice(&'static [&'static str]),
 }
 
 /// A scalar argument, carried as an f32 (a flag as 0 or 1). One that is not given and has no

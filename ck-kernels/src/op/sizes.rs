@@ -6,7 +6,8 @@ use super::{Dim, Param, Role};
 
 /// One problem: the leading dimensions of [`Dim::Rows`], every named symbol, and the flag
 /// scalars that are on (a flag may change a tensor's layout, [`Param::alt`], or the problem:
-/// attention's `causal`).
+/// attention's `causal`). A seeded problem ([`crate::op::Op::cases`]) also names its optional
+/// inputs as flags, and may set a choice scalar's index as a symbol of its name.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Sizes {
     lead: Vec<usize>,
@@ -48,16 +49,15 @@ impl Sizes {
         self.flags.contains(&name)
     }
 
-    /// Symbol `name`: `M` is the product of the leading dimensions of [`Dim::Rows`].
+    /// Symbol `name`; `M`, unless a rule names it, is the product of the leading dimensions
+    /// of [`Dim::Rows`].
     ///
     /// # Panics
     /// If the operator's rules do not name it (a bug in the operator's description).
     pub fn get(&self, name: &str) -> usize {
-        if name == "M" {
-            return self.lead.iter().product();
-        }
         match self.syms.iter().find(|(n, _)| *n == name) {
             Some(&(_, v)) => v,
+            None if name == "M" => self.lead.iter().product(),
             None => panic!("no symbol `{name}` in {self:?}"),
         }
     }
@@ -133,7 +133,7 @@ impl Sizes {
     }
 
     /// Symbol `name`, if bound.
-    pub(super) fn sym(&self, name: &str) -> Option<usize> {
+    pub fn sym(&self, name: &str) -> Option<usize> {
         self.syms.iter().find(|(n, _)| *n == name).map(|&(_, v)| v)
     }
 }
