@@ -6,7 +6,12 @@ use crate::op::Op;
 
 /// Every operator, family by family.
 pub fn operators() -> impl Iterator<Item = &'static Op> {
-    let families = [crate::rows::OPS, crate::glu::OPS, crate::attention::OPS];
+    let families = [
+        crate::rows::OPS,
+        crate::glu::OPS,
+        crate::gemm::describe::OPS,
+        crate::attention::OPS,
+    ];
     families.into_iter().flatten().copied()
 }
 

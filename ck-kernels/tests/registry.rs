@@ -27,9 +27,10 @@ fn descriptions_are_well_formed() {
         assert!(!names.contains(&op.name), "two operators named {}", op.name);
         names.push(op.name);
         assert_eq!(registry::find(&op.command()).map(|o| o.name), Some(op.name));
-        // Inputs first (their order is the samples' and Python's positional order).
-        let first_output = op.params.iter().position(|p| p.role != Role::Input);
-        let inputs = op.params.iter().filter(|p| p.role == Role::Input).count();
+        // Inputs first, optional ones included (their order is the samples' and Python's
+        // positional order).
+        let first_output = op.params.iter().position(|p| !p.role.is_input());
+        let inputs = op.inputs().count();
         assert_eq!(first_output, Some(inputs), "{}: inputs first", op.name);
         // A scratch's length is a symbol the operator derives.
         for p in op.params.iter().filter(|p| p.role != Role::Scratch) {
@@ -43,8 +44,9 @@ fn descriptions_are_well_formed() {
                             && e.symbol().map(|s| s.0) == d.symbol().map(|s| s.0))
                 };
                 let counted = |s: &ck_kernels::op::Scalar| matches!(s.rule, ScalarRule::Count(c) if d.symbol().map(|s| s.0) == Some(c));
+                let required = op.params.iter().filter(|i| i.role == Role::Input);
                 let set =
-                    op.inputs().any(|i| i.dims.iter().any(same)) || op.scalars.iter().any(counted);
+                    { required }.any(|i| i.dims.iter().any(same)) || op.scalars.iter().any(counted);
                 assert!(set, "{}.{}: {d:?} is set by no input", op.name, p.name);
             }
         }
@@ -168,4 +170,45 @@ fn a_count_left_out_is_named() {
     };
     assert_eq!(e.rule(), ck_core::rules::UNKNOWN_ARGUMENT);
     assert!(e.to_string().contains("needs the scalar `heads`"), "{e}");
+}
+
+#[test]
+fn optional_inputs_join_the_epilogue_and_a_choice_is_named() {
+    use ck_kernels::gemm::describe::LINEAR;
+    use ck_kernels::op::HostCall;
+    let device = Device::emulator();
+    // x = [1, 2] (one row), W = [[1, 0], [0, 1], [1, 1]]: x·Wᵀ = [1, 2, 3]; residual [−4, 0, 1]
+    // with beta 0.5 and bias [0, 1, 0]: [1 − 2, 2 + 1, 3 + 0.5] = [−1, 3, 3.5]; relu: [0, 3, 3.5].
+    let (x, w) = ([1.0, 2.0], [1.0, 0.0, 0.0, 1.0, 1.0, 1.0]);
+    let call = || {
+        HostCall::new(&LINEAR)
+            .input("x", &x, &[1, 2])
+            .input("weight", &w, &[3, 2])
+    };
+    let plain = call().run(&device).unwrap();
+    assert_eq!(plain.output("c").unwrap(), &[1.0, 2.0, 3.0]);
+    let fused = call()
+        .input("residual", &[-4.0, 0.0, 1.0], &[1, 3])
+        .input("bias", &[0.0, 1.0, 0.0], &[3])
+        .scalar("beta", 0.5)
+        .scalar("activation", 1.0)
+        .run(&device)
+        .unwrap();
+    assert_eq!(fused.output("c").unwrap(), &[0.0, 3.0, 3.5]);
+    // A choice is an index into its names; another value is refused with them.
+    let err = call().scalar("activation", 4.0).run(&device).err().unwrap();
+    assert!(
+        err.to_string()
+            .contains("give one of none, relu, gelu, silu"),
+        "{err}"
+    );
+    // Any finite alpha (negative too); an infinite one is refused.
+    let negated = call().scalar("alpha", -1.0).run(&device).unwrap();
+    assert_eq!(negated.output("c").unwrap(), &[-1.0, -2.0, -3.0]);
+    let err = call()
+        .scalar("alpha", f32::INFINITY)
+        .run(&device)
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("give a finite number"), "{err}");
 }

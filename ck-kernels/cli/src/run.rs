@@ -60,18 +60,9 @@ pub struct GemmArgs {
     /// A, a 2-D float32 .npy (M, K)
     #[arg(long, value_name = "A.npy")]
     input_a: String,
-    /// B, a 2-D float32 .npy (K, N), or (N, K) with --b-layout nk
+    /// B, a 2-D float32 .npy (K, N) (for nn.Linear's weight (N, K): `ck run linear`)
     #[arg(long, value_name = "B.npy")]
     input_b: String,
-    /// B's layout: kn, B as (K, N); or nk, B as (N, K), nn.Linear's weight, read in place by
-    /// the bf16 kernels (A may then have any leading dims) [default: kn]
-    #[arg(long, value_name = "kn|nk")]
-    b_layout: Option<String>,
-    /// A gated linear unit in one launch (with --b-layout nk): C = act(A·B_gateᵀ) · (A·B_upᵀ),
-    /// B.npy the two weights stacked (2F, K), the gate's rows first; silu (SwiGLU) or gelu
-    /// (GeGLU); C (..., F) in bf16
-    #[arg(long, value_name = "silu|gelu")]
-    gated: Option<String>,
     /// Where to write C (float32 .npy)
     #[arg(long, value_name = "C.npy")]
     output: String,
@@ -401,35 +392,10 @@ fn gemm_cmd(args: &GemmArgs) -> Result<(), CliError> {
         npy::read(pa).map_err(|m| CliError::new(ck_core::rules::NPY, m))?,
         npy::read(pb).map_err(|m| CliError::new(ck_core::rules::NPY, m))?,
     );
-    let nk = match args.b_layout.as_deref() {
-        None | Some("kn") => false,
-        Some("nk") => true,
-        Some(other) => {
-            return Err(CliError::usage(format!(
-                "--b-layout: `{other}` is not kn or nk"
-            )))
-        }
-    };
-    if args.gated.is_some() && !nk {
-        return Err(CliError::usage(
-            "--gated reads B as the stacked weights (2F, K): add --b-layout nk".to_string(),
-        ));
-    }
-    // 2-D, or 3-D with a leading batch dimension (the fused tensor-core GEMM, per product); with
-    // B as (N, K), A of any leading dims, flattened into rows.
+    // 2-D, or 3-D with a leading batch dimension (the fused tensor-core GEMM, per product).
     let (batch, m, k, k2, n) = match (&a.shape[..], &b.shape[..]) {
-        (&[.., k], &[n, k2]) if nk && a.shape.len() >= 2 => (1, a.data.len() / k.max(1), k, k2, n),
-        (&[m, k], &[k2, n]) if !nk => (1, m, k, k2, n),
-        (&[ba, m, k], &[bb, k2, n]) if ba == bb && !nk => (ba, m, k, k2, n),
-        _ if nk => {
-            return Err(CliError::new(
-                ck_core::rules::SHAPE_MISMATCH,
-                format!(
-                    "with --b-layout nk, A {:?} must be (..., K) and B {:?} must be 2-D (N, K)",
-                    a.shape, b.shape
-                ),
-            ))
-        }
+        (&[m, k], &[k2, n]) => (1, m, k, k2, n),
+        (&[ba, m, k], &[bb, k2, n]) if ba == bb => (ba, m, k, k2, n),
         _ => {
             return Err(CliError::new(
                 ck_core::rules::SHAPE_MISMATCH,
@@ -441,13 +407,9 @@ fn gemm_cmd(args: &GemmArgs) -> Result<(), CliError> {
         }
     };
     if k != k2 {
-        let b_shape = if nk { (n, k2) } else { (k2, n) };
         return Err(CliError::new(
             ck_core::rules::SHAPE_MISMATCH,
-            format!(
-                "A is {m}×{k} but B is {}×{}; the K dimensions must agree",
-                b_shape.0, b_shape.1
-            ),
+            format!("A is {m}×{k} but B is {k2}×{n}; the K dimensions must agree"),
         ));
     }
     if [m, n, k].iter().any(|&d| d == 0 || d > i32::MAX as usize)
@@ -470,7 +432,6 @@ fn gemm_cmd(args: &GemmArgs) -> Result<(), CliError> {
     let shape = (m as u32, n as u32, k as u32);
     let batched = a.shape.len() == 3;
     let fused = batched
-        || nk
         || dtype == "fp8-e4m3"
         || args.out_dtype.is_some()
         || args.bias.is_some()
@@ -478,14 +439,7 @@ fn gemm_cmd(args: &GemmArgs) -> Result<(), CliError> {
         || args.alpha.is_some()
         || args.beta.is_some()
         || args.activation.is_some();
-    if args.gated.is_some() {
-        return gated_cmd(args, &device, (&a, &b.data), (m, n, k));
-    }
-    let c_shape = if nk {
-        let mut shape = a.shape.clone();
-        *shape.last_mut().expect("A is at least 2-D") = n;
-        shape
-    } else if batched {
+    let c_shape = if batched {
         vec![batch, m, n]
     } else {
         vec![m, n]
@@ -498,60 +452,9 @@ fn gemm_cmd(args: &GemmArgs) -> Result<(), CliError> {
         (c, stats, format!("{dtype} operands, f32 accumulation"))
     };
     write_npy(out, c_shape, c)?;
-    let b_shape = if nk {
-        format!("({n}×{k})ᵀ")
-    } else {
-        format!("{k}×{n}")
-    };
     let summary = format!(
-        "gemm {m}×{k} · {b_shape} ({what}) on {} → {out}",
+        "gemm {m}×{k} · {k}×{n} ({what}) on {} → {out}",
         device.name()
-    );
-    report_files(args.json.json, summary, &stats)
-}
-
-/// `ck run gemm --b-layout nk --gated silu|gelu`: a gated linear unit in one launch, B (2F, K).
-fn gated_cmd(
-    args: &GemmArgs,
-    device: &ck_core::host::Device,
-    (a, b): (&crate::npy::Array, &[f32]),
-    (m, two_f, k): (usize, usize, usize),
-) -> Result<(), CliError> {
-    use ck_kernels::gemm::epilogue::Activation;
-    let name = args.gated.as_deref().unwrap_or_default();
-    let activation = match name {
-        "silu" => Activation::Silu,
-        "gelu" => Activation::Gelu,
-        other => {
-            return Err(CliError::usage(format!(
-                "--gated: `{other}` is not silu or gelu"
-            )))
-        }
-    };
-    let extra = args.bias.is_some()
-        || args.residual.is_some()
-        || args.beta.is_some()
-        || args.activation.is_some()
-        || args.dtype.as_deref().is_some_and(|d| d != "bf16")
-        || args.out_dtype.as_deref().is_some_and(|d| d != "bf16");
-    if !two_f.is_multiple_of(2) || extra {
-        return Err(CliError::usage(
-            "--gated takes B (2F, K), bf16 operands and C, and no other epilogue (no --bias, --residual, --beta, --activation)".to_string(),
-        ));
-    }
-    let f = two_f / 2;
-    let shape = (m as u32, f as u32, k as u32);
-    let alpha = args.alpha.unwrap_or(1.0);
-    let (c, stats) =
-        ck_kernels::gemm::linear::gated(device, (&a.data, b), shape, (alpha, activation))
-            .map_err(launch_error)?;
-    let mut c_shape = a.shape.clone();
-    *c_shape.last_mut().expect("A is at least 2-D") = f;
-    write_npy(&args.output, c_shape, c)?;
-    let summary = format!(
-        "gemm {m}×{k} · ({two_f}×{k})ᵀ gated by {name} (bf16 operands and C) on {} → {}",
-        device.name(),
-        args.output
     );
     report_files(args.json.json, summary, &stats)
 }
@@ -568,7 +471,6 @@ fn gemm_fused_cmd(
     use ck_kernels::gemm::auto::gemm;
     use ck_kernels::gemm::epilogue::Activation;
     use ck_kernels::gemm::fused::HostEpilogue;
-    use ck_kernels::gemm::linear::linear;
     use ck_kernels::gemm::tma::host::gemm_fp8;
     if args.dtype.as_deref() == Some("f32") {
         return Err(CliError::new(
@@ -593,7 +495,6 @@ fn gemm_fused_cmd(
         }
         Ok(Some(t.data))
     };
-    let nk = args.b_layout.as_deref() == Some("nk");
     let d = read(&args.residual, c_shape, "--residual")?;
     let bias = read(&args.bias, &[n], "--bias")?;
     let activation = match args.activation.as_deref() {
@@ -616,15 +517,7 @@ fn gemm_fused_cmd(
     let fp8 = args.dtype.as_deref() == Some("fp8-e4m3");
     let (batch, ab) = (batch as u32, (a, b));
     type Bf16 = ck_core::device::Bf16;
-    if fp8 && nk {
-        return Err(CliError::new(
-            ck_core::rules::DTYPE,
-            "--b-layout nk runs bf16 operands; for fp8-e4m3 give B as (K, N) (it is quantised and transposed before the kernel)",
-        ));
-    }
     let (c, stats) = match (out_dtype, fp8) {
-        ("f32", false) if nk => linear::<f32>(device, ab, shape, epilogue),
-        ("bf16", false) if nk => linear::<Bf16>(device, ab, shape, epilogue),
         ("f32", false) => gemm::<f32>(device, ab, batch, shape, epilogue),
         ("bf16", false) => gemm::<Bf16>(device, ab, batch, shape, epilogue),
         ("f32", true) => gemm_fp8::<f32>(device, ab, batch, shape, epilogue),
@@ -639,8 +532,6 @@ fn gemm_fused_cmd(
     .map_err(launch_error)?;
     let operands = if fp8 {
         "e4m3 operands (per-tensor scales)"
-    } else if nk {
-        "bf16 operands, B as (N, K)"
     } else {
         "bf16 operands"
     };

@@ -174,6 +174,75 @@ fn ck_run_gemm_applies_the_epilogue_and_writes_bf16_c() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `ck run linear` comes from the operator's description: x of any leading dims, the weight as
+/// nn.Linear keeps it, the epilogue's optional tensors, a choice by name, a negative scale.
+#[test]
+fn ck_run_linear_reads_the_weight_as_nn_linear_keeps_it() {
+    let dir = std::env::temp_dir().join(format!("ck-linear-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = |f: &str| dir.join(f).to_str().unwrap().to_string();
+    let mut rng = Rng(43);
+    let (lead, n, k) = ([2usize, 5], 24usize, 40usize);
+    let mut save = |f: &str, shape: Vec<usize>| save_random(&path(f), shape, &mut rng);
+    let x = save("x.npy", vec![lead[0], lead[1], k]);
+    let w = save("w.npy", vec![n, k]);
+    let bias = save("bias.npy", vec![n]);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ck"))
+        .args([
+            "run",
+            "linear",
+            "--x",
+            &path("x.npy"),
+            "--weight",
+            &path("w.npy"),
+        ])
+        .args(["--bias", &path("bias.npy"), "--output", &path("c.npy")])
+        .args(["--alpha", "-2", "--activation", "relu"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("activation relu"), "{stdout}");
+    let c = read(&path("c.npy")).unwrap();
+    assert_eq!(c.shape, [2, 5, n]);
+    // relu(−2 · x·Wᵀ + bias) in fp64 on the bf16 operands; C f32.
+    let (x, w) = (round::<Bf16>(&x), round::<Bf16>(&w));
+    for (i, &got) in c.data.iter().enumerate() {
+        let (row, col) = (i / n, i % n);
+        let dot: f64 = (0..k)
+            .map(|t| x[row * k + t] as f64 * w[col * k + t] as f64)
+            .sum();
+        let want = (-2.0 * dot + bias[col] as f64).max(0.0);
+        assert!(
+            (got as f64 - want).abs() <= 1e-5 * (1.0 + want.abs()),
+            "{i}: {got} vs {want}"
+        );
+    }
+    // The weight given as (K, N) is refused with the layout it must have.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ck"))
+        .args([
+            "run",
+            "linear",
+            "--x",
+            &path("x.npy"),
+            "--weight",
+            &path("bias.npy"),
+        ])
+        .args(["--output", &path("c.npy")])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("[out_features, in_features]"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn ck_run_gemm_takes_3d_inputs_as_a_batch() {
     let dir = std::env::temp_dir().join(format!("ck-gemm-batched-{}", std::process::id()));

@@ -6,6 +6,7 @@
 //! | file | what |
 //! |---|---|
 //! | [`auto`] | the entry point (host): picks the kernel for a problem and its epilogue (`ck run gemm`, Python) |
+//! | [`describe`] | the family's operators of the registry (`linear`, `linear_fp8`, `gemm_a_km`, `gated_linear`): tensors, scalars, launch, fp64 check |
 //! | [`linear`] | `nn.Linear`'s product (host): X·Wᵀ with the weight `[N, K]` read in place, on the TMA kernels of K-major B or, for any shape, `linear_simt_*`; its weight's gradient dYᵀ·X with dY read M-major |
 //! | [`fused`] | the problem's arguments (host): [`fused::EpilogueArgs`], the C element type [`fused::GemmOutput`], their checks and the fp64 reference; launches on the `cp.async` wgmma kernels |
 //! | [`choice`] | which `cp.async` bf16 kernel runs a shape ([`choice::Bf16Kernel`]) |
@@ -22,6 +23,8 @@
 pub mod auto;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod choice;
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod describe;
 pub mod epilogue;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod fused;

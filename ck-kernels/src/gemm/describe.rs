@@ -1,0 +1,570 @@
+//! The GEMM family's operators of the registry ([`OPS`]): `nn.Linear`'s product with its fused
+//! epilogue ([`LINEAR`], and [`LINEAR_FP8`] on e4m3 operands), its weight's gradient read from
+//! a transposed operand in place ([`GEMM_A_KM`]) and the gated linear unit in one launch
+//! ([`GATED_LINEAR`]) — what `ck run linear` (`.npy` files), `ck run linear-bf16 --n N` (a
+//! seeded check), `ck cross-check` and `ck_rs.linear` / `ck_rs.gated_linear` call.
+//!
+//! The operands are bf16 ([`Elem::Bf16`]: on the emulator f32 values are rounded on the way
+//! in); the call's element type is C's, and the epilogue's residual and bias have it.
+//!
+//! For example `relu(x·Wᵀ + bias)` with x all 0.5 (`[3, 7]`), row `j` of W all `j` (`[5, 7]`)
+//! and a bias of −1: `C[i, j] = relu(7 · 0.5 · j − 1)`, exact in bf16 operands and f32 C:
+//!
+//! ```
+//! use ck_kernels::op::HostCall;
+//! let device = ck_core::host::Device::emulator();
+//! let x = [0.5; 21];
+//! let w: Vec<f32> = (0..35).map(|i| (i / 7) as f32).collect();
+//! let out = HostCall::new(&ck_kernels::gemm::describe::LINEAR)
+//!     .input("x", &x, &[3, 7])
+//!     .input("weight", &w, &[5, 7])
+//!     .input("bias", &[-1.0; 5], &[5])
+//!     .scalar("activation", 1.0) // relu
+//!     .run(&device)
+//!     .unwrap();
+//! assert_eq!(&out.output("c").unwrap()[..5], &[0.0, 2.5, 6.0, 9.5, 13.0]);
+//! ```
+
+use super::epilogue::Activation;
+use super::fused::{reference, EpilogueArgs};
+use super::linear;
+use crate::op::{
+    norm_relative_error, Dim, Dtype, Elem, HostOutput, Launch, Op, Param, Rng, Role, Scalar,
+    ScalarRule, Sizes,
+};
+use ck_core::device::{Bf16, E4m3};
+use ck_core::host::LaunchError;
+
+/// The family's operators, as the registry lists them.
+pub const OPS: &[&Op] = &[&LINEAR, &LINEAR_FP8, &GEMM_A_KM, &GATED_LINEAR];
+
+const M: Dim = Dim::Sym("M");
+const N: Dim = Dim::Sym("N");
+const K: Dim = Dim::Sym("K");
+const F: Dim = Dim::Sym("F");
+
+const fn tensor(
+    name: &'static str,
+    (role, elem): (Role, Elem),
+    dims: &'static [Dim],
+    doc: &'static str,
+) -> Param {
+    Param {
+        name,
+        flag: name,
+        role,
+        elem,
+        dims,
+        alt: None,
+        doc,
+    }
+}
+
+const fn output(dims: &'static [Dim], doc: &'static str) -> Param {
+    Param {
+        flag: "output",
+        ..tensor("c", (Role::Output, Elem::Op), dims, doc)
+    }
+}
+
+const RESIDUAL: Param = tensor(
+    "residual",
+    (Role::OptionalInput, Elem::Op),
+    &[Dim::Rows, N],
+    "the epilogue's residual D, [..., N] (C's type)",
+);
+const BIAS: Param = tensor(
+    "bias",
+    (Role::OptionalInput, Elem::Op),
+    &[N],
+    "the epilogue's bias, [N] (C's type)",
+);
+
+const ALPHA: Scalar = Scalar {
+    name: "alpha",
+    default: Some(1.0),
+    rule: ScalarRule::Finite,
+    doc: "the product's scale",
+};
+const BETA: Scalar = Scalar {
+    name: "beta",
+    default: Some(1.0),
+    rule: ScalarRule::Finite,
+    doc: "the residual's scale",
+};
+/// The activations in [`Activation`]'s order (its codes are their indices).
+const ACTIVATIONS: &[&str] = &["none", "relu", "gelu", "silu"];
+const ACTIVATION: Scalar = Scalar {
+    name: "activation",
+    default: Some(0.0),
+    rule: ScalarRule::Choice(ACTIVATIONS),
+    doc: "the activation applied last: none, relu, gelu (tanh form) or silu",
+};
+
+/// C within 1e-5 norm-wise of fp64 on the rounded operands (f32 accumulation), or within bf16's
+/// rounding of C.
+fn tolerance(dtype: Dtype) -> f64 {
+    match dtype {
+        Dtype::F32 => 1e-5,
+        Dtype::Bf16 => 4e-3,
+    }
+}
+
+/// `linear`: `C = act(alpha · x·Wᵀ + beta · residual + bias)`, [`linear::launch`].
+pub const LINEAR: Op = Op {
+    name: "linear",
+    summary: "nn.Linear's product x·Wᵀ with a fused epilogue (bf16 operands)",
+    params: &[
+        tensor(
+            "x",
+            (Role::Input, Elem::Bf16),
+            &[Dim::Rows, K],
+            "x, [..., K] (bf16)",
+        ),
+        tensor(
+            "weight",
+            (Role::Input, Elem::Bf16),
+            &[N, K],
+            "the weight as nn.Linear keeps it, [out_features, in_features] = [N, K] (bf16), read in place",
+        ),
+        RESIDUAL,
+        BIAS,
+        output(&[Dim::Rows, N], "C, [..., N]"),
+    ],
+    scalars: &[ALPHA, BETA, ACTIVATION],
+    dtypes: &[Dtype::F32, Dtype::Bf16],
+    constraints: crate::op::no_constraints,
+    launch: |d, l| {
+        crate::by_dtype!(l.dtype, O => {
+            let mut c = l.take::<O>(d, "c")?;
+            let x = l.input::<Bf16>("x")?;
+            let w = l.input::<Bf16>("weight")?;
+            let launched = linear::launch(d, (x, w), &mut c, mnk(&l.sizes), &epilogue(l)?);
+            l.put("c", c);
+            launched.map(|(stats, _)| stats)
+        })
+    },
+    sample: sample_linear,
+    error: |out| judge(out, "x", "weight"),
+    tolerance,
+    agreement: norm_relative_error,
+    cases: cases_linear,
+    bytes: bytes_linear,
+};
+
+/// `linear_fp8`: [`LINEAR`] on e4m3 operands, [`linear::launch_fp8`]; alpha carries their
+/// per-tensor scales.
+pub const LINEAR_FP8: Op = Op {
+    name: "linear_fp8",
+    summary: "nn.Linear's product on e4m3 operands with per-tensor scales in alpha",
+    params: &[
+        tensor(
+            "x",
+            (Role::Input, Elem::E4m3),
+            &[Dim::Rows, K],
+            "x, [..., K] (e4m3; K a multiple of 16)",
+        ),
+        tensor(
+            "weight",
+            (Role::Input, Elem::E4m3),
+            &[N, K],
+            "the weight, [N, K] (e4m3; N a multiple of 8)",
+        ),
+        RESIDUAL,
+        BIAS,
+        output(&[Dim::Rows, N], "C, [..., N]"),
+    ],
+    scalars: &[
+        Scalar {
+            doc: "the product's scale: x's scale times the weight's",
+            ..ALPHA
+        },
+        BETA,
+        ACTIVATION,
+    ],
+    dtypes: &[Dtype::Bf16, Dtype::F32],
+    constraints: |s| {
+        let (n, k) = (s.get("N"), s.get("K"));
+        if k % 16 != 0 || n % 8 != 0 {
+            return Err(LaunchError::invalid(
+                ck_core::rules::SHAPE_UNSUPPORTED,
+                format!("the fp8 GEMM moves whole 16-byte rows with TMA: K must be a multiple of 16 and N of 8 (pad x and the weight with zero columns, the weight with zero rows); got N = {n}, K = {k}"),
+            ));
+        }
+        Ok(())
+    },
+    launch: |d, l| {
+        crate::by_dtype!(l.dtype, O => {
+            let mut c = l.take::<O>(d, "c")?;
+            let x = l.input::<E4m3>("x")?;
+            let w = l.input::<E4m3>("weight")?;
+            let launched = linear::launch_fp8(d, (x, w), &mut c, mnk(&l.sizes), &epilogue(l)?);
+            l.put("c", c);
+            launched.map(|(stats, _)| stats)
+        })
+    },
+    sample: sample_linear,
+    error: |out| judge(out, "x", "weight"),
+    // e4m3 tensor cores accumulate with fewer bits than bf16 ones.
+    tolerance: |d| tolerance(d).max(1e-3),
+    agreement: norm_relative_error,
+    cases: |n| {
+        let problem = |lead: &[usize], k: usize| {
+            let s = Sizes::rows(lead).with("N", 256).with("K", k);
+            s.with_flag("residual").with_flag("bias")
+        };
+        match n {
+            Some(n) => vec![problem(
+                &[256],
+                (n.clamp(16, 1 << 16) as usize).next_multiple_of(16),
+            )],
+            None => vec![problem(&[3, 43], 80).with("activation", 1)],
+        }
+    },
+    bytes: bytes_linear,
+};
+
+/// `gemm_a_km`: `C = alpha · a_kmᵀ·b + beta · residual` with `a` given as its `[K, M]` storage,
+/// [`linear::launch_weight_grad`] (a weight's gradient `dYᵀ·X` without a transposed copy).
+pub const GEMM_A_KM: Op = Op {
+    name: "gemm_a_km",
+    summary: "C = alpha · aᵀ·b + beta · residual, a read from its [K, M] storage (bf16 operands)",
+    params: &[
+        Param {
+            flag: "a-km",
+            ..tensor(
+                "a_km",
+                (Role::Input, Elem::Bf16),
+                &[K, M],
+                "a as it lies, [K, M] (bf16; M a multiple of 8)",
+            )
+        },
+        tensor(
+            "b",
+            (Role::Input, Elem::Bf16),
+            &[K, N],
+            "b, [K, N] (bf16; N a multiple of 8)",
+        ),
+        tensor(
+            "residual",
+            (Role::OptionalInput, Elem::Op),
+            &[M, N],
+            "the epilogue's residual D, [M, N] (f32 C only)",
+        ),
+        output(&[M, N], "C, [M, N]"),
+    ],
+    scalars: &[ALPHA, BETA],
+    dtypes: &[Dtype::F32, Dtype::Bf16],
+    constraints: |s| {
+        let (m, n) = (s.get("M"), s.get("N"));
+        if m % 8 != 0 || n % 8 != 0 {
+            return Err(LaunchError::invalid(
+                ck_core::rules::SHAPE_UNSUPPORTED,
+                format!("the kernel reads a_km's and b's rows whole with TMA: M and N must be multiples of 8 (pad them with zero columns); got M = {m}, N = {n}"),
+            ));
+        }
+        Ok(())
+    },
+    launch: |d, l| {
+        crate::by_dtype!(l.dtype, O => {
+            let mut c = l.take::<O>(d, "c")?;
+            let (a, b) = (l.input::<Bf16>("a_km")?, l.input::<Bf16>("b")?);
+            let args = EpilogueArgs {
+                alpha: l.scalar("alpha"),
+                beta: l.scalar("beta"),
+                d: l.optional_input::<O>("residual")?,
+                ..Default::default()
+            };
+            let (k, m, n) = (l.sizes.u32("K"), l.sizes.u32("M"), l.sizes.u32("N"));
+            let launched = linear::launch_weight_grad(d, (a, b), &mut c, (k, m, n), &args);
+            l.put("c", c);
+            launched.map(|(stats, _)| stats)
+        })
+    },
+    sample: |s, rng| {
+        let (m, n, k) = (s.get("M"), s.get("N"), s.get("K"));
+        vec![
+            rng.values(k * m, 1.0, 0.0),
+            rng.values(k * n, 1.0, 0.0),
+            rng.values(m * n, 1.0, 0.0),
+        ]
+    },
+    error: |out| {
+        let (m, n, k) = (out.sizes.get("M"), out.sizes.get("N"), out.sizes.get("K"));
+        let (a, b) = (out.input("a_km"), out.input("b"));
+        let mut ab = vec![0f64; m * n];
+        for t in 0..k {
+            for i in 0..m {
+                let ai = a[t * m + i] as f64;
+                for j in 0..n {
+                    ab[i * n + j] += ai * b[t * n + j] as f64;
+                }
+            }
+        }
+        let scales = (out.scalar("alpha"), out.scalar("beta"));
+        let residual = out.optional_input("residual");
+        let want = reference(
+            &ab,
+            (m as u32, n as u32),
+            scales,
+            (residual, None),
+            Activation::None,
+        );
+        norm_relative_error(out.output("c").unwrap_or_default(), &want)
+    },
+    tolerance,
+    agreement: norm_relative_error,
+    cases: |n| {
+        let problem =
+            |m: usize, n: usize, k: usize| Sizes::default().with("M", m).with("N", n).with("K", k);
+        match n {
+            Some(n) => vec![problem(256, 128, n.clamp(1, 1 << 16) as usize)],
+            // Any number of tokens: a partial last stage.
+            None => vec![problem(64, 40, 100), problem(136, 256, 64)],
+        }
+    },
+    bytes: |s, d| {
+        let (m, n, k) = (s.get("M"), s.get("N"), s.get("K"));
+        ((m + n) * k * 2 + m * n * d.bytes()) as f64
+    },
+};
+
+/// `gated_linear`: `C = act(x·W_gateᵀ) · (x·W_upᵀ)` in one launch, [`linear::launch_gated`].
+pub const GATED_LINEAR: Op = Op {
+    name: "gated_linear",
+    summary: "A gated linear unit in one launch: act(x·W_gateᵀ) · (x·W_upᵀ) (bf16)",
+    params: &[
+        tensor(
+            "x",
+            (Role::Input, Elem::Bf16),
+            &[Dim::Rows, K],
+            "x, [..., K] (bf16; K a multiple of 8)",
+        ),
+        tensor(
+            "weight",
+            (Role::Input, Elem::Bf16),
+            &[Dim::Twice("F"), K],
+            "the gate's and the up projection's weights stacked, [2·F, K], gate rows first (bf16; F a multiple of 8)",
+        ),
+        output(&[Dim::Rows, F], "C, [..., F] (bf16)"),
+    ],
+    scalars: &[Scalar {
+        name: "activation",
+        default: Some(0.0),
+        rule: ScalarRule::Choice(GATES),
+        doc: "the gate's activation: silu (SwiGLU) or gelu (GeGLU, tanh form)",
+    }],
+    // The kernel writes bf16; an f32 C (the emulator's numpy arrays) gets it widened.
+    dtypes: &[Dtype::Bf16, Dtype::F32],
+    constraints: crate::op::no_constraints,
+    launch: |d, l| {
+        let shape = (l.sizes.u32("M"), l.sizes.u32("F"), l.sizes.u32("K"));
+        let gate = gate(l.scalar("activation"));
+        match l.dtype {
+            Dtype::Bf16 => {
+                let mut c = l.take::<Bf16>(d, "c")?;
+                let (x, w) = (l.input::<Bf16>("x")?, l.input::<Bf16>("weight")?);
+                let launched = linear::launch_gated(d, (x, w), &mut c, shape, (1.0, gate));
+                l.put("c", c);
+                launched.map(|(stats, _)| stats)
+            }
+            Dtype::F32 => {
+                let len = shape.0 as usize * shape.1 as usize;
+                let mut narrow = ck_core::host::DeviceBuffer::<Bf16>::zeros(d, len)?;
+                let (x, w) = (l.input::<Bf16>("x")?, l.input::<Bf16>("weight")?);
+                let (stats, _) = linear::launch_gated(d, (x, w), &mut narrow, shape, (1.0, gate))?;
+                let wide: Vec<f32> = narrow.to_vec()?.iter().map(|v| v.to_f32()).collect();
+                let mut c = l.take::<f32>(d, "c")?;
+                c.copy_from(&ck_core::host::DeviceBuffer::from_slice(d, &wide)?)?;
+                l.put("c", c);
+                Ok(stats)
+            }
+        }
+    },
+    sample: |s, rng| {
+        let (m, f, k) = (s.get("M"), s.get("F"), s.get("K"));
+        vec![rng.values(m * k, 1.0, 0.0), rng.values(2 * f * k, 0.25, 0.0)]
+    },
+    error: |out| {
+        let (m, f, k) = (out.sizes.get("M"), out.sizes.get("F"), out.sizes.get("K"));
+        let product = product_nk(out.input("x"), out.input("weight"), (m, 2 * f, k));
+        let act = gate(out.scalar("activation"));
+        let gated = |x: f64| reference(&[x], (1, 1), (1.0, 0.0), (None, None), act)[0];
+        let want: Vec<f64> = (0..m * f)
+            .map(|i| {
+                let (r, j) = (i / f, i % f);
+                gated(product[r * 2 * f + j]) * product[r * 2 * f + f + j]
+            })
+            .collect();
+        norm_relative_error(out.output("c").unwrap_or_default(), &want)
+    },
+    // C is bf16 either way.
+    tolerance: |_| tolerance(Dtype::Bf16),
+    agreement: norm_relative_error,
+    cases: |n| {
+        let problem = |m: usize, f: usize, k: usize| {
+            Sizes::rows(&[m]).with("F", f).with("K", k)
+        };
+        match n {
+            Some(n) => vec![problem(256, 256, (n.clamp(8, 1 << 16) as usize).next_multiple_of(8))],
+            None => vec![problem(3, 8, 16), problem(130, 136, 72).with("activation", 1)],
+        }
+    },
+    bytes: |s, d| {
+        let (m, f, k) = (s.get("M"), s.get("F"), s.get("K"));
+        ((m + 2 * f) * k * 2 + m * f * d.bytes()) as f64
+    },
+};
+
+/// The gated unit's activations, by index.
+const GATES: &[&str] = &["silu", "gelu"];
+
+fn gate(index: f32) -> Activation {
+    match index as usize {
+        1 => Activation::Gelu,
+        _ => Activation::Silu,
+    }
+}
+
+/// `(M, N, K)` of a product of `x: [..., K]` and `weight: [N, K]`.
+fn mnk(s: &Sizes) -> (u32, u32, u32) {
+    (s.u32("M"), s.u32("N"), s.u32("K"))
+}
+
+/// The epilogue of a [`LINEAR`]-shaped call: its scalars, residual and bias.
+fn epilogue<O: crate::op::buffers::BufferElement>(
+    l: &Launch,
+) -> Result<EpilogueArgs<'_, O>, LaunchError> {
+    Ok(EpilogueArgs {
+        alpha: l.scalar("alpha"),
+        beta: l.scalar("beta"),
+        d: l.optional_input::<O>("residual")?,
+        bias: l.optional_input::<O>("bias")?,
+        activation: activation(l.scalar("activation")),
+    })
+}
+
+fn activation(index: f32) -> Activation {
+    ACTIVATIONS
+        .get(index as usize)
+        .and_then(|name| Activation::parse(name))
+        .unwrap_or(Activation::None)
+}
+
+/// x, the weight (smaller, so the products stay near 1), the residual and the bias.
+fn sample_linear(s: &Sizes, rng: &mut Rng) -> Vec<Vec<f32>> {
+    let (m, n, k) = (s.get("M"), s.get("N"), s.get("K"));
+    vec![
+        rng.values(m * k, 1.0, 0.0),
+        rng.values(n * k, 0.25, 0.0),
+        rng.values(m * n, 1.0, 0.0),
+        rng.values(n, 1.0, 0.0),
+    ]
+}
+
+/// `x·Wᵀ` in fp64: x `[m, k]`, W `[n, k]`.
+fn product_nk(x: &[f32], w: &[f32], (m, n, k): (usize, usize, usize)) -> Vec<f64> {
+    let mut out = vec![0f64; m * n];
+    for i in 0..m {
+        let row = &x[i * k..(i + 1) * k];
+        for j in 0..n {
+            let col = &w[j * k..(j + 1) * k];
+            out[i * n + j] = row
+                .iter()
+                .zip(col)
+                .map(|(&a, &b)| a as f64 * b as f64)
+                .sum();
+        }
+    }
+    out
+}
+
+/// C of a [`LINEAR`]-shaped call against the fp64 epilogue over the operands as the kernel saw
+/// them.
+fn judge(out: &HostOutput, x: &str, w: &str) -> f64 {
+    let (m, n, k) = (out.sizes.get("M"), out.sizes.get("N"), out.sizes.get("K"));
+    let ab = product_nk(out.input(x), out.input(w), (m, n, k));
+    let scales = (out.scalar("alpha"), out.scalar("beta"));
+    let extra = (out.optional_input("residual"), out.optional_input("bias"));
+    let act = activation(out.scalar("activation"));
+    let want = reference(&ab, (m as u32, n as u32), scales, extra, act);
+    norm_relative_error(out.output("c").unwrap_or_default(), &want)
+}
+
+/// `ck run linear-DTYPE --n N`: 256 rows, N = 256, K = N; the cross-check: any shape (the SIMT
+/// kernel) and whole TMA rows, with every part of the epilogue.
+fn cases_linear(n: Option<u32>) -> Vec<Sizes> {
+    let problem = |lead: &[usize], n: usize, k: usize| {
+        let s = Sizes::rows(lead).with("N", n).with("K", k);
+        s.with_flag("residual").with_flag("bias")
+    };
+    match n {
+        Some(n) => vec![problem(&[256], 256, n.clamp(1, 1 << 16) as usize)],
+        None => vec![
+            problem(&[3], 5, 7).with("activation", 2),
+            problem(&[2, 65], 200, 72).with("activation", 3),
+        ],
+    }
+}
+
+/// x and the weight once, C (and a residual) once.
+fn bytes_linear(s: &Sizes, d: Dtype) -> f64 {
+    let (m, n, k) = (s.get("M"), s.get("N"), s.get("K"));
+    ((m + n) * k * 2 + 2 * m * n * d.bytes()) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::op::HostCall;
+    use ck_core::host::Device;
+
+    /// `activation`'s names are [`Activation`]'s, in the order of its codes.
+    #[test]
+    fn activation_indices_are_the_kernels_codes() {
+        for (i, name) in ACTIVATIONS.iter().enumerate() {
+            assert_eq!(Activation::parse(name).unwrap().code(), i as u32);
+        }
+    }
+
+    /// `gemm_a_km` reads `a` transposed: with a_km `[K = 2, M = 8]` = rows (1…8) and (0…0),
+    /// and b `[2, 8]` all 1 and all 5, `C[i, j] = a_km[0, i] · 1 + a_km[1, i] · 5 = i + 1`.
+    #[test]
+    fn gemm_a_km_reads_a_as_it_lies() {
+        let device = Device::emulator();
+        let a: Vec<f32> = (0..16)
+            .map(|i| if i < 8 { (i + 1) as f32 } else { 0.0 })
+            .collect();
+        let b: Vec<f32> = (0..16).map(|i| if i < 8 { 1.0 } else { 5.0 }).collect();
+        let out = HostCall::new(&GEMM_A_KM)
+            .input("a_km", &a, &[2, 8])
+            .input("b", &b, &[2, 8])
+            .run(&device)
+            .unwrap();
+        let c = out.output("c").unwrap();
+        for i in 0..8 {
+            assert!(
+                c[i * 8..(i + 1) * 8].iter().all(|&v| v == (i + 1) as f32),
+                "{c:?}"
+            );
+        }
+    }
+
+    /// A bias of the wrong length is refused with the rule it breaks.
+    #[test]
+    fn a_bias_of_another_length_is_named() {
+        let device = Device::emulator();
+        let err = HostCall::new(&LINEAR)
+            .input("x", &[0.0; 6], &[2, 3])
+            .input("weight", &[0.0; 12], &[4, 3])
+            .input("bias", &[0.0; 3], &[3])
+            .run(&device)
+            .err()
+            .unwrap();
+        assert!(
+            err.to_string()
+                .contains("`bias` has shape [3]; it must be [4]"),
+            "{err}"
+        );
+    }
+}
