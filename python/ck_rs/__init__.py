@@ -22,6 +22,10 @@ import os as _os
 from . import _native
 from ._native import KernelFault
 
+# The registry's descriptions: the functions below without a hand-written one are built from
+# them (`_operator`), and so are their torch ops.
+_OPERATORS = _native.operators()
+
 __all__ = [
     "rmsnorm",
     "add_rmsnorm",
@@ -289,7 +293,14 @@ def softmax(x, *, out=None):
     return y
 
 
-_ACTIVATIONS = {"none": 0, "relu": 1, "gelu": 2, "silu": 3}
+def _choices(op, scalar):
+    """The names the choice `scalar` of the registry's operator `op` takes, in index order."""
+    desc = next(d for d in _OPERATORS if d["name"] == op)
+    return next(s["choices"] for s in desc["scalars"] if s["name"] == scalar)
+
+
+_ACTIVATIONS = {name: i for i, name in enumerate(_choices("linear", "activation"))}
+_GATES = _choices("gated_linear", "activation")
 
 
 def _bf16_result(call, out_dtype):
@@ -414,8 +425,8 @@ def _gemm_a_km(a, b, out, out_dtype, residual, alpha, beta):
     if c.cuda and a_km.dtype != _torch.bfloat16:  # the GPU kernel reads bf16 in place
         a_km, b = a_km.to(_torch.bfloat16), b.to(_torch.bfloat16)
     res = _product_out(c, out, (a.shape[0], b.shape[1]), bf16_out, a_km)
-    d = None if residual is None else c.capsule(_as_type(residual, res.dtype))
-    _native.gemm_a_km(c.capsule(a_km), c.capsule(b), c.capsule(res), d, float(alpha), float(beta), c.stream)
+    d = None if residual is None else _as_type(residual, res.dtype)
+    c.run("gemm_a_km", [a_km, b, d, res], [float(alpha), float(beta)])
     return res
 
 
@@ -487,35 +498,16 @@ def linear(
     bf16_out = _bf16_result(c, out_dtype)
     if c.cuda and x.dtype not in (_torch.bfloat16, _FP8):  # the GPU kernels read bf16 in place
         x, weight = x.to(_torch.bfloat16), weight.to(_torch.bfloat16)
-    shape = tuple(x.shape)
-    lead, k = shape[:-1], (shape[-1] if shape else 0)
-    rows = _math.prod(lead)
     n = weight.shape[0] if len(weight.shape) == 2 else 0
-    res = _product_out(c, out, lead + (n,), bf16_out, x)
+    res = _product_out(c, out, tuple(x.shape[:-1]) + (n,), bf16_out, x)
     if extra and c.torch:  # the epilogue's inputs in the result's type
         extra = {key: _as_type(v, res.dtype) for key, v in extra.items()}
-    # The kernel takes 2-D X, C and D: views of any leading dims (where their shapes agree; the
-    # native call names any that do not).
-    x2 = x.reshape(rows, k) if len(shape) not in (0, 2) else x
-    res2 = res.reshape(rows, n) if len(lead) != 1 and tuple(res.shape) == lead + (n,) else res
-    d = extra.get("residual")
-    if d is not None and len(lead) != 1 and tuple(d.shape) == lead + (n,):
-        d = d.reshape(rows, n)
-    bias = extra.get("bias")
-    capsule = c.capsule
     if fp8:  # their bytes: torch exports float8 through DLPack only from DLPack 1.1 on
-        x2, weight = x2.view(_torch.uint8), weight.view(_torch.uint8)
-    _native.linear(
-        capsule(x2),
-        capsule(weight),
-        capsule(res2),
-        None if d is None else capsule(d),
-        None if bias is None else capsule(bias),
-        float(beta),
-        _ACTIVATIONS[activation],
-        c.stream,
-        alpha,
-        fp8,
+        x, weight = x.view(_torch.uint8), weight.view(_torch.uint8)
+    c.run(
+        "linear_fp8" if fp8 else "linear",
+        [x, weight, extra.get("residual"), extra.get("bias"), res],
+        [float(alpha), float(beta), _ACTIVATIONS[activation]],
     )
     return res
 
@@ -558,7 +550,7 @@ def gated_linear(x, weight, *, activation="silu", out=None):
     get gradients for ``x`` and ``weight``: then the call is two ops, ``linear`` writing both
     products and ``swiglu``/``geglu`` (their product), so the backward reads the products
     instead of recomputing them, as torch's own layer does."""
-    if activation not in ("silu", "gelu"):
+    if activation not in _GATES:
         raise _error(
             ValueError,
             "bad-activation",
@@ -570,18 +562,10 @@ def gated_linear(x, weight, *, activation="silu", out=None):
     c = _Call("gated_linear", x=x, weight=weight)
     if c.cuda and x.dtype != _torch.bfloat16:  # the GPU kernel reads bf16 in place
         x, weight = x.to(_torch.bfloat16), weight.to(_torch.bfloat16)
-    lead, k = tuple(x.shape[:-1]), (x.shape[-1] if len(x.shape) else 0)
-    rows = _math.prod(lead)
     f = weight.shape[0] // 2 if len(weight.shape) == 2 else 0
     # numpy has no bfloat16: there the kernel's bfloat16 result comes back widened to float32.
-    res = _product_out(c, out, lead + (f,), c.torch, x)
-    _native.gated_linear(
-        c.capsule(x.reshape(rows, k) if len(x.shape) >= 1 else x),
-        c.capsule(weight),
-        c.capsule(res.reshape(rows, f) if tuple(res.shape) == lead + (f,) else res),
-        _ACTIVATIONS[activation],
-        c.stream,
-    )
+    res = _product_out(c, out, tuple(x.shape[:-1]) + (f,), c.torch, x)
+    c.run("gated_linear", [x, weight, res], [_GATES.index(activation)])
     return res
 
 
@@ -1093,27 +1077,38 @@ def _shape(dims, sizes):
 
 
 def _operator(desc):
-    """A function for an operator of the registry that has no hand-written one: its inputs and
-    then its scalars (with their defaults), positional or by name; returns its outputs (one
-    tensor, or a tuple in the description's order), allocated like its first input."""
+    """A function for an operator of the registry that has no hand-written one: its inputs,
+    its optional inputs (``None`` by default) and then its scalars (with their defaults; a
+    choice by name), positional or by name; returns its outputs (one tensor, or a tuple in the
+    description's order), allocated on its first input's device, of the call's element type
+    (its first given tensor of that type's, else the operator's first: float32 for numpy)."""
     name = desc["name"]
-    inputs = [p for p in desc["params"] if p["role"] == "input"]
+    inputs = [p for p in desc["params"] if p["role"] in ("input", "optional_input")]
+    required = [p["name"] for p in inputs if p["role"] == "input"]
     outputs = [p for p in desc["params"] if p["role"] == "output"]
-    defaults = {s["name"]: s["default"] for s in desc["scalars"]}
+    defaults = {p["name"]: None for p in inputs if p["role"] == "optional_input"}
+    defaults.update((s["name"], _scalar_default(s)) for s in desc["scalars"])
+    choices = {s["name"]: s["choices"] for s in desc["scalars"] if s["kind"] == "choice"}
 
     in_names = [p["name"] for p in inputs]
-    names = in_names + list(defaults)
+    names = required + list(defaults)
     order = [p["name"] for p in desc["params"]]
     # Shape rules read once: a call binds its inputs' and allocates its outputs' from these.
     default_values = list(defaults.values())
     in_dims = [_dims(p) for p in inputs]
     out_plan = [(p, p["elem"] == "f32") for p in outputs]
+    typed = [p["name"] for p in inputs if p["elem"] == "op"]  # the call's element type
+    e4m3 = [p["name"] for p in inputs if p["elem"] == "e4m3"]
+    default_bf16 = desc["dtypes"][0] == "bf16"
 
     def bind(args, kwargs):
-        """The call's tensors by name and its scalars in order (defaults filled in)."""
-        if not kwargs and len(in_names) <= len(args) <= len(names):  # the usual call
-            given = len(args) - len(in_names)
-            return dict(zip(in_names, args)), [*args[len(in_names) :], *default_values[given:]]
+        """The call's tensors by name (an optional one left out is None) and its scalars in
+        order (defaults filled in)."""
+        if not kwargs and len(required) <= len(args) <= len(names):  # the usual call
+            given = dict(zip(names, args))
+            tensors = {n: given.get(n, defaults.get(n)) for n in in_names}
+            values = [given.get(k, v) for k, v in defaults.items() if k not in tensors]
+            return tensors, values
         if len(args) > len(names):
             raise TypeError(f"{name}() takes at most {len(names)} arguments, {len(args)} given")
         given = dict(zip(names, args))
@@ -1122,43 +1117,70 @@ def _operator(desc):
         given.update(kwargs)
         tensors = {}
         for n in in_names:
-            if n not in given:
+            if n not in given and n in required:
                 raise TypeError(f"{name}() is missing the tensor `{n}`")
-            tensors[n] = given.pop(n)
-        scalars = [given.pop(k, v) for k, v in defaults.items()]
+            tensors[n] = given.pop(n, None)
+        scalars = [given.pop(k, v) for k, v in defaults.items() if k not in tensors]
         if given:
             raise TypeError(f"{name}() got unexpected arguments {sorted(given)}")
         return tensors, scalars
 
     def run(*args, **kwargs):
         tensors, scalars = bind(args, kwargs)
-        if _torch is not None and _differentiable(name, None, *tensors.values()):
+        given = {n: t for n, t in tensors.items() if t is not None}
+        if _torch is not None and _differentiable(name, None, *given.values()):
             # Through the op, whose autograd formula (or its error) keeps the gradient.
             return ops.record(name, *tensors.values(), *scalars)
-        c = _Call(name, **tensors)
-        sizes, first = {}, tensors[in_names[0]]
+        values = dict(zip((s["name"] for s in desc["scalars"]), scalars))
+        for k, allowed in choices.items():
+            if values[k] not in allowed:
+                raise _error(
+                    ValueError,
+                    "unknown-argument",
+                    f"{k} {values[k]!r}; use one of {', '.join(allowed)}",
+                )
+        c = _Call(name, **given)
+        sizes, first = {}, given[required[0]]
         for dims, t in zip(in_dims, tensors.values()):
-            _bind_sizes(dims, tuple(t.shape), sizes)
-        values = dict(zip(defaults, scalars))
-        outs = {
-            p["name"]: c.empty(_shape(_out_dims(p, values), sizes), first, float32=f32)
-            for p, f32 in out_plan
-        }
-        # In the description's order; an optional output is left out (None). A flag is 0 or 1,
-        # a scalar the operator derives None.
-        values = [None if v is None else float(v) for v in scalars]
-        c.run(name, [tensors.get(n, outs.get(n)) for n in order], values)
-        values = tuple(outs.values())
-        return values[0] if len(values) == 1 else values
+            if t is not None:
+                _bind_sizes(dims, tuple(t.shape), sizes)
+        like = next((given[n] for n in typed if n in given), None)
+        outs = {}
+        for p, f32 in out_plan:
+            shape = _shape(_out_dims(p, values), sizes)
+            if like is not None or f32:
+                outs[p["name"]] = c.empty(shape, like if like is not None else first, float32=f32)
+            else:  # no tensor tells the call's type: the operator's first
+                outs[p["name"]] = _product_out(c, None, shape, c.torch and default_bf16, first)
+        # In the description's order; an optional tensor left out is None, an e4m3 one its
+        # bytes (torch exports float8 through DLPack only from DLPack 1.1 on). A flag is 0 or
+        # 1, a choice its index, a scalar the operator derives None.
+        for n in e4m3:
+            if c.torch and tensors[n].dtype == _FP8:
+                tensors[n] = tensors[n].view(_torch.uint8)
+        numbers = [
+            None if v is None else float(choices[k].index(v) if k in choices else v)
+            for k, v in values.items()
+        ]
+        c.run(name, [tensors.get(n, outs.get(n)) for n in order], numbers)
+        results = tuple(outs.values())
+        return results[0] if len(results) == 1 else results
 
     run.__name__ = run.__qualname__ = name
-    params = ", ".join([p["name"] for p in inputs] + [f"{k}={v!r}" for k, v in defaults.items()])
+    params = ", ".join(required + [f"{k}={v!r}" for k, v in defaults.items()])
     results = ", ".join(p["name"] for p in outputs)
     run.__doc__ = f"{desc['summary']}.\n\n``{name}({params}) -> {results}``"
     return run
 
 
-_OPERATORS = _native.operators()
+def _scalar_default(s):
+    """A scalar's default as Python takes it: a choice's name, a flag's bool, else the
+    number (None where the operator derives it)."""
+    if s["kind"] == "choice" and s["default"] is not None:
+        return s["choices"][int(s["default"])]
+    return s["default"]
+
+
 for _desc in _OPERATORS:
     if _desc["name"] not in globals():
         globals()[_desc["name"]] = _operator(_desc)

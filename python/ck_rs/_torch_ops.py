@@ -386,30 +386,39 @@ attention_varlen = _op(
 def _register(desc):
     """The op of an operator of the registry that has no hand-written one above."""
     name = desc["name"]
-    inputs = [p for p in desc["params"] if p["role"] == "input"]
+    inputs = [p for p in desc["params"] if p["role"] in ("input", "optional_input")]
     outputs = [p for p in desc["params"] if p["role"] == "output"]
-    args = [f"Tensor {p['name']}" for p in inputs]
+    args = [
+        f"Tensor? {p['name']}=None" if p["role"] == "optional_input" else f"Tensor {p['name']}"
+        for p in inputs
+    ]
     for s in desc["scalars"]:
         if s["kind"] == "flag":
             args.append(f"bool {s['name']}={s['default']!r}")
         elif s["kind"] == "count":
             args.append(f"int {s['name']}")
+        elif s["kind"] == "choice":
+            args.append(f"str {s['name']}=\"{ck_rs._scalar_default(s)}\"")
         elif s["default"] is None:  # derived by the operator
             args.append(f"float? {s['name']}=None")
         else:
             args.append(f"float {s['name']}={s['default']!r}")
     scalar_names = [s["name"] for s in desc["scalars"]]
     result = "Tensor" if len(outputs) == 1 else f"({', '.join(['Tensor'] * len(outputs))})"
+    typed = [i for i, p in enumerate(inputs) if p["elem"] == "op"]  # the call's element type
+    default = torch.bfloat16 if desc["dtypes"][0] == "bf16" else torch.float32
 
     def fake(*args):
         tensors = dict(zip((p["name"] for p in inputs), args))
         sizes = ck_rs._sizes(desc, tensors)
         scalars = dict(zip(scalar_names, args[len(inputs) :]))
-        like = args[0]
+        first = args[0]
+        like = next((args[i] for i in typed if args[i] is not None), None)
+        dtype = default if like is None else like.dtype
         outs = tuple(
-            like.new_empty(
+            first.new_empty(
                 ck_rs._shape(ck_rs._out_dims(p, scalars), sizes),
-                dtype=torch.float32 if p["elem"] == "f32" else like.dtype,
+                dtype=torch.float32 if p["elem"] == "f32" else dtype,
             )
             for p in outputs
         )

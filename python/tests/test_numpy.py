@@ -227,6 +227,41 @@ def test_gated_linear_wants_the_weights_stacked():
         ck_rs.gated_linear(randn(4, 16), randn(16, 16), activation="relu")
 
 
+def test_gemm_a_km_from_its_description_reads_a_as_it_lies():
+    """``ck_rs.gemm_a_km`` is built from the registry's description: its optional residual a
+    keyword (None by default), its result float32 (the operator's first type)."""
+    a_km, b, r = randn(40, 16), randn(40, 24), randn(16, 24)  # a as [K, M]
+    want = ref.bf16_round(a_km).astype(np.float64).T @ ref.bf16_round(b).astype(np.float64)
+    c = ck_rs.gemm_a_km(a_km, b)
+    assert c.dtype == np.float32 and c.shape == (16, 24)
+    assert ref.rel_err(c, want) < 1e-5
+    c = ck_rs.gemm_a_km(a_km, b, residual=r, alpha=2.0, beta=-1.0)
+    assert ref.rel_err(c, 2.0 * want - r) < 1e-5
+    with pytest.raises(ValueError, match=r"^error\[shape-unsupported\].*multiples of 8"):
+        ck_rs.gemm_a_km(randn(40, 12), randn(40, 24))
+
+
+def test_a_choice_of_the_description_is_given_by_name():
+    """A choice scalar (``linear_fp8``'s activation) is its name in Python; another is refused
+    with the names it takes."""
+    xi, wi = np.round(randn(3, 32) * 4), np.round(randn(8, 32) * 4)  # small whole numbers
+    got = ck_rs.linear_fp8(_e4m3_bits(xi), _e4m3_bits(wi), alpha=0.0625, activation="relu")
+    want = np.maximum(xi.astype(np.float64) @ wi.astype(np.float64).T * 0.0625, 0)
+    assert got.dtype == np.float32 and ref.rel_err(got, want) < 1e-3
+    with pytest.raises(ValueError, match=r"^error\[unknown-argument\]: activation 'tanh'; use one of none, relu, gelu, silu"):
+        ck_rs.linear_fp8(_e4m3_bits(xi), _e4m3_bits(wi), activation="tanh")
+
+
+def _e4m3_bits(v):
+    """The e4m3 bytes (uint8) of whole numbers |v| ≤ 15, from the format's definition: sign,
+    exponent biased by 7, three mantissa bits (|v| = 2^(e − 7) · (1 + m/8))."""
+    a = np.abs(v)
+    e = np.floor(np.log2(np.maximum(a, 1))).astype(np.int64)
+    m = np.round((a / 2.0**e - 1) * 8).astype(np.int64)
+    bits = np.where(a == 0, 0, ((e + 7) << 3) | m) | np.where(v < 0, 0x80, 0)
+    return bits.astype(np.uint8)
+
+
 def _rope_reference(qkv, cos, sin, heads, kv_heads, rotary, interleaved):
     """Q, K, V [B, heads, S, D] in float64 from the rotation's definition."""
     b, s, width = qkv.shape

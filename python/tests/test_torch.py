@@ -54,8 +54,9 @@ def test_gemm_reads_a_transposed_view_as_it_lies(device, monkeypatch):
     where M and N are whole vectors (bfloat16 result, or float32 with a residual added), copied
     elsewhere; every result against fp64."""
     calls = []
-    native = ck_rs._native.gemm_a_km
-    monkeypatch.setattr(ck_rs._native, "gemm_a_km", lambda *a: calls.append(1) or native(*a))
+    native = ck_rs._native.call
+    count = lambda op, *a: (op == "gemm_a_km" and calls.append(1)) or native(op, *a)  # noqa: E731
+    monkeypatch.setattr(ck_rs._native, "call", count)
     dy = randn(77, 136, device=device, dtype=torch.bfloat16)  # [tokens, M]
     x = randn(77, 264, device=device, dtype=torch.bfloat16)  # [tokens, N]
     want = np64(dy).T @ np64(x)
@@ -568,11 +569,13 @@ def test_linear_on_float8_operands_with_per_tensor_scales(device):
         operands = (to_dlpack(x8), to_dlpack(w8))
     except (RuntimeError, BufferError):  # this torch cannot export float8
         operands = None
+    scalars = [xs * ws, 1.0, 0]  # alpha, beta, activation none
     if operands is not None:
-        ck_rs._native.linear(*operands, to_dlpack(c), None, None, 1.0, 0, stream, xs * ws, True)
+        ck_rs._native.call("linear_fp8", [*operands, None, None, to_dlpack(c)], scalars, stream)
         assert ref.rel_err(np64(c), want) < 1e-3
     with pytest.raises(TypeError, match=r"error\[dtype-mismatch\]: `x` is bfloat16"):
-        ck_rs._native.linear(to_dlpack(x.bfloat16()), to_dlpack(w8.view(torch.uint8)), to_dlpack(c), fp8=True)
+        bf16_x = [to_dlpack(x.bfloat16()), to_dlpack(w8.view(torch.uint8)), None, None, to_dlpack(c)]
+        ck_rs._native.call("linear_fp8", bf16_x, scalars, stream)
 
 
 @pytest.mark.parametrize("device", DEVICES)
