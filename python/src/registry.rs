@@ -44,7 +44,7 @@ fn call_dtype(op: &Op, call: &Call<'_>) -> PyResult<Dtype> {
         let fixed = match p.elem {
             Elem::Op | Elem::Bf16 => None,
             Elem::F32 => Some(ck_python::Dtype::F32),
-            Elem::U32 => Some(ck_python::Dtype::I32), // counters: int32 from Python
+            Elem::U32 | Elem::I32 => Some(ck_python::Dtype::I32), // int32 from Python
             Elem::E4m3 => Some(ck_python::Dtype::E4m3),
         };
         let index_or_fp8 = matches!(t.dtype(), ck_python::Dtype::I32 | ck_python::Dtype::E4m3);
@@ -163,6 +163,7 @@ pub fn call(
             (false, _) => None,
             (true, Elem::U32) => Some(buffer::<u32>(&call, p.name)?),
             (true, Elem::E4m3) => Some(buffer::<E4m3>(&call, p.name)?),
+            (true, Elem::I32) => Some(buffer::<i32>(&call, p.name)?),
             (true, Elem::F32) => Some(buffer::<f32>(&call, p.name)?),
             (true, _) if p.elem == Elem::Bf16 => Some(Buffer::Bf16(call.input_bf16(p.name)?)),
             (true, _) => Some(buffer::<Bf16>(&call, p.name)?),
@@ -173,7 +174,7 @@ pub fn call(
     for (p, b) in op.params.iter().zip(launch.into_buffers()) {
         match (p.role, b) {
             (Role::Input | Role::OptionalInput | Role::Scratch, _) | (_, None) => {}
-            (_, Some(Buffer::U32(_) | Buffer::E4m3(_))) => {} // no output has these
+            (_, Some(Buffer::U32(_) | Buffer::E4m3(_) | Buffer::I32(_))) => {} // never outputs
             (_, Some(Buffer::F32(b))) => call.finish(p.name, &b)?,
             (_, Some(Buffer::Bf16(b))) => call.finish(p.name, &b)?,
         }
@@ -216,7 +217,7 @@ pub fn shapes(
 /// The registry's descriptions as Python values: a list of dicts `{name, summary, dtypes,
 /// params: [{name, role, elem, dims}], scalars: [{name, kind, default}]}`, where `role` is
 /// `input`, `optional_input`, `output`, `optional_output` or `scratch`, `elem` `op` (the
-/// call's type) or a fixed one (`f32`, `bf16`, `e4m3`, `u32`), `dims` a list of symbol names
+/// call's type) or a fixed one (`f32`, `bf16`, `e4m3`, `u32`, `i32`), `dims` a list of symbol names
 /// with `...` for the rows' leading dimensions, `kind` `float`, `flag` (a bool), `count` (an
 /// int setting a shape symbol) or `choice` (an index into its `choices`), and `default` `None`
 /// where the operator derives the value (or, for a count, the caller must give it). A tensor whose layout a flag switches has

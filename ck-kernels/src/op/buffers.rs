@@ -6,7 +6,7 @@ use ck_core::device::{Bf16, E4m3, Element};
 use ck_core::host::{Device, DeviceBuffer, LaunchError};
 use ck_core::rules;
 
-/// A device buffer of f32, bf16, e4m3 or (a scratch's counters) u32.
+/// A device buffer of f32, bf16, e4m3, or 32-bit integers (indices, counters).
 pub enum Buffer {
     /// f32 elements.
     F32(DeviceBuffer<f32>),
@@ -16,6 +16,8 @@ pub enum Buffer {
     U32(DeviceBuffer<u32>),
     /// e4m3 (fp8) elements.
     E4m3(DeviceBuffer<E4m3>),
+    /// i32 indices.
+    I32(DeviceBuffer<i32>),
 }
 
 impl Buffer {
@@ -38,6 +40,7 @@ impl Buffer {
             Elem::Bf16 => typed(device, values, Bf16::from_f32),
             Elem::E4m3 => typed(device, values, E4m3::from_f32),
             Elem::U32 => typed(device, values, |v| v as u32),
+            Elem::I32 => typed(device, values, |v| v as i32),
             _ => typed(device, values, |v| v),
         }
     }
@@ -49,6 +52,7 @@ impl Buffer {
             Buffer::Bf16(b) => b.to_vec()?.iter().map(|v| v.to_f32()).collect(),
             Buffer::U32(b) => b.to_vec()?.iter().map(|&v| v as f32).collect(),
             Buffer::E4m3(b) => b.to_vec()?.iter().map(|v| v.to_f32()).collect(),
+            Buffer::I32(b) => b.to_vec()?.iter().map(|&v| v as f32).collect(),
         })
     }
 
@@ -59,6 +63,7 @@ impl Buffer {
             Buffer::Bf16(_) => Bf16::NAME,
             Buffer::U32(_) => u32::NAME,
             Buffer::E4m3(_) => E4m3::NAME,
+            Buffer::I32(_) => i32::NAME,
         }
     }
 }
@@ -96,7 +101,7 @@ macro_rules! buffer_element {
     )*};
 }
 
-buffer_element!(f32 => F32, Bf16 => Bf16, u32 => U32, E4m3 => E4m3);
+buffer_element!(f32 => F32, Bf16 => Bf16, u32 => U32, E4m3 => E4m3, i32 => I32);
 
 /// Runs `$body` with `$t` the element type of the [`Dtype`] `$dtype`.
 #[macro_export]
@@ -195,8 +200,9 @@ impl Launch {
         }
     }
 
-    /// Takes the output `name` out of the call as a buffer of `T` (give it back with
-    /// [`Launch::put`]); an absent optional output is an empty buffer.
+    /// Takes the tensor `name` (an output, or an input the kernel needs by value) out of the
+    /// call as a buffer of `T` (give it back with [`Launch::put`]); an absent optional output
+    /// is an empty buffer.
     pub fn take<T: BufferElement>(
         &mut self,
         device: &ck_core::host::Device,

@@ -41,6 +41,9 @@ pub enum Elem {
     F32,
     /// 32-bit unsigned words (a scratch's counters; an int32 tensor from Python).
     U32,
+    /// 32-bit signed integers: indices (a packed batch's bounds) and the counters of kernels
+    /// that take them signed.
+    I32,
     /// Always bf16: a tensor-core operand, read in place on a GPU. Where the call copies its
     /// values (the emulator, `.npy` files) f32 values are rounded to bf16 on the way in.
     Bf16,
@@ -67,6 +70,7 @@ impl Elem {
             Elem::Bf16 => Bf16::from_f32(v).to_f32(),
             Elem::E4m3 => E4m3::from_f32(v).to_f32(),
             Elem::U32 => v as u32 as f32,
+            Elem::I32 => v as i32 as f32,
             _ => v,
         }
     }
@@ -77,6 +81,7 @@ impl Elem {
             Elem::Op => "op",
             Elem::F32 => "f32",
             Elem::U32 => "u32",
+            Elem::I32 => "i32",
             Elem::Bf16 => "bf16",
             Elem::E4m3 => "e4m3",
         }
