@@ -878,23 +878,14 @@ def attention_varlen(
             f"q is {tuple(q.shape)}; give [total_q, heads, head_dim]: the sequences' rows end to end",
         )
     o = c.empty(tuple(q.shape), q)
+    # The log-sum-exp and the scheduler's counter (zeros in, zeros out, one per call) from
+    # torch's allocator, so that a CUDA graph captures the call.
     lse = c.empty((q.shape[1], q.shape[0]), q, float32=True)
-    counter = c.zeros_int32(2, q)  # the scheduler's: zeros in, zeros out, one per call
-    cap = c.capsule
-    _native.attention_varlen(
-        cap(q),
-        cap(k),
-        cap(v),
-        cap(cu_seqlens_q),
-        cap(cu_seqlens_k),
-        cap(counter),
-        cap(o),
-        cap(lse),
-        max_seqlen_q,
-        bool(causal),
-        None if scale is None else float(scale),
-        c.stream,
-    )
+    counter = c.zeros_int32(2, q)
+    tensors = [q, k, v, cu_seqlens_q, cu_seqlens_k, o, lse, counter]
+    # max_seqlen_q only sizes the grid: a batch of empty sequences still gets one block.
+    scalars = [max(max_seqlen_q, 1), None if scale is None else float(scale), bool(causal)]
+    c.run("attention_varlen", tensors, scalars)
     return (o, lse) if return_lse else o
 
 

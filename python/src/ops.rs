@@ -1,5 +1,5 @@
 //! The operators not yet in the registry — `gemm`, the fused QKV projection and RoPE, the
-//! grouped GEMM, attention over varlen batches and against a KV cache — as native functions on DLPack capsules (the registry's operators go
+//! grouped GEMM, attention against a KV cache — as native functions on DLPack capsules (the registry's operators go
 //! through [`crate::registry::call`]). The `ck_rs` Python layer makes the capsules
 //! (and allocates the outputs like the inputs), so each function here checks shapes and types,
 //! picks the kernel by element type and runs it where the tensors are.
@@ -529,122 +529,6 @@ fn expect_bf16_on_gpu(be: &Backend, tensors: &[&Tensor<'_>], what: &str) -> PyRe
         )),
         None => Ok(()),
     }
-}
-
-/// Attention over packed sequences (see `ck_rs.attention_varlen`): `q` and `o` `[total_q, heads,
-/// D]`, `k`, `v` `[total_k, kv_heads, D]`, the bounds `cu_seqlens_q`, `cu_seqlens_k` `[batch + 1]`
-/// (int32), `lse` `[heads, total_q]` (float32), `counter` the scheduler's two int32 words (zeros;
-/// the kernel leaves them zero). On the emulator the bounds are checked (`bad-seqlens`); on the
-/// GPU they are read by the kernel, and a sequence with bad ones gets NaN rows.
-#[pyfunction]
-#[pyo3(signature = (q, k, v, cu_seqlens_q, cu_seqlens_k, counter, o, lse, max_seqlen_q, causal=false, scale=None, stream=None))]
-#[allow(clippy::too_many_arguments)]
-pub fn attention_varlen(
-    q: &Bound<'_, PyAny>,
-    k: &Bound<'_, PyAny>,
-    v: &Bound<'_, PyAny>,
-    cu_seqlens_q: &Bound<'_, PyAny>,
-    cu_seqlens_k: &Bound<'_, PyAny>,
-    counter: &Bound<'_, PyAny>,
-    o: &Bound<'_, PyAny>,
-    lse: &Bound<'_, PyAny>,
-    max_seqlen_q: usize,
-    causal: bool,
-    scale: Option<f32>,
-    stream: Option<u64>,
-) -> PyResult<()> {
-    use kernels::attention::varlen::{check_bounds, launch, Options, Shape, COUNTER_WORDS};
-    let (q, k, v) = (tensor("q", q)?, tensor("k", k)?, tensor("v", v)?);
-    let (cu_q, cu_k) = (
-        tensor("cu_seqlens_q", cu_seqlens_q)?,
-        tensor("cu_seqlens_k", cu_seqlens_k)?,
-    );
-    let (o, lse) = (tensor("o", o)?, tensor("lse", lse)?);
-    let counter = tensor("counter", counter)?;
-    let three = |t: &Tensor<'_>, what: &str| -> PyResult<[usize; 3]> {
-        match t.shape()[..] {
-            [a, b, c] => Ok([a, b, c]),
-            _ => Err(shape_error(t, format!("give {what}"))),
-        }
-    };
-    let [total_q, heads, d] = three(
-        &q,
-        "[total_q, heads, head_dim]: the sequences' rows end to end",
-    )?;
-    let [total_k, kv_heads, kd] = three(
-        &k,
-        "[total_k, kv_heads, head_dim]: the sequences' rows end to end",
-    )?;
-    if kd != d {
-        return Err(shape_error(&k, format!("its head dim must be q's, {d}")));
-    }
-    expect_shape(&v, k.shape())?;
-    expect_shape(&o, q.shape())?;
-    expect_shape(&lse, &[heads, total_q])?;
-    if lse.dtype() != Dtype::F32 {
-        return Err(type_error(
-            rules::DTYPE_MISMATCH,
-            format!("`lse` is {}; the log-sum-exp is float32", lse.describe()),
-        ));
-    }
-    let batch = match cu_q.shape()[..] {
-        [n] if n >= 1 => n - 1,
-        _ => {
-            return Err(shape_error(
-                &cu_q,
-                "give [batch + 1]: each sequence's first row, then the end".into(),
-            ))
-        }
-    };
-    let shape = Shape {
-        batch: to_u32("batch", batch)?,
-        heads: to_u32("heads", heads)?,
-        kv_heads: to_u32("kv_heads", kv_heads)?,
-        total_q: to_u32("total_q", total_q)?,
-        total_k: to_u32("total_k", total_k)?,
-        max_sq: to_u32("max_seqlen_q", max_seqlen_q)?,
-        head_dim: to_u32("head_dim", d)?,
-    };
-    let options = Options { causal, scale };
-    let all = [&q, &k, &v, &cu_q, &cu_k, &counter, &o, &lse];
-    // SAFETY: `stream` is the handle `ck_rs` passes: torch's current stream of the tensors'
-    // device, which torch keeps alive while work is queued on it.
-    let be = unsafe { Backend::of(&all, stream)? };
-    let emulator = be.device().is_emulator();
-    let takes = |t: &&Tensor<'_>| t.dtype() == Dtype::Bf16 || (emulator && t.dtype() == Dtype::F32);
-    if let Some(t) = [&q, &k, &v, &o].into_iter().find(|t| !takes(t)) {
-        return Err(type_error(
-            rules::DTYPE_UNSUPPORTED,
-            format!(
-                "`{}` is {}; attention takes bfloat16 queries, keys and values (float32 too on the emulator)",
-                t.name(),
-                t.describe()
-            ),
-        ));
-    }
-    let bounds = [batch + 1];
-    let (cqb, ckb) = (indices(&be, &cu_q, &bounds)?, indices(&be, &cu_k, &bounds)?);
-    let mut counter = indices(&be, &counter, &[COUNTER_WORDS])?;
-    if emulator {
-        // The bounds are in host memory: refuse bad ones rather than write NaN rows.
-        let host = |b: &DeviceBuffer<i32>| b.to_vec().map_err(launch_error);
-        check_bounds(&host(&cqb)?, &host(&ckb)?, &shape).map_err(launch_error)?;
-    }
-    let (qb, kb, vb) = (be.bf16(&q)?, be.bf16(&k)?, be.bf16(&v)?);
-    let (mut ob, mut lb) = (be.bf16(&o)?, be.buffer::<f32>(&lse)?);
-    launch(
-        be.device(),
-        (&qb, &kb, &vb),
-        (&cqb, &ckb),
-        &mut counter,
-        &mut ob,
-        &mut lb,
-        shape,
-        options,
-    )
-    .map_err(launch_error)?;
-    be.finish_bf16(&ob, &o)?;
-    be.finish(&lb, &lse)
 }
 
 /// The split count [`kernels::attention::decode::host::splits`] picks for a decode call (the

@@ -145,9 +145,6 @@ pub enum RunCommand {
     /// Decode attention against a paged KV cache (pages of 64): GQA 32/8 heads of 128, cached
     /// lengths N, N/2, 1 and 0, one new token appended with RoPE
     AttentionDecode(ExerciseArgs),
-    /// Attention over packed sequences of different lengths (varlen): GQA 4/2 heads of 128,
-    /// causal, (queries, keys) of (257, N), (130, N/2), (1, 1), (0, 3), (17, 0)
-    AttentionVarlen(ExerciseArgs),
     /// CK's short-row RMSNorm configurations (lane groups of 8 and 16 lanes) for 64- and 32-lane
     /// warps: y and each row's mean of squares against fp64.
     LaneGroups(ExerciseArgs),
@@ -195,7 +192,6 @@ pub fn run(command: &RunCommand) -> Result<(), CliError> {
         LdsProbe(a) => lds_probe_cmd(a),
         Gemm(a) => gemm_cmd(a),
         AttentionDecode(a) => exercise("attention-decode", a),
-        AttentionVarlen(a) => exercise("attention-varlen", a),
         LaneGroups(a) => exercise("lane-groups", a),
         GemmLds(a) => gemm_lds_cmd(a),
     }

@@ -243,6 +243,52 @@ fn ck_run_linear_reads_the_weight_as_nn_linear_keeps_it() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `ck run attention-varlen`: the bounds come as a float .npy of whole numbers; with Q all 0
+/// every key of a sequence weighs the same, so O is the mean of that sequence's values.
+#[test]
+fn ck_run_attention_varlen_keeps_each_sequence_to_its_keys() {
+    let dir = std::env::temp_dir().join(format!("ck-varlen-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = |f: &str| dir.join(f).to_str().unwrap().to_string();
+    let save = |f: &str, shape: Vec<usize>, data: Vec<f32>| {
+        write(&path(f), &Array { shape, data }).unwrap();
+    };
+    // Two sequences: queries rows 0..2 and 2..3; keys rows 0..2 (values 1, 3) and 2..5 (all 5).
+    save("q.npy", vec![3, 1, 64], vec![0.0; 3 * 64]);
+    save("k.npy", vec![5, 1, 64], vec![0.0; 5 * 64]);
+    let v: Vec<f32> = [1.0, 3.0, 5.0, 5.0, 5.0]
+        .iter()
+        .flat_map(|&x| [x; 64])
+        .collect();
+    save("v.npy", vec![5, 1, 64], v);
+    save("cq.npy", vec![3], vec![0.0, 2.0, 3.0]);
+    save("ck.npy", vec![3], vec![0.0, 2.0, 5.0]);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ck"))
+        .args([
+            "run",
+            "attention-varlen",
+            "--q",
+            &path("q.npy"),
+            "--k",
+            &path("k.npy"),
+        ])
+        .args(["--v", &path("v.npy"), "--cu-seqlens-q", &path("cq.npy")])
+        .args(["--cu-seqlens-k", &path("ck.npy"), "--max-seqlen-q", "2"])
+        .args(["--output", &path("o.npy")])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let o = read(&path("o.npy")).unwrap();
+    assert_eq!(o.shape, [3, 1, 64]);
+    let first: Vec<f32> = o.data.chunks(64).map(|row| row[0]).collect();
+    assert_eq!(first, [2.0, 2.0, 5.0]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn ck_run_gemm_takes_3d_inputs_as_a_batch() {
     let dir = std::env::temp_dir().join(format!("ck-gemm-batched-{}", std::process::id()));

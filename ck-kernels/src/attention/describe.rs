@@ -1,5 +1,6 @@
 //! The attention forward as operators of the registry ([`OP`] on Q, K and V; [`QKV`] on a fused
-//! projection's output; listed in [`OPS`]): what `ck run attention` (`.npy` files),
+//! projection's output; listed in [`OPS`] with the packed-sequence operator,
+//! [`super::varlen_describe`], and the backward): what `ck run attention` (`.npy` files),
 //! `ck run attention-bf16 --n N` (a seeded check), `ck cross-check`, `ck bench attention` and
 //! `ck_rs.attention` / `ck_rs.attention_qkv` call.
 //!
@@ -34,7 +35,12 @@ use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer, LaunchError};
 
 /// The family's operators, as the registry lists them.
-pub const OPS: &[&Op] = &[&OP, &QKV, &super::backward::describe::OP];
+pub const OPS: &[&Op] = &[
+    &OP,
+    &QKV,
+    &super::varlen_describe::OP,
+    &super::backward::describe::OP,
+];
 
 pub(crate) const B: Dim = Dim::Sym("B");
 pub(crate) const H: Dim = Dim::Sym("H");
@@ -209,7 +215,8 @@ pub const QKV: Op = Op {
             o_seq_first: true,
             ..options(|f| l.flag(f), l.given("scale"))
         };
-        launch_bf16(d, l, &["qkv"], shape, |d, x, o, lse| {
+        let lens = (shape.q_len(), shape.lse_len());
+        launch_bf16(d, l, &["qkv"], lens, |d, x, o, lse| {
             host::launch_fused(d, x[0], o, lse, shape, options)
         })
     },
@@ -314,19 +321,21 @@ fn options_of(flag: impl Fn(&str) -> bool, scale: Option<f32>) -> Options {
 
 fn launch(d: &Device, l: &mut Launch) -> Launched {
     let (shape, options) = (shape(&l.sizes), options_of(|f| l.flag(f), l.given("scale")));
-    launch_bf16(d, l, &["q", "k", "v"], shape, |d, x, o, lse| {
+    let lens = (shape.q_len(), shape.lse_len());
+    launch_bf16(d, l, &["q", "k", "v"], lens, |d, x, o, lse| {
         host::launch(d, (x[0], x[1], x[2]), o, lse, shape, options)
     })
 }
 
 /// Runs `kernel` on the inputs `names` as bf16 buffers, `o` and the log-sum-exp: a bf16 call's
 /// own buffers, an f32 call's rounded on the host (and `o` widened back); a log-sum-exp not
-/// asked for goes to a scratch buffer (the kernels write it either way).
-fn launch_bf16(
+/// asked for goes to a scratch buffer (the kernels write it either way). `lens`: O's and the
+/// log-sum-exp's elements.
+pub(super) fn launch_bf16(
     d: &Device,
     l: &mut Launch,
     names: &[&str],
-    shape: Shape,
+    (o_len, lse_len): (usize, usize),
     kernel: impl FnOnce(
         &Device,
         &[&DeviceBuffer<Bf16>],
@@ -336,7 +345,7 @@ fn launch_bf16(
 ) -> Launched {
     let mut lse = l.take::<f32>(d, "lse")?;
     if lse.is_empty() {
-        lse = DeviceBuffer::zeros(d, shape.lse_len())?;
+        lse = DeviceBuffer::zeros(d, lse_len)?;
     }
     let stats = match l.dtype {
         Dtype::Bf16 => {
@@ -352,7 +361,7 @@ fn launch_bf16(
                 .iter()
                 .map(|n| host::upload_bf16(d, &l.input::<f32>(n)?.to_vec()?))
                 .collect::<Result<Vec<_>, _>>()?;
-            let mut ob = DeviceBuffer::<Bf16>::zeros(d, shape.q_len())?;
+            let mut ob = DeviceBuffer::<Bf16>::zeros(d, o_len)?;
             let stats = kernel(d, &rounded.iter().collect::<Vec<_>>(), &mut ob, &mut lse)?;
             let wide: Vec<f32> = ob.to_vec()?.iter().map(|x| x.to_f32()).collect();
             let mut o = l.take::<f32>(d, "o")?;
@@ -427,7 +436,7 @@ pub(crate) fn seq_first_to_heads_first(o: &[f32], sh: Shape) -> Vec<f32> {
 
 /// The largest LSE error relative to max(1, |LSE|); infinite where a row that sees no key is
 /// not −∞ (or one that does is), NaN for a NaN.
-fn lse_error(got: &[f32], want: &[f64]) -> f64 {
+pub(super) fn lse_error(got: &[f32], want: &[f64]) -> f64 {
     if got.len() != want.len() {
         return f64::NAN;
     }

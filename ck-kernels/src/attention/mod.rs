@@ -225,4 +225,6 @@ pub mod host;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod varlen;
 #[cfg(not(target_arch = "nvptx64"))]
+pub mod varlen_describe;
+#[cfg(not(target_arch = "nvptx64"))]
 pub use describe::OPS;

@@ -43,22 +43,6 @@ fn decode_exercise(n: u32, page_size: Option<u32>, sq: u32, splits: Option<u32>)
     }
 }
 
-/// The varlen exercise: GQA 4/2 heads of 128, causal, packed sequences of (queries, keys)
-/// (257, n), (130, n / 2), (1, 1), (0, 3) and (17, 0), then a padded tail of 5 rows.
-fn varlen_exercise(n: u32) -> VarlenCase {
-    VarlenCase {
-        heads: 4,
-        kv_heads: 2,
-        head_dim: 128,
-        seqs: vec![(257, n), (130, n / 2), (1, 1), (0, 3), (17, 0)],
-        tail: 5,
-        options: crate::attention::varlen::Options {
-            causal: true,
-            scale: None,
-        },
-    }
-}
-
 /// Exercise kernels `ck run` and `ck cross-check` know besides the registry's operators
 /// (bank-probe takes its own parameters); gemm-f32 runs a 257 × 129 × n product.
 pub const EXERCISES: &[&str] = &[
@@ -75,7 +59,6 @@ pub const EXERCISES: &[&str] = &[
     "gemm-grouped",
     "gemm-grouped-moe",
     "attention-decode",
-    "attention-varlen",
     "lane-groups",
 ];
 
@@ -286,7 +269,6 @@ pub fn run_exercise(
             &decode_exercise(n.clamp(1, 1 << 17), Some(64), 1, None),
             seed,
         ),
-        "attention-varlen" => varlen_case(device, &varlen_exercise(n.clamp(1, 16384)), seed),
         other => Err(LaunchError::invalid(
             ck_core::rules::UNKNOWN_KERNEL,
             format!(
@@ -452,12 +434,6 @@ pub fn cross_check(a: &Device, b: &Device) -> Result<Vec<CrossCheck>, LaunchErro
     // and 3 items — a count fixed for both devices: the heuristic's depends on the device's
     // multiprocessors, and another count is another order of summation (bf16 O rounded a step
     // apart, job 39).
-    record(
-        "attention-varlen".into(),
-        varlen_case(a, &varlen_exercise(300), 29)?,
-        varlen_case(b, &varlen_exercise(300), 29)?,
-        attention::O_TOLERANCE,
-    );
     for (page_size, sq, splits) in [(None, 1u32, Some(2)), (Some(16), 4, Some(3))] {
         let case = decode_exercise(700, page_size, sq, splits);
         record(
