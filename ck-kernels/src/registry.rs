@@ -11,6 +11,7 @@ pub fn operators() -> impl Iterator<Item = &'static Op> {
         crate::glu::OPS,
         crate::gemm::describe::OPS,
         crate::attention::OPS,
+        crate::rope::describe::OPS,
     ];
     families.into_iter().flatten().copied()
 }

@@ -3,7 +3,8 @@
 //! OP-DTYPE` and `ck cross-check` run), and its description consistent with the front ends.
 
 use ck_core::host::Device;
-use ck_kernels::op::{check, Dim, Role, ScalarRule};
+use ck_kernels::op::bind::bind;
+use ck_kernels::op::{check, Dim, Role};
 use ck_kernels::registry;
 
 #[test]
@@ -32,22 +33,24 @@ fn descriptions_are_well_formed() {
         let first_output = op.params.iter().position(|p| !p.role.is_input());
         let inputs = op.inputs().count();
         assert_eq!(first_output, Some(inputs), "{}: inputs first", op.name);
-        // A scratch's length is a symbol the operator derives.
-        for p in op.params.iter().filter(|p| p.role != Role::Scratch) {
-            // `Rows` only leads a rule, and every symbol an output names an input (or a count
-            // scalar) sets.
+        // `Rows` only leads a rule.
+        for p in op.params {
             assert!(!p.dims[1..].contains(&Dim::Rows), "{}.{}", op.name, p.name);
-            for d in p.dims {
-                let same = |e: &Dim| {
-                    e == d
-                        || (e.symbol().is_some()
-                            && e.symbol().map(|s| s.0) == d.symbol().map(|s| s.0))
-                };
-                let counted = |s: &ck_kernels::op::Scalar| matches!(s.rule, ScalarRule::Count(c) if d.symbol().map(|s| s.0) == Some(c));
-                let required = op.params.iter().filter(|i| i.role == Role::Input);
-                let set =
-                    { required }.any(|i| i.dims.iter().any(same)) || op.scalars.iter().any(counted);
-                assert!(set, "{}.{}: {d:?} is set by no input", op.name, p.name);
+        }
+        // The inputs (and count scalars) alone give every other tensor's shape: what a caller
+        // allocates outputs and scratch from (a symbol no input shows is a count's, or one the
+        // constraints derive).
+        for sizes in (op.cases)(None) {
+            let required = op.params.iter().filter(|p| p.role == Role::Input);
+            let shapes: Vec<(&str, Vec<usize>)> =
+                required.map(|p| (p.name, sizes.shape_of(p))).collect();
+            let named: Vec<(&str, &[usize])> = shapes.iter().map(|(n, s)| (*n, &s[..])).collect();
+            let bound = bind(op, &named, &op.scalars_for(&sizes), false).unwrap();
+            for p in op.params.iter().filter(|p| !p.role.is_input()) {
+                let shape = bound.shape_of(p); // panics on a symbol nothing sets
+                if p.role != Role::Scratch {
+                    assert_eq!(shape, sizes.shape_of(p), "{}.{}", op.name, p.name);
+                }
             }
         }
         assert!(!op.dtypes.is_empty() && !op.summary.is_empty());

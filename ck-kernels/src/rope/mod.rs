@@ -31,6 +31,8 @@ use ck_core::tile::{make_tile_window, unroll, DistributedTensor, View2};
 use ck_macros::{tile_distribution, tile_kernel};
 
 #[cfg(not(target_arch = "nvptx64"))]
+pub mod describe;
+#[cfg(not(target_arch = "nvptx64"))]
 pub mod host;
 
 tile_distribution! {
