@@ -594,12 +594,24 @@ def rope_qkv(qkv, cos, sin, heads, kv_heads, *, rotary_dim=None, interleaved=Fal
         )
     b, s, width = qkv.shape
     d = width // (heads + 2 * kv_heads)
-    rotary_dim = d if rotary_dim is None else int(rotary_dim)
+    _rotary_tables(cos, rotary_dim, d)
     q = c.empty((b, heads, s, d), qkv)
     k, v = c.empty((b, kv_heads, s, d), qkv), c.empty((b, kv_heads, s, d), qkv)
-    caps = [c.capsule(t) for t in (qkv, cos, sin, q, k, v)]
-    _native.rope_qkv(*caps, heads, kv_heads, rotary_dim, bool(interleaved), c.stream)
+    per_head = qkv.reshape(b, s, heads + 2 * kv_heads, d)  # the operator's rule: D of its own
+    c.run("rope_qkv", [per_head, cos, sin, q, k, v], [heads, kv_heads, bool(interleaved)])
     return q, k, v
+
+
+def _rotary_tables(cos, rotary_dim, head_dim):
+    """Refuses tables whose width is not ``rotary_dim / 2`` (``rotary_dim`` defaults to the
+    head dim; the operator takes it from the tables)."""
+    rotary_dim = head_dim if rotary_dim is None else int(rotary_dim)
+    if len(cos.shape) != 2 or 2 * cos.shape[1] != rotary_dim:
+        raise _error(
+            ValueError,
+            "shape-mismatch",
+            f"`cos` is {tuple(cos.shape)}; give [S or B·S, rotary_dim / 2 = {rotary_dim // 2}]",
+        )
 
 
 def rope_qkv_backward(dq, dk, dv, cos, sin, heads, kv_heads, *, rotary_dim=None, interleaved=False):
@@ -615,11 +627,10 @@ def rope_qkv_backward(dq, dk, dv, cos, sin, heads, kv_heads, *, rotary_dim=None,
             f"`dq` is {tuple(dq.shape)}, `dk` {tuple(dk.shape)}; give [batch, heads, seq, head_dim]",
         )
     b, _, s, d = dq.shape
-    rotary_dim = d if rotary_dim is None else int(rotary_dim)
-    dqkv = c.empty((b, s, (heads + 2 * kv_heads) * d), dq)
-    caps = [c.capsule(t) for t in (dqkv, cos, sin, dq, dk, dv)]
-    _native.rope_qkv(*caps, heads, kv_heads, rotary_dim, bool(interleaved), c.stream, backward=True)
-    return dqkv
+    _rotary_tables(cos, rotary_dim, d)
+    dqkv = c.empty((b, s, heads + 2 * kv_heads, d), dq)
+    c.run("rope_qkv_backward", [dq, dk, dv, cos, sin, dqkv], [heads, kv_heads, bool(interleaved)])
+    return dqkv.reshape(b, s, (heads + 2 * kv_heads) * d)
 
 
 def qkv_projection(x, weight, cos, sin, heads, kv_heads, *, rotary_dim=None, interleaved=False):

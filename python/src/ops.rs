@@ -1,5 +1,5 @@
-//! The operators not yet in the registry — `gemm`, the fused QKV projection and RoPE, the
-//! grouped GEMM, attention against a KV cache — as native functions on DLPack capsules (the registry's operators go
+//! The operators not yet in the registry — `gemm`, the QKV projection with RoPE in its
+//! epilogue, the grouped GEMM, attention against a KV cache — as native functions on DLPack capsules (the registry's operators go
 //! through [`crate::registry::call`]). The `ck_rs` Python layer makes the capsules
 //! (and allocates the outputs like the inputs), so each function here checks shapes and types,
 //! picks the kernel by element type and runs it where the tensors are.
@@ -218,86 +218,6 @@ fn rope_tables(cos: &Tensor<'_>, sin: &Tensor<'_>, rotary_dim: usize) -> PyResul
         )),
         None => Ok(rows),
     }
-}
-
-/// RoPE on a fused QKV projection and attention's layout in one pass: `qkv` `[B, S, (H +
-/// 2·Hkv)·D]`, `cos`/`sin` float32 `[S or B·S, R/2]`, into `q` `[B, H, S, D]`, `k` and `v`
-/// `[B, Hkv, S, D]` (see `ck_kernels::rope`). With `backward`, the other way: the gradients
-/// `q`, `k`, `v` into `qkv`, rotated back by minus each angle.
-#[pyfunction]
-#[pyo3(signature = (qkv, cos, sin, q, k, v, heads, kv_heads, rotary_dim, interleaved=false, stream=None, backward=false))]
-#[allow(clippy::too_many_arguments)]
-pub fn rope_qkv(
-    qkv: &Bound<'_, PyAny>,
-    cos: &Bound<'_, PyAny>,
-    sin: &Bound<'_, PyAny>,
-    q: &Bound<'_, PyAny>,
-    k: &Bound<'_, PyAny>,
-    v: &Bound<'_, PyAny>,
-    heads: usize,
-    kv_heads: usize,
-    rotary_dim: usize,
-    interleaved: bool,
-    stream: Option<u64>,
-    backward: bool,
-) -> PyResult<()> {
-    use kernels::rope::host::{launch, launch_backward, Shape};
-    let (x, c, s) = (
-        tensor("qkv", qkv)?,
-        tensor("cos", cos)?,
-        tensor("sin", sin)?,
-    );
-    let (q, k, v) = (tensor("q", q)?, tensor("k", k)?, tensor("v", v)?);
-    let [batch, seq, width] = match x.shape()[..] {
-        [b, s, w] => [b, s, w],
-        _ => {
-            return Err(shape_error(
-                &x,
-                "give [batch, seq, (heads + 2·kv_heads)·head_dim]".into(),
-            ))
-        }
-    };
-    let all = heads + 2 * kv_heads;
-    if heads == 0 || kv_heads == 0 || width % all != 0 {
-        return Err(shape_error(
-            &x,
-            format!("its last dimension must be (heads + 2·kv_heads)·head_dim with heads {heads}, kv_heads {kv_heads}"),
-        ));
-    }
-    let d = width / all;
-    let table_rows = rope_tables(&c, &s, rotary_dim)?;
-    expect_shape(&q, &[batch, heads, seq, d])?;
-    expect_shape(&k, &[batch, kv_heads, seq, d])?;
-    expect_shape(&v, &[batch, kv_heads, seq, d])?;
-    let dtype = same_dtype(&[&x, &q, &k, &v])?;
-    let shape = Shape {
-        batch: to_u32("batch", batch)?,
-        seq: to_u32("seq", seq)?,
-        heads: to_u32("heads", heads)?,
-        kv_heads: to_u32("kv_heads", kv_heads)?,
-        head_dim: to_u32("head_dim", d)?,
-        rotary_dim: to_u32("rotary_dim", rotary_dim)?,
-        table_rows: to_u32("cos rows", table_rows)?,
-        interleaved,
-    };
-    // SAFETY: `stream` is the handle `ck_rs` passes: torch's current stream of the tensors'
-    // device, which torch keeps alive while work is queued on it.
-    let be = unsafe { Backend::of(&[&x, &c, &s, &q, &k, &v], stream)? };
-    let (cb, sb) = (be.buffer::<f32>(&c)?, be.buffer::<f32>(&s)?);
-    by_dtype!(dtype, T => {
-        let mut xb = be.buffer::<T>(&x)?;
-        let (mut qb, mut kb, mut vb) = (be.buffer::<T>(&q)?, be.buffer::<T>(&k)?, be.buffer::<T>(&v)?);
-        if backward {
-            launch_backward(be.device(), ([&qb, &kb, &vb], &cb, &sb), &mut xb, &shape)
-                .map_err(launch_error)?;
-            return be.finish(&xb, &x);
-        }
-        launch(be.device(), (&xb, &cb, &sb), (&mut qb, &mut kb, &mut vb), &shape)
-            .map_err(launch_error)?;
-        be.finish(&qb, &q)?;
-        be.finish(&kb, &k)?;
-        be.finish(&vb, &v)
-    })
 }
 
 /// The QKV projection with RoPE in its epilogue (see `ck_rs.qkv_projection`): `c = x·weightᵀ`,
