@@ -1,7 +1,8 @@
 //! The GEMM family's operators of the registry ([`OPS`]): `nn.Linear`'s product with its fused
 //! epilogue ([`LINEAR`], and [`LINEAR_FP8`] on e4m3 operands), its weight's gradient read from
 //! a transposed operand in place ([`GEMM_A_KM`]) and the gated linear unit in one launch
-//! ([`GATED_LINEAR`]) — what `ck run linear` (`.npy` files), `ck run linear-bf16 --n N` (a
+//! ([`GATED_LINEAR`]), and the QKV projection with RoPE in its epilogue ([`QKV_PROJECTION`]) —
+//! what `ck run linear` (`.npy` files), `ck run linear-bf16 --n N` (a
 //! seeded check), `ck cross-check` and `ck_rs.linear` / `ck_rs.gated_linear` call.
 //!
 //! The operands are bf16 ([`Elem::Bf16`]: on the emulator f32 values are rounded on the way
@@ -36,7 +37,13 @@ use ck_core::device::{Bf16, E4m3};
 use ck_core::host::LaunchError;
 
 /// The family's operators, as the registry lists them.
-pub const OPS: &[&Op] = &[&LINEAR, &LINEAR_FP8, &GEMM_A_KM, &GATED_LINEAR];
+pub const OPS: &[&Op] = &[
+    &LINEAR,
+    &LINEAR_FP8,
+    &GEMM_A_KM,
+    &GATED_LINEAR,
+    &QKV_PROJECTION,
+];
 
 const M: Dim = Dim::Sym("M");
 const N: Dim = Dim::Sym("N");
@@ -413,6 +420,124 @@ pub const GATED_LINEAR: Op = Op {
     bytes: |s, d| {
         let (m, f, k) = (s.get("M"), s.get("F"), s.get("K"));
         ((m + 2 * f) * k * 2 + m * f * d.bytes()) as f64
+    },
+};
+
+/// `qkv_projection`: `x·Wᵀ` with the query and key heads rotated in the epilogue, in the
+/// projection's layout, [`linear::launch_rope`]. The weight and C are given per head
+/// (`[H + 2·Hkv, D, K]`, `[B, S, H + 2·Hkv, D]`: views of `[(H + 2·Hkv)·D, K]` and
+/// `[B, S, (H + 2·Hkv)·D]`), so D is a dimension of its own.
+pub const QKV_PROJECTION: Op = Op {
+    name: "qkv_projection",
+    summary: "The QKV projection x·Wᵀ with RoPE on its query and key heads, in one launch (bf16)",
+    params: &[
+        tensor(
+            "x",
+            (Role::Input, Elem::Bf16),
+            &[Dim::Sym("B"), Dim::Sym("S"), K],
+            "x, [B, S, K] (bf16)",
+        ),
+        tensor(
+            "weight",
+            (Role::Input, Elem::Bf16),
+            &[Dim::Sym("Hall"), Dim::Sym("D"), K],
+            "the query, key and value weights stacked, per head, [H + 2·Hkv, D, K] (bf16; D 64 or 128)",
+        ),
+        tensor(
+            "cos",
+            (Role::Input, Elem::F32),
+            &[Dim::Sym("Rows"), Dim::Sym("Half")],
+            "each pair's cosine, [S or B·S, rotary_dim / 2]",
+        ),
+        tensor(
+            "sin",
+            (Role::Input, Elem::F32),
+            &[Dim::Sym("Rows"), Dim::Sym("Half")],
+            "each pair's sine, as cos",
+        ),
+        output(
+            &[Dim::Sym("B"), Dim::Sym("S"), Dim::Sym("Hall"), Dim::Sym("D")],
+            "C per head, [B, S, H + 2·Hkv, D]: the projection's layout, which attention_qkv reads",
+        ),
+    ],
+    scalars: crate::rope::describe::SCALARS,
+    // The kernel writes bf16; an f32 C (the emulator's numpy arrays) gets it widened.
+    dtypes: &[Dtype::Bf16, Dtype::F32],
+    constraints: |s| {
+        let (all, want) = (s.get("Hall"), s.get("H") + 2 * s.get("Hkv"));
+        if all != want {
+            return Err(LaunchError::invalid(
+                ck_core::rules::SHAPE_MISMATCH,
+                format!("the weight stacks {all} heads; heads + 2·kv_heads is {want}"),
+            ));
+        }
+        crate::rope::describe::shape(s).check()
+    },
+    launch: |d, l| {
+        let (k, shape) = (l.sizes.u32("K"), crate::rope::describe::shape(&l.sizes));
+        let run = |l: &Launch, c: &mut ck_core::host::DeviceBuffer<Bf16>| {
+            let (x, w) = (l.input::<Bf16>("x")?, l.input::<Bf16>("weight")?);
+            let tables = (l.input::<f32>("cos")?, l.input::<f32>("sin")?);
+            linear::launch_rope(d, (x, w), c, k, tables, &shape).map(|(stats, _)| stats)
+        };
+        match l.dtype {
+            Dtype::Bf16 => {
+                let mut c = l.take::<Bf16>(d, "c")?;
+                let launched = run(l, &mut c);
+                l.put("c", c);
+                launched
+            }
+            Dtype::F32 => {
+                let mut narrow = ck_core::host::DeviceBuffer::<Bf16>::zeros(d, shape.lens().0 as usize)?;
+                let stats = run(l, &mut narrow)?;
+                let wide: Vec<f32> = narrow.to_vec()?.iter().map(|v| v.to_f32()).collect();
+                let mut c = l.take::<f32>(d, "c")?;
+                c.copy_from(&ck_core::host::DeviceBuffer::from_slice(d, &wide)?)?;
+                l.put("c", c);
+                Ok(stats)
+            }
+        }
+    },
+    sample: |s, rng| {
+        let shape = crate::rope::describe::shape(s);
+        let (tokens, k) = (shape.tokens() as usize, s.get("K"));
+        let n = (shape.heads + 2 * shape.kv_heads) as usize * shape.head_dim as usize;
+        let (cos, sin) = crate::rope::describe::angles(&shape);
+        vec![rng.values(tokens * k, 1.0, 0.0), rng.values(n * k, 0.25, 0.0), cos, sin]
+    },
+    error: |out| {
+        let shape = crate::rope::describe::shape(&out.sizes);
+        let (tokens, k) = (shape.tokens() as usize, out.sizes.get("K"));
+        let n = (shape.heads + 2 * shape.kv_heads) as usize * shape.head_dim as usize;
+        let product = product_nk(out.input("x"), out.input("weight"), (tokens, n, k));
+        let tables = (out.input("cos"), out.input("sin"));
+        let want = crate::rope::describe::rotate_heads(&product, tables, &shape, 1.0);
+        norm_relative_error(out.output("c").unwrap_or_default(), &want)
+    },
+    // C is bf16 either way.
+    tolerance: |_| tolerance(Dtype::Bf16),
+    agreement: norm_relative_error,
+    cases: |n| {
+        let problem = |(b, s): (usize, usize), (h, hkv, d): (usize, usize, usize), (rows, r): (usize, usize), k: usize| {
+            let sizes = Sizes::default().with("B", b).with("S", s).with("K", k);
+            let sizes = sizes.with("H", h).with("Hkv", hkv).with("Hall", h + 2 * hkv);
+            sizes.with("D", d).with("Rows", rows).with("Half", r / 2)
+        };
+        match n {
+            Some(n) => {
+                let s = n.clamp(1, 8192) as usize;
+                vec![problem((1, s), (8, 2, 128), (s, 128), 1024)]
+            }
+            None => vec![
+                problem((2, 3), (2, 1, 64), (6, 32), 72).with_flag("interleaved"),
+                problem((1, 130), (1, 1, 128), (130, 128), 64),
+            ],
+        }
+    },
+    bytes: |s, d| {
+        let (tokens, k) = (s.get("B") * s.get("S"), s.get("K"));
+        let n = s.get("Hall") * s.get("D");
+        ((tokens + n) * k * 2 + tokens * n * d.bytes()) as f64
     },
 };
 

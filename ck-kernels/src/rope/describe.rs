@@ -79,7 +79,8 @@ const SIN: Param = tensor(
     "each pair's sine, as cos",
 );
 
-const SCALARS: &[Scalar] = &[
+/// The counts that split the stacked heads, and the pairs' style.
+pub(crate) const SCALARS: &[Scalar] = &[
     Scalar {
         name: "heads",
         default: None,
@@ -157,7 +158,7 @@ pub const ROPE_QKV: Op = Op {
     error: |out| {
         let sh = shape(&out.sizes);
         let (cos, sin) = (out.input("cos"), out.input("sin"));
-        let want = rotated(out.input("qkv"), (cos, sin), &sh, 1.0);
+        let want = rotated(out.input("qkv"), (cos, sin), &sh);
         norm_relative_error(&out.outputs_concatenated(), &want)
     },
     tolerance,
@@ -268,7 +269,8 @@ fn constraints(s: &mut Sizes) -> Result<(), LaunchError> {
     shape(s).check()
 }
 
-fn shape(s: &Sizes) -> Shape {
+/// The kernels' shape of bound sizes.
+pub(crate) fn shape(s: &Sizes) -> Shape {
     Shape {
         batch: s.u32("B"),
         seq: s.u32("S"),
@@ -290,7 +292,7 @@ fn tolerance(dtype: Dtype) -> f64 {
 }
 
 /// Llama's tables: pair `i` of table row `p` at angle `p · 10000^(−2i/R)`.
-fn angles(sh: &Shape) -> (Vec<f32>, Vec<f32>) {
+pub(crate) fn angles(sh: &Shape) -> (Vec<f32>, Vec<f32>) {
     let half = sh.rotary_dim / 2;
     let angle = |p: u32, i: u32| p as f64 * 10000f64.powf(-2.0 * i as f64 / sh.rotary_dim as f64);
     let all = (0..sh.table_rows).flat_map(|p| (0..half).map(move |i| angle(p, i)));
@@ -305,79 +307,82 @@ fn pair(i: usize, r: usize, interleaved: bool) -> (usize, usize) {
     }
 }
 
-/// Q, K, V `[B, heads, S, D]` concatenated, in fp64, from the projection `[B, S, Hall, D]`:
-/// the query and key heads' pairs rotated by `sign` times each angle (pair `(a, b)` at `θ`
-/// to `(a cos θ − b sin θ, b cos θ + a sin θ)`), the value heads copied.
-fn rotated(x: &[f32], (cos, sin): (&[f32], &[f32]), sh: &Shape, sign: f64) -> Vec<f64> {
-    let [b, s, h, hkv, d] =
-        [sh.batch, sh.seq, sh.heads, sh.kv_heads, sh.head_dim].map(|v| v as usize);
+/// The projection `[B, S, Hall, D]` (fp64) with its query and key heads' pairs rotated by
+/// `sign` times each angle — pair `(a, b)` at `θ` to `(a cos θ − b sin θ, b cos θ + a sin θ)` —
+/// and its value heads as they are.
+pub(crate) fn rotate_heads(
+    x: &[f64],
+    (cos, sin): (&[f32], &[f32]),
+    sh: &Shape,
+    sign: f64,
+) -> Vec<f64> {
+    let (h, hkv, d) = (
+        sh.heads as usize,
+        sh.kv_heads as usize,
+        sh.head_dim as usize,
+    );
     let (r, rows, all) = (sh.rotary_dim as usize, sh.table_rows as usize, h + 2 * hkv);
-    let (q_len, kv_len) = (b * h * s * d, b * hkv * s * d);
-    let mut out = vec![0f64; q_len + 2 * kv_len];
-    for t in 0..b * s {
-        let (bi, si) = (t / s, t % s);
-        for head in 0..all {
-            let src = &x[(t * all + head) * d..][..d];
-            let mut row: Vec<f64> = src.iter().map(|&v| v as f64).collect();
-            if head < h + hkv {
-                for i in 0..r / 2 {
-                    let (a, bb) = pair(i, r, sh.interleaved);
-                    let tab = (t % rows) * (r / 2) + i;
-                    let (c, sn) = (cos[tab] as f64, sign * sin[tab] as f64);
-                    let (x1, x2) = (src[a] as f64, src[bb] as f64);
-                    (row[a], row[bb]) = (x1 * c - x2 * sn, x2 * c + x1 * sn);
-                }
-            }
-            // Where this head row lands: its tensor, then [B, heads, S, D] within it.
-            let (base, n, hi) = match head {
-                hd if hd < h => (0, h, hd),
-                hd if hd < h + hkv => (q_len, hkv, hd - h),
-                hd => (q_len + kv_len, hkv, hd - h - hkv),
-            };
-            out[base + ((bi * n + hi) * s + si) * d..][..d].copy_from_slice(&row);
+    let mut out = x.to_vec();
+    for (row_index, row) in out.chunks_mut(d).enumerate() {
+        let (t, head) = (row_index / all, row_index % all);
+        if head >= h + hkv {
+            continue; // a value head
+        }
+        for i in 0..r / 2 {
+            let (a, b) = pair(i, r, sh.interleaved);
+            let tab = (t % rows) * (r / 2) + i;
+            let (c, sn) = (cos[tab] as f64, sign * sin[tab] as f64);
+            let (x1, x2) = (row[a], row[b]);
+            (row[a], row[b]) = (x1 * c - x2 * sn, x2 * c + x1 * sn);
         }
     }
     out
 }
 
-/// The backward's reference: each gradient head rotated by minus its angle, put back per head
-/// in `[B, S, Hall, D]`.
-fn rotated_back(grads: &[f32], tables: (&[f32], &[f32]), sh: &Shape) -> Vec<f64> {
+/// Where head `head` of token `t` lies in Q, K, V `[B, heads, S, D]` concatenated.
+fn per_tensor_row(t: usize, head: usize, sh: &Shape) -> usize {
     let [b, s, h, hkv, d] =
         [sh.batch, sh.seq, sh.heads, sh.kv_heads, sh.head_dim].map(|v| v as usize);
-    let all = h + 2 * hkv;
-    // Gather the gradients into the projection's layout, then rotate by −θ: the forward's
-    // rotation is orthogonal, so its transpose is its inverse.
     let (q_len, kv_len) = (b * h * s * d, b * hkv * s * d);
-    let mut stacked = vec![0f32; b * s * all * d];
-    for t in 0..b * s {
-        let (bi, si) = (t / s, t % s);
-        for head in 0..all {
-            let (base, n, hi) = match head {
-                hd if hd < h => (0, h, hd),
-                hd if hd < h + hkv => (q_len, hkv, hd - h),
-                hd => (q_len + kv_len, hkv, hd - h - hkv),
-            };
-            let src = &grads[base + ((bi * n + hi) * s + si) * d..][..d];
-            stacked[(t * all + head) * d..][..d].copy_from_slice(src);
-        }
-    }
-    let per_tensor = rotated(&stacked, tables, sh, -1.0);
-    // Back from [B, heads, S, D] per tensor to the stacked layout.
-    let mut out = vec![0f64; stacked.len()];
-    for t in 0..b * s {
-        let (bi, si) = (t / s, t % s);
-        for head in 0..all {
-            let (base, n, hi) = match head {
-                hd if hd < h => (0, h, hd),
-                hd if hd < h + hkv => (q_len, hkv, hd - h),
-                hd => (q_len + kv_len, hkv, hd - h - hkv),
-            };
-            let src = &per_tensor[base + ((bi * n + hi) * s + si) * d..][..d];
-            out[(t * all + head) * d..][..d].copy_from_slice(src);
-        }
+    let (base, n, hi) = match head {
+        hd if hd < h => (0, h, hd),
+        hd if hd < h + hkv => (q_len, hkv, hd - h),
+        hd => (q_len + kv_len, hkv, hd - h - hkv),
+    };
+    base + (((t / s) * n + hi) * s + t % s) * d
+}
+
+/// The projection's head rows `[B, S, Hall, D]` as Q, K, V `[B, heads, S, D]` concatenated
+/// (`to_stacked`: the other way).
+fn restack(x: &[f64], sh: &Shape, to_stacked: bool) -> Vec<f64> {
+    let (d, all) = (sh.head_dim as usize, (sh.heads + 2 * sh.kv_heads) as usize);
+    let mut out = vec![0f64; x.len()];
+    for row in 0..x.len() / d {
+        let (stacked, split) = (row * d, per_tensor_row(row / all, row % all, sh));
+        let (from, to) = if to_stacked {
+            (split, stacked)
+        } else {
+            (stacked, split)
+        };
+        out[to..to + d].copy_from_slice(&x[from..from + d]);
     }
     out
+}
+
+fn wide(x: &[f32]) -> Vec<f64> {
+    x.iter().map(|&v| v as f64).collect()
+}
+
+/// [`ROPE_QKV`]'s reference: Q, K, V concatenated, from the projection per head.
+fn rotated(x: &[f32], tables: (&[f32], &[f32]), sh: &Shape) -> Vec<f64> {
+    restack(&rotate_heads(&wide(x), tables, sh, 1.0), sh, false)
+}
+
+/// [`ROPE_QKV_BACKWARD`]'s reference: the gradients (Q, K, V concatenated) back per head in
+/// the projection's layout, rotated by minus each angle (the rotation is orthogonal: its
+/// transpose is its inverse).
+fn rotated_back(grads: &[f32], tables: (&[f32], &[f32]), sh: &Shape) -> Vec<f64> {
+    rotate_heads(&restack(&wide(grads), sh, true), tables, sh, -1.0)
 }
 
 /// `ck run rope-qkv-DTYPE --n N`: 2 sequences of N tokens (at most 8192), 8 query heads on 2,
@@ -419,7 +424,7 @@ mod tests {
         let x: Vec<f32> = (0..sh.lens().0)
             .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
             .collect();
-        let forward: Vec<f32> = rotated(&x, (&cos, &sin), &sh, 1.0)
+        let forward: Vec<f32> = rotated(&x, (&cos, &sin), &sh)
             .iter()
             .map(|&v| v as f32)
             .collect();
