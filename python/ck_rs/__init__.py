@@ -664,23 +664,19 @@ def qkv_projection(x, weight, cos, sin, heads, kv_heads, *, rotary_dim=None, int
     if widen:  # the GPU kernel reads and writes bfloat16: convert on the device
         x, weight = x.to(_torch.bfloat16), weight.to(_torch.bfloat16)
     b, s, k = x.shape
-    n = weight.shape[0]
-    d = n // (heads + 2 * kv_heads)
-    rotary_dim = d if rotary_dim is None else int(rotary_dim)
+    n, stacked = weight.shape[0], heads + 2 * kv_heads
+    if n % stacked:
+        raise _error(
+            ValueError,
+            "shape-mismatch",
+            f"`weight` has {n} rows; give (heads + 2·kv_heads)·head_dim = {stacked}·head_dim",
+        )
+    d = n // stacked
+    _rotary_tables(cos, rotary_dim, d)
     res = c.empty((b, s, n), x)
-    _native.qkv_projection(
-        c.capsule(x.reshape(b * s, k)),
-        c.capsule(weight),
-        c.capsule(cos),
-        c.capsule(sin),
-        c.capsule(res.reshape(b * s, n)),
-        s,
-        heads,
-        kv_heads,
-        rotary_dim,
-        bool(interleaved),
-        c.stream,
-    )
+    # The operator's rule: per head, D a dimension of its own (views, no copies).
+    tensors = [x, weight.reshape(stacked, d, weight.shape[1]), cos, sin, res.reshape(b, s, stacked, d)]
+    c.run("qkv_projection", tensors, [heads, kv_heads, bool(interleaved)])
     return res.float() if widen else res
 
 

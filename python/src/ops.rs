@@ -1,5 +1,5 @@
-//! The operators not yet in the registry — `gemm`, the QKV projection with RoPE in its
-//! epilogue, the grouped GEMM, attention against a KV cache — as native functions on DLPack capsules (the registry's operators go
+//! The operators not yet in the registry — `gemm`, the grouped GEMM, attention against a KV
+//! cache — as native functions on DLPack capsules (the registry's operators go
 //! through [`crate::registry::call`]). The `ck_rs` Python layer makes the capsules
 //! (and allocates the outputs like the inputs), so each function here checks shapes and types,
 //! picks the kernel by element type and runs it where the tensors are.
@@ -201,103 +201,6 @@ pub fn gemm(
     })
 }
 
-/// The rows of RoPE's float32 `cos` and `sin` tables `[rows, rotary_dim / 2]`, after checking
-/// their shapes and types.
-fn rope_tables(cos: &Tensor<'_>, sin: &Tensor<'_>, rotary_dim: usize) -> PyResult<usize> {
-    let rows = cos.shape().first().copied().unwrap_or(0);
-    expect_shape(cos, &[rows, rotary_dim / 2])?;
-    expect_shape(sin, cos.shape())?;
-    match [cos, sin].into_iter().find(|t| t.dtype() != Dtype::F32) {
-        Some(t) => Err(type_error(
-            rules::DTYPE_MISMATCH,
-            format!(
-                "`{}` is {}; the cos/sin tables are float32",
-                t.name(),
-                t.describe()
-            ),
-        )),
-        None => Ok(rows),
-    }
-}
-
-/// The QKV projection with RoPE in its epilogue (see `ck_rs.qkv_projection`): `c = x·weightᵀ`,
-/// `x` `[T, K]` (`T` tokens, sequences of `seq`), the fused weight `[(H + 2·Hkv)·D, K]`, `c`
-/// `[T, (H + 2·Hkv)·D]` with its query and key heads rotated at the angles of `cos`/`sin`
-/// (float32 `[seq or T, R/2]`), in one launch (`ck_kernels::gemm::linear::launch_rope`).
-#[pyfunction]
-#[pyo3(signature = (x, weight, cos, sin, c, seq, heads, kv_heads, rotary_dim, interleaved=false, stream=None))]
-#[allow(clippy::too_many_arguments)]
-pub fn qkv_projection(
-    x: &Bound<'_, PyAny>,
-    weight: &Bound<'_, PyAny>,
-    cos: &Bound<'_, PyAny>,
-    sin: &Bound<'_, PyAny>,
-    c: &Bound<'_, PyAny>,
-    seq: usize,
-    heads: usize,
-    kv_heads: usize,
-    rotary_dim: usize,
-    interleaved: bool,
-    stream: Option<u64>,
-) -> PyResult<()> {
-    let (x, w, c) = (tensor("x", x)?, tensor("weight", weight)?, tensor("c", c)?);
-    let (cs, sn) = (tensor("cos", cos)?, tensor("sin", sin)?);
-    let ([tokens, k], [n, k2]) = (matrix(&x)?, matrix(&w)?);
-    if k != k2 {
-        return Err(shape_error(
-            &w,
-            format!("give it as [(heads + 2·kv_heads)·head_dim, in_features]: its columns must match `x`'s last dimension ({k})"),
-        ));
-    }
-    let all = heads + 2 * kv_heads;
-    if heads == 0 || kv_heads == 0 || n % all != 0 {
-        return Err(shape_error(
-            &w,
-            format!("its rows must be (heads + 2·kv_heads)·head_dim with heads {heads}, kv_heads {kv_heads}"),
-        ));
-    }
-    if seq == 0 || tokens % seq != 0 {
-        return Err(shape_error(
-            &x,
-            format!("its {tokens} rows must be whole sequences of {seq} tokens"),
-        ));
-    }
-    expect_shape(&c, &[tokens, n])?;
-    let table_rows = rope_tables(&cs, &sn, rotary_dim)?;
-    same_dtype(&[&x, &w])?;
-    let shape = kernels::rope::host::Shape {
-        batch: to_u32("batch", tokens / seq)?,
-        seq: to_u32("seq", seq)?,
-        heads: to_u32("heads", heads)?,
-        kv_heads: to_u32("kv_heads", kv_heads)?,
-        head_dim: to_u32("head_dim", n / all)?,
-        rotary_dim: to_u32("rotary_dim", rotary_dim)?,
-        table_rows: to_u32("cos rows", table_rows)?,
-        interleaved,
-    };
-    // SAFETY: `stream` is the handle `ck_rs` passes: torch's current stream of the tensors'
-    // device, which torch keeps alive while work is queued on it.
-    let be = unsafe { Backend::of(&[&x, &w, &cs, &sn, &c], stream)? };
-    expect_bf16_on_gpu(
-        &be,
-        &[&x, &w, &c],
-        "the QKV projection on the GPU takes bfloat16 x, weight and c",
-    )?;
-    let (xb, wb) = (be.bf16(&x)?, be.bf16(&w)?);
-    let (cb, sb) = (be.buffer::<f32>(&cs)?, be.buffer::<f32>(&sn)?);
-    let mut ob = be.bf16(&c)?;
-    kernels::gemm::linear::launch_rope(
-        be.device(),
-        (&xb, &wb),
-        &mut ob,
-        to_u32("K", k)?,
-        (&cb, &sb),
-        &shape,
-    )
-    .map_err(launch_error)?;
-    be.finish_bf16(&ob, &c)
-}
-
 /// The activation of code `code` (0 none, 1 relu, 2 gelu, 3 silu).
 fn activation_of(code: u32) -> PyResult<kernels::gemm::epilogue::Activation> {
     use kernels::gemm::epilogue::Activation;
@@ -434,20 +337,6 @@ fn matrix(t: &Tensor<'_>) -> PyResult<[usize; 2]> {
     match t.shape()[..] {
         [r, c] => Ok([r, c]),
         _ => Err(shape_error(t, "give a matrix (2 dimensions)".into())),
-    }
-}
-
-/// On a GPU every one of `tensors` must be bfloat16 (the emulator also takes float32).
-fn expect_bf16_on_gpu(be: &Backend, tensors: &[&Tensor<'_>], what: &str) -> PyResult<()> {
-    if be.device().is_emulator() {
-        return Ok(());
-    }
-    match tensors.iter().find(|t| t.dtype() != Dtype::Bf16) {
-        Some(t) => Err(type_error(
-            rules::DTYPE_UNSUPPORTED,
-            format!("`{}` is {}; {what}", t.name(), t.describe()),
-        )),
-        None => Ok(()),
     }
 }
 
