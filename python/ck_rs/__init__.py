@@ -1092,7 +1092,6 @@ def _operator(desc):
     names = required + list(defaults)
     order = [p["name"] for p in desc["params"]]
     # Shape rules read once: a call binds its inputs' and allocates its outputs' from these.
-    default_values = list(defaults.values())
     in_dims = [_dims(p) for p in inputs]
     out_plan = [(p, p["elem"] == "f32") for p in outputs]
     typed = [p["name"] for p in inputs if p["elem"] == "op"]  # the call's element type

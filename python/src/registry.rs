@@ -14,8 +14,8 @@ use ck_python::{launch_error, type_error, value_error, Call, Tensor, TensorEleme
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-/// The operator element type of a tensor's (none for int32, indices, and for fp8, which only
-/// `linear` takes).
+/// The operator element type of a tensor's (none for int32 and e4m3: those are only ever a
+/// tensor's own fixed type, [`Elem::I32`], [`Elem::E4m3`]).
 fn dtype_of(d: ck_python::Dtype) -> Option<Dtype> {
     match d {
         ck_python::Dtype::F32 => Some(Dtype::F32),

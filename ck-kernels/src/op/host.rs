@@ -184,7 +184,13 @@ impl<'a> HostCall<'a> {
                     (Some(seen), Some(b))
                 }
                 (Role::OptionalInput, None) => (None, None),
-                (Role::Input, None) => unreachable!("bound: every input is given"),
+                (Role::Input, None) => {
+                    // `bind` refused the call already; kept an error rather than a panic.
+                    return Err(LaunchError::invalid(
+                        rules::UNKNOWN_ARGUMENT,
+                        format!("{} needs the tensor `{}`", op.name, p.name),
+                    ));
+                }
                 (Role::OptionalOutput, _) if !self.outputs.contains(&p.name) => (None, None),
                 (Role::Scratch, _) => (None, None), // the launch allocates it
                 (Role::Output | Role::OptionalOutput, _) => {
