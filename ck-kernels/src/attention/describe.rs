@@ -50,21 +50,14 @@ pub(crate) const SK: Dim = Dim::Sym("Sk");
 pub(crate) const D: Dim = Dim::Sym("D");
 const S: Dim = Dim::Sym("S");
 
+/// A tensor of the call's element type.
 pub(crate) const fn tensor(
     name: &'static str,
     role: Role,
     dims: &'static [Dim],
     doc: &'static str,
 ) -> Param {
-    Param {
-        name,
-        flag: name,
-        role,
-        elem: Elem::Op,
-        dims,
-        alt: None,
-        doc,
-    }
+    crate::op::tensor(name, (role, Elem::Op), dims, doc)
 }
 
 /// O within 1e-2 norm-wise of fp64 on the bf16-rounded inputs (bf16 O and P).

@@ -32,7 +32,7 @@
 use super::describe::{launch_bf16, lse_error, LSE_TOLERANCE, O_TOLERANCE};
 use super::varlen::{check_bounds, launch, reference, Options, Shape, COUNTER_WORDS};
 use crate::op::{
-    norm_relative_error, worst, Dim, Dtype, Elem, HostOutput, Op, Param, Rng, Role, Scalar,
+    norm_relative_error, tensor, worst, Dim, Dtype, Elem, HostOutput, Op, Param, Rng, Role, Scalar,
     ScalarRule, Sizes,
 };
 use ck_core::host::LaunchError;
@@ -43,23 +43,6 @@ const H: Dim = Dim::Sym("H");
 const HKV: Dim = Dim::Sym("Hkv");
 const D: Dim = Dim::Sym("D");
 const BOUNDS: Dim = Dim::Sym("B1");
-
-const fn tensor(
-    name: &'static str,
-    (role, elem): (Role, Elem),
-    dims: &'static [Dim],
-    doc: &'static str,
-) -> Param {
-    Param {
-        name,
-        flag: name,
-        role,
-        elem,
-        dims,
-        alt: None,
-        doc,
-    }
-}
 
 /// `attention_varlen`: O (and the row log-sum-exp) of every packed sequence, [`launch`].
 pub const OP: Op = Op {

@@ -30,8 +30,8 @@ use super::epilogue::Activation;
 use super::fused::{reference, EpilogueArgs};
 use super::linear;
 use crate::op::{
-    norm_relative_error, Dim, Dtype, Elem, HostOutput, Launch, Op, Param, Rng, Role, Scalar,
-    ScalarRule, Sizes,
+    norm_relative_error, tensor, Dim, Dtype, Elem, HostOutput, Launch, Op, Param, Rng, Role,
+    Scalar, ScalarRule, Sizes,
 };
 use ck_core::device::{Bf16, E4m3};
 use ck_core::host::LaunchError;
@@ -49,23 +49,6 @@ const M: Dim = Dim::Sym("M");
 const N: Dim = Dim::Sym("N");
 const K: Dim = Dim::Sym("K");
 const F: Dim = Dim::Sym("F");
-
-const fn tensor(
-    name: &'static str,
-    (role, elem): (Role, Elem),
-    dims: &'static [Dim],
-    doc: &'static str,
-) -> Param {
-    Param {
-        name,
-        flag: name,
-        role,
-        elem,
-        dims,
-        alt: None,
-        doc,
-    }
-}
 
 const fn output(dims: &'static [Dim], doc: &'static str) -> Param {
     Param {

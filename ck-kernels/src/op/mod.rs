@@ -60,7 +60,7 @@ pub use {
     describe::{no_constraints, Launched, Op},
     host::{check, HostCall},
     output::HostOutput,
-    param::{Dim, Elem, Param, Role, Scalar, ScalarRule, Signature},
+    param::{tensor, Dim, Elem, Param, Role, Scalar, ScalarRule, Signature},
     sizes::Sizes,
     verify::{
         max_relative_error, norm_error_relative_to, norm_relative_error, worst, Outcome, Rng,

@@ -142,6 +142,25 @@ pub struct Param {
     pub doc: &'static str,
 }
 
+/// A tensor `name` of `role` and element type `elem` with the shape rule `dims`: its `ck run`
+/// option its name, no flag switching its layout (override either with `Param { .. }`).
+pub const fn tensor(
+    name: &'static str,
+    (role, elem): (Role, Elem),
+    dims: &'static [Dim],
+    doc: &'static str,
+) -> Param {
+    Param {
+        name,
+        flag: name,
+        role,
+        elem,
+        dims,
+        alt: None,
+        doc,
+    }
+}
+
 /// What values a scalar takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ScalarRule {

@@ -33,8 +33,8 @@
 
 use super::host::{launch, launch_backward, Shape};
 use crate::op::{
-    norm_relative_error, Dim, Dtype, Elem, Launch, Launched, Op, Param, Role, Scalar, ScalarRule,
-    Sizes,
+    norm_relative_error, tensor, Dim, Dtype, Elem, Launch, Launched, Op, Param, Role, Scalar,
+    ScalarRule, Sizes,
 };
 use ck_core::host::{Device, LaunchError};
 
@@ -48,23 +48,6 @@ const HKV: Dim = Dim::Sym("Hkv");
 const HALL: Dim = Dim::Sym("Hall");
 const D: Dim = Dim::Sym("D");
 const TABLE: &[Dim] = &[Dim::Sym("Rows"), Dim::Sym("Half")];
-
-const fn tensor(
-    name: &'static str,
-    (role, elem): (Role, Elem),
-    dims: &'static [Dim],
-    doc: &'static str,
-) -> Param {
-    Param {
-        name,
-        flag: name,
-        role,
-        elem,
-        dims,
-        alt: None,
-        doc,
-    }
-}
 
 const COS: Param = tensor(
     "cos",
