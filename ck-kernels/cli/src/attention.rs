@@ -2,8 +2,8 @@
 //! `ck_kernels::attention::describe::OP`) next to torch's SDPA flash and cuDNN backends from
 //! the peers file.
 
-use super::bench::on_device;
 use super::common::launch_error;
+use super::common::on_device;
 use super::timing::timed;
 use super::CliError;
 use ck_core::host::Device;

@@ -3,13 +3,13 @@
 //! Times are CUDA events around each launch (the emulator: wall time), median of `--iters` runs
 //! after `--warmup` runs, on random data.
 
-use super::common::{device, launch_error, parse_shapes, BackendArg};
+use super::common::{device, launch_error, on_device, parse_shapes, BackendArg};
 use super::timing::{median, timed};
 use super::CliError;
 use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError};
 use ck_kernels::elementwise::{CopyBf16, CopyF32, TILE_BF16, TILE_F32};
-use ck_kernels::op::{Buffer, Dtype, Launch, Op, Rng, Role, Sizes};
+use ck_kernels::op::{Dtype, Op, Rng, Sizes};
 use ck_kernels::registry;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -253,50 +253,6 @@ fn bench_op(
         }
     }
     Ok(rows)
-}
-
-/// `op`'s call on `inputs` (rounded to `dtype`) with its outputs, on `device`; optional outputs
-/// given where `optional` (attention's log-sum-exp, which the kernel writes either way), else
-/// left out (as in the row operators' peers); the scalars `sizes` implies
-/// ([`Op::scalars_for`]).
-pub(crate) fn on_device(
-    op: &'static Op,
-    device: &Device,
-    (dtype, sizes): (Dtype, &Sizes),
-    inputs: &[Vec<f32>],
-    optional: bool,
-) -> Result<Launch, LaunchError> {
-    let mut values = inputs.iter();
-    let mut buffers = Vec::new();
-    for p in op.params {
-        let len: usize = sizes.shape_of(p).iter().product();
-        let v = match p.role {
-            Role::Input => values.next().cloned().unwrap_or_default(),
-            // Given where the problem names it, as in a check.
-            Role::OptionalInput => match (values.next(), sizes.flag(p.name)) {
-                (Some(v), true) => v.clone(),
-                _ => {
-                    buffers.push(None);
-                    continue;
-                }
-            },
-            Role::Output => vec![0.0; len],
-            Role::OptionalOutput if optional => vec![0.0; len],
-            Role::OptionalOutput | Role::Scratch => {
-                buffers.push(None); // a scratch: the launch allocates it
-                continue;
-            }
-        };
-        buffers.push(Some(Buffer::from_f32(device, (p.elem, dtype), &v)?));
-    }
-    let scalars = op.scalars_for(sizes);
-    Ok(Launch::new(
-        op.signature(),
-        dtype,
-        sizes.clone(),
-        scalars,
-        buffers,
-    ))
 }
 
 fn bench_copy(

@@ -3,6 +3,7 @@
 
 use super::CliError;
 use ck_core::host::{Device, LaunchError, LaunchStats};
+use ck_kernels::op::{Buffer, Dtype, Launch, Op, Role, Sizes};
 use serde_json::json;
 
 /// A launch error as the CLI prints it (its rule and message).
@@ -111,4 +112,48 @@ pub(super) fn parse_shapes<const N: usize>(s: &str, form: &str) -> Result<Vec<[u
             dims.try_into().map_err(|_| bad())
         })
         .collect()
+}
+
+/// `op`'s call on `inputs` (rounded to `dtype`) with its outputs, on `device`; optional outputs
+/// given where `optional` (attention's log-sum-exp, which the kernel writes either way), else
+/// left out (as in the row operators' peers); the scalars `sizes` implies
+/// ([`Op::scalars_for`]).
+pub(crate) fn on_device(
+    op: &'static Op,
+    device: &Device,
+    (dtype, sizes): (Dtype, &Sizes),
+    inputs: &[Vec<f32>],
+    optional: bool,
+) -> Result<Launch, LaunchError> {
+    let mut values = inputs.iter();
+    let mut buffers = Vec::new();
+    for p in op.params {
+        let len: usize = sizes.shape_of(p).iter().product();
+        let v = match p.role {
+            Role::Input => values.next().cloned().unwrap_or_default(),
+            // Given where the problem names it, as in a check.
+            Role::OptionalInput => match (values.next(), sizes.flag(p.name)) {
+                (Some(v), true) => v.clone(),
+                _ => {
+                    buffers.push(None);
+                    continue;
+                }
+            },
+            Role::Output => vec![0.0; len],
+            Role::OptionalOutput if optional => vec![0.0; len],
+            Role::OptionalOutput | Role::Scratch => {
+                buffers.push(None); // a scratch: the launch allocates it
+                continue;
+            }
+        };
+        buffers.push(Some(Buffer::from_f32(device, (p.elem, dtype), &v)?));
+    }
+    let scalars = op.scalars_for(sizes);
+    Ok(Launch::new(
+        op.signature(),
+        dtype,
+        sizes.clone(),
+        scalars,
+        buffers,
+    ))
 }

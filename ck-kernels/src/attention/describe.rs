@@ -1,5 +1,5 @@
 //! The attention forward as operators of the registry ([`OP`] on Q, K and V; [`QKV`] on a fused
-//! projection's output; listed in [`OPS`] with the packed-sequence operator,
+//! projection's output; listed in [`super::OPS`] with the packed-sequence operator,
 //! [`super::varlen_describe`], and the backward): what `ck run attention` (`.npy` files),
 //! `ck run attention-bf16 --n N` (a seeded check), `ck cross-check`, `ck bench attention` and
 //! `ck_rs.attention` / `ck_rs.attention_qkv` call.
@@ -33,14 +33,6 @@ use crate::op::{
 };
 use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer, LaunchError};
-
-/// The family's operators, as the registry lists them.
-pub const OPS: &[&Op] = &[
-    &OP,
-    &QKV,
-    &super::varlen_describe::OP,
-    &super::backward::describe::OP,
-];
 
 pub(crate) const B: Dim = Dim::Sym("B");
 pub(crate) const H: Dim = Dim::Sym("H");

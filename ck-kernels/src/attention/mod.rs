@@ -226,5 +226,11 @@ pub mod host;
 pub mod varlen;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod varlen_describe;
+/// The family's operators, as the registry lists them.
 #[cfg(not(target_arch = "nvptx64"))]
-pub use describe::OPS;
+pub const OPS: &[&crate::op::Op] = &[
+    &describe::OP,
+    &describe::QKV,
+    &varlen_describe::OP,
+    &backward::describe::OP,
+];

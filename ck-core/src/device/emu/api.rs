@@ -5,7 +5,7 @@ use std::prelude::rust_2021::*;
 
 use super::memory::EmuMemory;
 use super::state::{Kind, Site};
-use super::{abort, ctx, Event, WarpOp};
+use super::{abort, buffer_of_launch, ctx, Event, WarpOp};
 use crate::device::element::{Atomic, Element, Element32};
 use crate::device::SharedArray;
 use crate::report::Fault;
@@ -386,46 +386,6 @@ fn check_slice<T: Element>(start: u32, len: u32, size: u32) {
             ),
         );
         abort();
-    }
-}
-
-/// The memory of global buffer `buffer` (of at least `len` elements), which the running launch
-/// must have received; anything else is a `foreign-handle` fault.
-///
-/// The reference lives as long as the block's state, which the launch keeps until every
-/// thread of the block has finished (`ctx`'s lifetime is the kernel's).
-#[track_caller]
-pub(crate) fn buffer_of_launch(buffer: u64, len: u32) -> &'static EmuMemory {
-    let c = ctx();
-    let st = c.state();
-    match st.buffers.iter().find(|m| m.id == buffer) {
-        Some(m) => m,
-        None if buffer == u64::MAX => {
-            st.fault(
-                Fault::OutOfBounds,
-                vec![c.tid],
-                None,
-                format!(
-                    "thread {}: an access at {} through an empty handle (`Global::empty()`), which has no elements",
-                    c.tid,
-                    Location::caller()
-                ),
-            );
-            abort();
-        }
-        None => {
-            st.fault(
-                Fault::ForeignHandle,
-                vec![c.tid],
-                None,
-                format!(
-                    "thread {}: a global buffer of {len} elements used at {} was not passed to this launch (a handle kept from another launch, or made outside one); pass the buffer as a kernel argument",
-                    c.tid,
-                    Location::caller()
-                ),
-            );
-            abort();
-        }
     }
 }
 

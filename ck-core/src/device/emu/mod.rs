@@ -37,9 +37,12 @@ pub use pipeline::{
 pub(crate) use scheduler::launch;
 pub use sm90::*;
 
+use crate::report::Fault;
 use corosensei::Yielder;
+use memory::EmuMemory;
 use state::{BlockState, Site};
 use std::cell::Cell;
+use std::panic::Location;
 use std::sync::Once;
 
 /// A warp-level operation; lanes meeting at a rendezvous must all perform the same one.
@@ -176,6 +179,46 @@ pub(crate) fn ctx() -> &'static ThreadCtx {
 /// Stops the current emulated thread after a fault was recorded (no panic message printed).
 pub(crate) fn abort() -> ! {
     std::panic::resume_unwind(Box::new(Aborted))
+}
+
+/// The memory of global buffer `buffer` (of at least `len` elements), which the running launch
+/// must have received; anything else is a `foreign-handle` fault.
+///
+/// The reference lives as long as the block's state, which the launch keeps until every
+/// thread of the block has finished (`ctx`'s lifetime is the kernel's).
+#[track_caller]
+pub(crate) fn buffer_of_launch(buffer: u64, len: u32) -> &'static EmuMemory {
+    let c = ctx();
+    let st = c.state();
+    match st.buffers.iter().find(|m| m.id == buffer) {
+        Some(m) => m,
+        None if buffer == u64::MAX => {
+            st.fault(
+                Fault::OutOfBounds,
+                vec![c.tid],
+                None,
+                format!(
+                    "thread {}: an access at {} through an empty handle (`Global::empty()`), which has no elements",
+                    c.tid,
+                    Location::caller()
+                ),
+            );
+            abort();
+        }
+        None => {
+            st.fault(
+                Fault::ForeignHandle,
+                vec![c.tid],
+                None,
+                format!(
+                    "thread {}: a global buffer of {len} elements used at {} was not passed to this launch (a handle kept from another launch, or made outside one); pass the buffer as a kernel argument",
+                    c.tid,
+                    Location::caller()
+                ),
+            );
+            abort();
+        }
+    }
 }
 
 struct Aborted;

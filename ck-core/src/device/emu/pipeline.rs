@@ -24,9 +24,8 @@
 
 use std::prelude::rust_2021::*;
 
-use super::api::buffer_of_launch;
 use super::state::{BlockState, Kind, MbarrierState, PendingChunk, PendingCopy, Site};
-use super::{abort, ctx, Event, SharedArray};
+use super::{abort, buffer_of_launch, ctx, Event, SharedArray};
 use crate::device::{Element, Mbarrier};
 use crate::report::Fault;
 use crate::tma::TmaGeometry;
