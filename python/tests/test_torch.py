@@ -464,6 +464,31 @@ def test_custom_ops_compile_without_graph_breaks(device):
     torch.testing.assert_close(compiled, eager)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_ops_from_descriptions_take_optional_tensors_and_choices(device):
+    """The generic ops: an optional tensor is `Tensor? = None` in the schema, a choice a `str`
+    by name; both compile without a graph break (the fake allocates the call's element type)."""
+    a_km = randn(40, 16, device=device, dtype=torch.bfloat16)  # a as [K, M]
+    b = randn(40, 24, device=device, dtype=torch.bfloat16)
+    r = randn(16, 24, device=device)
+    want = np64(a_km).T @ np64(b)
+    c = torch.ops.ck_rs.gemm_a_km(a_km, b)
+    assert c.dtype == torch.float32 and ref.rel_err(np64(c), want) < 1e-5
+    c = torch.ops.ck_rs.gemm_a_km(a_km, b, r, beta=-1.0)
+    assert ref.rel_err(np64(c), want - np64(r)) < 1e-5
+    step = torch.compile(lambda a, b, r: torch.ops.ck_rs.gemm_a_km(a, b, r) * 2.0, fullgraph=True, backend="aot_eager")
+    assert ref.rel_err(np64(step(a_km, b, r)), 2.0 * (want + np64(r))) < 1e-5
+    fp8 = getattr(torch, "float8_e4m3fn", None)
+    if fp8 is None:
+        return
+    x, w = torch.round(randn(3, 32) * 4), torch.round(randn(8, 32) * 4)  # exact in e4m3
+    y = torch.ops.ck_rs.linear_fp8(x.to(device, fp8), w.to(device, fp8), alpha=0.0625, activation="relu")
+    assert y.dtype == torch.bfloat16  # the operator's first type, no tensor of the call's type given
+    assert ref.rel_err(np64(y), np.maximum(np64(x) @ np64(w).T * 0.0625, 0)) < 1e-2
+    with pytest.raises(ValueError, match=r"error\[unknown-argument\]: activation 'tanh'"):
+        torch.ops.ck_rs.linear_fp8(x.to(device, fp8), w.to(device, fp8), activation="tanh")
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 def test_cuda_calls_are_ordered_on_a_side_stream():
     s = torch.cuda.Stream()
