@@ -1093,15 +1093,23 @@ def _operator(desc):
     order = [p["name"] for p in desc["params"]]
     # Shape rules read once: a call binds its inputs' and allocates its outputs' from these.
     in_dims = [_dims(p) for p in inputs]
+    default_values = list(defaults.values())
     out_plan = [(p, p["elem"] == "f32") for p in outputs]
     typed = [p["name"] for p in inputs if p["elem"] == "op"]  # the call's element type
+    # Its first input of the call's type, where that one is always given (the usual case).
+    like_name = typed[0] if typed and typed[0] in required else None
     e4m3 = [p["name"] for p in inputs if p["elem"] == "e4m3"]
     default_bf16 = desc["dtypes"][0] == "bf16"
+    scalar_names = [s["name"] for s in desc["scalars"]]
+    plain = len(required) == len(in_names)  # no optional input
 
     def bind(args, kwargs):
         """The call's tensors by name (an optional one left out is None) and its scalars in
         order (defaults filled in)."""
-        if not kwargs and len(required) <= len(args) <= len(names):  # the usual call
+        if not kwargs and plain and len(required) <= len(args) <= len(names):  # the usual call
+            given = len(args) - len(required)
+            return dict(zip(required, args)), [*args[len(required) :], *default_values[given:]]
+        if not kwargs and len(required) <= len(args) <= len(names):
             given = dict(zip(names, args))
             tensors = {n: given.get(n, defaults.get(n)) for n in in_names}
             values = [given.get(k, v) for k, v in defaults.items() if k not in tensors]
@@ -1124,11 +1132,11 @@ def _operator(desc):
 
     def run(*args, **kwargs):
         tensors, scalars = bind(args, kwargs)
-        given = {n: t for n, t in tensors.items() if t is not None}
+        given = tensors if plain else {n: t for n, t in tensors.items() if t is not None}
         if _torch is not None and _differentiable(name, None, *given.values()):
             # Through the op, whose autograd formula (or its error) keeps the gradient.
             return ops.record(name, *tensors.values(), *scalars)
-        values = dict(zip((s["name"] for s in desc["scalars"]), scalars))
+        values = dict(zip(scalar_names, scalars))
         for k, allowed in choices.items():
             if values[k] not in allowed:
                 raise _error(
@@ -1139,26 +1147,31 @@ def _operator(desc):
         c = _Call(name, **given)
         sizes, first = {}, given[required[0]]
         for dims, t in zip(in_dims, tensors.values()):
-            if t is not None:
+            if plain or t is not None:
                 _bind_sizes(dims, tuple(t.shape), sizes)
-        like = next((given[n] for n in typed if n in given), None)
-        outs = {}
-        for p, f32 in out_plan:
-            shape = _shape(_out_dims(p, values), sizes)
-            if like is not None or f32:
-                outs[p["name"]] = c.empty(shape, like if like is not None else first, float32=f32)
-            else:  # no tensor tells the call's type: the operator's first
-                outs[p["name"]] = _product_out(c, None, shape, c.torch and default_bf16, first)
+        if like_name is not None:
+            like = given[like_name]
+        else:
+            like = next((given[n] for n in typed if n in given), None)
+        if like is not None:  # the usual case: outputs like the call's first tensor of its type
+            outs = {
+                p["name"]: c.empty(_shape(_out_dims(p, values), sizes), like, float32=f32)
+                for p, f32 in out_plan
+            }
+        else:  # no tensor tells the call's type: the operator's first (float32 for numpy)
+            outs = {}
+            for p, f32 in out_plan:
+                bf16 = not f32 and c.torch and default_bf16
+                outs[p["name"]] = _product_out(c, None, _shape(_out_dims(p, values), sizes), bf16, first)
         # In the description's order; an optional tensor left out is None, an e4m3 one its
         # bytes (torch exports float8 through DLPack only from DLPack 1.1 on). A flag is 0 or
         # 1, a choice its index, a scalar the operator derives None.
         for n in e4m3:
             if c.torch and tensors[n].dtype == _FP8:
                 tensors[n] = tensors[n].view(_torch.uint8)
-        numbers = [
-            None if v is None else float(choices[k].index(v) if k in choices else v)
-            for k, v in values.items()
-        ]
+        if choices:
+            scalars = [choices[k].index(v) if k in choices else v for k, v in values.items()]
+        numbers = [None if v is None else float(v) for v in scalars]
         c.run(name, [tensors.get(n, outs.get(n)) for n in order], numbers)
         results = tuple(outs.values())
         return results[0] if len(results) == 1 else results
