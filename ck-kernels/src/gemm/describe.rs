@@ -29,6 +29,7 @@
 use super::epilogue::Activation;
 use super::fused::{reference, EpilogueArgs};
 use super::linear;
+use super::mma_sync::host::reference as product;
 use crate::op::{
     norm_relative_error, tensor, Dim, Dtype, Elem, HostOutput, Launch, Op, Param, Rng, Role,
     Scalar, ScalarRule, Sizes,
@@ -281,16 +282,8 @@ pub const GEMM_A_KM: Op = Op {
     },
     error: |out| {
         let (m, n, k) = (out.sizes.get("M"), out.sizes.get("N"), out.sizes.get("K"));
-        let (a, b) = (out.input("a_km"), out.input("b"));
-        let mut ab = vec![0f64; m * n];
-        for t in 0..k {
-            for i in 0..m {
-                let ai = a[t * m + i] as f64;
-                for j in 0..n {
-                    ab[i * n + j] += ai * b[t * n + j] as f64;
-                }
-            }
-        }
+        let a = transposed(out.input("a_km"), (k, m)); // [M, K]
+        let ab = product(&a, out.input("b"), (m as u32, n as u32, k as u32));
         let scales = (out.scalar("alpha"), out.scalar("beta"));
         let residual = out.optional_input("residual");
         let want = reference(
@@ -570,21 +563,16 @@ fn sample_linear(s: &Sizes, rng: &mut Rng) -> Vec<Vec<f32>> {
     ]
 }
 
-/// `x·Wᵀ` in fp64: x `[m, k]`, W `[n, k]`.
+/// `x·Wᵀ` in fp64: x `[m, k]`, W `[n, k]` (the GEMM's reference on W transposed).
 fn product_nk(x: &[f32], w: &[f32], (m, n, k): (usize, usize, usize)) -> Vec<f64> {
-    let mut out = vec![0f64; m * n];
-    for i in 0..m {
-        let row = &x[i * k..(i + 1) * k];
-        for j in 0..n {
-            let col = &w[j * k..(j + 1) * k];
-            out[i * n + j] = row
-                .iter()
-                .zip(col)
-                .map(|(&a, &b)| a as f64 * b as f64)
-                .sum();
-        }
-    }
-    out
+    product(x, &transposed(w, (n, k)), (m as u32, n as u32, k as u32))
+}
+
+/// A `[rows, cols]` matrix as `[cols, rows]`.
+fn transposed(x: &[f32], (rows, cols): (usize, usize)) -> Vec<f32> {
+    (0..rows * cols)
+        .map(|i| x[(i % rows) * cols + i / rows])
+        .collect()
 }
 
 /// C of a [`LINEAR`]-shaped call against the fp64 epilogue over the operands as the kernel saw
