@@ -163,6 +163,18 @@ fn no_rows_give_zero_parameter_gradients() {
 }
 
 /// A count scalar has no default: left out, the call names it instead of binding zero heads.
+/// A tensor that disagrees on a symbol before naming its own new one: the error shows the shape
+/// it must have, its own extents where it sets them.
+#[test]
+fn a_mismatch_before_a_new_symbol_names_the_whole_shape() {
+    let op = registry::find("gemm_a_km").unwrap(); // a_km [K, M], b [K, N]
+    let shapes: [(&str, &[usize]); 2] = [("a_km", &[16, 8]), ("b", &[4, 24])];
+    let e = bind(op, &shapes, &op.scalars_for(&Default::default()), false).unwrap_err();
+    assert_eq!(e.rule(), ck_core::rules::SHAPE_MISMATCH);
+    let want = "`b` has shape [4, 24]; it must be [16, 24] (K = 16, from `a_km`)";
+    assert!(e.to_string().contains(want), "{e}");
+}
+
 #[test]
 fn a_count_left_out_is_named() {
     let op = registry::find("attention_qkv").unwrap();

@@ -134,7 +134,7 @@ pub fn bind(
                         format!(
                             "`{}` has shape {shape:?}; it must be {:?} ({name} = {v}, from `{}`)",
                             p.name,
-                            sizes.shape_of(p),
+                            wanted(&sizes, dims, shape),
                             first.unwrap_or("?")
                         ),
                     ));
@@ -159,6 +159,22 @@ pub fn bind(
         }
     }
     Ok(sizes)
+}
+
+/// The shape a tensor of rule `dims` given as `shape` must have: each bound symbol's extent,
+/// the given one where the tensor is the first to name its symbol (a later dimension of the
+/// tensor whose error is being written), and the rows as bound.
+fn wanted(sizes: &Sizes, dims: &[Dim], shape: &[usize]) -> Vec<usize> {
+    let fixed = dims.iter().filter(|d| **d != Dim::Rows).count();
+    let rest = &shape[shape.len() - fixed..];
+    let mut want = Vec::with_capacity(shape.len());
+    if dims.first() == Some(&Dim::Rows) {
+        want.extend_from_slice(sizes.leading());
+    }
+    for ((name, times), &given) in dims.iter().filter_map(Dim::symbol).zip(rest) {
+        want.push(sizes.sym(name).map_or(given, |v| v * times));
+    }
+    want
 }
 
 /// Every symbol and `M` fits the u32 kernels index with, every tensor the i32 of their views.
