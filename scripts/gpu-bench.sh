@@ -35,7 +35,7 @@ python3 scripts/check_gemm_large.py "$CK" 4096x4096x4096 8192x8192x1024 8192x819
 echo "### correctness on the GPU (odd shapes vs fp64, emulator vs GPU)"
 "$CK" cross-check | tail -25 | tee "$OUT/cross-check.txt" || status=1
 echo "### compute-sanitizer"
-for k in rmsnorm-f32 rmsnorm-bf16 layernorm-f32 layernorm-bf16 add-rmsnorm-f32 add-rmsnorm-bf16 softmax-f32 softmax-bf16 copy add gemm-f32 gemm-bf16 gemm-wgmma gemm-wgmma-n128 attention-bf16; do
+for k in rmsnorm-f32 rmsnorm-bf16 layernorm-f32 layernorm-bf16 add-rmsnorm-f32 add-rmsnorm-bf16 softmax-f32 softmax-bf16 copy add sgemm-f32 gemm-f32 gemm-bf16 gemm-mma-sync gemm-wgmma gemm-wgmma-n128 attention-bf16; do
   for tool in memcheck racecheck; do
     if timeout 120 compute-sanitizer --tool $tool --error-exitcode 3 "$CK" run $k --backend cuda > "$OUT/san-$k-$tool.txt" 2>&1; then
       echo "$k $tool: clean ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san-$k-$tool.txt" | head -1))"

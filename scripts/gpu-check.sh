@@ -46,7 +46,7 @@ timeout 120 ncu --csv --log-file "$OUT/wgmma-lds-ncu.csv" --metrics "$W" "$CK" r
 python3 scripts/compare_wgmma_lds.py "$OUT/wgmma-lds-emu.json" "$OUT/wgmma-lds-ncu.csv" | tee "$OUT/wgmma-lds-table.txt" || status=1
 
 echo "### 3. compute-sanitizer"
-for k in reverse block-sum histogram gemm-bf16 gemm-wgmma gemm-wgmma-n128; do
+for k in reverse block-sum histogram gemm-mma-sync gemm-wgmma gemm-wgmma-n128; do
   for tool in memcheck racecheck; do
     if timeout 120 compute-sanitizer --tool $tool --error-exitcode 3 "$CK" run $k --n 5000 --backend cuda > "$OUT/sanitizer-$k-$tool.txt" 2>&1; then
       echo "$k $tool: clean ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$k-$tool.txt" | head -1))"

@@ -96,7 +96,7 @@ fn count_option(
 pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     let what = &args.what;
     let mut available: Vec<String> = registry::operators().map(|op| op.command()).collect();
-    available.extend(["copy", "gemm"].map(String::from));
+    available.push("copy".into());
     if !available.contains(what) {
         return Err(CliError::usage(format!(
             "unknown benchmark `{what}`; available: {}",
@@ -113,16 +113,17 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
         "attention" => {
             super::attention::bench(&device, args.shapes.as_deref(), &peers, (warmup, iters))?
         }
-        name if registry::find(name).is_some_and(|op| op.command() == name) => {
-            let op = registry::find(name).expect("found");
-            bench_op(op, &device, args, &peers, (warmup, iters))?
-        }
-        "copy" => bench_copy(&device, args, &peers, (warmup, iters))?,
+        // Its own shapes (MxNxK), kernels and operand types, against cuBLAS.
         "gemm" => {
             let cases = super::bench_gemm::parse_cases(args.dtypes.as_deref())?;
             let shapes = args.shapes.as_deref();
             super::bench_gemm::bench(&device, (shapes, &cases), &peers, (warmup, iters))?
         }
+        name if registry::find(name).is_some_and(|op| op.command() == name) => {
+            let op = registry::find(name).expect("found");
+            bench_op(op, &device, args, &peers, (warmup, iters))?
+        }
+        "copy" => bench_copy(&device, args, &peers, (warmup, iters))?,
         other => {
             return Err(CliError::usage(format!(
                 "unknown benchmark `{other}`; available: {}",

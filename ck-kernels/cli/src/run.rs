@@ -2,9 +2,7 @@
 //! reference and prints the launch statistics; `ck cross-check` runs every exercise kernel on
 //! the emulator and the GPU and compares the outputs bit for bit.
 
-use super::common::{
-    device, launch_error, print_stats, report_files, stats_json, write_npy, BackendArg, JsonArg,
-};
+use super::common::{device, launch_error, print_stats, stats_json, BackendArg, JsonArg};
 use super::CliError;
 use ck_core::host::Device;
 use ck_kernels::checks::{self, Outcome};
@@ -54,47 +52,6 @@ pub struct BankProbeArgs {
     json: JsonArg,
 }
 
-/// `ck run gemm`.
-#[derive(Debug, clap::Args)]
-pub struct GemmArgs {
-    /// A, a 2-D float32 .npy (M, K)
-    #[arg(long, value_name = "A.npy")]
-    input_a: String,
-    /// B, a 2-D float32 .npy (K, N) (for nn.Linear's weight (N, K): `ck run linear`)
-    #[arg(long, value_name = "B.npy")]
-    input_b: String,
-    /// Where to write C (float32 .npy)
-    #[arg(long, value_name = "C.npy")]
-    output: String,
-    /// f32, bf16 operands (rounded before the kernel; f32 accumulation), or fp8-e4m3 operands
-    /// (quantised with one scale per tensor, the scales applied in the epilogue) [default: f32]
-    #[arg(long, value_name = "f32|bf16|fp8-e4m3")]
-    dtype: Option<String>,
-    /// C's element type: f32, or bf16 (rounded once; written to the .npy as float32); bf16
-    /// operands [default: f32]
-    #[arg(long, value_name = "f32|bf16")]
-    out_dtype: Option<String>,
-    /// Fused epilogue C = act(alpha·A·B + beta·D + bias): the bias, a float32 .npy (N,)
-    #[arg(long, value_name = "BIAS.npy")]
-    bias: Option<String>,
-    /// The epilogue's D, a float32 .npy (M, N)
-    #[arg(long, value_name = "D.npy")]
-    residual: Option<String>,
-    /// The epilogue's alpha [default: 1]
-    #[arg(long)]
-    alpha: Option<f32>,
-    /// The epilogue's beta [default: 1]
-    #[arg(long)]
-    beta: Option<f32>,
-    /// The epilogue's activation [default: none]
-    #[arg(long, value_name = "none|relu|gelu|silu")]
-    activation: Option<String>,
-    #[command(flatten)]
-    backend: BackendArg,
-    #[command(flatten)]
-    json: JsonArg,
-}
-
 /// Probes run with the swizzled shared layout, the plain one, or both.
 #[derive(Debug, clap::Args)]
 pub struct LayoutArgs {
@@ -122,10 +79,8 @@ pub enum RunCommand {
     Add(ExerciseArgs),
     /// N rows of 32 u32 multicast by the TMA engine to both blocks of each cluster (sm_90)
     Multicast(ExerciseArgs),
-    /// The SIMT f32 GEMM
-    GemmF32(ExerciseArgs),
-    /// The mma.sync bf16 GEMM
-    GemmBf16(ExerciseArgs),
+    /// The mma.sync bf16 GEMM, 257 × 129 × N (`gemm-bf16` picks the kernel for the shape)
+    GemmMmaSync(ExerciseArgs),
     /// The wgmma bf16 GEMM, 128 × 256 tiles (sm_90a)
     GemmWgmma(ExerciseArgs),
     /// The wgmma bf16 GEMM, 128 × 128 tiles (sm_90a)
@@ -140,8 +95,6 @@ pub enum RunCommand {
     BankProbe(BankProbeArgs),
     /// The spec's TV8 LDS tile written with k-write and read with k-read
     LdsProbe(LayoutArgs),
-    /// C = A · B from .npy files
-    Gemm(Box<GemmArgs>),
     /// Decode attention against a paged KV cache (pages of 64): GQA 32/8 heads of 128, cached
     /// lengths N, N/2, 1 and 0, one new token appended with RoPE
     AttentionDecode(ExerciseArgs),
@@ -170,8 +123,7 @@ pub fn run(command: &RunCommand) -> Result<(), CliError> {
         Copy(a) => exercise("copy", a),
         Add(a) => exercise("add", a),
         Multicast(a) => exercise("multicast", a),
-        GemmF32(a) => exercise("gemm-f32", a),
-        GemmBf16(a) => exercise("gemm-bf16", a),
+        GemmMmaSync(a) => exercise("gemm-mma-sync", a),
         GemmWgmma(a) => exercise("gemm-wgmma", a),
         GemmWgmmaN128(a) => exercise("gemm-wgmma-n128", a),
         GemmGrouped(a) => exercise("gemm-grouped", a),
@@ -190,7 +142,6 @@ pub fn run(command: &RunCommand) -> Result<(), CliError> {
             report("bank-probe", o, &desc, &device, a.json.json)
         }
         LdsProbe(a) => lds_probe_cmd(a),
-        Gemm(a) => gemm_cmd(a),
         AttentionDecode(a) => exercise("attention-decode", a),
         LaneGroups(a) => exercise("lane-groups", a),
         GemmLds(a) => gemm_lds_cmd(a),
@@ -370,172 +321,6 @@ fn lds_probe_cmd(args: &LayoutArgs) -> Result<(), CliError> {
     }
     print_counter_rows(&rows, args.json.json);
     Ok(())
-}
-
-/// `ck run gemm --input-a A.npy --input-b B.npy --output C.npy [--dtype f32|bf16]`.
-fn gemm_cmd(args: &GemmArgs) -> Result<(), CliError> {
-    use crate::npy;
-    use ck_kernels::gemm::mma_sync::host::gemm;
-    let (pa, pb, out) = (&*args.input_a, &*args.input_b, &*args.output);
-    let dtype = args.dtype.as_deref().unwrap_or("f32");
-    if !["f32", "bf16", "fp8-e4m3"].contains(&dtype) {
-        return Err(CliError::new(
-            ck_core::rules::DTYPE,
-            format!("unsupported dtype `{dtype}`; use f32, bf16 or fp8-e4m3"),
-        ));
-    }
-    let (mut a, mut b) = (
-        npy::read(pa).map_err(|m| CliError::new(ck_core::rules::NPY, m))?,
-        npy::read(pb).map_err(|m| CliError::new(ck_core::rules::NPY, m))?,
-    );
-    // 2-D, or 3-D with a leading batch dimension (the fused tensor-core GEMM, per product).
-    let (batch, m, k, k2, n) = match (&a.shape[..], &b.shape[..]) {
-        (&[m, k], &[k2, n]) => (1, m, k, k2, n),
-        (&[ba, m, k], &[bb, k2, n]) if ba == bb => (ba, m, k, k2, n),
-        _ => {
-            return Err(CliError::new(
-                ck_core::rules::SHAPE_MISMATCH,
-                format!(
-                    "A {:?} and B {:?} must both be 2-D, or both 3-D with one batch size",
-                    a.shape, b.shape
-                ),
-            ))
-        }
-    };
-    if k != k2 {
-        return Err(CliError::new(
-            ck_core::rules::SHAPE_MISMATCH,
-            format!("A is {m}×{k} but B is {k2}×{n}; the K dimensions must agree"),
-        ));
-    }
-    if [m, n, k].iter().any(|&d| d == 0 || d > i32::MAX as usize)
-        || m * k > i32::MAX as usize
-        || k * n > i32::MAX as usize
-        || m * n > i32::MAX as usize
-    {
-        return Err(CliError::new(
-            ck_core::rules::SHAPE_MISMATCH,
-            format!("shapes {m}×{k} · {k}×{n} are empty or too large"),
-        ));
-    }
-    if dtype == "bf16" {
-        // bf16 operands, f32 accumulation: the inputs are rounded before the kernel.
-        for v in a.data.iter_mut().chain(b.data.iter_mut()) {
-            *v = ck_core::device::Bf16::from_f32(*v).to_f32();
-        }
-    }
-    let device = device(&args.backend)?;
-    let shape = (m as u32, n as u32, k as u32);
-    let batched = a.shape.len() == 3;
-    let fused = batched
-        || dtype == "fp8-e4m3"
-        || args.out_dtype.is_some()
-        || args.bias.is_some()
-        || args.residual.is_some()
-        || args.alpha.is_some()
-        || args.beta.is_some()
-        || args.activation.is_some();
-    let c_shape = if batched {
-        vec![batch, m, n]
-    } else {
-        vec![m, n]
-    };
-    let (c, stats, what) = if fused {
-        let ab = (&a.data[..], &b.data[..]);
-        gemm_fused_cmd(args, &device, ab, (batch, &c_shape), (m, n, k))?
-    } else {
-        let (c, stats) = gemm(&device, &a.data, &b.data, shape).map_err(launch_error)?;
-        (c, stats, format!("{dtype} operands, f32 accumulation"))
-    };
-    write_npy(out, c_shape, c)?;
-    let summary = format!(
-        "gemm {m}×{k} · {k}×{n} ({what}) on {} → {out}",
-        device.name()
-    );
-    report_files(args.json.json, summary, &stats)
-}
-
-/// `ck run gemm` with an epilogue, bf16 C or fp8 operands: the fused tensor-core GEMMs.
-fn gemm_fused_cmd(
-    args: &GemmArgs,
-    device: &ck_core::host::Device,
-    (a, b): (&[f32], &[f32]),
-    (batch, c_shape): (usize, &[usize]),
-    (m, n, k): (usize, usize, usize),
-) -> Result<(Vec<f32>, ck_core::host::LaunchStats, String), CliError> {
-    use crate::npy;
-    use ck_kernels::gemm::auto::gemm;
-    use ck_kernels::gemm::epilogue::Activation;
-    use ck_kernels::gemm::fused::HostEpilogue;
-    use ck_kernels::gemm::tma::host::gemm_fp8;
-    if args.dtype.as_deref() == Some("f32") {
-        return Err(CliError::new(
-            ck_core::rules::DTYPE,
-            "the fused epilogue and bf16 C run on the bf16 tensor-core GEMM; drop --dtype f32 (the operands are rounded to bf16)",
-        ));
-    }
-    let read = |path: &Option<String>,
-                shape: &[usize],
-                what: &str|
-     -> Result<Option<Vec<f32>>, CliError> {
-        let Some(p) = path else { return Ok(None) };
-        let t = npy::read(p).map_err(|e| CliError::new(ck_core::rules::NPY, e))?;
-        if t.shape != shape {
-            return Err(CliError::new(
-                ck_core::rules::SHAPE_MISMATCH,
-                format!(
-                    "{what} {p} is {:?}; for a {m}×{n} C it must be {shape:?}",
-                    t.shape
-                ),
-            ));
-        }
-        Ok(Some(t.data))
-    };
-    let d = read(&args.residual, c_shape, "--residual")?;
-    let bias = read(&args.bias, &[n], "--bias")?;
-    let activation = match args.activation.as_deref() {
-        None => Activation::None,
-        Some(s) => Activation::parse(s).ok_or_else(|| {
-            CliError::usage(format!(
-                "--activation: `{s}` is not none, relu, gelu or silu"
-            ))
-        })?,
-    };
-    let epilogue = HostEpilogue {
-        alpha: args.alpha.unwrap_or(1.0),
-        beta: args.beta.unwrap_or(1.0),
-        d: d.as_deref(),
-        bias: bias.as_deref(),
-        activation,
-    };
-    let shape = (m as u32, n as u32, k as u32);
-    let out_dtype = args.out_dtype.as_deref().unwrap_or("f32");
-    let fp8 = args.dtype.as_deref() == Some("fp8-e4m3");
-    let (batch, ab) = (batch as u32, (a, b));
-    type Bf16 = ck_core::device::Bf16;
-    let (c, stats) = match (out_dtype, fp8) {
-        ("f32", false) => gemm::<f32>(device, ab, batch, shape, epilogue),
-        ("bf16", false) => gemm::<Bf16>(device, ab, batch, shape, epilogue),
-        ("f32", true) => gemm_fp8::<f32>(device, ab, batch, shape, epilogue),
-        ("bf16", true) => gemm_fp8::<Bf16>(device, ab, batch, shape, epilogue),
-        (other, _) => {
-            return Err(CliError::new(
-                ck_core::rules::DTYPE,
-                format!("unsupported --out-dtype `{other}`; use f32 or bf16"),
-            ))
-        }
-    }
-    .map_err(launch_error)?;
-    let operands = if fp8 {
-        "e4m3 operands (per-tensor scales)"
-    } else {
-        "bf16 operands"
-    };
-    Ok((
-        c,
-        stats,
-        format!("{operands}, {out_dtype} C, fused epilogue"),
-    ))
 }
 
 /// `ck run gemm-lds [--layout xor|plain|both]`: one 256 × 256 × 256 bf16 `mma.sync` GEMM

@@ -131,7 +131,7 @@ fn ck_run_gemm_applies_the_epilogue_and_writes_bf16_c() {
         .args([
             "--output",
             &path("c.npy"),
-            "--out-dtype",
+            "--dtype",
             "bf16",
             "--bias",
             &path("bias.npy"),
@@ -290,7 +290,7 @@ fn ck_run_attention_varlen_keeps_each_sequence_to_its_keys() {
 }
 
 #[test]
-fn ck_run_gemm_takes_3d_inputs_as_a_batch() {
+fn ck_run_gemm_batched_runs_each_product() {
     let dir = std::env::temp_dir().join(format!("ck-gemm-batched-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = |f: &str| dir.join(f).to_str().unwrap().to_string();
@@ -302,7 +302,7 @@ fn ck_run_gemm_takes_3d_inputs_as_a_batch() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_ck"))
         .args([
             "run",
-            "gemm",
+            "gemm-batched",
             "--input-a",
             &path("a.npy"),
             "--input-b",
@@ -343,7 +343,7 @@ fn ck_run_gemm_takes_3d_inputs_as_a_batch() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_ck"))
         .args([
             "run",
-            "gemm",
+            "gemm-batched",
             "--input-a",
             &path("a.npy"),
             "--input-b",

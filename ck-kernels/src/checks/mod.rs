@@ -7,9 +7,7 @@ mod gemm;
 
 pub use attention::{varlen_case, VarlenCase};
 pub use decode::{decode_case, DecodeCase};
-pub use gemm::{
-    gemm_bf16_case, gemm_case, gemm_grouped_case, gemm_tma_case, grouped_problems, moe_problems,
-};
+pub use gemm::{gemm_bf16_case, gemm_grouped_case, gemm_tma_case, grouped_problems, moe_problems};
 
 use crate::elementwise::{AddF32, CopyF32, TILE_F32};
 use crate::gemm::choice::Bf16Kernel;
@@ -44,7 +42,7 @@ fn decode_exercise(n: u32, page_size: Option<u32>, sq: u32, splits: Option<u32>)
 }
 
 /// Exercise kernels `ck run` and `ck cross-check` know besides the registry's operators
-/// (bank-probe takes its own parameters); gemm-f32 runs a 257 × 129 × n product.
+/// (bank-probe takes its own parameters); gemm-mma-sync runs a 257 × 129 × n product.
 pub const EXERCISES: &[&str] = &[
     "reverse",
     "block-sum",
@@ -52,8 +50,7 @@ pub const EXERCISES: &[&str] = &[
     "copy",
     "add",
     "multicast",
-    "gemm-f32",
-    "gemm-bf16",
+    "gemm-mma-sync",
     "gemm-wgmma",
     "gemm-wgmma-n128",
     "gemm-grouped",
@@ -239,8 +236,7 @@ pub fn run_exercise(
                 mismatch,
             })
         }
-        "gemm-f32" => gemm_case(device, (257, 129, n.clamp(1, 4096)), seed),
-        "gemm-bf16" => gemm_bf16_case(
+        "gemm-mma-sync" => gemm_bf16_case(
             device,
             Bf16Kernel::MmaSync,
             (257, 129, n.clamp(1, 4096)),

@@ -1,12 +1,14 @@
-//! The GEMM family's operators of the registry ([`OPS`]): `nn.Linear`'s product with its fused
-//! epilogue ([`LINEAR`], and [`LINEAR_FP8`] on e4m3 operands), its weight's gradient read from
-//! a transposed operand in place ([`GEMM_A_KM`]) and the gated linear unit in one launch
-//! ([`GATED_LINEAR`]), and the QKV projection with RoPE in its epilogue ([`QKV_PROJECTION`]) —
-//! what `ck run linear` (`.npy` files), `ck run linear-bf16 --n N` (a
-//! seeded check), `ck cross-check` and `ck_rs.linear` / `ck_rs.gated_linear` call.
+//! The GEMM family's operators of the registry ([`OPS`]): the product with its fused epilogue
+//! ([`GEMM`], a batch of them in one launch: [`GEMM_BATCHED`]) and on f32 operands ([`SGEMM`]),
+//! `nn.Linear`'s product ([`LINEAR`], and [`LINEAR_FP8`] on e4m3 operands), its weight's
+//! gradient read from a transposed operand in place ([`GEMM_A_KM`]), the gated linear unit in
+//! one launch ([`GATED_LINEAR`]) and the QKV projection with RoPE in its epilogue
+//! ([`QKV_PROJECTION`]) — what `ck run linear` (`.npy` files), `ck run linear-bf16 --n N` (a
+//! seeded check), `ck cross-check` and `ck_rs.gemm` / `ck_rs.linear` call.
 //!
 //! The operands are bf16 ([`Elem::Bf16`]: on the emulator f32 values are rounded on the way
-//! in); the call's element type is C's, and the epilogue's residual and bias have it.
+//! in; [`SGEMM`]'s are f32); the call's element type is C's, and the epilogue's residual and
+//! bias have it.
 //!
 //! For example `relu(x·Wᵀ + bias)` with x all 0.5 (`[3, 7]`), row `j` of W all `j` (`[5, 7]`)
 //! and a bias of −1: `C[i, j] = relu(7 · 0.5 · j − 1)`, exact in bf16 operands and f32 C:
@@ -28,8 +30,8 @@
 
 use super::epilogue::Activation;
 use super::fused::{reference, EpilogueArgs};
-use super::linear;
 use super::mma_sync::host::reference as product;
+use super::{auto, linear, mma_sync};
 use crate::op::{
     norm_relative_error, tensor, Dim, Dtype, Elem, HostOutput, Launch, Op, Param, Rng, Role,
     Scalar, ScalarRule, Sizes,
@@ -39,6 +41,9 @@ use ck_core::host::LaunchError;
 
 /// The family's operators, as the registry lists them.
 pub const OPS: &[&Op] = &[
+    &GEMM,
+    &GEMM_BATCHED,
+    &SGEMM,
     &LINEAR,
     &LINEAR_FP8,
     &GEMM_A_KM,
@@ -517,6 +522,282 @@ pub const QKV_PROJECTION: Op = Op {
     },
 };
 
+/// `gemm`: `C = act(alpha · a·b + beta · residual + bias)`, `a` `[M, K]`, `b` `[K, N]`, on the
+/// kernel [`auto`] picks (N and K multiples of 8); a plain product into f32 C of other N or K
+/// on [`auto::launch_bf16`], whose `mma.sync` kernel takes any shape.
+pub const GEMM: Op = Op {
+    name: "gemm",
+    summary: "C = act(alpha · a·b + beta · residual + bias) (bf16 operands)",
+    params: &[
+        Param {
+            flag: "input-a",
+            ..tensor("a", (Role::Input, Elem::Bf16), &[M, K], "a, [M, K] (bf16)")
+        },
+        Param {
+            flag: "input-b",
+            ..tensor(
+                "b",
+                (Role::Input, Elem::Bf16),
+                &[K, N],
+                "b, [K, N] (bf16; for nn.Linear's weight [N, K]: `linear`)",
+            )
+        },
+        tensor(
+            "residual",
+            (Role::OptionalInput, Elem::Op),
+            &[M, N],
+            "the epilogue's residual D, [M, N] (C's type)",
+        ),
+        BIAS,
+        output(
+            &[M, N],
+            "C, [M, N] (with an epilogue or bf16 C: N and K multiples of 8)",
+        ),
+    ],
+    scalars: &[ALPHA, BETA, ACTIVATION],
+    dtypes: &[Dtype::F32, Dtype::Bf16],
+    constraints: crate::op::no_constraints,
+    launch: |d, l| {
+        let shape = mnk(&l.sizes);
+        if !whole_rows(&l.sizes) && l.dtype == Dtype::F32 && is_plain(l)? {
+            let mut c = l.take::<f32>(d, "c")?;
+            let (a, b) = (l.input::<Bf16>("a")?, l.input::<Bf16>("b")?);
+            let launched = auto::launch_bf16(d, a, b, &mut c, shape);
+            l.put("c", c);
+            return launched;
+        }
+        crate::by_dtype!(l.dtype, O => {
+            let mut c = l.take::<O>(d, "c")?;
+            let (a, b) = (l.input::<Bf16>("a")?, l.input::<Bf16>("b")?);
+            let launched = auto::launch(d, (a, b), &mut c, 1, shape, &epilogue(l)?);
+            l.put("c", c);
+            launched.map(|(stats, _)| stats)
+        })
+    },
+    sample: sample_gemm,
+    error: judge_gemm,
+    tolerance,
+    agreement: norm_relative_error,
+    cases: |n| {
+        let problem =
+            |m: usize, n: usize, k: usize| Sizes::default().with("M", m).with("N", n).with("K", k);
+        let fused = |s: Sizes| s.with_flag("residual").with_flag("bias");
+        match n {
+            Some(n) => vec![fused(problem(
+                257,
+                264,
+                (n.clamp(8, 1 << 16) as usize).next_multiple_of(8),
+            ))],
+            None => vec![
+                problem(130, 64, 72),
+                fused(problem(65, 200, 72)).with("activation", 2),
+            ],
+        }
+    },
+    bytes: |s, d| {
+        let (m, n, k) = (s.get("M"), s.get("N"), s.get("K"));
+        ((m + n) * k * 2 + m * n * d.bytes()) as f64
+    },
+};
+
+/// Whether a [`GEMM`]-shaped call is the product alone: alpha 1, no residual, bias or
+/// activation.
+fn is_plain(l: &Launch) -> Result<bool, LaunchError> {
+    let extra = l.optional_input::<f32>("residual")?.is_some()
+        || l.optional_input::<f32>("bias")?.is_some();
+    Ok(
+        !extra
+            && l.scalar("alpha") == 1.0
+            && activation(l.scalar("activation")) == Activation::None,
+    )
+}
+
+/// `gemm_batched`: [`GEMM`] for `Batch` products of one shape in one launch
+/// ([`auto::launch`]); the bias is shared.
+pub const GEMM_BATCHED: Op = Op {
+    name: "gemm_batched",
+    summary:
+        "C[i] = act(alpha · a[i]·b[i] + beta · residual[i] + bias) for a batch (bf16 operands)",
+    params: &[
+        Param {
+            flag: "input-a",
+            ..tensor(
+                "a",
+                (Role::Input, Elem::Bf16),
+                &[BATCH, M, K],
+                "a, [Batch, M, K] (bf16; K a multiple of 8)",
+            )
+        },
+        Param {
+            flag: "input-b",
+            ..tensor(
+                "b",
+                (Role::Input, Elem::Bf16),
+                &[BATCH, K, N],
+                "b, [Batch, K, N] (bf16; N a multiple of 8)",
+            )
+        },
+        tensor(
+            "residual",
+            (Role::OptionalInput, Elem::Op),
+            &[BATCH, M, N],
+            "the epilogue's residual D, [Batch, M, N] (C's type)",
+        ),
+        BIAS,
+        output(&[BATCH, M, N], "C, [Batch, M, N]"),
+    ],
+    scalars: &[ALPHA, BETA, ACTIVATION],
+    dtypes: &[Dtype::F32, Dtype::Bf16],
+    constraints: whole_vector_rows,
+    launch: |d, l| {
+        let (batch, shape) = (l.sizes.u32("Batch"), mnk(&l.sizes));
+        crate::by_dtype!(l.dtype, O => {
+            let mut c = l.take::<O>(d, "c")?;
+            let (a, b) = (l.input::<Bf16>("a")?, l.input::<Bf16>("b")?);
+            let launched = auto::launch(d, (a, b), &mut c, batch, shape, &epilogue(l)?);
+            l.put("c", c);
+            launched.map(|(stats, _)| stats)
+        })
+    },
+    sample: sample_gemm,
+    error: judge_gemm,
+    tolerance,
+    agreement: norm_relative_error,
+    cases: |n| {
+        let problem = |batch: usize, m: usize, n: usize, k: usize| {
+            let s = Sizes::default()
+                .with("Batch", batch)
+                .with("M", m)
+                .with("N", n)
+                .with("K", k);
+            s.with_flag("residual").with_flag("bias")
+        };
+        match n {
+            Some(n) => vec![problem(
+                4,
+                128,
+                128,
+                (n.clamp(8, 1 << 16) as usize).next_multiple_of(8),
+            )],
+            None => vec![
+                problem(3, 17, 24, 40).with("activation", 3),
+                problem(2, 130, 64, 8),
+            ],
+        }
+    },
+    bytes: |s, d| {
+        let (batch, m, n, k) = (s.get("Batch"), s.get("M"), s.get("N"), s.get("K"));
+        (batch * ((m + n) * k * 2 + m * n * d.bytes())) as f64
+    },
+};
+
+/// `sgemm`: `C = a·b` on f32 operands without rounding them, on the SIMT f32 GEMM
+/// ([`mma_sync::host::launch_f32`]), any M, N, K.
+pub const SGEMM: Op = Op {
+    name: "sgemm",
+    summary: "C = a·b on f32 operands (the SIMT f32 GEMM)",
+    params: &[
+        Param {
+            flag: "input-a",
+            ..tensor("a", (Role::Input, Elem::Op), &[M, K], "a, [M, K]")
+        },
+        Param {
+            flag: "input-b",
+            ..tensor("b", (Role::Input, Elem::Op), &[K, N], "b, [K, N]")
+        },
+        output(&[M, N], "C, [M, N]"),
+    ],
+    scalars: &[],
+    dtypes: &[Dtype::F32],
+    constraints: crate::op::no_constraints,
+    launch: |d, l| {
+        let mut c = l.take::<f32>(d, "c")?;
+        let (a, b) = (l.input::<f32>("a")?, l.input::<f32>("b")?);
+        let launched = mma_sync::host::launch_f32(d, a, b, &mut c, mnk(&l.sizes));
+        l.put("c", c);
+        launched
+    },
+    sample: |s, rng| {
+        let (m, n, k) = (s.get("M"), s.get("N"), s.get("K"));
+        vec![rng.values(m * k, 1.0, 0.0), rng.values(k * n, 1.0, 0.0)]
+    },
+    error: |out| {
+        let shape = mnk(&out.sizes);
+        let want = product(out.input("a"), out.input("b"), shape);
+        norm_relative_error(out.output("c").unwrap_or_default(), &want)
+    },
+    tolerance,
+    agreement: norm_relative_error,
+    cases: |n| {
+        let problem =
+            |m: usize, n: usize, k: usize| Sizes::default().with("M", m).with("N", n).with("K", k);
+        match n {
+            Some(n) => vec![problem(257, 129, n.clamp(1, 4096) as usize)],
+            None => vec![problem(1, 1, 1), problem(17, 33, 65), problem(257, 129, 73)],
+        }
+    },
+    bytes: |s, d| {
+        let (m, n, k) = (s.get("M"), s.get("N"), s.get("K"));
+        ((m * k + k * n + m * n) * d.bytes()) as f64
+    },
+};
+
+const BATCH: Dim = Dim::Sym("Batch");
+
+/// `shape-unsupported` unless N and K are multiples of 8: the tensor-core GEMMs read whole
+/// 16-byte rows of bf16.
+fn whole_vector_rows(s: &mut Sizes) -> Result<(), LaunchError> {
+    if !whole_rows(s) {
+        let (n, k) = (s.get("N"), s.get("K"));
+        return Err(LaunchError::invalid(
+            ck_core::rules::SHAPE_UNSUPPORTED,
+            format!("the tensor-core GEMMs read whole 16-byte rows: N and K must be multiples of 8 (pad a and b with zeros); got N = {n}, K = {k}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether rows of `b` and `a` are whole 16-byte vectors of bf16 (N and K multiples of 8).
+fn whole_rows(s: &Sizes) -> bool {
+    s.get("N").is_multiple_of(8) && s.get("K").is_multiple_of(8)
+}
+
+/// a, b (smaller, so the products stay near 1), the residual and the bias of a [`GEMM`]-shaped
+/// call (of every product of a batch).
+fn sample_gemm(s: &Sizes, rng: &mut Rng) -> Vec<Vec<f32>> {
+    let (batch, m, n, k) = (
+        s.sym("Batch").unwrap_or(1),
+        s.get("M"),
+        s.get("N"),
+        s.get("K"),
+    );
+    vec![
+        rng.values(batch * m * k, 1.0, 0.0),
+        rng.values(batch * k * n, 0.25, 0.0),
+        rng.values(batch * m * n, 1.0, 0.0),
+        rng.values(n, 1.0, 0.0),
+    ]
+}
+
+/// C of a [`GEMM`]-shaped call (each product of a batch) against the fp64 epilogue over the
+/// operands as the kernel saw them.
+fn judge_gemm(out: &HostOutput) -> f64 {
+    let (batch, (m, n, k)) = (out.sizes.sym("Batch").unwrap_or(1), mnk(&out.sizes));
+    let (mn, mk, kn) = ((m * n) as usize, (m * k) as usize, (k * n) as usize);
+    let scales = (out.scalar("alpha"), out.scalar("beta"));
+    let act = activation(out.scalar("activation"));
+    let (a, b, bias) = (out.input("a"), out.input("b"), out.optional_input("bias"));
+    let residual = out.optional_input("residual");
+    let want: Vec<f64> = (0..batch)
+        .flat_map(|i| {
+            let ab = product(&a[i * mk..][..mk], &b[i * kn..][..kn], (m, n, k));
+            let d = residual.map(|r| &r[i * mn..][..mn]);
+            reference(&ab, (m, n), scales, (d, bias), act)
+        })
+        .collect();
+    norm_relative_error(out.output("c").unwrap_or_default(), &want)
+}
+
 /// The gated unit's activations, by index.
 const GATES: &[&str] = &["silu", "gelu"];
 
@@ -644,6 +925,38 @@ mod tests {
                 "{c:?}"
             );
         }
+    }
+
+    /// `gemm` into f32 C without an epilogue takes N and K that are not multiples of 8 (on
+    /// the `mma.sync` kernel): a `[2, 3]` = 0…5 times b `[3, 5]` all 1 is each row's sum of
+    /// a, exact in bf16; a bf16 C of that shape is refused with the rule and the fix.
+    #[test]
+    fn gemm_takes_any_shape_into_f32_c_alone() {
+        let device = Device::emulator();
+        let a: Vec<f32> = (0..6).map(|i| i as f32).collect();
+        let call = || {
+            HostCall::new(&GEMM)
+                .input("a", &a, &[2, 3])
+                .input("b", &[1.0; 15], &[3, 5])
+        };
+        let out = call().run(&device).unwrap();
+        assert_eq!(out.output("c").unwrap(), [[3.0; 5], [12.0; 5]].concat());
+        let err = call().dtype(Dtype::Bf16).run(&device).err().unwrap();
+        assert_eq!(err.rule(), ck_core::rules::SHAPE_UNSUPPORTED, "{err}");
+        assert!(err.to_string().contains("multiples of 8"), "{err}");
+    }
+
+    /// `sgemm` keeps f32 operands as they are: 1 + 2⁻¹⁰, which bf16 rounds to 1, times 1.
+    #[test]
+    fn sgemm_does_not_round_its_operands() {
+        let device = Device::emulator();
+        let x = 1.0 + 2f32.powi(-10);
+        let out = HostCall::new(&SGEMM)
+            .input("a", &[x], &[1, 1])
+            .input("b", &[1.0], &[1, 1])
+            .run(&device)
+            .unwrap();
+        assert_eq!(out.output("c").unwrap(), [x]);
     }
 
     /// A bias of the wrong length is refused with the rule it breaks.
