@@ -355,10 +355,11 @@ def gemm(
     one of none, relu, gelu (tanh form), silu. The result is float32, or bfloat16 with
     ``out_dtype=torch.bfloat16`` (torch tensors only: numpy has no bfloat16).
 
-    Plain products of float32 or bfloat16 operands run on the GEMM for their type; an epilogue
-    or a bfloat16 result runs on the bf16 tensor-core GEMMs with the epilogue fused (float32
-    operands are rounded to bfloat16 first), on the kernel ``ck run gemm`` picks for the
-    problem (``ck_kernels::gemm::auto``).
+    Plain products of float32 operands run on the SIMT f32 GEMM (the ``sgemm`` operator: not
+    rounded); bfloat16 operands, an epilogue or a bfloat16 result run on the bf16 tensor-core
+    GEMMs with the epilogue fused (float32 operands are rounded to bfloat16 first), on the
+    kernel ``ck run gemm`` picks for the problem (the ``gemm`` operator,
+    ``ck_kernels::gemm::auto``).
 
     ``a`` may be a transposed view (``dy.t()``, stored ``[K, M]``): it is read as it lies where
     M and N are multiples of 8 and the epilogue is alpha alone, or ``residual`` into a float32
@@ -384,18 +385,11 @@ def gemm(
     res = _product_out(c, out, shape, bf16_out, a)
     if extra and c.torch:  # the epilogue's inputs in the result's type
         extra = {k: _as_type(v, res.dtype) for k, v in extra.items()}
-    capsule = c.capsule
-    _native.gemm(
-        capsule(a),
-        capsule(b),
-        capsule(res),
-        capsule(extra["residual"]) if "residual" in extra else None,
-        capsule(extra["bias"]) if "bias" in extra else None,
-        float(alpha),
-        float(beta),
-        _ACTIVATIONS[activation],
-        c.stream,
-    )
+    if not fused and a.dtype == (_torch.float32 if c.torch else _np.float32):
+        c.run("sgemm", [a, b, res])  # f32 operands, not rounded
+    else:
+        tensors = [a, b, extra.get("residual"), extra.get("bias"), res]
+        c.run("gemm", tensors, [float(alpha), float(beta), float(_ACTIVATIONS[activation])])
     return res
 
 

@@ -1,37 +1,15 @@
-//! The operators not yet in the registry — `gemm`, the grouped GEMM, attention against a KV
-//! cache — as native functions on DLPack capsules (the registry's operators go
+//! The operators not yet in the registry — the grouped GEMM, attention against a KV cache —
+//! as native functions on DLPack capsules (the registry's operators go
 //! through [`crate::registry::call`]). The `ck_rs` Python layer makes the capsules
 //! (and allocates the outputs like the inputs), so each function here checks shapes and types,
 //! picks the kernel by element type and runs it where the tensors are.
 
 use ck_core::device::Bf16;
-use ck_core::host::{Device, DeviceBuffer, LaunchError, LaunchStats};
+use ck_core::host::DeviceBuffer;
 use ck_core::rules;
 use ck_kernels as kernels;
 use ck_python::{launch_error, type_error, value_error, Backend, Dtype, Tensor};
 use pyo3::prelude::*;
-
-type Launched = Result<LaunchStats, LaunchError>;
-
-/// The plain GEMM of one element type.
-trait Kernels: Sized {
-    fn gemm(d: &Device, a: &Buf<Self>, b: &Buf<Self>, c: &mut Buf<f32>, p: Mnk) -> Launched;
-}
-
-type Buf<T> = DeviceBuffer<T>;
-type Mnk = (u32, u32, u32);
-
-impl Kernels for f32 {
-    fn gemm(d: &Device, a: &Buf<f32>, b: &Buf<f32>, c: &mut Buf<f32>, p: Mnk) -> Launched {
-        kernels::gemm::mma_sync::host::launch_f32(d, a, b, c, p)
-    }
-}
-
-impl Kernels for Bf16 {
-    fn gemm(d: &Device, a: &Buf<Bf16>, b: &Buf<Bf16>, c: &mut Buf<f32>, p: Mnk) -> Launched {
-        kernels::gemm::auto::launch_bf16(d, a, b, c, p)
-    }
-}
 
 /// Runs `$body` with `$t` the element type of `$dtype`.
 macro_rules! by_dtype {
@@ -108,134 +86,6 @@ fn expect_shape(t: &Tensor<'_>, shape: &[usize]) -> PyResult<()> {
         return Err(shape_error(t, format!("it must be {shape:?}")));
     }
     Ok(())
-}
-
-/// `c = act(alpha · a·b + beta · d + bias)` (`a` M × K, `b` K × N; `c` and `d` M × N, `bias`
-/// N). Without an epilogue and with a float32 `c`: float32 `a`, `b` on the f32 GEMM, bfloat16
-/// ones on the bf16 GEMM (where N or K is not a multiple of 8) or else on the kernel
-/// `gemm::auto` picks, as `ck run gemm` does. With an epilogue, or a bfloat16 `c`: that choice
-/// among the bf16 tensor-core GEMMs with the fused epilogue (on the emulator float32 `a`, `b` are rounded to bfloat16; on a GPU they must be
-/// bfloat16), `d` and `bias` of `c`'s type. `activation`: 0 none, 1 relu, 2 gelu, 3 silu.
-#[pyfunction]
-#[pyo3(signature = (a, b, c, d=None, bias=None, alpha=1.0, beta=1.0, activation=0, stream=None))]
-#[allow(clippy::too_many_arguments)]
-pub fn gemm(
-    a: &Bound<'_, PyAny>,
-    b: &Bound<'_, PyAny>,
-    c: &Bound<'_, PyAny>,
-    d: Option<&Bound<'_, PyAny>>,
-    bias: Option<&Bound<'_, PyAny>>,
-    alpha: f32,
-    beta: f32,
-    activation: u32,
-    stream: Option<u64>,
-) -> PyResult<()> {
-    use kernels::gemm::epilogue::Activation;
-    let (a, b, c) = (tensor("a", a)?, tensor("b", b)?, tensor("c", c)?);
-    let d = d.map(|d| tensor("d", d)).transpose()?;
-    let bias = bias.map(|t| tensor("bias", t)).transpose()?;
-    let dtype = same_dtype(&[&a, &b])?;
-    let ([m, k], [k2, n]) = (matrix(&a)?, matrix(&b)?);
-    if k != k2 {
-        return Err(shape_error(
-            &b,
-            format!("its rows must match `a`'s columns ({k})"),
-        ));
-    }
-    expect_shape(&c, &[m, n])?;
-    let activation = activation_of(activation)?;
-    let mnk = (to_u32("M", m)?, to_u32("N", n)?, to_u32("K", k)?);
-    let mut all = vec![&a, &b, &c];
-    all.extend(d.iter());
-    all.extend(bias.iter());
-    // SAFETY: `stream` is the handle `ck_rs` passes: torch's current stream of the tensors'
-    // device, which torch keeps alive while work is queued on it.
-    let be = unsafe { Backend::of(&all, stream)? };
-    let fused = d.is_some()
-        || bias.is_some()
-        || alpha != 1.0
-        || activation != Activation::None
-        || c.dtype() == Dtype::Bf16;
-    let auto = dtype == Dtype::Bf16 && n % 8 == 0 && k % 8 == 0;
-    if !fused && (m == 0 || n == 0) {
-        return Ok(()); // C is empty (K = 0 runs: the kernel writes the empty sum, 0)
-    }
-    if !fused && !auto {
-        return by_dtype!(dtype, T => {
-            let (ab, bb, mut cb) = (be.buffer::<T>(&a)?, be.buffer::<T>(&b)?, be.buffer::<f32>(&c)?);
-            T::gemm(be.device(), &ab, &bb, &mut cb, mnk).map_err(launch_error)?;
-            be.finish(&cb, &c)
-        });
-    }
-    if !be.device().is_emulator() && dtype != Dtype::Bf16 {
-        return Err(type_error(
-            rules::DTYPE_UNSUPPORTED,
-            format!(
-                "`a` is {}; the fused GEMM on the GPU takes bfloat16 operands",
-                a.describe()
-            ),
-        ));
-    }
-    epilogue_dtypes(&c, [&d, &bias])?;
-    if let Some(d) = &d {
-        expect_shape(d, &[m, n])?;
-    }
-    if let Some(bias) = &bias {
-        expect_shape(bias, &[n])?;
-    }
-    let (ab, bb) = (be.bf16(&a)?, be.bf16(&b)?);
-    by_dtype!(c.dtype(), O => {
-        let db = d.as_ref().map(|t| be.buffer::<O>(t)).transpose()?;
-        let biasb = bias.as_ref().map(|t| be.buffer::<O>(t)).transpose()?;
-        let mut cb = be.buffer::<O>(&c)?;
-        let args = kernels::gemm::fused::EpilogueArgs {
-            alpha,
-            beta,
-            d: db.as_ref(),
-            bias: biasb.as_ref(),
-            activation,
-        };
-        kernels::gemm::auto::launch(be.device(), (&ab, &bb), &mut cb, 1, mnk, &args)
-            .map_err(launch_error)?;
-        be.finish(&cb, &c)
-    })
-}
-
-/// The activation of code `code` (0 none, 1 relu, 2 gelu, 3 silu).
-fn activation_of(code: u32) -> PyResult<kernels::gemm::epilogue::Activation> {
-    use kernels::gemm::epilogue::Activation;
-    Ok(match code {
-        0 => Activation::None,
-        1 => Activation::Relu,
-        2 => Activation::Gelu,
-        3 => Activation::Silu,
-        other => {
-            return Err(value_error(
-                rules::BAD_ACTIVATION,
-                format!("activation code {other}; use none, relu, gelu or silu"),
-            ))
-        }
-    })
-}
-
-/// `dtype-mismatch` unless the epilogue's tensors have `c`'s element type.
-fn epilogue_dtypes(c: &Tensor<'_>, epilogue: [&Option<Tensor<'_>>; 2]) -> PyResult<()> {
-    match epilogue
-        .into_iter()
-        .flatten()
-        .find(|t| t.dtype() != c.dtype())
-    {
-        Some(t) => Err(type_error(
-            rules::DTYPE_MISMATCH,
-            format!(
-                "`{}` is {}; give it `c`'s type ({})",
-                t.name(),
-                t.describe(),
-                c.dtype().name()
-            ),
-        )),
-        None => Ok(()),
-    }
 }
 
 /// A mixture-of-experts layer's grouped product: `c[rows of expert g] = a[its rows] · b[g]`,
