@@ -39,13 +39,16 @@ pub enum Device {
 }
 
 impl Device {
-    /// The emulator, one worker per core.
+    /// The emulator, one worker per core (counted once per process: the count reads the
+    /// cgroup's CPU quota from `/proc`, which cost ~10 µs on every call of a CPU tensor).
     pub fn emulator() -> Device {
-        Device::Emulator {
-            workers: std::thread::available_parallelism()
+        static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        let cores = CORES.get_or_init(|| {
+            std::thread::available_parallelism()
                 .map(|n| n.get())
-                .unwrap_or(1),
-        }
+                .unwrap_or(1)
+        });
+        Device::Emulator { workers: *cores }
     }
 
     /// CUDA device `ordinal`; an error (rule `no-gpu`) where there is no driver or device.
