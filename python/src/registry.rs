@@ -44,7 +44,7 @@ fn call_dtype(op: &Op, call: &Call<'_>) -> PyResult<Dtype> {
         let fixed = match p.elem {
             Elem::Op | Elem::Bf16 => None,
             Elem::F32 => Some(ck_python::Dtype::F32),
-            Elem::U32 | Elem::I32 => Some(ck_python::Dtype::I32), // int32 from Python
+            Elem::U32 | Elem::I32 | Elem::HostI32 => Some(ck_python::Dtype::I32), // int32 from Python
             Elem::E4m3 => Some(ck_python::Dtype::E4m3),
         };
         let index_or_fp8 = matches!(t.dtype(), ck_python::Dtype::I32 | ck_python::Dtype::E4m3);
@@ -98,6 +98,19 @@ fn call_dtype(op: &Op, call: &Call<'_>) -> PyResult<Dtype> {
     Ok(dtype)
 }
 
+/// The tensor `name` whose values the launch reads on the host ([`Elem::HostI32`]): a CPU
+/// tensor (e.g. a list the Python layer made one), int32.
+fn host_tensor<'py>(name: &'static str, t: &Bound<'py, PyAny>) -> PyResult<Tensor<'py>> {
+    let t = Tensor::from_capsule(name, t)?;
+    if t.place() != ck_python::Place::Cpu {
+        return Err(value_error(
+            rules::DEVICE_MISMATCH,
+            format!("`{name}` is {}; the launch is planned from its values on the host: give a CPU tensor or a list of ints", t.describe()),
+        ));
+    }
+    Ok(t)
+}
+
 fn buffer<T: BufferElement + TensorElement>(call: &Call<'_>, name: &str) -> PyResult<Buffer> {
     Ok(T::wrap(call.input::<T>(name)?))
 }
@@ -128,18 +141,21 @@ pub fn call(
             ),
         ));
     }
-    let mut parsed = Vec::with_capacity(tensors.len());
+    let (mut parsed, mut host) = (Vec::with_capacity(tensors.len()), Vec::new());
     for (p, t) in op.params.iter().zip(&tensors) {
         match (t, p.elem) {
             (None, _) => {}
             // Its bytes may come as uint8: torch exports float8 only from DLPack 1.1 on.
             (Some(t), Elem::E4m3) => parsed.push(Tensor::from_capsule_e4m3(p.name, t)?),
+            (Some(t), Elem::HostI32) => host.push(host_tensor(p.name, t)?),
             (Some(t), _) => parsed.push(Tensor::from_capsule(p.name, t)?),
         }
     }
     // SAFETY: `stream` is the handle `ck_rs` passes: torch's current stream of the tensors'
     // device, which torch keeps alive while work is queued on it.
     let call = unsafe { Call::from_tensors(parsed, stream)? };
+    // SAFETY: CPU tensors only (`host_tensor`): no stream.
+    let host = unsafe { Call::from_tensors(host, None)? };
     let dtype = call_dtype(op, &call)?;
     let scalars: Vec<f32> = (op.scalars.iter().zip(scalars))
         .map(|(s, v)| v.unwrap_or_else(|| s.initial()))
@@ -147,9 +163,7 @@ pub fn call(
     for (s, &v) in op.scalars.iter().zip(&scalars) {
         check_scalar(op, s.name, v).map_err(launch_error)?;
     }
-    let shapes: Vec<(&str, &[usize])> = call
-        .tensors()
-        .iter()
+    let shapes: Vec<(&str, &[usize])> = (call.tensors().iter().chain(host.tensors()))
         .map(|t| (t.name(), t.shape()))
         .collect();
     let sizes = bind(op, &shapes, &scalars, true).map_err(launch_error)?;
@@ -158,9 +172,10 @@ pub fn call(
     }
     let mut buffers = Vec::with_capacity(op.params.len());
     for p in op.params {
-        let given = call.tensors().iter().any(|t| t.name() == p.name);
+        let given = shapes.iter().any(|(name, _)| *name == p.name);
         buffers.push(match (given, p.elem.of(dtype)) {
             (false, _) => None,
+            (true, Elem::HostI32) => Some(Buffer::I32(host.input::<i32>(p.name)?)),
             (true, Elem::U32) => Some(buffer::<u32>(&call, p.name)?),
             (true, Elem::E4m3) => Some(buffer::<E4m3>(&call, p.name)?),
             (true, Elem::I32) => Some(buffer::<i32>(&call, p.name)?),
@@ -217,7 +232,8 @@ pub fn shapes(
 /// The registry's descriptions as Python values: a list of dicts `{name, summary, dtypes,
 /// params: [{name, role, elem, dims}], scalars: [{name, kind, default}]}`, where `role` is
 /// `input`, `optional_input`, `output`, `optional_output` or `scratch`, `elem` `op` (the
-/// call's type) or a fixed one (`f32`, `bf16`, `e4m3`, `u32`, `i32`), `dims` a list of symbol names
+/// call's type) or a fixed one (`f32`, `bf16`, `e4m3`, `u32`, `i32`, `host_i32`: counts read on
+/// the host), `dims` a list of symbol names
 /// with `...` for the rows' leading dimensions, `kind` `float`, `flag` (a bool), `count` (an
 /// int setting a shape symbol) or `choice` (an index into its `choices`), and `default` `None`
 /// where the operator derives the value (or, for a count, the caller must give it). A tensor whose layout a flag switches has

@@ -41,6 +41,8 @@ impl Buffer {
             Elem::E4m3 => typed(device, values, E4m3::from_f32),
             Elem::U32 => typed(device, values, |v| v as u32),
             Elem::I32 => typed(device, values, |v| v as i32),
+            // Host memory: the emulator's buffers are the host's.
+            Elem::HostI32 => typed(&Device::emulator(), values, |v| v as i32),
             _ => typed(device, values, |v| v),
         }
     }

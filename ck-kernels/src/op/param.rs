@@ -44,6 +44,10 @@ pub enum Elem {
     /// 32-bit signed integers: indices (a packed batch's bounds) and the counters of kernels
     /// that take them signed.
     I32,
+    /// 32-bit signed counts the launch reads on the host to plan the kernels (the grouped
+    /// GEMM's tokens per expert): kept in host memory, never copied to a GPU, so a call need
+    /// not wait for the device to read them (Python: a CPU tensor or a list of ints).
+    HostI32,
     /// Always bf16: a tensor-core operand, read in place on a GPU. Where the call copies its
     /// values (the emulator, `.npy` files) f32 values are rounded to bf16 on the way in.
     Bf16,
@@ -70,7 +74,7 @@ impl Elem {
             Elem::Bf16 => Bf16::from_f32(v).to_f32(),
             Elem::E4m3 => E4m3::from_f32(v).to_f32(),
             Elem::U32 => v as u32 as f32,
-            Elem::I32 => v as i32 as f32,
+            Elem::I32 | Elem::HostI32 => v as i32 as f32,
             _ => v,
         }
     }
@@ -82,6 +86,7 @@ impl Elem {
             Elem::F32 => "f32",
             Elem::U32 => "u32",
             Elem::I32 => "i32",
+            Elem::HostI32 => "host_i32",
             Elem::Bf16 => "bf16",
             Elem::E4m3 => "e4m3",
         }
