@@ -703,7 +703,9 @@ def grouped_mm(a, b, tokens, *, out=None, out_dtype=None, b_layout="kn"):
     n = (b.shape[1] if nk else b.shape[2]) if len(b.shape) == 3 else 0
     shape = (a.shape[0], n) if len(a.shape) == 2 and len(b.shape) == 3 else (0, 0)
     res = _product_out(c, out, shape, bf16_out, a)
-    _native.grouped_mm(c.capsule(a), c.capsule(b), c.capsule(res), tokens, c.stream, nk)
+    # The counts stay on the host: the launch is planned from them.
+    counts = _torch.tensor(tokens, dtype=_torch.int32) if c.torch else _np.array(tokens, _np.int32)
+    c.run("grouped_mm", [a, b, counts, res], [float(nk)])
     return res
 
 

@@ -13,7 +13,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(registry::call, m)?)?;
     m.add_function(wrap_pyfunction!(registry::operators, m)?)?;
     m.add_function(wrap_pyfunction!(registry::shapes, m)?)?;
-    m.add_function(wrap_pyfunction!(ops::grouped_mm, m)?)?;
     m.add_function(wrap_pyfunction!(ops::attention_kvcache, m)?)?;
     m.add_function(wrap_pyfunction!(ops::decode_splits, m)?)?;
     m.add(

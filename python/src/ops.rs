@@ -1,64 +1,17 @@
-//! The operators not yet in the registry — the grouped GEMM, attention against a KV cache —
-//! as native functions on DLPack capsules (the registry's operators go
-//! through [`crate::registry::call`]). The `ck_rs` Python layer makes the capsules
-//! (and allocates the outputs like the inputs), so each function here checks shapes and types,
-//! picks the kernel by element type and runs it where the tensors are.
+//! The operator not yet in the registry — attention against a KV cache — as a native function
+//! on DLPack capsules (the registry's operators go through [`crate::registry::call`]), and the
+//! split count its Python layer sizes the scratch with. The `ck_rs` Python layer makes the
+//! capsules (and allocates the outputs like the inputs), so the function checks shapes and
+//! types and runs the kernel where the tensors are.
 
-use ck_core::device::Bf16;
 use ck_core::host::DeviceBuffer;
 use ck_core::rules;
 use ck_kernels as kernels;
 use ck_python::{launch_error, type_error, value_error, Backend, Dtype, Tensor};
 use pyo3::prelude::*;
 
-/// Runs `$body` with `$t` the element type of `$dtype`.
-macro_rules! by_dtype {
-    ($dtype:expr, $t:ident => $body:expr) => {
-        match $dtype {
-            Dtype::F32 => {
-                type $t = f32;
-                $body
-            }
-            Dtype::Bf16 => {
-                type $t = Bf16;
-                $body
-            }
-            Dtype::I32 => {
-                return Err(type_error(
-                    rules::DTYPE_UNSUPPORTED,
-                    "int32 tensors are indices; the GEMMs take float32 or bfloat16 values".into(),
-                ))
-            }
-            Dtype::E4m3 => {
-                return Err(type_error(
-                    rules::DTYPE_UNSUPPORTED,
-                    "float8 results and epilogue inputs are not supported: give float32 or bfloat16 (fp8 is for `linear`'s x and weight)".into(),
-                ))
-            }
-        }
-    };
-}
-
 fn tensor<'py>(name: &'static str, obj: &Bound<'py, PyAny>) -> PyResult<Tensor<'py>> {
     Tensor::from_capsule(name, obj)
-}
-
-/// Every tensor has `first`'s element type.
-fn same_dtype(ts: &[&Tensor<'_>]) -> PyResult<Dtype> {
-    let d = ts[0].dtype();
-    match ts.iter().find(|t| t.dtype() != d) {
-        Some(t) => Err(type_error(
-            rules::DTYPE_MISMATCH,
-            format!(
-                "`{}` is {} but `{}` is {}; give every tensor of the call one element type",
-                ts[0].name(),
-                d.name(),
-                t.name(),
-                t.dtype().name()
-            ),
-        )),
-        None => Ok(d),
-    }
 }
 
 fn shape_error(t: &Tensor<'_>, want: String) -> PyErr {
@@ -86,108 +39,6 @@ fn expect_shape(t: &Tensor<'_>, shape: &[usize]) -> PyResult<()> {
         return Err(shape_error(t, format!("it must be {shape:?}")));
     }
     Ok(())
-}
-
-/// A mixture-of-experts layer's grouped product: `c[rows of expert g] = a[its rows] · b[g]`,
-/// `a` `[Σ tokens, K]`, `b` `[experts, K, N]` (or, `b_nk`, `[experts, N, K]` as `nn.Linear`
-/// keeps each expert's weight: `a · b[g]ᵀ`), `c` `[Σ tokens, N]` (float32 or bfloat16),
-/// expert `g`'s rows the `tokens[g]` after expert `g − 1`'s, in one launch of the grouped GEMM
-/// (`ck_kernels::gemm::grouped`). N and K multiples of 8 (each expert's rows are read and
-/// written in place); `a` and `b` bfloat16 (float32 on the emulator too: rounded).
-#[pyfunction]
-#[pyo3(signature = (a, b, c, tokens, stream=None, b_nk=false))]
-pub fn grouped_mm(
-    a: &Bound<'_, PyAny>,
-    b: &Bound<'_, PyAny>,
-    c: &Bound<'_, PyAny>,
-    tokens: Vec<u64>,
-    stream: Option<u64>,
-    b_nk: bool,
-) -> PyResult<()> {
-    use kernels::gemm::grouped::host::{GroupedGemm, Problem};
-    let (a, b, c) = (tensor("a", a)?, tensor("b", b)?, tensor("c", c)?);
-    let dtype = same_dtype(&[&a, &b])?;
-    let [m, k] = matrix(&a)?;
-    let layout = if b_nk {
-        "[experts, N, K]"
-    } else {
-        "[experts, K, N]"
-    };
-    let [experts, k2, n] = match (b.shape(), b_nk) {
-        (&[e, r, c], false) => [e, r, c],
-        (&[e, r, c], true) => [e, c, r],
-        _ => {
-            return Err(shape_error(
-                &b,
-                format!("give the experts' weights as {layout}"),
-            ))
-        }
-    };
-    if k2 != k {
-        return Err(shape_error(
-            &b,
-            format!("it is {layout}: its K must match `a`'s columns ({k})"),
-        ));
-    }
-    expect_shape(&c, &[m, n])?;
-    if tokens.len() != experts {
-        return Err(value_error(
-            rules::SHAPE_MISMATCH,
-            format!(
-                "{} token counts for {experts} experts; give one per expert",
-                tokens.len()
-            ),
-        ));
-    }
-    let total: u64 = tokens.iter().sum();
-    if total != m as u64 {
-        return Err(value_error(
-            rules::SHAPE_MISMATCH,
-            format!("the token counts add up to {total} but `a` has {m} rows; give each expert's rows, in order"),
-        ));
-    }
-    if n % 8 != 0 || k % 8 != 0 {
-        return Err(value_error(
-            rules::SHAPE_UNSUPPORTED,
-            format!("N = {n}, K = {k}: each expert's rows are read and written in place as 16-byte vectors, so N and K must be multiples of 8; pad the weights (and `a`'s columns) with zeros"),
-        ));
-    }
-    // SAFETY: `stream` is the handle `ck_rs` passes: torch's current stream of the tensors'
-    // device, which torch keeps alive while work is queued on it.
-    let be = unsafe { Backend::of(&[&a, &b, &c], stream)? };
-    if !be.device().is_emulator() && dtype != Dtype::Bf16 {
-        return Err(type_error(
-            rules::DTYPE_UNSUPPORTED,
-            format!(
-                "`a` is {}; the grouped GEMM on the GPU takes bfloat16 operands",
-                a.describe()
-            ),
-        ));
-    }
-    let (n, k) = (to_u32("N", n)?, to_u32("K", k)?);
-    let problems = tokens
-        .iter()
-        .map(|&t| Ok(Problem::new(to_u32("a token count", t as usize)?, n, k)))
-        .collect::<PyResult<Vec<_>>>()?;
-    let grouped = GroupedGemm::new(be.device(), &problems).map_err(launch_error)?;
-    let (ab, bb) = (be.bf16(&a)?, be.bf16(&b)?);
-    by_dtype!(c.dtype(), O => {
-        let mut cb = be.buffer::<O>(&c)?;
-        let args = kernels::gemm::fused::EpilogueArgs::default();
-        let launched = match b_nk {
-            true => grouped.launch_nk(be.device(), (&ab, &bb), &mut cb, 1.0),
-            false => grouped.launch(be.device(), (&ab, &bb), &mut cb, &args),
-        };
-        launched.map_err(launch_error)?;
-        be.finish(&cb, &c)
-    })
-}
-
-fn matrix(t: &Tensor<'_>) -> PyResult<[usize; 2]> {
-    match t.shape()[..] {
-        [r, c] => Ok([r, c]),
-        _ => Err(shape_error(t, "give a matrix (2 dimensions)".into())),
-    }
 }
 
 /// The split count [`kernels::attention::decode::host::splits`] picks for a decode call (the

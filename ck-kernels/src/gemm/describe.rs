@@ -31,7 +31,7 @@
 use super::epilogue::Activation;
 use super::fused::{reference, EpilogueArgs};
 use super::mma_sync::host::reference as product;
-use super::{auto, linear, mma_sync};
+use super::{auto, grouped, linear, mma_sync};
 use crate::op::{
     norm_relative_error, tensor, Dim, Dtype, Elem, HostOutput, Launch, Op, Param, Rng, Role,
     Scalar, ScalarRule, Sizes,
@@ -44,6 +44,7 @@ pub const OPS: &[&Op] = &[
     &GEMM,
     &GEMM_BATCHED,
     &SGEMM,
+    &GROUPED_MM,
     &LINEAR,
     &LINEAR_FP8,
     &GEMM_A_KM,
@@ -798,6 +799,138 @@ fn judge_gemm(out: &HostOutput) -> f64 {
     norm_relative_error(out.output("c").unwrap_or_default(), &want)
 }
 
+/// `grouped_mm`: a mixture-of-experts layer's products in one launch, expert `g`'s rows of
+/// `a` (the `tokens[g]` after expert `g − 1`'s) times `b[g]`
+/// ([`grouped::host::GroupedGemm`], which plans the launch from the counts on the host).
+pub const GROUPED_MM: Op = Op {
+    name: "grouped_mm",
+    summary: "A mixture-of-experts layer's products in one launch: expert g's rows of a times b[g] (bf16 operands)",
+    params: &[
+        tensor(
+            "a",
+            (Role::Input, Elem::Bf16),
+            &[M, K],
+            "the experts' rows in turn, [Σ tokens, K] (bf16; K a multiple of 8)",
+        ),
+        Param {
+            alt: Some(("b_nk", &[EXPERTS, N, K])),
+            ..tensor(
+                "b",
+                (Role::Input, Elem::Bf16),
+                &[EXPERTS, K, N],
+                "the experts' weights, [experts, K, N] ([experts, N, K] with b_nk) (bf16; N a multiple of 8)",
+            )
+        },
+        tensor(
+            "tokens",
+            (Role::Input, Elem::HostI32),
+            &[EXPERTS],
+            "each expert's number of rows of a, in order, [experts] (counts the host plans the launch from)",
+        ),
+        output(&[M, N], "C, [Σ tokens, N]"),
+    ],
+    scalars: &[Scalar {
+        name: "b_nk",
+        default: Some(0.0),
+        rule: ScalarRule::Flag,
+        doc: "b as [experts, N, K], each expert's weight as nn.Linear keeps it: a · b[g]ᵀ",
+    }],
+    dtypes: &[Dtype::F32, Dtype::Bf16],
+    constraints: whole_vector_rows,
+    launch: |d, l| {
+        let (m, n, k) = mnk(&l.sizes);
+        let tokens = l.input::<i32>("tokens")?.to_vec()?;
+        let problems = expert_problems(&tokens, m, (n, k))?;
+        let grouped = grouped::host::GroupedGemm::new(d, &problems)?;
+        crate::by_dtype!(l.dtype, O => {
+            let mut c = l.take::<O>(d, "c")?;
+            let ab = (l.input::<Bf16>("a")?, l.input::<Bf16>("b")?);
+            let launched = match l.flag("b_nk") {
+                true => grouped.launch_nk(d, ab, &mut c, 1.0),
+                false => grouped.launch(d, ab, &mut c, &EpilogueArgs::default()),
+            };
+            l.put("c", c);
+            launched
+        })
+    },
+    sample: |s, rng| {
+        let (m, n, k, experts) = (s.get("M"), s.get("N"), s.get("K"), s.get("Experts"));
+        vec![
+            rng.values(m * k, 1.0, 0.0),
+            rng.values(experts * k * n, 0.25, 0.0),
+            token_counts(m, experts),
+        ]
+    },
+    error: |out| {
+        let ((m, n, k), nk) = (mnk(&out.sizes), out.flag("b_nk"));
+        let (a, b) = (out.input("a"), out.input("b"));
+        let (kn, mut row) = ((k * n) as usize, 0usize);
+        let mut want = Vec::with_capacity((m * n) as usize);
+        for (g, &t) in out.input("tokens").iter().enumerate() {
+            let rows = &a[row * k as usize..][..t as usize * k as usize];
+            let weight = &b[g * kn..][..kn];
+            let weight = if nk { transposed(weight, (n as usize, k as usize)) } else { weight.to_vec() };
+            want.extend(product(rows, &weight, (t as u32, n, k)));
+            row += t as usize;
+        }
+        norm_relative_error(out.output("c").unwrap_or_default(), &want)
+    },
+    tolerance,
+    agreement: norm_relative_error,
+    cases: |n| {
+        let problem = |experts: usize, m: usize, n: usize, k: usize| {
+            Sizes::default().with("Experts", experts).with("M", m).with("N", n).with("K", k)
+        };
+        match n {
+            Some(n) => vec![problem(8, 2048, 256, (n.clamp(8, 1 << 16) as usize).next_multiple_of(8))],
+            None => vec![
+                problem(5, 70, 24, 40),
+                problem(3, 130, 64, 16).with_flag("b_nk"),
+            ],
+        }
+    },
+    bytes: |s, d| {
+        let (m, n, k, experts) = (s.get("M"), s.get("N"), s.get("K"), s.get("Experts"));
+        ((m + experts * n) * k * 2 + m * n * d.bytes()) as f64
+    },
+};
+
+const EXPERTS: Dim = Dim::Sym("Experts");
+
+/// One problem per expert of `tokens` rows each, or `shape-mismatch` unless the counts are
+/// whole and add up to `a`'s `m` rows.
+fn expert_problems(
+    tokens: &[i32],
+    m: u32,
+    (n, k): (u32, u32),
+) -> Result<Vec<grouped::host::Problem>, LaunchError> {
+    let mismatch = |what: String| LaunchError::invalid(ck_core::rules::SHAPE_MISMATCH, what);
+    if let Some(t) = tokens.iter().find(|&&t| t < 0) {
+        return Err(mismatch(format!(
+            "a token count is {t}; give each expert's number of rows of `a`, 0 or more"
+        )));
+    }
+    let total: u64 = tokens.iter().map(|&t| t as u64).sum();
+    if total != m as u64 {
+        return Err(mismatch(format!("the token counts add up to {total} but `a` has {m} rows; give each expert's rows, in order")));
+    }
+    Ok(tokens
+        .iter()
+        .map(|&t| grouped::host::Problem::new(t as u32, n, k))
+        .collect())
+}
+
+/// `m` rows shared out over `experts`: about even, the second expert none where there are
+/// three or more (an expert no token chose), its share to the first.
+fn token_counts(m: usize, experts: usize) -> Vec<f32> {
+    let mut counts = vec![m / experts; experts];
+    counts[experts - 1] += m % experts;
+    if experts >= 3 {
+        counts[0] += std::mem::take(&mut counts[1]);
+    }
+    counts.iter().map(|&c| c as f32).collect()
+}
+
 /// The gated unit's activations, by index.
 const GATES: &[&str] = &["silu", "gelu"];
 
@@ -957,6 +1090,33 @@ mod tests {
             .run(&device)
             .unwrap();
         assert_eq!(out.output("c").unwrap(), [x]);
+    }
+
+    /// `grouped_mm` gives each expert its rows in turn: a `[3, 8]` of rows all 1, 2 and 3,
+    /// experts' weights all 1 and all 2, tokens `[1, 2]`: row 0 is 8 · 1 · 1, rows 1 and 2 are
+    /// 8 · 2 · 2 and 8 · 3 · 2. Counts that do not add up to a's rows are refused.
+    #[test]
+    fn grouped_mm_gives_each_expert_its_rows() {
+        let device = Device::emulator();
+        let a: Vec<f32> = (0..24).map(|i| (i / 8 + 1) as f32).collect();
+        let b: Vec<f32> = (0..128).map(|i| (i / 64 + 1) as f32).collect();
+        let call = |tokens: &'static [f32]| {
+            HostCall::new(&GROUPED_MM)
+                .input("a", &a, &[3, 8])
+                .input("b", &b, &[2, 8, 8])
+                .input("tokens", tokens, &[2])
+        };
+        let out = call(&[1.0, 2.0]).run(&device).unwrap();
+        assert_eq!(
+            out.output("c").unwrap(),
+            [[8.0; 8], [32.0; 8], [48.0; 8]].concat()
+        );
+        let err = call(&[2.0, 2.0]).run(&device).err().unwrap();
+        assert_eq!(err.rule(), ck_core::rules::SHAPE_MISMATCH, "{err}");
+        assert!(
+            err.to_string().contains("add up to 4 but `a` has 3 rows"),
+            "{err}"
+        );
     }
 
     /// A bias of the wrong length is refused with the rule it breaks.
