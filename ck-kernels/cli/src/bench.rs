@@ -9,7 +9,7 @@ use super::CliError;
 use ck_core::device::Bf16;
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError};
 use ck_kernels::elementwise::{CopyBf16, CopyF32, TILE_BF16, TILE_F32};
-use ck_kernels::op::{Dtype, Op, Rng, Sizes};
+use ck_kernels::op::{Dim, Dtype, Op, Rng, Role, Sizes};
 use ck_kernels::registry;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -39,8 +39,9 @@ pub struct BenchArgs {
     what: String,
     #[command(flatten)]
     backend: BackendArg,
-    /// Shapes, MxN (rmsnorm), MxNxK (gemm) or BxHxSxD[:causal] (attention), comma-separated
-    /// [default: the benchmark's]
+    /// Shapes, MxN (rmsnorm), MxNxK (gemm) or BxHxSxD[:causal] (attention), comma-separated;
+    /// for an operator not over rows (linear, …) the sizes N of its seeded problem (`ck run
+    /// OP-DTYPE --n N`) [default: the benchmark's]
     #[arg(long, value_name = "SHAPE,..")]
     shapes: Option<String>,
     /// Element types, comma-separated: f32,bf16 (row-wise operators, the default); for gemm
@@ -180,7 +181,9 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
 
 /// `ck bench OP` for an operator of the registry: its launch on seeded samples already on the
 /// device, its bytes ([`Op::bytes`]) over the median time, next to the peers' rows keyed
-/// `"{dtype} {shape}"` under the operator's command name.
+/// `"{dtype} {shape}"` under the operator's command name. An operator over rows of N (the
+/// row-wise family) runs on `--shapes MxN`; any other on its seeded problem of each size N of
+/// `--shapes N,..` (what `ck run OP-DTYPE --n N` checks).
 fn bench_op(
     op: &'static Op,
     device: &Device,
@@ -188,12 +191,27 @@ fn bench_op(
     peers: &Value,
     (warmup, iters): (usize, usize),
 ) -> Result<Vec<Value>, CliError> {
-    let default = if device.is_emulator() {
-        "64x1024,8x4096"
+    let problems: Vec<(String, Sizes)> = if over_rows(op) {
+        let default = if device.is_emulator() {
+            "64x1024,8x4096"
+        } else {
+            "4096x4096,16384x8192,65536x1024"
+        };
+        let shapes = parse_shapes::<2>(args.shapes.as_deref().unwrap_or(default), "MxN")?;
+        let sizes = |[m, n]: [u32; 2]| Sizes::rows(&[m as usize]).with("N", n as usize);
+        shapes
+            .into_iter()
+            .map(|s| (format!("{}x{}", s[0], s[1]), sizes(s)))
+            .collect()
     } else {
-        "4096x4096,16384x8192,65536x1024"
+        let default = if device.is_emulator() { "64" } else { "4096" };
+        let sizes = parse_shapes::<1>(args.shapes.as_deref().unwrap_or(default), "N")?;
+        let seeded = |n: u32| (op.cases)(Some(n)).remove(0);
+        sizes
+            .into_iter()
+            .map(|[n]| (seeded(n).describe(&op.params[0]), seeded(n)))
+            .collect()
     };
-    let shapes = parse_shapes::<2>(args.shapes.as_deref().unwrap_or(default), "MxN")?;
     let all: Vec<&str> = op.dtypes.iter().map(|d| d.name()).collect();
     let dtypes: Vec<Dtype> = args
         .dtypes
@@ -214,19 +232,20 @@ fn bench_op(
     let name = op.command();
     let copy_gbps = peers["copy"]["torch_gbps"].as_f64();
     let mut rows = Vec::new();
-    for &[m, n] in &shapes {
-        let sizes = Sizes::rows(&[m as usize]).with("N", n as usize);
-        let mut rng = Rng(0x9e3779b97f4a7c15 ^ (m as u64) << 20 ^ n as u64);
-        let inputs = (op.sample)(&sizes, &mut rng);
+    for (shape, sizes) in &problems {
+        let seed = shape
+            .bytes()
+            .fold(0x9e3779b97f4a7c15u64, |h, b| h.rotate_left(5) ^ b as u64);
+        let inputs = (op.sample)(sizes, &mut Rng(seed));
         for &dt in &dtypes {
             let mut launch =
-                on_device(op, device, (dt, &sizes), &inputs, false).map_err(launch_error)?;
+                on_device(op, device, (dt, sizes), &inputs, false).map_err(launch_error)?;
             let t = timed(device, warmup, iters, |d| {
                 (op.launch)(d, &mut launch).map(|_| ())
             })
             .map_err(launch_error)?;
-            let ours = gbps((op.bytes)(&sizes, dt), t);
-            let key = format!("{} {m}x{n}", dt.name());
+            let ours = gbps((op.bytes)(sizes, dt), t);
+            let key = format!("{} {shape}", dt.name());
             let torch = peers[&name][&key]["torch_gbps"].as_f64();
             let triton = peers[&name][&key]["triton_gbps"].as_f64();
             let best = torch
@@ -254,6 +273,14 @@ fn bench_op(
         }
     }
     Ok(rows)
+}
+
+/// Whether `op`'s tensors are rows of N, or N alone: `MxN` states its problem.
+fn over_rows(op: &Op) -> bool {
+    let rows_of_n = |d: &Dim| matches!(d, Dim::Rows | Dim::Sym("N"));
+    (op.params.iter())
+        .filter(|p| p.role != Role::Scratch)
+        .all(|p| p.dims.iter().all(rows_of_n))
 }
 
 fn bench_copy(

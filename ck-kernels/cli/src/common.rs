@@ -125,6 +125,9 @@ pub(crate) fn on_device(
     inputs: &[Vec<f32>],
     optional: bool,
 ) -> Result<Launch, LaunchError> {
+    // The symbols the operator derives (a scratch's length), as a bound call has them.
+    let mut sizes = sizes.clone();
+    (op.constraints)(&mut sizes)?;
     let mut values = inputs.iter();
     let mut buffers = Vec::new();
     for p in op.params {
@@ -148,12 +151,6 @@ pub(crate) fn on_device(
         };
         buffers.push(Some(Buffer::from_f32(device, (p.elem, dtype), &v)?));
     }
-    let scalars = op.scalars_for(sizes);
-    Ok(Launch::new(
-        op.signature(),
-        dtype,
-        sizes.clone(),
-        scalars,
-        buffers,
-    ))
+    let scalars = op.scalars_for(&sizes);
+    Ok(Launch::new(op.signature(), dtype, sizes, scalars, buffers))
 }

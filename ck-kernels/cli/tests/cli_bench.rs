@@ -111,3 +111,36 @@ fn gemm_cases_are_chosen_by_name() {
         "{text}"
     );
 }
+
+/// `ck bench OP` runs every operator of the registry: one over rows on `--shapes MxN`, any
+/// other on its seeded problem of size `--shapes N` (a scratch's length derived as in a call).
+#[test]
+fn every_operator_benches_on_the_emulator() {
+    use ck_kernels::op::{Dim, Role};
+    // gemm and attention have benchmarks of their own (MxNxK, BxHxSxD), tested above.
+    let generic = |name: &&str| !["gemm", "attention"].contains(name);
+    for op in ck_kernels::registry::operators().filter(|op| generic(&op.name)) {
+        let rows_of_n = |d: &Dim| matches!(d, Dim::Rows | Dim::Sym("N"));
+        let tensors = op.params.iter().filter(|p| p.role != Role::Scratch);
+        let shape = match tensors.clone().all(|p| p.dims.iter().all(rows_of_n)) {
+            true => "3x16",
+            false => "8",
+        };
+        let name = op.command();
+        let args = [
+            "bench", &name, "--shapes", shape, "--iters", "1", "--warmup", "0",
+        ];
+        let out = Command::new(env!("CARGO_BIN_EXE_ck"))
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "ck bench {name}: {stderr}");
+        let rows = String::from_utf8_lossy(&out.stdout).lines().count();
+        assert_eq!(
+            rows,
+            2 + op.dtypes.len(),
+            "ck bench {name}: one row per element type"
+        );
+    }
+}
