@@ -567,13 +567,7 @@ pub const GEMM: Op = Op {
             l.put("c", c);
             return launched;
         }
-        crate::by_dtype!(l.dtype, O => {
-            let mut c = l.take::<O>(d, "c")?;
-            let (a, b) = (l.input::<Bf16>("a")?, l.input::<Bf16>("b")?);
-            let launched = auto::launch(d, (a, b), &mut c, 1, shape, &epilogue(l)?);
-            l.put("c", c);
-            launched.map(|(stats, _)| stats)
-        })
+        launch_auto(d, l, 1)
     },
     sample: sample_gemm,
     error: judge_gemm,
@@ -600,6 +594,18 @@ pub const GEMM: Op = Op {
         ((m + n) * k * 2 + m * n * d.bytes()) as f64
     },
 };
+
+/// A [`GEMM`]-shaped call of `batch` products on the kernel [`auto`] picks.
+fn launch_auto(d: &ck_core::host::Device, l: &mut Launch, batch: u32) -> crate::op::Launched {
+    let shape = mnk(&l.sizes);
+    crate::by_dtype!(l.dtype, O => {
+        let mut c = l.take::<O>(d, "c")?;
+        let (a, b) = (l.input::<Bf16>("a")?, l.input::<Bf16>("b")?);
+        let launched = auto::launch(d, (a, b), &mut c, batch, shape, &epilogue(l)?);
+        l.put("c", c);
+        launched.map(|(stats, _)| stats)
+    })
+}
 
 /// Whether a [`GEMM`]-shaped call is the product alone: alpha 1, no residual, bias or
 /// activation.
@@ -650,16 +656,7 @@ pub const GEMM_BATCHED: Op = Op {
     scalars: &[ALPHA, BETA, ACTIVATION],
     dtypes: &[Dtype::F32, Dtype::Bf16],
     constraints: whole_vector_rows,
-    launch: |d, l| {
-        let (batch, shape) = (l.sizes.u32("Batch"), mnk(&l.sizes));
-        crate::by_dtype!(l.dtype, O => {
-            let mut c = l.take::<O>(d, "c")?;
-            let (a, b) = (l.input::<Bf16>("a")?, l.input::<Bf16>("b")?);
-            let launched = auto::launch(d, (a, b), &mut c, batch, shape, &epilogue(l)?);
-            l.put("c", c);
-            launched.map(|(stats, _)| stats)
-        })
-    },
+    launch: |d, l| launch_auto(d, l, l.sizes.u32("Batch")),
     sample: sample_gemm,
     error: judge_gemm,
     tolerance,
