@@ -559,15 +559,21 @@ pub const GEMM: Op = Op {
     dtypes: &[Dtype::F32, Dtype::Bf16],
     constraints: crate::op::no_constraints,
     launch: |d, l| {
-        let shape = mnk(&l.sizes);
-        if !whole_rows(&l.sizes) && l.dtype == Dtype::F32 && is_plain(l)? {
-            let mut c = l.take::<f32>(d, "c")?;
-            let (a, b) = (l.input::<Bf16>("a")?, l.input::<Bf16>("b")?);
-            let launched = auto::launch_bf16(d, a, b, &mut c, shape);
-            l.put("c", c);
-            return launched;
+        let (m, n, k) = mnk(&l.sizes);
+        if whole_rows(&l.sizes) {
+            return launch_auto(d, l, 1);
         }
-        launch_auto(d, l, 1)
+        if !is_plain_f32(l)? {
+            return Err(LaunchError::invalid(
+                ck_core::rules::SHAPE_UNSUPPORTED,
+                format!("with an epilogue or a bf16 C the product runs on the tensor-core GEMMs, which read whole 16-byte rows: N and K must be multiples of 8; got N = {n}, K = {k} (pad a's columns and b's rows and columns with zeros, or take the plain product into an f32 C)"),
+            ));
+        }
+        let mut c = l.take::<f32>(d, "c")?;
+        let (a, b) = (l.input::<Bf16>("a")?, l.input::<Bf16>("b")?);
+        let launched = auto::launch_bf16(d, a, b, &mut c, (m, n, k));
+        l.put("c", c);
+        launched
     },
     sample: sample_gemm,
     error: judge_gemm,
@@ -607,9 +613,12 @@ fn launch_auto(d: &ck_core::host::Device, l: &mut Launch, batch: u32) -> crate::
     })
 }
 
-/// Whether a [`GEMM`]-shaped call is the product alone: alpha 1, no residual, bias or
-/// activation.
-fn is_plain(l: &Launch) -> Result<bool, LaunchError> {
+/// Whether a [`GEMM`]-shaped call is the product alone into an f32 C: alpha 1, no residual,
+/// bias or activation.
+fn is_plain_f32(l: &Launch) -> Result<bool, LaunchError> {
+    if l.dtype != Dtype::F32 {
+        return Ok(false);
+    }
     let extra = l.optional_input::<f32>("residual")?.is_some()
         || l.optional_input::<f32>("bias")?.is_some();
     Ok(
@@ -1073,7 +1082,15 @@ mod tests {
         assert_eq!(out.output("c").unwrap(), [[3.0; 5], [12.0; 5]].concat());
         let err = call().dtype(Dtype::Bf16).run(&device).err().unwrap();
         assert_eq!(err.rule(), ck_core::rules::SHAPE_UNSUPPORTED, "{err}");
-        assert!(err.to_string().contains("multiples of 8"), "{err}");
+        assert!(err.to_string().contains("N = 5, K = 3"), "{err}");
+        assert!(err.to_string().contains("f32 C"), "{err}");
+        // An epilogue into f32 C is refused the same way.
+        let err = call()
+            .input("bias", &[0.0; 5], &[5])
+            .run(&device)
+            .err()
+            .unwrap();
+        assert_eq!(err.rule(), ck_core::rules::SHAPE_UNSUPPORTED, "{err}");
     }
 
     /// `sgemm` keeps f32 operands as they are: 1 + 2⁻¹⁰, which bf16 rounds to 1, times 1.
