@@ -80,6 +80,15 @@ const PART_STAGES: (u64, u64) = (2, 5);
 /// rough, and where it promised 5 % (1024×1024×8192 in 128 × 192 tiles), 5 % was lost.
 const GAIN: (u64, u64) = (4, 5);
 
+/// The fewest stages a tile must have to be shared. A hand-over's latency (a part stored, a
+/// ticket taken, every part loaded back) does not shrink with the tile, and the cost above
+/// (bandwidth) misses it where the tiles are short. On an H200 (`notes/gemm.md`, skinny
+/// products), against whole tiles of the `cp.async` 128 × 128 kernel: 16 stages
+/// (64×1024×1024) 17–19 µs against 11; 32 stages (64×1024×2048, 128×2048×2048,
+/// 256×1024×2048) 20–24 µs against 17–18; 64 stages (64×4096×4096) 28–30 against 30; 128
+/// stages (1024×1024×8192) 1.7 × as fast.
+const MIN_SHARED_STAGES: u32 = 64;
+
 impl Schedule {
     /// `tiles` tiles of `k_stages` stages on `grid` blocks, the last `sk_tiles` of them in
     /// stream-K; all of them whole where the stream-K part would leave a block without a stage,
@@ -115,10 +124,14 @@ impl Schedule {
     /// stream-K only where it costs at most 4/5 of the whole tiles (`GAIN`). In practice
     /// that is a grid with many idle multiprocessors and a long K: 32 tiles of 128 stages
     /// (1024×1024×8192) on 96 blocks, 1.7 × as fast on an H100; the hand-overs cost more than
-    /// they save at 4096³ (25–30 % slower) or 1536×1536×8192 (11–17 % slower).
+    /// they save at 4096³ (25–30 % slower) or 1536×1536×8192 (11–17 % slower), and tiles of
+    /// fewer than `MIN_SHARED_STAGES` stages are never shared.
     pub fn plan(tiles: u32, k_stages: u32, sms: u32) -> Schedule {
         let sms = sms.max(1);
         let whole = Schedule::whole_tiles(tiles, k_stages, sms);
+        if k_stages < MIN_SHARED_STAGES {
+            return whole;
+        }
         let shared = |(sk_tiles, grid)| Schedule::new(tiles, k_stages, grid, sk_tiles);
         let per_tile = (tiles > 0 && tiles < sms).then_some(2..=sms / tiles.max(1));
         let fewer_tiles = (per_tile.into_iter().flatten().map(|s| s * tiles))
@@ -475,9 +488,16 @@ mod tests {
         for (tiles, k_stages) in [(72, 128), (72, 24), (288, 48), (2048, 16)] {
             assert!(!Schedule::plan(tiles, k_stages, 132).streams());
         }
-        // Full rounds, and stages too short to share.
+        // Full rounds, and tiles too short to share: 64×1024×1024 is 4 tiles of 16 stages,
+        // whose cost (12 on 12 blocks against 16 whole) promised a quarter off; it ran 1.7 ×
+        // as long on an H200. 128×2048×2048 (8 tiles of 32 stages: 24 on 24 blocks against
+        // 32) ran 1.3 × as long; 64×4096×4096 (16 tiles of 64 stages) as fast or a little
+        // faster.
         assert!(!Schedule::plan(264, 64, 132).streams());
         assert!(!Schedule::plan(1, 2, 132).streams());
+        assert!(!Schedule::plan(4, 16, 132).streams());
+        assert!(!Schedule::plan(8, 32, 132).streams());
+        assert!(Schedule::plan(16, 64, 132).streams());
         // Stage numbers past 32 bits (K in the millions).
         assert!(!Schedule::new(264, 1 << 20, 132, 264).streams());
     }
