@@ -9,6 +9,7 @@ use ck_core::device::{Bf16, Element};
 use ck_core::host::{Device, DeviceBuffer};
 use ck_core::rules;
 use pyo3::prelude::*;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
@@ -29,6 +30,29 @@ fn gpu(ordinal: usize) -> PyResult<Device> {
     }
     let d = Device::cuda(ordinal).map_err(launch_error)?;
     gpus.insert(ordinal, d.clone());
+    Ok(d)
+}
+
+/// GPU `ordinal` queueing on `stream`: the view a thread made last, where it was on the same
+/// stream (making one takes two locks, a name's copy and a stream wrapper, on every call).
+///
+/// # Safety
+/// As for [`Backend::of`]. A view kept from an earlier call is only reused for the stream
+/// handle it was made for, which the caller promises is live now.
+unsafe fn on_stream(ordinal: usize, stream: u64) -> PyResult<Device> {
+    thread_local! {
+        static LAST: RefCell<Option<(usize, u64, Device)>> = const { RefCell::new(None) };
+    }
+    let kept = LAST.with_borrow(|last| match last {
+        Some((o, s, d)) if (*o, *s) == (ordinal, stream) => Some(d.clone()),
+        _ => None,
+    });
+    if let Some(d) = kept {
+        return Ok(d);
+    }
+    // SAFETY: the caller's promise.
+    let d = unsafe { gpu(ordinal)?.on_cuda_stream(stream) }.map_err(launch_error)?;
+    LAST.with_borrow_mut(|last| *last = Some((ordinal, stream, d.clone())));
     Ok(d)
 }
 
@@ -56,10 +80,8 @@ impl Backend {
         }
         let device = match (place, stream) {
             (Place::Cpu, _) => Device::emulator(),
-            (Place::Cuda(i), Some(s)) => {
-                // SAFETY: the caller's promise (`# Safety`).
-                unsafe { gpu(i)?.on_cuda_stream(s) }.map_err(launch_error)?
-            }
+            // SAFETY: the caller's promise (`# Safety`).
+            (Place::Cuda(i), Some(s)) => unsafe { on_stream(i, s)? },
             (Place::Cuda(_), None) => {
                 return Err(value_error(
                     rules::NO_STREAM,
