@@ -52,15 +52,12 @@ if _torch is not None:
     _Tensor = _torch.Tensor
     _CONTIGUOUS = _torch.contiguous_format
     _FP8 = getattr(_torch, "float8_e4m3fn", None)
-    # torch's C++ accessor of the current stream's raw `CUstream` (no Stream object is built).
-    _raw_stream = getattr(_torch._C, "_cuda_getCurrentRawStream", None)
-
-    def _current_stream(device):
-        """The raw `CUstream` of torch's current stream on `device`."""
-        index = device.index if device.index is not None else _torch.cuda.current_device()
-        if _raw_stream is not None:
-            return _raw_stream(index)
-        return _torch.cuda.current_stream(index).cuda_stream
+    _grad_enabled = _torch.is_grad_enabled
+    # torch's C++ accessor of the current stream's raw `CUstream` on a device (by index; no
+    # Stream object is built).
+    _raw_stream = getattr(_torch._C, "_cuda_getCurrentRawStream", None) or (
+        lambda index: _torch.cuda.current_stream(index).cuda_stream
+    )
 
 else:
 
@@ -86,16 +83,21 @@ class _Call:
     no gradient — is checked in one pass; the other cases find their error message in
     ``_mismatch``."""
 
+    __slots__ = ("torch", "cuda", "stream", "_first")
+
     def __init__(self, op, **tensors):
         values = iter(tensors.values())
-        first = next(values)
+        first = self._first = next(values)
         if isinstance(first, _Tensor):
-            device = first.device
-            grad = _torch.is_grad_enabled()
+            # CUDA devices compared by index: a `torch.device` is built on each access.
+            cuda = first.is_cuda
+            index = first.get_device() if cuda else -1
             for t in values:
-                if not isinstance(t, _Tensor) or t.device != device:
+                if not isinstance(t, _Tensor) or (
+                    t.get_device() != index if cuda and t.is_cuda else t.device != first.device
+                ):
                     self._mismatch(tensors)
-            if grad:
+            if _grad_enabled():
                 for name, t in tensors.items():
                     if t.requires_grad:
                         raise _error(
@@ -105,8 +107,8 @@ class _Call:
                             "so its gradient would be lost; call it under torch.no_grad() "
                             "(inference) or on detached tensors",
                         )
-            self.torch, self.device, self.cuda = True, device, first.is_cuda
-            self.stream = _current_stream(device) if self.cuda else None
+            self.torch, self.cuda = True, cuda
+            self.stream = _raw_stream(index) if cuda else None
             return
         for t in values:
             if not isinstance(t, _np.ndarray):
@@ -114,7 +116,12 @@ class _Call:
         if not isinstance(first, _np.ndarray):
             self._mismatch(tensors)
         self.torch = self.cuda = False
-        self.device = self.stream = None
+        self.stream = None
+
+    @property
+    def device(self):
+        """The torch device of the call's tensors (None for numpy arrays)."""
+        return self._first.device if self.torch else None
 
     @staticmethod
     def _mismatch(tensors):
@@ -171,7 +178,7 @@ class _Call:
             if like is None:
                 return _torch.empty(shape, dtype=_torch.float32, device=self.device)
             if float32:
-                return like.new_empty(shape, dtype=_torch.float32)
+                return like.new_empty(*shape, dtype=_torch.float32)
             if like.shape == shape:  # torch's quickest allocation from Python
                 return _torch.empty_like(like, memory_format=_CONTIGUOUS)
             return like.new_empty(shape)
@@ -306,6 +313,10 @@ _GATES = _choices("gated_linear", "activation")
 def _bf16_result(call, out_dtype):
     """Whether a product's result is bfloat16 (``out_dtype=torch.bfloat16``, torch tensors
     only); float32 otherwise."""
+    if out_dtype is None:
+        return False
+    if call.torch and out_dtype is _torch.bfloat16:  # dtypes are singletons
+        return True
     bf16 = out_dtype is not None and out_dtype not in ("float32", _np.float32) and (
         not call.torch or out_dtype != _torch.float32
     )
@@ -323,8 +334,8 @@ def _product_out(call, out, shape, bf16, like):
     one on `like`'s device."""
     if out is not None:
         return _out(call, out, shape)
-    if bf16:
-        return like.new_empty(shape, dtype=_torch.bfloat16)
+    if bf16:  # sizes one by one: torch parses them faster than a tuple
+        return like.new_empty(*shape, dtype=_torch.bfloat16)
     return call.empty(shape, like, float32=True)
 
 
@@ -375,7 +386,7 @@ def gemm(
         if bias is None and activation == "none" and _km_takes(a, b, out_dtype, residual, alpha):
             return _gemm_a_km(a, b, out, out_dtype, residual, alpha, beta)
         a = a.contiguous()
-    extra = _given(bias=bias, residual=residual)
+    extra = {} if bias is None and residual is None else _given(bias=bias, residual=residual)
     c = _Call("gemm", a=a, b=b, **extra)
     bf16_out = _bf16_result(c, out_dtype)
     fused = bool(extra) or alpha != 1.0 or activation != "none" or bf16_out

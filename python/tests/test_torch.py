@@ -513,6 +513,14 @@ def test_cuda_misaligned_tensor_is_an_error():
 def test_cpu_and_cuda_tensors_do_not_mix():
     with pytest.raises(ValueError, match=r"^error\[device-mismatch\]"):
         ck_rs.rmsnorm(torch.ones(2, 8, device="cuda"), torch.ones(8))
+    with pytest.raises(ValueError, match=r"^error\[device-mismatch\]"):
+        ck_rs.gemm(torch.ones(2, 8), torch.ones(8, 8, device="cuda"))
+
+
+def test_cpu_and_meta_tensors_do_not_mix():
+    # Neither is a CUDA tensor (both have device index -1): the devices themselves differ.
+    with pytest.raises(ValueError, match=r"^error\[device-mismatch\]"):
+        ck_rs.rmsnorm(torch.ones(2, 8), torch.ones(8, device="meta"))
 
 
 @pytest.mark.parametrize("device", DEVICES)
