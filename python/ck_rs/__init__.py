@@ -177,8 +177,10 @@ class _Call:
         if self.torch:
             if like is None:
                 return _torch.empty(shape, dtype=_torch.float32, device=self.device)
-            if float32:
-                return like.new_empty(*shape, dtype=_torch.float32)
+            if float32:  # sizes one by one where there are any (torch parses them faster)
+                return like.new_empty(*shape, dtype=_torch.float32) if shape else like.new_empty(
+                    (), dtype=_torch.float32
+                )
             if like.shape == shape:  # torch's quickest allocation from Python
                 return _torch.empty_like(like, memory_format=_CONTIGUOUS)
             return like.new_empty(shape)
