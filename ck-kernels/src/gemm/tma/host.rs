@@ -632,7 +632,8 @@ pub fn launch_with<P: TmaGemm<O>, O: GemmOutput>(
 
 /// How [`launch`] shares `batch` products of `m × n × k` with `epilogue` out over the blocks
 /// on `device` ([`Schedule::plan`]): the last tiles in stream-K where that pays and the kernel
-/// can (not where D comes through the ring). Where the device gives no workspace (its stream
+/// can (not where D comes through the ring; on a GPU, only tiles of at least
+/// [`stream_k::GPU_MIN_SHARED_STAGES`] stages). Where the device gives no workspace (its stream
 /// is being captured into a CUDA graph), [`launch`] runs every tile whole instead.
 pub fn schedule<P: TmaGemm<O>, O: GemmOutput>(
     device: &Device,
@@ -642,8 +643,13 @@ pub fn schedule<P: TmaGemm<O>, O: GemmOutput>(
 ) -> Schedule {
     let tiles = batch * m.div_ceil(BM) * n.div_ceil(P::C_BN);
     let (k_stages, sms) = (k.div_ceil(P::BK), device.multiprocessors());
+    let floor = if device.is_emulator() {
+        1
+    } else {
+        stream_k::GPU_MIN_SHARED_STAGES
+    };
     if P::streams(epilogue.flags()) {
-        Schedule::plan(tiles, k_stages, sms)
+        Schedule::plan(tiles, k_stages, sms, floor)
     } else {
         Schedule::whole_tiles(tiles, k_stages, sms)
     }

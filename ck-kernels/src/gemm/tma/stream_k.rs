@@ -86,8 +86,10 @@ const GAIN: (u64, u64) = (4, 5);
 /// products), against whole tiles of the `cp.async` 128 × 128 kernel: 16 stages
 /// (64×1024×1024) 17–19 µs against 11; 32 stages (64×1024×2048, 128×2048×2048,
 /// 256×1024×2048) 20–24 µs against 17–18; 64 stages (64×4096×4096) 28–30 against 30; 128
-/// stages (1024×1024×8192) 1.7 × as fast.
-const MIN_SHARED_STAGES: u32 = 64;
+/// stages (1024×1024×8192) 1.7 × as fast. A GPU's floor: the emulator, which has no such
+/// latency, plans with the cost alone (a floor of 1), so that its small problems still reach
+/// the hand-over.
+pub const GPU_MIN_SHARED_STAGES: u32 = 64;
 
 impl Schedule {
     /// `tiles` tiles of `k_stages` stages on `grid` blocks, the last `sk_tiles` of them in
@@ -124,12 +126,12 @@ impl Schedule {
     /// stream-K only where it costs at most 4/5 of the whole tiles (`GAIN`). In practice
     /// that is a grid with many idle multiprocessors and a long K: 32 tiles of 128 stages
     /// (1024×1024×8192) on 96 blocks, 1.7 × as fast on an H100; the hand-overs cost more than
-    /// they save at 4096³ (25–30 % slower) or 1536×1536×8192 (11–17 % slower), and tiles of
-    /// fewer than `MIN_SHARED_STAGES` stages are never shared.
-    pub fn plan(tiles: u32, k_stages: u32, sms: u32) -> Schedule {
+    /// they save at 4096³ (25–30 % slower) or 1536×1536×8192 (11–17 % slower). Tiles of fewer
+    /// than `min_shared_stages` stages are never shared ([`GPU_MIN_SHARED_STAGES`] on a GPU).
+    pub fn plan(tiles: u32, k_stages: u32, sms: u32, min_shared_stages: u32) -> Schedule {
         let sms = sms.max(1);
         let whole = Schedule::whole_tiles(tiles, k_stages, sms);
-        if k_stages < MIN_SHARED_STAGES {
+        if k_stages < min_shared_stages {
             return whole;
         }
         let shared = |(sk_tiles, grid)| Schedule::new(tiles, k_stages, grid, sk_tiles);
@@ -366,6 +368,8 @@ impl Parts {
 mod tests {
     use super::*;
 
+    const GPU: u32 = GPU_MIN_SHARED_STAGES;
+
     /// Every stage of every tile is in exactly one unit of one block, units are runs of one
     /// tile, whole tiles are whole, and the sharers and slots agree with the units.
     fn check(s: Schedule) {
@@ -417,7 +421,7 @@ mod tests {
         for sms in [1, 2, 3, 7, 132] {
             for tiles in (0..40).chain([131, 132, 133, 263, 264, 265, 512]) {
                 for k_stages in [0, 1, 2, 3, 5, 16, 64] {
-                    let s = Schedule::plan(tiles, k_stages, sms);
+                    let s = Schedule::plan(tiles, k_stages, sms, 1);
                     assert!(s.grid >= 1 && s.grid <= sms);
                     check(s);
                     // Every tile in stream-K, and the last round and one more.
@@ -466,7 +470,7 @@ mod tests {
         // 128 + 121 stages at most, against 256 whole; but 379 parts cost more than that saves.
         assert_eq!(s.stages_per_block(), 249);
         assert_eq!(
-            Schedule::plan(512, 64, 132),
+            Schedule::plan(512, 64, 132, GPU),
             Schedule::whole_tiles(512, 64, 132)
         );
     }
@@ -477,27 +481,28 @@ mod tests {
         // ⌈2/5 · parts⌉ (parts = tiles + grid − 1) on 64, 96, 128 or 132 blocks: 64 + 38 = 102,
         // 43 + 51 = 94, 32 + 64 = 96, 32 + 66 = 98; whole, 128 (94 ≤ 4/5 · 128). On an H100 the
         // 96 blocks ran 1.70 × as fast as whole tiles (64 and 128 blocks: 1.44 and 1.66 ×).
-        let s = Schedule::plan(32, 128, 132);
+        let s = Schedule::plan(32, 128, 132, GPU);
         assert_eq!((s.grid, s.dp_tiles, s.stages_per_block()), (96, 0, 43));
         assert!(s.cost() * 5 <= 128 * 4);
         // 512×2048×16384: 32 tiles of 256 stages; on 64, 96, 128 or 132 blocks 128 + 38,
         // 86 + 51, 64 + 64 = 128 (the least), 63 + 66 (2.2 × as fast on an H100).
-        assert_eq!(Schedule::plan(32, 256, 132).grid, 128);
+        assert_eq!(Schedule::plan(32, 256, 132, GPU).grid, 128);
         // Whole where the hand-overs cost more than they save, as measured: 1536×1536×8192,
         // 1536³, 3072³, 8192×8192×1024.
         for (tiles, k_stages) in [(72, 128), (72, 24), (288, 48), (2048, 16)] {
-            assert!(!Schedule::plan(tiles, k_stages, 132).streams());
+            assert!(!Schedule::plan(tiles, k_stages, 132, GPU).streams());
         }
         // Full rounds, and tiles too short to share: 64×1024×1024 is 4 tiles of 16 stages,
         // whose cost (12 on 12 blocks against 16 whole) promised a quarter off; it ran 1.7 ×
         // as long on an H200. 128×2048×2048 (8 tiles of 32 stages: 24 on 24 blocks against
         // 32) ran 1.3 × as long; 64×4096×4096 (16 tiles of 64 stages) as fast or a little
         // faster.
-        assert!(!Schedule::plan(264, 64, 132).streams());
-        assert!(!Schedule::plan(1, 2, 132).streams());
-        assert!(!Schedule::plan(4, 16, 132).streams());
-        assert!(!Schedule::plan(8, 32, 132).streams());
-        assert!(Schedule::plan(16, 64, 132).streams());
+        assert!(!Schedule::plan(264, 64, 132, GPU).streams());
+        assert!(!Schedule::plan(1, 2, 132, GPU).streams());
+        assert!(!Schedule::plan(4, 16, 132, GPU).streams());
+        assert!(Schedule::plan(4, 16, 132, 1).streams()); // the emulator's plan
+        assert!(!Schedule::plan(8, 32, 132, GPU).streams());
+        assert!(Schedule::plan(16, 64, 132, GPU).streams());
         // Stage numbers past 32 bits (K in the millions).
         assert!(!Schedule::new(264, 1 << 20, 132, 264).streams());
     }
