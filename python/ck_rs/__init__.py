@@ -193,6 +193,16 @@ class _Call:
         return _np.zeros(n, dtype=_np.int32)
 
 
+def _out_like(call, out, x, name="out"):
+    """`out` (checked as `_out` checks it), or a fresh contiguous output of `x`'s shape and
+    type: the row operators' result, allocated without comparing shapes first."""
+    if out is not None:
+        return _out(call, out, x.shape, x, name=name)
+    if call.torch:
+        return _torch.empty_like(x, memory_format=_CONTIGUOUS)
+    return _np.empty(x.shape, dtype=x.dtype)
+
+
 def _out(call, out, shape, like=None, float32=False, name="out"):
     """`out` (checked to be of the call's kind and device; its shape and type are checked
     with the kernel's), or a fresh output."""
@@ -248,7 +258,7 @@ def rmsnorm(x, gamma, eps=1e-6, *, out=None):
     if _differentiable("rmsnorm", out, x, gamma):
         return ops.record("rmsnorm", x, gamma, eps)
     c = _Call("rmsnorm", x=x, gamma=gamma)
-    y = _out(c, out, x.shape, x)
+    y = _out_like(c, out, x)
     c.run("rmsnorm", (x, gamma, y), (eps,))
     return y
 
@@ -261,8 +271,8 @@ def add_rmsnorm(x, residual, gamma, eps=1e-6, *, out=None, residual_out=None):
     if _differentiable("add_rmsnorm", out if out is not None else residual_out, x, residual, gamma):
         return ops.record("add_rmsnorm", x, residual, gamma, eps)
     c = _Call("add_rmsnorm", x=x, residual=residual, gamma=gamma)
-    y = _out(c, out, x.shape, x)
-    r = _out(c, residual_out, x.shape, x, name="residual_out")
+    y = _out_like(c, out, x)
+    r = _out_like(c, residual_out, x, name="residual_out")
     c.run("add_rmsnorm", (x, residual, gamma, r, y), (eps,))
     return y, r
 
@@ -278,7 +288,7 @@ def layernorm(x, gamma, beta, eps=1e-5, *, out=None, return_stats=False):
         y, mean, rstd = ops.record("layernorm", x, gamma, beta, eps)
         return (y, mean, rstd) if return_stats else y
     c = _Call("layernorm", x=x, gamma=gamma, beta=beta)
-    y = _out(c, out, x.shape, x)
+    y = _out_like(c, out, x)
     stats = ()
     if return_stats:
         rows = tuple(x.shape[:-1])
@@ -297,7 +307,7 @@ def softmax(x, *, out=None):
     if _differentiable("softmax", out, x):
         return ops.record("softmax", x)
     c = _Call("softmax", x=x)
-    y = _out(c, out, x.shape, x)
+    y = _out_like(c, out, x)
     c.run("softmax", (x, y))
     return y
 
