@@ -329,7 +329,7 @@ def _bf16_result(call, out_dtype):
         return False
     if call.torch and out_dtype is _torch.bfloat16:  # dtypes are singletons
         return True
-    bf16 = out_dtype is not None and out_dtype not in ("float32", _np.float32) and (
+    bf16 = out_dtype not in ("float32", _np.float32) and (
         not call.torch or out_dtype != _torch.float32
     )
     if bf16 and not (call.torch and out_dtype == _torch.bfloat16):
