@@ -1012,7 +1012,8 @@ def attention_with_kvcache(
     if not isinstance(num_splits, int) or num_splits < 0:
         raise _error(ValueError, "argument-size", f"num_splits is {num_splits!r}; give 0 (the heuristic) or a count")
     splits = num_splits or _splits(batch, heads, k_cache.shape[2], sq, capacity, c)
-    rows = 2 * splits * batch * sq * heads
+    # Two partial results per split, combined afterwards; one split is merged in the kernel.
+    rows = 2 * splits * batch * sq * heads if splits > 1 else 0
     o = c.empty(tuple(q.shape), q)
     lse = c.empty((batch, heads, sq), q, float32=True)
     o_part = c.empty((rows * d,), q, float32=True)

@@ -1,4 +1,5 @@
-//! The combine: each output row from its slots' partial results.
+//! The combine: each output row from its slots' partial results (several splits; one split's
+//! two slots are merged in the decode block, with the same weights).
 //!
 //! A slot `s` holds `O_s` (normalised over the keys it saw) and `LSE_s = ln Σ exp(score)` over
 //! them. Over all keys, with `M = max_s LSE_s` and weights `w_s = exp(LSE_s − M)`:
@@ -57,13 +58,6 @@ pub fn attention_decode_combine(
     // agrees on their max and on the sum of the weights (a NaN slot — a sequence past the
     // cache's end — has weight NaN, and makes the row NaN).
     let lse_of = |s: u32| lse_part.load(s * rows + row);
-    let weight = |l: f32, max: f32| {
-        if l == f32::NEG_INFINITY {
-            0.0
-        } else {
-            math::exp2((l - max) * core::f32::consts::LOG2_E)
-        }
-    };
     let mut max = f32::NEG_INFINITY;
     let mut s = lane_id();
     while s < slots {
@@ -106,20 +100,51 @@ pub fn attention_decode_combine(
         });
         first += 8;
     }
-    let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
-    let out = acc.map(|a| a * inv).round_to::<Bf16>();
+    let out = acc.map(|a| a * inverse(sum)).round_to::<Bf16>();
     let view = View2::<_, Bf16, 4>::new(o, rows, head_dim, head_dim);
     make_tile_window::<CombineRows, _>(view, [r0 as i32, 0]).store(&out);
     if lane_id() == 0 {
-        // The host passes non-zero sizes; a division that cannot panic keeps panic code out.
-        let nz = |x: u32| NonZeroU32::new(x).unwrap_or(NonZeroU32::MIN);
-        let (bt, h) = (row / nz(heads), row % nz(heads));
-        let (b, t) = (bt / nz(sq), bt % nz(sq));
-        let value = if sum == 0.0 {
-            f32::NEG_INFINITY
-        } else {
-            max + math::log2(sum) * core::f32::consts::LN_2
-        };
-        lse.store((b * heads + h) * sq + t, value);
+        lse.store(lse_index(row, sq, heads), merged_lse(max, sum));
     }
+}
+
+/// A slot's weight `exp(LSE_s − M)` (0 for a slot that saw no key).
+#[inline(always)]
+pub(crate) fn weight(lse: f32, max: f32) -> f32 {
+    if lse == f32::NEG_INFINITY {
+        0.0
+    } else {
+        math::exp2((lse - max) * core::f32::consts::LOG2_E)
+    }
+}
+
+/// `1 / Σ w_s` (0 for a row with no key: its O is 0).
+#[inline(always)]
+pub(crate) fn inverse(sum: f32) -> f32 {
+    if sum == 0.0 {
+        0.0
+    } else {
+        1.0 / sum
+    }
+}
+
+/// The row's log-sum-exp over every slot, `M + ln Σ w_s` (−∞ for a row with no key).
+#[inline(always)]
+pub(crate) fn merged_lse(max: f32, sum: f32) -> f32 {
+    if sum == 0.0 {
+        f32::NEG_INFINITY
+    } else {
+        max + math::log2(sum) * core::f32::consts::LN_2
+    }
+}
+
+/// Where output row `row` (`(b, t, h)` of `[batch, sq, heads]`) has its log-sum-exp in
+/// `[batch, heads, sq]`.
+#[inline(always)]
+pub(crate) fn lse_index(row: u32, sq: u32, heads: u32) -> u32 {
+    // The host passes non-zero sizes; a division that cannot panic keeps panic code out.
+    let nz = |x: u32| NonZeroU32::new(x).unwrap_or(NonZeroU32::MIN);
+    let (bt, h) = (row / nz(heads), row % nz(heads));
+    let (b, t) = (bt / nz(sq), bt % nz(sq));
+    (b * heads + h) * sq + t
 }

@@ -1,7 +1,9 @@
 //! A consumer warpgroup: the online softmax of an item's query rows against every other key
 //! tile of the item's split (warpgroup `wg` takes tiles `wg, wg + 2, …`), then its partial O
-//! (normalised) and log-sum-exp, one *slot* of the split scratch.
+//! (normalised) and log-sum-exp: one *slot* of the split scratch, or, when the keys are not
+//! split, merged with the other warpgroup's in the block and written as O and the LSE.
 
+use super::combine::{inverse, lse_index, merged_lse, weight};
 use super::schedule::*;
 use crate::attention::consumer::{
     issue_scores_in, issue_values, k_major, online_softmax, release, values, Rows,
@@ -106,12 +108,25 @@ fn load_q<H: HeadDim, const SMEM: usize>(smem: &Smem<SMEM>, at: u32, w: &Work, p
 
 /// The named barrier of the Q load (both consumer warpgroups); 1 and 2 are each warpgroup's.
 const Q_LOADED: u32 = 3;
+/// The named barrier of an unsplit item's merge (both consumer warpgroups).
+const MERGE: u32 = 4;
+
+/// Where the consumers write: O `[batch, sq, heads, D]` and the LSE `[batch, heads, sq]`
+/// (one split), or the split scratch: partial O `[slots, batch, sq, heads, D]` and LSE
+/// `[slots, batch, sq, heads]`.
+#[derive(Clone, Copy)]
+pub struct Outputs {
+    pub o: GlobalMut<Bf16>,
+    pub lse: GlobalMut<f32>,
+    pub o_part: GlobalMut<f32>,
+    pub lse_part: GlobalMut<f32>,
+}
 
 /// Every item of the block: load its Q, run this warpgroup's key tiles, write the partial
 /// result.
 #[inline(always)]
 pub fn consume<H: HeadDim, const SMEM: usize>(
-    part: (GlobalMut<f32>, GlobalMut<f32>),
+    out: Outputs,
     smem: &Smem<SMEM>,
     lay: Layout,
     pb: &Problem,
@@ -166,7 +181,11 @@ pub fn consume<H: HeadDim, const SMEM: usize>(
             j += CONSUMERS;
         }
         t += w.tiles;
-        store_partial(rows, part, &item_rows, w.overflow);
+        if pb.splits.get() == 1 {
+            store_merged::<H, SMEM>(rows, out, smem, lay, (&item_rows, w.overflow), pb);
+        } else {
+            store_partial(rows, (out.o_part, out.lse_part), &item_rows, w.overflow);
+        }
     }
 }
 
@@ -176,8 +195,27 @@ fn partial_row(slot: u32, (t, h): (u32, u32), w: &Work, pb: &Problem) -> u32 {
     ((slot * pb.batch + w.b) * pb.sq + t) * pb.heads + w.kv_head * pb.group.get() + h
 }
 
-/// This warpgroup's O (normalised by its sums: a slot with no key gives 0) and log-sum-exp of
-/// the item's rows, into their slot's rows (NaN for a sequence past the cache's capacity).
+/// This warpgroup's O, normalised by its sums (a slot with no key gives 0), and log-sum-exp
+/// (both NaN for a sequence past the cache's capacity).
+#[inline(always)]
+fn normalised<H: HeadDim>(
+    rows: &Rows<H>,
+    overflow: bool,
+) -> (
+    DistributedTensor<H::Out, f32>,
+    DistributedTensor<RowStats, f32>,
+) {
+    let (inv, lse) = rows.finish();
+    let out = rows
+        .acc
+        .zip_map(&broadcast_x::<H::Out, RowStats, f32, 1>(&inv), |o, i| o * i);
+    if overflow {
+        return (out.map(|_| f32::NAN), lse.map(|_| f32::NAN));
+    }
+    (out, lse)
+}
+
+/// This warpgroup's O and log-sum-exp of the item's rows, into their slot's rows.
 #[inline(always)]
 fn store_partial<H: HeadDim>(
     rows: Rows<H>,
@@ -185,14 +223,7 @@ fn store_partial<H: HeadDim>(
     item_rows: &ItemRows,
     overflow: bool,
 ) {
-    let (inv, mut lse) = rows.finish();
-    let mut out = rows
-        .acc
-        .zip_map(&broadcast_x::<H::Out, RowStats, f32, 1>(&inv), |o, i| o * i);
-    if overflow {
-        out = out.map(|_| f32::NAN);
-        lse = lse.map(|_| f32::NAN);
-    }
+    let (out, lse) = normalised(&rows, overflow);
     let at = broadcast_x::<H::Out, RowStats, u32, 1>(&item_rows.out);
     let p = H::Out::partition_index(thread_idx());
     H::Out::for_each_y(|y, d| {
@@ -209,4 +240,67 @@ fn store_partial<H: HeadDim>(
             }
         });
     }
+}
+
+/// An unsplit item's result: the two warpgroups' halves merged as the combine merges two slots
+/// ([`super::combine`]: the same weights, in the same order), written as O and the LSE by
+/// warpgroup 0. Thread `t` of either warpgroup holds the same rows and columns, so warpgroup 1
+/// leaves its values in shared memory at `[register][t]` (conflict-free): O in the Q buffers,
+/// which both warpgroups are done reading once they meet, the LSE beside them. A third meeting
+/// keeps the next item's Q load off the buffers until warpgroup 0 has read them.
+#[inline(always)]
+fn store_merged<H: HeadDim, const SMEM: usize>(
+    rows: Rows<H>,
+    out: Outputs,
+    smem: &Smem<SMEM>,
+    lay: Layout,
+    (item_rows, overflow): (&ItemRows, bool),
+    pb: &Problem,
+) {
+    let (mine, lse) = normalised(&rows, overflow);
+    let exchange = smem.tiles.reinterpret::<f32, EXCHANGE_SPAN>();
+    let (at, t) = (lay.exchange(), thread_idx() % 128);
+    named_barrier_sync(MERGE, CONSUMERS * 128);
+    if warp_id() >= 4 {
+        H::Out::for_each_y(|_, d| exchange.store(at + d as u32 * 128 + t, mine.get(d)));
+        RowStats::for_each_y(|_, d| smem.lse.store(d as u32 * 128 + t, lse.get(d)));
+    }
+    named_barrier_sync(MERGE, CONSUMERS * 128);
+    if warp_id() < 4 {
+        let mut their_lse = DistributedTensor::<RowStats, f32>::splat(0.0);
+        RowStats::for_each_y(|_, d| their_lse.set(d, smem.lse.load(d as u32 * 128 + t)));
+        let mut theirs = DistributedTensor::<H::Out, f32>::splat(0.0);
+        H::Out::for_each_y(|_, d| theirs.set(d, exchange.load(at + d as u32 * 128 + t)));
+        let max = lse.zip_map(&their_lse, f32::max);
+        let (w0, w1) = (lse.zip_map(&max, weight), their_lse.zip_map(&max, weight));
+        let sum = w0.zip_map(&w1, |a, b| a + b);
+        let per_row =
+            |x: &DistributedTensor<RowStats, f32>| broadcast_x::<H::Out, RowStats, f32, 1>(x);
+        let acc = mine.zip_map(&per_row(&w0), |o, w| math::fma(w, o, 0.0));
+        let acc = acc.zip_map(
+            &theirs.zip_map(&per_row(&w1), |o, w| (o, w)),
+            |a, (o, w)| math::fma(w, o, a),
+        );
+        let merged = acc
+            .zip_map(&per_row(&sum.map(inverse)), |a, i| a * i)
+            .round_to::<Bf16>();
+        let to = broadcast_x::<H::Out, RowStats, u32, 1>(&item_rows.out);
+        let p = H::Out::partition_index(thread_idx());
+        H::Out::for_each_y(|y, d| {
+            let [_, c] = H::Out::x_index(p, y);
+            if to.get(d) != u32::MAX {
+                out.o.store(to.get(d) * H::D + c as u32, merged.get(d));
+            }
+        });
+        if lane_id().is_multiple_of(4) {
+            RowStats::for_each_y(|_, d| {
+                let row = item_rows.out.get(d);
+                if row != u32::MAX {
+                    let at = lse_index(row, pb.sq, pb.heads);
+                    out.lse.store(at, merged_lse(max.get(d), sum.get(d)));
+                }
+            });
+        }
+    }
+    named_barrier_sync(MERGE, CONSUMERS * 128);
 }

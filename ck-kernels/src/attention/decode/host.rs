@@ -184,8 +184,12 @@ pub fn splits(shape: &Shape, capacity: u64, multiprocessors: u32) -> u32 {
 }
 
 /// Elements of the split scratch: partial O `[slots, batch, sq, heads, head_dim]` and partial
-/// log-sum-exp `[slots, batch, sq, heads]` (f32), two slots per split.
+/// log-sum-exp `[slots, batch, sq, heads]` (f32), two slots per split; none for one split
+/// (the decode blocks write O themselves).
 pub fn scratch_len(shape: &Shape, splits: u32) -> (u64, u64) {
+    if splits == 1 {
+        return (0, 0);
+    }
     let rows = 2 * splits as u64 * shape.batch as u64 * shape.sq as u64 * shape.heads as u64;
     (rows * shape.head_dim as u64, rows)
 }
@@ -489,7 +493,7 @@ fn append(
     )
 }
 
-/// The decode and combine kernels.
+/// The decode kernel, and the combine after it when the keys are split.
 #[allow(clippy::too_many_arguments)]
 fn finish(
     device: &Device,
@@ -548,6 +552,8 @@ fn finish(
                 shape.heads * shape.head_dim,
                 &km,
                 &vm,
+                &mut *o,
+                &mut *lse,
                 &mut *o_part,
                 &mut *lse_part,
                 seqlens,
@@ -572,6 +578,9 @@ fn finish(
         64 => launch_as!(AttentionDecodeD64),
         _ => launch_as!(AttentionDecodeD128),
     }?);
+    if splits == 1 {
+        return Ok(stats);
+    }
     let rows = shape.batch * shape.sq * shape.heads;
     let cfg = LaunchConfig::new(rows.div_ceil(ROWS_PER_BLOCK), 256);
     stats.add(&AttentionDecodeCombine::launch(

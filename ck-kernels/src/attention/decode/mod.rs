@@ -5,8 +5,8 @@
 //! |---|---|
 //! | [`schedule`] | the problem, the items (sequence × KV head × row tile × split) and their key ranges, the shared-memory plan, the barriers |
 //! | [`producer`] | two warps copying key and value tiles with TMA, page by page |
-//! | [`consumer`] | two warpgroups, each an online softmax over every other key tile of an item, writing a partial result |
-//! | [`combine`] | the partial results of a row merged by their log-sum-exps |
+//! | [`consumer`] | two warpgroups, each an online softmax over every other key tile of an item, writing a partial result — or, with one split, the two merged in the block into O |
+//! | [`combine`] | the partial results of a row merged by their log-sum-exps (several splits) |
 //! | [`append`] | the new tokens' keys and values written into the cache, with RoPE |
 //! | [`host`] | shapes and checks, the split heuristic, the launches, the fp64 reference |
 //!
@@ -19,7 +19,9 @@
 //! * **split-KV**: a sequence's key tiles are shared among `splits` items that run on
 //!   different multiprocessors (FlashDecoding), each writing O normalised over its keys and their
 //!   log-sum-exp; the split count comes from the host ([`host::splits`]), the tiles of a split
-//!   from the sequence's length read on the device;
+//!   from the sequence's length read on the device. With one split (the batch fills the
+//!   machine) a block's two warpgroups merge their halves through shared memory and write O
+//!   and the LSE: no scratch, no second launch;
 //! * **a deep ring**: the rows of an item are few, so shared memory holds 3 (head dim 128) or 6
 //!   (64) stages of 128 keys and values in flight per multiprocessor.
 //!
@@ -37,8 +39,9 @@ mod consumer;
 mod producer;
 pub mod schedule;
 
+use consumer::Outputs;
 use producer::Side;
-use schedule::{Cache, Layout, Problem, Smem, BARRIERS};
+use schedule::{Cache, Layout, Problem, Smem, BARRIERS, EXCHANGED_LSE};
 
 /// Registers of a consumer thread (O, the scores and P take 160 at head dim 128) and of the
 /// producers' warpgroup: `256 · 232 + 128 · 40 ≤ 64 K`.
@@ -49,7 +52,7 @@ const PRODUCER_REGISTERS: u32 = 40;
 #[inline(always)]
 fn decode<H: HeadDim, const SMEM: usize>(
     (k, v): (Tma<Bf16, 5>, Tma<Bf16, 5>),
-    part: (GlobalMut<f32>, GlobalMut<f32>),
+    outputs: Outputs,
     pb: Problem,
     smem: Smem<SMEM>,
 ) {
@@ -67,13 +70,13 @@ fn decode<H: HeadDim, const SMEM: usize>(
         }
     } else {
         setmaxnreg_inc::<CONSUMER_REGISTERS>();
-        consumer::consume::<H, SMEM>(part, &smem, lay, &pb);
+        consumer::consume::<H, SMEM>(outputs, &smem, lay, &pb);
     }
 }
 
 macro_rules! decode_kernel {
     ($name:ident, $h:ty, $d:literal) => {
-        #[doc = concat!("Decode attention for head dim ", stringify!($d), ": a persistent grid of blocks of 384 threads over (sequence, KV head, split, row tile) items, writing partial results (see the module documentation).")]
+        #[doc = concat!("Decode attention for head dim ", stringify!($d), ": a persistent grid of blocks of 384 threads over (sequence, KV head, split, row tile) items, writing partial results, or with one split O and the LSE themselves (see the module documentation).")]
         #[tile_kernel(block = 384, min_blocks_per_sm = 1)]
         #[allow(clippy::too_many_arguments)]
         pub fn $name(
@@ -81,6 +84,8 @@ macro_rules! decode_kernel {
             q_token_stride: u32,
             k: Tma<Bf16, 5>,
             v: Tma<Bf16, 5>,
+            o: GlobalMut<Bf16>,
+            lse: GlobalMut<f32>,
             o_part: GlobalMut<f32>,
             lse_part: GlobalMut<f32>,
             seqlens: Global<i32>,
@@ -102,6 +107,7 @@ macro_rules! decode_kernel {
             let smem = Smem {
                 tiles: shared!(Bf16; schedule::smem_elems::<$h>()),
                 bars: shared!(Mbarrier; BARRIERS),
+                lse: shared!(f32; EXCHANGED_LSE),
             };
             let nz = |x: u32| core::num::NonZeroU32::new(x).unwrap_or(core::num::NonZeroU32::MIN);
             let kv_heads = nz(kv_heads);
@@ -127,7 +133,13 @@ macro_rules! decode_kernel {
                 scale_log2,
                 causal,
             };
-            decode::<$h, { schedule::smem_elems::<$h>() }>((k, v), (o_part, lse_part), pb, smem);
+            let outputs = Outputs {
+                o,
+                lse,
+                o_part,
+                lse_part,
+            };
+            decode::<$h, { schedule::smem_elems::<$h>() }>((k, v), outputs, pb, smem);
         }
     };
 }

@@ -45,10 +45,19 @@ const MAX_STAGES: u32 = 6;
 /// warpgroup may still read the last item's.
 const Q_BUFFERS: u32 = 2;
 
-/// Ring stages for head dim `d`: as many (K, V) tile pairs as fit beside two Q buffers in the
-/// 227 KiB of a block's shared memory (128: 3 of 64 KiB; 64: 6 of 32 KiB).
+/// Log-sum-exps a block's warpgroups exchange when an item is not split (two per thread of a
+/// warpgroup; the O rows go through the Q buffers, see `consumer`).
+pub const EXCHANGED_LSE: usize = 2 * 128;
+
+/// f32 elements from the tiles' start to the end of the Q buffers at head dim 128 (at most 1 KiB
+/// of alignment, then the two buffers): the span of the tiles an O exchange may use.
+pub const EXCHANGE_SPAN: usize = (1024 + (Q_BUFFERS * ROWS * 128 * 2) as usize) / 4;
+
+/// Ring stages for head dim `d`: as many (K, V) tile pairs as fit beside two Q buffers and the
+/// exchanged log-sum-exps in the 227 KiB of a block's shared memory (128: 3 of 64 KiB; 64: 6
+/// of 32 KiB).
 pub const fn stages(d: u32) -> u32 {
-    let free = 227 * 1024 - 1024 - Q_BUFFERS * ROWS * d * 2;
+    let free = 227 * 1024 - 1024 - Q_BUFFERS * ROWS * d * 2 - EXCHANGED_LSE as u32 * 4;
     let s = free / (2 * BN * d * 2);
     if s > MAX_STAGES {
         MAX_STAGES
@@ -256,10 +265,12 @@ impl Problem {
     }
 }
 
-/// The shared memory of a kernel: the tiles, and the mbarriers.
+/// The shared memory of a kernel: the tiles, the mbarriers, and the log-sum-exps of an unsplit
+/// item's merge.
 pub struct Smem<const SMEM: usize> {
     pub tiles: SharedArray<Bf16, SMEM>,
     pub bars: SharedArray<Mbarrier, BARRIERS>,
+    pub lse: SharedArray<f32, EXCHANGED_LSE>,
 }
 
 /// Element offsets of the buffers from `first`, the first element on a 1024-byte boundary: the
@@ -286,6 +297,13 @@ impl Layout {
     #[inline(always)]
     pub fn q(&self, i: u32) -> u32 {
         self.first + i * self.q_tile
+    }
+
+    /// Where an unsplit item's O rows are exchanged between the warpgroups, as an f32 offset:
+    /// the two Q buffers (`2 · 64 · D` bf16 = `64 · D` f32, one warpgroup's O).
+    #[inline(always)]
+    pub fn exchange(&self) -> u32 {
+        self.first / 2
     }
 
     #[inline(always)]
