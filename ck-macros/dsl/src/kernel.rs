@@ -13,7 +13,7 @@
 //!   checks the configuration and arguments before running;
 //! * on `nvptx64`, the `#[no_mangle] extern "ptx-kernel" fn reverse(ptr, len, ptr, len)` entry.
 //!
-//! Options (parsed with darling): `block = N` (the block size the kernel is written for; launches
+//! Options ([`options`]): `block = N` (the block size the kernel is written for; launches
 //! with another size are refused), `min_blocks_per_sm = N` (launch bounds: `ck build-ptx` gives
 //! the entry `.maxntid block` and `.minnctapersm N`, capping its registers so that N blocks fit
 //! on an SM), `cluster = N` (thread-block clusters of N blocks, 1 to 8: `ck build-ptx` gives the
@@ -25,32 +25,16 @@
 //! `ck_build::embed_ptx()` and the module exists, `CK_EMBED_PTX` names its deflated copy and
 //! that is embedded in the launcher's spec.
 
+mod options;
+
 use ck_core::rules;
-use darling::ast::NestedMeta;
-use darling::util::{PathList, SpannedValue};
-use darling::FromMeta;
+use options::Options;
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 use syn::parse::{Parse, ParseStream};
 use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
 use syn::{Expr, FnArg, Ident, ItemFn, Pat, Token, Type};
-
-#[derive(Debug, Default, FromMeta)]
-struct Options {
-    /// Threads per block the kernel is written for.
-    #[darling(default)]
-    block: Option<u32>,
-    /// Blocks per SM the register allocation must allow (launch bounds).
-    #[darling(default)]
-    min_blocks_per_sm: Option<u32>,
-    /// Blocks per thread-block cluster.
-    #[darling(default)]
-    cluster: Option<SpannedValue<u32>>,
-    /// Distributions whose BLOCK_SIZE must equal `block`.
-    #[darling(default)]
-    distributions: PathList,
-}
 
 /// How a kernel parameter crosses the launch.
 enum Param {
@@ -306,21 +290,19 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
 
 fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, TokenStream> {
     let mut f: ItemFn = syn::parse2(item).map_err(|e| e.to_compile_error())?;
-    let opts = match NestedMeta::parse_meta_list(args)
-        .map_err(|e| darling::Error::from(e).write_errors())
-        .and_then(|list| Options::from_list(&list).map_err(|e| e.write_errors()))
-    {
+    let opts = match Options::parse(args) {
         Ok(o) => o,
         Err(errors) => {
+            let errors = errors.iter().map(syn::Error::to_compile_error);
             let stub = stub(&f, None);
-            return Err(quote!(#errors #stub));
+            return Err(quote!(#(#errors)* #stub));
         }
     };
     let mut errors: Vec<syn::Error> = Vec::new();
-    if let Some(b) = opts.block {
+    if let Some((b, at)) = opts.block {
         if b == 0 || b > 1024 {
             errors.push(syn::Error::new(
-                Span::call_site(),
+                at,
                 format!(
                     "{}: block = {b}; a block has 1 to 1024 threads",
                     rules::BLOCK_SIZE
@@ -328,15 +310,15 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
             ));
         }
     }
-    if let Some(n) = opts.min_blocks_per_sm {
+    if let Some((n, at)) = opts.min_blocks_per_sm {
         if opts.block.is_none() {
             errors.push(syn::Error::new(
-                Span::call_site(),
+                at,
                 format!("{}: min_blocks_per_sm needs `block = N` (launch bounds are a block size and a block count)", rules::KERNEL_OPTIONS),
             ));
         } else if n == 0 || n > 32 {
             errors.push(syn::Error::new(
-                Span::call_site(),
+                at,
                 format!(
                     "{}: min_blocks_per_sm = {n}; an SM holds 1 to 32 blocks",
                     rules::KERNEL_OPTIONS
@@ -344,15 +326,14 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
             ));
         }
     }
-    if let Some(n) = &opts.cluster {
+    if let Some((n, at)) = opts.cluster {
         let max = ck_core::kernel::MAX_CLUSTER_BLOCKS;
-        if !(1..=max).contains(&**n) {
+        if !(1..=max).contains(&n) {
             errors.push(syn::Error::new(
-                n.span(),
+                at,
                 format!(
-                    "{}: cluster = {}; a cluster has 1 to {max} blocks (the portable limit)",
+                    "{}: cluster = {n}; a cluster has 1 to {max} blocks (the portable limit)",
                     rules::KERNEL_OPTIONS,
-                    **n
                 ),
             ));
         }
@@ -433,13 +414,13 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
     let block = &f.block;
     let inputs = &f.sig.inputs;
     let name_str = name.to_string();
-    let some_or_none = |v: Option<u32>| match v {
-        Some(b) => quote!(::core::option::Option::Some(#b)),
+    let some_or_none = |v: Option<(u32, Span)>| match v {
+        Some((b, _)) => quote!(::core::option::Option::Some(#b)),
         None => quote!(::core::option::Option::None),
     };
     let block_opt = some_or_none(opts.block);
     let min_blocks_opt = some_or_none(opts.min_blocks_per_sm);
-    let cluster_opt = some_or_none(opts.cluster.as_deref().copied());
+    let cluster_opt = some_or_none(opts.cluster);
     let embedded = match embedded_ptx() {
         // One function per kernel holds the text, so it is compiled only into the kernel's own
         // codegen unit, not into every unit and crate that reads the launcher's SPEC.
@@ -454,14 +435,14 @@ fn expand_inner(args: TokenStream, item: TokenStream) -> Result<TokenStream, Tok
     };
     let info_name = format_ident!("__ck_kernel_info_{}", name);
     let dist_checks = opts.distributions.iter().map(|d| {
-        let msg = format!("{}: kernel `{name_str}` is declared with block = {} but distribution `{}` needs a different block size", rules::BLOCK_SIZE_MISMATCH, opts.block.unwrap_or(0), quote!(#d));
+        let msg = format!("{}: kernel `{name_str}` is declared with block = {} but distribution `{}` needs a different block size", rules::BLOCK_SIZE_MISMATCH, opts.block.map_or(0, |b| b.0), quote!(#d));
         // A lane group that divides the hardware warp runs as written whatever warp size the
         // distribution declares (its partition index does not read the hardware warp); a lane
         // dim that spans a 64-lane wave does not fit a 32-lane warp.
         let warp = format!("{}: distribution `{}` of kernel `{name_str}` spreads its lane dim over more lanes than the 32 of an NVIDIA warp (and the emulator's); write it with warp_size: 32, or with a lane group of at most 32 lanes", rules::WARP_SIZE_MISMATCH, quote!(#d));
         let warp_check = quote_spanned!(d.span()=> const _: () = ::core::assert!(::ck_core::device::WARP_SIZE.is_multiple_of(<#d as ::ck_core::TileDistribution>::LANES), #warp););
         match opts.block {
-            Some(b) => quote_spanned!(d.span()=> const _: () = ::core::assert!(#d::BLOCK_SIZE == #b, #msg); #warp_check),
+            Some((b, _)) => quote_spanned!(d.span()=> const _: () = ::core::assert!(#d::BLOCK_SIZE == #b, #msg); #warp_check),
             None => {
                 let m = format!("{}: distributions(..) needs `block = N` to check against", rules::KERNEL_OPTIONS);
                 quote_spanned!(d.span()=> ::core::compile_error!(#m);)
