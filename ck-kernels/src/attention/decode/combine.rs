@@ -19,18 +19,22 @@ use ck_macros::{tile_distribution, tile_kernel};
 use core::num::NonZeroU32;
 
 tile_distribution! {
-    /// Eight output rows of up to 128 columns: warp `w` takes row `w`, lane `l` columns
-    /// 4l .. 4l + 4.
+    /// Two output rows of up to 128 columns: warps 0–3 take row 0 and warps 4–7 row 1, lane `l`
+    /// of warp `w` column `32·(w mod 4) + l` — a thread's column of every slot loaded at once.
     pub struct CombineRows {
         warp_size: 32, block_size: 256,
-        h: { row: [warp: 8], d: [lane: 32, vec: 4] },
-        p: [[row.warp], [d.lane]],
+        h: { row: [warp: 2], d: [warp: 4, lane: 32, vec: 1] },
+        p: [[row.warp, d.warp], [d.lane]],
         y: [d.vec],
     }
 }
 
-/// Rows per block.
-pub const ROWS_PER_BLOCK: u32 = 8;
+/// Rows per block: few, so that a small batch's rows still spread over many multiprocessors
+/// (the combine is a chain of two dependent loads per row, bound by their latency).
+pub const ROWS_PER_BLOCK: u32 = 2;
+
+/// Slots whose values a thread loads before adding any.
+const SLOTS_IN_FLIGHT: usize = 16;
 
 /// `o` `[rows, head_dim]` (rows `(b, t, h)` of `[batch, sq, heads]`) and `lse` `[batch, heads,
 /// sq]` from `slots` partial results `o_part` `[slots, rows, head_dim]`, `lse_part` `[slots,
@@ -50,8 +54,10 @@ pub fn attention_decode_combine(
 ) {
     let r0 = block_idx() * ROWS_PER_BLOCK;
     let p = CombineRows::partition_index(thread_idx());
-    let row = r0 + CombineRows::x_index(p, [0])[0] as u32;
-    if row >= rows {
+    let [r, c] = CombineRows::x_index(p, [0]);
+    let row = r0 + r as u32;
+    // Nothing below synchronises the block: a thread past the last row or column leaves.
+    if row >= rows || c as u32 >= head_dim {
         return;
     }
     // The slots' weights: lane `l` reads the log-sum-exps of slots `l, l + 32, …`, the warp
@@ -72,21 +78,22 @@ pub fn attention_decode_combine(
         s += 32;
     }
     let sum = warp_reduce(sum, |a, b| a + b);
-    // O: every slot's row weighted (an empty slot's row is zeros, weight 0), eight slots' rows
-    // loaded before any is added, so their latencies overlap.
+    // O: every slot's value weighted (an empty slot's is 0, weight 0), SLOTS_IN_FLIGHT slots'
+    // values loaded before any is added, so their latencies overlap.
     let len = rows * head_dim;
     let row_of = |s: u32| {
-        let view = View2::<_, f32, 4>::new(o_part.slice(s * len, len), rows, head_dim, head_dim);
+        let view = View2::<_, f32, 1>::new(o_part.slice(s * len, len), rows, head_dim, head_dim);
         make_tile_window::<CombineRows, _>(view, [r0 as i32, 0]).load::<f32>()
     };
     let mut acc = DistributedTensor::<CombineRows, f32>::splat(0.0);
     let mut first = 0;
     while first < slots {
-        // Slots past the last read the last one's row with weight 0 (no NaN of their own: a
-        // NaN in the last row makes the row NaN through its own weight).
+        // Slots past the last read the last one's value with weight 0 (no NaN of their own: a
+        // NaN in the last slot makes the row NaN through its own weight).
         let slot = |i: usize| (first + i as u32).min(slots - 1);
-        let mut group = [(0.0f32, DistributedTensor::<CombineRows, f32>::splat(0.0)); 8];
-        unroll::<8>(|i| {
+        let mut group =
+            [(0.0f32, DistributedTensor::<CombineRows, f32>::splat(0.0)); SLOTS_IN_FLIGHT];
+        unroll::<SLOTS_IN_FLIGHT>(|i| {
             let w = if first + (i as u32) < slots {
                 weight(lse_of(slot(i)), max)
             } else {
@@ -94,16 +101,16 @@ pub fn attention_decode_combine(
             };
             group[i] = (w, row_of(slot(i)));
         });
-        unroll::<8>(|i| {
+        unroll::<SLOTS_IN_FLIGHT>(|i| {
             let (w, x) = &group[i];
             acc = acc.zip_map(x, |a, x| math::fma(*w, x, a));
         });
-        first += 8;
+        first += SLOTS_IN_FLIGHT as u32;
     }
     let out = acc.map(|a| a * inverse(sum)).round_to::<Bf16>();
-    let view = View2::<_, Bf16, 4>::new(o, rows, head_dim, head_dim);
+    let view = View2::<_, Bf16, 1>::new(o, rows, head_dim, head_dim);
     make_tile_window::<CombineRows, _>(view, [r0 as i32, 0]).store(&out);
-    if lane_id() == 0 {
+    if c == 0 {
         lse.store(lse_index(row, sq, heads), merged_lse(max, sum));
     }
 }
