@@ -320,7 +320,6 @@ mod varlen {
     fn more_sequences_than_lanes() {
         let seqs: Vec<(u32, u32)> = (0..70).map(|i| (i % 7, (i * 3) % 11)).collect();
         check_on(&Device::emulator(), &case(&seqs, 64, true));
-        check_on(&Device::Emulator { workers: 1 }, &case(&seqs, 64, false));
     }
 
     /// The bounds on the host are checked: a count that is not `batch + 1`, a negative start,
