@@ -341,8 +341,9 @@ pub fn block_reduce_x<D: TileDistribution, T: Reducible, const XR: usize, const 
     let rank = |d: usize| Reduction::<D, XR>::RANK[d] as u32;
     let warp_bits = Reduction::<D, XR>::THREAD_BITS.1;
     let slots = Reduction::<D, XR>::SLOTS as u32;
-    // Word-major scratch (word i of every thread's rows, then word i + 1): consecutive lanes
-    // touch consecutive words, so multi-word values move without bank conflicts.
+    // Word-major, then slot-major scratch (word i of every thread's row r, then row r + 1,
+    // then word i + 1): consecutive lanes touch consecutive words, so values of several words
+    // and threads of several rows move without bank conflicts.
     let plane = D::BLOCK_SIZE * slots;
     let mut out = fold_in_warp::<D, T, XR>(t, op);
     // 3. Across warps (lane groups): through shared memory, combining the groups that differ
@@ -352,7 +353,7 @@ pub fn block_reduce_x<D: TileDistribution, T: Reducible, const XR: usize, const 
         D::for_each_y(|_, d| {
             if canon(d) == d {
                 let v = out.get(d);
-                let at = tid * slots + rank(d);
+                let at = rank(d) * D::BLOCK_SIZE + tid;
                 unroll::<8>(|i| {
                     if i < T::WORDS {
                         scratch.store(i as u32 * plane + at, v.word(i));
@@ -374,7 +375,7 @@ pub fn block_reduce_x<D: TileDistribution, T: Reducible, const XR: usize, const 
                 let mut acc = mine;
                 for w in first..warps {
                     if (w & !warp_bits) == first {
-                        let at = (w * D::LANES + lane) * slots + rank(d);
+                        let at = rank(d) * D::BLOCK_SIZE + w * D::LANES + lane;
                         let v = if w == warp {
                             mine
                         } else {
