@@ -25,9 +25,9 @@ use ck_core::host::DeviceBuffer;
 use ck_macros::tile_kernel;
 
 macro_rules! add_rmsnorm_bwd_kernel {
-    ($name:ident, $dist:ident, $t:ty, $vec:literal, $block:literal, $pad:literal, $long:literal) => {
+    ($name:ident, $dist:ident, $cols:ident, $t:ty, $vec:literal, $block:literal, $pad:literal, $long:literal) => {
         #[doc = concat!("Residual add + RMSNorm backward with `", stringify!($dist), "` tiles, `", stringify!($t), "` in and out.")]
-        #[tile_kernel(block = $block, distributions($dist))]
+        #[tile_kernel(block = $block, distributions($dist, $cols))]
         #[allow(clippy::too_many_arguments)]
         pub fn $name(
             dy: Global<$t>,
@@ -41,7 +41,7 @@ macro_rules! add_rmsnorm_bwd_kernel {
             eps: f32,
         ) {
             let scratch = shared!(u32; SCRATCH);
-            rmsnorm_bwd_tile::<$dist, $t, $vec, $pad, $long>((dy, r, gamma), Some(dr), (dx, partial), (m, n, eps), &scratch);
+            rmsnorm_bwd_tile::<$dist, $cols, $t, $vec, $pad, $long>((dy, r, gamma), Some(dr), (dx, partial), (m, n, eps), &scratch);
         }
     };
 }
@@ -60,20 +60,20 @@ instances! {
         eps: f32,
     ),
     f32 {
-        Rows Padded => add_rmsnorm_bwd_f32_rows / AddRmsnormBwdF32Rows (RowsF32, f32, 4, 256, true, false),
-        Row4096 Padded => add_rmsnorm_bwd_f32_c4096 / AddRmsnormBwdF32C4096 (RowF32x4096, f32, 4, 128, true, false),
-        Row8192 Padded => add_rmsnorm_bwd_f32_c8192 / AddRmsnormBwdF32C8192 (RowF32x8192, f32, 4, 256, true, false),
-        Row8192 Long => add_rmsnorm_bwd_f32_long / AddRmsnormBwdF32Long (RowF32x8192, f32, 4, 256, true, true),
+        Rows Padded => add_rmsnorm_bwd_f32_rows / AddRmsnormBwdF32Rows (BwdRowsF32, BwdRowsF32Cols, f32, 4, 32, true, false),
+        Row4096 Padded => add_rmsnorm_bwd_f32_c4096 / AddRmsnormBwdF32C4096 (BwdRowF32x4096, BwdRowF32x4096Cols, f32, 4, 128, true, false),
+        Row8192 Padded => add_rmsnorm_bwd_f32_c8192 / AddRmsnormBwdF32C8192 (BwdRowF32x8192, BwdRowF32x8192Cols, f32, 4, 256, true, false),
+        Row8192 Long => add_rmsnorm_bwd_f32_long / AddRmsnormBwdF32Long (BwdRowF32x8192, BwdRowF32x8192Cols, f32, 4, 256, true, true),
     }
     Bf16 {
-        Rows Padded => add_rmsnorm_bwd_bf16_rows / AddRmsnormBwdBf16Rows (RowsBf16, Bf16, 8, 256, true, false),
-        Row4096 Padded => add_rmsnorm_bwd_bf16_c4096 / AddRmsnormBwdBf16C4096 (RowBf16x4096, Bf16, 8, 128, true, false),
-        Row8192 Padded => add_rmsnorm_bwd_bf16_c8192 / AddRmsnormBwdBf16C8192 (RowBf16x8192, Bf16, 8, 256, true, false),
-        Row8192 Long => add_rmsnorm_bwd_bf16_long / AddRmsnormBwdBf16Long (RowBf16x8192, Bf16, 8, 256, true, true),
+        Rows Padded => add_rmsnorm_bwd_bf16_rows / AddRmsnormBwdBf16Rows (BwdRowsBf16, BwdRowsBf16Cols, Bf16, 8, 32, true, false),
+        Row4096 Padded => add_rmsnorm_bwd_bf16_c4096 / AddRmsnormBwdBf16C4096 (BwdRowBf16x4096, BwdRowBf16x4096Cols, Bf16, 8, 128, true, false),
+        Row8192 Padded => add_rmsnorm_bwd_bf16_c8192 / AddRmsnormBwdBf16C8192 (BwdRowBf16x8192, BwdRowBf16x8192Cols, Bf16, 8, 256, true, false),
+        Row8192 Long => add_rmsnorm_bwd_bf16_long / AddRmsnormBwdBf16Long (BwdRowBf16x8192, BwdRowBf16x8192Cols, Bf16, 8, 256, true, true),
         // Rows exactly the tile's width: no padding.
-        Rows Full => add_rmsnorm_bwd_bf16_rows_full / AddRmsnormBwdBf16RowsFull (RowsBf16, Bf16, 8, 256, false, false),
-        Row4096 Full => add_rmsnorm_bwd_bf16_c4096_full / AddRmsnormBwdBf16C4096Full (RowBf16x4096, Bf16, 8, 128, false, false),
-        Row8192 Full => add_rmsnorm_bwd_bf16_c8192_full / AddRmsnormBwdBf16C8192Full (RowBf16x8192, Bf16, 8, 256, false, false),
+        Rows Full => add_rmsnorm_bwd_bf16_rows_full / AddRmsnormBwdBf16RowsFull (BwdRowsBf16, BwdRowsBf16Cols, Bf16, 8, 32, false, false),
+        Row4096 Full => add_rmsnorm_bwd_bf16_c4096_full / AddRmsnormBwdBf16C4096Full (BwdRowBf16x4096, BwdRowBf16x4096Cols, Bf16, 8, 128, false, false),
+        Row8192 Full => add_rmsnorm_bwd_bf16_c8192_full / AddRmsnormBwdBf16C8192Full (BwdRowBf16x8192, BwdRowBf16x8192Cols, Bf16, 8, 256, false, false),
     }
 }
 
@@ -81,8 +81,8 @@ instances! {
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod host {
     use super::*;
-    use crate::rows::column_sum::{ColumnSum, MAX_BLOCKS};
-    use crate::rows::rmsnorm_bwd::host::with_column_sums;
+    use crate::rows::column_sum::ColumnSum;
+    use crate::rows::rmsnorm_bwd::host::{with_column_sums, Reference};
     use ck_core::host::{Device, LaunchError, LaunchStats};
 
     /// Launches both kernels of `T` for rows of `n`: `dx` (`m × n`, the gradient of `x` and of
@@ -103,23 +103,22 @@ pub mod host {
                 instance, device, cfg, dy, dr, r, gamma, dx, partial, m, n, eps,
             )
         };
-        with_column_sums(device, T::INSTANCES, dgamma, (m, n), MAX_BLOCKS, first)
+        with_column_sums(device, T::pick(n)?, dgamma, (m, n), None, first)
     }
 
-    /// The fp64 CPU reference `(dx, dgamma, size)`: RMSNorm's backward of `r` with `dr` added
-    /// to `dx`, and `|dr|` to the magnitude its error is measured against.
+    /// The fp64 CPU reference: RMSNorm's backward of `r` with `dr` added to `dx`, and `|dr|`
+    /// to the magnitude its error is measured against.
     pub fn reference(
         (dy, dr, r, gamma): (&[f32], &[f32], &[f32], &[f32]),
         (m, n): (u32, u32),
         eps: f32,
-    ) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
-        let rmsnorm = crate::rows::rmsnorm_bwd::host::reference;
-        let (mut dx, dgamma, mut size) = rmsnorm((dy, r, gamma), (m, n), eps);
-        for ((d, s), &a) in dx.iter_mut().zip(&mut size).zip(dr) {
+    ) -> Reference {
+        let mut want = crate::rows::rmsnorm_bwd::host::reference((dy, r, gamma), (m, n), eps);
+        for ((d, s), &a) in want.dx.iter_mut().zip(&mut want.dx_size).zip(dr) {
             *d += a as f64;
             *s += (a as f64).abs();
         }
-        (dx, dgamma, size)
+        want
     }
 }
 
@@ -150,10 +149,7 @@ pub const OP: crate::op::Op = crate::op::Op {
 
 #[cfg(not(target_arch = "nvptx64"))]
 mod op {
-    use crate::op::{
-        norm_error_relative_to, norm_relative_error, worst, HostOutput, Launch, Launched, Rng,
-        Sizes,
-    };
+    use crate::op::{norm_error_relative_to, worst, HostOutput, Launch, Launched, Rng, Sizes};
     use ck_core::host::Device;
 
     pub fn launch(d: &Device, l: &mut Launch) -> Launched {
@@ -180,15 +176,16 @@ mod op {
         vec![dy, dr, rng.values(m * n, 1.0, 0.0), rng.values(n, 1.0, 1.5)]
     }
 
-    /// As RMSNorm's backward: `dx` norm-wise relative to the size of its terms, `dgamma` to
-    /// itself.
+    /// As RMSNorm's backward: each gradient norm-wise relative to the size of its terms.
     pub fn error(o: &HostOutput) -> f64 {
         let (mn, eps) = ((o.sizes.u32("M"), o.sizes.u32("N")), o.scalar("eps"));
         let inputs = (o.input("dy"), o.input("dr"), o.input("r"), o.input("gamma"));
-        let (dx, dgamma, size) = super::host::reference(inputs, mn, eps);
+        let want = super::host::reference(inputs, mn, eps);
         let got = |name| o.output(name).unwrap_or(&[]);
-        let dx_err = norm_error_relative_to(got("dx"), &dx, &size);
-        worst(dx_err, norm_relative_error(got("dgamma"), &dgamma))
+        worst(
+            norm_error_relative_to(got("dx"), &want.dx, &want.dx_size),
+            norm_error_relative_to(got("dgamma"), &want.dgamma, &want.dgamma_size),
+        )
     }
 }
 
@@ -220,7 +217,8 @@ mod tests {
         let mut draw = |len| rng.values(len, 1.0, 0.0);
         let (dy, dr, r) = (draw(m * n), draw(m * n), draw(m * n));
         let g: Vec<f32> = draw(n).iter().map(|v| v + 1.5).collect();
-        let (dx, dgamma, _) = reference((&dy, &dr, &r, &g), (m as u32, n as u32), eps);
+        let want = reference((&dy, &dr, &r, &g), (m as u32, n as u32), eps);
+        let (dx, dgamma) = (want.dx, want.dgamma);
         let wide = |v: &[f32]| v.iter().map(|&a| a as f64).collect::<Vec<_>>();
         let (dy, dr, r, g) = (wide(&dy), wide(&dr), wide(&r), wide(&g));
         let h = 1e-6;

@@ -1,6 +1,7 @@
 //! The column sums of the backward kernels' workspaces: `out[j] = Σ_i partial[i, j]` over the
-//! f32 rows the first kernel wrote (each block's per-thread accumulators), in a fixed order, so
-//! that a parameter's gradient (`dgamma`, `dbeta`) is the same bits on every run.
+//! f32 rows the first kernel wrote (a row of column sums per block, [`row_stride`] apart), in a
+//! fixed order, so that a parameter's gradient (`dgamma`, `dbeta`) is the same bits on every
+//! run.
 //!
 //! A block of 256 threads owns 128 columns of a chunk of rows: each warp walks every 8th row of
 //! the chunk, 4 columns per lane, and `block_reduce_x` over X0 adds the 8 warps' sums. One chunk
@@ -30,13 +31,13 @@ tile_distribution! {
 const COLUMN_SCRATCH: usize = 1024;
 
 /// `out[c, j] = Σ_i partial[i, j]` over the rows `i` of chunk `c` (`chunk` rows from `c · chunk`,
-/// the last chunk up to `rows`), 128 columns per block: block `b` takes column block
-/// `b mod ⌈n / 128⌉` of chunk `b / ⌈n / 128⌉`.
+/// the last chunk up to `rows`; rows of `partial` `stride` apart, of `out` `n`), 128 columns
+/// per block: block `b` takes column block `b mod ⌈n / 128⌉` of chunk `b / ⌈n / 128⌉`.
 #[inline(always)]
 fn column_sum<T: Real>(
     partial: Global<f32>,
     out: GlobalMut<T>,
-    (rows, n, chunk): (u32, u32, u32),
+    (rows, n, chunk, stride): (u32, u32, u32, u32),
     scratch: &SharedArray<u32, COLUMN_SCRATCH>,
 ) {
     let [step, cols] = ColumnSums::X_LENGTHS;
@@ -45,7 +46,7 @@ fn column_sum<T: Real>(
     let (row0, col0) = (c * chunk, (column_block * cols as u32) as i32);
     // Rows past the chunk's end (the last chunk's past `rows`) read as zeros.
     let end = (row0 + chunk).min(rows);
-    let pv = View2::<_, f32, 4>::new(partial, end, n, n);
+    let pv = View2::<_, f32, 4>::new(partial, end, n, stride);
     let mut w = make_tile_window::<ColumnSums, _>(pv, [row0 as i32, col0]);
     let mut acc = DistributedTensor::<ColumnSums, f32>::zeros();
     for _ in 0..chunk.div_ceil(step as u32) {
@@ -57,13 +58,27 @@ fn column_sum<T: Real>(
     make_tile_window::<ColumnSums, _>(ov, [c as i32, col0]).store(&sum.round_to::<T>());
 }
 
+/// The distance between two rows of a backward's workspace of `n` columns: `n` rounded up to 4
+/// floats, so that every row starts on 16 bytes (a block's row is a buffer of its own, which
+/// must).
+pub const fn row_stride(n: u32) -> u32 {
+    n.next_multiple_of(4)
+}
+
 macro_rules! column_sum_kernel {
     ($name:ident, $t:ty) => {
         #[doc = concat!("The column sums of a backward's workspace by chunks of rows, into `", stringify!($t), "`.")]
         #[tile_kernel(block = 256, distributions(ColumnSums))]
-        pub fn $name(partial: Global<f32>, out: GlobalMut<$t>, rows: u32, n: u32, chunk: u32) {
+        pub fn $name(
+            partial: Global<f32>,
+            out: GlobalMut<$t>,
+            rows: u32,
+            n: u32,
+            chunk: u32,
+            stride: u32,
+        ) {
             let scratch = shared!(u32; COLUMN_SCRATCH);
-            column_sum::<$t>(partial, out, (rows, n, chunk), &scratch);
+            column_sum::<$t>(partial, out, (rows, n, chunk, stride), &scratch);
         }
     };
 }
@@ -80,28 +95,29 @@ mod host {
     /// The column sum of one element type.
     pub trait ColumnSum: OpElement {
         /// Launches the kernel of this type: row `c` of `out` ← the sums of chunk `c` of
-        /// `rows` rows of `n` (chunks of `chunk` rows), `cfg` covering every chunk.
+        /// `rows` rows of `n`, `stride` apart (chunks of `chunk` rows), `cfg` covering every
+        /// chunk.
         fn launch_chunks(
             device: &Device,
             cfg: LaunchConfig,
             partial: &DeviceBuffer<f32>,
             out: &mut DeviceBuffer<Self>,
-            rows_n_chunk: (u32, u32, u32),
+            rows_n_chunk_stride: (u32, u32, u32, u32),
         ) -> Result<LaunchStats, LaunchError>;
 
-        /// `out[j]` ← the sum of column `j` of `rows` workspace rows of `n`: by chunks of
-        /// rows into a second f32 workspace, then their sums, where one launch would run
-        /// too few blocks ([`chunks`]).
+        /// `out[j]` ← the sum of column `j` of `rows` workspace rows of `n`, `stride` apart
+        /// ([`row_stride`]): by chunks of rows into a second f32 workspace, then their sums,
+        /// where one launch would run too few blocks ([`chunks`]).
         fn column_sum(
             device: &Device,
             partial: &DeviceBuffer<f32>,
             out: &mut DeviceBuffer<Self>,
-            rows: u32,
-            n: u32,
+            (rows, n, stride): (u32, u32, u32),
         ) -> Result<LaunchStats, LaunchError> {
             let (count, chunk) = chunks(rows, n);
             if count == 1 {
-                return Self::launch_chunks(device, config(n, 1), partial, out, (rows, n, rows));
+                let whole = (rows, n, rows, stride);
+                return Self::launch_chunks(device, config(n, 1), partial, out, whole);
             }
             let mut sums = take_partials(device, CHUNK_WORKSPACE, (count * n) as usize)?;
             let first = f32::launch_chunks(
@@ -109,11 +125,11 @@ mod host {
                 config(n, count),
                 partial,
                 &mut sums,
-                (rows, n, chunk),
+                (rows, n, chunk, stride),
             );
             let both = first.and_then(|mut stats| {
                 let second =
-                    Self::launch_chunks(device, config(n, 1), &sums, out, (count, n, count))?;
+                    Self::launch_chunks(device, config(n, 1), &sums, out, (count, n, count, n))?;
                 stats.add(&second);
                 stats.elapsed += second.elapsed;
                 Ok(stats)
@@ -129,9 +145,9 @@ mod host {
             cfg: LaunchConfig,
             p: &DeviceBuffer<f32>,
             o: &mut DeviceBuffer<f32>,
-            (rows, n, chunk): (u32, u32, u32),
+            (rows, n, chunk, stride): (u32, u32, u32, u32),
         ) -> Result<LaunchStats, LaunchError> {
-            ColumnSumF32::launch(d, cfg, p, o, rows, n, chunk)
+            ColumnSumF32::launch(d, cfg, p, o, rows, n, chunk, stride)
         }
     }
 
@@ -141,9 +157,9 @@ mod host {
             cfg: LaunchConfig,
             p: &DeviceBuffer<f32>,
             o: &mut DeviceBuffer<Bf16>,
-            (rows, n, chunk): (u32, u32, u32),
+            (rows, n, chunk, stride): (u32, u32, u32, u32),
         ) -> Result<LaunchStats, LaunchError> {
-            ColumnSumBf16::launch(d, cfg, p, o, rows, n, chunk)
+            ColumnSumBf16::launch(d, cfg, p, o, rows, n, chunk, stride)
         }
     }
 
@@ -169,16 +185,26 @@ mod host {
         (rows.div_ceil(chunk).max(1), chunk)
     }
 
-    /// The most blocks of a backward's first kernel: 4 per SM of an H100, so that the workspace
-    /// stays a few percent of the traffic (`4 · 132 · rows per tile` rows of N) while every SM
-    /// has work.
-    pub const MAX_BLOCKS: u32 = 528;
+    /// The most threads of a backward's first kernel: 4 blocks of 256 on each SM of an H100,
+    /// so that every SM has work in blocks of any size.
+    pub const MAX_THREADS: u32 = 528 * 256;
 
-    /// `(blocks, workspace rows)` of a backward's first kernel over `m` rows in tiles of `rows`,
-    /// at most `max_blocks` blocks ([`MAX_BLOCKS`] but in tests).
-    pub fn grid(m: u32, rows: u32, max_blocks: u32) -> (u32, u32) {
-        let blocks = m.div_ceil(rows).clamp(1, max_blocks.max(1));
-        (blocks, blocks * rows)
+    /// Row tiles a block walks at least where the rows allow: each block writes a workspace
+    /// row of N f32 that the column sum reads back. At 4096 rows of 4096 bf16 in one-row
+    /// tiles, 256 blocks move 8 MB of workspace beside RMSNorm's 101 MB; 512 blocks were 5–9 %
+    /// slower, 1056 more so.
+    pub const MIN_TILES_PER_BLOCK: u32 = 16;
+
+    /// Blocks of `threads` of a backward's first kernel over `m` rows in tiles of `rows`, at
+    /// most `max_blocks` where given (the tests, so that blocks walk several row tiles), else
+    /// [`MAX_THREADS`]' worth and one per [`MIN_TILES_PER_BLOCK`] row tiles; each writes one
+    /// workspace row.
+    pub fn grid(m: u32, (rows, threads): (u32, u32), max_blocks: Option<u32>) -> u32 {
+        let tiles = m.div_ceil(rows);
+        let most = max_blocks.unwrap_or_else(|| {
+            (MAX_THREADS / threads.max(1)).min(tiles.div_ceil(MIN_TILES_PER_BLOCK))
+        });
+        tiles.clamp(1, most.max(1))
     }
 
     /// The device's workspace `name` of at least `len` f32 (kept between launches: give it back
@@ -202,13 +228,31 @@ mod host {
     }
 }
 #[cfg(not(target_arch = "nvptx64"))]
-pub use host::{chunks, grid, take_partials, ColumnSum, MAX_BLOCKS, TARGET_BLOCKS};
+pub use host::{
+    chunks, grid, take_partials, ColumnSum, MAX_THREADS, MIN_TILES_PER_BLOCK, TARGET_BLOCKS,
+};
 
 #[cfg(test)]
 mod tests {
-    use super::{chunks, ColumnSum};
+    use super::{chunks, grid, row_stride, ColumnSum};
     use ck_core::device::Bf16;
     use ck_core::host::{Device, DeviceBuffer};
+
+    /// 4 blocks of 256 threads per SM of an H100 (132 SMs), in blocks of any size, each with
+    /// at least 16 row tiles where there are enough; never more blocks than row tiles, never
+    /// none.
+    #[test]
+    fn the_grid_of_a_backward() {
+        assert_eq!(grid(65536, (1, 256), None), 4 * 132);
+        assert_eq!(grid(65536, (1, 32), None), 65536 / 16);
+        assert_eq!(grid(1 << 20, (1, 32), None), 8 * 4 * 132);
+        assert_eq!(grid(65536, (4, 128), None), 65536 / 4 / 16);
+        assert_eq!(grid(4096, (1, 128), None), 4096 / 16);
+        assert_eq!(grid(100, (1, 32), None), 7);
+        assert_eq!(grid(10, (4, 128), None), 1);
+        assert_eq!(grid(0, (1, 32), None), 1);
+        assert_eq!(grid(100, (1, 32), Some(2)), 2);
+    }
 
     #[test]
     fn the_cut_into_chunks() {
@@ -227,19 +271,27 @@ mod tests {
     }
 
     /// Small integers, whose f32 sums are exact in any order: every column's sum, through one
-    /// launch and through chunks, f32 and bf16.
+    /// launch and through chunks, f32 and bf16, rows `row_stride(n)` apart (the padding NaN,
+    /// which no sum may read).
     #[test]
     fn sums_by_chunks_are_the_column_sums() {
         let device = Device::emulator();
-        for (rows, n) in [(8u32, 200u32), (300, 130), (1000, 64)] {
+        for (rows, n) in [(8u32, 200u32), (300, 130), (1000, 64), (40, 7)] {
             let value = |i: u32, j: u32| ((i * 7 + j * 3) % 11) as f32 - 5.0;
-            let partial: Vec<f32> = (0..rows * n).map(|k| value(k / n, k % n)).collect();
+            let stride = row_stride(n);
+            let at = |k: u32| (k / stride, k % stride);
+            let partial: Vec<f32> = (0..rows * stride)
+                .map(|k| match at(k) {
+                    (i, j) if j < n => value(i, j),
+                    _ => f32::NAN,
+                })
+                .collect();
             let want: Vec<f32> = (0..n)
                 .map(|j| (0..rows).map(|i| value(i, j)).sum())
                 .collect();
             let p = DeviceBuffer::from_slice(&device, &partial).unwrap();
             let mut out = DeviceBuffer::from_slice(&device, &vec![f32::NAN; n as usize]).unwrap();
-            f32::column_sum(&device, &p, &mut out, rows, n).unwrap();
+            f32::column_sum(&device, &p, &mut out, (rows, n, stride)).unwrap();
             assert_eq!(
                 out.to_vec().unwrap(),
                 want,
@@ -248,7 +300,7 @@ mod tests {
             );
             let mut out =
                 DeviceBuffer::from_slice(&device, &vec![Bf16(0x7fc0); n as usize]).unwrap();
-            Bf16::column_sum(&device, &p, &mut out, rows, n).unwrap();
+            Bf16::column_sum(&device, &p, &mut out, (rows, n, stride)).unwrap();
             let got: Vec<f32> = out.to_vec().unwrap().iter().map(|x| x.to_f32()).collect();
             let rounded: Vec<f32> = want.iter().map(|&x| Bf16::from_f32(x).to_f32()).collect();
             assert_eq!(got, rounded, "bf16 {rows} x {n}");

@@ -100,7 +100,7 @@ pub const fn eps(default: f32) -> Scalar {
 pub const DTYPES: &[Dtype] = &[Dtype::F32, Dtype::Bf16];
 
 /// `ck run OP-DTYPE --n N`: 257 rows of N; `ck cross-check`: rows of 1, 1000, 4099, 9000 and
-/// of each tile's exact width (1024 and 8192: bf16 takes the unpadded kernels there).
+/// of each tile's exact width (1024, 4096 and 8192: bf16 takes the unpadded kernels there).
 pub fn cases(n: Option<u32>) -> Vec<Sizes> {
     let shape = |m: usize, n: usize| Sizes::rows(&[m]).with("N", n);
     match n {
@@ -111,6 +111,7 @@ pub fn cases(n: Option<u32>) -> Vec<Sizes> {
             (65, 4099),
             (2, 9000),
             (11, 1024),
+            (3, 4096),
             (2, 8192),
         ]
         .map(|(m, n)| shape(m, n))

@@ -8,34 +8,38 @@
 //! ```
 //!
 //! f32 or bf16 in and out (the statistics f32), f32 arithmetic, any M × N; deterministic, as
-//! [`crate::rows::rmsnorm_bwd`]: a grid of at most [`crate::rows::column_sum::MAX_BLOCKS`] blocks walks the forward's row
-//! tiles, each thread keeping its columns' `dy · x̂` and `dy` in registers (rows past 8192,
-//! the `_long` kernels: in the block's workspace rows), then [`crate::rows::column_sum`] adds
-//! the blocks' rows in a fixed order.
-//!
-//! A row's statistics reach every thread of the row through the reduction itself: `mean` and
-//! `rstd` are read as `[M, 1]` columns (the other columns read as 0) and summed over the row,
-//! the same `block_reduce_x` that then reduces the pair `(g·dy, g·dy·x̂)`.
+//! [`crate::rows::rmsnorm_bwd`]: a grid of at most [`crate::rows::column_sum::MAX_THREADS`]
+//! threads walks [`crate::rows::plan`]'s backward tiles, each thread summing its columns' `dy ·
+//! x̂` and `dy` down the tile's rows into one register per column (rows past 8192, the `_long`
+//! kernels: into the block's workspace row), then [`crate::rows::column_sum`] adds the blocks'
+//! rows in a fixed order. A row's statistics reach every thread of the row through the tile's
+//! rows distribution (one register per row, replicated over the row's threads).
 
+use crate::rows::column_sum::row_stride;
 use crate::rows::plan::*;
 use ck_core::device::*;
 #[cfg(not(target_arch = "nvptx64"))]
 use ck_core::host::DeviceBuffer;
-use ck_core::tile::{block_reduce_x, make_tile_window, DistributedTensor, View2};
+use ck_core::tile::{
+    block_reduce_x, broadcast_x, make_tile_window, reduce_x_in_warp, DistributedTensor, View1,
+    View2,
+};
 use ck_core::TileDistribution;
 use ck_macros::tile_kernel;
 
-/// Scratch for the pair reductions: `BLOCK_SIZE` (≤ 256) × 2 words.
-const SCRATCH: usize = 512;
+/// Scratch for the pair reductions: `BLOCK_SIZE · rows per thread · 2` words (at most 256 · 4
+/// · 2).
+const SCRATCH: usize = 2048;
 
 #[inline(always)]
 fn add_pair(a: (f32, f32), b: (f32, f32)) -> (f32, f32) {
     (a.0 + b.0, a.1 + b.1)
 }
 
-/// The shared body of every configuration of the first kernel.
+/// The shared body of every configuration of the first kernel: `D` the tile, `C` its columns
+/// (reduced over X0), `R` its rows (reduced over X1).
 #[inline(always)]
-fn layernorm_bwd_tile<D, T, const VEC: usize, const PAD: bool, const LONG: bool>(
+fn layernorm_bwd_tile<D, C, R, T, const VEC: usize, const PAD: bool, const LONG: bool>(
     (dy, x, gamma): (Global<T>, Global<T>, Global<T>),
     (mean, rstd): (Global<f32>, Global<f32>),
     (dx, part_g, part_b): (GlobalMut<T>, GlobalMut<f32>, GlobalMut<f32>),
@@ -43,6 +47,8 @@ fn layernorm_bwd_tile<D, T, const VEC: usize, const PAD: bool, const LONG: bool>
     scratch: &SharedArray<u32, SCRATCH>,
 ) where
     D: TileDistribution<X = [i32; 2]>,
+    C: TileDistribution<X = [i32; 1]>,
+    R: TileDistribution<X = [i32; 1]>,
     T: Real,
 {
     let [rows, cols] = D::X_LENGTHS;
@@ -68,38 +74,34 @@ fn layernorm_bwd_tile<D, T, const VEC: usize, const PAD: bool, const LONG: bool>
     let mut wx = make_tile_window::<D, _>(View2::<_, T, VEC>::new(x, m, n, n), [0, 0]);
     let mut wdy = make_tile_window::<D, _>(View2::<_, T, VEC>::new(dy, m, n, n), [0, 0]);
     let mut wdx = make_tile_window::<D, _>(View2::<_, T, VEC>::new(dx, m, n, n), [0, 0]);
-    let mut wg =
-        make_tile_window::<D, _>(View2::<_, T, VEC>::new(gamma, rows as u32, n, 0), [0, 0]);
-    let mut wm = make_tile_window::<D, _>(View2::<_, f32, 1>::new(mean, m, 1, 1), [0, 0]);
-    let mut wr = make_tile_window::<D, _>(View2::<_, f32, 1>::new(rstd, m, 1, 1), [0, 0]);
-    // This block's rows of the two workspaces: row `block · rows + r` for row `r` of a tile.
-    let part_row = (block * rows as u32) as i32;
-    let parts = grid * rows as u32;
-    let mut wpg =
-        make_tile_window::<D, _>(View2::<_, f32, 4>::new(part_g, parts, n, n), [part_row, 0]);
-    let mut wpb =
-        make_tile_window::<D, _>(View2::<_, f32, 4>::new(part_b, parts, n, n), [part_row, 0]);
-    let mut acc_g = DistributedTensor::<D, f32>::zeros();
-    let mut acc_b = DistributedTensor::<D, f32>::zeros();
+    let mut wg = make_tile_window::<C, _>(View1::<_, T, VEC>::new(gamma, n), [0]);
+    let mut wm = make_tile_window::<R, _>(View1::<_, f32, 1>::new(mean, m), [0]);
+    let mut wr = make_tile_window::<R, _>(View1::<_, f32, 1>::new(rstd, m), [0]);
+    // This block's row of the two workspaces.
+    let at = block * row_stride(n);
+    let mut wpg = make_tile_window::<C, _>(View1::<_, f32, 4>::new(part_g.slice(at, n), n), [0]);
+    let mut wpb = make_tile_window::<C, _>(View1::<_, f32, 4>::new(part_b.slice(at, n), n), [0]);
+    let down_rows =
+        |t: &DistributedTensor<D, f32>| reduce_x_in_warp::<D, C, f32, 0>(t, |a, b| a + b);
+    let mut acc_g = DistributedTensor::<C, f32>::zeros();
+    let mut acc_b = DistributedTensor::<C, f32>::zeros();
     let mut t = block;
     while t < row_tiles {
         let row0 = (t * rows as u32) as i32;
-        // (mean, rstd) in every register of the row: column 0 holds them, the others 0.
-        wm.set_origin([row0, 0]);
-        wr.set_origin([row0, 0]);
-        let column = wm.load::<f32>().zip_map(&wr.load::<f32>(), |a, b| (a, b));
-        let stats = block_reduce_x::<D, (f32, f32), 1, SCRATCH>(&column, add_pair, scratch);
+        wm.set_origin([row0]);
+        wr.set_origin([row0]);
+        let rows_stats = wm.load::<f32>().zip_map(&wr.load::<f32>(), |a, b| (a, b));
+        let stats = broadcast_x::<D, R, (f32, f32), 1>(&rows_stats);
         let mut acc = DistributedTensor::<D, (f32, f32)>::zeros();
         for c in 0..tiles {
             wx.set_origin([row0, c * cols]);
             wdy.set_origin([row0, c * cols]);
-            wg.set_origin([0, c * cols]);
+            wg.set_origin([c * cols]);
             let xhat = wx
                 .load::<T>()
                 .zip_map(&stats, |v, (mu, r)| (v.to_f32() - mu) * r);
-            let gdy = wdy
-                .load::<T>()
-                .zip_map(&wg.load::<T>(), |d, g| d.to_f32() * g.to_f32());
+            let g = broadcast_x::<D, C, f32, 0>(&wg.load::<T>().map(T::to_f32));
+            let gdy = wdy.load::<T>().zip_map(&g, |d, g| d.to_f32() * g);
             acc = acc.zip_map(&gdy.zip_map(&xhat, |d, h| (d, d * h)), add_pair);
         }
         let sums = block_reduce_x::<D, (f32, f32), 1, SCRATCH>(&acc, add_pair, scratch);
@@ -108,32 +110,34 @@ fn layernorm_bwd_tile<D, T, const VEC: usize, const PAD: bool, const LONG: bool>
             wx.set_origin([row0, c * cols]);
             wdy.set_origin([row0, c * cols]);
             wdx.set_origin([row0, c * cols]);
-            wg.set_origin([0, c * cols]);
+            wg.set_origin([c * cols]);
             let xhat = wx
                 .load::<T>()
                 .zip_map(&stats, |v, (mu, r)| (v.to_f32() - mu) * r);
             let dyf = wdy.load::<T>().map(T::to_f32);
-            let gdy = dyf.zip_map(&wg.load::<T>(), |d, g| d * g.to_f32());
+            let g = broadcast_x::<D, C, f32, 0>(&wg.load::<T>().map(T::to_f32));
+            let gdy = dyf.zip_map(&g, |d, g| d * g);
             let k = sums.zip_map(&stats, |(s1, s2), (_, r)| (s1 * inv_n, s2 * inv_n, r));
             let out = gdy
                 .zip_map(&xhat, |d, h| (d, h))
                 .zip_map(&k, |(d, h), (c1, c2, r)| r * (d - c1 - h * c2))
                 .round_to::<T>();
             wdx.store(&out);
-            let g_part = dyf.zip_map(&xhat, |d, h| d * h);
+            let g_part = down_rows(&dyf.zip_map(&xhat, |d, h| d * h));
+            let b_part = down_rows(&dyf);
             if !LONG {
                 acc_g = acc_g.zip_map(&g_part, |a, b| a + b);
-                acc_b = acc_b.zip_map(&dyf, |a, b| a + b);
+                acc_b = acc_b.zip_map(&b_part, |a, b| a + b);
                 continue;
             }
-            wpg.set_origin([part_row, c * cols]);
-            wpb.set_origin([part_row, c * cols]);
+            wpg.set_origin([c * cols]);
+            wpb.set_origin([c * cols]);
             if t == block {
                 wpg.store(&g_part);
-                wpb.store(&dyf);
+                wpb.store(&b_part);
             } else {
                 wpg.store(&wpg.load::<f32>().zip_map(&g_part, |a, b| a + b));
-                wpb.store(&wpb.load::<f32>().zip_map(&dyf, |a, b| a + b));
+                wpb.store(&wpb.load::<f32>().zip_map(&b_part, |a, b| a + b));
             }
         }
         t += grid;
@@ -142,20 +146,21 @@ fn layernorm_bwd_tile<D, T, const VEC: usize, const PAD: bool, const LONG: bool>
         wpg.store(&acc_g);
         wpb.store(&acc_b);
     } else if block >= row_tiles {
-        // A block with no row tile still owns its workspace rows: they sum nothing.
+        // A block with no row tile still owns its workspace row: it sums nothing.
         for c in 0..tiles {
-            wpg.set_origin([part_row, c * cols]);
-            wpb.set_origin([part_row, c * cols]);
-            wpg.store(&DistributedTensor::<D, f32>::zeros());
-            wpb.store(&DistributedTensor::<D, f32>::zeros());
+            wpg.set_origin([c * cols]);
+            wpb.set_origin([c * cols]);
+            wpg.store(&DistributedTensor::<C, f32>::zeros());
+            wpb.store(&DistributedTensor::<C, f32>::zeros());
         }
     }
 }
 
 macro_rules! layernorm_bwd_kernel {
-    ($name:ident, $dist:ident, $t:ty, $vec:literal, $block:literal, $pad:literal, $long:literal) => {
+    ($name:ident, $dist:ident, $cols:ident, $rows:ident, $t:ty, $vec:literal, $block:literal, $pad:literal, $long:literal
+     $(, min_blocks_per_sm = $mb:literal)?) => {
         #[doc = concat!("LayerNorm backward with `", stringify!($dist), "` tiles, `", stringify!($t), "` in and out.")]
-        #[tile_kernel(block = $block, distributions($dist))]
+        #[tile_kernel(block = $block, $(min_blocks_per_sm = $mb,)? distributions($dist, $cols, $rows))]
         #[allow(clippy::too_many_arguments)]
         pub fn $name(
             dy: Global<$t>,
@@ -170,7 +175,7 @@ macro_rules! layernorm_bwd_kernel {
             n: u32,
         ) {
             let scratch = shared!(u32; SCRATCH);
-            layernorm_bwd_tile::<$dist, $t, $vec, $pad, $long>(
+            layernorm_bwd_tile::<$dist, $cols, $rows, $t, $vec, $pad, $long>(
                 (dy, x, gamma),
                 (mean, rstd),
                 (dx, part_g, part_b),
@@ -196,20 +201,21 @@ instances! {
         n: u32,
     ),
     f32 {
-        Rows Padded => layernorm_bwd_f32_rows / LayernormBwdF32Rows (RowsF32, f32, 4, 256, true, false),
-        Row4096 Padded => layernorm_bwd_f32_c4096 / LayernormBwdF32C4096 (RowF32x4096, f32, 4, 128, true, false),
-        Row8192 Padded => layernorm_bwd_f32_c8192 / LayernormBwdF32C8192 (RowF32x8192, f32, 4, 256, true, false),
-        Row8192 Long => layernorm_bwd_f32_long / LayernormBwdF32Long (RowF32x8192, f32, 4, 256, true, true),
+        Rows Padded => layernorm_bwd_f32_rows / LayernormBwdF32Rows (BwdRowsF32, BwdRowsF32Cols, BwdRowsF32Rows, f32, 4, 32, true, false),
+        Row4096 Padded => layernorm_bwd_f32_c4096 / LayernormBwdF32C4096 (BwdRowF32x4096, BwdRowF32x4096Cols, BwdRowF32x4096Rows, f32, 4, 128, true, false),
+        Row8192 Padded => layernorm_bwd_f32_c8192 / LayernormBwdF32C8192 (BwdRowF32x8192, BwdRowF32x8192Cols, BwdRowF32x8192Rows, f32, 4, 256, true, false),
+        Row8192 Long => layernorm_bwd_f32_long / LayernormBwdF32Long (BwdRowF32x8192, BwdRowF32x8192Cols, BwdRowF32x8192Rows, f32, 4, 256, true, true),
     }
     Bf16 {
-        Rows Padded => layernorm_bwd_bf16_rows / LayernormBwdBf16Rows (RowsBf16, Bf16, 8, 256, true, false),
-        Row4096 Padded => layernorm_bwd_bf16_c4096 / LayernormBwdBf16C4096 (RowBf16x4096, Bf16, 8, 128, true, false),
-        Row8192 Padded => layernorm_bwd_bf16_c8192 / LayernormBwdBf16C8192 (RowBf16x8192, Bf16, 8, 256, true, false),
-        Row8192 Long => layernorm_bwd_bf16_long / LayernormBwdBf16Long (RowBf16x8192, Bf16, 8, 256, true, true),
+        // Four blocks per SM: at 131 registers (three blocks) the rows' tile lost 12 %.
+        Rows Padded => layernorm_bwd_bf16_rows / LayernormBwdBf16Rows (BwdRowsBf16x4, BwdRowsBf16x4Cols, BwdRowsBf16x4Rows, Bf16, 8, 128, true, false, min_blocks_per_sm = 4),
+        Row4096 Padded => layernorm_bwd_bf16_c4096 / LayernormBwdBf16C4096 (BwdRowBf16x4096, BwdRowBf16x4096Cols, BwdRowBf16x4096Rows, Bf16, 8, 128, true, false),
+        Row8192 Padded => layernorm_bwd_bf16_c8192 / LayernormBwdBf16C8192 (BwdRowBf16x8192, BwdRowBf16x8192Cols, BwdRowBf16x8192Rows, Bf16, 8, 256, true, false),
+        Row8192 Long => layernorm_bwd_bf16_long / LayernormBwdBf16Long (BwdRowBf16x8192, BwdRowBf16x8192Cols, BwdRowBf16x8192Rows, Bf16, 8, 256, true, true),
         // Rows exactly the tile's width: no padding.
-        Rows Full => layernorm_bwd_bf16_rows_full / LayernormBwdBf16RowsFull (RowsBf16, Bf16, 8, 256, false, false),
-        Row4096 Full => layernorm_bwd_bf16_c4096_full / LayernormBwdBf16C4096Full (RowBf16x4096, Bf16, 8, 128, false, false),
-        Row8192 Full => layernorm_bwd_bf16_c8192_full / LayernormBwdBf16C8192Full (RowBf16x8192, Bf16, 8, 256, false, false),
+        Rows Full => layernorm_bwd_bf16_rows_full / LayernormBwdBf16RowsFull (BwdRowsBf16x4, BwdRowsBf16x4Cols, BwdRowsBf16x4Rows, Bf16, 8, 128, false, false, min_blocks_per_sm = 4),
+        Row4096 Full => layernorm_bwd_bf16_c4096_full / LayernormBwdBf16C4096Full (BwdRowBf16x4096, BwdRowBf16x4096Cols, BwdRowBf16x4096Rows, Bf16, 8, 128, false, false),
+        Row8192 Full => layernorm_bwd_bf16_c8192_full / LayernormBwdBf16C8192Full (BwdRowBf16x8192, BwdRowBf16x8192Cols, BwdRowBf16x8192Rows, Bf16, 8, 256, false, false),
     }
 }
 
@@ -217,7 +223,7 @@ instances! {
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod host {
     use super::*;
-    use crate::rows::column_sum::{grid, take_partials, ColumnSum, MAX_BLOCKS};
+    use crate::rows::column_sum::{grid, take_partials, ColumnSum};
     use ck_core::host::{Device, LaunchConfig, LaunchError, LaunchStats};
 
     /// The device's workspaces of the first kernel's column sums (kept between launches).
@@ -250,21 +256,20 @@ pub mod host {
         t: Tensors<'_, T>,
         problem: (u32, u32),
     ) -> Result<LaunchStats, LaunchError> {
-        launch_with_blocks(device, t, problem, MAX_BLOCKS)
+        launch_with_blocks(device, t, problem, None)
     }
 
-    /// [`launch`] with at most `max_blocks` blocks in the first kernel (the tests use few, so
-    /// that small problems walk several row tiles per block).
+    /// [`launch`] with at most `max_blocks` blocks in the first kernel where given (the tests
+    /// use few, so that small problems walk several row tiles per block).
     pub fn launch_with_blocks<T: Kernels + ColumnSum>(
         device: &Device,
         t: Tensors<'_, T>,
         (m, n): (u32, u32),
-        max_blocks: u32,
+        max_blocks: Option<u32>,
     ) -> Result<LaunchStats, LaunchError> {
-        let instance = Instance::pick(n, T::DTYPE, T::INSTANCES);
-        let (rows, threads) = instance.tile.shape(T::DTYPE);
-        let (blocks, part_rows) = grid(m, rows, max_blocks);
-        let len = part_rows as usize * n as usize;
+        let (instance, (rows, threads)) = T::pick(n)?;
+        let (blocks, stride) = (grid(m, (rows, threads), max_blocks), row_stride(n));
+        let len = (blocks * stride) as usize;
         let (mut pg, mut pb) = (
             take_partials(device, WORKSPACES[0], len)?,
             take_partials(device, WORKSPACES[1], len)?,
@@ -275,7 +280,7 @@ pub mod host {
                 instance, device, cfg, t.dy, t.x, t.gamma, t.mean, t.rstd, t.dx, pg, pb, m, n,
             )?;
             for (part, out) in [(&*pg, t.dgamma), (&*pb, t.dbeta)] {
-                let sum = T::column_sum(device, part, out, part_rows, n)?;
+                let sum = T::column_sum(device, part, out, (blocks, n, stride))?;
                 stats.add(&sum); // every launch's counters and time
                 stats.elapsed += sum.elapsed;
             }
@@ -449,7 +454,7 @@ mod tests {
                 dgamma: &mut dgamma,
                 dbeta: &mut dbeta,
             };
-            launch_with_blocks(&device, t, (m as u32, n as u32), 2).unwrap();
+            launch_with_blocks(&device, t, (m as u32, n as u32), Some(2)).unwrap();
             let shapes = [vec![m, n], vec![m, n], vec![n], vec![m], vec![m]];
             let mut call = HostCall::new(&super::OP);
             for ((p, v), shape) in super::OP.inputs().zip(&inputs).zip(&shapes) {

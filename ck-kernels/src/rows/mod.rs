@@ -3,11 +3,11 @@
 //!
 //! | file | what |
 //! |---|---|
-//! | [`plan`] | the tile plan: how a block covers rows of N columns, which tile a row length gets ([`plan::RowTile::for_columns`]), the instance table ([`plan::Instance`]) |
+//! | [`plan`] | the tile plan: how a block covers rows of N columns (the forward's tiles and the backward's), which tile a row length gets ([`plan::RowTile::for_columns`]), the instance table ([`plan::Instance`]) |
 //! | [`describe`] | what the operators' descriptions share (`x`, `gamma`, `y`, `eps`, the checked shapes) |
 //! | [`column_sum`] | `column_sum_*`: the backward kernels' workspace columns summed in a fixed order (`dgamma`, `dbeta`) |
 //! | [`rmsnorm`] | `rmsnorm_{f32,bf16}_*`: `y = x · rsqrt(mean(x²) + eps) · gamma` |
-//! | [`rmsnorm_bwd`] | `rmsnorm_bwd_{f32,bf16}_*`: `dx` and `dgamma` (per-block column sums, then [`column_sum`]) |
+//! | [`rmsnorm_bwd`] | `rmsnorm_bwd_{f32,bf16}_*`: `dx` and `dgamma` (a workspace row of column sums per block, then [`column_sum`]) |
 //! | [`add_rmsnorm`] | `add_rmsnorm_{f32,bf16}_*`: `r = x + residual` written out, `y = rmsnorm(r) · gamma` |
 //! | [`add_rmsnorm_bwd`] | `add_rmsnorm_bwd_{f32,bf16}_*`: [`rmsnorm_bwd`]'s kernel of `r` with the incoming `dr` added to `dx` |
 //! | [`layernorm`] | `layernorm_{f32,bf16}_*`: LayerNorm on shifted data, optionally each row's mean and rstd |

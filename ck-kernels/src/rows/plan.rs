@@ -5,6 +5,10 @@
 //! row of 4096 per block of 128 threads; larger → one row of 8192 per block of 256 threads, the
 //! kernel looping over column tiles when N > 8192. Every thread keeps 4–8 independent 16-byte
 //! loads in flight; columns past N are padding (read as 0, never written).
+//!
+//! The backward kernels with parameter gradients have tiles of their own for the same three
+//! ranges of N (`Bwd*`, see `backward_tile!`): a thread holds whole rows of its columns, so
+//! that its column sums take one register per column instead of one per element.
 
 pub(crate) use crate::op::Dtype;
 use ck_core::TileDistribution;
@@ -70,6 +74,66 @@ tile_distribution! {
         y: [m.one, n.repeat, n.vec],
     }
 }
+
+/// The backward's tiles: a thread holds `rows` whole rows of its columns as registers (no warp
+/// splits the rows), so the per-column sums of `dgamma` (and `dbeta`) collect in the thread
+/// before they reach a register of their own: one accumulator per column the thread owns, where
+/// the forward's tiles (a warp per row) would need one per element. Each tile comes with its
+/// columns (`cols`: the tile reduced over X0, spec §4.4: the accumulators and gamma) and its
+/// rows (`rows`: reduced over X1: one register per row, replicated over the row's threads; the
+/// forward's statistics).
+///
+/// For example `BwdRowsBf16`: 4 rows × 1024 in 128 threads, each thread 8 consecutive columns
+/// of every row (32 values, four 16-byte loads per input), so 8 accumulators instead of the 32
+/// of `RowsBf16`'s warp per row.
+macro_rules! backward_tile {
+    ($doc:literal $tile:ident, $cols:ident, $rows:ident: block $block:literal,
+     rows $r:literal, n [repeat $rep:literal, warp $w:literal, vec $v:literal]) => {
+        tile_distribution! {
+            #[doc = $doc]
+            pub struct $tile {
+                warp_size: 32, block_size: $block,
+                h: { m: [repeat: $r], n: [repeat: $rep, warp: $w, lane: 32, vec: $v] },
+                p: [[n.warp], [n.lane]],
+                y: [m.repeat, n.repeat, n.vec],
+            }
+        }
+        tile_distribution! {
+            #[doc = concat!("The columns of `", stringify!($tile), "` (reduced over X0).")]
+            pub struct $cols {
+                warp_size: 32, block_size: $block,
+                h: { n: [repeat: $rep, warp: $w, lane: 32, vec: $v] },
+                p: [[n.warp], [n.lane]],
+                y: [n.repeat, n.vec],
+            }
+        }
+        tile_distribution! {
+            #[doc = concat!("The rows of `", stringify!($tile), "` (reduced over X1).")]
+            pub struct $rows {
+                warp_size: 32, block_size: $block,
+                r: [warp: $w, lane: 32],
+                h: { m: [repeat: $r] },
+                p: [[r.warp], [r.lane]],
+                y: [m.repeat],
+            }
+        }
+    };
+}
+
+backward_tile! { "f32 backward, 1 row × 1024 in one warp (32 values per lane): no barrier per row tile, and one-warp blocks fill an SM where 256 threads of 210 registers fit once."
+BwdRowsF32, BwdRowsF32Cols, BwdRowsF32Rows: block 32, rows 1, n [repeat 8, warp 1, vec 4] }
+backward_tile! { "f32 backward, 1 row × 4096 in 128 threads (32 values each)."
+BwdRowF32x4096, BwdRowF32x4096Cols, BwdRowF32x4096Rows: block 128, rows 1, n [repeat 8, warp 4, vec 4] }
+backward_tile! { "f32 backward, 1 row × 8192 in 256 threads (32 values each)."
+BwdRowF32x8192, BwdRowF32x8192Cols, BwdRowF32x8192Rows: block 256, rows 1, n [repeat 8, warp 8, vec 4] }
+backward_tile! { "bf16 backward, 1 row × 1024 in one warp (32 values per lane), as `BwdRowsF32`."
+BwdRowsBf16, BwdRowsBf16Cols, BwdRowsBf16Rows: block 32, rows 1, n [repeat 4, warp 1, vec 8] }
+backward_tile! { "bf16 backward, 4 rows × 1024 in 128 threads (32 values each, 8 column sums): LayerNorm's, whose two column sums per element made the one-row tiles' registers the limit."
+BwdRowsBf16x4, BwdRowsBf16x4Cols, BwdRowsBf16x4Rows: block 128, rows 4, n [repeat 1, warp 4, vec 8] }
+backward_tile! { "bf16 backward, 1 row × 4096 in 128 threads (32 values each)."
+BwdRowBf16x4096, BwdRowBf16x4096Cols, BwdRowBf16x4096Rows: block 128, rows 1, n [repeat 4, warp 4, vec 8] }
+backward_tile! { "bf16 backward, 1 row × 8192 in 256 threads (32 values each)."
+BwdRowBf16x8192, BwdRowBf16x8192Cols, BwdRowBf16x8192Rows: block 256, rows 1, n [repeat 4, warp 8, vec 8] }
 
 /// Which tile a row length gets (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -205,6 +269,25 @@ macro_rules! instances {
         pub trait Kernels: $crate::op::OpElement {
             /// The instances compiled for this type.
             const INSTANCES: &'static [$crate::rows::plan::Instance];
+            /// `(rows, threads)` of `instance`'s tile (its distribution's first X length and
+            /// block size), `None` where it is not one of [`Kernels::INSTANCES`].
+            fn shape(instance: $crate::rows::plan::Instance) -> Option<(u32, u32)>;
+            /// The instance for rows of `n` ([`Instance::pick`]) and its `(rows, threads)`.
+            fn pick(
+                n: u32,
+            ) -> Result<
+                ($crate::rows::plan::Instance, (u32, u32)),
+                ::ck_core::host::LaunchError,
+            > {
+                let instance = $crate::rows::plan::Instance::pick(n, Self::DTYPE, Self::INSTANCES);
+                let shape = Self::shape(instance).ok_or_else(|| {
+                    ::ck_core::host::LaunchError::invalid(
+                        ::ck_core::rules::INTERNAL,
+                        format!("no {:?} kernel for {instance:?}", Self::DTYPE),
+                    )
+                })?;
+                Ok((instance, shape))
+            }
             /// Launches `instance` (one of [`Kernels::INSTANCES`]) with `cfg`.
             #[allow(clippy::too_many_arguments)]
             fn launch_instance(
@@ -229,9 +312,9 @@ macro_rules! instances {
     // The parameters and the call's arguments arrive as one token tree each (and the instance's
     // name with them, for hygiene), so that they can be repeated per element type and instance.
     (@types $declare:ident, $instance:ident, $params:tt, $args:tt, $($t:ty {
-        $($tile:ident $variant:ident => $name:ident / $launcher:ident ($($kernel:tt)*)),* $(,)?
+        $($tile:ident $variant:ident => $name:ident / $launcher:ident ($dist:ident, $($kernel:tt)*)),* $(,)?
     })*) => {
-        $($($declare!($name, $($kernel)*);)*)*
+        $($($declare!($name, $dist, $($kernel)*);)*)*
 
         $(
             #[cfg(not(target_arch = "nvptx64"))]
@@ -242,6 +325,18 @@ macro_rules! instances {
                         variant: $crate::rows::plan::Variant::$variant,
                     }
                 ),*];
+
+                fn shape(instance: $crate::rows::plan::Instance) -> Option<(u32, u32)> {
+                    use $crate::rows::plan::{RowTile, Variant};
+                    match (instance.tile, instance.variant) {
+                        $((RowTile::$tile, Variant::$variant) =>
+                            Some((
+                                <$dist as ::ck_core::TileDistribution>::X_LENGTHS[0] as u32,
+                                <$dist as ::ck_core::TileDistribution>::BLOCK_SIZE,
+                            )),)*
+                        _ => None,
+                    }
+                }
 
                 #[allow(clippy::too_many_arguments)]
                 fn launch_instance $params

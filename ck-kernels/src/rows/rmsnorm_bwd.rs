@@ -10,27 +10,32 @@
 //! gradient reads anyway (nothing saved by the forward but its inputs).
 //!
 //! Two kernels, deterministic (no atomics, a fixed order of every sum):
-//! 1. `rmsnorm_bwd_*`: a grid of at most [`crate::rows::column_sum::MAX_BLOCKS`] blocks, each walking row tiles of the
-//!    forward's plan a grid apart. Per row tile it loads `x`, `dy` and `gamma`, reduces the pair
-//!    `(Σx², Σ dy·gamma·x)` over the row with one `block_reduce_x`, writes `dx`, and adds `dy ·
-//!    x · r` into a tile of per-thread accumulators — each thread owns the same columns in
-//!    every row tile, so the accumulators stay in registers. At the end each block writes them
-//!    as its rows of a `[blocks · rows per tile, N]` f32 workspace. Rows longer than 8192 (the
-//!    `_long` kernels) are read twice (the sums, then `dx`), and their columns' sums kept in
-//!    the block's workspace rows instead of registers.
+//! 1. `rmsnorm_bwd_*`: a grid of at most [`crate::rows::column_sum::MAX_THREADS`] threads, the
+//!    blocks walking row tiles a grid apart ([`crate::rows::plan`]'s backward tiles: a thread holds
+//!    whole rows of its columns). Per row tile it loads `x`, `dy` and `gamma`, reduces the pair
+//!    `(Σx², Σ dy·gamma·x)` over each row with one `block_reduce_x`, writes `dx`, sums `dy · x ·
+//!    r` down the tile's rows in the thread and adds that into one accumulator per column the
+//!    thread owns. At the end each block writes its accumulators as its row of a `[blocks, N]`
+//!    f32 workspace. Rows longer than 8192 (the `_long` kernels) are read twice (the sums, then
+//!    `dx`), and their columns' sums kept in the block's workspace row instead of registers.
 //! 2. `column_sum_*` ([`crate::rows::column_sum`]): `dgamma[j]` = the sum of column `j` of the
 //!    workspace, in a fixed order.
 
+use crate::rows::column_sum::row_stride;
 use crate::rows::plan::*;
 use ck_core::device::*;
 #[cfg(not(target_arch = "nvptx64"))]
 use ck_core::host::DeviceBuffer;
-use ck_core::tile::{block_reduce_x, make_tile_window, DistributedTensor, View2};
+use ck_core::tile::{
+    block_reduce_x, broadcast_x, make_tile_window, reduce_x_in_warp, DistributedTensor, View1,
+    View2,
+};
 use ck_core::TileDistribution;
 use ck_macros::tile_kernel;
 
-/// Scratch for the pair reduction: `BLOCK_SIZE` (≤ 256) × 2 words.
-pub(crate) const SCRATCH: usize = 512;
+/// Scratch for the pair reduction: `BLOCK_SIZE · rows per thread · 2` words (at most 256 · 4 ·
+/// 2).
+pub(crate) const SCRATCH: usize = 2048;
 
 /// `(Σx², Σ dy·gamma·x)` of two accumulators.
 #[inline(always)]
@@ -48,9 +53,9 @@ fn finite_rsqrt(v: f32) -> f32 {
 
 /// The shared body of every configuration of the first kernel, of this operator and of the
 /// fused add's backward ([`crate::rows::add_rmsnorm_bwd`], whose incoming gradient `dr` is the
-/// `addend` of `dx`).
+/// `addend` of `dx`): `D` the tile, `C` its columns (`D` reduced over X0).
 #[inline(always)]
-pub(crate) fn rmsnorm_bwd_tile<D, T, const VEC: usize, const PAD: bool, const LONG: bool>(
+pub(crate) fn rmsnorm_bwd_tile<D, C, T, const VEC: usize, const PAD: bool, const LONG: bool>(
     (dy, x, gamma): (Global<T>, Global<T>, Global<T>),
     addend: Option<Global<T>>,
     (dx, partial): (GlobalMut<T>, GlobalMut<f32>),
@@ -58,6 +63,7 @@ pub(crate) fn rmsnorm_bwd_tile<D, T, const VEC: usize, const PAD: bool, const LO
     scratch: &SharedArray<u32, SCRATCH>,
 ) where
     D: TileDistribution<X = [i32; 2]>,
+    C: TileDistribution<X = [i32; 1]>,
     T: Real,
 {
     let [rows, cols] = D::X_LENGTHS;
@@ -76,12 +82,10 @@ pub(crate) fn rmsnorm_bwd_tile<D, T, const VEC: usize, const PAD: bool, const LO
     let mut wx = make_tile_window::<D, _>(View2::<_, T, VEC>::new(x, m, n, n), [0, 0]);
     let mut wdy = make_tile_window::<D, _>(View2::<_, T, VEC>::new(dy, m, n, n), [0, 0]);
     let mut wdx = make_tile_window::<D, _>(View2::<_, T, VEC>::new(dx, m, n, n), [0, 0]);
-    let mut wg =
-        make_tile_window::<D, _>(View2::<_, T, VEC>::new(gamma, rows as u32, n, 0), [0, 0]);
-    // This block's rows of the workspace: row `block · rows + r` for row `r` of a tile.
-    let part_row = (block * rows as u32) as i32;
-    let pv = View2::<_, f32, 4>::new(partial, grid * rows as u32, n, n);
-    let mut wp = make_tile_window::<D, _>(pv, [part_row, 0]);
+    let mut wg = make_tile_window::<C, _>(View1::<_, T, VEC>::new(gamma, n), [0]);
+    // This block's row of the workspace.
+    let part = partial.slice(block * row_stride(n), n);
+    let mut wp = make_tile_window::<C, _>(View1::<_, f32, 4>::new(part, n), [0]);
     // The addend's tile, loaded with x and dy (its latency hidden behind the reduction), kept
     // in the element type until it is added.
     let mut wadd =
@@ -96,12 +100,19 @@ pub(crate) fn rmsnorm_bwd_tile<D, T, const VEC: usize, const PAD: bool, const LO
         Some(a) => g.zip_map(&a.map(T::to_f32), |g, a| g + a),
         None => g,
     };
+    // `dy · x · r` summed down the tile's rows, in the thread.
+    let column_part = |dyf: &DistributedTensor<D, f32>,
+                       xf: &DistributedTensor<D, f32>,
+                       r: &DistributedTensor<D, f32>| {
+        let products = dyf.zip_map(&xf.zip_map(r, |v, r| v * r), |d, v| d * v);
+        reduce_x_in_warp::<D, C, f32, 0>(&products, |a, b| a + b)
+    };
     if !LONG {
         assert!(
             tiles == 1,
             "rmsnorm_bwd: a row longer than the tile; use the _long kernel"
         );
-        let mut dgamma = DistributedTensor::<D, f32>::zeros();
+        let mut dgamma = DistributedTensor::<C, f32>::zeros();
         let mut t = block;
         while t < row_tiles {
             let at = [(t * rows as u32) as i32, 0];
@@ -115,7 +126,8 @@ pub(crate) fn rmsnorm_bwd_tile<D, T, const VEC: usize, const PAD: bool, const LO
             let add = load_addend(at);
             // gamma again for every row tile (from L1): kept, it would hold registers that
             // the loads in flight need.
-            let gdy = dyf.zip_map(&wg.load::<T>().map(T::to_f32), |d, g| d * g);
+            let g = broadcast_x::<D, C, f32, 0>(&wg.load::<T>().map(T::to_f32));
+            let gdy = dyf.zip_map(&g, |d, g| d * g);
             let pairs = xf.zip_map(&gdy, |v, d| (v * v, d * v));
             let sums = block_reduce_x::<D, (f32, f32), 1, SCRATCH>(&pairs, add_pair, scratch);
             let r = sums.map(|(ss, _)| finite_rsqrt(ss * inv_n + eps));
@@ -124,15 +136,14 @@ pub(crate) fn rmsnorm_bwd_tile<D, T, const VEC: usize, const PAD: bool, const LO
                 .zip_map(&r, |d, r| d * r)
                 .zip_map(&xf.zip_map(&k, |v, k| v * k), |a, b| a - b);
             wdx.store(&plus(out, add).round_to::<T>());
-            let xr = xf.zip_map(&r, |v, r| v * r);
-            dgamma = dgamma.zip_map(&dyf.zip_map(&xr, |d, v| d * v), |a, b| a + b);
+            dgamma = dgamma.zip_map(&column_part(&dyf, &xf, &r), |a, b| a + b);
             t += grid;
         }
         wp.store(&dgamma);
         return;
     }
     // Rows longer than a tile: the sums over every column tile first, then `dx` and the
-    // workspace, read back and added to for every row tile after the block's first.
+    // workspace row, read back and added to for every row tile after the block's first.
     let mut t = block;
     while t < row_tiles {
         let row0 = (t * rows as u32) as i32;
@@ -140,12 +151,13 @@ pub(crate) fn rmsnorm_bwd_tile<D, T, const VEC: usize, const PAD: bool, const LO
         for c in 0..tiles {
             wx.set_origin([row0, c * cols]);
             wdy.set_origin([row0, c * cols]);
-            wg.set_origin([0, c * cols]);
+            wg.set_origin([c * cols]);
             let (xf, dyf) = (
                 wx.load::<T>().map(T::to_f32),
                 wdy.load::<T>().map(T::to_f32),
             );
-            let gdy = dyf.zip_map(&wg.load::<T>().map(T::to_f32), |d, g| d * g);
+            let g = broadcast_x::<D, C, f32, 0>(&wg.load::<T>().map(T::to_f32));
+            let gdy = dyf.zip_map(&g, |d, g| d * g);
             acc = acc.zip_map(&xf.zip_map(&gdy, |v, d| (v * v, d * v)), add_pair);
         }
         let sums = block_reduce_x::<D, (f32, f32), 1, SCRATCH>(&acc, add_pair, scratch);
@@ -155,19 +167,20 @@ pub(crate) fn rmsnorm_bwd_tile<D, T, const VEC: usize, const PAD: bool, const LO
             wx.set_origin([row0, c * cols]);
             wdy.set_origin([row0, c * cols]);
             wdx.set_origin([row0, c * cols]);
-            wg.set_origin([0, c * cols]);
-            wp.set_origin([part_row, c * cols]);
+            wg.set_origin([c * cols]);
+            wp.set_origin([c * cols]);
             let (xf, dyf) = (
                 wx.load::<T>().map(T::to_f32),
                 wdy.load::<T>().map(T::to_f32),
             );
             let add = load_addend([row0, c * cols]);
+            let g = broadcast_x::<D, C, f32, 0>(&wg.load::<T>().map(T::to_f32));
             let out = dyf
-                .zip_map(&wg.load::<T>().map(T::to_f32), |d, g| d * g)
+                .zip_map(&g, |d, g| d * g)
                 .zip_map(&r, |d, r| d * r)
                 .zip_map(&xf.zip_map(&k, |v, k| v * k), |a, b| a - b);
             wdx.store(&plus(out, add).round_to::<T>());
-            let part = dyf.zip_map(&xf.zip_map(&r, |v, r| v * r), |d, v| d * v);
+            let part = column_part(&dyf, &xf, &r);
             let sum = if t == block {
                 part
             } else {
@@ -177,19 +190,19 @@ pub(crate) fn rmsnorm_bwd_tile<D, T, const VEC: usize, const PAD: bool, const LO
         }
         t += grid;
     }
-    // A block with no row tile still owns its workspace rows: they sum nothing.
+    // A block with no row tile still owns its workspace row: it sums nothing.
     if block >= row_tiles {
         for c in 0..tiles {
-            wp.set_origin([part_row, c * cols]);
-            wp.store(&DistributedTensor::<D, f32>::zeros());
+            wp.set_origin([c * cols]);
+            wp.store(&DistributedTensor::<C, f32>::zeros());
         }
     }
 }
 
 macro_rules! rmsnorm_bwd_kernel {
-    ($name:ident, $dist:ident, $t:ty, $vec:literal, $block:literal, $pad:literal, $long:literal) => {
+    ($name:ident, $dist:ident, $cols:ident, $t:ty, $vec:literal, $block:literal, $pad:literal, $long:literal) => {
         #[doc = concat!("RMSNorm backward with `", stringify!($dist), "` tiles, `", stringify!($t), "` in and out.")]
-        #[tile_kernel(block = $block, distributions($dist))]
+        #[tile_kernel(block = $block, distributions($dist, $cols))]
         pub fn $name(
             dy: Global<$t>,
             x: Global<$t>,
@@ -201,7 +214,7 @@ macro_rules! rmsnorm_bwd_kernel {
             eps: f32,
         ) {
             let scratch = shared!(u32; SCRATCH);
-            rmsnorm_bwd_tile::<$dist, $t, $vec, $pad, $long>((dy, x, gamma), None, (dx, partial), (m, n, eps), &scratch);
+            rmsnorm_bwd_tile::<$dist, $cols, $t, $vec, $pad, $long>((dy, x, gamma), None, (dx, partial), (m, n, eps), &scratch);
         }
     };
 }
@@ -219,20 +232,20 @@ instances! {
         eps: f32,
     ),
     f32 {
-        Rows Padded => rmsnorm_bwd_f32_rows / RmsnormBwdF32Rows (RowsF32, f32, 4, 256, true, false),
-        Row4096 Padded => rmsnorm_bwd_f32_c4096 / RmsnormBwdF32C4096 (RowF32x4096, f32, 4, 128, true, false),
-        Row8192 Padded => rmsnorm_bwd_f32_c8192 / RmsnormBwdF32C8192 (RowF32x8192, f32, 4, 256, true, false),
-        Row8192 Long => rmsnorm_bwd_f32_long / RmsnormBwdF32Long (RowF32x8192, f32, 4, 256, true, true),
+        Rows Padded => rmsnorm_bwd_f32_rows / RmsnormBwdF32Rows (BwdRowsF32, BwdRowsF32Cols, f32, 4, 32, true, false),
+        Row4096 Padded => rmsnorm_bwd_f32_c4096 / RmsnormBwdF32C4096 (BwdRowF32x4096, BwdRowF32x4096Cols, f32, 4, 128, true, false),
+        Row8192 Padded => rmsnorm_bwd_f32_c8192 / RmsnormBwdF32C8192 (BwdRowF32x8192, BwdRowF32x8192Cols, f32, 4, 256, true, false),
+        Row8192 Long => rmsnorm_bwd_f32_long / RmsnormBwdF32Long (BwdRowF32x8192, BwdRowF32x8192Cols, f32, 4, 256, true, true),
     }
     Bf16 {
-        Rows Padded => rmsnorm_bwd_bf16_rows / RmsnormBwdBf16Rows (RowsBf16, Bf16, 8, 256, true, false),
-        Row4096 Padded => rmsnorm_bwd_bf16_c4096 / RmsnormBwdBf16C4096 (RowBf16x4096, Bf16, 8, 128, true, false),
-        Row8192 Padded => rmsnorm_bwd_bf16_c8192 / RmsnormBwdBf16C8192 (RowBf16x8192, Bf16, 8, 256, true, false),
-        Row8192 Long => rmsnorm_bwd_bf16_long / RmsnormBwdBf16Long (RowBf16x8192, Bf16, 8, 256, true, true),
+        Rows Padded => rmsnorm_bwd_bf16_rows / RmsnormBwdBf16Rows (BwdRowsBf16, BwdRowsBf16Cols, Bf16, 8, 32, true, false),
+        Row4096 Padded => rmsnorm_bwd_bf16_c4096 / RmsnormBwdBf16C4096 (BwdRowBf16x4096, BwdRowBf16x4096Cols, Bf16, 8, 128, true, false),
+        Row8192 Padded => rmsnorm_bwd_bf16_c8192 / RmsnormBwdBf16C8192 (BwdRowBf16x8192, BwdRowBf16x8192Cols, Bf16, 8, 256, true, false),
+        Row8192 Long => rmsnorm_bwd_bf16_long / RmsnormBwdBf16Long (BwdRowBf16x8192, BwdRowBf16x8192Cols, Bf16, 8, 256, true, true),
         // Rows exactly the tile's width: no padding.
-        Rows Full => rmsnorm_bwd_bf16_rows_full / RmsnormBwdBf16RowsFull (RowsBf16, Bf16, 8, 256, false, false),
-        Row4096 Full => rmsnorm_bwd_bf16_c4096_full / RmsnormBwdBf16C4096Full (RowBf16x4096, Bf16, 8, 128, false, false),
-        Row8192 Full => rmsnorm_bwd_bf16_c8192_full / RmsnormBwdBf16C8192Full (RowBf16x8192, Bf16, 8, 256, false, false),
+        Rows Full => rmsnorm_bwd_bf16_rows_full / RmsnormBwdBf16RowsFull (BwdRowsBf16, BwdRowsBf16Cols, Bf16, 8, 32, false, false),
+        Row4096 Full => rmsnorm_bwd_bf16_c4096_full / RmsnormBwdBf16C4096Full (BwdRowBf16x4096, BwdRowBf16x4096Cols, Bf16, 8, 128, false, false),
+        Row8192 Full => rmsnorm_bwd_bf16_c8192_full / RmsnormBwdBf16C8192Full (BwdRowBf16x8192, BwdRowBf16x8192Cols, Bf16, 8, 256, false, false),
     }
 }
 
@@ -240,7 +253,7 @@ instances! {
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod host {
     use super::*;
-    use crate::rows::column_sum::{grid, take_partials, ColumnSum, MAX_BLOCKS};
+    use crate::rows::column_sum::{grid, take_partials, ColumnSum};
     use ck_core::host::{Device, LaunchConfig, LaunchError, LaunchStats};
 
     /// The device's workspace of the first kernel's column sums (kept between launches).
@@ -263,45 +276,43 @@ pub mod host {
         tensors: Tensors<'_, T>,
         problem: (u32, u32, f32),
     ) -> Result<LaunchStats, LaunchError> {
-        launch_with_blocks(device, tensors, problem, MAX_BLOCKS)
+        launch_with_blocks(device, tensors, problem, None)
     }
 
-    /// [`launch`] with at most `max_blocks` blocks in the first kernel (the tests use few, so
-    /// that small problems walk several row tiles per block).
+    /// [`launch`] with at most `max_blocks` blocks in the first kernel where given (the tests
+    /// use few, so that small problems walk several row tiles per block).
     pub fn launch_with_blocks<T: Kernels + ColumnSum>(
         device: &Device,
         ((dy, x, gamma), (dx, dgamma)): Tensors<'_, T>,
         (m, n, eps): (u32, u32, f32),
-        max_blocks: u32,
+        max_blocks: Option<u32>,
     ) -> Result<LaunchStats, LaunchError> {
         let first = |instance, cfg, partial: &mut DeviceBuffer<f32>| {
             T::launch_instance(instance, device, cfg, dy, x, gamma, dx, partial, m, n, eps)
         };
-        with_column_sums(device, T::INSTANCES, dgamma, (m, n), max_blocks, first)
+        with_column_sums(device, T::pick(n)?, dgamma, (m, n), max_blocks, first)
     }
 
-    /// The two launches of a backward of this shape: `first` (given the instance among
-    /// `instances` for rows of `n`, its grid and the workspace) writes the blocks' column sums,
-    /// then [`ColumnSum`] adds them into `dgamma`.
+    /// The two launches of a backward of this shape: `first` (given the `picked` instance for
+    /// rows of `n` and its `(rows, threads)`, its grid and the workspace) writes the blocks'
+    /// column sums, then [`ColumnSum`] adds them into `dgamma`.
     pub(crate) fn with_column_sums<T: ColumnSum>(
         device: &Device,
-        instances: &[Instance],
+        (instance, (rows, threads)): (Instance, (u32, u32)),
         dgamma: &mut DeviceBuffer<T>,
         (m, n): (u32, u32),
-        max_blocks: u32,
+        max_blocks: Option<u32>,
         first: impl FnOnce(
             Instance,
             LaunchConfig,
             &mut DeviceBuffer<f32>,
         ) -> Result<LaunchStats, LaunchError>,
     ) -> Result<LaunchStats, LaunchError> {
-        let instance = Instance::pick(n, T::DTYPE, instances);
-        let (rows, threads) = instance.tile.shape(T::DTYPE);
-        let (blocks, part_rows) = grid(m, rows, max_blocks);
-        let mut partial = take_partials(device, WORKSPACE, part_rows as usize * n as usize)?;
+        let (blocks, stride) = (grid(m, (rows, threads), max_blocks), row_stride(n));
+        let mut partial = take_partials(device, WORKSPACE, (blocks * stride) as usize)?;
         let first = first(instance, LaunchConfig::new(blocks, threads), &mut partial);
         let both = first.and_then(|mut stats| {
-            let second = T::column_sum(device, &partial, dgamma, part_rows, n)?;
+            let second = T::column_sum(device, &partial, dgamma, (blocks, n, stride))?;
             stats.add(&second); // both launches' counters and time
             stats.elapsed += second.elapsed;
             Ok(stats)
@@ -310,18 +321,29 @@ pub mod host {
         both
     }
 
-    /// The fp64 CPU reference: `(dx, dgamma, size)`, `size` the magnitude `|r·g·dy| +
-    /// |x·r³·dot/N|` of the two terms each `dx` is the difference of (what an f32 `dx`'s error
-    /// is relative to: where the terms cancel, as in a row of one element, `dx` is tiny and
-    /// its f32 error is not).
+    /// RMSNorm's gradients in fp64, with the magnitudes their f32 errors are relative to.
+    pub struct Reference {
+        /// dx, `m × n`.
+        pub dx: Vec<f64>,
+        /// dgamma, `n`.
+        pub dgamma: Vec<f64>,
+        /// `|r·g·dy| + |x·r³·dot/N|`, the two terms each `dx` is the difference of: where they
+        /// cancel, as in a row of one element, `dx` is tiny and its f32 error is not.
+        pub dx_size: Vec<f64>,
+        /// `Σ_i |dy·x·r|`, the terms each `dgamma` sums: where they cancel (a column of values
+        /// of both signs), the sum is small and its f32 error is not.
+        pub dgamma_size: Vec<f64>,
+    }
+
+    /// The fp64 CPU reference.
     pub fn reference(
         (dy, x, gamma): (&[f32], &[f32], &[f32]),
         (m, n): (u32, u32),
         eps: f32,
-    ) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    ) -> Reference {
         let n = n as usize;
-        let (mut dx, mut dgamma) = (vec![0.0; x.len()], vec![0.0; n]);
-        let mut size = vec![0.0; x.len()];
+        let (mut dx, mut dx_size) = (vec![0.0; x.len()], vec![0.0; x.len()]);
+        let (mut dgamma, mut dgamma_size) = (vec![0.0; n], vec![0.0; n]);
         for i in 0..m as usize {
             let row = |v: &[f32], j: usize| v[i * n + j] as f64;
             let ms = (0..n).map(|j| row(x, j) * row(x, j)).sum::<f64>() / n as f64;
@@ -333,11 +355,18 @@ pub mod host {
                 let g = gamma[j] as f64;
                 let (a, b) = (r * g * row(dy, j), row(x, j) * r * r * r * dot / n as f64);
                 dx[i * n + j] = a - b;
-                size[i * n + j] = a.abs() + b.abs();
-                dgamma[j] += row(dy, j) * row(x, j) * r;
+                dx_size[i * n + j] = a.abs() + b.abs();
+                let term = row(dy, j) * row(x, j) * r;
+                dgamma[j] += term;
+                dgamma_size[j] += term.abs();
             }
         }
-        (dx, dgamma, size)
+        Reference {
+            dx,
+            dgamma,
+            dx_size,
+            dgamma_size,
+        }
     }
 }
 
@@ -378,10 +407,7 @@ use crate::rows::describe;
 
 #[cfg(not(target_arch = "nvptx64"))]
 mod op {
-    use crate::op::{
-        norm_error_relative_to, norm_relative_error, worst, HostOutput, Launch, Launched, Rng,
-        Sizes,
-    };
+    use crate::op::{norm_error_relative_to, worst, HostOutput, Launch, Launched, Rng, Sizes};
     use ck_core::host::Device;
 
     pub fn launch(d: &Device, l: &mut Launch) -> Launched {
@@ -403,15 +429,17 @@ mod op {
         vec![dy, x, rng.values(n, 1.0, 1.5)]
     }
 
-    /// Both gradients norm-wise against fp64, `dx` relative to the size of its two terms (see
-    /// `reference`), `dgamma` (a sum over every row, whose elements may cancel) to itself.
+    /// Both gradients norm-wise against fp64, each relative to the size of the terms it is
+    /// made of (see `Reference`).
     pub fn error(o: &HostOutput) -> f64 {
         let (mn, eps) = ((o.sizes.u32("M"), o.sizes.u32("N")), o.scalar("eps"));
         let inputs = (o.input("dy"), o.input("x"), o.input("gamma"));
-        let (dx, dgamma, size) = super::host::reference(inputs, mn, eps);
+        let want = super::host::reference(inputs, mn, eps);
         let got = |name| o.output(name).unwrap_or(&[]);
-        let dx_err = norm_error_relative_to(got("dx"), &dx, &size);
-        worst(dx_err, norm_relative_error(got("dgamma"), &dgamma))
+        worst(
+            norm_error_relative_to(got("dx"), &want.dx, &want.dx_size),
+            norm_error_relative_to(got("dgamma"), &want.dgamma, &want.dgamma_size),
+        )
     }
 }
 
@@ -440,7 +468,8 @@ mod tests {
             rng.values(m * n, 1.0, 0.0),
             rng.values(n, 1.0, 1.5),
         );
-        let (dx, dgamma, _) = reference((&dy, &x, &g), (m as u32, n as u32), eps);
+        let want = reference((&dy, &x, &g), (m as u32, n as u32), eps);
+        let (dx, dgamma) = (want.dx, want.dgamma);
         let wide = |v: &[f32]| v.iter().map(|&a| a as f64).collect::<Vec<_>>();
         let (dy, x, g) = (wide(&dy), wide(&x), wide(&g));
         let h = 1e-6;
@@ -484,7 +513,7 @@ mod tests {
                 .scalar("eps", 0.0)
                 .run(&device)
                 .unwrap();
-            let (_, want, _) = reference((&dy, &x, &g), (m as u32, n as u32), 0.0);
+            let want = reference((&dy, &x, &g), (m as u32, n as u32), 0.0).dgamma;
             for (j, (a, b)) in out.output("dgamma").unwrap().iter().zip(want).enumerate() {
                 assert!(
                     (*a as f64 - b).abs() <= 1e-5 * b.abs().max(1.0),
@@ -512,7 +541,7 @@ mod tests {
             let (dyb, xb, gb) = (up(&dy), up(&x), up(&g));
             let (mut dx, mut dgamma) = (up(&vec![f32::NAN; len]), up(&vec![f32::NAN; n as usize]));
             let tensors = ((&dyb, &xb, &gb), (&mut dx, &mut dgamma));
-            launch_with_blocks(&device, tensors, (m, n, 1e-6), 2).unwrap();
+            launch_with_blocks(&device, tensors, (m, n, 1e-6), Some(2)).unwrap();
             let full = HostCall::new(&super::OP)
                 .input("dy", &dy, &[m as usize, n as usize])
                 .input("x", &x, &[m as usize, n as usize])
