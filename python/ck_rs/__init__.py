@@ -931,6 +931,7 @@ def _multiprocessors(call):
 
 
 _SPLITS = {}  # (batch, heads, kv_heads, sq, capacity, multiprocessors) -> the heuristic's count
+_SCRATCH = {}  # (batch, sq, heads, head_dim, splits) -> the split scratch's lengths
 
 
 def _splits(batch, heads, kv_heads, sq, capacity, call):
@@ -939,6 +940,16 @@ def _splits(batch, heads, kv_heads, sq, capacity, call):
     n = _SPLITS.get(key)
     if n is None:
         n = _SPLITS[key] = _native.decode_splits(batch, heads, max(kv_heads, 1), sq, capacity, key[-1])
+    return n
+
+
+def _scratch_len(batch, sq, heads, head_dim, splits):
+    """The split scratch's lengths ``(partial O, partial LSE)`` of a decode call, asked once per
+    shape."""
+    key = (batch, sq, heads, head_dim, splits)
+    n = _SCRATCH.get(key)
+    if n is None:
+        n = _SCRATCH[key] = _native.decode_scratch_len(*key)
     return n
 
 
@@ -1012,12 +1023,12 @@ def attention_with_kvcache(
     if not isinstance(num_splits, int) or num_splits < 0:
         raise _error(ValueError, "argument-size", f"num_splits is {num_splits!r}; give 0 (the heuristic) or a count")
     splits = num_splits or _splits(batch, heads, k_cache.shape[2], sq, capacity, c)
-    # Two partial results per split, combined afterwards; one split is merged in the kernel.
-    rows = 2 * splits * batch * sq * heads if splits > 1 else 0
+    # The splits' partial results, combined afterwards (none for one split: merged in the kernel).
+    o_len, lse_len = _scratch_len(batch, sq, heads, d, splits)
     o = c.empty(tuple(q.shape), q)
     lse = c.empty((batch, heads, sq), q, float32=True)
-    o_part = c.empty((rows * d,), q, float32=True)
-    lse_part = c.empty((rows,), q, float32=True)
+    o_part = c.empty((o_len,), q, float32=True)
+    lse_part = c.empty((lse_len,), q, float32=True)
     rotated = c.empty(tuple(q.shape), q) if rotary_cos is not None else None
     cap = c.capsule
     opt = lambda t: None if t is None else cap(t)  # noqa: E731

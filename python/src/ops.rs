@@ -1,6 +1,6 @@
 //! The operator not yet in the registry — attention against a KV cache — as a native function
 //! on DLPack capsules (the registry's operators go through [`crate::registry::call`]), and the
-//! split count its Python layer sizes the scratch with. The `ck_rs` Python layer makes the
+//! split count and scratch lengths its Python layer sizes the scratch with. The `ck_rs` Python layer makes the
 //! capsules (and allocates the outputs like the inputs), so the function checks shapes and
 //! types and runs the kernel where the tensors are.
 
@@ -42,7 +42,7 @@ fn expect_shape(t: &Tensor<'_>, shape: &[usize]) -> PyResult<()> {
 }
 
 /// The split count [`kernels::attention::decode::host::splits`] picks for a decode call (the
-/// caller sizes the split scratch with it: `2 · splits` slots).
+/// caller sizes the split scratch for it with [`decode_scratch_len`]).
 #[pyfunction]
 pub fn decode_splits(
     batch: u32,
@@ -61,6 +61,27 @@ pub fn decode_splits(
         head_dim: 128,
     };
     kernels::attention::decode::host::splits(&shape, capacity, multiprocessors)
+}
+
+/// The split scratch's lengths `(partial O, partial log-sum-exp)` in f32 elements for a decode
+/// call of `splits` splits ([`kernels::attention::decode::host::scratch_len`]: none for one).
+#[pyfunction]
+pub fn decode_scratch_len(
+    batch: u32,
+    sq: u32,
+    heads: u32,
+    head_dim: u32,
+    splits: u32,
+) -> (u64, u64) {
+    let shape = kernels::attention::decode::host::Shape {
+        batch,
+        heads,
+        // The scratch holds a row per query head; the key/value heads do not enter it.
+        kv_heads: heads,
+        sq,
+        head_dim,
+    };
+    kernels::attention::decode::host::scratch_len(&shape, splits)
 }
 
 /// An optional tensor argument.
