@@ -83,9 +83,9 @@ tile_distribution! {
 /// rows (`rows`: reduced over X1: one register per row, replicated over the row's threads; the
 /// forward's statistics).
 ///
-/// For example `BwdRowsBf16`: 4 rows × 1024 in 128 threads, each thread 8 consecutive columns
-/// of every row (32 values, four 16-byte loads per input), so 8 accumulators instead of the 32
-/// of `RowsBf16`'s warp per row.
+/// For example `BwdRowsBf16x4` (LayerNorm's): 4 rows × 1024 in 128 threads, each thread 8
+/// consecutive columns of every row (32 values, four 16-byte loads per input), so 8
+/// accumulators instead of the 32 of `RowsBf16`'s warp per row.
 macro_rules! backward_tile {
     ($doc:literal $tile:ident, $cols:ident, $rows:ident: block $block:literal,
      rows $r:literal, n [repeat $rep:literal, warp $w:literal, vec $v:literal]) => {
