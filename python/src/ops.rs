@@ -1,8 +1,8 @@
 //! The operator not yet in the registry — attention against a KV cache — as a native function
 //! on DLPack capsules (the registry's operators go through [`crate::registry::call`]), and the
-//! split count and scratch lengths its Python layer sizes the scratch with. The `ck_rs` Python layer makes the
-//! capsules (and allocates the outputs like the inputs), so the function checks shapes and
-//! types and runs the kernel where the tensors are.
+//! split count and scratch lengths its Python layer sizes the scratch with. The `ck_rs` Python
+//! layer makes the capsules (and allocates the outputs like the inputs), so the function checks
+//! shapes and types and runs the kernel where the tensors are.
 
 use ck_core::host::DeviceBuffer;
 use ck_core::rules;

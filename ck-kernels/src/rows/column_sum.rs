@@ -190,9 +190,9 @@ mod host {
     pub const MAX_THREADS: u32 = 528 * 256;
 
     /// Row tiles a block walks at least where the rows allow: each block writes a workspace
-    /// row of N f32 that the column sum reads back. At 4096 rows of 4096 bf16 in one-row
-    /// tiles, 256 blocks move 8 MB of workspace beside RMSNorm's 101 MB; 512 blocks were 5–9 %
-    /// slower, 1056 more so.
+    /// row of N f32 that the column sum reads back. At 4096 rows of 4096 in one-row tiles, 256
+    /// blocks move 8 MB of workspace beside bf16 RMSNorm's 101 MB; with 512 blocks RMSNorm was
+    /// 6–9 % slower (f32 and bf16, notes/rows.md).
     pub const MIN_TILES_PER_BLOCK: u32 = 16;
 
     /// Blocks of `threads` of a backward's first kernel over `m` rows in tiles of `rows`, at
@@ -205,6 +205,25 @@ mod host {
             (MAX_THREADS / threads.max(1)).min(tiles.div_ceil(MIN_TILES_PER_BLOCK))
         });
         tiles.clamp(1, most.max(1))
+    }
+
+    /// `(row stride, length)` of a workspace of `blocks` rows of `n` f32, [`row_stride`] apart;
+    /// an `argument-size` error where a row would start past 32 bits (the kernels index the
+    /// workspace with them).
+    pub fn workspace(blocks: u32, n: u32) -> Result<(u32, usize), LaunchError> {
+        let stride = row_stride(n);
+        let len = blocks as u64 * stride as u64;
+        if len > u32::MAX as u64 {
+            return Err(LaunchError::invalid(
+                ck_core::rules::ARGUMENT_SIZE,
+                format!(
+                    "rows of {n}: the backward's workspace of {blocks} rows would hold {len} \
+                     floats, past the kernels' 32-bit offsets; call it on fewer rows at a time \
+                     (a block per {MIN_TILES_PER_BLOCK} row tiles)"
+                ),
+            ));
+        }
+        Ok((stride, len as usize))
     }
 
     /// The device's workspace `name` of at least `len` f32 (kept between launches: give it back
@@ -229,12 +248,13 @@ mod host {
 }
 #[cfg(not(target_arch = "nvptx64"))]
 pub use host::{
-    chunks, grid, take_partials, ColumnSum, MAX_THREADS, MIN_TILES_PER_BLOCK, TARGET_BLOCKS,
+    chunks, grid, take_partials, workspace, ColumnSum, MAX_THREADS, MIN_TILES_PER_BLOCK,
+    TARGET_BLOCKS,
 };
 
 #[cfg(test)]
 mod tests {
-    use super::{chunks, grid, row_stride, ColumnSum};
+    use super::{chunks, grid, row_stride, workspace, ColumnSum};
     use ck_core::device::Bf16;
     use ck_core::host::{Device, DeviceBuffer};
 
@@ -252,6 +272,16 @@ mod tests {
         assert_eq!(grid(10, (4, 128), None), 1);
         assert_eq!(grid(0, (1, 32), None), 1);
         assert_eq!(grid(100, (1, 32), Some(2)), 2);
+    }
+
+    /// Rows 16 bytes apart; a workspace past 32-bit offsets is refused, saying so.
+    #[test]
+    fn the_workspace_of_a_backward() {
+        assert_eq!(workspace(4, 7).unwrap(), (8, 32));
+        assert_eq!(workspace(3, 1024).unwrap(), (1024, 3072));
+        let e = workspace(528, 1 << 24).unwrap_err();
+        assert_eq!(e.rule(), ck_core::rules::ARGUMENT_SIZE);
+        assert!(e.to_string().contains("fewer rows"), "{e}");
     }
 
     #[test]

@@ -223,7 +223,7 @@ instances! {
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod host {
     use super::*;
-    use crate::rows::column_sum::{grid, take_partials, ColumnSum};
+    use crate::rows::column_sum::{grid, take_partials, workspace, ColumnSum};
     use ck_core::host::{Device, LaunchConfig, LaunchError, LaunchStats};
 
     /// The device's workspaces of the first kernel's column sums (kept between launches).
@@ -268,8 +268,8 @@ pub mod host {
         max_blocks: Option<u32>,
     ) -> Result<LaunchStats, LaunchError> {
         let (instance, (rows, threads)) = T::pick(n)?;
-        let (blocks, stride) = (grid(m, (rows, threads), max_blocks), row_stride(n));
-        let len = (blocks * stride) as usize;
+        let blocks = grid(m, (rows, threads), max_blocks);
+        let (stride, len) = workspace(blocks, n)?;
         let (mut pg, mut pb) = (
             take_partials(device, WORKSPACES[0], len)?,
             take_partials(device, WORKSPACES[1], len)?,

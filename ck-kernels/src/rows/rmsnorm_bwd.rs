@@ -253,7 +253,7 @@ instances! {
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod host {
     use super::*;
-    use crate::rows::column_sum::{grid, take_partials, ColumnSum};
+    use crate::rows::column_sum::{grid, take_partials, workspace, ColumnSum};
     use ck_core::host::{Device, LaunchConfig, LaunchError, LaunchStats};
 
     /// The device's workspace of the first kernel's column sums (kept between launches).
@@ -308,8 +308,9 @@ pub mod host {
             &mut DeviceBuffer<f32>,
         ) -> Result<LaunchStats, LaunchError>,
     ) -> Result<LaunchStats, LaunchError> {
-        let (blocks, stride) = (grid(m, (rows, threads), max_blocks), row_stride(n));
-        let mut partial = take_partials(device, WORKSPACE, (blocks * stride) as usize)?;
+        let blocks = grid(m, (rows, threads), max_blocks);
+        let (stride, len) = workspace(blocks, n)?;
+        let mut partial = take_partials(device, WORKSPACE, len)?;
         let first = first(instance, LaunchConfig::new(blocks, threads), &mut partial);
         let both = first.and_then(|mut stats| {
             let second = T::column_sum(device, &partial, dgamma, (blocks, n, stride))?;
