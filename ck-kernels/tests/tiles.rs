@@ -171,6 +171,59 @@ fn tile_roundtrip(
 
 use ck_kernels::checks::Rng;
 
+/// Stages the tile at `[8 · block, col0]` of an `rows × cols` view of `x` through shared memory
+/// with `async_load_into` (into the second of two tiles of the stage), reads it back with the
+/// stage window's `load` and writes it whole as block `block`'s 8 × 512 tile of `y`.
+#[tile_kernel(block = 128, distributions(Tv1c))]
+fn staged_tile(x: Global<f32>, y: GlobalMut<f32>, rows: u32, cols: u32, col0: u32) {
+    let stage = shared!(f32; 2 * 8 * 512);
+    let row0 = (block_idx() * 8) as i32;
+    let view = View2::<_, f32, 8>::new(x, rows, cols, cols);
+    let w = make_tile_window::<Tv1c, _>(view, [row0, col0 as i32]);
+    let s = make_tile_window::<Tv1c, _>(View2::<_, f32, 8>::new(stage, 16, 512, 512), [8, 0]);
+    w.async_load_into(&s);
+    cp_async_commit();
+    cp_async_wait::<0>();
+    let out = View2::<_, f32, 8>::new(y, grid_dim() * 8, 512, 512);
+    make_tile_window::<Tv1c, _>(out, [row0, 0]).store(&s.load::<f32>());
+}
+
+/// What `async_load_into` stages is the window's tile: element `(r, j)` of block `b`'s tile is
+/// `x[8b + r, col0 + j]` inside the view and 0 outside it, by 16-byte copies (two per 8-float
+/// vector) where the rows are whole vectors and the origin on one, element by element otherwise.
+#[test]
+fn staged_tiles_are_the_window_with_zero_padding() {
+    let device = Device::emulator();
+    let mut rng = Rng(7);
+    // (rows, cols, col0): exact; padded rows and columns; rows not whole vectors; an origin on a
+    // vector; an origin off one.
+    for (rows, cols, col0) in [
+        (8u32, 512u32, 0u32),
+        (13, 500, 0),
+        (3, 37, 0),
+        (13, 500, 4),
+        (9, 40, 2),
+    ] {
+        let x: Vec<f32> = (0..rows * cols).map(|_| rng.f32() + 1.0).collect();
+        let xd = DeviceBuffer::from_slice(&device, &x).unwrap();
+        let blocks = rows.div_ceil(8);
+        let len = (blocks * 8 * 512) as usize;
+        let mut y = DeviceBuffer::from_slice(&device, &vec![f32::NAN; len]).unwrap();
+        let cfg = LaunchConfig::new(blocks, 128);
+        StagedTile::launch(&device, cfg, &xd, &mut y, rows, cols, col0).unwrap();
+        let got = y.to_vec().unwrap();
+        for (i, g) in got.iter().enumerate() {
+            let (r, c) = (i as u32 / 512, col0 + i as u32 % 512);
+            let want = if r < rows && c < cols {
+                x[(r * cols + c) as usize]
+            } else {
+                0.0
+            };
+            assert_eq!(*g, want, "{rows}x{cols} from column {col0}: [{r}, {c}]");
+        }
+    }
+}
+
 #[test]
 fn windows_round_trip_reduce_and_shuffle_with_padding() {
     let device = Device::emulator();

@@ -18,10 +18,23 @@
 //! padding, its elements lost. The emulator faults on such a view (`misaligned-access`); a
 //! kernel that takes any shape copies those rows with `copy_16` instead (a branch per problem,
 //! not per copy, keeps the vector path as it is).
+//!
+//! A whole window moves the same way with [`TileWindow::async_load_into`] (CK Tile's
+//! `async_load_tile`): each of the thread's 16-byte vectors goes to the same place of a
+//! shared-memory window of the same distribution, which the thread later reads back with a
+//! plain `load` — its own bytes, so no barrier, only `cp_async_wait`. With a row-major stage the
+//! vectors of a warp land side by side (lane `l` at bytes `16·l ..`): no bank conflict on
+//! either side. A kernel loads the next row tile while it works on this one, with no register
+//! held for it:
+//!
+//! ```text
+//! stage 0 ← tile 0; commit
+//! for each tile t:   wait(0); v ← load(stage t % 2); stage (t+1) % 2 ← tile t+1; commit; work(v)
+//! ```
 
-use super::{View, View2};
+use super::{Plan, TileWindow, View, View2};
 use crate::device::{cp_async_16_unchecked, Element, Global, SharedArray};
-use crate::Index;
+use crate::{Index, TileDistribution};
 
 impl<T: Element, const VEC: usize> View2<Global<T>, T, VEC> {
     /// Issues a `cp.async` of the 16 bytes at `[row, col]` (a vector of `16 / size_of::<T>()`
@@ -81,5 +94,64 @@ impl<T: Element, const VEC: usize> View2<Global<T>, T, VEC> {
             };
             dst.store(dst_elem.wrapping_add(e), v);
         }
+    }
+}
+
+impl<D, T, const VEC: usize> TileWindow<D, View2<Global<T>, T, VEC>>
+where
+    D: TileDistribution<X = [Index; 2]>,
+    T: Element,
+{
+    /// `async_load_tile`: issues this thread's elements of the window as 16-byte `cp.async`
+    /// copies to the same places of `stage` (a window of `D` over a shared-memory view; its
+    /// origin the tile's place there). Padding (vectors outside the view) lands as zeros, as a
+    /// window's `load` reads it. The bytes land at the `cp_async_wait` that retires the group;
+    /// then `stage.load()` gives what `self.load()` would have, each thread reading only what it
+    /// copied.
+    ///
+    /// The distribution's vectors must be whole 16-byte copies (checked at compile time). Where
+    /// the view's rows are not whole vectors (or the origin is not on one) the thread copies
+    /// element by element instead, synchronously ([`View2::copy_16`]).
+    #[inline(always)]
+    #[track_caller]
+    pub fn async_load_into<const N: usize, const SVEC: usize>(
+        &self,
+        stage: &TileWindow<D, View2<SharedArray<T, N>, T, SVEC>>,
+    ) {
+        let plan = const {
+            let plan = Plan::<D, View2<Global<T>, T, VEC>, T>::PLAN;
+            assert!(
+                (plan.scalar_per_vector as usize * T::BYTES as usize).is_multiple_of(16),
+                "async_load_into: the distribution's vectors (with the view's VEC) are not whole 16-byte copies"
+            );
+            plan
+        };
+        let chunk = (16 / T::BYTES) as Index;
+        let vdim = plan.vector_dim_y;
+        let [rows, cols] = D::X_LENGTHS;
+        let [r0, c0] = stage.origin;
+        assert!(
+            stage.view.vector_ok(chunk) && c0 % chunk == 0,
+            "async_load_into: the stage's rows are not whole 16-byte vectors"
+        );
+        assert!(
+            r0 >= 0 && c0 >= 0 && r0 + rows <= stage.view.rows && c0 + cols <= stage.view.cols,
+            "async_load_into: the window reaches past the stage"
+        );
+        let vector = self.view.vector_ok(chunk) && self.origin[1] % chunk == 0;
+        let smem = stage.view.buffer.memory();
+        D::for_each_y(|y, _| {
+            if y.as_ref()[vdim] % chunk != 0 {
+                return;
+            }
+            let [r, c] = D::x_index(self.p, y);
+            let to = stage.view.offset(&[r0 + r, c0 + c]) as u32;
+            let from = [(self.origin[0] + r) as u32, (self.origin[1] + c) as u32];
+            if vector {
+                self.view.copy_16_async(smem, to, from);
+            } else {
+                self.view.copy_16(smem, to, from);
+            }
+        });
     }
 }

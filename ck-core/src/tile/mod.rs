@@ -11,6 +11,10 @@
 //! vector width is accessed element by element instead — never a vector that starts in bounds
 //! and runs into the next row (the padded-row hazard of spec TV7).
 //!
+//! [`TileWindow::async_load_into`] (CK's `async_load_tile`) copies a window of global memory
+//! into a shared-memory window of the same distribution by `cp.async`, each thread its own
+//! vectors, for a later plain `load` of the stage (`async_copy.rs`).
+//!
 //! Distributions are types, so tensors of different distributions cannot be mixed in an
 //! elementwise operation: that is a type error, not CK's silent misbehaviour.
 
