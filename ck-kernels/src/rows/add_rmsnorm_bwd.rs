@@ -19,13 +19,15 @@
 use crate::rows::describe;
 use crate::rows::plan::*;
 use crate::rows::rmsnorm_bwd::{rmsnorm_bwd_tile, SCRATCH};
+use crate::rows::stage::stage_elems;
 use ck_core::device::*;
 #[cfg(not(target_arch = "nvptx64"))]
 use ck_core::host::DeviceBuffer;
 use ck_macros::tile_kernel;
 
 macro_rules! add_rmsnorm_bwd_kernel {
-    ($name:ident, $dist:ident, $cols:ident, $t:ty, $vec:literal, $block:literal, $pad:literal, $long:literal) => {
+    ($name:ident, $dist:ident, $cols:ident, $t:ty, $vec:literal, $block:literal, $pad:literal, $long:literal
+     $(, staged = $staged:literal)?) => {
         #[doc = concat!("Residual add + RMSNorm backward with `", stringify!($dist), "` tiles, `", stringify!($t), "` in and out.")]
         #[tile_kernel(block = $block, distributions($dist, $cols))]
         #[allow(clippy::too_many_arguments)]
@@ -41,7 +43,8 @@ macro_rules! add_rmsnorm_bwd_kernel {
             eps: f32,
         ) {
             let scratch = shared!(u32; SCRATCH);
-            rmsnorm_bwd_tile::<$dist, $cols, $t, $vec, $pad, $long>((dy, r, gamma), Some(dr), (dx, partial), (m, n, eps), &scratch);
+            let stage = shared!($t; stage_elems::<$dist, $t>(if !$long $(&& $staged)? { 3 } else { 0 }));
+            rmsnorm_bwd_tile::<$dist, $cols, $t, $vec, $pad, $long, { !$long $(&& $staged)? }, { stage_elems::<$dist, $t>(if !$long $(&& $staged)? { 3 } else { 0 }) }>((dy, r, gamma), Some(dr), (dx, partial), (m, n, eps), (&scratch, stage));
         }
     };
 }
@@ -60,9 +63,11 @@ instances! {
         eps: f32,
     ),
     f32 {
-        Rows Padded => add_rmsnorm_bwd_f32_rows / AddRmsnormBwdF32Rows (BwdRowsF32, BwdRowsF32Cols, f32, 4, 32, true, false),
-        Row4096 Padded => add_rmsnorm_bwd_f32_c4096 / AddRmsnormBwdF32C4096 (BwdRowF32x4096, BwdRowF32x4096Cols, f32, 4, 128, true, false),
-        Row8192 Padded => add_rmsnorm_bwd_f32_c8192 / AddRmsnormBwdF32C8192 (BwdRowF32x8192, BwdRowF32x8192Cols, f32, 4, 256, true, false),
+        // Not staged: 2 / 22 / 9 % slower staged at 4096 × 4096 / 16384 × 8192 / 65536 × 1024
+        // (job 115 of notes/h200-rows-backward-staged.txt; three f32 tiles of shared memory).
+        Rows Padded => add_rmsnorm_bwd_f32_rows / AddRmsnormBwdF32Rows (BwdRowsF32, BwdRowsF32Cols, f32, 4, 32, true, false, staged = false),
+        Row4096 Padded => add_rmsnorm_bwd_f32_c4096 / AddRmsnormBwdF32C4096 (BwdRowF32x4096, BwdRowF32x4096Cols, f32, 4, 128, true, false, staged = false),
+        Row8192 Padded => add_rmsnorm_bwd_f32_c8192 / AddRmsnormBwdF32C8192 (BwdRowF32x8192, BwdRowF32x8192Cols, f32, 4, 256, true, false, staged = false),
         Row8192 Long => add_rmsnorm_bwd_f32_long / AddRmsnormBwdF32Long (BwdRowF32x8192, BwdRowF32x8192Cols, f32, 4, 256, true, true),
     }
     Bf16 {

@@ -9,14 +9,17 @@
 //!
 //! f32 or bf16 in and out (the statistics f32), f32 arithmetic, any M × N; deterministic, as
 //! [`crate::rows::rmsnorm_bwd`]: a grid of at most [`crate::rows::column_sum::MAX_THREADS`]
-//! threads walks [`crate::rows::plan`]'s backward tiles, each thread summing its columns' `dy ·
-//! x̂` and `dy` down the tile's rows into one register per column (rows past 8192, the `_long`
-//! kernels: into the block's workspace row), then [`crate::rows::column_sum`] adds the blocks'
-//! rows in a fixed order. A row's statistics reach every thread of the row through the tile's
-//! rows distribution (one register per row, replicated over the row's threads).
+//! threads walks [`crate::rows::plan`]'s backward tiles (`x` and `dy` staged through shared
+//! memory a row tile ahead where the instance says so: `rows::stage`), each thread summing its
+//! columns' `dy · x̂` and `dy` down the tile's rows into one register per column (rows past
+//! 8192, the `_long` kernels: into the block's workspace row), then
+//! [`crate::rows::column_sum`] adds the blocks' rows in a fixed order. A row's statistics reach
+//! every thread of the row through the tile's rows distribution (one register per row,
+//! replicated over the row's threads).
 
 use crate::rows::column_sum::row_stride;
 use crate::rows::plan::*;
+use crate::rows::stage::{inputs, stage_elems, Stage};
 use ck_core::device::*;
 #[cfg(not(target_arch = "nvptx64"))]
 use ck_core::host::DeviceBuffer;
@@ -39,12 +42,22 @@ fn add_pair(a: (f32, f32), b: (f32, f32)) -> (f32, f32) {
 /// The shared body of every configuration of the first kernel: `D` the tile, `C` its columns
 /// (reduced over X0), `R` its rows (reduced over X1).
 #[inline(always)]
-fn layernorm_bwd_tile<D, C, R, T, const VEC: usize, const PAD: bool, const LONG: bool>(
+fn layernorm_bwd_tile<
+    D,
+    C,
+    R,
+    T,
+    const VEC: usize,
+    const PAD: bool,
+    const LONG: bool,
+    const STAGED: bool,
+    const S: usize,
+>(
     (dy, x, gamma): (Global<T>, Global<T>, Global<T>),
     (mean, rstd): (Global<f32>, Global<f32>),
     (dx, part_g, part_b): (GlobalMut<T>, GlobalMut<f32>, GlobalMut<f32>),
     (m, n): (u32, u32),
-    scratch: &SharedArray<u32, SCRATCH>,
+    (scratch, stage): (&SharedArray<u32, SCRATCH>, SharedArray<T, S>),
 ) where
     D: TileDistribution<X = [i32; 2]>,
     C: TileDistribution<X = [i32; 1]>,
@@ -85,36 +98,55 @@ fn layernorm_bwd_tile<D, C, R, T, const VEC: usize, const PAD: bool, const LONG:
         |t: &DistributedTensor<D, f32>| reduce_x_in_warp::<D, C, f32, 0>(t, |a, b| a + b);
     let mut acc_g = DistributedTensor::<C, f32>::zeros();
     let mut acc_b = DistributedTensor::<C, f32>::zeros();
-    let mut t = block;
+    // x and dy staged a row tile ahead (one column tile), or read from global memory (long rows:
+    // twice).
+    let mut staged = STAGED.then(|| Stage::<D, T, VEC, S>::new((x, dy, None), (m, n), stage));
+    let (mut t, mut slot) = (block, 0);
+    if let Some(staged) = staged.as_mut().filter(|_| t < row_tiles) {
+        staged.fetch(t, slot);
+    }
     while t < row_tiles {
+        let next = t + grid;
+        if let Some(staged) = staged.as_mut() {
+            staged.wait();
+            if next < row_tiles {
+                staged.fetch(next, slot ^ 1);
+            }
+        }
         let row0 = (t * rows as u32) as i32;
+
         wm.set_origin([row0]);
         wr.set_origin([row0]);
         let rows_stats = wm.load::<f32>().zip_map(&wr.load::<f32>(), |a, b| (a, b));
         let stats = broadcast_x::<D, R, (f32, f32), 1>(&rows_stats);
         let mut acc = DistributedTensor::<D, (f32, f32)>::zeros();
         for c in 0..tiles {
-            wx.set_origin([row0, c * cols]);
-            wdy.set_origin([row0, c * cols]);
             wg.set_origin([c * cols]);
-            let xhat = wx
-                .load::<T>()
-                .zip_map(&stats, |v, (mu, r)| (v.to_f32() - mu) * r);
+            let (xs, dys, _) = inputs(
+                &mut staged,
+                slot,
+                (&mut wx, &mut wdy, None),
+                [row0, c * cols],
+            );
+            let xhat = xs.zip_map(&stats, |v, (mu, r)| (v.to_f32() - mu) * r);
             let g = broadcast_x::<D, C, f32, 0>(&wg.load::<T>().map(T::to_f32));
-            let gdy = wdy.load::<T>().zip_map(&g, |d, g| d.to_f32() * g);
+            let gdy = dys.zip_map(&g, |d, g| d.to_f32() * g);
             acc = acc.zip_map(&gdy.zip_map(&xhat, |d, h| (d, d * h)), add_pair);
         }
         let sums = block_reduce_x::<D, (f32, f32), 1, SCRATCH>(&acc, add_pair, scratch);
         for c in 0..tiles {
-            // One tile: the loads above, which the compiler keeps; long rows: read again.
-            wx.set_origin([row0, c * cols]);
-            wdy.set_origin([row0, c * cols]);
+            // Read again (from the stage, or long rows' from global memory) rather than held
+            // across the reduction.
             wdx.set_origin([row0, c * cols]);
             wg.set_origin([c * cols]);
-            let xhat = wx
-                .load::<T>()
-                .zip_map(&stats, |v, (mu, r)| (v.to_f32() - mu) * r);
-            let dyf = wdy.load::<T>().map(T::to_f32);
+            let (xs, dys, _) = inputs(
+                &mut staged,
+                slot,
+                (&mut wx, &mut wdy, None),
+                [row0, c * cols],
+            );
+            let xhat = xs.zip_map(&stats, |v, (mu, r)| (v.to_f32() - mu) * r);
+            let dyf = dys.map(T::to_f32);
             let g = broadcast_x::<D, C, f32, 0>(&wg.load::<T>().map(T::to_f32));
             let gdy = dyf.zip_map(&g, |d, g| d * g);
             let k = sums.zip_map(&stats, |(s1, s2), (_, r)| (s1 * inv_n, s2 * inv_n, r));
@@ -140,7 +172,7 @@ fn layernorm_bwd_tile<D, C, R, T, const VEC: usize, const PAD: bool, const LONG:
                 wpb.store(&wpb.load::<f32>().zip_map(&b_part, |a, b| a + b));
             }
         }
-        t += grid;
+        (t, slot) = (next, slot ^ 1);
     }
     if !LONG {
         wpg.store(&acc_g);
@@ -158,7 +190,7 @@ fn layernorm_bwd_tile<D, C, R, T, const VEC: usize, const PAD: bool, const LONG:
 
 macro_rules! layernorm_bwd_kernel {
     ($name:ident, $dist:ident, $cols:ident, $rows:ident, $t:ty, $vec:literal, $block:literal, $pad:literal, $long:literal
-     $(, min_blocks_per_sm = $mb:literal)?) => {
+     $(, min_blocks_per_sm = $mb:literal)? $(, staged = $staged:literal)?) => {
         #[doc = concat!("LayerNorm backward with `", stringify!($dist), "` tiles, `", stringify!($t), "` in and out.")]
         #[tile_kernel(block = $block, $(min_blocks_per_sm = $mb,)? distributions($dist, $cols, $rows))]
         #[allow(clippy::too_many_arguments)]
@@ -175,12 +207,13 @@ macro_rules! layernorm_bwd_kernel {
             n: u32,
         ) {
             let scratch = shared!(u32; SCRATCH);
-            layernorm_bwd_tile::<$dist, $cols, $rows, $t, $vec, $pad, $long>(
+            let stage = shared!($t; stage_elems::<$dist, $t>(if !$long $(&& $staged)? { 2 } else { 0 }));
+            layernorm_bwd_tile::<$dist, $cols, $rows, $t, $vec, $pad, $long, { !$long $(&& $staged)? }, { stage_elems::<$dist, $t>(if !$long $(&& $staged)? { 2 } else { 0 }) }>(
                 (dy, x, gamma),
                 (mean, rstd),
                 (dx, part_g, part_b),
                 (m, n),
-                &scratch,
+                (&scratch, stage),
             );
         }
     };
@@ -201,7 +234,8 @@ instances! {
         n: u32,
     ),
     f32 {
-        Rows Padded => layernorm_bwd_f32_rows / LayernormBwdF32Rows (BwdRowsF32, BwdRowsF32Cols, BwdRowsF32Rows, f32, 4, 32, true, false),
+        // Not staged: the stage's pointers pushed the thread's 254 registers into a spill.
+        Rows Padded => layernorm_bwd_f32_rows / LayernormBwdF32Rows (BwdRowsF32, BwdRowsF32Cols, BwdRowsF32Rows, f32, 4, 32, true, false, staged = false),
         Row4096 Padded => layernorm_bwd_f32_c4096 / LayernormBwdF32C4096 (BwdRowF32x4096, BwdRowF32x4096Cols, BwdRowF32x4096Rows, f32, 4, 128, true, false),
         Row8192 Padded => layernorm_bwd_f32_c8192 / LayernormBwdF32C8192 (BwdRowF32x8192, BwdRowF32x8192Cols, BwdRowF32x8192Rows, f32, 4, 256, true, false),
         Row8192 Long => layernorm_bwd_f32_long / LayernormBwdF32Long (BwdRowF32x8192, BwdRowF32x8192Cols, BwdRowF32x8192Rows, f32, 4, 256, true, true),

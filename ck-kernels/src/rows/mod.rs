@@ -5,6 +5,7 @@
 //! |---|---|
 //! | [`plan`] | the tile plan: how a block covers rows of N columns (the forward's tiles and the backward's), which tile a row length gets ([`plan::RowTile::for_columns`]), the instance table ([`plan::Instance`]) |
 //! | [`describe`] | what the operators' descriptions share (`x`, `gamma`, `y`, `eps`, the checked shapes) |
+//! | `stage` | the backward kernels' inputs staged through shared memory a row tile ahead (`cp.async`), where an instance asks for it |
 //! | [`column_sum`] | `column_sum_*`: the backward kernels' workspace columns summed in a fixed order (`dgamma`, `dbeta`) |
 //! | [`rmsnorm`] | `rmsnorm_{f32,bf16}_*`: `y = x · rsqrt(mean(x²) + eps) · gamma` |
 //! | [`rmsnorm_bwd`] | `rmsnorm_bwd_{f32,bf16}_*`: `dx` and `dgamma` (a workspace row of column sums per block, then [`column_sum`]) |
@@ -18,7 +19,7 @@
 //! Each operator file holds its kernels (one per tile of the plan), their host launcher, the
 //! fp64 CPU reference and its description `OP` (listed in [`OPS`], which the registry
 //! iterates); every operator depends on [`plan`] and [`describe`] (the backward ones also on
-//! [`column_sum`]) and on nothing else here, but [`add_rmsnorm_bwd`], which is
+//! [`column_sum`] and `stage`) and on nothing else here, but [`add_rmsnorm_bwd`], which is
 //! [`rmsnorm_bwd`]'s kernel with one more input.
 
 pub mod add_rmsnorm;
@@ -33,6 +34,7 @@ pub mod rmsnorm;
 pub mod rmsnorm_bwd;
 pub mod softmax;
 pub mod softmax_bwd;
+mod stage;
 
 /// The family's operators, as the registry lists them.
 #[cfg(not(target_arch = "nvptx64"))]

@@ -12,7 +12,8 @@
 //! Two kernels, deterministic (no atomics, a fixed order of every sum):
 //! 1. `rmsnorm_bwd_*`: a grid of at most [`crate::rows::column_sum::MAX_THREADS`] threads, the
 //!    blocks walking row tiles a grid apart ([`crate::rows::plan`]'s backward tiles: a thread holds
-//!    whole rows of its columns). Per row tile it loads `x`, `dy` and `gamma`, reduces the pair
+//!    whole rows of its columns). Per row tile it loads `x`, `dy` (staged through shared memory
+//!    a row tile ahead where the instance says so: `rows::stage`) and `gamma`, reduces the pair
 //!    `(Σx², Σ dy·gamma·x)` over each row with one `block_reduce_x`, writes `dx`, sums `dy · x ·
 //!    r` down the tile's rows in the thread and adds that into one accumulator per column the
 //!    thread owns. At the end each block writes its accumulators as its row of a `[blocks, N]`
@@ -23,6 +24,7 @@
 
 use crate::rows::column_sum::row_stride;
 use crate::rows::plan::*;
+use crate::rows::stage::{inputs, stage_elems, Stage};
 use ck_core::device::*;
 #[cfg(not(target_arch = "nvptx64"))]
 use ck_core::host::DeviceBuffer;
@@ -55,12 +57,21 @@ fn finite_rsqrt(v: f32) -> f32 {
 /// fused add's backward ([`crate::rows::add_rmsnorm_bwd`], whose incoming gradient `dr` is the
 /// `addend` of `dx`): `D` the tile, `C` its columns (`D` reduced over X0).
 #[inline(always)]
-pub(crate) fn rmsnorm_bwd_tile<D, C, T, const VEC: usize, const PAD: bool, const LONG: bool>(
+pub(crate) fn rmsnorm_bwd_tile<
+    D,
+    C,
+    T,
+    const VEC: usize,
+    const PAD: bool,
+    const LONG: bool,
+    const STAGED: bool,
+    const S: usize,
+>(
     (dy, x, gamma): (Global<T>, Global<T>, Global<T>),
     addend: Option<Global<T>>,
     (dx, partial): (GlobalMut<T>, GlobalMut<f32>),
     (m, n, eps): (u32, u32, f32),
-    scratch: &SharedArray<u32, SCRATCH>,
+    (scratch, stage): (&SharedArray<u32, SCRATCH>, SharedArray<T, S>),
 ) where
     D: TileDistribution<X = [i32; 2]>,
     C: TileDistribution<X = [i32; 1]>,
@@ -90,12 +101,6 @@ pub(crate) fn rmsnorm_bwd_tile<D, C, T, const VEC: usize, const PAD: bool, const
     // in the element type until it is added.
     let mut wadd =
         addend.map(|a| make_tile_window::<D, _>(View2::<_, T, VEC>::new(a, m, n, n), [0, 0]));
-    let mut load_addend = |at: [i32; 2]| {
-        wadd.as_mut().map(|w| {
-            w.set_origin(at);
-            w.load::<T>()
-        })
-    };
     let plus = |g: DistributedTensor<D, f32>, a: Option<DistributedTensor<D, T>>| match a {
         Some(a) => g.zip_map(&a.map(T::to_f32), |g, a| g + a),
         None => g,
@@ -113,31 +118,44 @@ pub(crate) fn rmsnorm_bwd_tile<D, C, T, const VEC: usize, const PAD: bool, const
             "rmsnorm_bwd: a row longer than the tile; use the _long kernel"
         );
         let mut dgamma = DistributedTensor::<C, f32>::zeros();
-        let mut t = block;
+        let mut staged = STAGED.then(|| Stage::<D, T, VEC, S>::new((x, dy, addend), (m, n), stage));
+        let (mut t, mut slot) = (block, 0);
+        if let Some(staged) = staged.as_mut().filter(|_| t < row_tiles) {
+            staged.fetch(t, slot);
+        }
         while t < row_tiles {
+            let next = t + grid;
+            if let Some(staged) = staged.as_mut() {
+                staged.wait();
+                if next < row_tiles {
+                    staged.fetch(next, slot ^ 1);
+                }
+            }
             let at = [(t * rows as u32) as i32, 0];
-            wx.set_origin(at);
-            wdy.set_origin(at);
             wdx.set_origin(at);
-            let (xf, dyf) = (
-                wx.load::<T>().map(T::to_f32),
-                wdy.load::<T>().map(T::to_f32),
-            );
-            let add = load_addend(at);
             // gamma again for every row tile (from L1): kept, it would hold registers that
             // the loads in flight need.
             let g = broadcast_x::<D, C, f32, 0>(&wg.load::<T>().map(T::to_f32));
+            let (xs, dys, add) = inputs(&mut staged, slot, (&mut wx, &mut wdy, wadd.as_mut()), at);
+            let (xf, dyf) = (xs.map(T::to_f32), dys.map(T::to_f32));
             let gdy = dyf.zip_map(&g, |d, g| d * g);
             let pairs = xf.zip_map(&gdy, |v, d| (v * v, d * v));
             let sums = block_reduce_x::<D, (f32, f32), 1, SCRATCH>(&pairs, add_pair, scratch);
             let r = sums.map(|(ss, _)| finite_rsqrt(ss * inv_n + eps));
             let k = sums.zip_map(&r, |(_, dot), r| r * r * r * dot * inv_n);
-            let out = gdy
+            // Staged: read again from shared memory rather than held across the reduction.
+            let (xs, dys, add) = match staged.as_mut() {
+                Some(staged) => staged.load(slot),
+                None => (xs, dys, add),
+            };
+            let (xf, dyf) = (xs.map(T::to_f32), dys.map(T::to_f32));
+            let out = dyf
+                .zip_map(&g, |d, g| d * g)
                 .zip_map(&r, |d, r| d * r)
                 .zip_map(&xf.zip_map(&k, |v, k| v * k), |a, b| a - b);
             wdx.store(&plus(out, add).round_to::<T>());
             dgamma = dgamma.zip_map(&column_part(&dyf, &xf, &r), |a, b| a + b);
-            t += grid;
+            (t, slot) = (next, slot ^ 1);
         }
         wp.store(&dgamma);
         return;
@@ -173,7 +191,10 @@ pub(crate) fn rmsnorm_bwd_tile<D, C, T, const VEC: usize, const PAD: bool, const
                 wx.load::<T>().map(T::to_f32),
                 wdy.load::<T>().map(T::to_f32),
             );
-            let add = load_addend([row0, c * cols]);
+            let add = wadd.as_mut().map(|w| {
+                w.set_origin([row0, c * cols]);
+                w.load::<T>()
+            });
             let g = broadcast_x::<D, C, f32, 0>(&wg.load::<T>().map(T::to_f32));
             let out = dyf
                 .zip_map(&g, |d, g| d * g)
@@ -200,7 +221,8 @@ pub(crate) fn rmsnorm_bwd_tile<D, C, T, const VEC: usize, const PAD: bool, const
 }
 
 macro_rules! rmsnorm_bwd_kernel {
-    ($name:ident, $dist:ident, $cols:ident, $t:ty, $vec:literal, $block:literal, $pad:literal, $long:literal) => {
+    ($name:ident, $dist:ident, $cols:ident, $t:ty, $vec:literal, $block:literal, $pad:literal, $long:literal
+     $(, staged = $staged:literal)?) => {
         #[doc = concat!("RMSNorm backward with `", stringify!($dist), "` tiles, `", stringify!($t), "` in and out.")]
         #[tile_kernel(block = $block, distributions($dist, $cols))]
         pub fn $name(
@@ -214,7 +236,8 @@ macro_rules! rmsnorm_bwd_kernel {
             eps: f32,
         ) {
             let scratch = shared!(u32; SCRATCH);
-            rmsnorm_bwd_tile::<$dist, $cols, $t, $vec, $pad, $long>((dy, x, gamma), None, (dx, partial), (m, n, eps), &scratch);
+            let stage = shared!($t; stage_elems::<$dist, $t>(if !$long $(&& $staged)? { 2 } else { 0 }));
+            rmsnorm_bwd_tile::<$dist, $cols, $t, $vec, $pad, $long, { !$long $(&& $staged)? }, { stage_elems::<$dist, $t>(if !$long $(&& $staged)? { 2 } else { 0 }) }>((dy, x, gamma), None, (dx, partial), (m, n, eps), (&scratch, stage));
         }
     };
 }
@@ -232,8 +255,10 @@ instances! {
         eps: f32,
     ),
     f32 {
-        Rows Padded => rmsnorm_bwd_f32_rows / RmsnormBwdF32Rows (BwdRowsF32, BwdRowsF32Cols, f32, 4, 32, true, false),
-        Row4096 Padded => rmsnorm_bwd_f32_c4096 / RmsnormBwdF32C4096 (BwdRowF32x4096, BwdRowF32x4096Cols, f32, 4, 128, true, false),
+        // Not staged: 2 % slower staged at 65536 × 1024 and 4096 × 4096 (job 114 of
+        // notes/h200-rows-backward-staged.txt).
+        Rows Padded => rmsnorm_bwd_f32_rows / RmsnormBwdF32Rows (BwdRowsF32, BwdRowsF32Cols, f32, 4, 32, true, false, staged = false),
+        Row4096 Padded => rmsnorm_bwd_f32_c4096 / RmsnormBwdF32C4096 (BwdRowF32x4096, BwdRowF32x4096Cols, f32, 4, 128, true, false, staged = false),
         Row8192 Padded => rmsnorm_bwd_f32_c8192 / RmsnormBwdF32C8192 (BwdRowF32x8192, BwdRowF32x8192Cols, f32, 4, 256, true, false),
         Row8192 Long => rmsnorm_bwd_f32_long / RmsnormBwdF32Long (BwdRowF32x8192, BwdRowF32x8192Cols, f32, 4, 256, true, true),
     }
