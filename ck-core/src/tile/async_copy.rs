@@ -122,7 +122,7 @@ where
             let plan = Plan::<D, View2<Global<T>, T, VEC>, T>::PLAN;
             assert!(
                 (plan.scalar_per_vector as usize * T::BYTES as usize).is_multiple_of(16),
-                "async_load_into: the distribution's vectors (with the view's VEC) are not whole 16-byte copies"
+                "async_load_into: the distribution's vectors (with the view's VEC) are not whole 16-byte copies; give the view a VEC of 16 bytes (8 bf16, 4 f32) or more, or load the window with `load`"
             );
             plan
         };
@@ -132,11 +132,11 @@ where
         let [r0, c0] = stage.origin;
         assert!(
             stage.view.vector_ok(chunk) && c0 % chunk == 0,
-            "async_load_into: the stage's rows are not whole 16-byte vectors"
+            "async_load_into: the stage's rows are not whole 16-byte vectors; make its columns, row stride and origin column multiples of 16 bytes"
         );
         assert!(
             r0 >= 0 && c0 >= 0 && r0 + rows <= stage.view.rows && c0 + cols <= stage.view.cols,
-            "async_load_into: the window reaches past the stage"
+            "async_load_into: the window reaches past the stage; size the stage's view for the tile at this origin (rows × columns of the distribution)"
         );
         let vector = self.view.vector_ok(chunk) && self.origin[1] % chunk == 0;
         let smem = stage.view.buffer.memory();
