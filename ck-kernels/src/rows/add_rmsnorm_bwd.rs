@@ -72,13 +72,13 @@ instances! {
     }
     Bf16 {
         Rows Padded => add_rmsnorm_bwd_bf16_rows / AddRmsnormBwdBf16Rows (BwdRowsBf16, BwdRowsBf16Cols, Bf16, 8, 32, true, false),
-        Row4096 Padded => add_rmsnorm_bwd_bf16_c4096 / AddRmsnormBwdBf16C4096 (BwdRowBf16x4096, BwdRowBf16x4096Cols, Bf16, 8, 128, true, false),
-        Row8192 Padded => add_rmsnorm_bwd_bf16_c8192 / AddRmsnormBwdBf16C8192 (BwdRowBf16x8192, BwdRowBf16x8192Cols, Bf16, 8, 256, true, false),
+        Row4096 Padded => add_rmsnorm_bwd_bf16_c4096 / AddRmsnormBwdBf16C4096 (BwdRowBf16x4096c16, BwdRowBf16x4096c16Cols, Bf16, 8, 256, true, false),
+        Row8192 Padded => add_rmsnorm_bwd_bf16_c8192 / AddRmsnormBwdBf16C8192 (BwdRowBf16x8192c16, BwdRowBf16x8192c16Cols, Bf16, 8, 512, true, false),
         Row8192 Long => add_rmsnorm_bwd_bf16_long / AddRmsnormBwdBf16Long (BwdRowBf16x8192, BwdRowBf16x8192Cols, Bf16, 8, 256, true, true),
         // Rows exactly the tile's width: no padding.
         Rows Full => add_rmsnorm_bwd_bf16_rows_full / AddRmsnormBwdBf16RowsFull (BwdRowsBf16, BwdRowsBf16Cols, Bf16, 8, 32, false, false),
-        Row4096 Full => add_rmsnorm_bwd_bf16_c4096_full / AddRmsnormBwdBf16C4096Full (BwdRowBf16x4096, BwdRowBf16x4096Cols, Bf16, 8, 128, false, false),
-        Row8192 Full => add_rmsnorm_bwd_bf16_c8192_full / AddRmsnormBwdBf16C8192Full (BwdRowBf16x8192, BwdRowBf16x8192Cols, Bf16, 8, 256, false, false),
+        Row4096 Full => add_rmsnorm_bwd_bf16_c4096_full / AddRmsnormBwdBf16C4096Full (BwdRowBf16x4096c16, BwdRowBf16x4096c16Cols, Bf16, 8, 256, false, false),
+        Row8192 Full => add_rmsnorm_bwd_bf16_c8192_full / AddRmsnormBwdBf16C8192Full (BwdRowBf16x8192c16, BwdRowBf16x8192c16Cols, Bf16, 8, 512, false, false),
     }
 }
 

@@ -236,20 +236,20 @@ instances! {
     f32 {
         // Not staged: the stage's pointers pushed the thread's 254 registers into a spill.
         Rows Padded => layernorm_bwd_f32_rows / LayernormBwdF32Rows (BwdRowsF32, BwdRowsF32Cols, BwdRowsF32Rows, f32, 4, 32, true, false, staged = false),
-        Row4096 Padded => layernorm_bwd_f32_c4096 / LayernormBwdF32C4096 (BwdRowF32x4096, BwdRowF32x4096Cols, BwdRowF32x4096Rows, f32, 4, 128, true, false),
-        Row8192 Padded => layernorm_bwd_f32_c8192 / LayernormBwdF32C8192 (BwdRowF32x8192, BwdRowF32x8192Cols, BwdRowF32x8192Rows, f32, 4, 256, true, false),
+        Row4096 Padded => layernorm_bwd_f32_c4096 / LayernormBwdF32C4096 (BwdRowF32x4096c16, BwdRowF32x4096c16Cols, BwdRowF32x4096c16Rows, f32, 4, 256, true, false),
+        Row8192 Padded => layernorm_bwd_f32_c8192 / LayernormBwdF32C8192 (BwdRowF32x8192c16, BwdRowF32x8192c16Cols, BwdRowF32x8192c16Rows, f32, 4, 512, true, false),
         Row8192 Long => layernorm_bwd_f32_long / LayernormBwdF32Long (BwdRowF32x8192, BwdRowF32x8192Cols, BwdRowF32x8192Rows, f32, 4, 256, true, true),
     }
     Bf16 {
         // Four blocks per SM: at 131 registers (three blocks) the rows' tile lost 12 %.
         Rows Padded => layernorm_bwd_bf16_rows / LayernormBwdBf16Rows (BwdRowsBf16x4, BwdRowsBf16x4Cols, BwdRowsBf16x4Rows, Bf16, 8, 128, true, false, min_blocks_per_sm = 4),
-        Row4096 Padded => layernorm_bwd_bf16_c4096 / LayernormBwdBf16C4096 (BwdRowBf16x4096, BwdRowBf16x4096Cols, BwdRowBf16x4096Rows, Bf16, 8, 128, true, false),
-        Row8192 Padded => layernorm_bwd_bf16_c8192 / LayernormBwdBf16C8192 (BwdRowBf16x8192, BwdRowBf16x8192Cols, BwdRowBf16x8192Rows, Bf16, 8, 256, true, false),
+        Row4096 Padded => layernorm_bwd_bf16_c4096 / LayernormBwdBf16C4096 (BwdRowBf16x4096c16, BwdRowBf16x4096c16Cols, BwdRowBf16x4096c16Rows, Bf16, 8, 256, true, false),
+        Row8192 Padded => layernorm_bwd_bf16_c8192 / LayernormBwdBf16C8192 (BwdRowBf16x8192c16, BwdRowBf16x8192c16Cols, BwdRowBf16x8192c16Rows, Bf16, 8, 512, true, false),
         Row8192 Long => layernorm_bwd_bf16_long / LayernormBwdBf16Long (BwdRowBf16x8192, BwdRowBf16x8192Cols, BwdRowBf16x8192Rows, Bf16, 8, 256, true, true),
         // Rows exactly the tile's width: no padding.
         Rows Full => layernorm_bwd_bf16_rows_full / LayernormBwdBf16RowsFull (BwdRowsBf16x4, BwdRowsBf16x4Cols, BwdRowsBf16x4Rows, Bf16, 8, 128, false, false, min_blocks_per_sm = 4),
-        Row4096 Full => layernorm_bwd_bf16_c4096_full / LayernormBwdBf16C4096Full (BwdRowBf16x4096, BwdRowBf16x4096Cols, BwdRowBf16x4096Rows, Bf16, 8, 128, false, false),
-        Row8192 Full => layernorm_bwd_bf16_c8192_full / LayernormBwdBf16C8192Full (BwdRowBf16x8192, BwdRowBf16x8192Cols, BwdRowBf16x8192Rows, Bf16, 8, 256, false, false),
+        Row4096 Full => layernorm_bwd_bf16_c4096_full / LayernormBwdBf16C4096Full (BwdRowBf16x4096c16, BwdRowBf16x4096c16Cols, BwdRowBf16x4096c16Rows, Bf16, 8, 256, false, false),
+        Row8192 Full => layernorm_bwd_bf16_c8192_full / LayernormBwdBf16C8192Full (BwdRowBf16x8192c16, BwdRowBf16x8192c16Cols, BwdRowBf16x8192c16Rows, Bf16, 8, 512, false, false),
     }
 }
 

@@ -264,13 +264,13 @@ instances! {
     }
     Bf16 {
         Rows Padded => rmsnorm_bwd_bf16_rows / RmsnormBwdBf16Rows (BwdRowsBf16, BwdRowsBf16Cols, Bf16, 8, 32, true, false),
-        Row4096 Padded => rmsnorm_bwd_bf16_c4096 / RmsnormBwdBf16C4096 (BwdRowBf16x4096, BwdRowBf16x4096Cols, Bf16, 8, 128, true, false),
-        Row8192 Padded => rmsnorm_bwd_bf16_c8192 / RmsnormBwdBf16C8192 (BwdRowBf16x8192, BwdRowBf16x8192Cols, Bf16, 8, 256, true, false),
+        Row4096 Padded => rmsnorm_bwd_bf16_c4096 / RmsnormBwdBf16C4096 (BwdRowBf16x4096c16, BwdRowBf16x4096c16Cols, Bf16, 8, 256, true, false),
+        Row8192 Padded => rmsnorm_bwd_bf16_c8192 / RmsnormBwdBf16C8192 (BwdRowBf16x8192c16, BwdRowBf16x8192c16Cols, Bf16, 8, 512, true, false),
         Row8192 Long => rmsnorm_bwd_bf16_long / RmsnormBwdBf16Long (BwdRowBf16x8192, BwdRowBf16x8192Cols, Bf16, 8, 256, true, true),
         // Rows exactly the tile's width: no padding.
         Rows Full => rmsnorm_bwd_bf16_rows_full / RmsnormBwdBf16RowsFull (BwdRowsBf16, BwdRowsBf16Cols, Bf16, 8, 32, false, false),
-        Row4096 Full => rmsnorm_bwd_bf16_c4096_full / RmsnormBwdBf16C4096Full (BwdRowBf16x4096, BwdRowBf16x4096Cols, Bf16, 8, 128, false, false),
-        Row8192 Full => rmsnorm_bwd_bf16_c8192_full / RmsnormBwdBf16C8192Full (BwdRowBf16x8192, BwdRowBf16x8192Cols, Bf16, 8, 256, false, false),
+        Row4096 Full => rmsnorm_bwd_bf16_c4096_full / RmsnormBwdBf16C4096Full (BwdRowBf16x4096c16, BwdRowBf16x4096c16Cols, Bf16, 8, 256, false, false),
+        Row8192 Full => rmsnorm_bwd_bf16_c8192_full / RmsnormBwdBf16C8192Full (BwdRowBf16x8192c16, BwdRowBf16x8192c16Cols, Bf16, 8, 512, false, false),
     }
 }
 
