@@ -7,14 +7,20 @@
 //! the chunk, 4 columns per lane, and `block_reduce_x` over X0 adds the 8 warps' sums. One chunk
 //! per column block would leave most SMs idle where the rows are narrow (N = 1024: 8 blocks,
 //! each walking 4224 rows one dependent load after another), so the rows are cut into chunks
-//! until about [`TARGET_BLOCKS`] blocks run, and a second launch adds the chunks' sums. For
-//! example, 4224 rows of 1024: 8 column blocks × 33 chunks of 128 rows, then 8 blocks adding
-//! 33 rows. The cut depends on the shape only, not on the device, so the bits do not either.
+//! until about [`TARGET_BLOCKS`] blocks run. Each block stores its chunk's sums and takes a
+//! ticket of its column block (an atomic count, as the stream-K GEMM's hand-over); the block
+//! whose ticket completes the count adds the chunks' sums in chunk order, whichever finished
+//! last, and writes the output — one launch, where a second launch over the chunks' sums
+//! cost 4–6 µs on an H100 (ncu, job 119). For example, 4224 rows of 1024: 8 column blocks ×
+//! 33 chunks of 128 rows, the last of each column block's 33 adding 33 rows. The cut depends on
+//! the shape only, not on the device, so the bits do not either. Two workspaces of one shape
+//! (LayerNorm's `dgamma` and `dbeta`) are summed by the same launch, the second half of the
+//! blocks taking the second workspace: the same bits as apart.
 
 use ck_core::device::*;
 #[cfg(not(target_arch = "nvptx64"))]
 use ck_core::host::DeviceBuffer;
-use ck_core::tile::{block_reduce_x, make_tile_window, DistributedTensor, View2};
+use ck_core::tile::{block_reduce_x, make_tile_window, DistributedTensor, View, View2};
 use ck_macros::{tile_distribution, tile_kernel};
 
 tile_distribution! {
@@ -30,32 +36,117 @@ tile_distribution! {
 /// Scratch for the column sum's reduction over its 8 warps: `BLOCK_SIZE · 4` words.
 const COLUMN_SCRATCH: usize = 1024;
 
-/// `out[c, j] = Σ_i partial[i, j]` over the rows `i` of chunk `c` (`chunk` rows from `c · chunk`,
-/// the last chunk up to `rows`; rows of `partial` `stride` apart, of `out` `n`), 128 columns
-/// per block: block `b` takes column block `b mod ⌈n / 128⌉` of chunk `b / ⌈n / 128⌉`.
+/// The blocks of one workspace's sums: 128 columns of one chunk each.
+pub const fn blocks_per_sum(rows: u32, n: u32, chunk: u32) -> u32 {
+    let cols = ColumnSums::X_LENGTHS[1] as u32;
+    n.div_ceil(cols) * rows.div_ceil(chunk)
+}
+
+/// `(chunk sums, tickets)` of one workspace's sums in chunks of `chunk` rows: a row of `n` f32
+/// per chunk and a ticket per column block, each rounded up to 16 bytes (the second
+/// workspace's start after them).
+pub const fn chunk_workspace(rows: u32, n: u32, chunk: u32) -> (u32, u32) {
+    let cols = ColumnSums::X_LENGTHS[1] as u32;
+    (
+        (rows.div_ceil(chunk) * n).next_multiple_of(4),
+        n.div_ceil(cols).next_multiple_of(4),
+    )
+}
+
+/// The sums of 128 columns from `col0` over rows `row0 .. end` of `view` (`steps` tile steps
+/// of 8 rows, rows past `end` read as zeros), every warp adding its rows in order, then the
+/// warps' sums in order: four loads in flight before each four additions, which keep the
+/// order of a load after a load.
 #[inline(always)]
-fn column_sum<T: Real>(
-    partial: Global<f32>,
-    out: GlobalMut<T>,
-    (rows, n, chunk, stride): (u32, u32, u32, u32),
+fn sum_rows<V: View<f32>>(
+    view: V,
+    (row0, col0): (u32, i32),
+    steps: u32,
     scratch: &SharedArray<u32, COLUMN_SCRATCH>,
-) {
-    let [step, cols] = ColumnSums::X_LENGTHS;
-    let column_blocks = n.div_ceil(cols as u32);
-    let (c, column_block) = (block_idx() / column_blocks, block_idx() % column_blocks);
-    let (row0, col0) = (c * chunk, (column_block * cols as u32) as i32);
-    // Rows past the chunk's end (the last chunk's past `rows`) read as zeros.
-    let end = (row0 + chunk).min(rows);
-    let pv = View2::<_, f32, 4>::new(partial, end, n, stride);
-    let mut w = make_tile_window::<ColumnSums, _>(pv, [row0 as i32, col0]);
+) -> DistributedTensor<ColumnSums, f32> {
+    let step = ColumnSums::X_LENGTHS[0];
+    let mut w = make_tile_window::<ColumnSums, _>(view, [row0 as i32, col0]);
     let mut acc = DistributedTensor::<ColumnSums, f32>::zeros();
-    for _ in 0..chunk.div_ceil(step as u32) {
+    let mut left = steps;
+    while left >= 4 {
+        let loads = [(); 4].map(|()| {
+            let t = w.load::<f32>();
+            w.move_by([step, 0]);
+            t
+        });
+        for t in &loads {
+            acc = acc.zip_map(t, |a, b| a + b);
+        }
+        left -= 4;
+    }
+    for _ in 0..left {
         acc = acc.zip_map(&w.load::<f32>(), |a, b| a + b);
         w.move_by([step, 0]);
     }
-    let sum = block_reduce_x::<ColumnSums, f32, 0, COLUMN_SCRATCH>(&acc, |a, b| a + b, scratch);
-    let ov = View2::<_, T, 4>::new(out, c + 1, n, n);
-    make_tile_window::<ColumnSums, _>(ov, [c as i32, col0]).store(&sum.round_to::<T>());
+    block_reduce_x::<ColumnSums, f32, 0, COLUMN_SCRATCH>(&acc, |a, b| a + b, scratch)
+}
+
+/// A column sum's shared memory: the reduction's scratch and the word through which thread 0
+/// tells the block what its ticket said.
+pub struct ColumnShared<'a> {
+    scratch: &'a SharedArray<u32, COLUMN_SCRATCH>,
+    said: &'a SharedArray<u32, 1>,
+}
+
+/// `out[j] = Σ_i partial[i, j]` over `rows` rows of `partial` (`stride` apart), 128 columns per
+/// block, in chunks of `chunk` rows: `block` takes column block `block mod ⌈n / 128⌉` of chunk
+/// `c = block / ⌈n / 128⌉`. With one chunk, the block's sums are the output. With several, it
+/// stores them as row `c` of `sums` (`⌈rows / chunk⌉` rows of `n`), then takes a ticket of its
+/// column block; the block whose ticket completes the count sets it back to zero for the next
+/// launch and adds the chunks' rows in order, whichever came last: the same bits every run.
+#[inline(always)]
+fn column_sum<T: Real>(
+    partial: Global<f32>,
+    (sums, tickets): (GlobalMut<f32>, GlobalMut<u32>),
+    out: GlobalMut<T>,
+    (rows, n, chunk, stride): (u32, u32, u32, u32),
+    block: u32,
+    smem: &ColumnShared<'_>,
+) {
+    let [step, cols] = ColumnSums::X_LENGTHS;
+    let column_blocks = n.div_ceil(cols as u32);
+    let (c, column_block) = (block / column_blocks, block % column_blocks);
+    let (row0, col0) = (c * chunk, (column_block * cols as u32) as i32);
+    let count = rows.div_ceil(chunk);
+    // Rows past the chunk's end (the last chunk's past `rows`) read as zeros.
+    let end = (row0 + chunk).min(rows);
+    let pv = View2::<_, f32, 4>::new(partial, end, n, stride);
+    let steps = chunk.div_ceil(step as u32);
+    let sum = sum_rows(pv, (row0, col0), steps, smem.scratch);
+    let ov = View2::<_, T, 4>::new(out, 1, n, n);
+    if count == 1 {
+        make_tile_window::<ColumnSums, _>(ov, [0, col0]).store(&sum.round_to::<T>());
+        return;
+    }
+    // Every warp holds the sums; views ending at the stored row keep the other warps' copies
+    // out.
+    let sv = |rows| View2::<_, f32, 4>::new(sums, rows, n, n);
+    make_tile_window::<ColumnSums, _>(sv(c + 1), [c as i32, col0]).store(&sum);
+    fence_acq_rel_gpu();
+    block_sync();
+    if thread_idx() == 0 {
+        let ticket = tickets.atomic_add(column_block, 1) + 1;
+        if ticket == count {
+            tickets.store(column_block, 0);
+        }
+        fence_acq_rel_gpu();
+        smem.said.store(0, ticket);
+    }
+    block_sync();
+    if smem.said.load(0) == count {
+        let total = sum_rows(
+            sv(count),
+            (0, col0),
+            count.div_ceil(step as u32),
+            smem.scratch,
+        );
+        make_tile_window::<ColumnSums, _>(ov, [0, col0]).store(&total.round_to::<T>());
+    }
 }
 
 /// The distance between two rows of a backward's workspace of `n` columns: `n` rounded up to 4
@@ -66,25 +157,66 @@ pub const fn row_stride(n: u32) -> u32 {
 }
 
 macro_rules! column_sum_kernel {
-    ($name:ident, $t:ty) => {
-        #[doc = concat!("The column sums of a backward's workspace by chunks of rows, into `", stringify!($t), "`.")]
+    ($name:ident, $pair:ident, $t:ty) => {
+        #[doc = concat!("The column sums of a backward's workspace by chunks of rows, into `", stringify!($t), "`; `sums` and `tickets` the chunks' workspace (see `column_sum`).")]
         #[tile_kernel(block = 256, distributions(ColumnSums))]
+        #[allow(clippy::too_many_arguments)]
         pub fn $name(
             partial: Global<f32>,
+            sums: GlobalMut<f32>,
+            tickets: GlobalMut<u32>,
             out: GlobalMut<$t>,
             rows: u32,
             n: u32,
             chunk: u32,
             stride: u32,
         ) {
-            let scratch = shared!(u32; COLUMN_SCRATCH);
-            column_sum::<$t>(partial, out, (rows, n, chunk, stride), &scratch);
+            let (scratch, said) = (shared!(u32; COLUMN_SCRATCH), shared!(u32; 1));
+            let smem = ColumnShared { scratch: &scratch, said: &said };
+            let shape = (rows, n, chunk, stride);
+            column_sum::<$t>(partial, (sums, tickets), out, shape, block_idx(), &smem);
+        }
+
+        #[doc = concat!("The column sums of two workspaces of one shape, into `", stringify!($t), "`: the first [`blocks_per_sum`] blocks `partial_a`'s into `out_a`, the rest `partial_b`'s into `out_b`, each half with its half of `sums` and `tickets`.")]
+        #[tile_kernel(block = 256, distributions(ColumnSums))]
+        #[allow(clippy::too_many_arguments)]
+        pub fn $pair(
+            partial_a: Global<f32>,
+            partial_b: Global<f32>,
+            sums: GlobalMut<f32>,
+            tickets: GlobalMut<u32>,
+            out_a: GlobalMut<$t>,
+            out_b: GlobalMut<$t>,
+            rows: u32,
+            n: u32,
+            chunk: u32,
+            stride: u32,
+        ) {
+            let (scratch, said) = (shared!(u32; COLUMN_SCRATCH), shared!(u32; 1));
+            let smem = ColumnShared { scratch: &scratch, said: &said };
+            let (half, block) = (blocks_per_sum(rows, n, chunk), block_idx());
+            let (partial, out, block, p) = if block < half {
+                (partial_a, out_a, block, 0)
+            } else {
+                (partial_b, out_b, block - half, 1)
+            };
+            let part = if rows.div_ceil(chunk) == 1 {
+                (sums, tickets) // one chunk: neither is used
+            } else {
+                let (sums_len, tickets_len) = chunk_workspace(rows, n, chunk);
+                (
+                    sums.slice(p * sums_len, sums_len),
+                    tickets.slice(p * tickets_len, tickets_len),
+                )
+            };
+            let shape = (rows, n, chunk, stride);
+            column_sum::<$t>(partial, part, out, shape, block, &smem);
         }
     };
 }
 
-column_sum_kernel!(column_sum_f32, f32);
-column_sum_kernel!(column_sum_bf16, Bf16);
+column_sum_kernel!(column_sum_f32, column_sum_pair_f32, f32);
+column_sum_kernel!(column_sum_bf16, column_sum_pair_bf16, Bf16);
 
 #[cfg(not(target_arch = "nvptx64"))]
 mod host {
@@ -92,79 +224,111 @@ mod host {
     use crate::op::OpElement;
     use ck_core::host::{Device, LaunchConfig, LaunchError, LaunchStats};
 
-    /// The column sum of one element type.
+    /// The column sums of one element type.
     pub trait ColumnSum: OpElement {
-        /// Launches the kernel of this type: row `c` of `out` ← the sums of chunk `c` of
-        /// `rows` rows of `n`, `stride` apart (chunks of `chunk` rows), `cfg` covering every
-        /// chunk.
+        /// Launches the kernel of this type over one workspace or two (`partials` and `outs`
+        /// of one length): each out ← the column sums of its workspace's `rows` rows of `n`,
+        /// `stride` apart, in chunks of `chunk` rows, through `sums` and `tickets` where there
+        /// are several ([`chunk_workspace`] per workspace).
         fn launch_chunks(
             device: &Device,
-            cfg: LaunchConfig,
-            partial: &DeviceBuffer<f32>,
-            out: &mut DeviceBuffer<Self>,
+            partials: &[&DeviceBuffer<f32>],
+            sums_tickets: (&mut DeviceBuffer<f32>, &mut DeviceBuffer<u32>),
+            outs: &mut [&mut DeviceBuffer<Self>],
             rows_n_chunk_stride: (u32, u32, u32, u32),
         ) -> Result<LaunchStats, LaunchError>;
 
         /// `out[j]` ← the sum of column `j` of `rows` workspace rows of `n`, `stride` apart
-        /// ([`row_stride`]): by chunks of rows into a second f32 workspace, then their sums,
-        /// where one launch would run too few blocks ([`chunks`]).
+        /// ([`row_stride`]), by chunks of rows where one chunk would run too few blocks
+        /// ([`chunks`]): one launch.
         fn column_sum(
             device: &Device,
             partial: &DeviceBuffer<f32>,
             out: &mut DeviceBuffer<Self>,
+            shape: (u32, u32, u32),
+        ) -> Result<LaunchStats, LaunchError> {
+            Self::column_sums(device, &[partial], &mut [out], shape)
+        }
+
+        /// [`ColumnSum::column_sum`] of one or two workspaces of one shape, by the same
+        /// launch (each output the same bits as alone).
+        fn column_sums(
+            device: &Device,
+            partials: &[&DeviceBuffer<f32>],
+            outs: &mut [&mut DeviceBuffer<Self>],
             (rows, n, stride): (u32, u32, u32),
         ) -> Result<LaunchStats, LaunchError> {
             let (count, chunk) = chunks(rows, n);
+            let shape = (rows, n, chunk, stride);
             if count == 1 {
-                let whole = (rows, n, rows, stride);
-                return Self::launch_chunks(device, config(n, 1), partial, out, whole);
+                let (mut sums, mut tickets) =
+                    (DeviceBuffer::empty(device)?, DeviceBuffer::empty(device)?);
+                let none = (&mut sums, &mut tickets);
+                return Self::launch_chunks(device, partials, none, outs, shape);
             }
-            let mut sums = take_partials(device, CHUNK_WORKSPACE, (count * n) as usize)?;
-            let first = f32::launch_chunks(
-                device,
-                config(n, count),
-                partial,
-                &mut sums,
-                (rows, n, chunk, stride),
-            );
-            let both = first.and_then(|mut stats| {
-                let second =
-                    Self::launch_chunks(device, config(n, 1), &sums, out, (count, n, count, n))?;
-                stats.add(&second);
-                stats.elapsed += second.elapsed;
-                Ok(stats)
-            });
-            device.keep_workspace(CHUNK_WORKSPACE, sums);
-            both
+            let (sums_len, tickets_len) = chunk_workspace(rows, n, chunk);
+            let parts = partials.len();
+            let mut sums = take_partials(device, CHUNK_SUMS, sums_len as usize * parts)?;
+            let taken = device.take_workspace::<u32>(TICKETS, tickets_len as usize * parts);
+            let mut tickets = match taken.and_then(|t| match t {
+                Some(t) => Ok(t),
+                // A stream being captured: tickets of the graph's own, zeroed.
+                None => DeviceBuffer::zeros(device, tickets_len as usize * parts),
+            }) {
+                Ok(t) => t,
+                Err(e) => {
+                    device.keep_workspace(CHUNK_SUMS, sums);
+                    return Err(e);
+                }
+            };
+            let launched =
+                Self::launch_chunks(device, partials, (&mut sums, &mut tickets), outs, shape);
+            device.keep_workspace(CHUNK_SUMS, sums);
+            // Kept only after a launch that ran: a failed one may have left tickets counted.
+            if launched.is_ok() {
+                device.keep_workspace(TICKETS, tickets);
+            }
+            launched
         }
     }
 
-    impl ColumnSum for f32 {
-        fn launch_chunks(
-            d: &Device,
-            cfg: LaunchConfig,
-            p: &DeviceBuffer<f32>,
-            o: &mut DeviceBuffer<f32>,
-            (rows, n, chunk, stride): (u32, u32, u32, u32),
-        ) -> Result<LaunchStats, LaunchError> {
-            ColumnSumF32::launch(d, cfg, p, o, rows, n, chunk, stride)
-        }
+    macro_rules! column_sum_impl {
+        ($t:ty, $one:ident, $pair:ident) => {
+            impl ColumnSum for $t {
+                fn launch_chunks(
+                    d: &Device,
+                    partials: &[&DeviceBuffer<f32>],
+                    (s, k): (&mut DeviceBuffer<f32>, &mut DeviceBuffer<u32>),
+                    outs: &mut [&mut DeviceBuffer<$t>],
+                    (rows, n, chunk, stride): (u32, u32, u32, u32),
+                ) -> Result<LaunchStats, LaunchError> {
+                    let blocks = blocks_per_sum(rows, n, chunk) * partials.len() as u32;
+                    let cfg = LaunchConfig::new(blocks, ColumnSums::BLOCK_SIZE);
+                    match (partials, outs) {
+                        ([p], [o]) => $one::launch(d, cfg, p, s, k, o, rows, n, chunk, stride),
+                        ([pa, pb], [oa, ob]) => {
+                            $pair::launch(d, cfg, pa, pb, s, k, oa, ob, rows, n, chunk, stride)
+                        }
+                        (p, o) => Err(LaunchError::invalid(
+                            ck_core::rules::INTERNAL,
+                            format!(
+                                "column sums of one or two workspaces, not {} into {}",
+                                p.len(),
+                                o.len()
+                            ),
+                        )),
+                    }
+                }
+            }
+        };
     }
+    column_sum_impl!(f32, ColumnSumF32, ColumnSumPairF32);
+    column_sum_impl!(Bf16, ColumnSumBf16, ColumnSumPairBf16);
 
-    impl ColumnSum for Bf16 {
-        fn launch_chunks(
-            d: &Device,
-            cfg: LaunchConfig,
-            p: &DeviceBuffer<f32>,
-            o: &mut DeviceBuffer<Bf16>,
-            (rows, n, chunk, stride): (u32, u32, u32, u32),
-        ) -> Result<LaunchStats, LaunchError> {
-            ColumnSumBf16::launch(d, cfg, p, o, rows, n, chunk, stride)
-        }
-    }
-
-    /// The device's workspace of the chunks' column sums (kept between launches).
-    const CHUNK_WORKSPACE: &str = "column sums by chunks";
+    /// The device's workspaces of the chunks' sums and of their tickets (which every launch
+    /// leaves at zero), kept between launches.
+    const CHUNK_SUMS: &str = "column sums by chunks";
+    pub(super) const TICKETS: &str = "column sums' tickets";
 
     /// Blocks the first launch of a column sum aims for: two per SM of an H100 or H200 (132
     /// SMs), on any device, so that the cut into chunks — and the order of the additions —
@@ -238,12 +402,6 @@ mod host {
             Some(w) => Ok(w),
             None => DeviceBuffer::zeros(device, len),
         }
-    }
-
-    /// `chunks` chunks of every column block.
-    fn config(n: u32, chunks: u32) -> LaunchConfig {
-        let [_, cols] = ColumnSums::X_LENGTHS;
-        LaunchConfig::new(n.div_ceil(cols as u32) * chunks, ColumnSums::BLOCK_SIZE)
     }
 }
 #[cfg(not(target_arch = "nvptx64"))]
@@ -334,6 +492,52 @@ mod tests {
             let got: Vec<f32> = out.to_vec().unwrap().iter().map(|x| x.to_f32()).collect();
             let rounded: Vec<f32> = want.iter().map(|&x| Bf16::from_f32(x).to_f32()).collect();
             assert_eq!(got, rounded, "bf16 {rows} x {n}");
+        }
+    }
+
+    /// Two workspaces summed by the same launches: each output its own workspace's column
+    /// sums, exact (small integers), through one launch and through chunks.
+    #[test]
+    fn a_pair_of_workspaces_sums_each_into_its_own_output() {
+        let device = Device::emulator();
+        for (rows, n) in [(8u32, 200u32), (300, 130), (40, 7)] {
+            let stride = row_stride(n);
+            let value = |k: u32, i: u32, j: u32| ((i * 7 + j * (3 + k) + k) % 11) as f32 - 5.0;
+            let workspace = |k: u32| -> Vec<f32> {
+                (0..rows * stride)
+                    .map(|e| match (e / stride, e % stride) {
+                        (i, j) if j < n => value(k, i, j),
+                        _ => f32::NAN,
+                    })
+                    .collect()
+            };
+            let up = |v: &[f32]| DeviceBuffer::from_slice(&device, v).unwrap();
+            let (pa, pb) = (up(&workspace(0)), up(&workspace(1)));
+            let (mut oa, mut ob) = (
+                up(&vec![f32::NAN; n as usize]),
+                up(&vec![f32::NAN; n as usize]),
+            );
+            f32::column_sums(
+                &device,
+                &[&pa, &pb],
+                &mut [&mut oa, &mut ob],
+                (rows, n, stride),
+            )
+            .unwrap();
+            for (k, out) in [(0, oa), (1, ob)] {
+                let want: Vec<f32> = (0..n)
+                    .map(|j| (0..rows).map(|i| value(k, i, j)).sum())
+                    .collect();
+                assert_eq!(out.to_vec().unwrap(), want, "workspace {k}, {rows} x {n}");
+            }
+            // The block that completed each column block's count set its ticket back.
+            if let Some(t) = device
+                .take_workspace::<u32>(super::host::TICKETS, 1)
+                .unwrap()
+            {
+                assert!(t.to_vec().unwrap().iter().all(|&t| t == 0), "{rows} x {n}");
+                device.keep_workspace(super::host::TICKETS, t);
+            }
         }
     }
 }

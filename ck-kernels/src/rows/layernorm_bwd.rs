@@ -284,7 +284,8 @@ pub mod host {
         pub dbeta: &'a mut DeviceBuffer<T>,
     }
 
-    /// Launches the three kernels of `T` for rows of `n` on device buffers.
+    /// Launches the kernels of `T` for rows of `n` on device buffers: the first, then the
+    /// column sums of `dgamma` and `dbeta` together.
     pub fn launch<T: Kernels + ColumnSum>(
         device: &Device,
         t: Tensors<'_, T>,
@@ -309,18 +310,30 @@ pub mod host {
             take_partials(device, WORKSPACES[1], len)?,
         );
         let cfg = LaunchConfig::new(blocks, threads);
-        let run = |pg: &mut DeviceBuffer<f32>, pb: &mut DeviceBuffer<f32>| {
-            let mut stats = T::launch_instance(
-                instance, device, cfg, t.dy, t.x, t.gamma, t.mean, t.rstd, t.dx, pg, pb, m, n,
+        let Tensors {
+            dy,
+            x,
+            gamma,
+            mean,
+            rstd,
+            dx,
+            dgamma,
+            dbeta,
+        } = t;
+        let first = T::launch_instance(
+            instance, device, cfg, dy, x, gamma, mean, rstd, dx, &mut pg, &mut pb, m, n,
+        );
+        let result = first.and_then(|mut stats| {
+            let sums = T::column_sums(
+                device,
+                &[&pg, &pb],
+                &mut [dgamma, dbeta],
+                (blocks, n, stride),
             )?;
-            for (part, out) in [(&*pg, t.dgamma), (&*pb, t.dbeta)] {
-                let sum = T::column_sum(device, part, out, (blocks, n, stride))?;
-                stats.add(&sum); // every launch's counters and time
-                stats.elapsed += sum.elapsed;
-            }
+            stats.add(&sums); // every launch's counters and time
+            stats.elapsed += sums.elapsed;
             Ok(stats)
-        };
-        let result = run(&mut pg, &mut pb);
+        });
         device.keep_workspace(WORKSPACES[0], pg);
         device.keep_workspace(WORKSPACES[1], pb);
         result

@@ -9,7 +9,7 @@
 //! f32 or bf16 in and out, f32 arithmetic, any M × N; `r` is recomputed from `x`, which the
 //! gradient reads anyway (nothing saved by the forward but its inputs).
 //!
-//! Two kernels, deterministic (no atomics, a fixed order of every sum):
+//! Two kernels, deterministic (no float atomics, a fixed order of every sum):
 //! 1. `rmsnorm_bwd_*`: a grid of at most [`crate::rows::column_sum::MAX_THREADS`] threads, the
 //!    blocks walking row tiles a grid apart ([`crate::rows::plan`]'s backward tiles: a thread holds
 //!    whole rows of its columns). Per row tile it loads `x`, `dy` (staged through shared memory
@@ -20,7 +20,8 @@
 //!    f32 workspace. Rows longer than 8192 (the `_long` kernels) are read twice (the sums, then
 //!    `dx`), and their columns' sums kept in the block's workspace row instead of registers.
 //! 2. `column_sum_*` ([`crate::rows::column_sum`]): `dgamma[j]` = the sum of column `j` of the
-//!    workspace, in a fixed order.
+//!    workspace, in a fixed order (by chunks of rows, the last block of each column block to
+//!    finish adding the chunks').
 
 use crate::rows::column_sum::row_stride;
 use crate::rows::plan::*;
