@@ -53,10 +53,10 @@ pub const fn chunk_workspace(rows: u32, n: u32, chunk: u32) -> (u32, u32) {
     )
 }
 
-/// The sums of 128 columns from `col0` over rows `row0 .. end` of `view` (`steps` tile steps
-/// of 8 rows, rows past `end` read as zeros), every warp adding its rows in order, then the
-/// warps' sums in order: four loads in flight before each four additions, which keep the
-/// order of a load after a load.
+/// The sums of 128 columns from `col0` over `steps` tile steps of 8 rows of `view` from `row0`
+/// (rows past the view's end read as zeros): every warp adds its rows in order, then the
+/// warps' sums are added in order. Four loads are issued before their four additions, which
+/// add in the same order as one load at a time would.
 #[inline(always)]
 fn sum_rows<V: View<f32>>(
     view: V,
@@ -88,7 +88,7 @@ fn sum_rows<V: View<f32>>(
 
 /// A column sum's shared memory: the reduction's scratch and the word through which thread 0
 /// tells the block what its ticket said.
-pub struct ColumnShared<'a> {
+struct ColumnShared<'a> {
     scratch: &'a SharedArray<u32, COLUMN_SCRATCH>,
     said: &'a SharedArray<u32, 1>,
 }
