@@ -14,11 +14,52 @@ use crate::bank::{global_sectors, shared_wavefronts, LaneAccess};
 use crate::report::{Fault, KernelError, LaunchStats};
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::panic::Location;
 use std::rc::Rc;
 use std::sync::Arc;
 
 pub(crate) type Site = &'static Location<'static>;
+
+/// A map keyed by the emulator's own small integers (offsets, thread and warp ids, sites), hashed
+/// by [`WordHasher`]: std's SipHash, built to resist chosen keys, was a fifth of an emulated
+/// launch's time in the access profile's and the copies' lookups.
+pub(crate) type Map<K, V> = HashMap<K, V, BuildHasherDefault<WordHasher>>;
+
+/// rustc's "Fx" hash: each word is folded in by a rotate, an xor and a multiplication by an odd
+/// constant — a few cycles, and enough spread for keys that no adversary chooses.
+#[derive(Default)]
+pub(crate) struct WordHasher(u64);
+
+impl Hasher for WordHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u64(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn write_u32(&mut self, word: u32) {
+        self.write_u64(word as u64);
+    }
+
+    fn write_usize(&mut self, word: usize) {
+        self.write_u64(word as u64);
+    }
+
+    fn write_u8(&mut self, word: u8) {
+        self.write_u64(word as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
 
 /// What a memory access does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -165,24 +206,24 @@ pub(crate) struct BlockState {
     /// Warp-level rendezvous passed, per warp (what groups lanes' accesses into instructions).
     pub warp_epoch: RefCell<Vec<u32>>,
     stamps: RefCell<Vec<ByteStamps>>,
-    groups: RefCell<HashMap<GroupKey, Vec<LaneAccess>>>,
-    ordinals: RefCell<HashMap<OrdinalKey, u32>>,
+    groups: RefCell<Map<GroupKey, Vec<LaneAccess>>>,
+    ordinals: RefCell<Map<OrdinalKey, u32>>,
     pub error: RefCell<Option<KernelError>>,
     /// Per thread: its `cp.async` copies not yet retired by a wait.
     pub async_copies: RefCell<Vec<AsyncCopies>>,
     /// 16-byte shared chunks (offset / 16) with an asynchronous copy in flight.
-    pub async_pending: RefCell<HashMap<usize, PendingChunk>>,
+    pub async_pending: RefCell<Map<usize, PendingChunk>>,
     /// Per thread: its TMA stores whose shared reads no wait has retired.
     pub bulk_stores: RefCell<Vec<BulkStores>>,
     /// 16-byte shared chunks (offset / 16) a TMA store may still read: its issuer and site.
-    pub bulk_reading: RefCell<HashMap<usize, (u32, Site)>>,
+    pub bulk_reading: RefCell<Map<usize, (u32, Site)>>,
     /// Per 16-byte shared chunk: its last generic-proxy write, which the copy engine (the async
     /// proxy) sees only once the writer has executed a `fence_proxy_async` after it.
     pub generic_writes: RefCell<Vec<Option<GenericWrite>>>,
     /// Per thread: the `fence_proxy_async` it has executed.
     pub proxy_fences: RefCell<Vec<u32>>,
     /// Initialised mbarriers by shared byte offset.
-    pub mbarriers: RefCell<HashMap<usize, MbarrierState>>,
+    pub mbarriers: RefCell<Map<usize, MbarrierState>>,
     /// Named barriers 1..=15 (index 0 unused: `block_sync`'s).
     pub named: RefCell<Vec<NamedBarrier>>,
 }
@@ -209,16 +250,16 @@ impl BlockState {
             clocks,
             warp_epoch: RefCell::new(vec![0; block_dim.div_ceil(32) as usize]),
             stamps: RefCell::new(vec![ByteStamps::default(); shared_bytes]),
-            groups: RefCell::new(HashMap::new()),
-            ordinals: RefCell::new(HashMap::new()),
+            groups: RefCell::new(Map::default()),
+            ordinals: RefCell::new(Map::default()),
             error: RefCell::new(None),
             async_copies: RefCell::new((0..block_dim).map(|_| AsyncCopies::default()).collect()),
-            async_pending: RefCell::new(HashMap::new()),
+            async_pending: RefCell::new(Map::default()),
             bulk_stores: RefCell::new((0..block_dim).map(|_| BulkStores::default()).collect()),
-            bulk_reading: RefCell::new(HashMap::new()),
+            bulk_reading: RefCell::new(Map::default()),
             generic_writes: RefCell::new(vec![None; shared_bytes.div_ceil(16)]),
             proxy_fences: RefCell::new(vec![0; block_dim as usize]),
-            mbarriers: RefCell::new(HashMap::new()),
+            mbarriers: RefCell::new(Map::default()),
             named: RefCell::new((0..16).map(|_| NamedBarrier::default()).collect()),
         }
     }
