@@ -1,6 +1,7 @@
 //! `block_reduce_x` over values of several words — a `(max, sum)` pair and a Welford
 //! accumulator (each thread's registers folded by `welford_x`) — on a distribution whose rows span lanes *and* warps (so both the shuffles and
-//! the shared-memory step move every word), against fp64 row statistics computed here.
+//! the shared-memory step move every word), against fp64 row statistics computed here; and
+//! `last_arrival`, the hand-over of parts from several blocks to the last one.
 
 use ck_core::device::*;
 use ck_core::host::{Device, DeviceBuffer, LaunchConfig};
@@ -106,5 +107,78 @@ fn pairs_and_welford_accumulators_reduce_across_lanes_and_warps() {
             "row {r} variance {} vs {want_var}",
             got[3][r]
         );
+    }
+}
+
+/// Block `b` stores part `b` (`64 b + t` at thread `t`) and arrives at ticket `b mod 2`; the
+/// last of each ticket's blocks adds its group's parts into row `b mod 2` of `out` and counts
+/// itself in `winners`.
+#[tile_kernel(block = 64)]
+fn hand_over(
+    parts: GlobalMut<u32>,
+    tickets: GlobalMut<u32>,
+    out: GlobalMut<u32>,
+    winners: GlobalMut<u32>,
+) {
+    let said = shared!(u32; 1);
+    let (b, t, grid) = (block_idx(), thread_idx(), grid_dim());
+    parts.store(64 * b + t, 64 * b + t);
+    fence_acq_rel_gpu();
+    let group = b % 2;
+    let arrivals = (grid + 1 - group) / 2;
+    if last_arrival((tickets, group), arrivals, &said, block_sync) {
+        let mut sum = 0;
+        let mut other = group;
+        while other < grid {
+            sum += parts.load(64 * other + t);
+            other += 2;
+        }
+        out.store(64 * group + t, sum);
+        if t == 0 {
+            winners.atomic_add(group, 1);
+        }
+    }
+}
+
+/// Seven blocks on two tickets (blocks 0, 2, 4, 6 and 1, 3, 5), launched twice on the same
+/// tickets: each time exactly one block of each group sums every part of its group, and the
+/// tickets are back at zero for the next launch.
+#[test]
+fn the_last_arrival_sums_every_part_and_resets_its_ticket() {
+    let device = Device::emulator();
+    let grid = 7u32;
+    let mut parts = DeviceBuffer::<u32>::zeros(&device, 64 * grid as usize).unwrap();
+    let mut tickets = DeviceBuffer::<u32>::zeros(&device, 2).unwrap();
+    let mut winners = DeviceBuffer::<u32>::zeros(&device, 2).unwrap();
+    for launch in 1..=2 {
+        let mut out = DeviceBuffer::<u32>::zeros(&device, 128).unwrap();
+        let cfg = LaunchConfig::new(grid, 64);
+        HandOver::launch(
+            &device,
+            cfg,
+            &mut parts,
+            &mut tickets,
+            &mut out,
+            &mut winners,
+        )
+        .unwrap();
+        let out = out.to_vec().unwrap();
+        for group in 0..2u32 {
+            let blocks: Vec<u32> = (group..grid).step_by(2).collect();
+            for t in 0..64u32 {
+                let want: u32 = blocks.iter().map(|b| 64 * b + t).sum();
+                assert_eq!(
+                    out[(64 * group + t) as usize],
+                    want,
+                    "group {group} thread {t}"
+                );
+            }
+        }
+        assert_eq!(
+            winners.to_vec().unwrap(),
+            [launch, launch],
+            "one winner per group"
+        );
+        assert_eq!(tickets.to_vec().unwrap(), [0, 0], "tickets reset");
     }
 }

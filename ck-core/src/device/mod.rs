@@ -4,7 +4,7 @@
 //! | what | API |
 //! |---|---|
 //! | ids | [`thread_idx`], [`block_idx`], [`block_dim`], [`grid_dim`], [`lane_id`], [`warp_id`] |
-//! | barriers and fences | [`block_sync`], [`warp_sync`], [`fence_acq_rel_gpu`] (between blocks, with an atomic) |
+//! | barriers and fences | [`block_sync`], [`warp_sync`], [`fence_acq_rel_gpu`] (between blocks, with an atomic), [`last_arrival`] (the last of several blocks finishes their result) |
 //! | warp exchange | [`shfl_xor`], [`shfl_down`], [`shfl_up`], [`shfl_idx`], [`ballot`], [`warp_reduce`] |
 //! | memory | [`Global`], [`GlobalMut`] (kernel arguments), [`SharedArray`] (from `shared!`) with `load`, `store`, `load_vec`, `store_vec`, `atomic_add`, `atomic_max` |
 //! | Hopper (sm_90a) | [`cp_async_16`], [`cp_async_16_unchecked`], [`cp_async_commit`], [`cp_async_wait`], [`fence_proxy_async`], [`wgmma_fence`], [`wgmma_fence_operands`], [`wgmma_bf16`], [`wgmma_bf16_b_kmajor`], [`wgmma_bf16_a_mn`], [`wgmma_bf16_a_regs`], [`wgmma_fp8`], [`wgmma_commit`], [`wgmma_wait`], `SharedArray::shared_address` |
@@ -193,6 +193,47 @@ pub fn warp_reduce<T: Element32>(v: T, op: impl Fn(T, T) -> T) -> T {
         mask /= 2;
     }
     v
+}
+
+/// Whether this block is the last of `arrivals` blocks to arrive at `tickets[ticket]`: the
+/// hand-over of blocks that each store a part of one result (stream-K's tiles, a column sum's
+/// chunks) to the one that finishes it, with no second launch and no spinning.
+///
+/// Every thread of the calling group fences its own stores ([`fence_acq_rel_gpu`]) before it
+/// calls; `sync` is the group's barrier ([`block_sync`], or a [`named_barrier_sync`] of the
+/// threads that stored). Between two `sync`s thread 0 fences, adds one to the ticket and
+/// fences again, and tells the others through `said`. The block whose increment completes the
+/// count sets the ticket back to zero — the next launch finds it as the first did — and its
+/// threads fence before they return true, so they see every part the others stored.
+///
+/// Three blocks with `arrivals = 3`, arriving in the order 2, 0, 1: block 2 reads 0 and gets
+/// false, block 0 reads 1 and gets false, block 1 reads 2 (count 3): it resets the ticket to
+/// 0 and gets true. Whichever order they come in, exactly one block gets true, after every
+/// other block's stores.
+#[track_caller]
+#[inline(always)]
+pub fn last_arrival(
+    (tickets, ticket): (GlobalMut<u32>, u32),
+    arrivals: u32,
+    said: &SharedArray<u32, 1>,
+    sync: impl Fn(),
+) -> bool {
+    sync();
+    if thread_idx() == 0 {
+        fence_acq_rel_gpu();
+        let count = tickets.atomic_add(ticket, 1) + 1;
+        if count == arrivals {
+            tickets.store(ticket, 0);
+        }
+        fence_acq_rel_gpu();
+        said.store(0, count);
+    }
+    sync();
+    let last = said.load(0) == arrivals;
+    if last {
+        fence_acq_rel_gpu();
+    }
+    last
 }
 
 /// `shared!(T; N)` declares a block-shared array of `N` elements of `T` inside a

@@ -8,7 +8,7 @@
 //! per column block would leave most SMs idle where the rows are narrow (N = 1024: 8 blocks,
 //! each walking 4224 rows one dependent load after another), so the rows are cut into chunks
 //! until about [`TARGET_BLOCKS`] blocks run. Each block stores its chunk's sums and takes a
-//! ticket of its column block (an atomic count, as the stream-K GEMM's hand-over); the block
+//! ticket of its column block ([`last_arrival`], as the stream-K GEMM's hand-over); the block
 //! whose ticket completes the count adds the chunks' sums in chunk order, whichever finished
 //! last, and writes the output — one launch, where a second launch over the chunks' sums
 //! cost 4–6 µs on an H100 (ncu, job 119). For example, 4224 rows of 1024: 8 column blocks ×
@@ -128,17 +128,7 @@ fn column_sum<T: Real>(
     let sv = |rows| View2::<_, f32, 4>::new(sums, rows, n, n);
     make_tile_window::<ColumnSums, _>(sv(c + 1), [c as i32, col0]).store(&sum);
     fence_acq_rel_gpu();
-    block_sync();
-    if thread_idx() == 0 {
-        let ticket = tickets.atomic_add(column_block, 1) + 1;
-        if ticket == count {
-            tickets.store(column_block, 0);
-        }
-        fence_acq_rel_gpu();
-        smem.said.store(0, ticket);
-    }
-    block_sync();
-    if smem.said.load(0) == count {
+    if last_arrival((tickets, column_block), count, smem.said, block_sync) {
         let total = sum_rows(
             sv(count),
             (0, col0),

@@ -24,8 +24,8 @@
 //!
 //! **The hand-over** ([`Parts::settle`]): each sharer stores its accumulators in its slot of
 //! the workspace (in their own register order, so that each thread's stores and loads are
-//! whole 16-byte vectors, coalesced), fences, and takes a ticket — an atomic increment of the
-//! tile's counter. The block whose ticket completes the count loads every part, sets the
+//! whole 16-byte vectors, coalesced), fences, and takes a ticket — [`last_arrival`], an atomic
+//! increment of the tile's counter. The block whose ticket completes the count loads every part, sets the
 //! counter back to zero for the next launch, and stores C. It adds the parts in block order,
 //! whoever finishes: C is the same bits from run to run. (The finishing block could keep its
 //! own part in registers and load only the others', but with the accumulators live beside the
@@ -265,22 +265,6 @@ impl Parts {
             && sk_tiles <= self.tickets.len()
     }
 
-    /// Thread 0's fence, atomic increment of ticket `ticket` and fence, between two barriers of
-    /// the consumer threads (each fenced its own stores before); returns the count after it, to
-    /// every consumer thread.
-    #[inline(always)]
-    fn ticket(&self, ticket: u32) -> u32 {
-        named_barrier_sync(HAND_OVER_BARRIER, CONSUMERS);
-        if thread_idx() == 0 {
-            fence_acq_rel_gpu();
-            let count = self.tickets.atomic_add(ticket, 1) + 1;
-            fence_acq_rel_gpu();
-            self.said.store(0, count);
-        }
-        named_barrier_sync(HAND_OVER_BARRIER, CONSUMERS);
-        self.said.load(0)
-    }
-
     /// Element of vector `j` of this thread in slot `slot` (vectors of four registers, thread
     /// after thread).
     #[inline(always)]
@@ -351,14 +335,10 @@ impl Parts {
         let (first, last) = schedule.sharers(unit.tile);
         let ticket = unit.tile - schedule.dp_tiles;
         self.store::<W>(schedule.slot(block_idx(), unit.tile), acc);
-        if self.ticket(ticket) < last - first + 1 {
+        let sync = || named_barrier_sync(HAND_OVER_BARRIER, CONSUMERS);
+        if !last_arrival((self.tickets, ticket), last - first + 1, &self.said, sync) {
             return false;
         }
-        if thread_idx() == 0 {
-            // Every sharer has taken its ticket: the next launch finds zero.
-            self.tickets.store(ticket, 0);
-        }
-        fence_acq_rel_gpu();
         self.sum::<W>(schedule, (unit.tile, first, last), acc);
         true
     }
