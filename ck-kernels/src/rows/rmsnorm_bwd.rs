@@ -259,8 +259,8 @@ instances! {
         // Not staged: 2 % slower staged at 65536 × 1024 and 4096 × 4096 (job 114 of
         // notes/h200-rows-backward-staged.txt).
         Rows Padded => rmsnorm_bwd_f32_rows / RmsnormBwdF32Rows (BwdRowsF32, BwdRowsF32Cols, f32, 4, 32, true, false, staged = false),
-        Row4096 Padded => rmsnorm_bwd_f32_c4096 / RmsnormBwdF32C4096 (BwdRowF32x4096, BwdRowF32x4096Cols, f32, 4, 128, true, false, staged = false),
-        Row8192 Padded => rmsnorm_bwd_f32_c8192 / RmsnormBwdF32C8192 (BwdRowF32x8192, BwdRowF32x8192Cols, f32, 4, 256, true, false),
+        Row4096 Padded => rmsnorm_bwd_f32_c4096 / RmsnormBwdF32C4096 (BwdRowF32x4096c16, BwdRowF32x4096c16Cols, f32, 4, 256, true, false, staged = false),
+        Row8192 Padded => rmsnorm_bwd_f32_c8192 / RmsnormBwdF32C8192 (BwdRowF32x8192c16, BwdRowF32x8192c16Cols, f32, 4, 512, true, false),
         Row8192 Long => rmsnorm_bwd_f32_long / RmsnormBwdF32Long (BwdRowF32x8192, BwdRowF32x8192Cols, f32, 4, 256, true, true),
     }
     Bf16 {
