@@ -342,6 +342,8 @@ pub const PTX_NO_KERNELS: RuleId = RuleId::error("ptx-no-kernels");
 pub const PTX_NO_LIB: RuleId = RuleId::error("ptx-no-lib");
 /// `ptx-spill`: a kernel that spills registers without launch bounds.
 pub const PTX_SPILL: RuleId = RuleId::error("ptx-spill");
+/// `ptx-registers`: a kernel whose registers for its declared block pass an SM's register file.
+pub const PTX_REGISTERS: RuleId = RuleId::error("ptx-registers");
 /// `ptxas`: ptxas rejected the module.
 pub const PTXAS: RuleId = RuleId::error("ptxas");
 /// `wgmma-serialized`: ptxas serialised a kernel's wgmma instructions.
@@ -495,6 +497,7 @@ pub const ALL: &[RuleId] = &[
     PTX_NO_KERNELS,
     PTX_NO_LIB,
     PTX_SPILL,
+    PTX_REGISTERS,
     PTXAS,
     WGMMA_SERIALIZED,
     NOT_A_TENSOR,

@@ -11,7 +11,8 @@
 //!    checked ([`ptxas`]): a register spill or a local stack frame is an error (a run-time indexed
 //!    register array or an outlined closure put registers in local memory) unless the kernel
 //!    declares `min_blocks_per_sm` (an accepted trade for occupancy) or `--allow-spills` is
-//!    given; serialised wgmma is always an error.
+//!    given; serialised wgmma is always an error, and so is a kernel whose registers times its
+//!    block size pass an SM's register file (no launch could start it).
 
 pub mod diagnose;
 pub mod launch_bounds;
@@ -398,6 +399,14 @@ fn check(
         if s.wgmma_serialized {
             errors.push(format!("kernel `{}`: ptxas serialised its wgmma instructions (accumulators are read or copied between an MMA and its wgmma_wait); correct but several times slower", info.name));
         }
+        if let Some(block) = info.block.filter(|&b| !fits_register_file(s.registers, b)) {
+            errors.push(format!(
+                "kernel `{}`: {} registers a thread × {block} threads pass the {REGISTER_FILE} registers of an SM: every launch would fail for lack of registers; declare min_blocks_per_sm = 1 (launch bounds: ptxas then keeps to {} a thread) or give it fewer threads",
+                info.name,
+                s.registers,
+                REGISTER_FILE / block / 8 * 8
+            ));
+        }
         if s.spill_stores + s.stack_frame > 0 {
             let what = format!(
                 "kernel `{}`: {} bytes stack frame, {} bytes spill stores at {} registers",
@@ -434,6 +443,8 @@ fn check(
     if let Some(first) = errors.first() {
         let rule = if first.contains("serialised") {
             rules::WGMMA_SERIALIZED
+        } else if first.contains("registers of an SM") {
+            rules::PTX_REGISTERS
         } else {
             rules::PTX_SPILL
         };
@@ -449,9 +460,32 @@ fn check(
     })
 }
 
+/// Registers of an SM (and the most one block may use): 64 K on sm_70 to sm_90.
+const REGISTER_FILE: u32 = 65536;
+
+/// Whether a block of `block` threads at `registers` a thread fits an SM's register file: a
+/// warp's registers are allocated 256 at a time, 8 a thread.
+fn fits_register_file(registers: u32, block: u32) -> bool {
+    let warps = block.div_ceil(32);
+    registers.next_multiple_of(8) * 32 * warps <= REGISTER_FILE
+}
+
 #[cfg(test)]
 mod tests {
-    use super::without_comment_lines;
+    use super::{fits_register_file, without_comment_lines};
+
+    /// 65536 registers: 256 threads at up to 255 (248 → 256 a thread, 256 × 256 = 65536), 512
+    /// at up to 128, 1024 at up to 64; a warp's share rounds up to 8 a thread (121 → 128).
+    #[test]
+    fn blocks_fit_the_register_file_up_to_64k_registers() {
+        assert!(fits_register_file(255, 256));
+        assert!(fits_register_file(128, 512) && !fits_register_file(129, 512));
+        assert!(fits_register_file(121, 512));
+        assert!(fits_register_file(64, 1024) && !fits_register_file(65, 1024));
+        assert!(!fits_register_file(148, 512));
+        // A partial warp takes a whole warp's registers: 33 threads at 255 are two warps.
+        assert!(fits_register_file(255, 33));
+    }
 
     #[test]
     fn comment_lines_go_and_code_stays() {
