@@ -279,31 +279,49 @@ fn mma(
         Types::Bf16 => 2,
         Types::Fp8(..) => 1,
     };
-    // The value of the operand element at shared byte `addr`; `side` 0 is A, 1 is B.
-    let element = |addr: u32, side: usize| -> f64 {
-        let bytes = elem_bytes as usize;
-        let addr = addr as usize;
-        if addr + bytes > st.shared.bytes() {
-            st.fault(
-                Fault::OutOfBounds,
-                vec![c.tid],
-                Some(addr as u64),
-                format!(
-                    "thread {}: wgmma at {site} reads shared byte {addr}, past the {} bytes of shared memory",
-                    c.tid,
-                    st.shared.bytes()
-                ),
-            );
-            abort();
-        }
-        st.check_race(c.tid, site, Kind::Load, addr, bytes as u32, false);
-        if st.error.borrow().is_some() {
-            abort();
-        }
-        let bits = st.shared.load(addr, bytes as u32);
-        match types {
-            Types::Bf16 => f32::from_bits(bits << 16) as f64,
-            Types::Fp8(a, b) => fp8_value(if side == 0 { a } else { b }, bits),
+    // The values of the operand elements at shared bytes `addrs` into `values`; `side` 0 is A,
+    // 1 is B. Adjacent elements (a K-major row's) are race-checked as one run of bytes: a
+    // 16-byte chunk is one check, not eight — the check was most of an emulated MMA's time.
+    let read = |addrs: &[u32], side: usize, values: &mut [f64]| {
+        let shared_bytes = st.shared.bytes() as u32;
+        let mut i = 0;
+        while i < addrs.len() {
+            let mut end = i + 1;
+            while end < addrs.len() && addrs[end] == addrs[end - 1] + elem_bytes {
+                end += 1;
+            }
+            // The run's elements in bounds are checked, then the first past the end faults.
+            let fits = (i..end)
+                .take_while(|&e| addrs[e] + elem_bytes <= shared_bytes)
+                .count() as u32;
+            if fits > 0 {
+                let (start, len) = (addrs[i] as usize, fits * elem_bytes);
+                st.check_race(c.tid, site, Kind::Load, start, len, false);
+                if st.error.borrow().is_some() {
+                    abort();
+                }
+            }
+            if i + (fits as usize) < end {
+                let addr = addrs[i + fits as usize];
+                st.fault(
+                    Fault::OutOfBounds,
+                    vec![c.tid],
+                    Some(addr as u64),
+                    format!(
+                        "thread {}: wgmma at {site} reads shared byte {addr}, past the {shared_bytes} bytes of shared memory",
+                        c.tid
+                    ),
+                );
+                abort();
+            }
+            for e in i..end {
+                let bits = st.shared.load(addrs[e] as usize, elem_bytes);
+                values[e] = match types {
+                    Types::Bf16 => f32::from_bits(bits << 16) as f64,
+                    Types::Fp8(a, b) => fp8_value(if side == 0 { a } else { b }, bits),
+                };
+            }
+            i = end;
         }
     };
     let t = c.tid % 128;
@@ -319,10 +337,9 @@ fn mma(
                 Major::K
             };
             for (h, row) in rows.iter_mut().enumerate() {
-                for (k, v) in row[..kk].iter_mut().enumerate() {
-                    let m = 16 * w + 8 * h as u32 + r;
-                    *v = element(ma.element_address(major, m, k as u32, elem_bytes), 0);
-                }
+                let m = 16 * w + 8 * h as u32 + r;
+                let addrs = (0..kk as u32).map(|k| ma.element_address(major, m, k, elem_bytes));
+                read(&addrs.collect::<Vec<_>>(), 0, &mut row[..kk]);
             }
         }
         WgmmaA::Regs(words) => {
@@ -343,13 +360,19 @@ fn mma(
     for j in 0..n / 8 {
         for e in 0..2u32 {
             let col = 8 * j + col0 + e;
-            let column: Vec<f64> = (0..kk as u32)
-                .map(|k| element(mb.element_address(b_major, col, k, elem_bytes), 1))
+            let addrs: Vec<u32> = (0..kk as u32)
+                .map(|k| mb.element_address(b_major, col, k, elem_bytes))
                 .collect();
+            let mut column = [0f64; 32];
+            read(&addrs, 1, &mut column[..kk]);
             for (h, row) in rows.iter().enumerate() {
                 let d = (4 * j + 2 * h as u32 + e) as usize;
                 let old = if accumulate { acc[d] as f64 } else { 0.0 };
-                let dot: f64 = row[..kk].iter().zip(&column).map(|(x, y)| x * y).sum();
+                let dot: f64 = row[..kk]
+                    .iter()
+                    .zip(&column[..kk])
+                    .map(|(x, y)| x * y)
+                    .sum();
                 acc[d] = (dot + old) as f32;
             }
         }
