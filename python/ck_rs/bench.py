@@ -10,7 +10,8 @@ and ``ck_rs.grouped_mm`` against ``torch._grouped_mm`` (``--gemm-only`` for thos
 ``ck_rs.attention_varlen`` against the fixed-length ``ck_rs.attention`` on the same tokens and
 FlashAttention-2's varlen forward in torch (``--varlen-only`` for that alone); then
 ``ck_rs.attention_backward`` against SDPA's backward on its flash and cuDNN backends
-(``--attention-bwd-only``). ``--layer`` times a Llama-3-8B decoder layer on ck_rs
+(``--attention-bwd-only``); then ``ck_rs.attention_with_kvcache`` against SDPA's decode, as TB/s
+of the KV cache read (``--decode-only``). ``--layer`` times a Llama-3-8B decoder layer on ck_rs
 (``ck_rs.llama``) against the same layer in eager torch and under ``torch.compile``, and their
 errors against a float32 run."""
 
@@ -330,6 +331,97 @@ def varlen_in_turn(dev):
             print(f"{case:>38} {tf(t_ours):8.0f} {fixed:>16} {fa:>16}")
 
 
+# (batch, cached lengths, heads, kv heads, new tokens, page size): decode against a KV cache.
+DECODE_CASES = [
+    (b, [n] * b, h, 8, 1, None) for h in (32, 64) for b in (1, 16, 64) for n in (2048, 32768, 131072)
+] + [(4, [4641, 45118, 1730, 1696], 32, 8, 4, None)] + [(16, [32768] * 16, 32, 8, 1, p) for p in (16, 256)]
+
+
+def copy_tb_s(dev):
+    """TB/s of torch's device copy of 2 GiB (read + written): the bandwidth a kernel can reach."""
+    x = torch.empty(1 << 30, dtype=torch.bfloat16, device=dev)
+    y = torch.empty_like(x)
+    t = median_ms(lambda: y.copy_(x), iters=9, batch=3)
+    return 2 * x.numel() * 2 / t / 1e9
+
+
+def decode_in_turn(dev, d=128):
+    """``ck_rs.attention_with_kvcache`` against SDPA's flash and cuDNN backends on views of the
+    same cache (``[B, Hkv, S, D]`` strided, ``enable_gqa``), timed in turn, as TB/s of K and V
+    read (the floor: reading the cache once); the mixed batch against SDPA per sequence (its
+    faster backend, summed), the paged cases against the contiguous one. Outputs checked
+    against fp32 SDPA on the first sequence."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    copy = copy_tb_s(dev)
+    print(f"\ndecode against a KV cache, TB/s of K and V read (× the {copy:.2f} TB/s of a 2 GiB copy), D {d},")
+    print("timed in turn with SDPA's flash and cuDNN backends on views of the same cache (the mixed batch:")
+    print("SDPA once per sequence; a paged cache: × best is × the contiguous cache's time)")
+    print(f"{'case':>36} {'ck_rs':>6} {'µs':>8} {'× copy':>7} {'flash':>6} {'cudnn':>6} {'× best':>7}")
+    backends = (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION))
+    contiguous = {}
+    for b, lens, h, hkv, sq, page in DECODE_CASES:
+        cap = -(-(max(lens)) // 256) * 256
+        kc, vc = (torch.randn(b, cap, hkv, d, device=dev, dtype=torch.bfloat16) for _ in range(2))
+        q = torch.randn(b, sq, h, d, device=dev, dtype=torch.bfloat16)
+        seqlens = torch.tensor(lens, dtype=torch.int32, device=dev)
+        table, k_use, v_use = None, kc, vc
+        if page:
+            # The same keys in a pool of pages, each sequence's pages scattered through it.
+            per_seq = cap // page
+            table = torch.randperm(b * per_seq, device=dev).to(torch.int32).reshape(b, per_seq)
+            k_use, v_use = (torch.empty(b * per_seq, page, hkv, d, device=dev, dtype=torch.bfloat16) for _ in range(2))
+            k_use[table.flatten().long()] = kc.reshape(b * per_seq, page, hkv, d)
+            v_use[table.flatten().long()] = vc.reshape(b * per_seq, page, hkv, d)
+        ours = lambda: ck_rs.attention_with_kvcache(q, k_use, v_use, seqlens, table, causal=sq > 1)
+        n0 = lens[0]
+        mask = torch.ones(sq, n0, dtype=torch.bool, device=dev).tril(n0 - sq)
+        view = lambda t, i, n: t[i : i + 1, :n].transpose(1, 2)
+        ref = F.scaled_dot_product_attention(
+            q[:1].transpose(1, 2).float(), view(kc, 0, n0).float(), view(vc, 0, n0).float(),
+            attn_mask=mask, enable_gqa=True).transpose(1, 2)
+        err = ((ours()[:1].float() - ref).norm() / ref.norm()).item()
+        case = f"B{b} L{lens[0] if len(set(lens)) == 1 else lens} H{h}/{hkv} sq{sq}" + (f" page{page}" if page else "")
+        if not err < 1e-2:
+            raise SystemExit(f"error[wrong-result]: attention_with_kvcache {case} differs from SDPA by {err:.2e}")
+        tb = lambda ms: sum(lens) * hkv * d * 2 * 2 / ms / 1e9
+        cells, best, t_ours = {"flash": f"{'-':>6}", "cudnn": f"{'-':>6}"}, None, None
+        if page:
+            # Against the contiguous cache's time, measured just before.
+            t_ours = median_ms(ours, iters=9, batch=3)
+            best = contiguous.get((b, tuple(lens), h))
+        elif len(set(lens)) == 1:
+            qs, ks, vs = q.transpose(1, 2), kc[:, :n0].transpose(1, 2), vc[:, :n0].transpose(1, 2)
+            peer = lambda: F.scaled_dot_product_attention(qs, ks, vs, enable_gqa=True)
+            for name, backend in backends:
+                try:
+                    # The backend chosen once, outside the timed calls (entering the context
+                    # costs host time a call that short would pay).
+                    with sdpa_kernel(backend):
+                        t_o, t_p = in_turn_ms(ours, peer, iters=9, batch=3)
+                except RuntimeError:  # a backend that refuses the case
+                    continue
+                t_ours = t_o if t_ours is None else min(t_ours, t_o)
+                best = t_p if best is None else min(best, t_p)
+                cells[name] = f"{tb(t_p):6.2f}"
+            contiguous[(b, tuple(lens), h)] = t_ours
+        else:
+            # SDPA has no ragged decode: one call per sequence (its own pick of backend).
+            masks = [torch.ones(sq, n, dtype=torch.bool, device=dev).tril(n - sq) for n in lens]
+
+            def peer():
+                for i, (n, m) in enumerate(zip(lens, masks)):
+                    F.scaled_dot_product_attention(q[i : i + 1].transpose(1, 2), view(kc, i, n), view(vc, i, n),
+                                                   attn_mask=m, enable_gqa=True)
+            t_ours, best = in_turn_ms(ours, peer, iters=9, batch=3)
+            cells["flash"], cells["cudnn"] = f"{'loop':>6}", f"{tb(best):6.2f}"
+        vs_best = f"{best / t_ours:7.3f}" if best else f"{'-':>7}"
+        print(f"{case:>36} {tb(t_ours):6.2f} {t_ours * 1e3:8.1f} {tb(t_ours) / copy:7.3f} {cells['flash']} {cells['cudnn']} {vs_best}",
+              flush=True)
+        del kc, vc, k_use, v_use
+        torch.cuda.empty_cache()
+
+
 ATTENTION_CASES = [
     # (batch, heads, seq, head dim, causal): the forward benchmark's configurations
     (16, 16, 1024, 64, False), (16, 16, 1024, 128, False), (4, 16, 4096, 64, False),
@@ -384,6 +476,7 @@ def main():
     p.add_argument("--per-call-only", action="store_true", help="only the per-call cost")
     p.add_argument("--varlen-only", action="store_true", help="only the varlen attention comparisons")
     p.add_argument("--attention-bwd-only", action="store_true", help="only the attention backward comparisons")
+    p.add_argument("--decode-only", action="store_true", help="only decode attention against a KV cache")
     p.add_argument(
         "--layer",
         action="store_true",
@@ -399,6 +492,9 @@ def main():
         return
     if args.attention_bwd_only:
         attention_backward_in_turn(dev)
+        return
+    if args.decode_only:
+        decode_in_turn(dev)
         return
     if args.layer:
         from ck_rs import llama
@@ -445,6 +541,7 @@ def main():
     grouped_in_turn(dev)
     varlen_in_turn(dev)
     attention_backward_in_turn(dev)
+    decode_in_turn(dev)
 
 
 if __name__ == "__main__":
