@@ -25,8 +25,8 @@
 //! **The hand-over** ([`Parts::settle`]): each sharer stores its accumulators in its slot of
 //! the workspace (in their own register order, so that each thread's stores and loads are
 //! whole 16-byte vectors, coalesced), fences, and takes a ticket — [`last_arrival`], an atomic
-//! increment of the tile's counter. The block whose ticket completes the count loads every part, sets the
-//! counter back to zero for the next launch, and stores C. It adds the parts in block order,
+//! increment of the tile's counter. The block whose ticket completes the count sets the counter
+//! back to zero for the next launch, loads every part, and stores C. It adds the parts in block order,
 //! whoever finishes: C is the same bits from run to run. (The finishing block could keep its
 //! own part in registers and load only the others', but with the accumulators live beside the
 //! loads ptxas spilled them, and the K loop with them.)
