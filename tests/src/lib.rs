@@ -118,7 +118,7 @@ pub fn is_encoding_rule(rule: &str) -> bool {
 struct ReadmeDoctests;
 
 // The examples of the docs/ pages that have Rust code blocks, run as doctests, one struct per
-// page (the `ignore`d ones need `ck-kernels`, which this crate does not depend on).
+// page; they build against this crate's dev-dependencies (`ck-kernels` among them).
 #[cfg(doctest)]
 #[doc = include_str!("../../docs/distributions.md")]
 struct DocsDistributions;
