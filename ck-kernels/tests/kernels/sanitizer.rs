@@ -4,6 +4,7 @@
 
 use ck_core::device::*;
 use ck_core::host::{Device, DeviceBuffer, Fault, KernelSpec, LaunchConfig, LaunchError};
+use ck_core::wgmma::{swizzle_128b, SmemMatrix};
 use ck_macros::tile_kernel;
 
 /// Neighbour exchange through shared memory; `sync = 0` drops the barrier (a race).
@@ -116,6 +117,45 @@ fn wgmma_half_warpgroup(output: GlobalMut<f32>) {
     let mut acc = [0f32; 64];
     wgmma_bf16(&mut acc, 0, 0, false);
     output.store(thread_idx(), acc[0]);
+}
+
+/// Threads 0..64 store row t of A (64 × 16 ones), threads 64..128 row t − 64 of B (64 × 16
+/// ones, K-major), then the warpgroup multiplies: each element of C is 16. `mode` 1 leaves out
+/// the barrier between the stores and the MMA; 2 has thread 100 store into A's first element
+/// after the MMA (the other threads' MMAs read it, and nothing orders the two); 3 points B's
+/// descriptor past the end of shared memory.
+#[tile_kernel(block = 128)]
+fn mma_after_stores(output: GlobalMut<f32>, mode: u32) {
+    let smem = shared!(Bf16; 64 * 64 * 2 + 512);
+    let first = (1024 - smem.shared_address(0) % 1024) % 1024 / 2;
+    let t = thread_idx();
+    let (m, row) = (t / 64, t % 64);
+    for k in 0..16 {
+        let at = first + m * 4096 + swizzle_128b(row * 128 + k * 2) / 2;
+        smem.store(at, Bf16(0x3F80));
+    }
+    fence_proxy_async();
+    if mode != 1 {
+        block_sync();
+    }
+    let desc = |m: u32| {
+        let start = smem.shared_address(first + m * 4096);
+        SmemMatrix::k_major_128b(start).descriptor()
+    };
+    let mut acc = [0f32; 32];
+    wgmma_fence();
+    wgmma_bf16_b_kmajor(
+        &mut acc,
+        desc(0),
+        desc(if mode == 3 { 2 } else { 1 }),
+        false,
+    );
+    wgmma_commit();
+    wgmma_wait::<0>(&mut acc);
+    if mode == 2 && t == 100 {
+        smem.store(first, Bf16(0x4000));
+    }
+    output.store(t, acc[0]);
 }
 
 /// Each of 64 threads writes `thread + 1` into shared memory, then thread 0 has the copy engine
@@ -463,6 +503,34 @@ fn wgmma_outside_the_model_is_refused_by_name() {
         "{}",
         e.message
     );
+}
+
+/// An MMA reads all of both operands for its warpgroup: a store that a barrier does not order
+/// before it, or after the other threads' MMAs, is a race whichever thread's fragment holds the
+/// element; an operand past the end of shared memory is out of bounds.
+#[test]
+fn an_mma_races_with_stores_nothing_orders() {
+    let d = device();
+    let mut out = DeviceBuffer::zeros(&d, 128).unwrap();
+    let launch = |out: &mut DeviceBuffer<f32>, mode| {
+        MmaAfterStores::launch(&d, LaunchConfig::new(1, 128), out, mode)
+    };
+    launch(&mut out, 0).unwrap();
+    assert_eq!(out.to_vec().unwrap(), vec![16.0; 128]);
+    for mode in [1, 2] {
+        let e = kernel_error(launch(&mut out, mode));
+        assert_eq!(e.fault, Fault::SharedRace, "mode {mode}: {e}");
+    }
+    let e = kernel_error(launch(&mut out, 2));
+    assert!(
+        e.message.contains("thread 100 writes shared byte"),
+        "{}",
+        e.message
+    );
+    let e = kernel_error(launch(&mut out, 3));
+    assert_eq!(e.fault, Fault::OutOfBounds, "{e}");
+    assert!(e.message.contains("wgmma at"), "{}", e.message);
+    assert!(e.message.contains("past the 17408 bytes"), "{}", e.message);
 }
 
 #[test]

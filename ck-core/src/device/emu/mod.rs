@@ -24,6 +24,7 @@ mod collectives;
 pub(crate) mod memory;
 mod pipeline;
 mod scheduler;
+mod shadow;
 mod sm90;
 mod state;
 

@@ -13,7 +13,7 @@
 
 use std::prelude::rust_2021::*;
 
-use super::state::{Kind, PendingChunk, PendingCopy, Site};
+use super::state::{Kind, Operand, PendingChunk, PendingCopy, Site};
 use super::{abort, ctx, Global, SharedArray};
 use crate::device::{shfl_idx, E4m3, E5m2, Element, Fp8Kind, WgmmaA, WgmmaAccumulators};
 use crate::report::Fault;
@@ -212,16 +212,6 @@ enum Types {
     Fp8(Fp8Kind, Fp8Kind),
 }
 
-impl Types {
-    /// K of one MMA.
-    fn k(self) -> usize {
-        match self {
-            Types::Bf16 => 16,
-            Types::Fp8(..) => 32,
-        }
-    }
-}
-
 /// The value of an 8-bit float.
 fn fp8_value(kind: Fp8Kind, bits: u32) -> f64 {
     match kind {
@@ -274,35 +264,24 @@ fn mma(
             abort();
         }
     }
-    let mb = SmemMatrix::from_descriptor(b);
-    let elem_bytes = match types {
-        Types::Bf16 => 2,
-        Types::Fp8(..) => 1,
+    let (kk, elem_bytes) = match types {
+        Types::Bf16 => (16, 2),
+        Types::Fp8(..) => (32, 1),
     };
-    // The values of the operand elements at shared bytes `addrs` into `values`; `side` 0 is A,
-    // 1 is B. Adjacent elements (a K-major row's) are race-checked as one run of bytes: a
-    // 16-byte chunk is one check, not eight — the check was most of an emulated MMA's time.
-    let read = |addrs: &[u32], side: usize, values: &mut [f64]| {
-        let shared_bytes = st.shared.bytes() as u32;
-        let mut i = 0;
-        while i < addrs.len() {
-            let mut end = i + 1;
-            while end < addrs.len() && addrs[end] == addrs[end - 1] + elem_bytes {
-                end += 1;
-            }
-            // The run's elements in bounds are checked, then the first past the end faults.
-            let fits = (i..end)
-                .take_while(|&e| addrs[e] + elem_bytes <= shared_bytes)
-                .count() as u32;
-            if fits > 0 {
-                let (start, len) = (addrs[i] as usize, fits * elem_bytes);
-                st.check_race(c.tid, site, Kind::Load, start, len, false);
-                if st.error.borrow().is_some() {
-                    abort();
-                }
-            }
-            if i + (fits as usize) < end {
-                let addr = addrs[i + fits as usize];
+    // The instruction reads all of A (64 rows) and B (N columns) for the warpgroup: each of
+    // its threads is race-checked for every byte of both, a run of bytes at a time (per
+    // element of its own fragment, the check was most of an emulated MMA's time).
+    let smem_a = match a {
+        WgmmaA::Smem(d) => Some(st.operand((d, Major::K), (64, kk as u32, elem_bytes))),
+        WgmmaA::SmemMn(d) => Some(st.operand((d, Major::MN), (64, kk as u32, elem_bytes))),
+        WgmmaA::Regs(_) => None,
+    };
+    let smem_b = st.operand((b, b_major), (n, kk as u32, elem_bytes));
+    let shared_bytes = st.shared.bytes() as u32;
+    for op in smem_a.iter().chain([&smem_b]) {
+        for &(start, len) in &op.runs {
+            if start + len > shared_bytes {
+                let addr = start.max(shared_bytes);
                 st.fault(
                     Fault::OutOfBounds,
                     vec![c.tid],
@@ -314,45 +293,40 @@ fn mma(
                 );
                 abort();
             }
-            for e in i..end {
-                let bits = st.shared.load(addrs[e] as usize, elem_bytes);
-                values[e] = match types {
-                    Types::Bf16 => f32::from_bits(bits << 16) as f64,
-                    Types::Fp8(a, b) => fp8_value(if side == 0 { a } else { b }, bits),
-                };
+            st.check_race(c.tid, site, Kind::Load, start as usize, len, false);
+            if st.error.borrow().is_some() {
+                abort();
             }
-            i = end;
+        }
+    }
+    // Row (A) or column (B) `i`'s K values; `side` 0 is A, 1 is B.
+    let read = |op: &Operand, i: u32, side: usize, values: &mut [f64]| {
+        let addrs = &op.addresses[i as usize * kk..][..kk];
+        for (value, &addr) in values.iter_mut().zip(addrs) {
+            let bits = st.shared.load(addr as usize, elem_bytes);
+            *value = match types {
+                Types::Bf16 => f32::from_bits(bits << 16) as f64,
+                Types::Fp8(a, b) => fp8_value(if side == 0 { a } else { b }, bits),
+            };
         }
     };
     let t = c.tid % 128;
     let (w, r, col0) = (t / 32, t % 32 / 4, 2 * (t % 4));
-    let kk = types.k();
     let mut rows = [[0f64; 32]; 2];
-    match a {
-        WgmmaA::Smem(d) | WgmmaA::SmemMn(d) => {
-            let ma = SmemMatrix::from_descriptor(d);
-            let major = if matches!(a, WgmmaA::SmemMn(_)) {
-                Major::MN
-            } else {
-                Major::K
-            };
-            for (h, row) in rows.iter_mut().enumerate() {
-                let m = 16 * w + 8 * h as u32 + r;
-                let addrs = (0..kk as u32).map(|k| ma.element_address(major, m, k, elem_bytes));
-                read(&addrs.collect::<Vec<_>>(), 0, &mut row[..kk]);
-            }
+    if let Some(op) = &smem_a {
+        for (h, row) in rows.iter_mut().enumerate() {
+            read(op, 16 * w + 8 * h as u32 + r, 0, &mut row[..kk]);
         }
-        WgmmaA::Regs(words) => {
-            // Word 2q + h of quad lane q' holds row r + 8h, columns 8q + 2q' + {0, 1}.
-            let quad = c.tid % 32 / 4 * 4;
-            for (i, word) in words.iter().enumerate() {
-                let (q, h) = (i / 2, i % 2);
-                for lane in 0..4 {
-                    let pair = shfl_idx(*word, quad + lane);
-                    for e in 0..2 {
-                        let bits = (pair >> (16 * e)) << 16;
-                        rows[h][8 * q + 2 * lane as usize + e] = f32::from_bits(bits) as f64;
-                    }
+    } else if let WgmmaA::Regs(words) = a {
+        // Word 2q + h of quad lane q' holds row r + 8h, columns 8q + 2q' + {0, 1}.
+        let quad = c.tid % 32 / 4 * 4;
+        for (i, word) in words.iter().enumerate() {
+            let (q, h) = (i / 2, i % 2);
+            for lane in 0..4 {
+                let pair = shfl_idx(*word, quad + lane);
+                for e in 0..2 {
+                    let bits = (pair >> (16 * e)) << 16;
+                    rows[h][8 * q + 2 * lane as usize + e] = f32::from_bits(bits) as f64;
                 }
             }
         }
@@ -360,11 +334,8 @@ fn mma(
     for j in 0..n / 8 {
         for e in 0..2u32 {
             let col = 8 * j + col0 + e;
-            let addrs: Vec<u32> = (0..kk as u32)
-                .map(|k| mb.element_address(b_major, col, k, elem_bytes))
-                .collect();
             let mut column = [0f64; 32];
-            read(&addrs, 1, &mut column[..kk]);
+            read(&smem_b, col, 1, &mut column[..kk]);
             for (h, row) in rows.iter().enumerate() {
                 let d = (4 * j + 2 * h as u32 + e) as usize;
                 let old = if accumulate { acc[d] as f64 } else { 0.0 };

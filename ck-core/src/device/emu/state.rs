@@ -10,11 +10,14 @@ use std::prelude::rust_2021::*;
 
 use super::clocks::{Clocks, Released};
 use super::memory::EmuMemory;
+use super::shadow::{Shadow, Sites, Stamp};
 use crate::bank::{global_sectors, shared_wavefronts, LaneAccess};
 use crate::report::{Fault, KernelError, LaunchStats};
+use crate::wgmma::{Major, SmemMatrix};
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::num::NonZeroU32;
 use std::panic::Location;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -79,19 +82,15 @@ impl Kind {
     }
 }
 
-/// Who accessed a byte of shared memory (its cluster id), and when (the thread's own clock
-/// then: see [`Clocks`]).
-#[derive(Clone, Copy, Debug)]
-struct Stamp {
-    tid: u32,
-    clock: u32,
-    site: Site,
-}
+/// An MMA operand: (descriptor, MN-major?, rows, K, bytes per element).
+type OperandKey = (u64, bool, u32, u32, u32);
 
-#[derive(Clone, Copy, Debug, Default)]
-struct ByteStamps {
-    write: Option<Stamp>,
-    reads: [Option<Stamp>; 2],
+/// The shared bytes of an MMA operand of `rows` × `k` elements.
+pub(crate) struct Operand {
+    /// Element (r, k)'s byte address at `r · k + k`.
+    pub addresses: Vec<u32>,
+    /// Every byte the operand covers, as sorted runs `(start, length)` of adjacent bytes.
+    pub runs: Vec<(u32, u32)>,
 }
 
 /// (thread, call site, kind, global?, warp epoch): which of a lane's accesses this is.
@@ -205,7 +204,10 @@ pub(crate) struct BlockState {
     pub clocks: Rc<RefCell<Clocks>>,
     /// Warp-level rendezvous passed, per warp (what groups lanes' accesses into instructions).
     pub warp_epoch: RefCell<Vec<u32>>,
-    stamps: RefCell<Vec<ByteStamps>>,
+    shadow: RefCell<Shadow>,
+    sites: RefCell<Sites>,
+    /// MMA operands by descriptor and shape (see [`Self::operand`]).
+    operands: RefCell<Map<OperandKey, Rc<Operand>>>,
     groups: RefCell<Map<GroupKey, Vec<LaneAccess>>>,
     ordinals: RefCell<Map<OrdinalKey, u32>>,
     pub error: RefCell<Option<KernelError>>,
@@ -249,7 +251,9 @@ impl BlockState {
             buffers,
             clocks,
             warp_epoch: RefCell::new(vec![0; block_dim.div_ceil(32) as usize]),
-            stamps: RefCell::new(vec![ByteStamps::default(); shared_bytes]),
+            shadow: RefCell::new(Shadow::new(shared_bytes)),
+            sites: RefCell::new(Sites::default()),
+            operands: RefCell::new(Map::default()),
             groups: RefCell::new(Map::default()),
             ordinals: RefCell::new(Map::default()),
             error: RefCell::new(None),
@@ -278,6 +282,37 @@ impl BlockState {
     pub fn unfenced_write(&self, chunk: usize) -> Option<GenericWrite> {
         let fences = self.proxy_fences.borrow();
         self.generic_writes.borrow()[chunk].filter(|w| fences[w.tid as usize] == w.fences)
+    }
+
+    /// An MMA operand's shared bytes: `rows` × `k` elements of `bytes` bytes from descriptor
+    /// `desc`, laid out `major`; worked out once per operand and block (its 128 threads each
+    /// read from it).
+    pub fn operand(
+        &self,
+        (desc, major): (u64, Major),
+        (rows, k, bytes): (u32, u32, u32),
+    ) -> Rc<Operand> {
+        let key = (desc, major == Major::MN, rows, k, bytes);
+        if let Some(op) = self.operands.borrow().get(&key) {
+            return op.clone();
+        }
+        let m = SmemMatrix::from_descriptor(desc);
+        let addresses: Vec<u32> = (0..rows)
+            .flat_map(|r| (0..k).map(move |kk| m.element_address(major, r, kk, bytes)))
+            .collect();
+        let mut starts = addresses.clone();
+        starts.sort_unstable();
+        starts.dedup();
+        let mut runs: Vec<(u32, u32)> = Vec::new();
+        for s in starts {
+            match runs.last_mut() {
+                Some((start, len)) if *start + *len >= s => *len = (*len).max(s + bytes - *start),
+                _ => runs.push((s, bytes)),
+            }
+        }
+        let op = Rc::new(Operand { addresses, runs });
+        self.operands.borrow_mut().insert(key, op.clone());
+        op
     }
 
     /// The cluster id of this block's thread `tid`.
@@ -462,15 +497,14 @@ impl BlockState {
             return;
         }
         let clocks = self.clocks.borrow();
-        let ordered = |s: &Stamp| clocks.ordered(g, s.tid, s.clock);
+        let ordered = |s: &Stamp| clocks.ordered(g, s.tid.into(), s.clock.get());
         let me = Stamp {
-            tid: g,
-            clock: clocks.own(g),
-            site,
+            clock: NonZeroU32::new(clocks.own(g)).expect("clocks start at 1"),
+            tid: g as u16,
+            site: self.sites.borrow_mut().number(site),
         };
-        let mut stamps = self.stamps.borrow_mut();
-        for b in offset..offset + bytes as usize {
-            let s = &mut stamps[b];
+        let mut shadow = self.shadow.borrow_mut();
+        let found = shadow.visit(offset..offset + bytes as usize, |b, s| {
             let conflict = match kind {
                 Kind::Load => s
                     .write
@@ -488,31 +522,12 @@ impl BlockState {
                             .map(|r| ("writes", *r, "read"))
                     }),
             };
-            if let Some((what, other, other_did)) = conflict {
-                drop(stamps);
-                self.fault(
-                    Fault::SharedRace,
-                    vec![other.tid % self.block_dim, g % self.block_dim],
-                    Some(b as u64),
-                    format!(
-                        "{} {what} shared byte {b} (at {site}) while {} {other_did} it (at {}) \
-                         with nothing ordering the two (a {}, a warp operation, or an mbarrier the \
-                         first thread arrived at and the second waited for)",
-                        self.name(g),
-                        self.name(other.tid),
-                        other.site,
-                        if self.cluster == 1 {
-                            "block_sync"
-                        } else {
-                            "block_sync or cluster_sync"
-                        }
-                    ),
-                );
-                return;
+            if let Some(race) = conflict {
+                return Err((b, race));
             }
             match kind {
                 Kind::Load => {
-                    if s.reads[0].is_none_or(|r| r.tid == g) {
+                    if s.reads[0].is_none_or(|r| r.tid == me.tid) {
                         s.reads[0] = Some(me);
                     } else {
                         s.reads[1] = Some(me);
@@ -523,6 +538,28 @@ impl BlockState {
                     s.reads = [None, None];
                 }
             }
+            Ok(())
+        });
+        drop(shadow);
+        if let Err((b, (what, other, other_did))) = found {
+            self.fault(
+                Fault::SharedRace,
+                vec![u32::from(other.tid) % self.block_dim, g % self.block_dim],
+                Some(b as u64),
+                format!(
+                    "{} {what} shared byte {b} (at {site}) while {} {other_did} it (at {}) \
+                     with nothing ordering the two (a {}, a warp operation, or an mbarrier the \
+                     first thread arrived at and the second waited for)",
+                    self.name(g),
+                    self.name(other.tid.into()),
+                    self.sites.borrow().all[usize::from(other.site)],
+                    if self.cluster == 1 {
+                        "block_sync"
+                    } else {
+                        "block_sync or cluster_sync"
+                    }
+                ),
+            );
         }
     }
 
