@@ -407,8 +407,20 @@ fn judge(
     worst(norm_relative_error(&o, &want_o), lse_in_o_units)
 }
 
+/// `[B, H, Sq, D]` values as `[B, Sq, H, D]`.
+pub fn heads_first_to_seq_first(x: &[f32], sh: Shape) -> Vec<f32> {
+    let [h, s, d] = [sh.heads, sh.sq, sh.head_dim].map(|v| v as usize);
+    let mut out = vec![0.0; x.len()];
+    for (i, row) in x.chunks_exact(d).enumerate() {
+        let (bh, si) = (i / s, i % s);
+        let at = ((bh / h * s + si) * h + bh % h) * d;
+        out[at..at + d].copy_from_slice(row);
+    }
+    out
+}
+
 /// `[B, Sq, H, D]` values as `[B, H, Sq, D]`.
-pub(crate) fn seq_first_to_heads_first(o: &[f32], sh: Shape) -> Vec<f32> {
+pub fn seq_first_to_heads_first(o: &[f32], sh: Shape) -> Vec<f32> {
     let [b, h, sq, d] = [sh.batch, sh.heads, sh.sq, sh.head_dim].map(|x| x as usize);
     let mut out = vec![0.0; o.len()];
     for (i, row) in out.chunks_mut(d).enumerate() {
@@ -421,7 +433,7 @@ pub(crate) fn seq_first_to_heads_first(o: &[f32], sh: Shape) -> Vec<f32> {
 
 /// The largest LSE error relative to max(1, |LSE|); infinite where a row that sees no key is
 /// not −∞ (or one that does is), NaN for a NaN.
-pub(super) fn lse_error(got: &[f32], want: &[f64]) -> f64 {
+pub fn lse_error(got: &[f32], want: &[f64]) -> f64 {
     if got.len() != want.len() {
         return f64::NAN;
     }
@@ -457,36 +469,5 @@ fn cases(n: Option<u32>) -> Vec<Sizes> {
             problem((2, 2, 1), (257, 130, 128)).with_flag("causal"),
             problem((2, 2, 1), (17, 300, 128)).with_flag("o_seq_first"),
         ],
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_seq_first_layout_maps_back_element_by_element() {
-        // B 1, H 2, Sq 3, D 1: [B, Sq, H] = (s0h0, s0h1, s1h0, s1h1, s2h0, s2h1).
-        let sh = Shape {
-            batch: 1,
-            heads: 2,
-            kv_heads: 1,
-            sq: 3,
-            sk: 1,
-            head_dim: 1,
-        };
-        let o = seq_first_to_heads_first(&[0.0, 10.0, 1.0, 11.0, 2.0, 12.0], sh);
-        assert_eq!(o, [0.0, 1.0, 2.0, 10.0, 11.0, 12.0]);
-    }
-
-    #[test]
-    fn a_row_without_keys_must_be_minus_infinity() {
-        let inf = f64::NEG_INFINITY;
-        assert_eq!(lse_error(&[f32::NEG_INFINITY, 2.0], &[inf, 2.0]), 0.0);
-        assert_eq!(lse_error(&[0.0], &[inf]), f64::INFINITY);
-        assert_eq!(lse_error(&[f32::NEG_INFINITY], &[1.0]), f64::INFINITY);
-        assert!(lse_error(&[f32::NAN], &[1.0]).is_nan());
-        // 3.003 against 3: 1e-3 relative to 3.
-        assert!((lse_error(&[3.003], &[3.0]) - 1e-3).abs() < 1e-6);
     }
 }

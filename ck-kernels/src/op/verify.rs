@@ -106,23 +106,3 @@ impl Outcome {
         }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_element_never_written_fails_every_measure() {
-        let want = [1.0, 2.0];
-        assert!(max_relative_error(&[1.0, f32::NAN], &want).is_nan());
-        assert!(norm_relative_error(&[f32::NAN, 2.0], &want).is_nan());
-        assert!(worst(0.5, f64::NAN).is_nan() && worst(f64::NAN, 0.5).is_nan());
-        assert_eq!(max_relative_error(&[1.0, 2.5], &want), 0.25);
-        // An output left out (an empty slice) is not a perfect one.
-        assert!(max_relative_error(&[], &want).is_nan());
-        assert!(norm_relative_error(&[1.0], &want).is_nan());
-        assert!(norm_error_relative_to(&[], &want, &want).is_nan());
-        // (1 − 1)² + (2.5 − 2)² over 3² + 4²: 0.5 / 5.
-        assert_eq!(norm_error_relative_to(&[1.0, 2.5], &want, &[3.0, 4.0]), 0.1);
-    }
-}

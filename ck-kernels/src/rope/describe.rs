@@ -253,7 +253,7 @@ fn constraints(s: &mut Sizes) -> Result<(), LaunchError> {
 }
 
 /// The kernels' shape of bound sizes.
-pub(crate) fn shape(s: &Sizes) -> Shape {
+pub fn shape(s: &Sizes) -> Shape {
     Shape {
         batch: s.u32("B"),
         seq: s.u32("S"),
@@ -275,7 +275,7 @@ fn tolerance(dtype: Dtype) -> f64 {
 }
 
 /// Llama's tables: pair `i` of table row `p` at angle `p · 10000^(−2i/R)`.
-pub(crate) fn angles(sh: &Shape) -> (Vec<f32>, Vec<f32>) {
+pub fn angles(sh: &Shape) -> (Vec<f32>, Vec<f32>) {
     let half = sh.rotary_dim / 2;
     let angle = |p: u32, i: u32| p as f64 * 10000f64.powf(-2.0 * i as f64 / sh.rotary_dim as f64);
     let all = (0..sh.table_rows).flat_map(|p| (0..half).map(move |i| angle(p, i)));
@@ -357,21 +357,21 @@ fn wide(x: &[f32]) -> Vec<f64> {
 }
 
 /// [`ROPE_QKV`]'s reference: Q, K, V concatenated, from the projection per head.
-fn rotated(x: &[f32], tables: (&[f32], &[f32]), sh: &Shape) -> Vec<f64> {
+pub fn rotated(x: &[f32], tables: (&[f32], &[f32]), sh: &Shape) -> Vec<f64> {
     restack(&rotate_heads(&wide(x), tables, sh, 1.0), sh, false)
 }
 
 /// [`ROPE_QKV_BACKWARD`]'s reference: the gradients (Q, K, V concatenated) back per head in
 /// the projection's layout, rotated by minus each angle (the rotation is orthogonal: its
 /// transpose is its inverse).
-fn rotated_back(grads: &[f32], tables: (&[f32], &[f32]), sh: &Shape) -> Vec<f64> {
+pub fn rotated_back(grads: &[f32], tables: (&[f32], &[f32]), sh: &Shape) -> Vec<f64> {
     rotate_heads(&restack(&wide(grads), sh, true), tables, sh, -1.0)
 }
 
 /// `ck run rope-qkv-DTYPE --n N`: 2 sequences of N tokens (at most 8192), 8 query heads on 2,
 /// D 128, one table for both. `ck cross-check`: a table row per token, a partial rotary dim,
 /// interleaved pairs; one table per sequence, half-split.
-fn cases(n: Option<u32>) -> Vec<Sizes> {
+pub fn cases(n: Option<u32>) -> Vec<Sizes> {
     let problem =
         |(b, s): (usize, usize), (h, hkv, d): (usize, usize, usize), (rows, r): (usize, usize)| {
             let sizes = Sizes::default()
@@ -391,46 +391,5 @@ fn cases(n: Option<u32>) -> Vec<Sizes> {
             problem((2, 5), (4, 2, 64), (10, 32)).with_flag("interleaved"),
             problem((1, 70), (2, 1, 128), (70, 128)),
         ],
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The fp64 reference's backward undoes its forward: rotating by θ then by −θ gives the
-    /// projection back (the rotation is orthogonal), here through the stacked layout.
-    #[test]
-    fn the_references_backward_undoes_its_forward() {
-        let sh = shape(&cases(None)[0]);
-        let (cos, sin) = angles(&sh);
-        let x: Vec<f32> = (0..sh.lens().0)
-            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
-            .collect();
-        let forward: Vec<f32> = rotated(&x, (&cos, &sin), &sh)
-            .iter()
-            .map(|&v| v as f32)
-            .collect();
-        let back = rotated_back(&forward, (&cos, &sin), &sh);
-        let err = norm_relative_error(&x, &back);
-        assert!(err < 1e-6, "{err}");
-    }
-
-    /// Tables of neither S nor B·S rows are refused, naming both counts.
-    #[test]
-    fn tables_of_another_length_are_refused() {
-        let device = Device::emulator();
-        let out = crate::op::HostCall::new(&ROPE_QKV)
-            .input("qkv", &[0.0; 2 * 3 * 3 * 16], &[2, 3, 3, 16])
-            .input("cos", &[1.0; 4 * 8], &[4, 8])
-            .input("sin", &[0.0; 4 * 8], &[4, 8])
-            .scalar("heads", 1.0)
-            .scalar("kv_heads", 1.0)
-            .run(&device);
-        let err = out.err().unwrap().to_string();
-        assert!(
-            err.contains("one per position of a sequence (3) or one per token (6)"),
-            "{err}"
-        );
     }
 }

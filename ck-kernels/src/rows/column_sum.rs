@@ -209,7 +209,7 @@ column_sum_kernel!(column_sum_f32, column_sum_pair_f32, f32);
 column_sum_kernel!(column_sum_bf16, column_sum_pair_bf16, Bf16);
 
 #[cfg(not(target_arch = "nvptx64"))]
-mod host {
+pub mod host {
     use super::*;
     use crate::op::OpElement;
     use ck_core::host::{Device, LaunchConfig, LaunchError, LaunchStats};
@@ -318,7 +318,7 @@ mod host {
     /// The device's workspaces of the chunks' sums and of their tickets (which every launch
     /// leaves at zero), kept between launches.
     const CHUNK_SUMS: &str = "column sums by chunks";
-    pub(super) const TICKETS: &str = "column sums' tickets";
+    pub const TICKETS: &str = "column sums' tickets";
 
     /// Blocks the first launch of a column sum aims for: two per SM of an H100 or H200 (132
     /// SMs), on any device, so that the cut into chunks — and the order of the additions —
@@ -399,135 +399,3 @@ pub use host::{
     chunks, grid, take_partials, workspace, ColumnSum, MAX_THREADS, MIN_TILES_PER_BLOCK,
     TARGET_BLOCKS,
 };
-
-#[cfg(test)]
-mod tests {
-    use super::{chunks, grid, row_stride, workspace, ColumnSum};
-    use ck_core::device::Bf16;
-    use ck_core::host::{Device, DeviceBuffer};
-
-    /// 4 blocks of 256 threads per SM of an H100 (132 SMs), in blocks of any size, each with
-    /// at least 16 row tiles where there are enough; never more blocks than row tiles, never
-    /// none.
-    #[test]
-    fn the_grid_of_a_backward() {
-        assert_eq!(grid(65536, (1, 256), None), 4 * 132);
-        assert_eq!(grid(65536, (1, 32), None), 65536 / 16);
-        assert_eq!(grid(1 << 20, (1, 32), None), 8 * 4 * 132);
-        assert_eq!(grid(65536, (4, 128), None), 65536 / 4 / 16);
-        assert_eq!(grid(4096, (1, 128), None), 4096 / 16);
-        assert_eq!(grid(100, (1, 32), None), 7);
-        assert_eq!(grid(10, (4, 128), None), 1);
-        assert_eq!(grid(0, (1, 32), None), 1);
-        assert_eq!(grid(100, (1, 32), Some(2)), 2);
-    }
-
-    /// Rows 16 bytes apart; a workspace past 32-bit offsets is refused, saying so.
-    #[test]
-    fn the_workspace_of_a_backward() {
-        assert_eq!(workspace(4, 7).unwrap(), (8, 32));
-        assert_eq!(workspace(3, 1024).unwrap(), (1024, 3072));
-        let e = workspace(528, 1 << 24).unwrap_err();
-        assert_eq!(e.rule(), ck_core::rules::ARGUMENT_SIZE);
-        assert!(e.to_string().contains("fewer rows"), "{e}");
-    }
-
-    #[test]
-    fn the_cut_into_chunks() {
-        assert_eq!(chunks(4224, 1024), (33, 128));
-        assert_eq!(chunks(528, 8192), (5, 106));
-        assert_eq!(chunks(528, 4096), (9, 59));
-        assert_eq!(chunks(8, 1024), (1, 8));
-        assert_eq!(chunks(1, 1), (1, 1));
-        for (rows, n) in [(4224, 1024), (528, 300), (97, 5000), (33, 129)] {
-            let (count, chunk) = chunks(rows, n);
-            assert!(
-                count * chunk >= rows && (count - 1) * chunk < rows,
-                "{rows} x {n}"
-            );
-        }
-    }
-
-    /// Small integers, whose f32 sums are exact in any order: every column's sum, through one
-    /// launch and through chunks, f32 and bf16, rows `row_stride(n)` apart (the padding NaN,
-    /// which no sum may read).
-    #[test]
-    fn sums_by_chunks_are_the_column_sums() {
-        let device = Device::emulator();
-        for (rows, n) in [(8u32, 200u32), (300, 130), (1000, 64), (40, 7)] {
-            let value = |i: u32, j: u32| ((i * 7 + j * 3) % 11) as f32 - 5.0;
-            let stride = row_stride(n);
-            let at = |k: u32| (k / stride, k % stride);
-            let partial: Vec<f32> = (0..rows * stride)
-                .map(|k| match at(k) {
-                    (i, j) if j < n => value(i, j),
-                    _ => f32::NAN,
-                })
-                .collect();
-            let want: Vec<f32> = (0..n)
-                .map(|j| (0..rows).map(|i| value(i, j)).sum())
-                .collect();
-            let p = DeviceBuffer::from_slice(&device, &partial).unwrap();
-            let mut out = DeviceBuffer::from_slice(&device, &vec![f32::NAN; n as usize]).unwrap();
-            f32::column_sum(&device, &p, &mut out, (rows, n, stride)).unwrap();
-            assert_eq!(
-                out.to_vec().unwrap(),
-                want,
-                "{rows} x {n}, {:?}",
-                chunks(rows, n)
-            );
-            let mut out =
-                DeviceBuffer::from_slice(&device, &vec![Bf16(0x7fc0); n as usize]).unwrap();
-            Bf16::column_sum(&device, &p, &mut out, (rows, n, stride)).unwrap();
-            let got: Vec<f32> = out.to_vec().unwrap().iter().map(|x| x.to_f32()).collect();
-            let rounded: Vec<f32> = want.iter().map(|&x| Bf16::from_f32(x).to_f32()).collect();
-            assert_eq!(got, rounded, "bf16 {rows} x {n}");
-        }
-    }
-
-    /// Two workspaces summed by the same launches: each output its own workspace's column
-    /// sums, exact (small integers), through one launch and through chunks.
-    #[test]
-    fn a_pair_of_workspaces_sums_each_into_its_own_output() {
-        let device = Device::emulator();
-        for (rows, n) in [(8u32, 200u32), (300, 130), (40, 7)] {
-            let stride = row_stride(n);
-            let value = |k: u32, i: u32, j: u32| ((i * 7 + j * (3 + k) + k) % 11) as f32 - 5.0;
-            let workspace = |k: u32| -> Vec<f32> {
-                (0..rows * stride)
-                    .map(|e| match (e / stride, e % stride) {
-                        (i, j) if j < n => value(k, i, j),
-                        _ => f32::NAN,
-                    })
-                    .collect()
-            };
-            let up = |v: &[f32]| DeviceBuffer::from_slice(&device, v).unwrap();
-            let (pa, pb) = (up(&workspace(0)), up(&workspace(1)));
-            let (mut oa, mut ob) = (
-                up(&vec![f32::NAN; n as usize]),
-                up(&vec![f32::NAN; n as usize]),
-            );
-            f32::column_sums(
-                &device,
-                &[&pa, &pb],
-                &mut [&mut oa, &mut ob],
-                (rows, n, stride),
-            )
-            .unwrap();
-            for (k, out) in [(0, oa), (1, ob)] {
-                let want: Vec<f32> = (0..n)
-                    .map(|j| (0..rows).map(|i| value(k, i, j)).sum())
-                    .collect();
-                assert_eq!(out.to_vec().unwrap(), want, "workspace {k}, {rows} x {n}");
-            }
-            // The block that completed each column block's count set its ticket back.
-            if let Some(t) = device
-                .take_workspace::<u32>(super::host::TICKETS, 1)
-                .unwrap()
-            {
-                assert!(t.to_vec().unwrap().iter().all(|&t| t == 0), "{rows} x {n}");
-                device.keep_workspace(super::host::TICKETS, t);
-            }
-        }
-    }
-}

@@ -407,6 +407,40 @@ mod varlen {
         }
         assert!(o[4 * row..].iter().all(|x| x.to_f32().is_nan()));
     }
+
+    /// On the emulator the bounds are read on the host and refused when they decrease or pass
+    /// a tensor's end; `B + 1` bounds must be given for every sequence.
+    #[test]
+    fn bad_bounds_are_refused_by_rule() {
+        let device = ck_core::host::Device::emulator();
+        let call = |cu_q: &[f32], cu_k: &[f32]| {
+            let (q, kv) = (vec![0.5; 4 * 64], vec![0.5; 3 * 64]);
+            HostCall::new(&ck_kernels::attention::varlen_describe::OP)
+                .input("q", &q, &[4, 1, 64])
+                .input("k", &kv, &[3, 1, 64])
+                .input("v", &kv, &[3, 1, 64])
+                .input("cu_seqlens_q", cu_q, &[cu_q.len()])
+                .input("cu_seqlens_k", cu_k, &[cu_k.len()])
+                .scalar("max_seqlen_q", 4.0)
+                .run(&device)
+        };
+        assert!(call(&[0.0, 2.0, 4.0], &[0.0, 1.0, 3.0]).is_ok());
+        let rule = |r: Result<_, ck_core::host::LaunchError>| r.err().map(|e| e.rule());
+        use ck_core::rules::{BAD_SEQLENS, SHAPE_MISMATCH};
+        assert_eq!(
+            rule(call(&[0.0, 3.0, 2.0], &[0.0, 1.0, 3.0])),
+            Some(BAD_SEQLENS)
+        );
+        assert_eq!(
+            rule(call(&[0.0, 2.0, 4.0], &[0.0, 1.0, 4.0])),
+            Some(BAD_SEQLENS)
+        );
+        assert_eq!(
+            rule(call(&[0.0, 2.0], &[0.0, 1.0, 3.0])),
+            Some(SHAPE_MISMATCH)
+        );
+        assert_eq!(rule(call(&[], &[])), Some(SHAPE_MISMATCH));
+    }
 }
 
 /// The backward (`attention::backward`) on the emulator against the fp64 gradient of the plain
@@ -628,5 +662,56 @@ mod backward {
                 );
             }
         }
+    }
+}
+
+/// The host-side helpers the checks use: the two layouts of O and dO, and LSE's error.
+mod layouts {
+    use ck_kernels::attention::describe::{
+        heads_first_to_seq_first, lse_error, seq_first_to_heads_first,
+    };
+    use ck_kernels::attention::host::Shape;
+
+    #[test]
+    fn the_seq_first_layout_maps_back_element_by_element() {
+        // B 1, H 2, Sq 3, D 1: [B, Sq, H] = (s0h0, s0h1, s1h0, s1h1, s2h0, s2h1).
+        let sh = Shape {
+            batch: 1,
+            heads: 2,
+            kv_heads: 1,
+            sq: 3,
+            sk: 1,
+            head_dim: 1,
+        };
+        let o = seq_first_to_heads_first(&[0.0, 10.0, 1.0, 11.0, 2.0, 12.0], sh);
+        assert_eq!(o, [0.0, 1.0, 2.0, 10.0, 11.0, 12.0]);
+    }
+
+    #[test]
+    fn the_two_layouts_are_inverse() {
+        let sh = Shape {
+            batch: 2,
+            heads: 3,
+            kv_heads: 1,
+            sq: 5,
+            sk: 1,
+            head_dim: 2,
+        };
+        let x: Vec<f32> = (0..2 * 3 * 5 * 2).map(|i| i as f32).collect();
+        let there = heads_first_to_seq_first(&x, sh);
+        // Element (b 0, h 1, s 0, d 0) = 10 lands at [b 0, s 0, h 1, d 0] = index 2.
+        assert_eq!(there[2], 10.0);
+        assert_eq!(seq_first_to_heads_first(&there, sh), x);
+    }
+
+    #[test]
+    fn a_row_without_keys_must_be_minus_infinity() {
+        let inf = f64::NEG_INFINITY;
+        assert_eq!(lse_error(&[f32::NEG_INFINITY, 2.0], &[inf, 2.0]), 0.0);
+        assert_eq!(lse_error(&[0.0], &[inf]), f64::INFINITY);
+        assert_eq!(lse_error(&[f32::NEG_INFINITY], &[1.0]), f64::INFINITY);
+        assert!(lse_error(&[f32::NAN], &[1.0]).is_nan());
+        // 3.003 against 3: 1e-3 relative to 3.
+        assert!((lse_error(&[3.003], &[3.0]) - 1e-3).abs() < 1e-6);
     }
 }

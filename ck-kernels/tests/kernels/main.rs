@@ -10,9 +10,9 @@
 //! | `sanitizer`, `exercise`, `cross_backend` | the emulator as a sanitizer and a bank profiler; emulator against GPU |
 //! | `gemm*` | the GEMM family: `mma.sync`, TMA + wgmma, fused epilogues, grouped, `nn.Linear`, the picker |
 //! | `attention`, `attention_decode` | attention forward, backward, varlen, decode |
-//! | `softmax`, `layernorm`, `add_rmsnorm`, `row_instances` | the row-wise family, forward and backward |
-//! | `rope` | rotary embeddings |
-//! | `registry` | every operator of the registry against its reference |
+//! | `softmax`, `layernorm`, `add_rmsnorm`, `rows_backward`, `row_instances` | the row-wise family, forward and backward |
+//! | `rope`, `glu` | rotary embeddings, gated units |
+//! | `registry` | every operator of the registry against its reference; the error measures |
 
 mod add_rmsnorm;
 mod attention;
@@ -26,6 +26,7 @@ mod gemm_fused;
 mod gemm_grouped;
 mod gemm_linear;
 mod gemm_tma;
+mod glu;
 mod lane_groups;
 mod layernorm;
 mod matrix_fragments;
@@ -34,6 +35,7 @@ mod reductions;
 mod registry;
 mod rope;
 mod row_instances;
+mod rows_backward;
 mod sanitizer;
 mod softmax;
 mod tiles;

@@ -293,3 +293,45 @@ fn the_projection_refuses_what_its_epilogue_cannot_rotate() {
     let e = linear::rope_projection(&device, (&x, &w[..8]), 8, (&cos, &sin), &s).unwrap_err();
     assert!(e.to_string().contains("`weight` has 8 elements"), "{e}");
 }
+
+mod reference {
+    use ck_core::host::Device;
+    use ck_kernels::op::norm_relative_error;
+    use ck_kernels::rope::describe::*;
+
+    /// The fp64 reference's backward undoes its forward: rotating by θ then by −θ gives the
+    /// projection back (the rotation is orthogonal), here through the stacked layout.
+    #[test]
+    fn the_references_backward_undoes_its_forward() {
+        let sh = shape(&cases(None)[0]);
+        let (cos, sin) = angles(&sh);
+        let x: Vec<f32> = (0..sh.lens().0)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
+            .collect();
+        let forward: Vec<f32> = rotated(&x, (&cos, &sin), &sh)
+            .iter()
+            .map(|&v| v as f32)
+            .collect();
+        let back = rotated_back(&forward, (&cos, &sin), &sh);
+        let err = norm_relative_error(&x, &back);
+        assert!(err < 1e-6, "{err}");
+    }
+
+    /// Tables of neither S nor B·S rows are refused, naming both counts.
+    #[test]
+    fn tables_of_another_length_are_refused() {
+        let device = Device::emulator();
+        let out = ck_kernels::op::HostCall::new(&ROPE_QKV)
+            .input("qkv", &[0.0; 2 * 3 * 3 * 16], &[2, 3, 3, 16])
+            .input("cos", &[1.0; 4 * 8], &[4, 8])
+            .input("sin", &[0.0; 4 * 8], &[4, 8])
+            .scalar("heads", 1.0)
+            .scalar("kv_heads", 1.0)
+            .run(&device);
+        let err = out.err().unwrap().to_string();
+        assert!(
+            err.contains("one per position of a sequence (3) or one per token (6)"),
+            "{err}"
+        );
+    }
+}

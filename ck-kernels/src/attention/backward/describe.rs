@@ -9,9 +9,10 @@
 
 use super::host::{self as backward, Grads, Saved, Workspace};
 use crate::attention::describe::{
-    seq_first_to_heads_first, shape, tensor, B, CAUSAL, D, H, HKV, SCALE, SK, SQ,
+    heads_first_to_seq_first, seq_first_to_heads_first, shape, tensor, B, CAUSAL, D, H, HKV, SCALE,
+    SK, SQ,
 };
-use crate::attention::host::{self as forward, upload_bf16, Shape};
+use crate::attention::host::{self as forward, upload_bf16};
 use crate::op::{
     norm_relative_error, worst, Dim, Dtype, Elem, HostOutput, Launch, Launched, Op, Param, Rng,
     Role, Scalar, ScalarRule, Sizes,
@@ -251,18 +252,6 @@ fn rounded(x: &[f32]) -> Vec<f32> {
     x.iter().map(|&v| Dtype::Bf16.round(v)).collect()
 }
 
-/// `[B, H, Sq, D]` values as `[B, Sq, H, D]`.
-fn heads_first_to_seq_first(x: &[f32], sh: Shape) -> Vec<f32> {
-    let [h, s, d] = [sh.heads, sh.sq, sh.head_dim].map(|v| v as usize);
-    let mut out = vec![0.0; x.len()];
-    for (i, row) in x.chunks_exact(d).enumerate() {
-        let (bh, si) = (i / s, i % s);
-        let at = ((bh / h * s + si) * h + bh % h) * d;
-        out[at..at + d].copy_from_slice(row);
-    }
-    out
-}
-
 /// The worst of dQ's, dK's and dV's [`grad_error`] against the fp64 gradient of the plain
 /// softmax on the bf16-rounded inputs.
 fn error(out: &HostOutput) -> f64 {
@@ -318,27 +307,5 @@ fn cases(n: Option<u32>) -> Vec<Sizes> {
     match n {
         Some(n) => vec![problem(n)],
         None => vec![problem(300), problem(64)],
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_two_layouts_are_inverse() {
-        let sh = Shape {
-            batch: 2,
-            heads: 3,
-            kv_heads: 1,
-            sq: 5,
-            sk: 1,
-            head_dim: 2,
-        };
-        let x: Vec<f32> = (0..2 * 3 * 5 * 2).map(|i| i as f32).collect();
-        let there = heads_first_to_seq_first(&x, sh);
-        // Element (b 0, h 1, s 0, d 0) = 10 lands at [b 0, s 0, h 1, d 0] = index 2.
-        assert_eq!(there[2], 10.0);
-        assert_eq!(seq_first_to_heads_first(&there, sh), x);
     }
 }
