@@ -13,12 +13,11 @@
 
 use std::prelude::rust_2021::*;
 
-use super::state::{Map, Site};
 use std::num::NonZeroU32;
 use std::ops::Range;
 
 /// Who accessed a byte (its cluster id: below 8 · 1024 threads), when (the thread's own clock
-/// then, from 1: see `Clocks`) and where (a number from [`Sites`]), in 8 bytes.
+/// then, from 1: see `Clocks`) and where (a number from the block's `Sites`), in 8 bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Stamp {
     pub clock: NonZeroU32,
@@ -31,27 +30,6 @@ pub(crate) struct Stamp {
 pub(crate) struct ByteStamps {
     pub write: Option<Stamp>,
     pub reads: [Option<Stamp>; 2],
-}
-
-/// The call sites of a block's shared accesses, numbered in the order first seen.
-#[derive(Default)]
-pub(crate) struct Sites {
-    pub all: Vec<Site>,
-    index: Map<usize, u16>,
-}
-
-impl Sites {
-    /// `site`'s number. A program with more than 65 536 call sites of shared accesses shares
-    /// the last number among the rest: a race message could then name the wrong line for the
-    /// other access (the race itself is still found).
-    pub fn number(&mut self, site: Site) -> u16 {
-        let next = u16::try_from(self.all.len()).unwrap_or(u16::MAX);
-        let n = *self.index.entry(site as *const _ as usize).or_insert(next);
-        if usize::from(n) == self.all.len() {
-            self.all.push(site);
-        }
-        n
-    }
 }
 
 const CHUNK: usize = 16;

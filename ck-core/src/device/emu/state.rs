@@ -10,7 +10,7 @@ use std::prelude::rust_2021::*;
 
 use super::clocks::{Clocks, Released};
 use super::memory::EmuMemory;
-use super::shadow::{Shadow, Sites, Stamp};
+use super::shadow::{Shadow, Stamp};
 use crate::bank::{global_sectors, shared_wavefronts, LaneAccess};
 use crate::report::{Fault, KernelError, LaunchStats};
 use crate::wgmma::{Major, SmemMatrix};
@@ -79,6 +79,27 @@ impl Kind {
             Kind::Store => "store",
             Kind::Atomic => "atomic update",
         }
+    }
+}
+
+/// The call sites of a block's shared accesses, numbered in the order first seen.
+#[derive(Default)]
+struct Sites {
+    all: Vec<Site>,
+    index: Map<usize, u16>,
+}
+
+impl Sites {
+    /// `site`'s number. A program with more than 65 536 call sites of shared accesses shares
+    /// the last number among the rest: a race message could then name the wrong line for the
+    /// other access (the race itself is still found).
+    fn number(&mut self, site: Site) -> u16 {
+        let next = u16::try_from(self.all.len()).unwrap_or(u16::MAX);
+        let n = *self.index.entry(site as *const _ as usize).or_insert(next);
+        if usize::from(n) == self.all.len() {
+            self.all.push(site);
+        }
+        n
     }
 }
 
