@@ -66,9 +66,10 @@ instances! {
         // Not staged: 2 / 22 / 9 % slower staged at 4096 × 4096 / 16384 × 8192 / 65536 × 1024
         // (job 115 of notes/h200-rows-backward-staged.txt; three f32 tiles of shared memory).
         Rows Padded => add_rmsnorm_bwd_f32_rows / AddRmsnormBwdF32Rows (BwdRowsF32, BwdRowsF32Cols, f32, 4, 32, true, false, staged = false),
-        Row4096 Padded => add_rmsnorm_bwd_f32_c4096 / AddRmsnormBwdF32C4096 (BwdRowF32x4096c16, BwdRowF32x4096c16Cols, f32, 4, 256, true, false, staged = false),
-        // 32 columns a thread: at 16 (512 threads) it needs 148 registers, more than a block
-        // of 512 can have.
+        // 32 columns a thread: at 16, 255 → 154 registers but 4 % slower at 4096 × 4096 (job 122
+        // of notes/h100-last-arrival-and-small-decode.txt); at 8192 (512 threads) it needs 148
+        // registers, more than a block of 512 can have.
+        Row4096 Padded => add_rmsnorm_bwd_f32_c4096 / AddRmsnormBwdF32C4096 (BwdRowF32x4096, BwdRowF32x4096Cols, f32, 4, 128, true, false, staged = false),
         Row8192 Padded => add_rmsnorm_bwd_f32_c8192 / AddRmsnormBwdF32C8192 (BwdRowF32x8192, BwdRowF32x8192Cols, f32, 4, 256, true, false, staged = false),
         Row8192 Long => add_rmsnorm_bwd_f32_long / AddRmsnormBwdF32Long (BwdRowF32x8192, BwdRowF32x8192Cols, f32, 4, 256, true, true),
     }

@@ -122,7 +122,9 @@ macro_rules! backward_tile {
 
 backward_tile! { "f32 backward, 1 row × 1024 in one warp (32 values per lane): no barrier per row tile, and one-warp blocks fill an SM where 256 threads of 210 registers fit once."
 BwdRowsF32, BwdRowsF32Cols, BwdRowsF32Rows: block 32, rows 1, n [repeat 8, warp 1, vec 4] }
-backward_tile! { "f32 backward, 1 row × 8192 in 256 threads (32 values each): the `_long` kernels' column tile."
+backward_tile! { "f32 backward, 1 row × 4096 in 128 threads (32 values each)."
+BwdRowF32x4096, BwdRowF32x4096Cols, BwdRowF32x4096Rows: block 128, rows 1, n [repeat 8, warp 4, vec 4] }
+backward_tile! { "f32 backward, 1 row × 8192 in 256 threads (32 values each)."
 BwdRowF32x8192, BwdRowF32x8192Cols, BwdRowF32x8192Rows: block 256, rows 1, n [repeat 8, warp 8, vec 4] }
 backward_tile! { "bf16 backward, 1 row × 1024 in one warp (32 values per lane), as `BwdRowsF32`."
 BwdRowsBf16, BwdRowsBf16Cols, BwdRowsBf16Rows: block 32, rows 1, n [repeat 4, warp 1, vec 8] }

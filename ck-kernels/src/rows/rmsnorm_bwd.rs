@@ -260,7 +260,10 @@ instances! {
         // notes/h200-rows-backward-staged.txt).
         Rows Padded => rmsnorm_bwd_f32_rows / RmsnormBwdF32Rows (BwdRowsF32, BwdRowsF32Cols, f32, 4, 32, true, false, staged = false),
         Row4096 Padded => rmsnorm_bwd_f32_c4096 / RmsnormBwdF32C4096 (BwdRowF32x4096c16, BwdRowF32x4096c16Cols, f32, 4, 256, true, false, staged = false),
-        Row8192 Padded => rmsnorm_bwd_f32_c8192 / RmsnormBwdF32C8192 (BwdRowF32x8192c16, BwdRowF32x8192c16Cols, f32, 4, 512, true, false),
+        // 8192 at 32 columns a thread: at 16, 229 → 127 registers but 2.5 % slower at
+        // 16384 × 8192 (4096 at 16: 2 % faster; job 122 of
+        // notes/h100-last-arrival-and-small-decode.txt).
+        Row8192 Padded => rmsnorm_bwd_f32_c8192 / RmsnormBwdF32C8192 (BwdRowF32x8192, BwdRowF32x8192Cols, f32, 4, 256, true, false),
         Row8192 Long => rmsnorm_bwd_f32_long / RmsnormBwdF32Long (BwdRowF32x8192, BwdRowF32x8192Cols, f32, 4, 256, true, true),
     }
     Bf16 {
