@@ -108,7 +108,7 @@ type OperandKey = (u64, bool, u32, u32, u32);
 
 /// The shared bytes of an MMA operand of `rows` × `k` elements.
 pub(crate) struct Operand {
-    /// Element (r, k)'s byte address at `r · k + k`.
+    /// Element (r, j)'s byte address, at index `r · k + j`.
     pub addresses: Vec<u32>,
     /// Every byte the operand covers, as sorted runs `(start, length)` of adjacent bytes.
     pub runs: Vec<(u32, u32)>,
