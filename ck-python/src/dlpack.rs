@@ -19,20 +19,22 @@ use pyo3::types::PyCapsule;
 use std::ffi::c_void;
 
 #[repr(C)]
-struct DlDevice {
+pub struct DlDevice {
     device_type: i32,
     device_id: i32,
 }
 
 #[repr(C)]
-struct DlDataType {
+pub struct DlDataType {
     code: u8,
     bits: u8,
     lanes: u16,
 }
 
+/// DLPack's `DLTensor`: what a capsule's `DLManagedTensor` starts with, and what a C++ caller
+/// (the `torch.ops` library, `python/ck_rs/csrc`) passes for each tensor of a call.
 #[repr(C)]
-struct DlTensor {
+pub struct DlTensor {
     data: *mut c_void,
     device: DlDevice,
     ndim: i32,
@@ -96,13 +98,14 @@ pub enum Place {
     Cuda(usize),
 }
 
-/// One tensor argument, valid while its capsule is alive. Its fields are read through
-/// accessors: the memory behind `ptr` is only ever touched through the checks of this crate.
+/// One tensor argument, valid while its capsule (or its C++ caller's tensor) is alive. Its fields
+/// are read through accessors: the memory behind `ptr` is only ever touched through the checks
+/// of this crate.
 pub struct Tensor<'py> {
     /// The argument's name, for messages.
     name: &'static str,
-    /// Keeps the producer's tensor alive.
-    _capsule: Bound<'py, PyCapsule>,
+    /// Keeps the producer's tensor alive (None: a C++ caller holds it for the call).
+    _capsule: Option<Bound<'py, PyCapsule>>,
     /// The first element (`data + byte_offset`).
     ptr: u64,
     place: Place,
@@ -121,14 +124,19 @@ impl<'py> Tensor<'py> {
     /// 8-bit integer one (`t.view(torch.uint8)`: torch exports float8 through DLPack only from
     /// DLPack 1.1 on).
     pub fn from_capsule_e4m3(name: &'static str, obj: &Bound<'py, PyAny>) -> PyResult<Tensor<'py>> {
-        let t = Tensor::parse(name, obj, true)?;
-        match t.dtype {
-            Dtype::E4m3 => Ok(t),
+        Tensor::parse(name, obj, true)?.e4m3()
+    }
+
+    /// The tensor, which must be e4m3 (or its bytes).
+    fn e4m3(self) -> PyResult<Tensor<'py>> {
+        match self.dtype {
+            Dtype::E4m3 => Ok(self),
             _ => Err(type_error(
                 rules::DTYPE_MISMATCH,
                 format!(
-                    "`{name}` is {}; give float8_e4m3fn (or its bytes as uint8)",
-                    t.describe()
+                    "`{}` is {}; give float8_e4m3fn (or its bytes as uint8)",
+                    self.name,
+                    self.describe()
                 ),
             )),
         }
@@ -155,6 +163,31 @@ impl<'py> Tensor<'py> {
         // SAFETY: a capsule named "dltensor" holds a DLManagedTensor (the DLPack protocol),
         // which its producer keeps alive as long as the capsule, held in the returned value.
         let t = unsafe { &(*(raw.as_ptr() as *const DlManagedTensor)).dl_tensor };
+        Tensor::read(name, t, e4m3_bytes, Some(capsule.clone()))
+    }
+
+    /// The tensor `t` describes, from a C++ caller that keeps it alive for the call, checked as
+    /// [`Tensor::from_capsule`] checks a capsule's (with `e4m3`, as
+    /// [`Tensor::from_capsule_e4m3`]).
+    pub fn from_dl_tensor(
+        name: &'static str,
+        t: &DlTensor,
+        e4m3: bool,
+    ) -> PyResult<Tensor<'static>> {
+        let t = Tensor::read(name, t, e4m3, None)?;
+        if e4m3 {
+            t.e4m3()
+        } else {
+            Ok(t)
+        }
+    }
+
+    fn read(
+        name: &'static str,
+        t: &DlTensor,
+        e4m3_bytes: bool,
+        capsule: Option<Bound<'py, PyCapsule>>,
+    ) -> PyResult<Tensor<'py>> {
         let ndim = usize::try_from(t.ndim).unwrap_or(0);
         let dims = |p: *const i64| -> Vec<i64> {
             if p.is_null() || ndim == 0 {
@@ -210,7 +243,7 @@ impl<'py> Tensor<'py> {
         }
         Ok(Tensor {
             name,
-            _capsule: capsule.clone(),
+            _capsule: capsule,
             ptr: t.data as u64 + t.byte_offset,
             place,
             dtype,

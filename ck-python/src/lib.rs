@@ -26,5 +26,5 @@ mod errors;
 
 pub use backend::Backend;
 pub use call::{Call, TensorElement};
-pub use dlpack::{Dtype, Place, Tensor};
+pub use dlpack::{DlTensor, Dtype, Place, Tensor};
 pub use errors::{launch_error, launched, type_error, value_error, KernelFault};

@@ -2,6 +2,7 @@
 //! Tensors arrive as DLPack capsules; CPU tensors run on the emulator, CUDA tensors on their
 //! GPU, queued on the stream the Python layer passes (torch's current one).
 
+mod capi;
 mod ops;
 mod registry;
 
@@ -11,6 +12,7 @@ use pyo3::prelude::*;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("KernelFault", m.py().get_type::<ck_python::KernelFault>())?;
     m.add_function(wrap_pyfunction!(registry::call, m)?)?;
+    m.add_function(wrap_pyfunction!(capi::c_api, m)?)?;
     m.add_function(wrap_pyfunction!(registry::operators, m)?)?;
     m.add_function(wrap_pyfunction!(registry::shapes, m)?)?;
     m.add_function(wrap_pyfunction!(ops::attention_kvcache, m)?)?;

@@ -98,14 +98,13 @@ fn call_dtype(op: &Op, call: &Call<'_>) -> PyResult<Dtype> {
     Ok(dtype)
 }
 
-/// The tensor `name` whose values the launch reads on the host ([`Elem::HostI32`]): a CPU
-/// tensor (e.g. a list the Python layer made one), int32.
-fn host_tensor<'py>(name: &'static str, t: &Bound<'py, PyAny>) -> PyResult<Tensor<'py>> {
-    let t = Tensor::from_capsule(name, t)?;
+/// A tensor whose values the launch reads on the host ([`Elem::HostI32`]): a CPU tensor (e.g. a
+/// list the Python layer made one), int32.
+fn host_tensor(t: Tensor<'_>) -> PyResult<Tensor<'_>> {
     if t.place() != ck_python::Place::Cpu {
         return Err(value_error(
             rules::DEVICE_MISMATCH,
-            format!("`{name}` is {}; the launch is planned from its values on the host: give a CPU tensor or a list of ints", t.describe()),
+            format!("`{}` is {}; the launch is planned from its values on the host: give a CPU tensor or a list of ints", t.name(), t.describe()),
         ));
     }
     Ok(t)
@@ -141,18 +140,41 @@ pub fn call(
             ),
         ));
     }
-    let (mut parsed, mut host) = (Vec::with_capacity(tensors.len()), Vec::new());
+    let mut parsed = Vec::with_capacity(tensors.len());
     for (p, t) in op.params.iter().zip(&tensors) {
-        match (t, p.elem) {
-            (None, _) => {}
+        parsed.push(match (t, p.elem) {
+            (None, _) => None,
             // Its bytes may come as uint8: torch exports float8 only from DLPack 1.1 on.
-            (Some(t), Elem::E4m3) => parsed.push(Tensor::from_capsule_e4m3(p.name, t)?),
-            (Some(t), Elem::HostI32) => host.push(host_tensor(p.name, t)?),
-            (Some(t), _) => parsed.push(Tensor::from_capsule(p.name, t)?),
-        }
+            (Some(t), Elem::E4m3) => Some(Tensor::from_capsule_e4m3(p.name, t)?),
+            (Some(t), _) => Some(Tensor::from_capsule(p.name, t)?),
+        });
     }
     // SAFETY: `stream` is the handle `ck_rs` passes: torch's current stream of the tensors'
     // device, which torch keeps alive while work is queued on it.
+    unsafe { run(op, parsed, &scalars, stream) }
+}
+
+/// Runs `op` on its tensors (in the order of its description, None for one left out) and
+/// `scalars` ([`call`]'s).
+///
+/// # Safety
+/// `stream`, for CUDA tensors, is a live `CUstream` of their device's primary context that
+/// outlives the call and the kernels queued on it.
+pub unsafe fn run<'py>(
+    op: &'static Op,
+    tensors: Vec<Option<Tensor<'py>>>,
+    scalars: &[Option<f32>],
+    stream: Option<u64>,
+) -> PyResult<()> {
+    let (mut parsed, mut host) = (Vec::with_capacity(tensors.len()), Vec::new());
+    for (p, t) in op.params.iter().zip(tensors) {
+        match (t, p.elem) {
+            (None, _) => {}
+            (Some(t), Elem::HostI32) => host.push(host_tensor(t)?),
+            (Some(t), _) => parsed.push(t),
+        }
+    }
+    // SAFETY: the caller's promise.
     let call = unsafe { Call::from_tensors(parsed, stream)? };
     // SAFETY: CPU tensors only (`host_tensor`): no stream.
     let host = unsafe { Call::from_tensors(host, None)? };

@@ -1,0 +1,116 @@
+//! The registry's operators for C++ callers: the `torch.ops.ck_rs` library that `ck_rs` builds
+//! against the user's torch (`python/ck_rs/csrc/torch_ops.cpp`) calls [`ck_rs_run`] with
+//! DLPack's `DLTensor`s of its `at::Tensor`s, skipping Python — torch's dispatcher into a Python
+//! kernel, the capsules — on every call. Its address and [`ck_rs_op_index`]'s come from
+//! `_native.c_api()`.
+//!
+//! Errors come back as torch raises them: the code says the Python exception (1 `ValueError`,
+//! 2 `TypeError`, 3 `RuntimeError`), the message (`error[rule]: …`) is written into the
+//! caller's buffer.
+
+use crate::registry::run;
+use ck_kernels::op::Elem;
+use ck_python::{DlTensor, Tensor};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use std::ffi::{c_char, CStr};
+
+/// The index of operator `name` in the registry (what [`ck_rs_run`] takes), or -1.
+///
+/// # Safety
+/// `name` is a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn ck_rs_op_index(name: *const c_char) -> i32 {
+    // SAFETY: the caller's promise.
+    let Ok(name) = unsafe { CStr::from_ptr(name) }.to_str() else {
+        return -1;
+    };
+    let found = ck_kernels::registry::operators().position(|op| op.name == name);
+    found.map_or(-1, |i| i as i32)
+}
+
+/// Runs operator `op` (its [`ck_rs_op_index`]) on `tensors` (one per tensor of its description,
+/// in order; NULL for one left out) and `scalars` (one per scalar; NaN where the operator derives
+/// it), queued on `stream` (a `CUstream`, 0 the legacy default stream; CPU tensors run on the
+/// emulator). 0 on
+/// success; else the exception's code, its message in `message` (at most `capacity` bytes,
+/// NUL-terminated).
+///
+/// # Safety
+/// `tensors` and `scalars` hold as many entries as the operator has tensors and scalars; each
+/// non-NULL `DLTensor` describes memory that stays alive and unaliased by other threads' writes
+/// for the call; `stream`, for CUDA tensors, is a live stream of their device's primary context
+/// that outlives the kernels queued on it; `message` holds `capacity` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn ck_rs_run(
+    op: u32,
+    tensors: *const *const DlTensor,
+    scalars: *const f32,
+    stream: u64,
+    message: *mut c_char,
+    capacity: usize,
+) -> i32 {
+    let result = std::panic::catch_unwind(|| {
+        let op = ck_kernels::registry::operators()
+            .nth(op as usize)
+            .expect("an index from ck_rs_op_index");
+        // SAFETY: the caller's promise: one entry per tensor and scalar of `op` (an operator
+        // without scalars may pass NULL for them).
+        let (given, values) = unsafe {
+            (
+                std::slice::from_raw_parts(tensors, op.params.len()),
+                match op.scalars.len() {
+                    0 => &[],
+                    n => std::slice::from_raw_parts(scalars, n),
+                },
+            )
+        };
+        let tensors = op.params.iter().zip(given).map(|(p, &t)| {
+            // SAFETY: the caller's promise: a live `DLTensor` or NULL.
+            let t = unsafe { t.as_ref() }?;
+            Some(Tensor::from_dl_tensor(p.name, t, p.elem == Elem::E4m3))
+        });
+        let tensors = tensors
+            .map(Option::transpose)
+            .collect::<PyResult<Vec<_>>>()?;
+        let scalars: Vec<Option<f32>> =
+            values.iter().map(|&v| (!v.is_nan()).then_some(v)).collect();
+        // SAFETY: the caller's promise (a CPU call ignores the stream).
+        unsafe { run(op, tensors, &scalars, Some(stream)) }
+    });
+    let (code, text) = match result {
+        Ok(Ok(())) => return 0,
+        Ok(Err(e)) => Python::attach(|py| {
+            let code = if e.is_instance_of::<PyValueError>(py) {
+                1
+            } else if e.is_instance_of::<PyTypeError>(py) {
+                2
+            } else {
+                3
+            };
+            (code, e.value(py).to_string())
+        }),
+        Err(_) => (
+            3,
+            "error[internal]: ck_rs's native call panicked".to_string(),
+        ),
+    };
+    if capacity > 0 {
+        let n = text.len().min(capacity - 1);
+        // SAFETY: `message` holds `capacity` bytes (the caller's promise); `n + 1` fit.
+        unsafe {
+            std::ptr::copy_nonoverlapping(text.as_ptr(), message.cast::<u8>(), n);
+            *message.add(n) = 0;
+        }
+    }
+    code
+}
+
+/// The addresses of [`ck_rs_op_index`] and [`ck_rs_run`], for the C++ library.
+#[pyfunction]
+pub fn c_api() -> (usize, usize) {
+    (
+        ck_rs_op_index as *const () as usize,
+        ck_rs_run as *const () as usize,
+    )
+}
