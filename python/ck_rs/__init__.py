@@ -10,7 +10,10 @@ as the input's kind (numpy in, numpy out; torch in, torch out), or are written i
 array([[0.9999995, ...
 
 With PyTorch installed, the same operators are registered as ``torch.ops.ck_rs.*`` custom ops
-(also reachable as ``ck_rs.ops.*``), with fake implementations for ``torch.compile``.
+(also reachable as ``ck_rs.ops.*``), with fake implementations for ``torch.compile``. The ops of
+the hottest calls (rmsnorm, gemm, linear, attention) get C++ kernels that skip Python on every
+call: the first import compiles them against the installed torch (~15 s, once; cached in
+``~/.cache/ck_rs``, or ``$CK_RS_CACHE``; ``CK_RS_CPP_OPS=0`` keeps the Python kernels).
 
 Every error is a ``TypeError`` or ``ValueError`` (``RuntimeError`` for a missing GPU or PTX
 module) whose message starts with the rule name the ``ck`` command prints: ``error[rule]: ...``.
@@ -65,6 +68,23 @@ else:
         pass
 
     _FP8 = None
+
+
+# The C++ kernels of the torch ops that have them (``_torch_ops._CPP``), by name: the functions
+# below call them for torch tensors where the call is the op's (no ``out=``, nothing to record).
+_KERNELS = {}
+
+
+def _kernel(op, *tensors):
+    """The C++ kernel of torch op ``op`` (``_KERNELS``) where a call on ``tensors`` (None for an
+    optional one left out) may take it: CUDA torch tensors (on the CPU the emulator's time dwarfs
+    the call's), none of them requiring grad."""
+    kernel = _KERNELS.get(op)
+    if kernel is not None:
+        for t in tensors:
+            if t is not None and not (isinstance(t, _Tensor) and t.is_cuda and not t.requires_grad):
+                return None
+    return kernel
 
 
 def _error(kind, rule, message):
@@ -257,6 +277,9 @@ def rmsnorm(x, gamma, eps=1e-6, *, out=None):
     require grad get gradients for ``x`` and ``gamma`` (``rmsnorm_backward``)."""
     if _differentiable("rmsnorm", out, x, gamma):
         return ops.record("rmsnorm", x, gamma, eps)
+    kernel = _kernel("rmsnorm", x, gamma)
+    if kernel is not None and out is None:
+        return kernel(x, gamma, eps)
     c = _Call("rmsnorm", x=x, gamma=gamma)
     y = _out_like(c, out, x)
     c.run("rmsnorm", (x, gamma, y), (eps,))
@@ -394,6 +417,10 @@ def gemm(
             "bad-activation",
             f"activation {activation!r}; use one of {', '.join(_ACTIVATIONS)}",
         )
+    kernel = _kernel("gemm", a, b)
+    plain = out is None and bias is None and residual is None and alpha == 1.0
+    if kernel is not None and plain and activation == "none":
+        return kernel(a, b, out_dtype)
     if _transposed_view(a):
         if bias is None and activation == "none" and _km_takes(a, b, out_dtype, residual, alpha):
             return _gemm_a_km(a, b, out, out_dtype, residual, alpha, beta)
@@ -508,6 +535,10 @@ def linear(
                 "differentiable op returns x's type; convert the result instead",
             )
         return ops.record("linear", x, weight, bias, residual, activation, float(beta))
+    kernel = _kernel("linear", x, weight, bias, residual)
+    own_type = out_dtype is None or out_dtype == x.dtype
+    if kernel is not None and out is None and not fp8 and alpha == 1.0 and own_type:
+        return kernel(x, weight, bias, residual, activation, float(beta))
     extra = _given(bias=bias, residual=residual)
     c = _Call("linear", x=x, weight=weight, **extra)
     if out_dtype is None and c.torch and x.dtype in (_torch.bfloat16, _FP8):
@@ -751,6 +782,10 @@ def attention(q, k, v, *, causal=False, scale=None, out=None, return_lse=False, 
         raise _error(ValueError, "bad-scale", f"the scale is {scale}; give a positive finite number")
     if _differentiable("attention", out, q, k, v):
         o, lse = ops.record("attention", q, k, v, bool(causal), scale, out_layout)
+        return (o, lse) if return_lse else o
+    kernel = _kernel("attention", q, k, v)
+    if kernel is not None and out is None:
+        o, lse = kernel(q, k, v, bool(causal), scale, out_layout)
         return (o, lse) if return_lse else o
     c = _Call("attention", q=q, k=k, v=v)
     widen = c.cuda and q.dtype == _torch.float32
@@ -1229,3 +1264,5 @@ for _desc in _OPERATORS:
 
 if _torch is not None:
     from . import _torch_ops as ops  # registers torch.ops.ck_rs.*
+
+    _KERNELS.update({name: ops._OPS[name].impl for name in ops._CPP})

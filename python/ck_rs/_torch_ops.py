@@ -34,7 +34,13 @@ from torch import _C
 
 import ck_rs
 
+from . import _cpp
+
 _lib = torch.library.Library("ck_rs", "DEF")
+
+# The ops whose CPU and CUDA kernels are C++ (``_cpp``, built against this torch): their Python
+# implementation is then what ``ck_rs.*`` runs on numpy arrays and with ``out=``.
+_CPP = _cpp.load()
 
 # Below autograd (the redispatch), and below ADInplaceOrView too (where a plain tensor's next
 # key is its backend's).
@@ -79,11 +85,20 @@ class _Op:
     def __init__(self, schema, impl, fake):
         name = schema[: schema.index("(")]
         _lib.define(schema)
-        for key in ("CPU", "CUDA"):
-            _lib.impl(name, impl, key)
         torch.library.register_fake(f"ck_rs::{name}", fake, lib=_lib)
-        self.name, self.impl = name, impl
+        self.name, self.impl, self.python = name, impl, impl
         self.overload = getattr(torch.ops.ck_rs, name).default
+        # An op whose kernels are C++ runs them from `impl` (the op itself, whose C++ autograd
+        # kernel goes straight on to them where no input needs a gradient); its formula is
+        # recorded by the `autograd` kernel of its twin `<name>_autograd`, which the C++
+        # autograd kernel calls where one does. Below autograd, both are the op.
+        if name in _CPP:
+            self.impl = self.overload._op
+            name = f"{name}_autograd"
+            _lib.define(name + schema[schema.index("(") :])
+            torch.library.register_fake(f"ck_rs::{name}", fake, lib=_lib)
+        for key in ("CPU", "CUDA"):
+            _lib.impl(name, self.impl, key)
         # The dispatcher drops trailing arguments equal to their defaults; a formula sees all.
         self.defaults = [a.default_value for a in self.overload._schema.arguments]
         self._set_formula(None, None)

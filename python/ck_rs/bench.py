@@ -121,7 +121,9 @@ def per_call_cases(dev):
 
 def per_call(dev, calls):
     cases = per_call_cases(dev)
-    print(f"\nper call, wall us ({calls} calls after 300 of warm-up), three interleaved rounds")
+    served = ", ".join(sorted(ck_rs._torch_ops._CPP)) or "none (CK_RS_CPP_OPS=0 or no compiler)"
+    print(f"\nper call, wall us ({calls} calls after 300 of warm-up), three interleaved rounds;")
+    print(f"ops with C++ kernels: {served}")
     rounds = [[] for _ in cases]
     for _ in range(3):
         for i, (_, _, ours, peer) in enumerate(cases):

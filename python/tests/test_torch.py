@@ -57,6 +57,7 @@ def test_gemm_reads_a_transposed_view_as_it_lies(device, monkeypatch):
     native = ck_rs._native.call
     count = lambda op, *a: (op == "gemm_a_km" and calls.append(1)) or native(op, *a)  # noqa: E731
     monkeypatch.setattr(ck_rs._native, "call", count)
+    monkeypatch.setattr(ck_rs, "_KERNELS", {})  # the function's routing, not the C++ kernel's
     dy = randn(77, 136, device=device, dtype=torch.bfloat16)  # [tokens, M]
     x = randn(77, 264, device=device, dtype=torch.bfloat16)  # [tokens, N]
     want = np64(dy).T @ np64(x)
@@ -376,8 +377,28 @@ def test_the_fast_path_leaves_modes_fake_tensors_and_autograd_to_the_dispatcher(
     assert type(y.grad_fn).__name__ == "ck_rs_rmsnormBackward"
     assert ref.rel_err(np64(y), want) < 1e-5
 
+
+def test_the_python_fast_path_leaves_modes_and_autograd_to_the_dispatcher():
+    """An op whose kernels are Python (``softmax``): its autograd kernel calls the eager function
+    itself for plain tensors (no redispatch), redispatches under a mode, and ``ck_rs.softmax`` on
+    a tensor that requires grad records the formula without the dispatcher."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    assert "softmax" not in ck_rs._torch_ops._CPP
+    x = randn(4, 64)
+    want = ref.softmax(np64(x))
+
+    class Seen(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(func)
+            return func(*args, **(kwargs or {}))
+
     # Which route a call takes: the op's redispatches below autograd, recorded.
-    op = ck_rs._torch_ops._OPS["rmsnorm"]
+    op = ck_rs._torch_ops._OPS["softmax"]
 
     class Recorder:
         def __init__(self, overload):
@@ -394,22 +415,22 @@ def test_the_fast_path_leaves_modes_fake_tensors_and_autograd_to_the_dispatcher(
     rec = Recorder(op.overload)
     op.overload = rec
     try:
-        y = torch.ops.ck_rs.rmsnorm(x, g)  # plain tensors: the fast path
+        y = torch.ops.ck_rs.softmax(x)  # plain tensors: the fast path
         assert rec.calls == 0 and y.grad_fn is None and ref.rel_err(np64(y), want) < 1e-5
         with Seen():
-            torch.ops.ck_rs.rmsnorm(x, g)  # a mode waits below autograd: the dispatcher
+            torch.ops.ck_rs.softmax(x)  # a mode waits below autograd: the dispatcher
         assert rec.calls == 1
-        # ck_rs.rmsnorm on a tensor that requires grad: the op's formula recorded without the
+        # ck_rs.softmax on a tensor that requires grad: the op's formula recorded without the
         # dispatcher where nothing traces, through the op under a mode; its backward's op
         # likewise.
         xg = x.clone().requires_grad_()
-        y = ck_rs.rmsnorm(xg, g)
-        assert rec.calls == 1 and type(y.grad_fn).__name__ == "ck_rs_rmsnormBackward"
+        y = ck_rs.softmax(xg)
+        assert rec.calls == 1 and type(y.grad_fn).__name__ == "ck_rs_softmaxBackward"
         with Seen() as seen:
-            ck_rs.rmsnorm(xg, g).sum().backward()
+            ck_rs.softmax(xg).sum().backward()
         assert rec.calls == 3  # the op, then its autograd kernel's redispatch below autograd
-        assert seen.ops[0] == torch.ops.ck_rs.rmsnorm.default, seen.ops
-        assert torch.ops.ck_rs.rmsnorm_backward.default in seen.ops, seen.ops
+        assert seen.ops[0] == torch.ops.ck_rs.softmax.default, seen.ops
+        assert torch.ops.ck_rs.softmax_backward.default in seen.ops, seen.ops
     finally:
         op.overload = rec.overload
 
@@ -1057,3 +1078,123 @@ def test_the_llama_training_example_follows_torch(device):
     worst = max(abs(a - b) / abs(b) for a, b in zip(ours, theirs))
     assert worst < 2e-2, worst
     assert ours[-1] < 0.9 * ours[0], (ours[0], ours[-1])
+
+
+def _cpp_cases(device):
+    """Calls of the ops with C++ kernels: (op, arguments) over their dtypes and paths."""
+    bf = torch.bfloat16
+    x, g = randn(5, 3, 96, device=device), randn(96, device=device) + 1.5
+    a, b = randn(40, 24, device=device), randn(24, 32, device=device)
+    w, bias, res = randn(32, 24, device=device), randn(32, device=device), randn(5, 40, 32, device=device)
+    xl = randn(5, 40, 24, device=device)
+    q, k = randn(2, 4, 33, 64, device=device), randn(2, 2, 47, 64, device=device)
+    v = randn(2, 2, 47, 64, device=device)
+    return [
+        ("rmsnorm", (x, g, 1e-5)),
+        ("rmsnorm", (x.to(bf), g.to(bf), 1e-6)),
+        ("gemm", (a, b, None)),  # f32 operands: sgemm
+        ("gemm", (a.to(bf), b.to(bf), None)),
+        ("gemm", (a.to(bf), b.to(bf), bf)),
+        ("gemm", (a, b, bf)),
+        ("gemm", (randn(24, 40, device=device).to(bf).t(), b.to(bf), None)),  # read as [K, M]
+        ("linear", (xl, w, bias, res, "gelu", 0.5)),
+        ("linear", (xl.to(bf), w.to(bf), None, res.to(bf), "none", 1.0)),
+        ("linear", (xl.to(bf), w.to(bf), bias, None, "silu", 1.0)),
+        ("attention", (q.to(bf), k.to(bf), v.to(bf), True, None, "bhsd")),
+        ("attention", (q, k, v, False, 0.3, "bshd")),
+    ]
+
+
+def _cpp_errors(device):
+    """Bad calls of the ops with C++ kernels, each an error the Python implementation raises."""
+    x, g = randn(4, 64, device=device), randn(64, device=device)
+    a, b = randn(16, 16, device=device), randn(16, 16, device=device)
+    q = randn(1, 2, 8, 64, device=device)
+    return [
+        ("rmsnorm", (x.to(torch.int64), g, 1e-6)),
+        ("rmsnorm", (x, randn(63, device=device), 1e-6)),
+        ("rmsnorm", (x.t(), randn(4, device=device), 1e-6)),  # not contiguous
+        ("gemm", (a, b, torch.float16)),
+        ("gemm", (a, randn(15, 16, device=device), None)),
+        ("linear", (a, b, None, None, "tanh", 1.0)),
+        ("linear", (a.to(torch.float16), b, None, None, "none", 1.0)),
+        ("attention", (q, q, q, False, -1.0, "bhsd")),
+        ("attention", (q, q, q, False, None, "sbhd")),
+        ("attention", (q, randn(1, 3, 8, 64, device=device), q, False, None, "bhsd")),
+    ]
+
+
+def _cpp_built():
+    import os
+    import shutil
+
+    if os.environ.get("CK_RS_CPP_OPS") == "0" or not (shutil.which("c++") or shutil.which("g++")):
+        pytest.skip("no C++ compiler here (or CK_RS_CPP_OPS=0): the ops keep their Python kernels")
+    assert ck_rs._torch_ops._CPP == {"rmsnorm", "gemm", "linear", "attention"}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_cpp_kernels_give_the_python_implementations_results(device, monkeypatch):
+    """``torch.ops.ck_rs.{rmsnorm, gemm, linear, attention}`` run C++ kernels built against this
+    torch; the same call through the op's Python implementation (what runs where none could be
+    built) gives the same bits, the same types and shapes."""
+    _cpp_built()
+    for name, args in _cpp_cases(device):
+        got = getattr(torch.ops.ck_rs, name)(*args)
+        with monkeypatch.context() as m:
+            m.setattr(ck_rs, "_KERNELS", {})  # the functions' own path, not the C++ kernels
+            want = ck_rs._torch_ops._OPS[name].python(*args)
+        got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype and g.shape == w.shape and g.device == w.device, (name, g, w)
+            assert torch.equal(g, w), name
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_cpp_kernels_raise_the_python_implementations_errors(device, monkeypatch):
+    """A bad call raises the exception type and rule its Python implementation raises."""
+    import re
+
+    _cpp_built()
+    for name, args in _cpp_errors(device):
+        with pytest.raises((TypeError, ValueError)) as want, monkeypatch.context() as m:
+            m.setattr(ck_rs, "_KERNELS", {})
+            ck_rs._torch_ops._OPS[name].python(*args)
+        rule = re.match(r"error\[[a-z-]+\]", str(want.value)).group(0)
+        with pytest.raises(type(want.value), match=re.escape(rule)):
+            getattr(torch.ops.ck_rs, name)(*args)
+
+
+def test_a_cpp_kernel_op_records_its_formula_only_where_a_gradient_is_needed():
+    """The C++ autograd kernel: no gradient needed, no Python (a mode below autograd sees the op
+    itself, no twin); a gradient needed, the Python formula through the twin — the backward
+    equal to torch autograd's of the same function."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    _cpp_built()
+
+    class Seen(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(func)
+            return func(*args, **(kwargs or {}))
+
+    x, g = randn(4, 64), randn(64) + 1.5
+    with Seen() as seen:
+        torch.ops.ck_rs.rmsnorm(x, g)
+    assert seen.ops == [torch.ops.ck_rs.rmsnorm.default], seen.ops
+    xg, gg = x.clone().requires_grad_(), g.clone().requires_grad_()
+    with Seen() as seen:
+        y = torch.ops.ck_rs.rmsnorm(xg, gg)
+    assert seen.ops == [torch.ops.ck_rs.rmsnorm.default], seen.ops  # the twin records, above
+    assert type(y.grad_fn).__name__ == "ck_rs_rmsnormBackward"
+    y.pow(2).sum().backward()
+    x64, g64 = x.double().requires_grad_(), g.double().requires_grad_()
+    torch.nn.functional.rms_norm(x64, (64,), g64, 1e-6).pow(2).sum().backward()
+    assert ref.rel_err(np64(xg.grad), np64(x64.grad)) < 1e-4
+    assert ref.rel_err(np64(gg.grad), np64(g64.grad)) < 1e-4
+    with torch.no_grad():
+        assert torch.ops.ck_rs.rmsnorm(xg, gg).grad_fn is None
