@@ -1,6 +1,10 @@
 """The operators as PyTorch operators (``torch.ops.ck_rs.*``), each with a fake (meta)
 implementation, so that ``torch.compile`` keeps them in its graph without a break.
 
+The hottest ops (rmsnorm, gemm, linear, attention) have C++ kernels and formulas (``csrc/``,
+built by ``_cpp`` against this torch), which skip Python on every call; where those could not be
+built, they are registered as every other op is.
+
 Each op is registered below torch's ``custom_op`` layer, with ``torch.library.Library``: the
 eager implementation as its CPU and CUDA kernels, and an autograd kernel of its own
 (``_Op.autograd``) that
@@ -38,8 +42,8 @@ from . import _cpp
 
 _lib = torch.library.Library("ck_rs", "DEF")
 
-# The ops whose CPU and CUDA kernels are C++ (``_cpp``, built against this torch): their Python
-# implementation is then what ``ck_rs.*`` runs on numpy arrays and with ``out=``.
+# The ops whose kernels (CPU, CUDA, autograd) are C++ (``_cpp``, built against this torch): their
+# Python implementation is then what ``ck_rs.*`` runs on numpy arrays and with ``out=``.
 _CPP = _cpp.load()
 
 # Below autograd (the redispatch), and below ADInplaceOrView too (where a plain tensor's next
@@ -88,26 +92,26 @@ class _Op:
         torch.library.register_fake(f"ck_rs::{name}", fake, lib=_lib)
         self.name, self.impl, self.python = name, impl, impl
         self.overload = getattr(torch.ops.ck_rs, name).default
-        # An op whose kernels are C++ runs them from `impl` (the op itself, whose C++ autograd
-        # kernel goes straight on to them where no input needs a gradient); its formula is
-        # recorded by the `autograd` kernel of its twin `<name>_autograd`, which the C++
-        # autograd kernel calls where one does. Below autograd, both are the op.
-        if name in _CPP:
+        # An op with C++ kernels (`_CPP`) has its autograd kernel and formula there too; its
+        # Python implementation and formula are what runs where the C++ could not be built.
+        self.cpp = name in _CPP
+        if self.cpp:
             self.impl = self.overload._op
-            name = f"{name}_autograd"
-            _lib.define(name + schema[schema.index("(") :])
-            torch.library.register_fake(f"ck_rs::{name}", fake, lib=_lib)
-        for key in ("CPU", "CUDA"):
-            _lib.impl(name, self.impl, key)
+        else:
+            for key in ("CPU", "CUDA"):
+                _lib.impl(name, impl, key)
+            _lib.impl(name, self.autograd, "Autograd", with_keyset=True)
         # The dispatcher drops trailing arguments equal to their defaults; a formula sees all.
         self.defaults = [a.default_value for a in self.overload._schema.arguments]
         self._set_formula(None, None)
-        _lib.impl(name, self.autograd, "Autograd", with_keyset=True)
 
     def record(self, *args):
         """The op on ``args`` (the schema's arguments in order), its gradient recorded: the
         ``autograd.Function`` applied from here where nothing traces, else through the
-        dispatcher (whose autograd kernel applies the same function)."""
+        dispatcher (whose autograd kernel applies the same function); an op with C++ kernels
+        straight to the op, whose C++ autograd kernel records the formula."""
+        if self.cpp:
+            return self.impl(*args)
         if _untraced(args):
             return self.apply_plain(*args, None)
         return self.overload(*args)

@@ -1,10 +1,14 @@
-// The CPU and CUDA kernels of the hottest `torch.ops.ck_rs` ops in C++, built by `ck_rs._cpp`
-// against the user's torch on first use. torch's dispatcher reaches a Python kernel at ~2 µs a
-// trip, and the Python kernel then exports each tensor through DLPack; here the dispatcher
-// calls C++, which describes the tensors as DLPack `DLTensor`s and calls the Rust launch
-// (`python/src/capi.rs`) directly; their autograd kernel calls Python only where a gradient is
-// recorded. The ops are defined (schemas, fakes, autograd formulas) in `ck_rs/_torch_ops.py`; each kernel below does what its Python implementation in
-// `ck_rs/__init__.py` does for the op's schema, and the tests run both on the same inputs.
+// The hottest `torch.ops.ck_rs` ops in C++ — their CPU, CUDA and autograd kernels — built by
+// `ck_rs._cpp` against the user's torch on first use. torch's dispatcher reaches a Python
+// kernel at ~2 µs a trip, and the Python kernel then exports each tensor through DLPack; here
+// the dispatcher calls C++, which describes the tensors as DLPack `DLTensor`s and calls the Rust
+// launch (`python/src/capi.rs`) directly, and records a gradient with a C++ node.
+//
+// The ops are defined (schemas, fakes) in `ck_rs/_torch_ops.py`. Each kernel does what the op's
+// Python implementation (`ck_rs/__init__.py`) does for its schema, and each formula what its
+// Python formula does: those run where this library could not be built, and the tests compare
+// both on the same inputs, bit for bit.
+#include <ATen/Context.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -12,6 +16,7 @@
 #include <ATen/ops/empty_like.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
 #include <atomic>
@@ -19,11 +24,9 @@
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <tuple>
-#include <unordered_map>
 #include <vector>
 
 namespace {
@@ -249,38 +252,180 @@ std::tuple<at::Tensor, at::Tensor> attention(const at::Tensor& q_in, const at::T
   return {o, lse};
 }
 
-// The ops' autograd kernel. Where no input needs a gradient it goes on below autograd to the
-// kernels above — as torch's own ops do, without a trip into Python. Else the op's gradient is
-// recorded by its Python formula (`_torch_ops.py`), registered on the op's twin
-// `ck_rs::<name>_autograd`, which is called instead.
-void autograd(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
-  size_t arguments = op.schema().arguments().size();
-  bool needed = false;
-  if (c10::GradMode::is_enabled()) {
-    for (const c10::IValue& v : torch::jit::last(*stack, arguments)) {
-      needed |= v.isTensor() && v.toTensor().requires_grad();
-    }
-  }
-  if (needed) {
-    static std::mutex lock;
-    static std::unordered_map<std::string, c10::OperatorHandle> twins;
-    std::string name = op.schema().name();
-    std::optional<c10::OperatorHandle> twin;
-    {
-      std::lock_guard<std::mutex> guard(lock);
-      auto found = twins.find(name);
-      if (found == twins.end()) {
-        auto handle = c10::Dispatcher::singleton().findSchemaOrThrow((name + "_autograd").c_str(), "");
-        found = twins.emplace(name, handle).first;
-      }
-      twin = found->second;
-    }
-    twin->callBoxed(stack);
-    return;
-  }
-  at::AutoDispatchBelowADInplaceOrView guard;
-  op.redispatchBoxed(keys & c10::after_ADInplaceOrView_keyset, stack);
+// The ops called through the dispatcher (below autograd inside a forward or backward, where
+// grad mode is off: their autograd kernels go straight on to the kernels above).
+template <typename Signature>
+c10::TypedOperatorHandle<Signature> handle(const char* name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
 }
+
+using GemmSig = at::Tensor(const at::Tensor&, const at::Tensor&, std::optional<at::ScalarType>);
+
+// `a @ b` in `dtype` on the gemm op: bfloat16 straight from the tensor-core kernel where N and K
+// allow it, else through its float32 result (`_product` in _torch_ops.py).
+at::Tensor product(const at::Tensor& a, const at::Tensor& b, at::ScalarType dtype) {
+  static auto gemm_op = handle<GemmSig>("ck_rs::gemm");
+  if (dtype == at::kBFloat16 && a.size(1) % 8 == 0 && b.size(1) % 8 == 0) {
+    return gemm_op.call(a, b, at::kBFloat16);
+  }
+  return gemm_op.call(a, b, std::nullopt).to(dtype);
+}
+
+}  // namespace
+
+// The autograd formulas of the ops with C++ kernels, as `_torch_ops.py` registers them for the
+// Python kernels (each saves what its backward reads). Named as the Python ones' nodes are.
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+struct ck_rs_rmsnormBackward : torch::autograd::Function<ck_rs_rmsnormBackward> {
+  static constexpr const char* name = "ck_rs::rmsnorm";
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& gamma,
+                            double eps) {
+    static auto op = handle<at::Tensor(const at::Tensor&, const at::Tensor&, double)>("ck_rs::rmsnorm");
+    ctx->save_for_backward({x, gamma});
+    ctx->saved_data["eps"] = eps;
+    return op.call(x, gamma, eps);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    using Sig = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
+                                                   const at::Tensor&, double);
+    static auto op = handle<Sig>("ck_rs::rmsnorm_backward");
+    auto saved = ctx->get_saved_variables();
+    auto [dx, dgamma] = op.call(grads[0].contiguous(), saved[0], saved[1],
+                                ctx->saved_data["eps"].toDouble());
+    return {dx, dgamma, at::Tensor()};
+  }
+};
+
+struct ck_rs_gemmBackward : torch::autograd::Function<ck_rs_gemmBackward> {
+  static constexpr const char* name = "ck_rs::gemm";
+  static at::Tensor forward(AutogradContext*, const at::Tensor& a, const at::Tensor& b,
+                            std::optional<at::ScalarType> out_dtype) {
+    static auto op = handle<GemmSig>("ck_rs::gemm");
+    return op.call(a, b, out_dtype);
+  }
+  static variable_list backward(AutogradContext*, variable_list) {
+    TORCH_CHECK(false, "error[no-backward]: ck_rs::gemm has no backward pass yet; compute this "
+                       "part with torch ops where a gradient must flow through it");
+    return {};
+  }
+};
+
+struct ck_rs_linearBackward : torch::autograd::Function<ck_rs_linearBackward> {
+  static constexpr const char* name = "ck_rs::linear";
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
+                            const std::optional<at::Tensor>& bias,
+                            const std::optional<at::Tensor>& residual, c10::string_view activation,
+                            double beta) {
+    using Sig = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+                           const std::optional<at::Tensor>&, c10::string_view, double);
+    static auto op = handle<Sig>("ck_rs::linear");
+    ctx->save_for_backward({x, weight});
+    ctx->saved_data["activation"] = std::string(activation);
+    ctx->saved_data["beta"] = beta;
+    ctx->saved_data["bias"] = bias.has_value();
+    ctx->saved_data["residual"] = residual.has_value();
+    return op.call(x, weight, bias, residual, activation, beta);
+  }
+  // dx = dy · W, dW = dyᵀ · x (dyᵀ a view, which gemm reads as it lies), dbias = Σ_rows dy,
+  // dresidual = beta · dy.
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    std::string activation = ctx->saved_data["activation"].toStringRef();
+    TORCH_CHECK(activation == "none", "error[no-backward]: ck_rs::linear has no backward through "
+                "activation='", activation, "' yet; apply the activation in torch after a linear without one");
+    auto saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &weight = saved[1], &dy = grads[0];
+    int64_t n = weight.size(0), k = weight.size(1);
+    at::Tensor dy2 = dy.reshape({-1, n}).to(x.scalar_type()).contiguous();
+    at::Tensor dx, dw, dbias, dres;
+    if (ctx->needs_input_grad(0)) {
+      dx = product(dy2, weight.to(x.scalar_type()), x.scalar_type()).reshape(x.sizes());
+    }
+    if (ctx->needs_input_grad(1)) {
+      dw = product(dy2.t(), x.reshape({-1, k}), weight.scalar_type());
+    }
+    if (ctx->saved_data["bias"].toBool()) {
+      dbias = dy2.sum(0, false, at::kFloat).to(dy.scalar_type());
+    }
+    if (ctx->saved_data["residual"].toBool()) {
+      double beta = ctx->saved_data["beta"].toDouble();
+      dres = beta == 1 ? dy : dy.mul(beta);
+    }
+    return {dx, dw, dbias, dres, at::Tensor(), at::Tensor()};
+  }
+};
+
+struct ck_rs_attentionBackward : torch::autograd::Function<ck_rs_attentionBackward> {
+  static constexpr const char* name = "ck_rs::attention";
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
+                               const at::Tensor& v, bool causal, std::optional<double> scale,
+                               c10::string_view out_layout) {
+    using Sig = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
+                                                   const at::Tensor&, bool, std::optional<double>,
+                                                   c10::string_view);
+    static auto op = handle<Sig>("ck_rs::attention");
+    auto [o, lse] = op.call(q, k, v, causal, scale, out_layout);
+    ctx->mark_non_differentiable({lse});
+    ctx->save_for_backward({q, k, v, o, lse});
+    ctx->saved_data["causal"] = causal;
+    ctx->saved_data["scale"] = scale ? c10::IValue(*scale) : c10::IValue();
+    ctx->saved_data["layout"] = std::string(out_layout);
+    return {o, lse};
+  }
+  // FlashAttention's backward from the saved Q, K, V, O and log-sum-exp (deterministic under
+  // torch.use_deterministic_algorithms); O and dO in the forward's layout.
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    using Sig = std::tuple<at::Tensor, at::Tensor, at::Tensor>(
+        const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+        const at::Tensor&, const at::Tensor&, bool, std::optional<double>, bool, c10::string_view);
+    static auto op = handle<Sig>("ck_rs::attention_backward");
+    auto saved = ctx->get_saved_variables();
+    const at::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &o = saved[3];
+    const c10::IValue& scale = ctx->saved_data["scale"];
+    auto [dq, dk, dv] = op.call(q, k, v, o, saved[4], grads[0].contiguous().to(o.scalar_type()),
+                                ctx->saved_data["causal"].toBool(),
+                                scale.isNone() ? std::nullopt : std::optional<double>(scale.toDouble()),
+                                at::globalContext().deterministicAlgorithms(),
+                                ctx->saved_data["layout"].toStringRef());
+    return {dq.to(q.scalar_type()), dk.to(k.scalar_type()), dv.to(v.scalar_type()), at::Tensor(),
+            at::Tensor(), at::Tensor()};
+  }
+};
+
+namespace {
+
+// Whether a call records a node: grad mode on and an input that requires grad.
+template <typename T>
+bool requires_grad(const T&) {
+  return false;
+}
+bool requires_grad(const at::Tensor& t) { return t.requires_grad(); }
+bool requires_grad(const std::optional<at::Tensor>& t) { return t && t->requires_grad(); }
+template <typename... T>
+bool recorded(const T&... inputs) {
+  return c10::GradMode::is_enabled() && (requires_grad(inputs) || ...);
+}
+
+// The autograd kernels: where a node is recorded, the formula's function applied; else on below
+// autograd (to the kernels above, or a mode's or a fake tensor's kernel), as torch's own
+// autograd kernels do, without building a node.
+template <typename Fn, typename Sig>
+struct Autograd;
+
+// A function's outputs as the op returns them.
+at::Tensor result(at::Tensor t) { return t; }
+std::tuple<at::Tensor, at::Tensor> result(const variable_list& v) { return {v[0], v[1]}; }
+
+template <typename Fn, typename R, typename... A>
+struct Autograd<Fn, R(A...)> {
+  static R kernel(c10::DispatchKeySet keys, A... args) {
+    if (recorded(args...)) return result(Fn::apply(args...));
+    static auto op = handle<R(A...)>(Fn::name);
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return op.redispatch(keys & c10::after_ADInplaceOrView_keyset, args...);
+  }
+};
 
 }  // namespace
 
@@ -307,7 +452,8 @@ TORCH_LIBRARY_IMPL(ck_rs, CUDA, m) {
 }
 
 TORCH_LIBRARY_IMPL(ck_rs, Autograd, m) {
-  for (const char* name : {"rmsnorm", "gemm", "linear", "attention"}) {
-    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&autograd>());
-  }
+  m.impl("rmsnorm", &Autograd<ck_rs_rmsnormBackward, decltype(rmsnorm)>::kernel);
+  m.impl("gemm", &Autograd<ck_rs_gemmBackward, decltype(gemm)>::kernel);
+  m.impl("linear", &Autograd<ck_rs_linearBackward, decltype(linear)>::kernel);
+  m.impl("attention", &Autograd<ck_rs_attentionBackward, decltype(attention)>::kernel);
 }
