@@ -133,6 +133,25 @@ def test_bad_bounds_on_the_gpu_give_nan_rows():
 
 @GPU
 def test_a_cuda_graph_replays_with_new_bounds():
+    _graph_replays_with_new_bounds()
+
+
+@GPU
+def test_a_cuda_graph_replays_after_hundreds_of_tensor_maps():
+    """A launch captured into a graph reads the tensor map its warm-up cached. The cache held
+    256 maps: past them the warm-up's map was not cached, the capture uploaded one of its own,
+    freed after it, and the replay died of an illegal instruction (job 125)."""
+    heads, kv_heads, d, total = 8, 2, 128, 64
+    q = randn(total * 150, heads, d, device="cuda")
+    kv = randn(total * 150, kv_heads, d, device="cuda")
+    cu = torch.tensor([0, total], dtype=torch.int32, device="cuda")
+    for i in range(150):  # two maps (q, k = v) for each pair of views: the cache fills
+        part = slice(i * total, (i + 1) * total)
+        ck_rs.attention_varlen(q[part], kv[part], kv[part], cu, cu, total, total, True)
+    _graph_replays_with_new_bounds()
+
+
+def _graph_replays_with_new_bounds():
     heads, kv_heads, d, total = 8, 2, 128, 1500
     q = randn(total, heads, d, seed=11, device="cuda")
     k, v = randn(total, kv_heads, d, seed=12, device="cuda"), randn(total, kv_heads, d, seed=13, device="cuda")

@@ -32,6 +32,11 @@ type Functions = Mutex<HashMap<(&'static str, &'static str), CudaFunction>>;
 /// destroyed cannot see a copy in flight). Cached maps live as long as the device, since a
 /// kernel queued on some stream may still read one; past [`MAPS_KEPT`] of them each launch
 /// uploads its own on its stream, freed in stream order after it.
+///
+/// A launch captured into a CUDA graph must find its map cached: its replays read the map long
+/// after the capture, and no upload may run while a stream is captured. The launch made before
+/// the capture (the warm-up `torch.cuda.graph` asks for) caches it, hence a cache large enough
+/// that a process does not fill it (256 maps did: a graph captured after them read a freed map).
 struct MapCache {
     maps: Mutex<HashMap<[u8; 128], Arc<CudaSlice<u8>>>>,
     uploads: Arc<CudaStream>,
@@ -58,8 +63,8 @@ impl Drop for MapCache {
     }
 }
 
-/// Maps kept in the cache.
-const MAPS_KEPT: usize = 256;
+/// Maps kept in the cache (128 bytes each: 8 MiB).
+const MAPS_KEPT: usize = 1 << 16;
 
 /// A CUDA device with its stream and the kernels' module.
 pub struct CudaDevice {
@@ -309,11 +314,20 @@ impl CudaDevice {
 
     /// The encoded tensor map `map` in device memory: the cached copy of an equal map, a new
     /// one added to the cache (complete when this returns), or, with the cache full, a copy
-    /// queued on this stream ([`MapCache`]).
+    /// queued on this stream ([`MapCache`]); while the stream is captured, only a cached one.
     pub(crate) fn tensor_map(&self, map: [u8; 128]) -> Result<Arc<CudaSlice<u8>>, LaunchError> {
         let mut maps = self.maps.maps.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(uploaded) = maps.get(&map) {
             return Ok(uploaded.clone());
+        }
+        if self.capturing()? {
+            return Err(LaunchError::invalid(
+                rules::CUDA,
+                "a launch captured into a CUDA graph needs a tensor map (a TMA descriptor) made \
+                 before the capture: run the call once on the same tensors before capturing it \
+                 (the warm-up torch.cuda.graph asks for)"
+                    .into(),
+            ));
         }
         if maps.len() >= MAPS_KEPT {
             return Ok(Arc::new(self.upload(&map)?));
