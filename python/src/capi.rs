@@ -9,8 +9,9 @@
 //! caller's buffer.
 
 use crate::registry::run;
+use ck_core::rules;
 use ck_kernels::op::Elem;
-use ck_python::{DlTensor, Tensor};
+use ck_python::{value_error, DlTensor, Tensor};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use std::ffi::{c_char, CStr};
@@ -29,37 +30,55 @@ pub unsafe extern "C" fn ck_rs_op_index(name: *const c_char) -> i32 {
     found.map_or(-1, |i| i as i32)
 }
 
-/// Runs operator `op` (its [`ck_rs_op_index`]) on `tensors` (one per tensor of its description,
-/// in order; NULL for one left out) and `scalars` (one per scalar; NaN where the operator derives
-/// it), queued on `stream` (a `CUstream`, 0 the legacy default stream; CPU tensors run on the
+/// Runs operator `op` (its [`ck_rs_op_index`]) on the `tensor_count` `tensors` (one per tensor
+/// of its description, in order; NULL for one left out) and the `scalar_count` `scalars` (one per
+/// scalar; NaN where the operator derives it), queued on `stream` (a `CUstream`, 0 the legacy default stream; CPU tensors run on the
 /// emulator). 0 on
 /// success; else the exception's code, its message in `message` (at most `capacity` bytes,
 /// NUL-terminated).
 ///
 /// # Safety
-/// `tensors` and `scalars` hold as many entries as the operator has tensors and scalars; each
-/// non-NULL `DLTensor` describes memory that stays alive and unaliased by other threads' writes
+/// `tensors` and `scalars` hold `tensor_count` and `scalar_count` entries (`scalars` may be NULL
+/// for none); each non-NULL `DLTensor` describes memory that stays alive and unaliased by other threads' writes
 /// for the call; `stream`, for CUDA tensors, is a live stream of their device's primary context
 /// that outlives the kernels queued on it; `message` holds `capacity` bytes.
 #[no_mangle]
+#[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn ck_rs_run(
     op: u32,
+    tensor_count: usize,
     tensors: *const *const DlTensor,
+    scalar_count: usize,
     scalars: *const f32,
     stream: u64,
     message: *mut c_char,
     capacity: usize,
 ) -> i32 {
     let result = std::panic::catch_unwind(|| {
-        let op = ck_kernels::registry::operators()
-            .nth(op as usize)
-            .expect("an index from ck_rs_op_index");
-        // SAFETY: the caller's promise: one entry per tensor and scalar of `op` (an operator
-        // without scalars may pass NULL for them).
+        let Some(op) = ck_kernels::registry::operators().nth(op as usize) else {
+            return Err(value_error(
+                rules::UNKNOWN_KERNEL,
+                format!("no operator {op}: an index from ck_rs_op_index is expected"),
+            ));
+        };
+        if (tensor_count, scalar_count) != (op.params.len(), op.scalars.len()) {
+            return Err(value_error(
+                rules::UNKNOWN_ARGUMENT,
+                format!(
+                    "{} takes {} tensors and {} scalars; the C++ kernel passed {tensor_count} and \
+                     {scalar_count} (a torch_ops.cpp of another ck_rs version?)",
+                    op.name,
+                    op.params.len(),
+                    op.scalars.len()
+                ),
+            ));
+        }
+        // SAFETY: the caller's promise: `tensor_count` and `scalar_count` entries (NULL is
+        // allowed for no scalars).
         let (given, values) = unsafe {
             (
-                std::slice::from_raw_parts(tensors, op.params.len()),
-                match op.scalars.len() {
+                std::slice::from_raw_parts(tensors, tensor_count),
+                match scalar_count {
                     0 => &[],
                     n => std::slice::from_raw_parts(scalars, n),
                 },

@@ -21,6 +21,21 @@ def np64(t):
     return t.detach().float().cpu().double().numpy()
 
 
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402 (after importorskip)
+
+
+class SeenOps(TorchDispatchMode):
+    """A dispatch mode that records the ops reaching it (below autograd), in order."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(func)
+        return func(*args, **(kwargs or {}))
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("m,n", [(1, 1), (3, 5000), (130, 257), (65, 4099)])
@@ -347,21 +362,11 @@ def test_the_fast_path_leaves_modes_fake_tensors_and_autograd_to_the_dispatcher(
     fake tensors and tensors that require grad each reach the registered op."""
     from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
     from torch.fx.experimental.proxy_tensor import make_fx
-    from torch.utils._python_dispatch import TorchDispatchMode
 
     x, g = randn(4, 64), randn(64) + 1.5
     want = ref.rmsnorm(np64(x), np64(g), 1e-6)
 
-    class Seen(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.ops = []
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.ops.append(func)
-            return func(*args, **(kwargs or {}))
-
-    with Seen() as seen:
+    with SeenOps() as seen:
         y = torch.ops.ck_rs.rmsnorm(x, g)
     assert seen.ops == [torch.ops.ck_rs.rmsnorm.default], seen.ops  # the op, not its insides
     assert ref.rel_err(np64(y), want) < 1e-5
@@ -382,20 +387,10 @@ def test_the_python_fast_path_leaves_modes_and_autograd_to_the_dispatcher():
     """An op whose kernels are Python (``softmax``): its autograd kernel calls the eager function
     itself for plain tensors (no redispatch), redispatches under a mode, and ``ck_rs.softmax`` on
     a tensor that requires grad records the formula without the dispatcher."""
-    from torch.utils._python_dispatch import TorchDispatchMode
 
     assert "softmax" not in ck_rs._torch_ops._CPP
     x = randn(4, 64)
     want = ref.softmax(np64(x))
-
-    class Seen(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.ops = []
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.ops.append(func)
-            return func(*args, **(kwargs or {}))
 
     # Which route a call takes: the op's redispatches below autograd, recorded.
     op = ck_rs._torch_ops._OPS["softmax"]
@@ -417,7 +412,7 @@ def test_the_python_fast_path_leaves_modes_and_autograd_to_the_dispatcher():
     try:
         y = torch.ops.ck_rs.softmax(x)  # plain tensors: the fast path
         assert rec.calls == 0 and y.grad_fn is None and ref.rel_err(np64(y), want) < 1e-5
-        with Seen():
+        with SeenOps():
             torch.ops.ck_rs.softmax(x)  # a mode waits below autograd: the dispatcher
         assert rec.calls == 1
         # ck_rs.softmax on a tensor that requires grad: the op's formula recorded without the
@@ -426,7 +421,7 @@ def test_the_python_fast_path_leaves_modes_and_autograd_to_the_dispatcher():
         xg = x.clone().requires_grad_()
         y = ck_rs.softmax(xg)
         assert rec.calls == 1 and type(y.grad_fn).__name__ == "ck_rs_softmaxBackward"
-        with Seen() as seen:
+        with SeenOps() as seen:
             ck_rs.softmax(xg).sum().backward()
         assert rec.calls == 3  # the op, then its autograd kernel's redispatch below autograd
         assert seen.ops[0] == torch.ops.ck_rs.softmax.default, seen.ops
@@ -1169,25 +1164,15 @@ def test_a_cpp_kernel_op_records_its_formula_only_where_a_gradient_is_needed():
     """The C++ autograd kernel: no gradient needed, no node (a mode below autograd sees the op
     itself); a gradient needed, the op's C++ formula, whose backward equals torch autograd's of
     the same function; under no_grad, no node."""
-    from torch.utils._python_dispatch import TorchDispatchMode
 
     _cpp_built()
 
-    class Seen(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.ops = []
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.ops.append(func)
-            return func(*args, **(kwargs or {}))
-
     x, g = randn(4, 64), randn(64) + 1.5
-    with Seen() as seen:
+    with SeenOps() as seen:
         assert torch.ops.ck_rs.rmsnorm(x, g).grad_fn is None
     assert seen.ops == [torch.ops.ck_rs.rmsnorm.default], seen.ops
     xg, gg = x.clone().requires_grad_(), g.clone().requires_grad_()
-    with Seen() as seen:
+    with SeenOps() as seen:
         y = torch.ops.ck_rs.rmsnorm(xg, gg)
     assert seen.ops == [torch.ops.ck_rs.rmsnorm.default], seen.ops
     assert "ck_rs_rmsnormBackward" in y.grad_fn.name()

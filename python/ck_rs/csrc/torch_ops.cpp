@@ -46,7 +46,8 @@ struct DlTensor {
 };
 
 using OpIndexFn = int32_t (*)(const char*);
-using RunFn = int32_t (*)(uint32_t, const DlTensor* const*, const float*, uint64_t, char*, size_t);
+using RunFn = int32_t (*)(uint32_t, size_t, const DlTensor* const*, size_t, const float*, uint64_t,
+                          char*, size_t);
 
 OpIndexFn op_index_fn = nullptr;
 RunFn run_fn = nullptr;
@@ -113,7 +114,8 @@ void run(Operator& op, std::initializer_list<const at::Tensor*> tensors,
   DlTensor described[most];
   const DlTensor* given[most];
   size_t n = 0;
-  uint64_t stream = 0;
+  uint64_t stream = 0;  // 0 is also the legacy default stream: `found` tells them apart
+  bool found = false;
   for (const at::Tensor* t : tensors) {
     if (t == nullptr || !t->defined()) {
       given[n++] = nullptr;
@@ -121,15 +123,16 @@ void run(Operator& op, std::initializer_list<const at::Tensor*> tensors,
     }
     described[n] = describe(*t);
     given[n] = &described[n];
-    if (t->is_cuda() && stream == 0) {
+    if (t->is_cuda() && !found) {
       auto guard = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
       stream = reinterpret_cast<uint64_t>(guard->getStream(t->device()).native_handle());
+      found = true;
     }
     n++;
   }
   char message[1024];
-  int32_t code = run_fn(static_cast<uint32_t>(op.get()), given, scalars.begin(), stream, message,
-                        sizeof message);
+  int32_t code = run_fn(static_cast<uint32_t>(op.get()), n, given, scalars.size(), scalars.begin(),
+                        stream, message, sizeof message);
   TORCH_CHECK_VALUE(code != 1, message);
   TORCH_CHECK_TYPE(code != 2, message);
   TORCH_CHECK(code == 0, message);
