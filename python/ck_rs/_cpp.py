@@ -44,9 +44,12 @@ def _compile(source_path, target, compiler):
     """Compiles the library into ``target`` (atomically: processes started together, such as
     torchrun's, may build it side by side). Returns the compiler's output on failure."""
     root = os.path.dirname(torch.__file__)
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=os.path.dirname(target))
-    os.close(fd)
+    try:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(suffix=".so", dir=os.path.dirname(target))
+        os.close(fd)
+    except OSError as e:
+        return f"cannot write the library into {os.path.dirname(target)} ({e}); set CK_RS_CACHE"
     command = [
         compiler,
         "-O2",
@@ -109,7 +112,14 @@ def load():
                 f"kernels (~5 µs more a call; CK_RS_CPP_OPS=0 skips the build). {compiler}:\n{failure}"
             )
             return frozenset()
-    library = ctypes.CDLL(target)
+    try:
+        library = ctypes.CDLL(target)
+    except OSError as e:
+        warnings.warn(
+            f"ck_rs: the C++ torch ops in {target} did not load ({e}); torch.ops.ck_rs.* run their "
+            "Python kernels (delete the file to rebuild it; CK_RS_CPP_OPS=0 skips it)"
+        )
+        return frozenset()
     op_index, run = _native.c_api()
     library.ck_rs_torch_ops_init(ctypes.c_void_p(op_index), ctypes.c_void_p(run))
     torch.ops.load_library(target)

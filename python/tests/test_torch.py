@@ -1219,3 +1219,32 @@ def test_the_cpp_formulas_give_the_python_formulas_gradients(device):
     for y in (torch.ops.ck_rs.gemm(a, b), ck_rs._torch_ops._OPS["gemm"].apply_plain(a, b, None, None)):
         with pytest.raises(RuntimeError, match=r"^error\[no-backward\]: ck_rs::gemm has no backward"):
             y.sum().backward()
+
+
+@pytest.mark.parametrize("setting", ["switched off", "unwritable cache"])
+def test_without_the_cpp_library_the_python_kernels_serve(setting, tmp_path):
+    """Where the C++ library is switched off, or cannot be built, the ops keep their Python
+    kernels (with a warning saying why, where it was wanted) and give the same results."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ)
+    if setting == "switched off":
+        env["CK_RS_CPP_OPS"] = "0"
+    else:
+        (tmp_path / "file").write_text("")
+        env["CK_RS_CACHE"] = str(tmp_path / "file" / "cache")  # below a file: not a folder
+    script = (
+        "import warnings; warnings.simplefilter('always')\n"
+        "import torch, ck_rs\n"
+        "assert not ck_rs._torch_ops._CPP, ck_rs._torch_ops._CPP\n"
+        "x, g = torch.ones(2, 8), torch.ones(8)\n"
+        "y = torch.ops.ck_rs.rmsnorm(x, g, 1e-6)\n"
+        "assert abs(y - 1).max() < 1e-5, y\n"
+        "print('python kernels')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert done.returncode == 0 and "python kernels" in done.stdout, done.stderr
+    warned = "did not build" in done.stderr or "no C++ compiler" in done.stderr
+    assert warned == (setting == "unwritable cache"), done.stderr
