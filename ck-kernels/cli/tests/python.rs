@@ -1,6 +1,6 @@
 //! Python under `cargo test`: builds the `ck_rs` package (`python/`) into a virtual environment
-//! (maturin, the dev profile, this build's target directory: the workspace's crates are built
-//! there already, and cargo does not hold its lock while tests run) and runs its pytest suite (`python/tests`: the operators against fp64 references, bad
+//! (maturin, the dev profile, its own target directory so it does not wait for this build's
+//! lock) and runs its pytest suite (`python/tests`: the operators against fp64 references, bad
 //! input, and — where torch is installed — torch tensors and `torch.compile`); then makes a
 //! crate with `ck new --python` in a temporary folder, builds its Python module the same way
 //! and runs the tests it was generated with (its kernel on numpy arrays, bad input).
@@ -91,8 +91,8 @@ fn skip(why: &str) {
 }
 
 #[test]
-#[ignore = "slow tier (minutes: the package's module and a new crate built, two pytest suites); \
-            .ci/run runs it with `cargo test -p ck-cli --test python --test cli_new -- --ignored`"]
+#[ignore = "slow tier (minutes: a second build of the workspace into the wheel); .ci/run runs it \
+            with `cargo test -p ck-cli --test python --test cli_new -- --ignored`"]
 fn python_package() {
     // This crate is `ck-kernels/cli` in the checkout.
     let root = &Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -117,13 +117,10 @@ fn python_package() {
     if let Err(e) = run(Command::new(bin("pip")).args(["install", "-q"]).args(tools)) {
         return skip(&format!("cannot install maturin, numpy and pytest: {e}"));
     }
-    // The package's crates are built into this build's own target directory, where the test
-    // command built them already (the same dev profile): only the module itself is compiled.
-    let workspace_target = Path::new(env!("CARGO_TARGET_TMPDIR")).parent().unwrap();
     run(Command::new(bin("pip"))
         .args(["install", "-q", "--force-reinstall", "--no-deps"])
         .arg(root.join("python"))
-        .env("CARGO_TARGET_DIR", workspace_target)
+        .env("CARGO_TARGET_DIR", dir.join("cargo"))
         .env("MATURIN_PEP517_ARGS", "--profile dev"))
     .unwrap_or_else(|e| panic!("building the package: {e}"));
     let pytest = |tests: &Path| {
