@@ -5,8 +5,8 @@
 //! `_native.c_api()`.
 //!
 //! Errors come back as torch raises them: the code says the Python exception (1 `ValueError`,
-//! 2 `TypeError`, 3 `RuntimeError`), the message (`error[rule]: …`) is written into the
-//! caller's buffer.
+//! 2 `TypeError`, 3 `RuntimeError`: the emulator's `KernelFault` too), the message
+//! (`error[rule]: …`) is written into the caller's buffer.
 
 use crate::registry::run;
 use ck_core::rules;
@@ -32,16 +32,15 @@ pub unsafe extern "C" fn ck_rs_op_index(name: *const c_char) -> i32 {
 
 /// Runs operator `op` (its [`ck_rs_op_index`]) on the `tensor_count` `tensors` (one per tensor
 /// of its description, in order; NULL for one left out) and the `scalar_count` `scalars` (one per
-/// scalar; NaN where the operator derives it), queued on `stream` (a `CUstream`, 0 the legacy default stream; CPU tensors run on the
-/// emulator). 0 on
-/// success; else the exception's code, its message in `message` (at most `capacity` bytes,
-/// NUL-terminated).
+/// scalar; NaN where the operator derives it), queued on `stream` (a `CUstream`, 0 the legacy
+/// default stream; CPU tensors run on the emulator). 0 on success; else the exception's code,
+/// its message in `message` (at most `capacity` bytes, NUL-terminated, cut at a character).
 ///
 /// # Safety
 /// `tensors` and `scalars` hold `tensor_count` and `scalar_count` entries (`scalars` may be NULL
-/// for none); each non-NULL `DLTensor` describes memory that stays alive and unaliased by other threads' writes
-/// for the call; `stream`, for CUDA tensors, is a live stream of their device's primary context
-/// that outlives the kernels queued on it; `message` holds `capacity` bytes.
+/// for none); each non-NULL `DLTensor` describes memory that stays alive and unaliased by other
+/// threads' writes for the call; `stream`, for CUDA tensors, is a live stream of their device's
+/// primary context that outlives the kernels queued on it; `message` holds `capacity` bytes.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn ck_rs_run(
@@ -115,7 +114,10 @@ pub unsafe extern "C" fn ck_rs_run(
         ),
     };
     if capacity > 0 {
-        let n = text.len().min(capacity - 1);
+        let mut n = text.len().min(capacity - 1);
+        while !text.is_char_boundary(n) {
+            n -= 1;
+        }
         // SAFETY: `message` holds `capacity` bytes (the caller's promise); `n + 1` fit.
         unsafe {
             std::ptr::copy_nonoverlapping(text.as_ptr(), message.cast::<u8>(), n);
