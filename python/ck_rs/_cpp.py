@@ -120,7 +120,6 @@ def load():
             "Python kernels (delete the file to rebuild it; CK_RS_CPP_OPS=0 skips it)"
         )
         return frozenset()
-    op_index, run = _native.c_api()
-    library.ck_rs_torch_ops_init(ctypes.c_void_p(op_index), ctypes.c_void_p(run))
+    library.ck_rs_torch_ops_init(*(ctypes.c_void_p(a) for a in _native.c_api()))
     torch.ops.load_library(target)
     return _served(source.decode())

@@ -1,8 +1,8 @@
 //! The registry's operators for C++ callers: the `torch.ops.ck_rs` library that `ck_rs` builds
 //! against the user's torch (`python/ck_rs/csrc/torch_ops.cpp`) calls [`ck_rs_run`] with
 //! DLPack's `DLTensor`s of its `at::Tensor`s, skipping Python — torch's dispatcher into a Python
-//! kernel, the capsules — on every call. Its address and [`ck_rs_op_index`]'s come from
-//! `_native.c_api()`.
+//! kernel, the capsules — on every call. Its address, [`ck_rs_op_index`]'s and
+//! [`ck_rs_choice_index`]'s come from `_native.c_api()`.
 //!
 //! Errors come back as torch raises them: the code says the Python exception (1 `ValueError`,
 //! 2 `TypeError`, 3 `RuntimeError`: the emulator's `KernelFault` too), the message
@@ -10,7 +10,7 @@
 
 use crate::registry::run;
 use ck_core::rules;
-use ck_kernels::op::Elem;
+use ck_kernels::op::{Elem, ScalarRule};
 use ck_python::{value_error, DlTensor, Tensor};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -28,6 +28,60 @@ pub unsafe extern "C" fn ck_rs_op_index(name: *const c_char) -> i32 {
     };
     let found = ck_kernels::registry::operators().position(|op| op.name == name);
     found.map_or(-1, |i| i as i32)
+}
+
+/// The index of `choice` among the names operator `op`'s choice scalar `scalar` takes (a GEMM's
+/// activation), or -1 with "`scalar` CHOICE; use one of A, B, …" in `message` (at most
+/// `capacity` bytes, NUL-terminated).
+///
+/// # Safety
+/// `scalar` and `choice` are NUL-terminated strings; `message` holds `capacity` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn ck_rs_choice_index(
+    op: u32,
+    scalar: *const c_char,
+    choice: *const c_char,
+    message: *mut c_char,
+    capacity: usize,
+) -> i32 {
+    // SAFETY: the caller's promise.
+    let (scalar, choice) = unsafe { (CStr::from_ptr(scalar), CStr::from_ptr(choice)) };
+    let (scalar, choice) = (scalar.to_string_lossy(), choice.to_string_lossy());
+    let names = ck_kernels::registry::operators()
+        .nth(op as usize)
+        .and_then(|o| o.scalars.iter().find(|s| s.name == scalar))
+        .and_then(|s| match s.rule {
+            ScalarRule::Choice(names) => Some(names),
+            _ => None,
+        })
+        .unwrap_or(&[]);
+    if let Some(i) = names.iter().position(|&n| n == choice) {
+        return i as i32;
+    }
+    let text = format!("{scalar} '{choice}'; use one of {}", names.join(", "));
+    // SAFETY: the caller's promise.
+    unsafe { write_message(&text, message, capacity) };
+    -1
+}
+
+/// `text` into the caller's `message` buffer of `capacity` bytes, NUL-terminated, cut at the last
+/// character that fits.
+///
+/// # Safety
+/// `message` holds `capacity` bytes.
+unsafe fn write_message(text: &str, message: *mut c_char, capacity: usize) {
+    if capacity == 0 {
+        return;
+    }
+    let mut n = text.len().min(capacity - 1);
+    while !text.is_char_boundary(n) {
+        n -= 1;
+    }
+    // SAFETY: `message` holds `capacity` bytes (the caller's promise); `n + 1` fit.
+    unsafe {
+        std::ptr::copy_nonoverlapping(text.as_ptr(), message.cast::<u8>(), n);
+        *message.add(n) = 0;
+    }
 }
 
 /// Runs operator `op` (its [`ck_rs_op_index`]) on the `tensor_count` `tensors` (one per tensor
@@ -113,25 +167,18 @@ pub unsafe extern "C" fn ck_rs_run(
             "error[internal]: ck_rs's native call panicked".to_string(),
         ),
     };
-    if capacity > 0 {
-        let mut n = text.len().min(capacity - 1);
-        while !text.is_char_boundary(n) {
-            n -= 1;
-        }
-        // SAFETY: `message` holds `capacity` bytes (the caller's promise); `n + 1` fit.
-        unsafe {
-            std::ptr::copy_nonoverlapping(text.as_ptr(), message.cast::<u8>(), n);
-            *message.add(n) = 0;
-        }
-    }
+    // SAFETY: the caller's promise.
+    unsafe { write_message(&text, message, capacity) };
     code
 }
 
-/// The addresses of [`ck_rs_op_index`] and [`ck_rs_run`], for the C++ library.
+/// The addresses of [`ck_rs_op_index`], [`ck_rs_choice_index`] and [`ck_rs_run`], for the C++
+/// library.
 #[pyfunction]
-pub fn c_api() -> (usize, usize) {
+pub fn c_api() -> (usize, usize, usize) {
     (
         ck_rs_op_index as *const () as usize,
+        ck_rs_choice_index as *const () as usize,
         ck_rs_run as *const () as usize,
     )
 }

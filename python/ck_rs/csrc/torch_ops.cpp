@@ -46,10 +46,12 @@ struct DlTensor {
 };
 
 using OpIndexFn = int32_t (*)(const char*);
+using ChoiceIndexFn = int32_t (*)(uint32_t, const char*, const char*, char*, size_t);
 using RunFn = int32_t (*)(uint32_t, size_t, const DlTensor* const*, size_t, const float*, uint64_t,
                           char*, size_t);
 
 OpIndexFn op_index_fn = nullptr;
+ChoiceIndexFn choice_index_fn = nullptr;
 RunFn run_fn = nullptr;
 
 // A registry operator's index, looked up on first use (by any thread: the same value).
@@ -191,15 +193,14 @@ at::Tensor gemm(const at::Tensor& a_in, const at::Tensor& b_in,
   return c;
 }
 
-// The registry's activation index (`ck_rs._ACTIVATIONS`, the `linear` operator's choices).
-float activation_index(const std::string& activation) {
-  static const char* const names[] = {"none", "relu", "gelu", "silu"};
-  for (int i = 0; i < 4; i++) {
-    if (activation == names[i]) return static_cast<float>(i);
-  }
-  TORCH_CHECK_VALUE(false, "error[bad-activation]: activation '", activation,
-                    "'; use one of none, relu, gelu, silu");
-  return 0;
+// The index of `choice` among the names the choice scalar `scalar` of operator `op` takes (its
+// description in the registry: a GEMM's activation).
+float choice_index(Operator& op, const char* scalar, c10::string_view choice) {
+  char message[256];
+  int32_t i = choice_index_fn(static_cast<uint32_t>(op.get()), scalar, std::string(choice).c_str(),
+                              message, sizeof message);
+  TORCH_CHECK_VALUE(i >= 0, "error[bad-", scalar, "]: ", message);
+  return static_cast<float>(i);
 }
 
 // The op's result has x's type (`out_dtype=x.dtype`).
@@ -207,7 +208,7 @@ at::Tensor linear(const at::Tensor& x_in, const at::Tensor& weight_in,
                   const std::optional<at::Tensor>& bias_in,
                   const std::optional<at::Tensor>& residual_in, c10::string_view activation,
                   double beta) {
-  float act = activation_index(std::string(activation));
+  float act = choice_index(LINEAR, "activation", activation);
   at::Tensor x = x_in, weight = weight_in;
   bool bf16_out = bf16_result(x.scalar_type());
   at::ScalarType result = bf16_out ? at::kBFloat16 : at::kFloat;
@@ -434,8 +435,9 @@ struct Autograd<Fn, R(A...)> {
 }  // namespace
 
 // The Rust launch's entry points (`_native.c_api()`), set once when `ck_rs` loads this library.
-extern "C" void ck_rs_torch_ops_init(void* op_index, void* run) {
+extern "C" void ck_rs_torch_ops_init(void* op_index, void* choice_index, void* run) {
   op_index_fn = reinterpret_cast<OpIndexFn>(op_index);
+  choice_index_fn = reinterpret_cast<ChoiceIndexFn>(choice_index);
   run_fn = reinterpret_cast<RunFn>(run);
 }
 
