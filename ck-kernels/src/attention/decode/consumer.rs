@@ -82,33 +82,8 @@ fn clear_stale_values<H: HeadDim, const SMEM: usize>(
     named_barrier_sync(1 + wg, 128);
 }
 
-/// Loads the item's Q rows into the Q buffer at `at`, both consumer warpgroups together, in
-/// the layout the MMA reads: row `r` of a 64-column panel at byte `128·r`, its 16-byte chunk
-/// `c` at chunk `c XOR (r mod 8)` (the 128-byte swizzle, on a 1024-byte aligned panel). The
-/// rows past the item's are left as they are: each MMA row only makes its own scores.
-#[inline(always)]
-fn load_q<H: HeadDim, const SMEM: usize>(smem: &Smem<SMEM>, at: u32, w: &Work, pb: &Problem) {
-    let chunks = H::D / 8;
-    let mut i = thread_idx();
-    while i < w.hc.get() * w.tc * chunks {
-        let (r, c) = (i / chunks, i % chunks);
-        if let Some((t, h)) = w.row(r, pb) {
-            let head = w.kv_head * pb.group.get() + h;
-            let from = (w.b * pb.sq + t) * pb.q_token_stride + head * H::D + 8 * c;
-            let (panel, chunk) = (c / 8, c % 8);
-            let to = at + (panel * Q_PANEL_BYTES + 128 * r + 16 * (chunk ^ (r % 8))) / 2;
-            smem.tiles.store_vec::<8>(to, pb.q.load_vec::<8>(from));
-        }
-        i += CONSUMERS * 128;
-    }
-    // The MMAs read through the async proxy: fence the stores, and wait for every thread's.
-    fence_proxy_async();
-    named_barrier_sync(Q_LOADED, CONSUMERS * 128);
-}
-
-/// The named barrier of the Q load (both consumer warpgroups); 1 and 2 are each warpgroup's.
-const Q_LOADED: u32 = 3;
-/// The named barrier of an unsplit item's merge (both consumer warpgroups).
+/// The named barrier of an unsplit item's merge (both consumer warpgroups); 1 and 2 are each
+/// warpgroup's.
 const MERGE: u32 = 4;
 
 /// Where the consumers write: O `[batch, sq, heads, D]` and the LSE `[batch, heads, sq]`
@@ -122,8 +97,8 @@ pub struct Outputs {
     pub lse_part: GlobalMut<f32>,
 }
 
-/// Every item of the block: load its Q, run this warpgroup's key tiles, write the partial
-/// result.
+/// Every item of the block: wait for its Q rows, run this warpgroup's key tiles, release the Q
+/// buffer, write the partial result.
 #[inline(always)]
 pub fn consume<H: HeadDim, const SMEM: usize>(
     out: Outputs,
@@ -134,10 +109,11 @@ pub fn consume<H: HeadDim, const SMEM: usize>(
     let wg = warp_id() / 4;
     let tile = |at: u32| smem.tiles.shared_address(at);
     let mut t = 0;
-    for (i, w) in (0u32..).zip(pb.my_items()) {
-        let qb = lay.q(q_buffer(i));
-        load_q::<H, SMEM>(smem, qb, &w, pb);
-        let q = (k_major(tile(qb), 0), Q_PANEL_BYTES);
+    for (i, item) in (0u32..).zip(pb.my_item_indices()) {
+        let buf = q_buffer(i);
+        smem.bars.wait(q_full(buf), (i / Q_BUFFERS) % 2);
+        let w = pb.work_of(item, smem.lens.load(buf) as i32);
+        let q = (k_major(tile(lay.q(buf)), 0), Q_PANEL_BYTES);
         let slot = w.split * CONSUMERS + wg;
         let item_rows = ItemRows::of(&w, pb, slot);
         let mut rows = Rows::<H>::new();
@@ -182,8 +158,10 @@ pub fn consume<H: HeadDim, const SMEM: usize>(
         }
         t += w.tiles;
         if pb.splits.get() == 1 {
-            store_merged::<H, SMEM>(rows, out, smem, lay, (&item_rows, w.overflow), pb);
+            let item = (buf, &item_rows, w.overflow);
+            store_merged::<H, SMEM>(rows, out, smem, lay, item, pb);
         } else {
+            release(&smem.bars, q_empty(buf));
             store_partial(rows, (out.o_part, out.lse_part), &item_rows, w.overflow);
         }
     }
@@ -245,32 +223,54 @@ fn store_partial<H: HeadDim>(
 /// An unsplit item's result: the two warpgroups' halves merged as the combine merges two slots
 /// ([`super::combine`]: the same weights, in the same order), written as O and the LSE by
 /// warpgroup 0. Thread `t` of either warpgroup holds the same rows and columns, so warpgroup 1
-/// leaves its values in shared memory at `[register][t]` (conflict-free): O in the Q buffers,
-/// which both warpgroups are done reading once they meet, the LSE beside them. A third meeting
-/// keeps the next item's Q load off the buffers until warpgroup 0 has read them.
+/// leaves its values in shared memory at `[register][t]` (conflict-free): O through the item's
+/// Q buffer `buf`, which both warpgroups are done reading once they meet, half of the registers
+/// at a time (the buffer holds half), the LSE beside it. The buffer is released to the Q warp
+/// once warpgroup 0 has read it.
 #[inline(always)]
 fn store_merged<H: HeadDim, const SMEM: usize>(
     rows: Rows<H>,
     out: Outputs,
     smem: &Smem<SMEM>,
     lay: Layout,
-    (item_rows, overflow): (&ItemRows, bool),
+    (buf, item_rows, overflow): (u32, &ItemRows, bool),
     pb: &Problem,
 ) {
     let (mine, lse) = normalised(&rows, overflow);
     let exchange = smem.tiles.reinterpret::<f32, EXCHANGE_SPAN>();
-    let (at, t) = (lay.exchange(), thread_idx() % 128);
-    named_barrier_sync(MERGE, CONSUMERS * 128);
-    if warp_id() >= 4 {
-        H::Out::for_each_y(|_, d| exchange.store(at + d as u32 * 128 + t, mine.get(d)));
-        RowStats::for_each_y(|_, d| smem.lse.store(d as u32 * 128 + t, lse.get(d)));
+    let (at, t) = (lay.exchange(buf), thread_idx() % 128);
+    let half = (H::Out::THREAD_BUFFER_SIZE / 2) as u32;
+    let mut theirs = DistributedTensor::<H::Out, f32>::splat(0.0);
+    let mut their_lse = DistributedTensor::<RowStats, f32>::splat(0.0);
+    // A loop, not a closure called twice: one left un-inlined held both O tiles in local memory.
+    for round in 0..2 {
+        named_barrier_sync(MERGE, CONSUMERS * 128);
+        if warp_id() >= 4 {
+            H::Out::for_each_y(|_, d| {
+                if d as u32 / half == round {
+                    exchange.store(at + (d as u32 % half) * 128 + t, mine.get(d));
+                }
+            });
+            if round == 0 {
+                RowStats::for_each_y(|_, d| smem.lse.store(d as u32 * 128 + t, lse.get(d)));
+            }
+        }
+        named_barrier_sync(MERGE, CONSUMERS * 128);
+        if warp_id() < 4 {
+            H::Out::for_each_y(|_, d| {
+                if d as u32 / half == round {
+                    theirs.set(d, exchange.load(at + (d as u32 % half) * 128 + t));
+                }
+            });
+            if round == 0 {
+                RowStats::for_each_y(|_, d| their_lse.set(d, smem.lse.load(d as u32 * 128 + t)));
+            }
+        }
     }
-    named_barrier_sync(MERGE, CONSUMERS * 128);
+    // Warpgroup 1 is done writing, warpgroup 0 reading; the next item's merge rewrites the LSEs
+    // only after both meet again.
+    release(&smem.bars, q_empty(buf));
     if warp_id() < 4 {
-        let mut their_lse = DistributedTensor::<RowStats, f32>::splat(0.0);
-        RowStats::for_each_y(|_, d| their_lse.set(d, smem.lse.load(d as u32 * 128 + t)));
-        let mut theirs = DistributedTensor::<H::Out, f32>::splat(0.0);
-        H::Out::for_each_y(|_, d| theirs.set(d, exchange.load(at + d as u32 * 128 + t)));
         let max = lse.zip_map(&their_lse, f32::max);
         let (w0, w1) = (lse.zip_map(&max, weight), their_lse.zip_map(&max, weight));
         let sum = w0.zip_map(&w1, |a, b| a + b);
@@ -302,5 +302,4 @@ fn store_merged<H: HeadDim, const SMEM: usize>(
             });
         }
     }
-    named_barrier_sync(MERGE, CONSUMERS * 128);
 }

@@ -4,13 +4,13 @@
 //! | file | what |
 //! |---|---|
 //! | [`schedule`] | the problem, the items (sequence × KV head × row tile × split) and their key ranges, the shared-memory plan, the barriers |
-//! | [`producer`] | two warps copying key and value tiles with TMA, page by page |
+//! | [`producer`] | two warps copying key and value tiles with TMA, page by page; a third loading each item's Q rows an item ahead |
 //! | [`consumer`] | two warpgroups, each an online softmax over every other key tile of an item, writing a partial result — or, with one split, the two merged in the block into O |
 //! | [`combine`] | the partial results of a row merged by their log-sum-exps (several splits) |
 //! | [`append`] | the new tokens' keys and values written into the cache, with RoPE |
 //! | [`host`] | shapes and checks, the split heuristic, the launches, the fp64 reference |
 //!
-//! Three ideas make it memory-bound instead of latency-bound (the prefill kernel, used for one
+//! Four ideas make it memory-bound instead of latency-bound (the prefill kernel, used for one
 //! query token, leaves most of the machine idle):
 //!
 //! * **GQA packing**: the query rows of a KV head (`group` heads × `sq` tokens, e.g. 4 × 1 for
@@ -19,9 +19,12 @@
 //! * **split-KV**: a sequence's key tiles are shared among `splits` items that run on
 //!   different multiprocessors (FlashDecoding), each writing O normalised over its keys and their
 //!   log-sum-exp; the split count comes from the host ([`host::splits`]), the tiles of a split
-//!   from the sequence's length read on the device. With one split (the batch fills the
-//!   machine) a block's two warpgroups merge their halves through shared memory and write O
-//!   and the LSE: no scratch, no second launch;
+//!   from the sequence's length read on the device. With one split (asked for, or a cache
+//!   too short to split) a block's two warpgroups merge their halves through shared memory and
+//!   write O and the LSE: no scratch, no second launch;
+//! * **Q an item ahead**: a producer warp loads the next item's query rows while the consumers
+//!   work on this one, so that a block walks many short items (the splits of a ragged batch)
+//!   without a round trip to global memory at each start;
 //! * **a deep ring**: the rows of an item are few, so shared memory holds 3 (head dim 128) or 6
 //!   (64) stages of 128 keys and values in flight per multiprocessor.
 //!
@@ -67,6 +70,8 @@ fn decode<H: HeadDim, const SMEM: usize>(
             producer::produce::<H, SMEM>((&k, Side::Keys), &smem, lay, &pb);
         } else if warp_id() == 9 {
             producer::produce::<H, SMEM>((&v, Side::Values), &smem, lay, &pb);
+        } else if warp_id() == 10 {
+            producer::produce_queries::<H, SMEM>(&smem, lay, &pb);
         }
     } else {
         setmaxnreg_inc::<CONSUMER_REGISTERS>();
@@ -108,6 +113,7 @@ macro_rules! decode_kernel {
                 tiles: shared!(Bf16; schedule::smem_elems::<$h>()),
                 bars: shared!(Mbarrier; BARRIERS),
                 lse: shared!(f32; EXCHANGED_LSE),
+                lens: shared!(u32; schedule::Q_BUFFERS as usize),
             };
             let nz = |x: u32| core::num::NonZeroU32::new(x).unwrap_or(core::num::NonZeroU32::MIN);
             let kv_heads = nz(kv_heads);

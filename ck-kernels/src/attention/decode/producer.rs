@@ -1,7 +1,8 @@
 //! The producers: two warps, one copying each item's key tiles and one its value tiles, with
-//! TMA, as soon as their ring stages are free. A tile of small pages is many copies (pages of
-//! 16: 8 pages × 2 panels), each after a page-table read: the warp's lanes look up and issue
-//! them side by side.
+//! TMA, as soon as their ring stages are free; a third loading each item's Q rows and its
+//! sequence's length an item ahead. A tile of small pages is many copies (pages of 16: 8
+//! pages × 2 panels), each after a page-table read: the warp's lanes look up and issue them
+//! side by side.
 
 use super::schedule::*;
 use crate::attention::HeadDim;
@@ -86,5 +87,50 @@ pub fn produce<H: HeadDim, const SMEM: usize>(
                 (s, round) = (0, round + 1);
             }
         }
+    }
+}
+
+/// Every item's query rows into its Q buffer, in the layout the MMA reads: row `r` of a
+/// 64-column panel at byte `128·r`, its 16-byte chunk `c` at chunk `c XOR (r mod 8)` (the
+/// 128-byte swizzle, on a 1024-byte aligned panel), and its sequence's `cache_seqlens` entry
+/// into the buffer's `lens` word — once the consumers have released the buffer's previous
+/// item (the whole warp; lane `i` copies chunks `i, i + 32, …` with `cp.async`). The rows past
+/// the item's are left as they are: each MMA row only makes its own scores. Each lane arrives
+/// on the buffer's "full" barrier once its copies have landed, fenced for the MMAs' (async)
+/// proxy.
+#[inline(always)]
+pub fn produce_queries<H: HeadDim, const SMEM: usize>(
+    smem: &Smem<SMEM>,
+    lay: Layout,
+    pb: &Problem,
+) {
+    let chunks = H::D / 8;
+    for (i, item) in (0u32..).zip(pb.my_item_indices()) {
+        let (buf, round) = (q_buffer(i), i / Q_BUFFERS);
+        if round > 0 {
+            smem.bars.wait(q_empty(buf), (round - 1) % 2);
+        }
+        let len = pb.seqlens.load(pb.sequence(item));
+        let w = pb.work_of(item, len);
+        let at = lay.q(buf);
+        let mut c = lane_id();
+        while c < w.hc.get() * w.tc * chunks {
+            let (r, k) = (c / chunks, c % chunks);
+            if let Some((t, h)) = w.row(r, pb) {
+                let head = w.kv_head * pb.group.get() + h;
+                let from = (w.b * pb.sq + t) * pb.q_token_stride + head * H::D + 8 * k;
+                let (panel, chunk) = (k / 8, k % 8);
+                let to = at + (panel * Q_PANEL_BYTES + 128 * r + 16 * (chunk ^ (r % 8))) / 2;
+                cp_async_16(&smem.tiles, to, &pb.q, from, true);
+            }
+            c += 32;
+        }
+        if lane_id() == 0 {
+            smem.lens.store(buf, len as u32);
+        }
+        cp_async_commit();
+        cp_async_wait::<0>();
+        fence_proxy_async();
+        smem.bars.arrive(q_full(buf));
     }
 }

@@ -17,9 +17,11 @@
 //! `t / STAGES`-th time (parity as in the prefill kernel). Two producer warps copy the keys
 //! and the values, each as far ahead as its half of the ring allows; consumer warpgroup `wg`
 //! takes the item's tiles `wg, wg + 2, …` and keeps its own running softmax: it writes its own
-//! partial result, combined with the others afterwards ([`super::combine`]). The consumers
-//! load each item's Q rows themselves (a few rows, read once: no copy engine needed, and any
-//! token stride).
+//! partial result, combined with the others afterwards ([`super::combine`]). A third producer
+//! warp loads each item's Q rows (`cp.async`: a few rows, read once, any token stride) and its
+//! sequence's length into one of two buffers an item ahead, so that the consumers start an
+//! item without a round trip to global memory — the gap that cost 5–9 µs per item when they
+//! loaded Q themselves.
 
 use crate::attention::HeadDim;
 use ck_core::device::*;
@@ -41,16 +43,17 @@ pub const K_PANEL_BYTES: u32 = BN * 128;
 pub const Q_PANEL_BYTES: u32 = ROWS * 128;
 /// The most ring stages any head dim uses.
 const MAX_STAGES: u32 = 6;
-/// Q buffers: item `i` of a block loads its rows into buffer `i mod 2` while the other
-/// warpgroup may still read the last item's.
-const Q_BUFFERS: u32 = 2;
+/// Q buffers: item `i` of a block has its rows (and its sequence's length) in buffer `i mod 2`,
+/// loaded while the consumers work on item `i − 1`.
+pub const Q_BUFFERS: u32 = 2;
 
 /// Log-sum-exps a block's warpgroups exchange when an item is not split (two per thread of a
 /// warpgroup; the O rows go through the Q buffers, see `consumer`).
 pub const EXCHANGED_LSE: usize = 2 * 128;
 
 /// f32 elements from the tiles' start to the end of the Q buffers at head dim 128 (at most 1 KiB
-/// of alignment, then the two buffers): the span of the tiles an O exchange may use.
+/// of alignment, then the two buffers): the span of the tiles an O exchange may use (one Q
+/// buffer, [`Layout::exchange`]).
 pub const EXCHANGE_SPAN: usize = (1024 + (Q_BUFFERS * ROWS * 128 * 2) as usize) / 4;
 
 /// Ring stages for head dim `d`: as many (K, V) tile pairs as fit beside two Q buffers and the
@@ -78,8 +81,15 @@ pub const fn k_empty(s: u32) -> u32 {
 pub const fn v_empty(s: u32) -> u32 {
     k_full(s) + 3
 }
+/// Q buffer `b` loaded (the Q warp's 32 lanes arrive), and read (the 8 consumer warps arrive).
+pub const fn q_full(b: u32) -> u32 {
+    4 * MAX_STAGES + b
+}
+pub const fn q_empty(b: u32) -> u32 {
+    q_full(b) + Q_BUFFERS
+}
 /// mbarriers per block.
-pub const BARRIERS: usize = (4 * MAX_STAGES) as usize;
+pub const BARRIERS: usize = (4 * MAX_STAGES + 2 * Q_BUFFERS) as usize;
 
 /// Shared elements for head dim `H`: two 64-row Q buffers, the ring of 128-key (K, V) tiles,
 /// and 1 KiB to start them on a 1024-byte boundary (the swizzle XORs absolute address bits).
@@ -207,17 +217,30 @@ impl Problem {
         self.batch * self.kv_heads.get() * self.splits.get() * hn * tn
     }
 
-    /// Keys of sequence `b` (its length in `cache_seqlens`, negative taken as 0, plus the
+    /// Keys of a sequence whose `cache_seqlens` entry is `len` (negative taken as 0, plus the
     /// appended tokens; never past the cache's capacity), and whether it passed it.
     #[inline(always)]
-    pub fn keys(&self, b: u32) -> (u32, bool) {
-        let keys = self.seqlens.load(b).max(0) as u32 + self.appended;
+    pub fn keys(&self, len: i32) -> (u32, bool) {
+        let keys = len.max(0) as u32 + self.appended;
         (keys.min(self.cache.capacity), keys > self.cache.capacity)
+    }
+
+    /// The sequence of item `item` (the slowest of its indices).
+    #[inline(always)]
+    pub fn sequence(&self, item: u32) -> u32 {
+        let (hn, tn) = self.row_tiles();
+        item / (hn * tn * self.splits.get() * self.kv_heads.get()).max(1)
     }
 
     /// Item `item`: its rows, and its split's share of the key tiles its rows see.
     #[inline(always)]
     pub fn work(&self, item: u32) -> Work {
+        self.work_of(item, self.seqlens.load(self.sequence(item)))
+    }
+
+    /// [`Problem::work`] with its sequence's `cache_seqlens` entry `len` given.
+    #[inline(always)]
+    pub fn work_of(&self, item: u32, len: i32) -> Work {
         let (hc, tc) = self.row_tile();
         let (hn, tn) = self.row_tiles();
         let nz = |x: u32| NonZeroU32::new(x).unwrap_or(NonZeroU32::MIN);
@@ -226,7 +249,7 @@ impl Problem {
         let (rest, split) = (rest / self.splits, rest % self.splits);
         let (b, kv_head) = (rest / self.kv_heads, rest % self.kv_heads);
         let (t0, h0) = (tt * tc, hh * hc.get());
-        let (sk, overflow) = self.keys(b);
+        let (sk, overflow) = self.keys(len);
         // Under the mask the tile's last token sees the most keys.
         let last = (t0 + tc).min(self.sq) - 1;
         let key_end = if self.causal {
@@ -252,25 +275,32 @@ impl Problem {
         }
     }
 
-    /// This block's items, in the order both sides take them.
+    /// This block's items, in the order every side takes them.
     #[inline(always)]
     pub fn my_items(&self) -> impl Iterator<Item = Work> + '_ {
+        self.my_item_indices().map(|item| self.work(item))
+    }
+
+    /// The indices of [`Problem::my_items`]: `block, block + grid, …`.
+    #[inline(always)]
+    pub fn my_item_indices(&self) -> impl Iterator<Item = u32> {
         let items = self.items();
         let mut next = block_idx();
         core::iter::from_fn(move || {
             let item = next;
             next += grid_dim();
-            (item < items).then(|| self.work(item))
+            (item < items).then_some(item)
         })
     }
 }
 
-/// The shared memory of a kernel: the tiles, the mbarriers, and the log-sum-exps of an unsplit
-/// item's merge.
+/// The shared memory of a kernel: the tiles, the mbarriers, the log-sum-exps of an unsplit
+/// item's merge, and the length of each Q buffer's sequence (`cache_seqlens`' bits).
 pub struct Smem<const SMEM: usize> {
     pub tiles: SharedArray<Bf16, SMEM>,
     pub bars: SharedArray<Mbarrier, BARRIERS>,
     pub lse: SharedArray<f32, EXCHANGED_LSE>,
+    pub lens: SharedArray<u32, { Q_BUFFERS as usize }>,
 }
 
 /// Element offsets of the buffers from `first`, the first element on a 1024-byte boundary: the
@@ -300,10 +330,11 @@ impl Layout {
     }
 
     /// Where an unsplit item's O rows are exchanged between the warpgroups, as an f32 offset:
-    /// the two Q buffers (`2 · 64 · D` bf16 = `64 · D` f32, one warpgroup's O).
+    /// the item's own Q buffer `b` (`64 · D` bf16 = `32 · D` f32, half a warpgroup's O, so the
+    /// exchange takes two rounds) — the other buffer may hold the next item's rows already.
     #[inline(always)]
-    pub fn exchange(&self) -> u32 {
-        self.first / 2
+    pub fn exchange(&self, b: u32) -> u32 {
+        self.q(b) / 2
     }
 
     #[inline(always)]
@@ -330,7 +361,7 @@ pub fn q_buffer(i: u32) -> u32 {
 }
 
 /// Initialises every barrier (one thread; a block barrier follows). A key or value tile is
-/// read by one warpgroup.
+/// read by one warpgroup, a Q buffer by both.
 #[inline(always)]
 pub fn init_barriers<H: HeadDim, const SMEM: usize>(smem: &Smem<SMEM>) {
     for s in 0..stages(H::D) {
@@ -338,6 +369,10 @@ pub fn init_barriers<H: HeadDim, const SMEM: usize>(smem: &Smem<SMEM>) {
         smem.bars.init(v_full(s), 1);
         smem.bars.init(k_empty(s), WARPGROUP_WARPS);
         smem.bars.init(v_empty(s), WARPGROUP_WARPS);
+    }
+    for b in 0..Q_BUFFERS {
+        smem.bars.init(q_full(b), 32);
+        smem.bars.init(q_empty(b), CONSUMERS * WARPGROUP_WARPS);
     }
     fence_barrier_init();
 }
