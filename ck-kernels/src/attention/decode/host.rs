@@ -151,36 +151,37 @@ fn row_tiles(shape: &Shape) -> (u32, u32, u32, u32) {
     (hc, tc, group.div_ceil(hc), shape.sq.div_ceil(tc))
 }
 
-/// The split count for a cache of `capacity` keys on `multiprocessors`: 1 when the items
-/// without splitting (sequences × KV heads × row tiles) fill the machine; otherwise the fewest
-/// splits whose waves of items fill it to within 10 % of the best count's, each split at least
-/// two key tiles (one per consumer warpgroup), at most 128 — FlashAttention's heuristic, for a
-/// persistent grid.
+/// The split count for a cache of `capacity` keys on `multiprocessors`: as many splits as keep
+/// the items (sequences × KV heads × row tiles × splits) within one wave of the machine for a
+/// single sequence, and within two for a batch; at least 2, each split at least two key tiles
+/// (one per consumer warpgroup), at most 128.
+///
+/// Two waves for a batch because the host does not know the lengths (they are read on the
+/// device): a batch's longest sequence may hold most of the keys, and its items then share
+/// the SMs with the short sequences' instead of running alone after them. At least two
+/// because a split item costs little since its Q rows come an item ahead. On an H100 (job 127,
+/// `notes/attention-decode.md`): the mixed batch of lengths [4641, 45118, 1730, 1696] took
+/// 98 µs at 8 splits against 115 µs at the 4 that fill one wave (4 sequences of 32768 keys:
+/// 194 against 189 µs); 16 and 64 sequences of 2048 keys at 2 splits 62 and 203 µs, against
+/// 66 and 217 µs merged in the block (one split) before the Q rows came ahead.
 ///
 /// ```
 /// use ck_kernels::attention::decode::host::{splits, Shape};
 /// let one = |batch| Shape { batch, heads: 32, kv_heads: 8, sq: 1, head_dim: 128 };
-/// assert_eq!(splits(&one(64), 2048, 132), 1); // 512 items: 3.9 waves already
-/// // 8 items: 33 splits fill 264 of 2 waves (the best), 15 the first within 10 % (120 of 132)
-/// assert_eq!(splits(&one(1), 32768, 132), 15);
+/// assert_eq!(splits(&one(64), 2048, 132), 2); // 512 items: 3.9 waves already; the least
+/// assert_eq!(splits(&one(16), 2048, 132), 2); // 128 items × 2 = 256, within 2 waves (264)
+/// assert_eq!(splits(&one(1), 32768, 132), 16); // 8 items × 16 = 128, within a wave
 /// assert_eq!(splits(&one(1), 256, 132), 1); // two key tiles: nothing to split
+/// let mixed = Shape { batch: 4, heads: 32, kv_heads: 8, sq: 4, head_dim: 128 };
+/// assert_eq!(splits(&mixed, 45312, 132), 8); // 32 items × 8 = 256
 /// ```
 pub fn splits(shape: &Shape, capacity: u64, multiprocessors: u32) -> u32 {
     let (_, _, hn, tn) = row_tiles(shape);
     let base = (shape.batch as u64 * shape.kv_heads as u64 * hn as u64 * tn as u64).max(1);
-    let sms = multiprocessors.max(1) as u64;
+    let waves = if shape.batch > 1 { 2 } else { 1 };
+    let items = waves * multiprocessors.max(1) as u64;
     let most = (capacity.div_ceil(BN as u64) / 2).clamp(1, 128);
-    if base >= sms || most == 1 {
-        return 1;
-    }
-    let efficiency = |s: u64| {
-        let items = base * s;
-        items as f64 / (items.div_ceil(sms) * sms) as f64
-    };
-    let best = (1..=most).map(efficiency).fold(0.0, f64::max);
-    (1..=most)
-        .find(|&s| efficiency(s) >= 0.9 * best)
-        .unwrap_or(1) as u32
+    (items / base).clamp(2.min(most), most) as u32
 }
 
 /// Elements of the split scratch: partial O `[slots, batch, sq, heads, head_dim]` and partial
