@@ -10,7 +10,7 @@
 
 use crate::registry::run;
 use ck_core::rules;
-use ck_kernels::op::{Elem, ScalarRule};
+use ck_kernels::op::Elem;
 use ck_python::{value_error, DlTensor, Tensor};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -31,8 +31,8 @@ pub unsafe extern "C" fn ck_rs_op_index(name: *const c_char) -> i32 {
 }
 
 /// The index of `choice` among the names operator `op`'s choice scalar `scalar` takes (a GEMM's
-/// activation), or -1 with "`scalar` CHOICE; use one of A, B, …" in `message` (at most
-/// `capacity` bytes, NUL-terminated).
+/// activation: [`ck_kernels::op::host::choice_index`]), or -1 with what to give instead in
+/// `message` (at most `capacity` bytes, NUL-terminated).
 ///
 /// # Safety
 /// `scalar` and `choice` are NUL-terminated strings; `message` holds `capacity` bytes.
@@ -47,21 +47,21 @@ pub unsafe extern "C" fn ck_rs_choice_index(
     // SAFETY: the caller's promise.
     let (scalar, choice) = unsafe { (CStr::from_ptr(scalar), CStr::from_ptr(choice)) };
     let (scalar, choice) = (scalar.to_string_lossy(), choice.to_string_lossy());
-    let names = ck_kernels::registry::operators()
-        .nth(op as usize)
-        .and_then(|o| o.scalars.iter().find(|s| s.name == scalar))
-        .and_then(|s| match s.rule {
-            ScalarRule::Choice(names) => Some(names),
-            _ => None,
-        })
-        .unwrap_or(&[]);
-    if let Some(i) = names.iter().position(|&n| n == choice) {
-        return i as i32;
+    let found = match ck_kernels::registry::operators().nth(op as usize) {
+        Some(o) => ck_kernels::op::host::choice_index(o, &scalar, &choice),
+        None => Err(ck_core::host::LaunchError::invalid(
+            rules::UNKNOWN_KERNEL,
+            format!("no operator {op}: an index from ck_rs_op_index is expected"),
+        )),
+    };
+    match found {
+        Ok(i) => i as i32,
+        Err(e) => {
+            // SAFETY: the caller's promise.
+            unsafe { write_message(&e.message(), message, capacity) };
+            -1
+        }
     }
-    let text = format!("{scalar} '{choice}'; use one of {}", names.join(", "));
-    // SAFETY: the caller's promise.
-    unsafe { write_message(&text, message, capacity) };
-    -1
 }
 
 /// `text` into the caller's `message` buffer of `capacity` bytes, NUL-terminated, cut at the last

@@ -174,14 +174,9 @@ fn run_files(op: &'static Op, m: &ArgMatches) -> Result<(), CliError> {
             if m.get_flag(s.name) {
                 scalars.push((s.name, 1.0));
             }
-        } else if let (ScalarRule::Choice(names), Some(v)) = (s.rule, string(m, s.name)) {
-            let index = names.iter().position(|n| *n == v).ok_or_else(|| {
-                CliError::usage(format!(
-                    "--{}: `{v}` is not one of {}",
-                    s.name.replace('_', "-"),
-                    names.join(", ")
-                ))
-            })?;
+        } else if let (ScalarRule::Choice(_), Some(v)) = (s.rule, string(m, s.name)) {
+            let index = op::host::choice_index(op, s.name, v)
+                .map_err(|e| CliError::usage(format!("--{}: {e}", s.name.replace('_', "-"))))?;
             scalars.push((s.name, index as f32));
         } else if let Some(v) = string(m, s.name) {
             let value: f32 = v.parse().map_err(|_| {

@@ -70,6 +70,37 @@ pub fn check_scalar(op: &Op, name: &str, value: f32) -> Result<(), LaunchError> 
     ))
 }
 
+/// The index of `choice` among the names `op`'s choice scalar `name` takes (a GEMM's
+/// activation: `relu` is 1): the value the scalar carries. An `unknown-argument` error naming
+/// the choices where `choice` is not one, or `op` has no such scalar.
+pub fn choice_index(op: &Op, name: &str, choice: &str) -> Result<usize, LaunchError> {
+    let Some(names) = op.scalars.iter().find_map(|s| match s.rule {
+        ScalarRule::Choice(names) if s.name == name => Some(names),
+        _ => None,
+    }) else {
+        let choices: Vec<&str> = op
+            .scalars
+            .iter()
+            .filter(|s| matches!(s.rule, ScalarRule::Choice(_)))
+            .map(|s| s.name)
+            .collect();
+        return Err(LaunchError::invalid(
+            rules::UNKNOWN_ARGUMENT,
+            format!(
+                "{} has no choice `{name}`; its choices are [{}]",
+                op.name,
+                choices.join(", ")
+            ),
+        ));
+    };
+    names.iter().position(|&n| n == choice).ok_or_else(|| {
+        LaunchError::invalid(
+            rules::UNKNOWN_ARGUMENT,
+            format!("{name} '{choice}'; use one of {}", names.join(", ")),
+        )
+    })
+}
+
 /// `dtype`, if `op` takes it.
 pub fn check_dtype(op: &Op, dtype: Dtype) -> Result<(), LaunchError> {
     if op.dtypes.contains(&dtype) {

@@ -217,6 +217,22 @@ fn optional_inputs_join_the_epilogue_and_a_choice_is_named() {
             .contains("give one of none, relu, gelu, silu"),
         "{err}"
     );
+    // By name: relu is the index the fused call above gave (its result is relu's).
+    use ck_kernels::op::host::choice_index;
+    assert_eq!(choice_index(&LINEAR, "activation", "relu").unwrap(), 1);
+    let err = choice_index(&LINEAR, "activation", "tanh").unwrap_err();
+    assert_eq!(err.rule(), ck_core::rules::UNKNOWN_ARGUMENT);
+    assert!(
+        err.to_string()
+            .contains("activation 'tanh'; use one of none, relu, gelu, silu"),
+        "{err}"
+    );
+    let err = choice_index(&LINEAR, "beta", "one").unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("has no choice `beta`; its choices are [activation]"),
+        "{err}"
+    );
     // Any finite alpha (negative too); an infinite one is refused.
     let negated = call().scalar("alpha", -1.0).run(&device).unwrap();
     assert_eq!(negated.output("c").unwrap(), &[-1.0, -2.0, -3.0]);
