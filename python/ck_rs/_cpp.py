@@ -53,7 +53,7 @@ def _compile(source_path, target, compiler):
     command = [
         compiler,
         "-O2",
-        "-std=c++17",
+        "-std=c++20",  # recent torch headers need it (torch builds its own extensions so)
         "-shared",
         "-fPIC",
         f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
