@@ -56,6 +56,15 @@ unsafe fn on_stream(ordinal: usize, stream: u64) -> PyResult<Device> {
     Ok(d)
 }
 
+/// The multiprocessors of the place a call runs (a split heuristic's count): GPU `ordinal`'s
+/// SMs, or with `None` the emulator's workers (blocks it runs at once).
+pub fn multiprocessors(ordinal: Option<usize>) -> PyResult<u32> {
+    Ok(match ordinal {
+        Some(i) => gpu(i)?.multiprocessors(),
+        None => Device::emulator().multiprocessors(),
+    })
+}
+
 impl Backend {
     /// The backend of `tensors`, which must all be in one place: the emulator for CPU memory
     /// (also for no tensor at all), CUDA device `i` on `stream` for CUDA.

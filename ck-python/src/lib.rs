@@ -24,7 +24,7 @@ mod call;
 mod dlpack;
 mod errors;
 
-pub use backend::Backend;
+pub use backend::{multiprocessors, Backend};
 pub use call::{Call, TensorElement};
 pub use dlpack::{DlTensor, Dtype, Place, Tensor};
 pub use errors::{launch_error, launched, type_error, value_error, KernelFault};

@@ -11,9 +11,10 @@ array([[0.9999995, ...
 
 With PyTorch installed, the same operators are registered as ``torch.ops.ck_rs.*`` custom ops
 (also reachable as ``ck_rs.ops.*``), with fake implementations for ``torch.compile``. The ops of
-the hottest calls (rmsnorm, gemm, linear, attention) get C++ kernels that skip Python on every
-call: the first import compiles them against the installed torch (~15 s, once; cached in
-``~/.cache/ck_rs``, or ``$CK_RS_CACHE``; ``CK_RS_CPP_OPS=0`` keeps the Python kernels).
+the hottest calls (rmsnorm, gemm, linear, attention, attention_with_kvcache) get C++ kernels
+that skip Python on every call: the first import compiles them against the installed torch
+(~15 s, once; cached in ``~/.cache/ck_rs``, or ``$CK_RS_CACHE``; ``CK_RS_CPP_OPS=0`` keeps the
+Python kernels).
 
 Every error is a ``TypeError`` or ``ValueError`` (``RuntimeError`` for a missing GPU or PTX
 module) whose message starts with the rule name the ``ck`` command prints: ``error[rule]: ...``.
@@ -950,42 +951,22 @@ def attention_varlen(
     return (o, lse) if return_lse else o
 
 
-_SM_COUNT = {}  # CUDA device index -> multiprocessors
+_PLANS = {}  # a decode call's (shape, capacity, num_splits, device index) -> its plan
 
 
-def _multiprocessors(call):
-    """The multiprocessors the split heuristic plans for: the GPU's (asked once per device);
-    on the emulator one per CPU core."""
-    if not call.cuda:
-        return _os.cpu_count() or 1
-    index = call.device.index if call.device.index is not None else _torch.cuda.current_device()
-    n = _SM_COUNT.get(index)
-    if n is None:
-        n = _SM_COUNT[index] = _torch.cuda.get_device_properties(index).multi_processor_count
-    return n
-
-
-_SPLITS = {}  # (batch, heads, kv_heads, sq, capacity, multiprocessors) -> the heuristic's count
-_SCRATCH = {}  # (batch, sq, heads, head_dim, splits) -> the split scratch's lengths
-
-
-def _splits(batch, heads, kv_heads, sq, capacity, call):
-    """The split count of ``ck_rs``'s heuristic for a decode call, asked once per shape."""
-    key = (batch, heads, kv_heads, sq, capacity, _multiprocessors(call))
-    n = _SPLITS.get(key)
-    if n is None:
-        n = _SPLITS[key] = _native.decode_splits(batch, heads, max(kv_heads, 1), sq, capacity, key[-1])
-    return n
-
-
-def _scratch_len(batch, sq, heads, head_dim, splits):
-    """The split scratch's lengths ``(partial O, partial LSE)`` of a decode call, asked once per
+def _plan(batch, heads, kv_heads, sq, head_dim, capacity, num_splits, call):
+    """A decode call's split count (``num_splits``, or for 0 the heuristic's for the device's
+    multiprocessors) and split scratch lengths ``(partial O, partial LSE)``, asked once per
     shape."""
-    key = (batch, sq, heads, head_dim, splits)
-    n = _SCRATCH.get(key)
-    if n is None:
-        n = _SCRATCH[key] = _native.decode_scratch_len(*key)
-    return n
+    if call.cuda:
+        index = call.device.index if call.device.index is not None else _torch.cuda.current_device()
+    else:
+        index = -1  # the emulator
+    key = (batch, heads, kv_heads, sq, head_dim, capacity, num_splits, index)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _PLANS[key] = _native.decode_plan(*key)
+    return plan
 
 
 def attention_with_kvcache(
@@ -1035,13 +1016,21 @@ def attention_with_kvcache(
     >>> o[0, 0, :, 0]  # equal scores: the mean of values 0, 1, 2
     tensor([1., 1.])
     """
+    if scale is not None and not (_math.isfinite(scale) and scale > 0):
+        raise _error(ValueError, "bad-scale", f"the scale is {scale}; give a positive finite number")
+    if not isinstance(num_splits, int) or num_splits < 0:
+        raise _error(ValueError, "argument-size", f"num_splits is {num_splits!r}; give 0 (the heuristic) or a count")
+    optional = (page_table, k, v, rotary_cos, rotary_sin)
+    kernel = _kernel("attention_with_kvcache", q, k_cache, v_cache, cache_seqlens, *optional)
+    if kernel is not None:
+        o, lse = kernel(q, k_cache, v_cache, cache_seqlens, *optional, bool(causal), num_splits, scale,
+                        bool(rotary_interleaved))
+        return (o, lse) if return_lse else o
     tensors = {"q": q, "k_cache": k_cache, "v_cache": v_cache, "cache_seqlens": cache_seqlens}
-    for name, t in (("page_table", page_table), ("k", k), ("v", v), ("rotary_cos", rotary_cos), ("rotary_sin", rotary_sin)):
+    for name, t in zip(("page_table", "k", "v", "rotary_cos", "rotary_sin"), optional):
         if t is not None:
             tensors[name] = t
     c = _Call("attention_with_kvcache", **tensors)
-    if scale is not None and not (_math.isfinite(scale) and scale > 0):
-        raise _error(ValueError, "bad-scale", f"the scale is {scale}; give a positive finite number")
     if len(q.shape) != 4 or len(k_cache.shape) != 4:
         raise _error(
             ValueError,
@@ -1055,11 +1044,8 @@ def attention_with_kvcache(
         capacity = k_cache.shape[1]
     else:
         capacity = k_cache.shape[1] * (page_table.shape[-1] if len(page_table.shape) == 2 else 0)
-    if not isinstance(num_splits, int) or num_splits < 0:
-        raise _error(ValueError, "argument-size", f"num_splits is {num_splits!r}; give 0 (the heuristic) or a count")
-    splits = num_splits or _splits(batch, heads, k_cache.shape[2], sq, capacity, c)
     # The splits' partial results, combined afterwards (none for one split: merged in the kernel).
-    o_len, lse_len = _scratch_len(batch, sq, heads, d, splits)
+    splits, o_len, lse_len = _plan(batch, heads, k_cache.shape[2], sq, d, capacity, num_splits, c)
     o = c.empty(tuple(q.shape), q)
     lse = c.empty((batch, heads, sq), q, float32=True)
     o_part = c.empty((o_len,), q, float32=True)

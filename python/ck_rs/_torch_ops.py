@@ -1,9 +1,9 @@
 """The operators as PyTorch operators (``torch.ops.ck_rs.*``), each with a fake (meta)
 implementation, so that ``torch.compile`` keeps them in its graph without a break.
 
-The hottest ops (rmsnorm, gemm, linear, attention) have C++ kernels and formulas (``csrc/``,
-built by ``_cpp`` against this torch), which skip Python on every call; where those could not be
-built, they are registered as every other op is.
+The hottest ops (rmsnorm, gemm, linear, attention, attention_with_kvcache) have C++ kernels and
+formulas (``csrc/``, built by ``_cpp`` against this torch), which skip Python on every call; where
+those could not be built, they are registered as every other op is.
 
 Each op is registered below torch's ``custom_op`` layer, with ``torch.library.Library``: the
 eager implementation as its CPU and CUDA kernels, and an autograd kernel of its own

@@ -1,13 +1,14 @@
-//! The registry's operators for C++ callers: the `torch.ops.ck_rs` library that `ck_rs` builds
-//! against the user's torch (`python/ck_rs/csrc/torch_ops.cpp`) calls [`ck_rs_run`] with
-//! DLPack's `DLTensor`s of its `at::Tensor`s, skipping Python — torch's dispatcher into a Python
-//! kernel, the capsules — on every call. Its address, [`ck_rs_op_index`]'s and
-//! [`ck_rs_choice_index`]'s come from `_native.c_api()`.
+//! The registry's operators, and decode attention, for C++ callers: the `torch.ops.ck_rs` library
+//! that `ck_rs` builds against the user's torch (`python/ck_rs/csrc/torch_ops.cpp`) calls
+//! [`ck_rs_run`] (or [`ck_rs_attention_kvcache`]) with DLPack's `DLTensor`s of its `at::Tensor`s,
+//! skipping Python — torch's dispatcher into a Python kernel, the capsules — on every call. The
+//! addresses come from `_native.c_api()`.
 //!
 //! Errors come back as torch raises them: the code says the Python exception (1 `ValueError`,
 //! 2 `TypeError`, 3 `RuntimeError`: the emulator's `KernelFault` too), the message
 //! (`error[rule]: …`) is written into the caller's buffer.
 
+use crate::ops::{plan, run_kvcache, KvOptions, KvTensors};
 use crate::registry::run;
 use ck_core::rules;
 use ck_kernels::op::Elem;
@@ -150,6 +151,20 @@ pub unsafe extern "C" fn ck_rs_run(
         // SAFETY: the caller's promise (a CPU call ignores the stream).
         unsafe { run(op, tensors, &scalars, Some(stream)) }
     });
+    // SAFETY: the caller's promise.
+    unsafe { report(result, message, capacity) }
+}
+
+/// A native call's outcome for the C++ caller: 0, or the exception's code with its message
+/// written into `message` (a panic is an internal error, never an unwind into C++).
+///
+/// # Safety
+/// `message` holds `capacity` bytes.
+unsafe fn report(
+    result: std::thread::Result<PyResult<()>>,
+    message: *mut c_char,
+    capacity: usize,
+) -> i32 {
     let (code, text) = match result {
         Ok(Ok(())) => return 0,
         Ok(Err(e)) => Python::attach(|py| {
@@ -172,13 +187,120 @@ pub unsafe extern "C" fn ck_rs_run(
     code
 }
 
-/// The addresses of [`ck_rs_op_index`], [`ck_rs_choice_index`] and [`ck_rs_run`], for the C++
-/// library.
+/// The plan of a decode call ([`crate::ops::plan`]): `num_splits` (0: the heuristic's count for
+/// the multiprocessors of CUDA device `ordinal`, or of the emulator where `ordinal` < 0), then
+/// the split scratch's lengths in f32 elements, written into `out[0..3]`. 0 on success; else as
+/// [`ck_rs_run`].
+///
+/// # Safety
+/// `out` holds 3 entries; `message` holds `capacity` bytes.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn ck_rs_decode_plan(
+    shape: *const u32,
+    capacity_keys: u64,
+    num_splits: u32,
+    ordinal: i32,
+    out: *mut u64,
+    message: *mut c_char,
+    capacity: usize,
+) -> i32 {
+    let result = std::panic::catch_unwind(|| {
+        // SAFETY: the caller's promise: `[batch, heads, kv_heads, sq, head_dim]`.
+        let [batch, heads, kv_heads, sq, head_dim] =
+            unsafe { std::slice::from_raw_parts(shape, 5) }
+                .try_into()
+                .unwrap();
+        let shape = ck_kernels::attention::decode::host::Shape {
+            batch,
+            heads,
+            kv_heads,
+            sq,
+            head_dim,
+        };
+        let ordinal = usize::try_from(ordinal).ok();
+        let (splits, o_len, lse_len) = plan(&shape, capacity_keys, num_splits, ordinal)?;
+        // SAFETY: the caller's promise.
+        unsafe { std::ptr::copy_nonoverlapping([splits as u64, o_len, lse_len].as_ptr(), out, 3) };
+        Ok(())
+    });
+    // SAFETY: the caller's promise.
+    unsafe { report(result, message, capacity) }
+}
+
+/// Decode attention against a KV cache ([`crate::ops::run_kvcache`]) on the 14 `tensors` of
+/// [`KvTensors::NAMES`], in that order (NULL for an optional one left out), with the split count
+/// and scratch of its [`ck_rs_decode_plan`]; `scale` NaN for 1/√D. Queued on `stream`; 0 on
+/// success, else as [`ck_rs_run`].
+///
+/// # Safety
+/// As for [`ck_rs_run`]: `tensors` holds 14 entries, each a live `DLTensor` or NULL.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn ck_rs_attention_kvcache(
+    tensors: *const *const DlTensor,
+    causal: bool,
+    scale: f32,
+    num_splits: u32,
+    rotary_interleaved: bool,
+    stream: u64,
+    message: *mut c_char,
+    capacity: usize,
+) -> i32 {
+    let result = std::panic::catch_unwind(|| {
+        // SAFETY: the caller's promise: 14 entries, each live or NULL.
+        let given = unsafe { std::slice::from_raw_parts(tensors, KvTensors::NAMES.len()) };
+        let mut described = KvTensors::NAMES.iter().zip(given).map(|(&name, &t)| {
+            // SAFETY: as above.
+            unsafe { t.as_ref() }.map(|t| Tensor::from_dl_tensor(name, t, false))
+        });
+        let mut optional = || described.next().flatten().transpose();
+        let mut required = || {
+            optional()?.ok_or_else(|| {
+                value_error(
+                    rules::UNKNOWN_ARGUMENT,
+                    "a decode call needs q, k_cache, v_cache, cache_seqlens, o, lse and the split scratch".into(),
+                )
+            })
+        };
+        let t = KvTensors {
+            q: required()?,
+            k_cache: required()?,
+            v_cache: required()?,
+            cache_seqlens: required()?,
+            o: required()?,
+            lse: required()?,
+            o_part: required()?,
+            lse_part: required()?,
+            page_table: optional()?,
+            k: optional()?,
+            v: optional()?,
+            rotary_cos: optional()?,
+            rotary_sin: optional()?,
+            q_rotated: optional()?,
+        };
+        let options = KvOptions {
+            causal,
+            scale: (!scale.is_nan()).then_some(scale),
+            splits: num_splits,
+            rotary_interleaved,
+        };
+        // SAFETY: the caller's promise (a CPU call ignores the stream).
+        unsafe { run_kvcache(t, options, Some(stream)) }
+    });
+    // SAFETY: the caller's promise.
+    unsafe { report(result, message, capacity) }
+}
+
+/// The addresses of [`ck_rs_op_index`], [`ck_rs_choice_index`], [`ck_rs_run`],
+/// [`ck_rs_decode_plan`] and [`ck_rs_attention_kvcache`], for the C++ library.
 #[pyfunction]
-pub fn c_api() -> (usize, usize, usize) {
+pub fn c_api() -> (usize, usize, usize, usize, usize) {
     (
         ck_rs_op_index as *const () as usize,
         ck_rs_choice_index as *const () as usize,
         ck_rs_run as *const () as usize,
+        ck_rs_decode_plan as *const () as usize,
+        ck_rs_attention_kvcache as *const () as usize,
     )
 }

@@ -1,8 +1,10 @@
-//! The operator not yet in the registry — attention against a KV cache — as a native function
-//! on DLPack capsules (the registry's operators go through [`crate::registry::call`]), and the
-//! split count and scratch lengths its Python layer sizes the scratch with. The `ck_rs` Python
-//! layer makes the capsules (and allocates the outputs like the inputs), so the function checks
-//! shapes and types and runs the kernel where the tensors are.
+//! The operator not yet in the registry — attention against a KV cache, whose caches a call
+//! writes in place — as a native function (the registry's operators go through
+//! [`crate::registry::call`]): [`plan`] (the split count and the scratch the caller allocates)
+//! and [`run_kvcache`], reached from Python on DLPack capsules ([`decode_plan`],
+//! [`attention_kvcache`]) and from the C++ torch op on `DLTensor`s (`capi.rs`). The callers
+//! allocate the outputs like the inputs; these check shapes and types and run the kernel where
+//! the tensors are.
 
 use ck_core::host::DeviceBuffer;
 use ck_core::rules;
@@ -41,47 +43,54 @@ fn expect_shape(t: &Tensor<'_>, shape: &[usize]) -> PyResult<()> {
     Ok(())
 }
 
-/// The split count [`kernels::attention::decode::host::splits`] picks for a decode call (the
-/// caller sizes the split scratch for it with [`decode_scratch_len`]).
+/// A decode call's plan: the split count (`num_splits`, or with 0 what
+/// [`kernels::attention::decode::host::splits`] picks for the multiprocessors of GPU `ordinal`,
+/// or of the emulator for `None`) and the split scratch's lengths `(partial O, partial
+/// log-sum-exp)` in f32 elements ([`kernels::attention::decode::host::scratch_len`]: none for one
+/// split) — what the caller allocates before [`run_kvcache`].
+pub fn plan(
+    shape: &kernels::attention::decode::host::Shape,
+    capacity: u64,
+    num_splits: u32,
+    ordinal: Option<usize>,
+) -> PyResult<(u32, u64, u64)> {
+    use kernels::attention::decode::host::{scratch_len, splits};
+    let splits = match num_splits {
+        0 => {
+            // The heuristic counts items; a shape with no KV heads fails in the launch.
+            let shape = kernels::attention::decode::host::Shape {
+                kv_heads: shape.kv_heads.max(1),
+                ..*shape
+            };
+            splits(&shape, capacity, ck_python::multiprocessors(ordinal)?)
+        }
+        n => n,
+    };
+    let (o_len, lse_len) = scratch_len(shape, splits);
+    Ok((splits, o_len, lse_len))
+}
+
+/// [`plan`] for Python: `ordinal` −1 for the emulator.
 #[pyfunction]
-pub fn decode_splits(
+#[allow(clippy::too_many_arguments)]
+pub fn decode_plan(
     batch: u32,
     heads: u32,
     kv_heads: u32,
     sq: u32,
+    head_dim: u32,
     capacity: u64,
-    multiprocessors: u32,
-) -> u32 {
+    num_splits: u32,
+    ordinal: i64,
+) -> PyResult<(u32, u64, u64)> {
     let shape = kernels::attention::decode::host::Shape {
         batch,
         heads,
         kv_heads,
         sq,
-        // The heuristic counts items and key tiles; the head dim does not enter it.
-        head_dim: 128,
-    };
-    kernels::attention::decode::host::splits(&shape, capacity, multiprocessors)
-}
-
-/// The split scratch's lengths `(partial O, partial log-sum-exp)` in f32 elements for a decode
-/// call of `splits` splits ([`kernels::attention::decode::host::scratch_len`]: none for one).
-#[pyfunction]
-pub fn decode_scratch_len(
-    batch: u32,
-    sq: u32,
-    heads: u32,
-    head_dim: u32,
-    splits: u32,
-) -> (u64, u64) {
-    let shape = kernels::attention::decode::host::Shape {
-        batch,
-        heads,
-        // The scratch holds a row per query head; the key/value heads do not enter it.
-        kv_heads: heads,
-        sq,
         head_dim,
     };
-    kernels::attention::decode::host::scratch_len(&shape, splits)
+    plan(&shape, capacity, num_splits, usize::try_from(ordinal).ok())
 }
 
 /// An optional tensor argument.
@@ -104,12 +113,60 @@ fn indices(be: &Backend, t: &Tensor<'_>, shape: &[usize]) -> PyResult<DeviceBuff
     be.buffer::<i32>(t)
 }
 
-/// Decode attention against a KV cache (see `ck_rs.attention_with_kvcache`): `q` `[batch, sq,
-/// heads, D]`; `k_cache`, `v_cache` `[batch, capacity, kv_heads, D]`, or with `page_table`
-/// `[batch, max_pages]` `[pages, page_size, kv_heads, D]`; `cache_seqlens` `[batch]` (int32);
-/// new `k`, `v` `[batch, sq, kv_heads, D]` appended first (keys rotated with `rotary_cos`,
-/// `rotary_sin` `[positions, rotary_dim / 2]`, and the queries into `q_rotated`); `o` like `q`,
-/// `lse` `[batch, heads, sq]`; the split scratch `o_part`, `lse_part` for `num_splits`.
+/// The tensors of a decode call (see `ck_rs.attention_with_kvcache`): `q` `[batch, sq, heads,
+/// D]`; `k_cache`, `v_cache` `[batch, capacity, kv_heads, D]`, or with `page_table` `[batch,
+/// max_pages]` `[pages, page_size, kv_heads, D]`; `cache_seqlens` `[batch]` (int32); new `k`, `v`
+/// `[batch, sq, kv_heads, D]` appended first (keys rotated with `rotary_cos`, `rotary_sin`
+/// `[positions, rotary_dim / 2]`, and the queries into `q_rotated`); `o` like `q`, `lse`
+/// `[batch, heads, sq]`; the split scratch `o_part`, `lse_part` of the call's [`plan`].
+pub struct KvTensors<'py> {
+    pub q: Tensor<'py>,
+    pub k_cache: Tensor<'py>,
+    pub v_cache: Tensor<'py>,
+    pub cache_seqlens: Tensor<'py>,
+    pub o: Tensor<'py>,
+    pub lse: Tensor<'py>,
+    pub o_part: Tensor<'py>,
+    pub lse_part: Tensor<'py>,
+    pub page_table: Option<Tensor<'py>>,
+    pub k: Option<Tensor<'py>>,
+    pub v: Option<Tensor<'py>>,
+    pub rotary_cos: Option<Tensor<'py>>,
+    pub rotary_sin: Option<Tensor<'py>>,
+    pub q_rotated: Option<Tensor<'py>>,
+}
+
+impl KvTensors<'_> {
+    /// The names of the tensors, in the order of the C entry's array (`capi.rs`).
+    pub const NAMES: [&'static str; 14] = [
+        "q",
+        "k_cache",
+        "v_cache",
+        "cache_seqlens",
+        "o",
+        "lse",
+        "o_part",
+        "lse_part",
+        "page_table",
+        "k",
+        "v",
+        "rotary_cos",
+        "rotary_sin",
+        "q_rotated",
+    ];
+}
+
+/// A decode call's scalars: the causal mask among the new tokens, the scale (`None`: 1/√D),
+/// the split count of its [`plan`], the rotary style.
+#[derive(Clone, Copy, Debug)]
+pub struct KvOptions {
+    pub causal: bool,
+    pub scale: Option<f32>,
+    pub splits: u32,
+    pub rotary_interleaved: bool,
+}
+
+/// Decode attention against a KV cache from Python (the capsules of [`KvTensors`]).
 #[pyfunction]
 #[pyo3(signature = (q, k_cache, v_cache, cache_seqlens, o, lse, o_part, lse_part, page_table=None, k=None, v=None, rotary_cos=None, rotary_sin=None, q_rotated=None, causal=true, scale=None, num_splits=1, rotary_interleaved=false, stream=None))]
 #[allow(clippy::too_many_arguments)]
@@ -134,24 +191,68 @@ pub fn attention_kvcache(
     rotary_interleaved: bool,
     stream: Option<u64>,
 ) -> PyResult<()> {
+    let tensors = KvTensors {
+        q: tensor("q", q)?,
+        k_cache: tensor("k_cache", k_cache)?,
+        v_cache: tensor("v_cache", v_cache)?,
+        cache_seqlens: tensor("cache_seqlens", cache_seqlens)?,
+        o: tensor("o", o)?,
+        lse: tensor("lse", lse)?,
+        o_part: tensor("o_part", o_part)?,
+        lse_part: tensor("lse_part", lse_part)?,
+        page_table: optional("page_table", page_table)?,
+        k: optional("k", k)?,
+        v: optional("v", v)?,
+        rotary_cos: optional("rotary_cos", rotary_cos)?,
+        rotary_sin: optional("rotary_sin", rotary_sin)?,
+        q_rotated: optional("q_rotated", q_rotated)?,
+    };
+    let options = KvOptions {
+        causal,
+        scale,
+        splits: num_splits,
+        rotary_interleaved,
+    };
+    // SAFETY: `stream` is the handle `ck_rs` passes: torch's current stream of the tensors'
+    // device, which torch keeps alive while work is queued on it.
+    unsafe { run_kvcache(tensors, options, stream) }
+}
+
+/// Checks a decode call's tensors and runs it where they are (CUDA tensors on `stream`).
+///
+/// # Safety
+/// As for [`ck_python::Backend::of`]: `stream`, for CUDA tensors, is a live stream of their
+/// device's primary context that outlives the kernels queued on it.
+pub unsafe fn run_kvcache(
+    tensors: KvTensors<'_>,
+    options: KvOptions,
+    stream: Option<u64>,
+) -> PyResult<()> {
     use kernels::attention::decode::host::{
         launch, CacheBuffers, CacheLayout, NewKv, Options, Rope, Scratch, Shape,
     };
-    let (q, kc, vc) = (
-        tensor("q", q)?,
-        tensor("k_cache", k_cache)?,
-        tensor("v_cache", v_cache)?,
-    );
-    let seqlens = tensor("cache_seqlens", cache_seqlens)?;
-    let (o, lse) = (tensor("o", o)?, tensor("lse", lse)?);
-    let (o_part, lse_part) = (tensor("o_part", o_part)?, tensor("lse_part", lse_part)?);
-    let table = optional("page_table", page_table)?;
-    let (k, v) = (optional("k", k)?, optional("v", v)?);
-    let (cos, sin) = (
-        optional("rotary_cos", rotary_cos)?,
-        optional("rotary_sin", rotary_sin)?,
-    );
-    let q_rot = optional("q_rotated", q_rotated)?;
+    let KvTensors {
+        q,
+        k_cache: kc,
+        v_cache: vc,
+        cache_seqlens: seqlens,
+        o,
+        lse,
+        o_part,
+        lse_part,
+        page_table: table,
+        k,
+        v,
+        rotary_cos: cos,
+        rotary_sin: sin,
+        q_rotated: q_rot,
+    } = tensors;
+    let KvOptions {
+        causal,
+        scale,
+        splits: num_splits,
+        rotary_interleaved,
+    } = options;
     let four = |t: &Tensor<'_>, what: &str| -> PyResult<[usize; 4]> {
         match t.shape()[..] {
             [a, b, c, d] => Ok([a, b, c, d]),
@@ -259,8 +360,7 @@ pub fn attention_kvcache(
     };
     let mut all = vec![&q, &kc, &vc, &seqlens, &o, &lse, &o_part, &lse_part];
     all.extend([&table, &k, &v, &cos, &sin, &q_rot].into_iter().flatten());
-    // SAFETY: `stream` is the handle `ck_rs` passes: torch's current stream of the tensors'
-    // device, which torch keeps alive while work is queued on it.
+    // SAFETY: the caller's promise.
     let be = unsafe { Backend::of(&all, stream)? };
     let values = [
         Some(&q),

@@ -1084,7 +1084,21 @@ def _cpp_cases(device):
     xl = randn(5, 40, 24, device=device)
     q, k = randn(2, 4, 33, 64, device=device), randn(2, 2, 47, 64, device=device)
     v = randn(2, 2, 47, 64, device=device)
+    # Decode: a contiguous cache, then a paged one with new keys appended and rotated (in place:
+    # each route appends the same rows at the same positions).
+    dq, cache = randn(3, 2, 8, 64, device=device).to(bf), randn(3, 40, 2, 64, device=device).to(bf)
+    lens = torch.tensor([0, 17, 37], dtype=torch.int32, device=device)
+    pages, table = randn(9, 16, 2, 64, device=device).to(bf), torch.randperm(9, device=device)
+    table = table.to(torch.int32).reshape(3, 3)
+    new = randn(3, 2, 2, 64, device=device).to(bf)
+    cos, sin = randn(48, 16, device=device), randn(48, 16, device=device)
+    short = torch.tensor([0, 5, 30], dtype=torch.int32, device=device)
     return [
+        ("attention_with_kvcache", (dq, cache, cache.clone(), lens, None, None, None, None, None, True, 0, None, False)),
+        ("attention_with_kvcache", (dq, pages, pages.clone(), short, table, new, new.clone(), cos, sin, True, 2, None, True)),
+    ] + ([  # float32 on the emulator only
+        ("attention_with_kvcache", (dq.float(), cache.float(), cache.float(), lens, None, None, None, None, None, False, 3, 0.2, False)),
+    ] if device == "cpu" else []) + [
         ("rmsnorm", (x, g, 1e-5)),
         ("rmsnorm", (x.to(bf), g.to(bf), 1e-6)),
         ("gemm", (a, b, None)),  # f32 operands: sgemm
@@ -1105,6 +1119,7 @@ def _cpp_errors(device):
     x, g = randn(4, 64, device=device), randn(64, device=device)
     a, b = randn(16, 16, device=device), randn(16, 16, device=device)
     q = randn(1, 2, 8, 64, device=device)
+    lens = torch.tensor([3], dtype=torch.int32, device=device)
     return [
         ("rmsnorm", (x.to(torch.int64), g, 1e-6)),
         ("rmsnorm", (x, randn(63, device=device), 1e-6)),
@@ -1116,6 +1131,11 @@ def _cpp_errors(device):
         ("attention", (q, q, q, False, -1.0, "bhsd")),
         ("attention", (q, q, q, False, None, "sbhd")),
         ("attention", (q, randn(1, 3, 8, 64, device=device), q, False, None, "bhsd")),
+        ("attention_with_kvcache", (q, q, q, lens, None, None, None, None, None, True, -1, None, False)),
+        ("attention_with_kvcache", (q, q, q, lens.long(), None, None, None, None, None, True, 0, None, False)),
+        ("attention_with_kvcache", (q[0], q, q, lens, None, None, None, None, None, True, 0, None, False)),
+        ("attention_with_kvcache", (q, q, q, lens, None, None, None, None, None, True, 0, 0.0, False)),
+        ("attention_with_kvcache", (q, q, q, lens, None, q, None, None, None, True, 0, None, False)),
     ]
 
 
@@ -1125,13 +1145,13 @@ def _cpp_built():
 
     if os.environ.get("CK_RS_CPP_OPS") == "0" or not (shutil.which("c++") or shutil.which("g++")):
         pytest.skip("no C++ compiler here (or CK_RS_CPP_OPS=0): the ops keep their Python kernels")
-    assert ck_rs._torch_ops._CPP == {"rmsnorm", "gemm", "linear", "attention"}
+    assert ck_rs._torch_ops._CPP == {"rmsnorm", "gemm", "linear", "attention", "attention_with_kvcache"}
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_the_cpp_kernels_give_the_python_implementations_results(device, monkeypatch):
-    """``torch.ops.ck_rs.{rmsnorm, gemm, linear, attention}`` run C++ kernels built against this
-    torch; the same call through the op's Python implementation (what runs where none could be
+    """``torch.ops.ck_rs.{rmsnorm, gemm, linear, attention, attention_with_kvcache}`` run C++
+    kernels built against this torch; the same call through the op's Python implementation (what runs where none could be
     built) gives the same bits, the same types and shapes."""
     _cpp_built()
     for name, args in _cpp_cases(device):
@@ -1219,6 +1239,13 @@ def test_the_cpp_formulas_give_the_python_formulas_gradients(device):
     for y in (torch.ops.ck_rs.gemm(a, b), ck_rs._torch_ops._OPS["gemm"].apply_plain(a, b, None, None)):
         with pytest.raises(RuntimeError, match=r"^error\[no-backward\]: ck_rs::gemm has no backward"):
             y.sum().backward()
+    q, cache = randn(1, 1, 2, 64, device=device).to(bf).requires_grad_(), randn(1, 8, 1, 64, device=device).to(bf)
+    lens = torch.tensor([5], dtype=torch.int32, device=device)
+    kvcache = ck_rs._torch_ops._OPS["attention_with_kvcache"]
+    args = (q, cache, cache, lens, None, None, None, None, None, True, 0, None, False)
+    for o, _ in (torch.ops.ck_rs.attention_with_kvcache(*args), kvcache.apply_plain(*args, None)):
+        with pytest.raises(RuntimeError, match=r"^error\[no-backward\]: ck_rs::attention_with_kvcache has no"):
+            o.float().sum().backward()
 
 
 @pytest.mark.parametrize("setting", ["switched off", "unwritable cache"])

@@ -49,10 +49,16 @@ using OpIndexFn = int32_t (*)(const char*);
 using ChoiceIndexFn = int32_t (*)(uint32_t, const char*, const char*, char*, size_t);
 using RunFn = int32_t (*)(uint32_t, size_t, const DlTensor* const*, size_t, const float*, uint64_t,
                           char*, size_t);
+using DecodePlanFn = int32_t (*)(const uint32_t*, uint64_t, uint32_t, int32_t, uint64_t*, char*,
+                                 size_t);
+using KvcacheFn = int32_t (*)(const DlTensor* const*, bool, float, uint32_t, bool, uint64_t, char*,
+                              size_t);
 
 OpIndexFn op_index_fn = nullptr;
 ChoiceIndexFn choice_index_fn = nullptr;
 RunFn run_fn = nullptr;
+DecodePlanFn decode_plan_fn = nullptr;
+KvcacheFn kvcache_fn = nullptr;
 
 // A registry operator's index, looked up on first use (by any thread: the same value).
 struct Operator {
@@ -106,38 +112,53 @@ DlTensor describe(const at::Tensor& t) {
 
 const float DERIVED = std::numeric_limits<float>::quiet_NaN();  // a scalar the op derives
 
+// A call's tensors as DLPack describes them (nullptr for one left out), and torch's current
+// stream of the first CUDA tensor's device.
+struct Described {
+  static constexpr size_t most = 16;
+  DlTensor tensors[most];
+  const DlTensor* given[most];
+  size_t n = 0;
+  uint64_t stream = 0;  // 0 is also the legacy default stream: `found` tells them apart
+  bool found = false;
+
+  explicit Described(std::initializer_list<const at::Tensor*> all) {
+    TORCH_CHECK(all.size() <= most, "error[internal]: more tensors than a call describes");
+    for (const at::Tensor* t : all) {
+      if (t == nullptr || !t->defined()) {
+        given[n++] = nullptr;
+        continue;
+      }
+      tensors[n] = describe(*t);
+      given[n] = &tensors[n];
+      if (t->is_cuda() && !found) {
+        auto guard = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+        stream = reinterpret_cast<uint64_t>(guard->getStream(t->device()).native_handle());
+        found = true;
+      }
+      n++;
+    }
+  }
+};
+
+// Raises a native call's error (its `code`: 1 ValueError, 2 TypeError, else RuntimeError).
+void check(int32_t code, const char* message) {
+  TORCH_CHECK_VALUE(code != 1, message);
+  TORCH_CHECK_TYPE(code != 2, message);
+  TORCH_CHECK(code == 0, message);
+}
+
 // Runs operator `op` on `tensors` (in the order of its description; nullptr for one left out)
 // and `scalars` (DERIVED where the operator picks), on torch's current stream of their device.
 void run(Operator& op, std::initializer_list<const at::Tensor*> tensors,
          std::initializer_list<float> scalars) {
   TORCH_CHECK(run_fn != nullptr, "error[internal]: ck_rs's C++ ops were loaded without ck_rs");
-  constexpr size_t most = 8;
-  TORCH_CHECK(tensors.size() <= most, "error[internal]: more tensors than a call describes");
-  DlTensor described[most];
-  const DlTensor* given[most];
-  size_t n = 0;
-  uint64_t stream = 0;  // 0 is also the legacy default stream: `found` tells them apart
-  bool found = false;
-  for (const at::Tensor* t : tensors) {
-    if (t == nullptr || !t->defined()) {
-      given[n++] = nullptr;
-      continue;
-    }
-    described[n] = describe(*t);
-    given[n] = &described[n];
-    if (t->is_cuda() && !found) {
-      auto guard = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
-      stream = reinterpret_cast<uint64_t>(guard->getStream(t->device()).native_handle());
-      found = true;
-    }
-    n++;
-  }
+  TORCH_CHECK(tensors.size() <= 8, "error[internal]: more tensors than a call describes");
+  Described d(tensors);
   char message[1024];
-  int32_t code = run_fn(static_cast<uint32_t>(op.get()), n, given, scalars.size(), scalars.begin(),
-                        stream, message, sizeof message);
-  TORCH_CHECK_VALUE(code != 1, message);
-  TORCH_CHECK_TYPE(code != 2, message);
-  TORCH_CHECK(code == 0, message);
+  check(run_fn(static_cast<uint32_t>(op.get()), d.n, d.given, scalars.size(), scalars.begin(),
+               d.stream, message, sizeof message),
+        message);
 }
 
 const at::Tensor* opt(const std::optional<at::Tensor>& t) { return t ? &*t : nullptr; }
@@ -254,6 +275,51 @@ std::tuple<at::Tensor, at::Tensor> attention(const at::Tensor& q_in, const at::T
   run(ATTENTION, {&q, &k, &v, &o, &lse},
       {scale ? static_cast<float>(*scale) : DERIVED, causal ? 1.0f : 0.0f, seq_first ? 1.0f : 0.0f});
   if (widen) o = o.to(at::kFloat);
+  return {o, lse};
+}
+
+// Decode attention against a KV cache, as `ck_rs.attention_with_kvcache` with `return_lse=True`:
+// the split count and scratch planned by the Rust side (the heuristic needs the device's
+// multiprocessors), the outputs and the scratch from torch's allocator (a CUDA graph captures
+// the call), the caches written in place where new keys are given.
+std::tuple<at::Tensor, at::Tensor> attention_with_kvcache(
+    const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
+    const at::Tensor& cache_seqlens, const std::optional<at::Tensor>& page_table,
+    const std::optional<at::Tensor>& k, const std::optional<at::Tensor>& v,
+    const std::optional<at::Tensor>& rotary_cos, const std::optional<at::Tensor>& rotary_sin,
+    bool causal, int64_t num_splits, std::optional<double> scale, bool rotary_interleaved) {
+  TORCH_CHECK(kvcache_fn != nullptr, "error[internal]: ck_rs's C++ ops were loaded without ck_rs");
+  TORCH_CHECK_VALUE(!scale || (std::isfinite(*scale) && *scale > 0), "error[bad-scale]: the scale is ",
+                    *scale, "; give a positive finite number");
+  TORCH_CHECK_VALUE(num_splits >= 0 && num_splits <= UINT32_MAX, "error[argument-size]: num_splits is ",
+                    num_splits, "; give 0 (the heuristic) or a count");
+  TORCH_CHECK_VALUE(q.dim() == 4 && k_cache.dim() == 4, "error[shape-mismatch]: q is ", q.sizes(),
+                    " and k_cache ", k_cache.sizes(),
+                    "; give q [batch, seq_q, heads, head_dim] and k_cache [batch, capacity, "
+                    "kv_heads, head_dim] (or [pages, page_size, kv_heads, head_dim] with a page table)");
+  int64_t batch = q.size(0), sq = q.size(1), heads = q.size(2), d = q.size(3);
+  int64_t capacity = k_cache.size(1);
+  if (page_table) capacity *= page_table->dim() == 2 ? page_table->size(-1) : 0;
+  auto u32 = [](int64_t x) { return static_cast<uint32_t>(std::min<int64_t>(x, UINT32_MAX)); };
+  uint32_t shape[5] = {u32(batch), u32(heads), u32(k_cache.size(2)), u32(sq), u32(d)};
+  int32_t ordinal = q.is_cuda() ? q.get_device() : -1;
+  uint64_t plan[3];  // splits, partial O's and partial LSE's lengths
+  char message[1024];
+  check(decode_plan_fn(shape, static_cast<uint64_t>(capacity), static_cast<uint32_t>(num_splits),
+                       ordinal, plan, message, sizeof message),
+        message);
+  at::TensorOptions f32 = q.options().dtype(at::kFloat);
+  at::Tensor o = at::empty(q.sizes(), q.options());
+  at::Tensor lse = at::empty({batch, heads, sq}, f32);
+  at::Tensor o_part = at::empty({static_cast<int64_t>(plan[1])}, f32);
+  at::Tensor lse_part = at::empty({static_cast<int64_t>(plan[2])}, f32);
+  at::Tensor rotated = rotary_cos ? at::empty(q.sizes(), q.options()) : at::Tensor();
+  Described t({&q, &k_cache, &v_cache, &cache_seqlens, &o, &lse, &o_part, &lse_part,
+               opt(page_table), opt(k), opt(v), opt(rotary_cos), opt(rotary_sin), &rotated});
+  check(kvcache_fn(t.given, causal, scale ? static_cast<float>(*scale) : DERIVED,
+                   static_cast<uint32_t>(plan[0]), rotary_interleaved, t.stream, message,
+                   sizeof message),
+        message);
   return {o, lse};
 }
 
@@ -398,6 +464,32 @@ struct ck_rs_attentionBackward : torch::autograd::Function<ck_rs_attentionBackwa
   }
 };
 
+// Decode attention has no backward: a call on tensors that require grad records a node whose
+// backward says so, as the Python kernel's does.
+struct ck_rs_attention_with_kvcacheBackward
+    : torch::autograd::Function<ck_rs_attention_with_kvcacheBackward> {
+  static constexpr const char* name = "ck_rs::attention_with_kvcache";
+  static variable_list forward(AutogradContext*, const at::Tensor& q, const at::Tensor& k_cache,
+                               const at::Tensor& v_cache, const at::Tensor& cache_seqlens,
+                               const std::optional<at::Tensor>& page_table,
+                               const std::optional<at::Tensor>& k,
+                               const std::optional<at::Tensor>& v,
+                               const std::optional<at::Tensor>& rotary_cos,
+                               const std::optional<at::Tensor>& rotary_sin, bool causal,
+                               int64_t num_splits, std::optional<double> scale,
+                               bool rotary_interleaved) {
+    static auto op = handle<decltype(attention_with_kvcache)>(name);
+    auto [o, lse] = op.call(q, k_cache, v_cache, cache_seqlens, page_table, k, v, rotary_cos,
+                            rotary_sin, causal, num_splits, scale, rotary_interleaved);
+    return {o, lse};
+  }
+  static variable_list backward(AutogradContext*, variable_list) {
+    TORCH_CHECK(false, "error[no-backward]: ck_rs::attention_with_kvcache has no backward pass "
+                       "yet; compute this part with torch ops where a gradient must flow through it");
+    return {};
+  }
+};
+
 namespace {
 
 // Whether a call records a node: grad mode on and an input that requires grad.
@@ -435,19 +527,23 @@ struct Autograd<Fn, R(A...)> {
 }  // namespace
 
 // The Rust launch's entry points (`_native.c_api()`), set once when `ck_rs` loads this library.
-extern "C" void ck_rs_torch_ops_init(void* op_index, void* choice_index, void* run) {
+extern "C" void ck_rs_torch_ops_init(void* op_index, void* choice_index, void* run,
+                                     void* decode_plan, void* kvcache) {
   op_index_fn = reinterpret_cast<OpIndexFn>(op_index);
   choice_index_fn = reinterpret_cast<ChoiceIndexFn>(choice_index);
   run_fn = reinterpret_cast<RunFn>(run);
+  decode_plan_fn = reinterpret_cast<DecodePlanFn>(decode_plan);
+  kvcache_fn = reinterpret_cast<KvcacheFn>(kvcache);
 }
 
 // The ops these kernels serve (`ck_rs._cpp.OPS` reads this line).
-// OPS: rmsnorm gemm linear attention
+// OPS: rmsnorm gemm linear attention attention_with_kvcache
 TORCH_LIBRARY_IMPL(ck_rs, CPU, m) {
   m.impl("rmsnorm", &rmsnorm);
   m.impl("gemm", &gemm);
   m.impl("linear", &linear);
   m.impl("attention", &attention);
+  m.impl("attention_with_kvcache", &attention_with_kvcache);
 }
 
 TORCH_LIBRARY_IMPL(ck_rs, CUDA, m) {
@@ -455,6 +551,7 @@ TORCH_LIBRARY_IMPL(ck_rs, CUDA, m) {
   m.impl("gemm", &gemm);
   m.impl("linear", &linear);
   m.impl("attention", &attention);
+  m.impl("attention_with_kvcache", &attention_with_kvcache);
 }
 
 TORCH_LIBRARY_IMPL(ck_rs, Autograd, m) {
@@ -462,4 +559,6 @@ TORCH_LIBRARY_IMPL(ck_rs, Autograd, m) {
   m.impl("gemm", &Autograd<ck_rs_gemmBackward, decltype(gemm)>::kernel);
   m.impl("linear", &Autograd<ck_rs_linearBackward, decltype(linear)>::kernel);
   m.impl("attention", &Autograd<ck_rs_attentionBackward, decltype(attention)>::kernel);
+  m.impl("attention_with_kvcache", &Autograd<ck_rs_attention_with_kvcacheBackward,
+                                             decltype(attention_with_kvcache)>::kernel);
 }
