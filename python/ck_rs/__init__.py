@@ -1045,7 +1045,7 @@ def attention_with_kvcache(
     else:
         capacity = k_cache.shape[1] * (page_table.shape[-1] if len(page_table.shape) == 2 else 0)
     # The splits' partial results, combined afterwards (none for one split: merged in the kernel).
-    splits, o_len, lse_len = _plan(batch, heads, k_cache.shape[2], sq, d, capacity, num_splits, c)
+    _, o_len, lse_len = _plan(batch, heads, k_cache.shape[2], sq, d, capacity, num_splits, c)
     o = c.empty(tuple(q.shape), q)
     lse = c.empty((batch, heads, sq), q, float32=True)
     o_part = c.empty((o_len,), q, float32=True)
@@ -1070,7 +1070,7 @@ def attention_with_kvcache(
         opt(rotated),
         bool(causal),
         None if scale is None else float(scale),
-        splits,
+        num_splits,
         bool(rotary_interleaved),
         c.stream,
     )

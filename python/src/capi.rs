@@ -229,9 +229,9 @@ pub unsafe extern "C" fn ck_rs_decode_plan(
 }
 
 /// Decode attention against a KV cache ([`crate::ops::run_kvcache`]) on the 14 `tensors` of
-/// [`KvTensors::NAMES`], in that order (NULL for an optional one left out), with the split count
-/// and scratch of its [`ck_rs_decode_plan`]; `scale` NaN for 1/√D. Queued on `stream`; 0 on
-/// success, else as [`ck_rs_run`].
+/// [`KvTensors::NAMES`], in that order (NULL for an optional one left out), the scratch sized
+/// by [`ck_rs_decode_plan`] for the same `num_splits` (0: the heuristic); `scale` NaN for 1/√D.
+/// Queued on `stream`; 0 on success, else as [`ck_rs_run`].
 ///
 /// # Safety
 /// As for [`ck_rs_run`]: `tensors` holds 14 entries, each a live `DLTensor` or NULL.

@@ -43,29 +43,21 @@ fn expect_shape(t: &Tensor<'_>, shape: &[usize]) -> PyResult<()> {
     Ok(())
 }
 
-/// A decode call's plan: the split count (`num_splits`, or with 0 what
-/// [`kernels::attention::decode::host::splits`] picks for the multiprocessors of GPU `ordinal`,
-/// or of the emulator for `None`) and the split scratch's lengths `(partial O, partial
-/// log-sum-exp)` in f32 elements ([`kernels::attention::decode::host::scratch_len`]: none for one
-/// split) — what the caller allocates before [`run_kvcache`].
+/// A decode call's plan ([`kernels::attention::decode::host::plan`]: `num_splits`, or with 0
+/// the heuristic's for the multiprocessors of GPU `ordinal`, or of the emulator for `None`):
+/// its split count, and the split scratch's lengths `(partial O, partial log-sum-exp)` in f32
+/// elements ([`kernels::attention::decode::host::scratch_len`]: none for one split) — what the
+/// caller allocates before [`run_kvcache`], whose launch plans the same.
 pub fn plan(
     shape: &kernels::attention::decode::host::Shape,
     capacity: u64,
     num_splits: u32,
     ordinal: Option<usize>,
 ) -> PyResult<(u32, u64, u64)> {
-    use kernels::attention::decode::host::{scratch_len, splits};
-    let splits = match num_splits {
-        0 => {
-            // The heuristic counts items; a shape with no KV heads fails in the launch.
-            let shape = kernels::attention::decode::host::Shape {
-                kv_heads: shape.kv_heads.max(1),
-                ..*shape
-            };
-            splits(&shape, capacity, ck_python::multiprocessors(ordinal)?)
-        }
-        n => n,
-    };
+    use kernels::attention::decode::host::{plan, scratch_len};
+    let asked = (num_splits != 0).then_some(num_splits);
+    let sms = ck_python::multiprocessors(ordinal)?;
+    let splits = plan(shape, capacity, asked, sms).splits;
     let (o_len, lse_len) = scratch_len(shape, splits);
     Ok((splits, o_len, lse_len))
 }
@@ -157,7 +149,8 @@ impl KvTensors<'_> {
 }
 
 /// A decode call's scalars: the causal mask among the new tokens, the scale (`None`: 1/√D),
-/// the split count of its [`plan`], the rotary style.
+/// the split count asked for (0: the heuristic's; the scratch as its [`plan`] sizes it), the
+/// rotary style.
 #[derive(Clone, Copy, Debug)]
 pub struct KvOptions {
     pub causal: bool,
@@ -356,7 +349,7 @@ pub unsafe fn run_kvcache(
     let options = Options {
         causal,
         scale,
-        splits: Some(num_splits),
+        splits: (num_splits != 0).then_some(num_splits),
     };
     let mut all = vec![&q, &kc, &vc, &seqlens, &o, &lse, &o_part, &lse_part];
     all.extend([&table, &k, &v, &cos, &sin, &q_rot].into_iter().flatten());
@@ -436,7 +429,6 @@ pub unsafe fn run_kvcache(
         },
         (shape, layout),
         options,
-        num_splits,
     )
     .map_err(launch_error)?;
     if newb.is_some() {

@@ -181,8 +181,8 @@ fn one_persistent_block_walks_every_item() {
     assert!(outcome.mismatch.is_none(), "{:?}", outcome.mismatch);
 }
 
-/// `launch` refuses a split count of 0 (its scratch would be empty while the kernel writes a
-/// split's partial results), whatever `Options` says.
+/// `launch` refuses a split count of 0 asked for (its scratch would be empty while the kernel
+/// writes a split's partial results).
 #[test]
 fn launch_refuses_zero_splits() {
     use ck_core::device::Bf16;
@@ -213,8 +213,10 @@ fn launch_refuses_zero_splits() {
             q_rotated: None,
         },
         (s, layout),
-        CAUSAL,
-        0,
+        Options {
+            splits: Some(0),
+            ..CAUSAL
+        },
     )
     .unwrap_err();
     assert_eq!(err.rule().name(), "argument-size");

@@ -279,8 +279,8 @@ std::tuple<at::Tensor, at::Tensor> attention(const at::Tensor& q_in, const at::T
 }
 
 // Decode attention against a KV cache, as `ck_rs.attention_with_kvcache` with `return_lse=True`:
-// the split count and scratch planned by the Rust side (the heuristic needs the device's
-// multiprocessors), the outputs and the scratch from torch's allocator (a CUDA graph captures
+// the scratch planned by the Rust side (the heuristic needs the device's multiprocessors; the
+// launch plans the same), the outputs and the scratch from torch's allocator (a CUDA graph captures
 // the call), the caches written in place where new keys are given.
 std::tuple<at::Tensor, at::Tensor> attention_with_kvcache(
     const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
@@ -303,7 +303,7 @@ std::tuple<at::Tensor, at::Tensor> attention_with_kvcache(
   auto u32 = [](int64_t x) { return static_cast<uint32_t>(std::min<int64_t>(x, UINT32_MAX)); };
   uint32_t shape[5] = {u32(batch), u32(heads), u32(k_cache.size(2)), u32(sq), u32(d)};
   int32_t ordinal = q.is_cuda() ? q.get_device() : -1;
-  uint64_t plan[3];  // splits, partial O's and partial LSE's lengths
+  uint64_t plan[3];  // the split count, partial O's and partial LSE's lengths
   char message[1024];
   check(decode_plan_fn(shape, static_cast<uint64_t>(capacity), static_cast<uint32_t>(num_splits),
                        ordinal, plan, message, sizeof message),
@@ -317,7 +317,7 @@ std::tuple<at::Tensor, at::Tensor> attention_with_kvcache(
   Described t({&q, &k_cache, &v_cache, &cache_seqlens, &o, &lse, &o_part, &lse_part,
                opt(page_table), opt(k), opt(v), opt(rotary_cos), opt(rotary_sin), &rotated});
   check(kvcache_fn(t.given, causal, scale ? static_cast<float>(*scale) : DERIVED,
-                   static_cast<uint32_t>(plan[0]), rotary_interleaved, t.stream, message,
+                   static_cast<uint32_t>(num_splits), rotary_interleaved, t.stream, message,
                    sizeof message),
         message);
   return {o, lse};

@@ -13,6 +13,7 @@
 //! `O = (1/3 + 5) / (4/3) = 4`, `LSE = ln 3 + ln(4/3) = ln 4`. A slot that saw no key has
 //! `LSE = −∞`, weight 0; a row with no key at all gives `O = 0`, `LSE = −∞`.
 
+use super::schedule::Chunking;
 use ck_core::device::*;
 use ck_core::tile::{make_tile_window, unroll, DistributedTensor, View2};
 use ck_macros::{tile_distribution, tile_kernel};
@@ -37,8 +38,9 @@ pub const ROWS_PER_BLOCK: u32 = 2;
 const SLOTS_IN_FLIGHT: usize = 16;
 
 /// `o` `[rows, head_dim]` (rows `(b, t, h)` of `[batch, sq, heads]`) and `lse` `[batch, heads,
-/// sq]` from `slots` partial results `o_part` `[slots, rows, head_dim]`, `lse_part` `[slots,
-/// rows]`.
+/// sq]` from the partial results `o_part` `[2 · splits, rows, head_dim]`, `lse_part` `[2 ·
+/// splits, rows]` of the splits each sequence was cut into (the decode kernel's cut, worked out
+/// again from the lengths: two slots per split, a slot past them holds nothing of the call's).
 #[tile_kernel(block = 256, distributions(CombineRows))]
 #[allow(clippy::too_many_arguments)]
 pub fn attention_decode_combine(
@@ -46,12 +48,28 @@ pub fn attention_decode_combine(
     lse_part: Global<f32>,
     o: GlobalMut<Bf16>,
     lse: GlobalMut<f32>,
+    seqlens: Global<i32>,
+    batch: u32,
+    appended: u32,
+    capacity: u32,
+    splits: u32,
+    target: u32,
+    items_per_split: u32,
     rows: u32,
-    slots: u32,
     head_dim: u32,
     sq: u32,
     heads: u32,
 ) {
+    let chunks = Chunking {
+        seqlens,
+        batch,
+        appended,
+        capacity,
+        splits: NonZeroU32::new(splits).unwrap_or(NonZeroU32::MIN),
+        target,
+    };
+    // Every lane of the warp, before any leaves.
+    let chunk = chunks.chunk(items_per_split);
     let r0 = block_idx() * ROWS_PER_BLOCK;
     let p = CombineRows::partition_index(thread_idx());
     let [r, c] = CombineRows::x_index(p, [0]);
@@ -60,6 +78,12 @@ pub fn attention_decode_combine(
     if row >= rows || c as u32 >= head_dim {
         return;
     }
+    let slots = 2 * if target == 0 {
+        chunks.splits.get()
+    } else {
+        let b = row / (sq * heads).max(1);
+        chunks.cut(seqlens.load(b), chunk).1
+    };
     // The slots' weights: lane `l` reads the log-sum-exps of slots `l, l + 32, …`, the warp
     // agrees on their max and on the sum of the weights (a NaN slot — a sequence past the
     // cache's end — has weight NaN, and makes the row NaN).

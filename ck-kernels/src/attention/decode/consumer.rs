@@ -109,10 +109,9 @@ pub fn consume<H: HeadDim, const SMEM: usize>(
     let wg = warp_id() / 4;
     let tile = |at: u32| smem.tiles.shared_address(at);
     let mut t = 0;
-    for (i, item) in (0u32..).zip(pb.my_item_indices()) {
+    for (i, w) in (0u32..).zip(items(smem, pb)) {
         let buf = q_buffer(i);
         smem.bars.wait(q_full(buf), (i / Q_BUFFERS) % 2);
-        let w = pb.work_of(item, smem.lens.load(buf) as i32);
         let q = (k_major(tile(lay.q(buf)), 0), Q_PANEL_BYTES);
         let slot = w.split * CONSUMERS + wg;
         let item_rows = ItemRows::of(&w, pb, slot);
@@ -157,7 +156,7 @@ pub fn consume<H: HeadDim, const SMEM: usize>(
             j += CONSUMERS;
         }
         t += w.tiles;
-        if pb.splits.get() == 1 {
+        if pb.chunks.splits.get() == 1 {
             let item = (buf, &item_rows, w.overflow);
             store_merged::<H, SMEM>(rows, out, smem, lay, item, pb);
         } else {
@@ -170,7 +169,7 @@ pub fn consume<H: HeadDim, const SMEM: usize>(
 /// Row `(t, h)` of slot `slot` in the split scratch `[slots, batch, sq, heads]`.
 #[inline(always)]
 fn partial_row(slot: u32, (t, h): (u32, u32), w: &Work, pb: &Problem) -> u32 {
-    ((slot * pb.batch + w.b) * pb.sq + t) * pb.heads + w.kv_head * pb.group.get() + h
+    ((slot * pb.chunks.batch + w.b) * pb.sq + t) * pb.heads + w.kv_head * pb.group.get() + h
 }
 
 /// This warpgroup's O, normalised by its sums (a slot with no key gives 0), and log-sum-exp

@@ -129,7 +129,7 @@ pub struct Options {
     pub causal: bool,
     /// The scores' scale; `1 / √head_dim` when `None`.
     pub scale: Option<f32>,
-    /// Splits of each sequence's keys; [`splits`]'s choice when `None`.
+    /// Splits of each sequence's keys; the heuristic's cut ([`plan`]) when `None`.
     pub splits: Option<u32>,
 }
 
@@ -151,37 +151,64 @@ fn row_tiles(shape: &Shape) -> (u32, u32, u32, u32) {
     (hc, tc, group.div_ceil(hc), shape.sq.div_ceil(tc))
 }
 
-/// The split count for a cache of `capacity` keys on `multiprocessors`: as many splits as keep
-/// the items (sequences × KV heads × row tiles × splits) within one wave of the machine for a
-/// single sequence, and within two for a batch; at least 2, each split at least two key tiles
-/// (one per consumer warpgroup), at most 128.
+/// How a call splits its sequences' keys: at most `splits` per sequence (the scratch holds two
+/// slots per split), and — `target > 0` — cut on the device into chunks of about the same size
+/// across the batch so that it makes about `target` items (the heuristic's
+/// [`super::schedule::Chunking`]); `target = 0`: every sequence in `splits` equal shares (a count
+/// asked for).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Plan {
+    pub splits: u32,
+    pub target: u32,
+}
+
+/// The plan of a call on a cache of `capacity` keys on `multiprocessors`: the split count
+/// `asked` for, or the heuristic's.
 ///
-/// Two waves for a batch because the host does not know the lengths (they are read on the
-/// device): a batch's longest sequence may hold most of the keys, and its items then share
-/// the SMs with the short sequences' instead of running alone after them. At least two
-/// because a split item costs little since its Q rows come an item ahead. On an H100 (job 127,
-/// `notes/attention-decode.md`): the mixed batch of lengths [4641, 45118, 1730, 1696] took
-/// 98 µs at 8 splits against 115 µs at the 4 that fill one wave (4 sequences of 32768 keys:
-/// 194 against 189 µs); 16 and 64 sequences of 2048 keys at 2 splits 62 and 203 µs, against
-/// 66 and 217 µs merged in the block (one split) before the Q rows came ahead.
+/// The heuristic aims at two waves of items for a batch and one for a single sequence, and at
+/// least two splits per sequence on average; the device cuts the keys into chunks that make
+/// that many items, whatever the lengths (the host does not know them: they are read on the
+/// device). Room is planned for `target / (KV heads × row tiles) + 1` splits of one sequence —
+/// what a sequence holding nearly all the batch's keys gets — each of at least two key tiles
+/// (one per consumer warpgroup). A cache too short to split is not split: the block merges its
+/// warpgroups' halves and no combine runs.
+///
+/// Evenly split, the mixed batch [4641, 45118, 1730, 1696] (H100 job 127,
+/// `notes/attention-decode.md`) took 98 µs at its best, 8 splits: the long sequence's 64 items
+/// ran on 64 of 132 SMs.
 ///
 /// ```
-/// use ck_kernels::attention::decode::host::{splits, Shape};
+/// use ck_kernels::attention::decode::host::{plan, Plan, Shape};
 /// let one = |batch| Shape { batch, heads: 32, kv_heads: 8, sq: 1, head_dim: 128 };
-/// assert_eq!(splits(&one(64), 2048, 132), 2); // 512 items: 3.9 waves already; the least
-/// assert_eq!(splits(&one(16), 2048, 132), 2); // 128 items × 2 = 256, within 2 waves (264)
-/// assert_eq!(splits(&one(1), 32768, 132), 16); // 8 items × 16 = 128, within a wave
-/// assert_eq!(splits(&one(1), 256, 132), 1); // two key tiles: nothing to split
-/// let mixed = Shape { batch: 4, heads: 32, kv_heads: 8, sq: 4, head_dim: 128 };
-/// assert_eq!(splits(&mixed, 45312, 132), 8); // 32 items × 8 = 256
+/// // 64 × 8 items per split: two splits each (1024 items); room for 264 / 8 + 1 = 34, but
+/// // a cache of 2048 keys holds 16 tiles: at most 8 splits of two.
+/// assert_eq!(plan(&one(64), 2048, None, 132), Plan { splits: 8, target: 1024 });
+/// assert_eq!(plan(&one(16), 32768, None, 132), Plan { splits: 34, target: 264 });
+/// assert_eq!(plan(&one(1), 32768, None, 132), Plan { splits: 17, target: 132 });
+/// assert_eq!(plan(&one(1), 256, None, 132), Plan { splits: 1, target: 0 }); // two key tiles
+/// assert_eq!(plan(&one(1), 32768, Some(4), 132), Plan { splits: 4, target: 0 });
 /// ```
-pub fn splits(shape: &Shape, capacity: u64, multiprocessors: u32) -> u32 {
+pub fn plan(shape: &Shape, capacity: u64, asked: Option<u32>, multiprocessors: u32) -> Plan {
+    if let Some(splits) = asked {
+        return Plan { splits, target: 0 };
+    }
     let (_, _, hn, tn) = row_tiles(shape);
-    let base = (shape.batch as u64 * shape.kv_heads as u64 * hn as u64 * tn as u64).max(1);
+    let per_split = (shape.kv_heads as u64 * hn as u64 * tn as u64).max(1);
+    let base = shape.batch as u64 * per_split;
     let waves = if shape.batch > 1 { 2 } else { 1 };
-    let items = waves * multiprocessors.max(1) as u64;
+    let target = (waves * multiprocessors.max(1) as u64).max(2 * base);
     let most = (capacity.div_ceil(BN as u64) / 2).clamp(1, 128);
-    (items / base).clamp(2.min(most), most) as u32
+    if most == 1 {
+        return Plan {
+            splits: 1,
+            target: 0,
+        };
+    }
+    let room = waves * multiprocessors.max(1) as u64 / per_split + 1;
+    Plan {
+        splits: room.clamp(2, most) as u32,
+        target: target.min(u32::MAX as u64) as u32,
+    }
 }
 
 /// Elements of the split scratch: partial O `[slots, batch, sq, heads, head_dim]` and partial
@@ -313,7 +340,7 @@ pub struct Scratch<'a> {
 /// Appends the new tokens (if any), attends, and combines: `o` `[batch, sq, heads, head_dim]`
 /// (bf16) and `lse` `[batch, heads, sq]`. Queued on the device's stream, no host
 /// synchronisation and no allocation (a CUDA graph may capture it; the lengths are read on the
-/// device). `splits` must be the count the scratch was sized for.
+/// device). The scratch is sized for the call's [`plan`] on this device.
 #[allow(clippy::too_many_arguments)]
 pub fn launch(
     device: &Device,
@@ -324,11 +351,16 @@ pub fn launch(
     scratch: Scratch<'_>,
     (shape, layout): (Shape, CacheLayout),
     options: Options,
-    splits: u32,
 ) -> Result<LaunchStats, LaunchError> {
     let rope = new_kv.as_ref().and_then(|n| n.rope.map(|r| r.0));
     shape.check(&layout, rope.as_ref(), &options)?;
-    check_splits(splits)?;
+    let plan = plan(
+        &shape,
+        layout.capacity(),
+        options.splits,
+        device.multiprocessors(),
+    );
+    let splits = plan.splits;
     let (page_size, max_pages, pages, page_rows) = layout.kernel_args(shape.batch);
     check_len("q", q.len(), shape.q_len())?;
     check_len("k_cache", cache.k.len(), layout.len(&shape))?;
@@ -433,7 +465,7 @@ pub fn launch(
         (o, lse),
         (scratch.o_part, scratch.lse_part),
         (shape, layout, (page_size, max_pages, pages, page_rows)),
-        (options, splits, appended),
+        (options, plan, appended),
         stats,
     )
 }
@@ -511,9 +543,10 @@ fn finish(
         CacheLayout,
         (u32, u32, u32, u32),
     ),
-    (options, splits, appended): (Options, u32, u32),
+    (options, plan, appended): (Options, Plan, u32),
     mut stats: LaunchStats,
 ) -> Result<LaunchStats, LaunchError> {
+    let splits = plan.splits;
     let d = shape.head_dim as u64;
     let (_, _, hn, tn) = row_tiles(&shape);
     // The caches as [64, kv_heads, rows per page, D / 64, pages] (`producer::Map`): a box is a
@@ -541,8 +574,10 @@ fn finish(
         )
     };
     let (km, vm) = (cache_map(k)?, cache_map(v)?);
-    let items = shape.batch * shape.kv_heads * splits * hn * tn;
-    let cfg = LaunchConfig::new(items.min(device.multiprocessors().max(1)), THREADS);
+    // The most items the cut can make (a sequence's splits are at most `splits`).
+    let items = shape.batch as u64 * shape.kv_heads as u64 * splits as u64 * (hn * tn) as u64;
+    let grid = items.min(device.multiprocessors().max(1) as u64) as u32;
+    let cfg = LaunchConfig::new(grid, THREADS);
     let scale = scale_or_default(options.scale, shape.head_dim);
     macro_rules! launch_as {
         ($kernel:ident) => {
@@ -564,6 +599,7 @@ fn finish(
                 shape.heads,
                 shape.kv_heads,
                 splits,
+                plan.target,
                 appended,
                 page_size,
                 max_pages,
@@ -591,8 +627,14 @@ fn finish(
         &*lse_part,
         o,
         lse,
+        seqlens,
+        shape.batch,
+        appended,
+        layout.capacity() as u32,
+        splits,
+        plan.target,
+        shape.kv_heads * hn * tn,
         rows,
-        2 * splits,
         shape.head_dim,
         shape.sq,
         shape.heads,
@@ -628,7 +670,8 @@ pub struct Output {
     pub stats: LaunchStats,
 }
 
-/// Runs `call` on `device`, with the split count of [`splits`] unless `options` gives one.
+/// Runs `call` on `device`, with the heuristic's cut ([`plan`]) unless `options` gives a
+/// split count.
 pub fn decode(
     device: &Device,
     call: &Call,
@@ -653,10 +696,13 @@ pub fn decode(
         )),
         None => None,
     };
-    let splits = options
-        .splits
-        .unwrap_or_else(|| splits(&shape, layout.capacity(), device.multiprocessors()));
-    let (o_part_len, lse_part_len) = scratch_len(&shape, splits);
+    let plan = plan(
+        &shape,
+        layout.capacity(),
+        options.splits,
+        device.multiprocessors(),
+    );
+    let (o_part_len, lse_part_len) = scratch_len(&shape, plan.splits);
     let mut o_part = DeviceBuffer::<f32>::zeros(device, o_part_len as usize)?;
     let mut lse_part = DeviceBuffer::<f32>::zeros(device, lse_part_len as usize)?;
     let mut q_rot = DeviceBuffer::<Bf16>::zeros(device, call.q.len())?;
@@ -684,7 +730,6 @@ pub fn decode(
         },
         (shape, layout),
         options,
-        splits,
     )?;
     let widen = |b: &DeviceBuffer<Bf16>| -> Result<Vec<f32>, LaunchError> {
         Ok(b.to_vec()?.iter().map(|x| x.to_f32()).collect())

@@ -3,7 +3,7 @@
 //!
 //! | file | what |
 //! |---|---|
-//! | [`schedule`] | the problem, the items (sequence × KV head × row tile × split) and their key ranges, the shared-memory plan, the barriers |
+//! | [`schedule`] | the problem, the items (sequence × KV head × row tile × split) and their key ranges, the cut of the keys into splits, the scheduler warp publishing the items, the shared-memory plan, the barriers |
 //! | [`producer`] | two warps copying key and value tiles with TMA, page by page; a third loading each item's Q rows an item ahead |
 //! | [`consumer`] | two warpgroups, each an online softmax over every other key tile of an item, writing a partial result — or, with one split, the two merged in the block into O |
 //! | [`combine`] | the partial results of a row merged by their log-sum-exps (several splits) |
@@ -16,12 +16,13 @@
 //! * **GQA packing**: the query rows of a KV head (`group` heads × `sq` tokens, e.g. 4 × 1 for
 //!   32/8 heads) are the rows of one MMA against each key tile, so every key and value is read
 //!   once per KV head, not once per query head;
-//! * **split-KV**: a sequence's key tiles are shared among `splits` items that run on
+//! * **split-KV**: a sequence's key tiles are shared among several items that run on
 //!   different multiprocessors (FlashDecoding), each writing O normalised over its keys and their
-//!   log-sum-exp; the split count comes from the host ([`host::splits`]), the tiles of a split
-//!   from the sequence's length read on the device. With one split (asked for, or a cache
-//!   too short to split) a block's two warpgroups merge their halves through shared memory and
-//!   write O and the LSE: no scratch, no second launch;
+//!   log-sum-exp; the host plans the most splits and the batch's item count ([`host::plan`]),
+//!   the device cuts each sequence from its length — a long one into many splits, a short one
+//!   into few ([`schedule::Chunking`]). With one split (asked for, or a cache too short to
+//!   split) a block's two warpgroups merge their halves through shared memory and write O and
+//!   the LSE: no scratch, no second launch;
 //! * **Q an item ahead**: a producer warp loads the next item's query rows while the consumers
 //!   work on this one, so that a block walks many short items (the splits of a ragged batch)
 //!   without a round trip to global memory at each start;
@@ -44,7 +45,7 @@ pub mod schedule;
 
 use consumer::Outputs;
 use producer::Side;
-use schedule::{Cache, Layout, Problem, Smem, BARRIERS, EXCHANGED_LSE};
+use schedule::{Cache, Chunking, Layout, Problem, Smem, BARRIERS, EXCHANGED_LSE};
 
 /// Registers of a consumer thread (O, the scores and P take 160 at head dim 128) and of the
 /// producers' warpgroup: `256 · 232 + 128 · 40 ≤ 64 K`.
@@ -72,6 +73,8 @@ fn decode<H: HeadDim, const SMEM: usize>(
             producer::produce::<H, SMEM>((&v, Side::Values), &smem, lay, &pb);
         } else if warp_id() == 10 {
             producer::produce_queries::<H, SMEM>(&smem, lay, &pb);
+        } else {
+            schedule::publish_items::<SMEM>(&smem, &pb);
         }
     } else {
         setmaxnreg_inc::<CONSUMER_REGISTERS>();
@@ -100,6 +103,7 @@ macro_rules! decode_kernel {
             heads: u32,
             kv_heads: u32,
             splits: u32,
+            target: u32,
             appended: u32,
             page_size: u32,
             max_pages: u32,
@@ -113,21 +117,25 @@ macro_rules! decode_kernel {
                 tiles: shared!(Bf16; schedule::smem_elems::<$h>()),
                 bars: shared!(Mbarrier; BARRIERS),
                 lse: shared!(f32; EXCHANGED_LSE),
-                lens: shared!(u32; schedule::Q_BUFFERS as usize),
+                items: shared!(u32; (schedule::ITEM_SLOTS * schedule::ITEM_WORDS) as usize),
             };
             let nz = |x: u32| core::num::NonZeroU32::new(x).unwrap_or(core::num::NonZeroU32::MIN);
             let kv_heads = nz(kv_heads);
             let pb = Problem {
                 sq,
-                batch,
                 heads,
                 kv_heads,
                 group: nz(heads / kv_heads),
                 q,
                 q_token_stride,
-                splits: nz(splits),
-                seqlens,
-                appended,
+                chunks: Chunking {
+                    seqlens,
+                    batch,
+                    appended,
+                    capacity,
+                    splits: nz(splits),
+                    target,
+                },
                 cache: Cache {
                     page_table,
                     page_size,

@@ -1,8 +1,7 @@
 //! The producers: two warps, one copying each item's key tiles and one its value tiles, with
-//! TMA, as soon as their ring stages are free; a third loading each item's Q rows and its
-//! sequence's length an item ahead. A tile of small pages is many copies (pages of 16: 8
-//! pages × 2 panels), each after a page-table read: the warp's lanes look up and issue them
-//! side by side.
+//! TMA, as soon as their ring stages are free; a third loading each item's Q rows an item
+//! ahead. A tile of small pages is many copies (pages of 16: 8 pages × 2 panels), each after a
+//! page-table read: the warp's lanes look up and issue them side by side.
 
 use super::schedule::*;
 use crate::attention::HeadDim;
@@ -75,7 +74,7 @@ pub fn produce<H: HeadDim, const SMEM: usize>(
     };
     // Stage `s` of the ring, for the `round`-th time (counted, not divided out of the tile count).
     let (mut s, mut round) = (0, 0u32);
-    for w in pb.my_items() {
+    for w in items(smem, pb) {
         for j in 0..w.tiles {
             let (to, full, empty) = stage(s);
             if round > 0 {
@@ -92,12 +91,11 @@ pub fn produce<H: HeadDim, const SMEM: usize>(
 
 /// Every item's query rows into its Q buffer, in the layout the MMA reads: row `r` of a
 /// 64-column panel at byte `128·r`, its 16-byte chunk `c` at chunk `c XOR (r mod 8)` (the
-/// 128-byte swizzle, on a 1024-byte aligned panel), and its sequence's `cache_seqlens` entry
-/// into the buffer's `lens` word — once the consumers have released the buffer's previous
-/// item (the whole warp; lane `i` copies chunks `i, i + 32, …` with `cp.async`). The rows past
-/// the item's are left as they are: each MMA row only makes its own scores. Each lane arrives
-/// on the buffer's "full" barrier once its copies have landed, fenced for the MMAs' (async)
-/// proxy.
+/// 128-byte swizzle, on a 1024-byte aligned panel) — once the consumers have released the
+/// buffer's previous item (the whole warp; lane `i` copies chunks `i, i + 32, …` with
+/// `cp.async`). The rows past the item's are left as they are: each MMA row only makes its own
+/// scores. Each lane arrives on the buffer's "full" barrier once its copies have landed, fenced
+/// for the MMAs' (async) proxy.
 #[inline(always)]
 pub fn produce_queries<H: HeadDim, const SMEM: usize>(
     smem: &Smem<SMEM>,
@@ -105,13 +103,11 @@ pub fn produce_queries<H: HeadDim, const SMEM: usize>(
     pb: &Problem,
 ) {
     let chunks = H::D / 8;
-    for (i, item) in (0u32..).zip(pb.my_item_indices()) {
+    for (i, w) in (0u32..).zip(items(smem, pb)) {
         let (buf, round) = (q_buffer(i), i / Q_BUFFERS);
         if round > 0 {
             smem.bars.wait(q_empty(buf), (round - 1) % 2);
         }
-        let len = pb.seqlens.load(pb.sequence(item));
-        let w = pb.work_of(item, len);
         let at = lay.q(buf);
         let mut c = lane_id();
         while c < w.hc.get() * w.tc * chunks {
@@ -124,9 +120,6 @@ pub fn produce_queries<H: HeadDim, const SMEM: usize>(
                 cp_async_16(&smem.tiles, to, &pb.q, from, true);
             }
             c += 32;
-        }
-        if lane_id() == 0 {
-            smem.lens.store(buf, len as u32);
         }
         cp_async_commit();
         cp_async_wait::<0>();

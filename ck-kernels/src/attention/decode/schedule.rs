@@ -8,20 +8,22 @@
 //! GQA 32/8 with one new token is 4 rows, 64/8 with 4 new tokens 32 — one MMA's rows, and one
 //! read of the KV head's keys for all of them.
 //!
-//! The split count is the host's; the splits of a sequence share its key tiles evenly *on the
-//! device*, from its length in `cache_seqlens` — so a capture in a CUDA graph stays right when
-//! the lengths change between replays.
+//! How a sequence's keys are cut into splits ([`Chunking`]) is worked out *on the device*, from
+//! the lengths in `cache_seqlens` — so a capture in a CUDA graph stays right when the lengths
+//! change between replays: evenly into the splits asked for, or (the heuristic) into chunks of
+//! about the same size across the batch, many for a long sequence and few for a short one.
 //!
-//! Every side walks the block's items (`block, block + grid, …`) and, in each, its key tiles,
-//! counting tiles from the block's start: tile `t` uses ring stage `t mod STAGES` for the
-//! `t / STAGES`-th time (parity as in the prefill kernel). Two producer warps copy the keys
-//! and the values, each as far ahead as its half of the ring allows; consumer warpgroup `wg`
-//! takes the item's tiles `wg, wg + 2, …` and keeps its own running softmax: it writes its own
-//! partial result, combined with the others afterwards ([`super::combine`]). A third producer
-//! warp loads each item's Q rows (`cp.async`: a few rows, read once, any token stride) and its
-//! sequence's length into one of two buffers an item ahead, so that the consumers start an
-//! item without a round trip to global memory — the gap that cost 5–9 µs per item when they
-//! loaded Q themselves.
+//! A scheduler warp walks the block's items (`block, block + grid, …` of the batch's, [`Walk`])
+//! and publishes them into a ring in shared memory; every other side takes them from there and,
+//! in each, its key tiles, counting tiles from the block's start: tile `t` uses ring stage `t
+//! mod STAGES` for the `t / STAGES`-th time (parity as in the prefill kernel). Two producer
+//! warps copy the keys and the values, each as far ahead as its half of the ring allows;
+//! consumer warpgroup `wg` takes the item's tiles `wg, wg + 2, …` and keeps its own running
+//! softmax: it writes its own partial result, combined with the others afterwards
+//! ([`super::combine`]). A third producer warp loads each item's Q rows (`cp.async`: a few rows,
+//! read once, any token stride) into one of two buffers an item ahead, so that the consumers
+//! start an item without a round trip to global memory — the gap that cost 5–9 µs per item when
+//! they loaded Q themselves.
 
 use crate::attention::HeadDim;
 use ck_core::device::*;
@@ -88,8 +90,24 @@ pub const fn q_full(b: u32) -> u32 {
 pub const fn q_empty(b: u32) -> u32 {
     q_full(b) + Q_BUFFERS
 }
+/// Slot `s` of the item ring written by the scheduler warp (its lane 0 arrives), and read (the
+/// [`ITEM_READERS`] warps arrive).
+pub const fn item_full(s: u32) -> u32 {
+    4 * MAX_STAGES + 2 * Q_BUFFERS + s
+}
+pub const fn item_empty(s: u32) -> u32 {
+    item_full(s) + ITEM_SLOTS
+}
 /// mbarriers per block.
-pub const BARRIERS: usize = (4 * MAX_STAGES + 2 * Q_BUFFERS) as usize;
+pub const BARRIERS: usize = (4 * MAX_STAGES + 2 * Q_BUFFERS + 2 * ITEM_SLOTS) as usize;
+
+/// Items the scheduler warp publishes ahead of the slowest reader.
+pub const ITEM_SLOTS: u32 = 8;
+/// Words of a published item: its sequence, its index there, the sequence's `cache_seqlens`
+/// entry, and the sequence's cut (tiles per split, splits).
+pub const ITEM_WORDS: u32 = 5;
+/// The warps that read every item: the 8 consumer warps, the key, value and Q producers.
+const ITEM_READERS: u32 = CONSUMERS * WARPGROUP_WARPS + 3;
 
 /// Shared elements for head dim `H`: two 64-row Q buffers, the ring of 128-key (K, V) tiles,
 /// and 1 KiB to start them on a 1024-byte boundary (the swizzle XORs absolute address bits).
@@ -133,7 +151,6 @@ impl Cache {
 pub struct Problem {
     /// New tokens (query rows) per sequence and per head.
     pub sq: u32,
-    pub batch: u32,
     pub heads: u32,
     pub kv_heads: NonZeroU32,
     /// Query heads per KV head.
@@ -142,11 +159,8 @@ pub struct Problem {
     /// head's row is contiguous, the heads of a token `D` apart).
     pub q: Global<Bf16>,
     pub q_token_stride: u32,
-    pub splits: NonZeroU32,
-    /// Keys of sequence `b`: `cache_seqlens[b] + appended` (the new tokens' keys are in the
-    /// cache already when they were appended by this call).
-    pub seqlens: Global<i32>,
-    pub appended: u32,
+    /// How the sequences' keys are cut into splits.
+    pub chunks: Chunking,
     pub cache: Cache,
     /// `scale · log₂ e` (positive).
     pub scale_log2: f32,
@@ -210,46 +224,19 @@ impl Problem {
         (self.group.get().div_ceil(hc.get()), self.sq.div_ceil(tc))
     }
 
-    /// Items: every (sequence, KV head, split, row tile).
+    /// Item `r` of sequence `b`, whose `cache_seqlens` entry is `len` and whose keys are cut
+    /// into `count` splits of `per` tiles: its rows, and its split's key tiles (of those its
+    /// rows see). Within a sequence the splits of a row tile are consecutive items.
     #[inline(always)]
-    pub fn items(&self) -> u32 {
-        let (hn, tn) = self.row_tiles();
-        self.batch * self.kv_heads.get() * self.splits.get() * hn * tn
-    }
-
-    /// Keys of a sequence whose `cache_seqlens` entry is `len` (negative taken as 0, plus the
-    /// appended tokens; never past the cache's capacity), and whether it passed it.
-    #[inline(always)]
-    pub fn keys(&self, len: i32) -> (u32, bool) {
-        let keys = len.max(0) as u32 + self.appended;
-        (keys.min(self.cache.capacity), keys > self.cache.capacity)
-    }
-
-    /// The sequence of item `item` (the slowest of its indices).
-    #[inline(always)]
-    pub fn sequence(&self, item: u32) -> u32 {
-        let (hn, tn) = self.row_tiles();
-        item / (hn * tn * self.splits.get() * self.kv_heads.get()).max(1)
-    }
-
-    /// Item `item`: its rows, and its split's share of the key tiles its rows see.
-    #[inline(always)]
-    pub fn work(&self, item: u32) -> Work {
-        self.work_of(item, self.seqlens.load(self.sequence(item)))
-    }
-
-    /// [`Problem::work`] with its sequence's `cache_seqlens` entry `len` given.
-    #[inline(always)]
-    pub fn work_of(&self, item: u32, len: i32) -> Work {
+    fn work_in(&self, (b, r): (u32, u32), len: i32, (per, count): (u32, u32)) -> Work {
         let (hc, tc) = self.row_tile();
         let (hn, tn) = self.row_tiles();
         let nz = |x: u32| NonZeroU32::new(x).unwrap_or(NonZeroU32::MIN);
-        let (rest, tt) = (item / nz(tn), item % nz(tn));
-        let (rest, hh) = (rest / nz(hn), rest % nz(hn));
-        let (rest, split) = (rest / self.splits, rest % self.splits);
-        let (b, kv_head) = (rest / self.kv_heads, rest % self.kv_heads);
+        let (rest, split) = (r / nz(count), r % nz(count));
+        let (rest, tt) = (rest / nz(tn), rest % nz(tn));
+        let (kv_head, hh) = (rest / nz(hn), rest % nz(hn));
         let (t0, h0) = (tt * tc, hh * hc.get());
-        let (sk, overflow) = self.keys(len);
+        let (sk, overflow) = self.chunks.keys(len);
         // Under the mask the tile's last token sees the most keys.
         let last = (t0 + tc).min(self.sq) - 1;
         let key_end = if self.causal {
@@ -258,7 +245,6 @@ impl Problem {
             sk
         };
         let all = key_end.div_ceil(BN);
-        let per = all.div_ceil(self.splits.get());
         let first_tile = (split * per).min(all);
         Work {
             b,
@@ -275,32 +261,243 @@ impl Problem {
         }
     }
 
-    /// This block's items, in the order every side takes them.
+    /// Items per split of a sequence: its KV heads × row tiles.
     #[inline(always)]
-    pub fn my_items(&self) -> impl Iterator<Item = Work> + '_ {
-        self.my_item_indices().map(|item| self.work(item))
+    pub fn items_per_split(&self) -> u32 {
+        let (hn, tn) = self.row_tiles();
+        self.kv_heads.get() * hn * tn
     }
 
-    /// The indices of [`Problem::my_items`]: `block, block + grid, …`.
+    /// The balanced chunk of this call's lengths ([`Chunking::chunk`]; the calling warp's
+    /// lanes together).
     #[inline(always)]
-    pub fn my_item_indices(&self) -> impl Iterator<Item = u32> {
-        let items = self.items();
-        let mut next = block_idx();
-        core::iter::from_fn(move || {
-            let item = next;
-            next += grid_dim();
-            (item < items).then_some(item)
-        })
+    pub fn chunk(&self) -> u32 {
+        self.chunks.chunk(self.items_per_split())
+    }
+}
+
+/// The scheduler (one warp, its lanes together): this block's items — items `block, block +
+/// grid, …` of the batch's, sequence by sequence ([`Walk`]) — published one after the other
+/// into the ring of [`ITEM_SLOTS`] slots, each once every reader has read the slot's previous
+/// item; then an end mark. The walk's state stays in this warp's registers, the others read an
+/// item's five words.
+#[inline(always)]
+pub fn publish_items<const SMEM: usize>(smem: &Smem<SMEM>, pb: &Problem) {
+    let mut walk = Walk::new(pb.chunks, pb.chunk(), pb.items_per_split());
+    let (mut item, mut i) = (block_idx(), 0u32);
+    loop {
+        let found = walk.find(item);
+        let (slot, round) = (i % ITEM_SLOTS, i / ITEM_SLOTS);
+        if round > 0 {
+            smem.bars.wait(item_empty(slot), (round - 1) % 2);
+        }
+        if lane_id() == 0 {
+            // Word by word: an array of them would live in local memory.
+            let (b, r, len, (per, count)) = found.unwrap_or((u32::MAX, 0, 0, (0, 0)));
+            let at = slot * ITEM_WORDS;
+            smem.items.store(at, b);
+            smem.items.store(at + 1, r);
+            smem.items.store(at + 2, len as u32);
+            smem.items.store(at + 3, per);
+            smem.items.store(at + 4, count);
+            smem.bars.arrive(item_full(slot));
+        }
+        if found.is_none() {
+            return;
+        }
+        item += grid_dim();
+        i += 1;
+    }
+}
+
+/// The block's items as the scheduler publishes them (a reader warp, its lanes together: each
+/// reads the slot, then releases it).
+#[inline(always)]
+pub fn items<'a, const SMEM: usize>(
+    smem: &'a Smem<SMEM>,
+    pb: &'a Problem,
+) -> impl Iterator<Item = Work> + 'a {
+    let mut i = 0u32;
+    core::iter::from_fn(move || {
+        let slot = i % ITEM_SLOTS;
+        smem.bars.wait(item_full(slot), (i / ITEM_SLOTS) % 2);
+        let word = |k: u32| smem.items.load(slot * ITEM_WORDS + k);
+        let (b, r, len, per, count) = (word(0), word(1), word(2), word(3), word(4));
+        warp_sync();
+        if lane_id() == 0 {
+            smem.bars.arrive(item_empty(slot));
+        }
+        i += 1;
+        (b != u32::MAX).then(|| pb.work_in((b, r), len as i32, (per, count)))
+    })
+}
+
+/// How the sequences' keys are cut into splits, as the decode kernel and the combine both work
+/// it out from `cache_seqlens`.
+///
+/// * **Even** (`target = 0`, a split count asked for): each sequence's key tiles in `splits`
+///   shares of `⌈tiles / splits⌉`, the last ones possibly empty.
+/// * **Balanced** (`target > 0`, the heuristic): every split about `chunk` tiles, the chunk
+///   chosen so that the batch makes about `target` items (`chunk = ⌈Σ items' tiles / target⌉`),
+///   and a sequence cut into `⌈tiles / chunk⌉` splits — at most `splits`, the scratch's room.
+///   A long sequence beside short ones gets many splits, a short one few: every
+///   multiprocessor streams about the same bytes (evenly, the mixed batch [4641, 45118, 1730,
+///   1696] at 8 splits left the long sequence's 64 items to 64 of 132 SMs).
+///
+/// For example 4 sequences of 37, 353, 14 and 14 key tiles, 8 items per split (KV heads × row
+/// tiles), `target` 264 and room for 34 splits: `chunk = ⌈418 · 8 / 264⌉ = 13`, so 3, 28, 2
+/// and 2 splits of at most 13 tiles — 280 items where 8 even splits made 256 of 5, 45, 2 and 2.
+#[derive(Clone, Copy)]
+pub struct Chunking {
+    /// Keys of sequence `b`: `cache_seqlens[b] + appended` (the new tokens' keys are in the
+    /// cache already when they were appended by this call).
+    pub seqlens: Global<i32>,
+    pub batch: u32,
+    pub appended: u32,
+    /// Keys a sequence can hold (the cache's; more: the sequence's rows are NaN).
+    pub capacity: u32,
+    /// The most splits of a sequence (the scratch holds two slots per split).
+    pub splits: NonZeroU32,
+    /// Items the batch should make (balanced), or 0 (even).
+    pub target: u32,
+}
+
+impl Chunking {
+    /// Keys of a sequence whose `cache_seqlens` entry is `len` (negative taken as 0, plus the
+    /// appended tokens; never past the cache's capacity), and whether it passed it.
+    #[inline(always)]
+    pub fn keys(&self, len: i32) -> (u32, bool) {
+        let keys = len.max(0) as u32 + self.appended;
+        (keys.min(self.capacity), keys > self.capacity)
+    }
+
+    /// Key tiles of a sequence whose `cache_seqlens` entry is `len`.
+    #[inline(always)]
+    fn tiles(&self, len: i32) -> u32 {
+        self.keys(len).0.div_ceil(BN)
+    }
+
+    /// The balanced chunk for `per_split` items per split of a sequence (0 when even): the
+    /// calling warp's lanes read the lengths side by side.
+    #[inline(always)]
+    pub fn chunk(&self, per_split: u32) -> u32 {
+        if self.target == 0 {
+            return 0;
+        }
+        let mut tiles = 0u32;
+        let mut b = lane_id();
+        while b < self.batch {
+            tiles += self.tiles(self.seqlens.load(b));
+            b += 32;
+        }
+        let tiles = warp_reduce(tiles, |a, b| a + b) as u64 * per_split as u64;
+        tiles.div_ceil(self.target as u64).clamp(1, u32::MAX as u64) as u32
+    }
+
+    /// A sequence of `len`'s cut: tiles per split and the splits (each at least 1).
+    #[inline(always)]
+    pub fn cut(&self, len: i32, chunk: u32) -> (u32, u32) {
+        let tiles = self.tiles(len);
+        let per = tiles.div_ceil(self.splits.get()).max(chunk).max(1);
+        let count = if self.target == 0 {
+            self.splits.get()
+        } else {
+            tiles.div_ceil(per).max(1)
+        };
+        (per, count)
+    }
+}
+
+/// A warp's walk over the batch's items, sequence by sequence, for increasing item indices:
+/// the lanes hold 32 sequences' lengths, cuts and item counts (their sum along the lanes, by
+/// shuffles), so that finding an item's sequence is a ballot — and a round of loads only per
+/// 32 sequences passed.
+struct Walk {
+    chunks: Chunking,
+    chunk: u32,
+    per_split: u32,
+    /// The lanes' sequence is `group + lane`; `first`, the group's first item.
+    group: u32,
+    first: u32,
+    /// This lane's sequence: its length, cut, and its items' end (from `first`).
+    len: i32,
+    cut: (u32, u32),
+    end: u32,
+}
+
+impl Walk {
+    #[inline(always)]
+    fn new(chunks: Chunking, chunk: u32, per_split: u32) -> Walk {
+        let mut w = Walk {
+            chunks,
+            chunk,
+            per_split,
+            group: 0,
+            first: 0,
+            len: 0,
+            cut: (1, 1),
+            end: 0,
+        };
+        w.load();
+        w
+    }
+
+    /// Reads the group's sequences (a lane past the batch holds none).
+    #[inline(always)]
+    fn load(&mut self) {
+        let b = self.group + lane_id();
+        let (len, items) = if b < self.chunks.batch {
+            let len = self.chunks.seqlens.load(b);
+            self.cut = self.chunks.cut(len, self.chunk);
+            (len, self.cut.1 * self.per_split)
+        } else {
+            self.cut = (1, 0);
+            (0, 0)
+        };
+        self.len = len;
+        let mut end = items;
+        for d in [1, 2, 4, 8, 16] {
+            let below = shfl_up(end, d);
+            if lane_id() >= d {
+                end += below;
+            }
+        }
+        self.end = end;
+    }
+
+    /// Item `item`'s sequence, its index there, the sequence's length and cut; `None` past the
+    /// last item.
+    #[inline(always)]
+    fn find(&mut self, item: u32) -> Option<(u32, u32, i32, (u32, u32))> {
+        loop {
+            if self.group >= self.chunks.batch {
+                return None;
+            }
+            let holders = ballot(item < self.first + self.end);
+            if holders == 0 {
+                self.first += shfl_idx(self.end, 31);
+                self.group += 32;
+                self.load();
+                continue;
+            }
+            // The first lane whose sequence ends past the item holds it.
+            let l = holders.trailing_zeros();
+            let count = self.cut.1 * self.per_split;
+            let start = self.first + shfl_idx(self.end - count, l);
+            let len = shfl_idx(self.len as u32, l) as i32;
+            let cut = (shfl_idx(self.cut.0, l), shfl_idx(self.cut.1, l));
+            return Some((self.group + l, item - start, len, cut));
+        }
     }
 }
 
 /// The shared memory of a kernel: the tiles, the mbarriers, the log-sum-exps of an unsplit
-/// item's merge, and the length of each Q buffer's sequence (`cache_seqlens`' bits).
+/// item's merge, and the item ring.
 pub struct Smem<const SMEM: usize> {
     pub tiles: SharedArray<Bf16, SMEM>,
     pub bars: SharedArray<Mbarrier, BARRIERS>,
     pub lse: SharedArray<f32, EXCHANGED_LSE>,
-    pub lens: SharedArray<u32, { Q_BUFFERS as usize }>,
+    pub items: SharedArray<u32, { (ITEM_SLOTS * ITEM_WORDS) as usize }>,
 }
 
 /// Element offsets of the buffers from `first`, the first element on a 1024-byte boundary: the
@@ -373,6 +570,10 @@ pub fn init_barriers<H: HeadDim, const SMEM: usize>(smem: &Smem<SMEM>) {
     for b in 0..Q_BUFFERS {
         smem.bars.init(q_full(b), 32);
         smem.bars.init(q_empty(b), CONSUMERS * WARPGROUP_WARPS);
+    }
+    for s in 0..ITEM_SLOTS {
+        smem.bars.init(item_full(s), 1);
+        smem.bars.init(item_empty(s), ITEM_READERS);
     }
     fence_barrier_init();
 }
