@@ -951,22 +951,22 @@ def attention_varlen(
     return (o, lse) if return_lse else o
 
 
-_PLANS = {}  # a decode call's (shape, capacity, num_splits, device index) -> its plan
+_SCRATCH = {}  # a decode call's (shape, capacity, num_splits, device index) -> its scratch
 
 
-def _plan(batch, heads, kv_heads, sq, head_dim, capacity, num_splits, call):
-    """A decode call's split count (``num_splits``, or for 0 the heuristic's for the device's
-    multiprocessors) and split scratch lengths ``(partial O, partial LSE)``, asked once per
-    shape."""
+def _scratch(batch, heads, kv_heads, sq, head_dim, capacity, num_splits, call):
+    """A decode call's split scratch lengths ``(partial O, partial LSE)`` for the split count
+    its launch plans (``num_splits``, or for 0 the heuristic's for the device's
+    multiprocessors), asked once per shape."""
     if call.cuda:
         index = call.device.index if call.device.index is not None else _torch.cuda.current_device()
     else:
         index = -1  # the emulator
     key = (batch, heads, kv_heads, sq, head_dim, capacity, num_splits, index)
-    plan = _PLANS.get(key)
-    if plan is None:
-        plan = _PLANS[key] = _native.decode_plan(*key)
-    return plan
+    lens = _SCRATCH.get(key)
+    if lens is None:
+        lens = _SCRATCH[key] = _native.decode_scratch(*key)
+    return lens
 
 
 def attention_with_kvcache(
@@ -1045,7 +1045,7 @@ def attention_with_kvcache(
     else:
         capacity = k_cache.shape[1] * (page_table.shape[-1] if len(page_table.shape) == 2 else 0)
     # The splits' partial results, combined afterwards (none for one split: merged in the kernel).
-    _, o_len, lse_len = _plan(batch, heads, k_cache.shape[2], sq, d, capacity, num_splits, c)
+    o_len, lse_len = _scratch(batch, heads, k_cache.shape[2], sq, d, capacity, num_splits, c)
     o = c.empty(tuple(q.shape), q)
     lse = c.empty((batch, heads, sq), q, float32=True)
     o_part = c.empty((o_len,), q, float32=True)

@@ -8,7 +8,7 @@
 //! 2 `TypeError`, 3 `RuntimeError`: the emulator's `KernelFault` too), the message
 //! (`error[rule]: …`) is written into the caller's buffer.
 
-use crate::ops::{plan, run_kvcache, KvOptions, KvTensors};
+use crate::ops::{run_kvcache, scratch_lens, KvOptions, KvTensors};
 use crate::registry::run;
 use ck_core::rules;
 use ck_kernels::op::Elem;
@@ -187,16 +187,17 @@ unsafe fn report(
     code
 }
 
-/// The plan of a decode call ([`crate::ops::plan`]): `num_splits` (0: the heuristic's count for
-/// the multiprocessors of CUDA device `ordinal`, or of the emulator where `ordinal` < 0), then
-/// the split scratch's lengths in f32 elements, written into `out[0..3]`. 0 on success; else as
-/// [`ck_rs_run`].
+/// The split scratch's lengths of a decode call in f32 elements ([`crate::ops::scratch_lens`]:
+/// for `num_splits`, or with 0 the heuristic's count for the multiprocessors of CUDA device
+/// `ordinal`, or of the emulator where `ordinal` < 0), written into `out[0..2]`. 0 on success;
+/// else as [`ck_rs_run`].
 ///
 /// # Safety
-/// `out` holds 3 entries; `message` holds `capacity` bytes.
+/// `shape` holds `[batch, heads, kv_heads, sq, head_dim]`; `out` holds 2 entries; `message`
+/// holds `capacity` bytes.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn ck_rs_decode_plan(
+pub unsafe extern "C" fn ck_rs_decode_scratch(
     shape: *const u32,
     capacity_keys: u64,
     num_splits: u32,
@@ -206,22 +207,19 @@ pub unsafe extern "C" fn ck_rs_decode_plan(
     capacity: usize,
 ) -> i32 {
     let result = std::panic::catch_unwind(|| {
-        // SAFETY: the caller's promise: `[batch, heads, kv_heads, sq, head_dim]`.
-        let [batch, heads, kv_heads, sq, head_dim] =
-            unsafe { std::slice::from_raw_parts(shape, 5) }
-                .try_into()
-                .unwrap();
+        // SAFETY: the caller's promise.
+        let dims = unsafe { std::slice::from_raw_parts(shape, 5) };
         let shape = ck_kernels::attention::decode::host::Shape {
-            batch,
-            heads,
-            kv_heads,
-            sq,
-            head_dim,
+            batch: dims[0],
+            heads: dims[1],
+            kv_heads: dims[2],
+            sq: dims[3],
+            head_dim: dims[4],
         };
         let ordinal = usize::try_from(ordinal).ok();
-        let (splits, o_len, lse_len) = plan(&shape, capacity_keys, num_splits, ordinal)?;
+        let (o_len, lse_len) = scratch_lens(&shape, capacity_keys, num_splits, ordinal)?;
         // SAFETY: the caller's promise.
-        unsafe { std::ptr::copy_nonoverlapping([splits as u64, o_len, lse_len].as_ptr(), out, 3) };
+        unsafe { std::ptr::copy_nonoverlapping([o_len, lse_len].as_ptr(), out, 2) };
         Ok(())
     });
     // SAFETY: the caller's promise.
@@ -230,7 +228,7 @@ pub unsafe extern "C" fn ck_rs_decode_plan(
 
 /// Decode attention against a KV cache ([`crate::ops::run_kvcache`]) on the 14 `tensors` of
 /// [`KvTensors::NAMES`], in that order (NULL for an optional one left out), the scratch sized
-/// by [`ck_rs_decode_plan`] for the same `num_splits` (0: the heuristic); `scale` NaN for 1/√D.
+/// by [`ck_rs_decode_scratch`] for the same `num_splits` (0: the heuristic); `scale` NaN for 1/√D.
 /// Queued on `stream`; 0 on success, else as [`ck_rs_run`].
 ///
 /// # Safety
@@ -293,14 +291,14 @@ pub unsafe extern "C" fn ck_rs_attention_kvcache(
 }
 
 /// The addresses of [`ck_rs_op_index`], [`ck_rs_choice_index`], [`ck_rs_run`],
-/// [`ck_rs_decode_plan`] and [`ck_rs_attention_kvcache`], for the C++ library.
+/// [`ck_rs_decode_scratch`] and [`ck_rs_attention_kvcache`], for the C++ library.
 #[pyfunction]
 pub fn c_api() -> (usize, usize, usize, usize, usize) {
     (
         ck_rs_op_index as *const () as usize,
         ck_rs_choice_index as *const () as usize,
         ck_rs_run as *const () as usize,
-        ck_rs_decode_plan as *const () as usize,
+        ck_rs_decode_scratch as *const () as usize,
         ck_rs_attention_kvcache as *const () as usize,
     )
 }

@@ -16,7 +16,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(registry::operators, m)?)?;
     m.add_function(wrap_pyfunction!(registry::shapes, m)?)?;
     m.add_function(wrap_pyfunction!(ops::attention_kvcache, m)?)?;
-    m.add_function(wrap_pyfunction!(ops::decode_plan, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::decode_scratch, m)?)?;
     m.add(
         "HAS_EMBEDDED_PTX",
         ck_kernels::rows::rmsnorm::RmsnormF32Rows::SPEC

@@ -1,7 +1,7 @@
 //! The operator not yet in the registry — attention against a KV cache, whose caches a call
 //! writes in place — as a native function (the registry's operators go through
-//! [`crate::registry::call`]): [`plan`] (the split count and the scratch the caller allocates)
-//! and [`run_kvcache`], reached from Python on DLPack capsules ([`decode_plan`],
+//! [`crate::registry::call`]): [`scratch_lens`] (the split scratch the caller allocates) and
+//! [`run_kvcache`], reached from Python on DLPack capsules ([`decode_scratch`],
 //! [`attention_kvcache`]) and from the C++ torch op on `DLTensor`s (`capi.rs`). The callers
 //! allocate the outputs like the inputs; these check shapes and types and run the kernel where
 //! the tensors are.
@@ -43,29 +43,27 @@ fn expect_shape(t: &Tensor<'_>, shape: &[usize]) -> PyResult<()> {
     Ok(())
 }
 
-/// A decode call's plan ([`kernels::attention::decode::host::plan`]: `num_splits`, or with 0
-/// the heuristic's for the multiprocessors of GPU `ordinal`, or of the emulator for `None`):
-/// its split count, and the split scratch's lengths `(partial O, partial log-sum-exp)` in f32
-/// elements ([`kernels::attention::decode::host::scratch_len`]: none for one split) — what the
-/// caller allocates before [`run_kvcache`], whose launch plans the same.
-pub fn plan(
+/// The split scratch's lengths `(partial O, partial log-sum-exp)` in f32 elements of a decode
+/// call ([`kernels::attention::decode::host::scratch_len`]: none for one split) for the split
+/// count its launch plans ([`kernels::attention::decode::host::plan`]: `num_splits`, or with 0
+/// the heuristic's for the multiprocessors of GPU `ordinal`, or of the emulator for `None`) —
+/// what the caller allocates before [`run_kvcache`].
+pub fn scratch_lens(
     shape: &kernels::attention::decode::host::Shape,
     capacity: u64,
     num_splits: u32,
     ordinal: Option<usize>,
-) -> PyResult<(u32, u64, u64)> {
+) -> PyResult<(u64, u64)> {
     use kernels::attention::decode::host::{plan, scratch_len};
     let asked = (num_splits != 0).then_some(num_splits);
     let sms = ck_python::multiprocessors(ordinal)?;
-    let splits = plan(shape, capacity, asked, sms).splits;
-    let (o_len, lse_len) = scratch_len(shape, splits);
-    Ok((splits, o_len, lse_len))
+    Ok(scratch_len(shape, plan(shape, capacity, asked, sms).splits))
 }
 
-/// [`plan`] for Python: `ordinal` −1 for the emulator.
+/// [`scratch_lens`] for Python: `ordinal` −1 for the emulator.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
-pub fn decode_plan(
+pub fn decode_scratch(
     batch: u32,
     heads: u32,
     kv_heads: u32,
@@ -74,7 +72,7 @@ pub fn decode_plan(
     capacity: u64,
     num_splits: u32,
     ordinal: i64,
-) -> PyResult<(u32, u64, u64)> {
+) -> PyResult<(u64, u64)> {
     let shape = kernels::attention::decode::host::Shape {
         batch,
         heads,
@@ -82,7 +80,7 @@ pub fn decode_plan(
         sq,
         head_dim,
     };
-    plan(&shape, capacity, num_splits, usize::try_from(ordinal).ok())
+    scratch_lens(&shape, capacity, num_splits, usize::try_from(ordinal).ok())
 }
 
 /// An optional tensor argument.
@@ -110,7 +108,7 @@ fn indices(be: &Backend, t: &Tensor<'_>, shape: &[usize]) -> PyResult<DeviceBuff
 /// max_pages]` `[pages, page_size, kv_heads, D]`; `cache_seqlens` `[batch]` (int32); new `k`, `v`
 /// `[batch, sq, kv_heads, D]` appended first (keys rotated with `rotary_cos`, `rotary_sin`
 /// `[positions, rotary_dim / 2]`, and the queries into `q_rotated`); `o` like `q`, `lse`
-/// `[batch, heads, sq]`; the split scratch `o_part`, `lse_part` of the call's [`plan`].
+/// `[batch, heads, sq]`; the split scratch `o_part`, `lse_part` ([`scratch_lens`]).
 pub struct KvTensors<'py> {
     pub q: Tensor<'py>,
     pub k_cache: Tensor<'py>,
@@ -149,8 +147,8 @@ impl KvTensors<'_> {
 }
 
 /// A decode call's scalars: the causal mask among the new tokens, the scale (`None`: 1/√D),
-/// the split count asked for (0: the heuristic's; the scratch as its [`plan`] sizes it), the
-/// rotary style.
+/// the split count asked for (0: the heuristic's; the scratch as [`scratch_lens`] sizes it),
+/// the rotary style.
 #[derive(Clone, Copy, Debug)]
 pub struct KvOptions {
     pub causal: bool,

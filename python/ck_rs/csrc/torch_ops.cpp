@@ -49,7 +49,7 @@ using OpIndexFn = int32_t (*)(const char*);
 using ChoiceIndexFn = int32_t (*)(uint32_t, const char*, const char*, char*, size_t);
 using RunFn = int32_t (*)(uint32_t, size_t, const DlTensor* const*, size_t, const float*, uint64_t,
                           char*, size_t);
-using DecodePlanFn = int32_t (*)(const uint32_t*, uint64_t, uint32_t, int32_t, uint64_t*, char*,
+using DecodeScratchFn = int32_t (*)(const uint32_t*, uint64_t, uint32_t, int32_t, uint64_t*, char*,
                                  size_t);
 using KvcacheFn = int32_t (*)(const DlTensor* const*, bool, float, uint32_t, bool, uint64_t, char*,
                               size_t);
@@ -57,7 +57,7 @@ using KvcacheFn = int32_t (*)(const DlTensor* const*, bool, float, uint32_t, boo
 OpIndexFn op_index_fn = nullptr;
 ChoiceIndexFn choice_index_fn = nullptr;
 RunFn run_fn = nullptr;
-DecodePlanFn decode_plan_fn = nullptr;
+DecodeScratchFn decode_scratch_fn = nullptr;
 KvcacheFn kvcache_fn = nullptr;
 
 // A registry operator's index, looked up on first use (by any thread: the same value).
@@ -279,8 +279,8 @@ std::tuple<at::Tensor, at::Tensor> attention(const at::Tensor& q_in, const at::T
 }
 
 // Decode attention against a KV cache, as `ck_rs.attention_with_kvcache` with `return_lse=True`:
-// the scratch planned by the Rust side (the heuristic needs the device's multiprocessors; the
-// launch plans the same), the outputs and the scratch from torch's allocator (a CUDA graph captures
+// the scratch sized by the Rust side for the split count the launch plans (the heuristic needs
+// the device's multiprocessors), the outputs and the scratch from torch's allocator (a CUDA graph captures
 // the call), the caches written in place where new keys are given.
 std::tuple<at::Tensor, at::Tensor> attention_with_kvcache(
     const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
@@ -303,16 +303,17 @@ std::tuple<at::Tensor, at::Tensor> attention_with_kvcache(
   auto u32 = [](int64_t x) { return static_cast<uint32_t>(std::min<int64_t>(x, UINT32_MAX)); };
   uint32_t shape[5] = {u32(batch), u32(heads), u32(k_cache.size(2)), u32(sq), u32(d)};
   int32_t ordinal = q.is_cuda() ? q.get_device() : -1;
-  uint64_t plan[3];  // the split count, partial O's and partial LSE's lengths
+  uint64_t scratch[2];  // partial O's and partial LSE's lengths
   char message[1024];
-  check(decode_plan_fn(shape, static_cast<uint64_t>(capacity), static_cast<uint32_t>(num_splits),
-                       ordinal, plan, message, sizeof message),
+  check(decode_scratch_fn(shape, static_cast<uint64_t>(capacity),
+                          static_cast<uint32_t>(num_splits), ordinal, scratch, message,
+                          sizeof message),
         message);
   at::TensorOptions f32 = q.options().dtype(at::kFloat);
   at::Tensor o = at::empty(q.sizes(), q.options());
   at::Tensor lse = at::empty({batch, heads, sq}, f32);
-  at::Tensor o_part = at::empty({static_cast<int64_t>(plan[1])}, f32);
-  at::Tensor lse_part = at::empty({static_cast<int64_t>(plan[2])}, f32);
+  at::Tensor o_part = at::empty({static_cast<int64_t>(scratch[0])}, f32);
+  at::Tensor lse_part = at::empty({static_cast<int64_t>(scratch[1])}, f32);
   at::Tensor rotated = rotary_cos ? at::empty(q.sizes(), q.options()) : at::Tensor();
   Described t({&q, &k_cache, &v_cache, &cache_seqlens, &o, &lse, &o_part, &lse_part,
                opt(page_table), opt(k), opt(v), opt(rotary_cos), opt(rotary_sin), &rotated});
@@ -528,11 +529,11 @@ struct Autograd<Fn, R(A...)> {
 
 // The Rust launch's entry points (`_native.c_api()`), set once when `ck_rs` loads this library.
 extern "C" void ck_rs_torch_ops_init(void* op_index, void* choice_index, void* run,
-                                     void* decode_plan, void* kvcache) {
+                                     void* decode_scratch, void* kvcache) {
   op_index_fn = reinterpret_cast<OpIndexFn>(op_index);
   choice_index_fn = reinterpret_cast<ChoiceIndexFn>(choice_index);
   run_fn = reinterpret_cast<RunFn>(run);
-  decode_plan_fn = reinterpret_cast<DecodePlanFn>(decode_plan);
+  decode_scratch_fn = reinterpret_cast<DecodeScratchFn>(decode_scratch);
   kvcache_fn = reinterpret_cast<KvcacheFn>(kvcache);
 }
 
