@@ -57,7 +57,8 @@ pub fn scratch_lens(
     use kernels::attention::decode::host::{plan, scratch_len};
     let asked = (num_splits != 0).then_some(num_splits);
     let sms = ck_python::multiprocessors(ordinal)?;
-    Ok(scratch_len(shape, plan(shape, capacity, asked, sms).splits))
+    let plan = plan(shape, capacity, asked, sms).map_err(launch_error)?;
+    Ok(scratch_len(shape, plan.splits))
 }
 
 /// [`scratch_lens`] for Python: `ordinal` −1 for the emulator.

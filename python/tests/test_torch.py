@@ -1132,6 +1132,8 @@ def _cpp_errors(device):
         ("attention", (q, q, q, False, None, "sbhd")),
         ("attention", (q, randn(1, 3, 8, 64, device=device), q, False, None, "bhsd")),
         ("attention_with_kvcache", (q, q, q, lens, None, None, None, None, None, True, -1, None, False)),
+        # A split count past 1024: refused by the plan that sizes the scratch.
+        ("attention_with_kvcache", (q, q, q, lens, None, None, None, None, None, True, 5000, None, False)),
         ("attention_with_kvcache", (q, q, q, lens.long(), None, None, None, None, None, True, 0, None, False)),
         ("attention_with_kvcache", (q[0], q, q, lens, None, None, None, None, None, True, 0, None, False)),
         ("attention_with_kvcache", (q, q, q, lens, None, None, None, None, None, True, 0, 0.0, False)),

@@ -163,15 +163,15 @@ pub struct Plan {
 }
 
 /// The plan of a call on a cache of `capacity` keys on `multiprocessors`: the split count
-/// `asked` for, or the heuristic's.
+/// `asked` for (1 to 1024, else an `argument-size` error), or the heuristic's.
 ///
 /// The heuristic aims at two waves of items for a batch and one for a single sequence, and at
 /// least two splits per sequence on average; the device cuts the keys into chunks that make
 /// that many items, whatever the lengths (the host does not know them: they are read on the
-/// device). Room is planned for `target / (KV heads × row tiles) + 1` splits of one sequence —
-/// what a sequence holding nearly all the batch's keys gets — each of at least two key tiles
-/// (one per consumer warpgroup). A cache too short to split is not split: the block merges its
-/// warpgroups' halves and no combine runs.
+/// device). Room is planned for `waves · multiprocessors / (KV heads × row tiles) + 1` splits
+/// of one sequence — what a sequence holding nearly all the batch's keys gets when the waves
+/// set the target — each of at least two key tiles (one per consumer warpgroup). A cache too
+/// short to split is not split: the block merges its warpgroups' halves and no combine runs.
 ///
 /// Evenly split, the mixed batch [4641, 45118, 1730, 1696] (H100 job 127,
 /// `notes/attention-decode.md`) took 98 µs at its best, 8 splits: the long sequence's 64 items
@@ -182,15 +182,23 @@ pub struct Plan {
 /// let one = |batch| Shape { batch, heads: 32, kv_heads: 8, sq: 1, head_dim: 128 };
 /// // 64 × 8 items per split: two splits each (1024 items); room for 264 / 8 + 1 = 34, but
 /// // a cache of 2048 keys holds 16 tiles: at most 8 splits of two.
-/// assert_eq!(plan(&one(64), 2048, None, 132), Plan { splits: 8, target: 1024 });
-/// assert_eq!(plan(&one(16), 32768, None, 132), Plan { splits: 34, target: 264 });
-/// assert_eq!(plan(&one(1), 32768, None, 132), Plan { splits: 17, target: 132 });
-/// assert_eq!(plan(&one(1), 256, None, 132), Plan { splits: 1, target: 0 }); // two key tiles
-/// assert_eq!(plan(&one(1), 32768, Some(4), 132), Plan { splits: 4, target: 0 });
+/// assert_eq!(plan(&one(64), 2048, None, 132)?, Plan { splits: 8, target: 1024 });
+/// assert_eq!(plan(&one(16), 32768, None, 132)?, Plan { splits: 34, target: 264 });
+/// assert_eq!(plan(&one(1), 32768, None, 132)?, Plan { splits: 17, target: 132 });
+/// assert_eq!(plan(&one(1), 256, None, 132)?, Plan { splits: 1, target: 0 }); // two key tiles
+/// assert_eq!(plan(&one(1), 32768, Some(4), 132)?, Plan { splits: 4, target: 0 });
+/// assert!(plan(&one(1), 32768, Some(5000), 132).is_err()); // its scratch: 5000 × 2 slots
+/// # Ok::<(), ck_core::host::LaunchError>(())
 /// ```
-pub fn plan(shape: &Shape, capacity: u64, asked: Option<u32>, multiprocessors: u32) -> Plan {
+pub fn plan(
+    shape: &Shape,
+    capacity: u64,
+    asked: Option<u32>,
+    multiprocessors: u32,
+) -> Result<Plan, LaunchError> {
     if let Some(splits) = asked {
-        return Plan { splits, target: 0 };
+        check_splits(splits)?;
+        return Ok(Plan { splits, target: 0 });
     }
     let (_, _, hn, tn) = row_tiles(shape);
     let per_split = (shape.kv_heads as u64 * hn as u64 * tn as u64).max(1);
@@ -199,16 +207,16 @@ pub fn plan(shape: &Shape, capacity: u64, asked: Option<u32>, multiprocessors: u
     let target = (waves * multiprocessors.max(1) as u64).max(2 * base);
     let most = (capacity.div_ceil(BN as u64) / 2).clamp(1, 128);
     if most == 1 {
-        return Plan {
+        return Ok(Plan {
             splits: 1,
             target: 0,
-        };
+        });
     }
     let room = waves * multiprocessors.max(1) as u64 / per_split + 1;
-    Plan {
+    Ok(Plan {
         splits: room.clamp(2, most) as u32,
         target: target.min(u32::MAX as u64) as u32,
-    }
+    })
 }
 
 /// Elements of the split scratch: partial O `[slots, batch, sq, heads, head_dim]` and partial
@@ -281,9 +289,6 @@ impl Shape {
                     ),
                 ));
             }
-        }
-        if let Some(s) = options.splits {
-            check_splits(s)?;
         }
         check_scale(scale_or_default(options.scale, self.head_dim))?;
         Ok(())
@@ -359,7 +364,7 @@ pub fn launch(
         layout.capacity(),
         options.splits,
         device.multiprocessors(),
-    );
+    )?;
     let splits = plan.splits;
     let (page_size, max_pages, pages, page_rows) = layout.kernel_args(shape.batch);
     check_len("q", q.len(), shape.q_len())?;
@@ -701,7 +706,7 @@ pub fn decode(
         layout.capacity(),
         options.splits,
         device.multiprocessors(),
-    );
+    )?;
     let (o_part_len, lse_part_len) = scratch_len(&shape, plan.splits);
     let mut o_part = DeviceBuffer::<f32>::zeros(device, o_part_len as usize)?;
     let mut lse_part = DeviceBuffer::<f32>::zeros(device, lse_part_len as usize)?;
