@@ -202,14 +202,7 @@ impl Item {
     #[inline(always)]
     pub fn read<const N: usize>(words: &SharedArray<u32, N>, slot: u32) -> Option<Item> {
         let at = slot * ITEM_WORDS;
-        let word = |k: u32| {
-            let mine = if lane_id() == 0 {
-                words.load(at + k)
-            } else {
-                0
-            };
-            shfl_idx(mine, 0)
-        };
+        let word = |k: u32| lane0_load(words, at + k);
         let flags = word(6);
         (flags & 2 != 0).then(|| Item {
             q0: word(0),
@@ -614,4 +607,15 @@ pub fn init_barriers<H: HeadDim, const SMEM: usize>(smem: &Smem<SMEM>) {
         smem.bars.init(v_empty(s), CONSUMER_WARPS);
     }
     fence_barrier_init();
+}
+
+/// Word `at`, read by lane 0 alone and handed to the warp's other lanes (the whole warp calls
+/// it). For a slot that lane 0 frees afterwards with its arrival alone: the slot's next writer
+/// waits on that arrival, which orders it after lane 0's read only — a read by another lane
+/// would be ordered by the warp barrier in between, which compute-sanitizer's racecheck does
+/// not follow (it reported such reads as hazards).
+#[inline(always)]
+pub(super) fn lane0_load<const N: usize>(words: &SharedArray<u32, N>, at: u32) -> u32 {
+    let mine = if lane_id() == 0 { words.load(at) } else { 0 };
+    shfl_idx(mine, 0)
 }

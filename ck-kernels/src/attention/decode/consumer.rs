@@ -160,7 +160,7 @@ pub fn consume<H: HeadDim, const SMEM: usize>(
             let item = (buf, &item_rows, w.overflow);
             store_merged::<H, SMEM>(rows, out, smem, lay, item, pb);
         } else {
-            release(&smem.bars, q_empty(buf));
+            smem.bars.arrive(q_empty(buf));
             store_partial(rows, (out.o_part, out.lse_part), &item_rows, w.overflow);
         }
     }
@@ -225,7 +225,9 @@ fn store_partial<H: HeadDim>(
 /// leaves its values in shared memory at `[register][t]` (conflict-free): O through the item's
 /// Q buffer `buf`, which both warpgroups are done reading once they meet, half of the registers
 /// at a time (the buffer holds half), the LSE beside it. The buffer is released to the Q warp
-/// once warpgroup 0 has read it.
+/// once warpgroup 0 has read it: by every thread's arrival, each ordering its own accesses
+/// before the Q warp's next copy (one lane's for the warp would order the others' through the
+/// warp barrier, which compute-sanitizer's racecheck does not follow).
 #[inline(always)]
 fn store_merged<H: HeadDim, const SMEM: usize>(
     rows: Rows<H>,
@@ -268,7 +270,7 @@ fn store_merged<H: HeadDim, const SMEM: usize>(
     }
     // Warpgroup 1 is done writing, warpgroup 0 reading; the next item's merge rewrites the LSEs
     // only after both meet again.
-    release(&smem.bars, q_empty(buf));
+    smem.bars.arrive(q_empty(buf));
     if warp_id() < 4 {
         let max = lse.zip_map(&their_lse, f32::max);
         let (w0, w1) = (lse.zip_map(&max, weight), their_lse.zip_map(&max, weight));

@@ -25,7 +25,7 @@
 //! start an item without a round trip to global memory — the gap that cost 5–9 µs per item when
 //! they loaded Q themselves.
 
-use crate::attention::HeadDim;
+use crate::attention::{schedule::lane0_load, HeadDim};
 use ck_core::device::*;
 use core::num::NonZeroU32;
 
@@ -83,7 +83,8 @@ pub const fn k_empty(s: u32) -> u32 {
 pub const fn v_empty(s: u32) -> u32 {
     k_full(s) + 3
 }
-/// Q buffer `b` loaded (the Q warp's 32 lanes arrive), and read (the 8 consumer warps arrive).
+/// Q buffer `b` loaded (the Q warp's 32 lanes arrive), and read (every consumer thread arrives:
+/// an unsplit item's merge reads and writes the buffer from every lane, see `consumer`).
 pub const fn q_full(b: u32) -> u32 {
     4 * MAX_STAGES + b
 }
@@ -310,8 +311,8 @@ pub fn publish_items<const SMEM: usize>(smem: &Smem<SMEM>, pb: &Problem) {
     }
 }
 
-/// The block's items as the scheduler publishes them (a reader warp, its lanes together: each
-/// reads the slot, then releases it).
+/// The block's items as the scheduler publishes them (a reader warp, its lanes together: lane
+/// 0 reads the slot, hands its words to the other lanes, and releases it).
 #[inline(always)]
 pub fn items<'a, const SMEM: usize>(
     smem: &'a Smem<SMEM>,
@@ -321,9 +322,8 @@ pub fn items<'a, const SMEM: usize>(
     core::iter::from_fn(move || {
         let slot = i % ITEM_SLOTS;
         smem.bars.wait(item_full(slot), (i / ITEM_SLOTS) % 2);
-        let word = |k: u32| smem.items.load(slot * ITEM_WORDS + k);
+        let word = |k: u32| lane0_load(&smem.items, slot * ITEM_WORDS + k);
         let (b, r, len, per, count) = (word(0), word(1), word(2), word(3), word(4));
-        warp_sync();
         if lane_id() == 0 {
             smem.bars.arrive(item_empty(slot));
         }
@@ -569,7 +569,7 @@ pub fn init_barriers<H: HeadDim, const SMEM: usize>(smem: &Smem<SMEM>) {
     }
     for b in 0..Q_BUFFERS {
         smem.bars.init(q_full(b), 32);
-        smem.bars.init(q_empty(b), CONSUMERS * WARPGROUP_WARPS);
+        smem.bars.init(q_empty(b), CONSUMERS * 128);
     }
     for s in 0..ITEM_SLOTS {
         smem.bars.init(item_full(s), 1);
