@@ -221,3 +221,66 @@ fn launch_refuses_zero_splits() {
     .unwrap_err();
     assert_eq!(err.rule().name(), "argument-size");
 }
+
+/// The items of `tiles` (key tiles per sequence) cut into chunks of `c`, `per` items a split.
+fn items_of(tiles: &[u64], per: u64) -> impl Fn(u32) -> u64 + '_ {
+    move |c| {
+        tiles
+            .iter()
+            .map(|t| t.div_ceil(c as u64).max(1))
+            .sum::<u64>()
+            * per
+    }
+}
+
+/// The balanced chunk on the bench's cases (132 SMs, 8 items per split; worked by hand): one
+/// long sequence fills one wave, not one and a bit; a batch that fills the machine unsplit
+/// stays unsplit.
+#[test]
+fn the_balanced_chunk_fills_whole_waves() {
+    use ck_kernels::attention::decode::schedule::balanced_chunk;
+    let chunk = |tiles: &[u64]| {
+        let work = tiles.iter().sum::<u64>() * 8;
+        balanced_chunk(work, tiles.len() as u64 * 8, 132, items_of(tiles, 8))
+    };
+    // B1 × 128k: the share 63 makes 17 splits, 136 items; 16 splits fit one wave at 67.
+    assert_eq!(chunk(&[1024]), 67);
+    assert_eq!(items_of(&[1024], 8)(67), 128);
+    // B16 × 2k: 128 items unsplit, one wave.
+    assert_eq!(chunk(&[16; 16]), 16);
+    // B64 × 2k: 512 items unsplit (4 waves); the share, half a block's work, is 32 tiles.
+    assert_eq!(chunk(&[16; 64]), 32);
+    // B16 × 32k: the share 249 makes 256 items, two waves, which fit at ⌈32768 / 136⌉ = 241.
+    assert_eq!(chunk(&[256; 16]), 241);
+    assert_eq!(items_of(&[256; 16], 8)(241), 256);
+}
+
+/// Over random batches: the chunk never needs more waves of items than one block's share of
+/// the work (half a share when the batch alone passes a wave) would.
+#[test]
+fn the_balanced_chunk_never_adds_a_wave() {
+    use ck_kernels::attention::decode::schedule::balanced_chunk;
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = |n: u64| {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 33) % n
+    };
+    for _ in 0..2000 {
+        let batch = 1 + next(40) as usize;
+        let tiles: Vec<u64> = (0..batch).map(|_| next(2000)).collect();
+        let per = [1, 2, 4, 8, 16][next(5) as usize];
+        let grid = [1, 2, 16, 132][next(4) as usize];
+        let (work, base) = (tiles.iter().sum::<u64>() * per, batch as u64 * per);
+        let items = items_of(&tiles, per);
+        let c = balanced_chunk(work, base, grid, &items);
+        let shares = if base > grid { 2 * grid } else { grid };
+        let share = work.div_ceil(shares).max(1) as u32;
+        let waves = |c: u32| items(c).div_ceil(grid);
+        assert!(
+            c >= 1 && waves(c) <= waves(share),
+            "{tiles:?} per {per} grid {grid}: {c}"
+        );
+    }
+}

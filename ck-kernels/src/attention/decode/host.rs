@@ -152,10 +152,9 @@ fn row_tiles(shape: &Shape) -> (u32, u32, u32, u32) {
 }
 
 /// How a call splits its sequences' keys: at most `splits` per sequence (the scratch holds two
-/// slots per split), and — `target > 0` — cut on the device into chunks of about the same size
-/// across the batch so that it makes about `target` items (the heuristic's
-/// [`super::schedule::Chunking`]); `target = 0`: every sequence in `splits` equal shares (a count
-/// asked for).
+/// slots per split), and — `target > 0` — cut on the device into chunks of one size across the
+/// batch, `target` being the grid (the heuristic's [`super::schedule::Chunking`]); `target = 0`:
+/// every sequence in `splits` equal shares (a count asked for).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Plan {
     pub splits: u32,
@@ -165,26 +164,24 @@ pub struct Plan {
 /// The plan of a call on a cache of `capacity` keys on `multiprocessors`: the split count
 /// `asked` for (1 to 1024, else an `argument-size` error), or the heuristic's.
 ///
-/// The heuristic aims at two waves of items for a batch and one for a single sequence, and at
-/// least two splits per sequence on average; the device cuts the keys into chunks that make
-/// that many items, whatever the lengths (the host does not know them: they are read on the
-/// device). Room is planned for `waves · multiprocessors / (KV heads × row tiles) + 1` splits
-/// of one sequence — what a sequence holding nearly all the batch's keys gets when the waves
-/// set the target — each of at least two key tiles (one per consumer warpgroup). A cache too
-/// short to split is not split: the block merges its warpgroups' halves and no combine runs.
-///
-/// Evenly split, the mixed batch [4641, 45118, 1730, 1696] (H100 job 127,
-/// `notes/attention-decode.md`) took 98 µs at its best, 8 splits: the long sequence's 64 items
-/// ran on 64 of 132 SMs.
+/// The heuristic leaves the cut to the device, which reads the lengths (the host does not
+/// know them): chunks of one block's share of the work, rounded to whole waves of items
+/// ([`super::schedule::balanced_chunk`]). The host plans the room: `2 · multiprocessors / (KV
+/// heads × row tiles) + 1` splits of one sequence — what a sequence holding nearly all the
+/// batch's keys gets in two waves — each of at least two key tiles (one per consumer
+/// warpgroup). A cache too short to split is not split: the block merges its warpgroups'
+/// halves and no combine runs.
 ///
 /// ```
 /// use ck_kernels::attention::decode::host::{plan, Plan, Shape};
 /// let one = |batch| Shape { batch, heads: 32, kv_heads: 8, sq: 1, head_dim: 128 };
-/// // 64 × 8 items per split: two splits each (1024 items); room for 264 / 8 + 1 = 34, but
-/// // a cache of 2048 keys holds 16 tiles: at most 8 splits of two.
-/// assert_eq!(plan(&one(64), 2048, None, 132)?, Plan { splits: 8, target: 1024 });
-/// assert_eq!(plan(&one(16), 32768, None, 132)?, Plan { splits: 34, target: 264 });
-/// assert_eq!(plan(&one(1), 32768, None, 132)?, Plan { splits: 17, target: 132 });
+/// // 8 items per split: room for 264 / 8 + 1 = 34 splits, but a cache of 2048 keys holds 16
+/// // tiles: at most 8 splits of two.
+/// assert_eq!(plan(&one(64), 2048, None, 132)?, Plan { splits: 8, target: 132 });
+/// assert_eq!(plan(&one(16), 32768, None, 132)?, Plan { splits: 34, target: 132 });
+/// assert_eq!(plan(&one(1), 32768, None, 132)?, Plan { splits: 34, target: 132 });
+/// // One sequence of 2 splits on 8 KV heads: a grid of 16 blocks.
+/// assert_eq!(plan(&one(1), 512, None, 132)?, Plan { splits: 2, target: 16 });
 /// assert_eq!(plan(&one(1), 256, None, 132)?, Plan { splits: 1, target: 0 }); // two key tiles
 /// assert_eq!(plan(&one(1), 32768, Some(4), 132)?, Plan { splits: 4, target: 0 });
 /// assert!(plan(&one(1), 32768, Some(5000), 132).is_err()); // its scratch: 5000 × 2 slots
@@ -202,9 +199,6 @@ pub fn plan(
     }
     let (_, _, hn, tn) = row_tiles(shape);
     let per_split = (shape.kv_heads as u64 * hn as u64 * tn as u64).max(1);
-    let base = shape.batch as u64 * per_split;
-    let waves = if shape.batch > 1 { 2 } else { 1 };
-    let target = (waves * multiprocessors.max(1) as u64).max(2 * base);
     let most = (capacity.div_ceil(BN as u64) / 2).clamp(1, 128);
     if most == 1 {
         return Ok(Plan {
@@ -212,10 +206,13 @@ pub fn plan(
             target: 0,
         });
     }
-    let room = waves * multiprocessors.max(1) as u64 / per_split + 1;
+    let sms = multiprocessors.max(1) as u64;
+    let splits = (2 * sms / per_split + 1).clamp(2, most);
+    // The launch's grid: the most items the cut can make, at most a block per SM.
+    let grid = (shape.batch as u64 * per_split * splits).min(sms);
     Ok(Plan {
-        splits: room.clamp(2, most) as u32,
-        target: target.min(u32::MAX as u64) as u32,
+        splits: splits as u32,
+        target: grid as u32,
     })
 }
 

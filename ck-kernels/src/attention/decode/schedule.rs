@@ -337,16 +337,12 @@ pub fn items<'a, const SMEM: usize>(
 ///
 /// * **Even** (`target = 0`, a split count asked for): each sequence's key tiles in `splits`
 ///   shares of `⌈tiles / splits⌉`, the last ones possibly empty.
-/// * **Balanced** (`target > 0`, the heuristic): every split about `chunk` tiles, the chunk
-///   chosen so that the batch makes about `target` items (`chunk = ⌈Σ items' tiles / target⌉`),
-///   and a sequence cut into `⌈tiles / chunk⌉` splits — at most `splits`, the scratch's room.
+/// * **Balanced** (`target > 0`, the heuristic; `target` = the grid, the items of one wave):
+///   one chunk size across the batch ([`balanced_chunk`]), a sequence cut into `⌈tiles /
+///   chunk⌉` splits — at most `splits`, the scratch's room — its tiles spread evenly over them.
 ///   A long sequence beside short ones gets many splits, a short one few: every
 ///   multiprocessor streams about the same bytes (evenly, the mixed batch [4641, 45118, 1730,
 ///   1696] at 8 splits left the long sequence's 64 items to 64 of 132 SMs).
-///
-/// For example 4 sequences of 37, 353, 14 and 14 key tiles, 8 items per split (KV heads × row
-/// tiles), `target` 264 and room for 34 splits: `chunk = ⌈418 · 8 / 264⌉ = 13`, so 3, 28, 2
-/// and 2 splits of at most 13 tiles — 280 items where 8 even splits made 256 of 5, 45, 2 and 2.
 #[derive(Clone, Copy)]
 pub struct Chunking {
     /// Keys of sequence `b`: `cache_seqlens[b] + appended` (the new tokens' keys are in the
@@ -358,7 +354,7 @@ pub struct Chunking {
     pub capacity: u32,
     /// The most splits of a sequence (the scratch holds two slots per split).
     pub splits: NonZeroU32,
-    /// Items the batch should make (balanced), or 0 (even).
+    /// The blocks of the grid (balanced), or 0 (even).
     pub target: u32,
 }
 
@@ -378,20 +374,30 @@ impl Chunking {
     }
 
     /// The balanced chunk for `per_split` items per split of a sequence (0 when even): the
-    /// calling warp's lanes read the lengths side by side.
+    /// calling warp's lanes read the lengths side by side, twice (the work, then the items of
+    /// the block's share).
     #[inline(always)]
     pub fn chunk(&self, per_split: u32) -> u32 {
         if self.target == 0 {
             return 0;
         }
-        let mut tiles = 0u32;
+        let work = self.summed(per_split, |len| self.tiles(len));
+        let items = |chunk| self.summed(per_split, |len| self.cut(len, chunk).1);
+        let base = self.batch as u64 * per_split as u64;
+        balanced_chunk(work, base, self.target as u64, items)
+    }
+
+    /// `Σ of(cache_seqlens[b])` over the batch, times `per_split` (the calling warp's lanes
+    /// side by side).
+    #[inline(always)]
+    fn summed(&self, per_split: u32, of: impl Fn(i32) -> u32) -> u64 {
+        let mut sum = 0u32;
         let mut b = lane_id();
         while b < self.batch {
-            tiles += self.tiles(self.seqlens.load(b));
+            sum += of(self.seqlens.load(b));
             b += 32;
         }
-        let tiles = warp_reduce(tiles, |a, b| a + b) as u64 * per_split as u64;
-        tiles.div_ceil(self.target as u64).clamp(1, u32::MAX as u64) as u32
+        warp_reduce(sum, |a, b| a + b) as u64 * per_split as u64
     }
 
     /// A sequence of `len`'s cut: tiles per split and the splits (each at least 1).
@@ -399,13 +405,57 @@ impl Chunking {
     pub fn cut(&self, len: i32, chunk: u32) -> (u32, u32) {
         let tiles = self.tiles(len);
         let per = tiles.div_ceil(self.splits.get()).max(chunk).max(1);
-        let count = if self.target == 0 {
-            self.splits.get()
-        } else {
-            tiles.div_ceil(per).max(1)
-        };
-        (per, count)
+        if self.target == 0 {
+            return (per, self.splits.get());
+        }
+        // As many splits as chunks, the tiles spread evenly over them (the same count: `⌈tiles
+        // / ⌈tiles / count⌉⌉ = count`): 1024 tiles at a chunk of 67 are 16 splits of 64.
+        let count = tiles.div_ceil(per).max(1);
+        (tiles.div_ceil(count).max(1), count)
     }
+}
+
+/// The balanced cut's chunk (key tiles per split) from the batch's `work` (key tiles × items
+/// per split, summed over the sequences), `base` (the items with every sequence unsplit), the
+/// `grid` (the items of one wave) and `items(chunk)`, the items a chunk makes.
+///
+/// The blocks take items round robin, so what a block streams is about its items' sizes times
+/// the waves: the chunk starts as one block's share of the work (half of it when the batch
+/// alone makes more than a wave: many small items even out), rounded to whole waves — shrunk
+/// while its items surely fit the waves it needs (`items(c) ≤ base + work / c`, so `c =
+/// ⌈work / (waves · grid − base)⌉` fits), or widened to one wave fewer where that costs a
+/// block at most 10 % more. A chunk that overshot a wave by a few items left a second wave of
+/// them to a few SMs: B1 × 128k at 136 items of 63 tiles on 132 SMs took 253 µs, 16 splits
+/// 190 (H100 job 132).
+///
+/// For example the mixed batch [4641, 45118, 1730, 1696] (GQA 32/8, 4 new tokens): 37, 353,
+/// 14 and 14 key tiles, 8 items per split, so `work` 3344, `base` 32; on 132 SMs the share
+/// `⌈3344 / 132⌉ = 26` makes `(2 + 14 + 1 + 1) · 8 = 144` items, two waves, which fit at
+/// `⌈3344 / (264 − 32)⌉ = 15` (one wave would need 34 > 1.1 · 2 · 15): splits of 13, 15, 14
+/// and 14 tiles, 3, 24, 1 and 1 of them, 232 items — 8 even splits made 45-tile items.
+///
+/// ```
+/// use ck_kernels::attention::decode::schedule::balanced_chunk;
+/// let tiles = [37u64, 353, 14, 14];
+/// let items = |c: u32| tiles.iter().map(|t| t.div_ceil(c as u64).max(1)).sum::<u64>() * 8;
+/// assert_eq!(balanced_chunk(418 * 8, 32, 132, items), 15);
+/// assert_eq!(items(15), 232);
+/// ```
+#[inline(always)]
+pub fn balanced_chunk(work: u64, base: u64, grid: u64, items: impl Fn(u32) -> u64) -> u32 {
+    let grid = grid.max(1);
+    let tiles = |x: u64| x.clamp(1, u32::MAX as u64) as u32;
+    let shares = if base > grid { 2 * grid } else { grid };
+    let share = tiles(work.div_ceil(shares));
+    let waves = items(share).div_ceil(grid).max(1);
+    let fitting = |w: u64| (w * grid > base).then(|| tiles(work.div_ceil(w * grid - base)));
+    let mut chunk = fitting(waves).map_or(share, |c| c.min(share));
+    if let Some(wider) = fitting(waves - 1) {
+        if 10 * (waves - 1) * wider as u64 <= 11 * waves * chunk as u64 {
+            chunk = wider;
+        }
+    }
+    chunk
 }
 
 /// A warp's walk over the batch's items, sequence by sequence, for increasing item indices:
