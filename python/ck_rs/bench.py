@@ -11,7 +11,8 @@ and ``ck_rs.grouped_mm`` against ``torch._grouped_mm`` (``--gemm-only`` for thos
 FlashAttention-2's varlen forward in torch (``--varlen-only`` for that alone); then
 ``ck_rs.attention_backward`` against SDPA's backward on its flash and cuDNN backends
 (``--attention-bwd-only``); then ``ck_rs.attention_with_kvcache`` against SDPA's decode, as TB/s
-of the KV cache read (``--decode-only``). ``--layer`` times a Llama-3-8B decoder layer on ck_rs
+of the KV cache read (``--decode-only``); ``--decode-splits`` times the split-count heuristic
+against forced counts. ``--layer`` times a Llama-3-8B decoder layer on ck_rs
 (``ck_rs.llama``) against the same layer in eager torch and under ``torch.compile``, and their
 errors against a float32 run."""
 
@@ -424,6 +425,45 @@ def decode_in_turn(dev, d=128):
         torch.cuda.empty_cache()
 
 
+# Forced split counts the heuristic (num_splits=0) is timed against.
+FORCED_SPLITS = (1, 2, 4, 8, 16, 32)
+
+
+def decode_splits(dev, d=128, cases=None):
+    """The split-count heuristic (``num_splits=0``) against each forced count, timed in turn on
+    the decode cases (contiguous) and a batch of many short sequences beside a few long ones:
+    the heuristic's time, the best forced count, and that count's time over the heuristic's
+    (above 1: the heuristic is faster)."""
+    print("\ndecode against a KV cache: the split heuristic (num_splits=0) against forced counts "
+          f"{FORCED_SPLITS}, in turn, D {d}")
+    print(f"{'case':>36} {'heuristic µs':>13} {'best count':>11} {'its µs':>8} {'× heuristic':>12}")
+    if cases is None:
+        cases = [c for c in DECODE_CASES if c[5] is None] + [(64, [100] * 60 + [30000] * 4, 32, 8, 1, None)]
+    for b, lens, h, hkv, sq, _ in cases:
+        cap = -(-(max(lens)) // 256) * 256
+        kc, vc = (torch.randn(b, cap, hkv, d, device=dev, dtype=torch.bfloat16) for _ in range(2))
+        q = torch.randn(b, sq, h, d, device=dev, dtype=torch.bfloat16)
+        seqlens = torch.tensor(lens, dtype=torch.int32, device=dev)
+        call = lambda s: ck_rs.attention_with_kvcache(q, kc, vc, seqlens, causal=sq > 1, num_splits=s)
+        want = call(1).float()
+        t_heuristic, best = None, None
+        for s in (0,) + FORCED_SPLITS:
+            err = ((call(s).float() - want).norm() / want.norm()).item()
+            if not err < 1e-2:
+                raise SystemExit(f"error[wrong-result]: num_splits={s} differs from one split by {err:.2e}")
+            if s == 0:
+                continue
+            t_h, t_s = in_turn_ms(lambda: call(0), lambda: call(s), iters=9, batch=3)
+            t_heuristic = t_h if t_heuristic is None else min(t_heuristic, t_h)
+            if best is None or t_s / t_h < best[2]:
+                best = (s, t_s, t_s / t_h)
+        shown = lens[0] if len(set(lens)) == 1 else sorted(set(lens))
+        case = f"B{b} L{shown} H{h}/{hkv} sq{sq}"
+        print(f"{case:>36} {t_heuristic * 1e3:13.1f} {best[0]:11d} {best[1] * 1e3:8.1f} {best[2]:12.3f}", flush=True)
+        del kc, vc
+        torch.cuda.empty_cache()
+
+
 ATTENTION_CASES = [
     # (batch, heads, seq, head dim, causal): the forward benchmark's configurations
     (16, 16, 1024, 64, False), (16, 16, 1024, 128, False), (4, 16, 4096, 64, False),
@@ -480,6 +520,9 @@ def main():
     p.add_argument("--attention-bwd-only", action="store_true", help="only the attention backward comparisons")
     p.add_argument("--decode-only", action="store_true", help="only decode attention against a KV cache")
     p.add_argument(
+        "--decode-splits", action="store_true", help="only the decode split heuristic against forced split counts"
+    )
+    p.add_argument(
         "--layer",
         action="store_true",
         help="only the Llama-3-8B decoder layer (ck_rs.llama) against eager torch and torch.compile",
@@ -497,6 +540,9 @@ def main():
         return
     if args.decode_only:
         decode_in_turn(dev)
+        return
+    if args.decode_splits:
+        decode_splits(dev)
         return
     if args.layer:
         from ck_rs import llama
