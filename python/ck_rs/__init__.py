@@ -1003,8 +1003,11 @@ def attention_with_kvcache(
     capacity gives NaN.
 
     ``num_splits=0`` lets a heuristic split each sequence's keys among several blocks
-    (FlashDecoding); any other value fixes it. The lengths are read on the device: the call
-    never synchronises, so a CUDA graph may capture it and be replayed with new lengths.
+    (FlashDecoding): chunks of one size across the batch, a long sequence in many and a short
+    one in few, as many as fill whole waves of the GPU's multiprocessors; any other value
+    splits every sequence evenly in that many (``python -m ck_rs.bench --decode-splits``
+    times the two). The lengths are read on the device: the call never synchronises, so a
+    CUDA graph may capture it and be replayed with new lengths.
     Returns ``o`` like ``q`` (bfloat16), and with ``return_lse=True`` also the log-sum-exp
     ``[batch, heads, seq_q]`` (float32). On CPU tensors it runs on the emulator (float32
     allowed, rounded to bfloat16).
