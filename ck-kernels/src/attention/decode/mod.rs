@@ -18,8 +18,8 @@
 //!   once per KV head, not once per query head;
 //! * **split-KV**: a sequence's key tiles are shared among several items that run on
 //!   different multiprocessors (FlashDecoding), each writing O normalised over its keys and their
-//!   log-sum-exp; the host plans the most splits and the batch's item count ([`host::plan`]),
-//!   the device cuts each sequence from its length — a long one into many splits, a short one
+//!   log-sum-exp; the host plans the most splits and the grid ([`host::plan`]), the device
+//!   cuts each sequence from its length — a long one into many splits, a short one
 //!   into few ([`schedule::Chunking`]). With one split (asked for, or a cache too short to
 //!   split) a block's two warpgroups merge their halves through shared memory and write O and
 //!   the LSE: no scratch, no second launch;
