@@ -1,5 +1,6 @@
-//! The combine: each output row from its slots' partial results (several splits; one split's
-//! two slots are merged in the decode block, with the same weights).
+//! The combine: each output row from its slots' partial results, where its sequence was cut
+//! into several splits (a sequence of one split has its two slots merged in the decode block,
+//! with the same weights, and its rows are left here).
 //!
 //! A slot `s` holds `O_s` (normalised over the keys it saw) and `LSE_s = ln Σ exp(score)` over
 //! them. Over all keys, with `M = max_s LSE_s` and weights `w_s = exp(LSE_s − M)`:
@@ -78,12 +79,17 @@ pub fn attention_decode_combine(
     if row >= rows || c as u32 >= head_dim {
         return;
     }
-    let slots = 2 * if target == 0 {
+    let splits = if target == 0 {
         chunks.splits.get()
     } else {
         let b = row / (sq * heads).max(1);
         chunks.cut(seqlens.load(b), chunk).1
     };
+    // An unsplit sequence's rows were written by its decode block.
+    if splits == 1 {
+        return;
+    }
+    let slots = 2 * splits;
     // The slots' weights: lane `l` reads the log-sum-exps of slots `l, l + 32, …`, the warp
     // agrees on their max and on the sum of the weights (a NaN slot — a sequence past the
     // cache's end — has weight NaN, and makes the row NaN).

@@ -156,7 +156,7 @@ pub fn consume<H: HeadDim, const SMEM: usize>(
             j += CONSUMERS;
         }
         t += w.tiles;
-        if pb.chunks.splits.get() == 1 {
+        if w.unsplit {
             let item = (buf, &item_rows, w.overflow);
             store_merged::<H, SMEM>(rows, out, smem, lay, item, pb);
         } else {

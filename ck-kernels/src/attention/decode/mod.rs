@@ -5,8 +5,8 @@
 //! |---|---|
 //! | [`schedule`] | the problem, the items (sequence × KV head × row tile × split) and their key ranges, the cut of the keys into splits, the scheduler warp publishing the items, the shared-memory plan, the barriers |
 //! | [`producer`] | two warps copying key and value tiles with TMA, page by page; a third loading each item's Q rows an item ahead |
-//! | [`consumer`] | two warpgroups, each an online softmax over every other key tile of an item, writing a partial result — or, with one split, the two merged in the block into O |
-//! | [`combine`] | the partial results of a row merged by their log-sum-exps (several splits) |
+//! | [`consumer`] | two warpgroups, each an online softmax over every other key tile of an item, writing a partial result — or, for a sequence of one split, the two merged in the block into O |
+//! | [`combine`] | the partial results of a row merged by their log-sum-exps (the rows of sequences of several splits) |
 //! | [`append`] | the new tokens' keys and values written into the cache, with RoPE |
 //! | [`host`] | shapes and checks, the split heuristic, the launches, the fp64 reference |
 //!
@@ -20,9 +20,10 @@
 //!   different multiprocessors (FlashDecoding), each writing O normalised over its keys and their
 //!   log-sum-exp; the host plans the most splits and the grid ([`host::plan`]), the device
 //!   cuts each sequence from its length — a long one into many splits, a short one
-//!   into few ([`schedule::Chunking`]). With one split (asked for, or a cache too short to
-//!   split) a block's two warpgroups merge their halves through shared memory and write O and
-//!   the LSE: no scratch, no second launch;
+//!   into few ([`schedule::Chunking`]). A sequence of one split (asked for, a cache too short
+//!   to split, or a short sequence the cut leaves whole) has its block's two warpgroups merge
+//!   their halves through shared memory and write O and the LSE: no scratch, and the combine
+//!   leaves its rows (with one split for every sequence, no second launch);
 //! * **Q an item ahead**: a producer warp loads the next item's query rows while the consumers
 //!   work on this one, so that a block walks many short items (the splits of a ragged batch)
 //!   without a round trip to global memory at each start;

@@ -187,6 +187,9 @@ pub struct Work {
     pub first_tile: u32,
     pub tiles: u32,
     pub split: u32,
+    /// The sequence is one split: the block merges its warpgroups' halves and writes the rows'
+    /// O and LSE itself (the combine leaves them).
+    pub unsplit: bool,
 }
 
 impl Work {
@@ -259,6 +262,7 @@ impl Problem {
             first_tile,
             tiles: per.min(all - first_tile),
             split,
+            unsplit: count == 1,
         }
     }
 
