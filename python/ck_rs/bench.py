@@ -30,10 +30,18 @@ except ImportError:
     triton_peers = None
 
 
+# GPU cycles a spin kernel holds the GPU for, per call a sample queues (~50 µs at 2 GHz: more
+# than a call's host work).
+HOLD_CYCLES_PER_CALL = 100_000
+
+
 def sample_ms(fn, batch=10):
-    """The time per call of ``batch`` back-to-back calls of ``fn``, by CUDA events: the queue
-    stays full, so this is the kernel's time, not the launch latency of an idle GPU."""
+    """The time per call of ``batch`` back-to-back calls of ``fn``, by CUDA events. A spin kernel
+    holds the GPU while the host queues the calls, so the events time their kernels back to
+    back: without it the GPU, idle after the last sample, waits for the first call's host work
+    (~20 µs, a third of a small decode call at a batch of 3) — what a decode loop never pays."""
     s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(HOLD_CYCLES_PER_CALL * batch)
     s.record()
     for _ in range(batch):
         fn()
