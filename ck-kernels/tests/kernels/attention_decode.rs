@@ -75,13 +75,15 @@ fn every_sq_from_1_to_16_appended() {
     }
 }
 
-/// A key range split among 1, 3 and 9 items per sequence (each writing two partial results
-/// for the combine, 18 of them more than the combine loads at once; one split's two merged in
-/// the block, no scratch), more splits than a short sequence has tiles.
+/// A key range split among 1, 3 and 17 items per sequence (each writing two partial results
+/// for the combine; one split's two merged in the block, no scratch), more splits than a short
+/// sequence has tiles. At 17, 4352 keys are 34 tiles, two a split: the last split's two slots
+/// hold keys, past the 32 the combine loads at once.
 #[test]
 fn forced_splits_agree_with_the_reference() {
-    for splits in [1, 3, 9] {
-        let mut c = case(shape(3, 4, 1, 2, 128), None, &[1000, 129, 5]);
+    for splits in [1, 3, 17] {
+        let long = if splits == 17 { 4352 } else { 1000 };
+        let mut c = case(shape(3, 4, 1, 2, 128), None, &[long, 129, 5]);
         c.options.splits = Some(splits);
         check(c);
     }

@@ -35,8 +35,9 @@ tile_distribution! {
 /// (the combine is a chain of two dependent loads per row, bound by their latency).
 pub const ROWS_PER_BLOCK: u32 = 2;
 
-/// Slots whose values a thread loads before adding any.
-const SLOTS_IN_FLIGHT: usize = 16;
+/// Slots whose values a thread loads before adding any: a row of the mixed batch's long
+/// sequence under the balanced cut has 48 (24 splits).
+const SLOTS_IN_FLIGHT: usize = 32;
 
 /// `o` `[rows, head_dim]` (rows `(b, t, h)` of `[batch, sq, heads]`) and `lse` `[batch, heads,
 /// sq]` from the partial results `o_part` `[2 · splits, rows, head_dim]`, `lse_part` `[2 ·
@@ -90,6 +91,22 @@ pub fn attention_decode_combine(
         return;
     }
     let slots = 2 * splits;
+    let len = rows * head_dim;
+    let row_of = |s: u32| {
+        let view = View2::<_, f32, 1>::new(o_part.slice(s * len, len), rows, head_dim, head_dim);
+        make_tile_window::<CombineRows, _>(view, [r0 as i32, 0]).load::<f32>()
+    };
+    // SLOTS_IN_FLIGHT slots' values loaded at once, from `first` (slots past the last read the
+    // last one's value, to be weighted 0: no NaN of their own, a NaN in the last slot makes the
+    // row NaN through its own weight).
+    let group = |first: u32| {
+        let mut values = [DistributedTensor::<CombineRows, f32>::splat(0.0); SLOTS_IN_FLIGHT];
+        unroll::<SLOTS_IN_FLIGHT>(|i| values[i] = row_of((first + i as u32).min(slots - 1)));
+        values
+    };
+    // The first group's values are in flight while the weights are worked out: they do not
+    // depend on them.
+    let mut values = group(0);
     // The slots' weights: lane `l` reads the log-sum-exps of slots `l, l + 32, …`, the warp
     // agrees on their max and on the sum of the weights (a NaN slot — a sequence past the
     // cache's end — has weight NaN, and makes the row NaN).
@@ -108,34 +125,24 @@ pub fn attention_decode_combine(
         s += 32;
     }
     let sum = warp_reduce(sum, |a, b| a + b);
-    // O: every slot's value weighted (an empty slot's is 0, weight 0), SLOTS_IN_FLIGHT slots'
-    // values loaded before any is added, so their latencies overlap.
-    let len = rows * head_dim;
-    let row_of = |s: u32| {
-        let view = View2::<_, f32, 1>::new(o_part.slice(s * len, len), rows, head_dim, head_dim);
-        make_tile_window::<CombineRows, _>(view, [r0 as i32, 0]).load::<f32>()
-    };
+    // O: every slot's value weighted (an empty slot's is 0, weight 0).
     let mut acc = DistributedTensor::<CombineRows, f32>::splat(0.0);
     let mut first = 0;
-    while first < slots {
-        // Slots past the last read the last one's value with weight 0 (no NaN of their own: a
-        // NaN in the last slot makes the row NaN through its own weight).
-        let slot = |i: usize| (first + i as u32).min(slots - 1);
-        let mut group =
-            [(0.0f32, DistributedTensor::<CombineRows, f32>::splat(0.0)); SLOTS_IN_FLIGHT];
+    loop {
         unroll::<SLOTS_IN_FLIGHT>(|i| {
-            let w = if first + (i as u32) < slots {
-                weight(lse_of(slot(i)), max)
+            let slot = first + i as u32;
+            let w = if slot < slots {
+                weight(lse_of(slot), max)
             } else {
                 0.0
             };
-            group[i] = (w, row_of(slot(i)));
-        });
-        unroll::<SLOTS_IN_FLIGHT>(|i| {
-            let (w, x) = &group[i];
-            acc = acc.zip_map(x, |a, x| math::fma(*w, x, a));
+            acc = acc.zip_map(&values[i], |a, x| math::fma(w, x, a));
         });
         first += SLOTS_IN_FLIGHT as u32;
+        if first >= slots {
+            break;
+        }
+        values = group(first);
     }
     let out = acc.map(|a| a * inverse(sum)).round_to::<Bf16>();
     let view = View2::<_, Bf16, 1>::new(o, rows, head_dim, head_dim);
