@@ -14,7 +14,6 @@
 //! `O = (1/3 + 5) / (4/3) = 4`, `LSE = ln 3 + ln(4/3) = ln 4`. A slot that saw no key has
 //! `LSE = −∞`, weight 0; a row with no key at all gives `O = 0`, `LSE = −∞`.
 
-use super::schedule::Chunking;
 use ck_core::device::*;
 use ck_core::tile::{make_tile_window, unroll, DistributedTensor, View2};
 use ck_macros::{tile_distribution, tile_kernel};
@@ -41,8 +40,10 @@ const SLOTS_IN_FLIGHT: usize = 32;
 
 /// `o` `[rows, head_dim]` (rows `(b, t, h)` of `[batch, sq, heads]`) and `lse` `[batch, heads,
 /// sq]` from the partial results `o_part` `[2 · splits, rows, head_dim]`, `lse_part` `[2 ·
-/// splits, rows]` of the splits each sequence was cut into (the decode kernel's cut, worked out
-/// again from the lengths: two slots per split, a slot past them holds nothing of the call's).
+/// splits, rows]` of the splits each sequence was cut into: `splits` each (`balanced` false),
+/// or as many as the decode kernel wrote for sequence `b` at `lse_part[2 · splits · rows + b]`
+/// (the balanced cut; [`super::schedule::Chunking`]). Two slots per split; a slot past them
+/// holds nothing of the call's.
 #[tile_kernel(block = 256, distributions(CombineRows))]
 #[allow(clippy::too_many_arguments)]
 pub fn attention_decode_combine(
@@ -50,28 +51,13 @@ pub fn attention_decode_combine(
     lse_part: Global<f32>,
     o: GlobalMut<Bf16>,
     lse: GlobalMut<f32>,
-    seqlens: Global<i32>,
-    batch: u32,
-    appended: u32,
-    capacity: u32,
     splits: u32,
-    target: u32,
-    items_per_split: u32,
+    balanced: bool,
     rows: u32,
     head_dim: u32,
     sq: u32,
     heads: u32,
 ) {
-    let chunks = Chunking {
-        seqlens,
-        batch,
-        appended,
-        capacity,
-        splits: NonZeroU32::new(splits).unwrap_or(NonZeroU32::MIN),
-        target,
-    };
-    // Every lane of the warp, before any leaves.
-    let chunk = chunks.chunk(items_per_split);
     let r0 = block_idx() * ROWS_PER_BLOCK;
     let p = CombineRows::partition_index(thread_idx());
     let [r, c] = CombineRows::x_index(p, [0]);
@@ -80,11 +66,12 @@ pub fn attention_decode_combine(
     if row >= rows || c as u32 >= head_dim {
         return;
     }
-    let splits = if target == 0 {
-        chunks.splits.get()
-    } else {
+    let splits = if balanced {
         let b = row / (sq * heads).max(1);
-        chunks.cut(seqlens.load(b), chunk).1
+        // Clamped: a count is never past the scratch's slots.
+        (lse_part.load(split_counts(splits, rows) + b) as u32).clamp(1, splits)
+    } else {
+        splits
     };
     // An unsplit sequence's rows were written by its decode block.
     if splits == 1 {
@@ -180,6 +167,13 @@ pub(crate) fn merged_lse(max: f32, sum: f32) -> f32 {
     } else {
         max + math::log2(sum) * core::f32::consts::LN_2
     }
+}
+
+/// Where the balanced cut's split count of each sequence is in the log-sum-exp scratch, after
+/// the `2 · splits` slots of `rows` rows (as f32: exact below 2²⁴).
+#[inline(always)]
+pub(crate) fn split_counts(splits: u32, rows: u32) -> u32 {
+    2 * splits * rows
 }
 
 /// Where output row `row` (`(b, t, h)` of `[batch, sq, heads]`) has its log-sum-exp in

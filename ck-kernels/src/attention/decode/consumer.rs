@@ -3,7 +3,7 @@
 //! (normalised) and log-sum-exp: one *slot* of the split scratch, or, when the keys are not
 //! split, merged with the other warpgroup's in the block and written as O and the LSE.
 
-use super::combine::{inverse, lse_index, merged_lse, weight};
+use super::combine::{inverse, lse_index, merged_lse, split_counts, weight};
 use super::schedule::*;
 use crate::attention::consumer::{
     issue_scores_in, issue_values, k_major, online_softmax, release, values, Rows,
@@ -156,7 +156,15 @@ pub fn consume<H: HeadDim, const SMEM: usize>(
             j += CONSUMERS;
         }
         t += w.tiles;
-        if w.unsplit {
+        // The balanced cut's split count of the sequence, for the combine (which would work it
+        // out again from every length): by the first item of the sequence.
+        let first_of_sequence = w.split == 0 && w.kv_head == 0 && w.h0 == 0 && w.t0 == 0;
+        if pb.chunks.target > 0 && first_of_sequence && thread_idx() == 0 {
+            let rows = pb.chunks.batch * pb.sq * pb.heads;
+            let at = split_counts(pb.chunks.splits.get(), rows) + w.b;
+            out.lse_part.store(at, w.splits as f32);
+        }
+        if w.splits == 1 {
             let item = (buf, &item_rows, w.overflow);
             store_merged::<H, SMEM>(rows, out, smem, lay, item, pb);
         } else {

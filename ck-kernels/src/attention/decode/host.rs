@@ -217,14 +217,14 @@ pub fn plan(
 }
 
 /// Elements of the split scratch: partial O `[slots, batch, sq, heads, head_dim]` and partial
-/// log-sum-exp `[slots, batch, sq, heads]` (f32), two slots per split; none for one split
-/// (the decode blocks write O themselves).
+/// log-sum-exp `[slots, batch, sq, heads]` then each sequence's split count `[batch]` (f32),
+/// two slots per split; none for one split (the decode blocks write O themselves).
 pub fn scratch_len(shape: &Shape, splits: u32) -> (u64, u64) {
     if splits == 1 {
         return (0, 0);
     }
     let rows = 2 * splits as u64 * shape.batch as u64 * shape.sq as u64 * shape.heads as u64;
-    (rows * shape.head_dim as u64, rows)
+    (rows * shape.head_dim as u64, rows + shape.batch as u64)
 }
 
 fn invalid(rule: ck_core::rules::RuleId, message: String) -> LaunchError {
@@ -629,13 +629,8 @@ fn finish(
         &*lse_part,
         o,
         lse,
-        seqlens,
-        shape.batch,
-        appended,
-        layout.capacity() as u32,
         splits,
-        plan.target,
-        shape.kv_heads * hn * tn,
+        plan.target > 0,
         rows,
         shape.head_dim,
         shape.sq,

@@ -187,9 +187,9 @@ pub struct Work {
     pub first_tile: u32,
     pub tiles: u32,
     pub split: u32,
-    /// The sequence is one split: the block merges its warpgroups' halves and writes the rows'
-    /// O and LSE itself (the combine leaves them).
-    pub unsplit: bool,
+    /// The sequence's split count (1: the block merges its warpgroups' halves and writes the
+    /// rows' O and LSE itself, and the combine leaves them).
+    pub splits: u32,
 }
 
 impl Work {
@@ -262,7 +262,7 @@ impl Problem {
             first_tile,
             tiles: per.min(all - first_tile),
             split,
-            unsplit: count == 1,
+            splits: count,
         }
     }
 
@@ -336,8 +336,9 @@ pub fn items<'a, const SMEM: usize>(
     })
 }
 
-/// How the sequences' keys are cut into splits, as the decode kernel and the combine both work
-/// it out from `cache_seqlens`.
+/// How the sequences' keys are cut into splits, as the decode kernel's scheduler works it out
+/// from `cache_seqlens` (under the balanced cut each sequence's first item hands its split
+/// count to the combine, through the scratch).
 ///
 /// * **Even** (`target = 0`, a split count asked for): each sequence's key tiles in `splits`
 ///   shares of `⌈tiles / splits⌉`, the last ones possibly empty.
