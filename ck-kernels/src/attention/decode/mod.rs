@@ -22,8 +22,8 @@
 //!   cuts each sequence from its length — a long one into many splits, a short one
 //!   into few ([`schedule::Chunking`]). A sequence of one split (asked for, a cache too short
 //!   to split, or a short sequence the cut leaves whole) has its block's two warpgroups merge
-//!   their halves through shared memory and write O and the LSE: no scratch, and the combine
-//!   leaves its rows (with one split for every sequence, no second launch);
+//!   their halves through shared memory and write O and the LSE, and the combine leaves its
+//!   rows (with one split for every sequence: no scratch, no second launch);
 //! * **Q an item ahead**: a producer warp loads the next item's query rows while the consumers
 //!   work on this one, so that a block walks many short items (the splits of a ragged batch)
 //!   without a round trip to global memory at each start;
