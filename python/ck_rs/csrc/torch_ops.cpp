@@ -22,6 +22,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <initializer_list>
 #include <limits>
 #include <optional>
@@ -30,6 +31,31 @@
 #include <vector>
 
 namespace {
+
+// An error message as one string, raised as one `const char*` (which torch's check macros pass
+// on as it is): numbers through std::to_string and snprintf, never iostreams — a number
+// formatted through an ostream in this library segfaulted on a machine whose C++ runtime is
+// older than its compiler's headers (`ostream::_M_insert<long>`, an H100 machine).
+std::string text(const char* s) { return s; }
+std::string text(const std::string& s) { return s; }
+std::string text(int64_t v) { return std::to_string(v); }
+std::string text(double v) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%g", v);
+  return buffer;
+}
+std::string text(at::IntArrayRef shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); i++) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+std::string text(at::ScalarType t) { return c10::toString(t); }
+template <typename... Parts>
+std::string message(const Parts&... parts) {
+  std::string m;
+  ((m += text(parts)), ...);
+  return m;
+}
 
 // DLPack's DLTensor (v0.8 and later), as `ck_python::DlTensor` reads it.
 struct DlTensor {
@@ -68,7 +94,7 @@ struct Operator {
     int32_t i = index.load(std::memory_order_relaxed);
     if (i < 0) {
       i = op_index_fn(name);
-      TORCH_CHECK(i >= 0, "error[internal]: ck_rs has no operator `", name, "`");
+      TORCH_CHECK(i >= 0, message("error[internal]: ck_rs has no operator `", name, "`").c_str());
       index.store(i, std::memory_order_relaxed);
     }
     return i;
@@ -142,10 +168,10 @@ struct Described {
 };
 
 // Raises a native call's error (its `code`: 1 ValueError, 2 TypeError, else RuntimeError).
-void check(int32_t code, const char* message) {
-  TORCH_CHECK_VALUE(code != 1, message);
-  TORCH_CHECK_TYPE(code != 2, message);
-  TORCH_CHECK(code == 0, message);
+void check(int32_t code, const char* why) {
+  TORCH_CHECK_VALUE(code != 1, why);
+  TORCH_CHECK_TYPE(code != 2, why);
+  TORCH_CHECK(code == 0, why);
 }
 
 // Runs operator `op` on `tensors` (in the order of its description; nullptr for one left out)
@@ -155,10 +181,10 @@ void run(Operator& op, std::initializer_list<const at::Tensor*> tensors,
   TORCH_CHECK(run_fn != nullptr, "error[internal]: ck_rs's C++ ops were loaded without ck_rs");
   TORCH_CHECK(tensors.size() <= 8, "error[internal]: more tensors than a call describes");
   Described d(tensors);
-  char message[1024];
+  char why[1024];
   check(run_fn(static_cast<uint32_t>(op.get()), d.n, d.given, scalars.size(), scalars.begin(),
-               d.stream, message, sizeof message),
-        message);
+               d.stream, why, sizeof why),
+        why);
 }
 
 const at::Tensor* opt(const std::optional<at::Tensor>& t) { return t ? &*t : nullptr; }
@@ -176,8 +202,10 @@ bool transposed_view(const at::Tensor& t) {
 
 bool bf16_result(std::optional<at::ScalarType> out_dtype) {
   if (!out_dtype || *out_dtype == at::kFloat) return false;
-  TORCH_CHECK_TYPE(*out_dtype == at::kBFloat16, "error[dtype-unsupported]: out_dtype ",
-                   *out_dtype, ": the result is float32, or torch.bfloat16 for torch tensors");
+  TORCH_CHECK_TYPE(*out_dtype == at::kBFloat16,
+                   message("error[dtype-unsupported]: out_dtype ", *out_dtype,
+                           ": the result is float32, or torch.bfloat16 for torch tensors")
+                       .c_str());
   return true;
 }
 
@@ -217,10 +245,10 @@ at::Tensor gemm(const at::Tensor& a_in, const at::Tensor& b_in,
 // The index of `choice` among the names the choice scalar `scalar` of operator `op` takes (its
 // description in the registry: a GEMM's activation).
 float choice_index(Operator& op, const char* scalar, c10::string_view choice) {
-  char message[256];
+  char why[256];
   int32_t i = choice_index_fn(static_cast<uint32_t>(op.get()), scalar, std::string(choice).c_str(),
-                              message, sizeof message);
-  TORCH_CHECK_VALUE(i >= 0, "error[bad-", scalar, "]: ", message);
+                              why, sizeof why);
+  TORCH_CHECK_VALUE(i >= 0, message("error[bad-", scalar, "]: ", why).c_str());
   return static_cast<float>(i);
 }
 
@@ -256,8 +284,10 @@ std::tuple<at::Tensor, at::Tensor> attention(const at::Tensor& q_in, const at::T
   // NaN is the launch's "derived"; the Rust side checks every other value.
   TORCH_CHECK_VALUE(!scale || !std::isnan(*scale),
                     "error[bad-scale]: the scale is nan; give a positive finite number");
-  TORCH_CHECK_VALUE(out_layout == "bhsd" || out_layout == "bshd", "error[bad-layout]: out_layout '",
-                    std::string(out_layout), "'; use bhsd or bshd");
+  TORCH_CHECK_VALUE(out_layout == "bhsd" || out_layout == "bshd",
+                    message("error[bad-layout]: out_layout '", std::string(out_layout),
+                            "'; use bhsd or bshd")
+                        .c_str());
   at::Tensor q = q_in, k = k_in, v = v_in;
   bool widen = q.is_cuda() && q.scalar_type() == at::kFloat;
   if (widen) {  // the GPU kernel reads bfloat16 in place: convert on the device
@@ -289,14 +319,21 @@ std::tuple<at::Tensor, at::Tensor> attention_with_kvcache(
     const std::optional<at::Tensor>& rotary_cos, const std::optional<at::Tensor>& rotary_sin,
     bool causal, int64_t num_splits, std::optional<double> scale, bool rotary_interleaved) {
   TORCH_CHECK(kvcache_fn != nullptr, "error[internal]: ck_rs's C++ ops were loaded without ck_rs");
-  TORCH_CHECK_VALUE(!scale || (std::isfinite(*scale) && *scale > 0), "error[bad-scale]: the scale is ",
-                    *scale, "; give a positive finite number");
-  TORCH_CHECK_VALUE(num_splits >= 0 && num_splits <= UINT32_MAX, "error[argument-size]: num_splits is ",
-                    num_splits, "; give 0 (the heuristic) or a count");
-  TORCH_CHECK_VALUE(q.dim() == 4 && k_cache.dim() == 4, "error[shape-mismatch]: q is ", q.sizes(),
-                    " and k_cache ", k_cache.sizes(),
-                    "; give q [batch, seq_q, heads, head_dim] and k_cache [batch, capacity, "
-                    "kv_heads, head_dim] (or [pages, page_size, kv_heads, head_dim] with a page table)");
+  TORCH_CHECK_VALUE(!scale || (std::isfinite(*scale) && *scale > 0),
+                    message("error[bad-scale]: the scale is ", *scale,
+                            "; give a positive finite number")
+                        .c_str());
+  TORCH_CHECK_VALUE(num_splits >= 0 && num_splits <= UINT32_MAX,
+                    message("error[argument-size]: num_splits is ", num_splits,
+                            "; give 0 (the heuristic) or a count")
+                        .c_str());
+  TORCH_CHECK_VALUE(q.dim() == 4 && k_cache.dim() == 4,
+                    message("error[shape-mismatch]: q is ", q.sizes(), " and k_cache ",
+                            k_cache.sizes(),
+                            "; give q [batch, seq_q, heads, head_dim] and k_cache [batch, capacity, "
+                            "kv_heads, head_dim] (or [pages, page_size, kv_heads, head_dim] with a "
+                            "page table)")
+                        .c_str());
   int64_t batch = q.size(0), sq = q.size(1), heads = q.size(2), d = q.size(3);
   int64_t capacity = k_cache.size(1);
   if (page_table) capacity *= page_table->dim() == 2 ? page_table->size(-1) : 0;
@@ -304,11 +341,11 @@ std::tuple<at::Tensor, at::Tensor> attention_with_kvcache(
   uint32_t shape[5] = {u32(batch), u32(heads), u32(k_cache.size(2)), u32(sq), u32(d)};
   int32_t ordinal = q.is_cuda() ? q.get_device() : -1;
   uint64_t scratch[2];  // partial O's and partial LSE's lengths
-  char message[1024];
+  char why[1024];
   check(decode_scratch_fn(shape, static_cast<uint64_t>(capacity),
-                          static_cast<uint32_t>(num_splits), ordinal, scratch, message,
-                          sizeof message),
-        message);
+                          static_cast<uint32_t>(num_splits), ordinal, scratch, why,
+                          sizeof why),
+        why);
   at::TensorOptions f32 = q.options().dtype(at::kFloat);
   at::Tensor o = at::empty(q.sizes(), q.options());
   at::Tensor lse = at::empty({batch, heads, sq}, f32);
@@ -318,9 +355,9 @@ std::tuple<at::Tensor, at::Tensor> attention_with_kvcache(
   Described t({&q, &k_cache, &v_cache, &cache_seqlens, &o, &lse, &o_part, &lse_part,
                opt(page_table), opt(k), opt(v), opt(rotary_cos), opt(rotary_sin), &rotated});
   check(kvcache_fn(t.given, causal, scale ? static_cast<float>(*scale) : DERIVED,
-                   static_cast<uint32_t>(num_splits), rotary_interleaved, t.stream, message,
-                   sizeof message),
-        message);
+                   static_cast<uint32_t>(num_splits), rotary_interleaved, t.stream, why,
+                   sizeof why),
+        why);
   return {o, lse};
 }
 
@@ -404,8 +441,10 @@ struct ck_rs_linearBackward : torch::autograd::Function<ck_rs_linearBackward> {
   // dresidual = beta · dy.
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     std::string activation = ctx->saved_data["activation"].toStringRef();
-    TORCH_CHECK(activation == "none", "error[no-backward]: ck_rs::linear has no backward through "
-                "activation='", activation, "' yet; apply the activation in torch after a linear without one");
+    TORCH_CHECK(activation == "none",
+                message("error[no-backward]: ck_rs::linear has no backward through activation='",
+                        activation, "' yet; apply the activation in torch after a linear without one")
+                    .c_str());
     auto saved = ctx->get_saved_variables();
     const at::Tensor &x = saved[0], &weight = saved[1], &dy = grads[0];
     int64_t n = weight.size(0), k = weight.size(1);
