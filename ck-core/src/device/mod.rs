@@ -4,7 +4,7 @@
 //! | what | API |
 //! |---|---|
 //! | ids | [`thread_idx`], [`block_idx`], [`block_dim`], [`grid_dim`], [`lane_id`], [`warp_id`] |
-//! | barriers and fences | [`block_sync`], [`warp_sync`], [`fence_acq_rel_gpu`] (between blocks, with an atomic), [`last_arrival`] (the last of several blocks finishes their result) |
+//! | barriers and fences | [`block_sync`], [`warp_sync`], [`fence_acq_rel_gpu`] (between blocks, with an atomic), [`last_arrival`] (the last of several blocks finishes their result), [`grid_dependency_wait`] and [`launch_dependents`] (a kernel launched to overlap the previous one: `LaunchConfig::overlapping`) |
 //! | warp exchange | [`shfl_xor`], [`shfl_down`], [`shfl_up`], [`shfl_idx`], [`ballot`], [`warp_reduce`] |
 //! | memory | [`Global`], [`GlobalMut`] (kernel arguments), [`SharedArray`] (from `shared!`) with `load`, `store`, `load_vec`, `store_vec`, `atomic_add`, `atomic_max` |
 //! | Hopper (sm_90a) | [`cp_async_16`], [`cp_async_16_unchecked`], [`cp_async_commit`], [`cp_async_wait`], [`fence_proxy_async`], [`wgmma_fence`], [`wgmma_fence_operands`], [`wgmma_bf16`], [`wgmma_bf16_b_kmajor`], [`wgmma_bf16_a_mn`], [`wgmma_bf16_a_regs`], [`wgmma_fp8`], [`wgmma_commit`], [`wgmma_wait`], `SharedArray::shared_address` |
@@ -43,10 +43,11 @@ pub use backend::{
     ballot, block_dim, block_idx, block_sync, bulk_commit_group, bulk_wait_group,
     bulk_wait_group_read, cluster_ctarank, cluster_size, cluster_sync, cp_async_16,
     cp_async_16_unchecked, cp_async_commit, cp_async_wait, fence_acq_rel_gpu, fence_barrier_init,
-    fence_proxy_async, grid_dim, lane_id, ldmatrix_x4, ldmatrix_x4_trans, mma_m16n8k16_bf16,
-    named_barrier_arrive, named_barrier_sync, opaque, setmaxnreg_dec, setmaxnreg_inc, shfl_down,
-    shfl_idx, shfl_up, shfl_xor, stmatrix_x4, stmatrix_x4_trans, thread_idx, warp_id, warp_sync,
-    wgmma_commit, wgmma_fence, wgmma_fence_operands, Global, GlobalMut, Tma, TmaMut,
+    fence_proxy_async, grid_dependency_wait, grid_dim, lane_id, launch_dependents, ldmatrix_x4,
+    ldmatrix_x4_trans, mma_m16n8k16_bf16, named_barrier_arrive, named_barrier_sync, opaque,
+    setmaxnreg_dec, setmaxnreg_inc, shfl_down, shfl_idx, shfl_up, shfl_xor, stmatrix_x4,
+    stmatrix_x4_trans, thread_idx, warp_id, warp_sync, wgmma_commit, wgmma_fence,
+    wgmma_fence_operands, Global, GlobalMut, Tma, TmaMut,
 };
 #[cfg(any(feature = "std", target_arch = "nvptx64"))]
 pub(crate) use backend::{tma_box_view_unfit, view_outside_memory};

@@ -18,7 +18,7 @@ pub use pipeline::{
 };
 pub use sm90::{
     cp_async_16, cp_async_16_unchecked, cp_async_commit, cp_async_wait, fence_proxy_async,
-    wgmma_commit, wgmma_fence, wgmma_fence_operands,
+    grid_dependency_wait, launch_dependents, wgmma_commit, wgmma_fence, wgmma_fence_operands,
 };
 
 /// A panicking kernel (a failed bounds check or assertion) traps: the launch fails with an error

@@ -6,11 +6,13 @@
 
 use super::{KernelArg, KernelSpec, LaunchConfig, LaunchError, LaunchStats, Module};
 use crate::rules;
-use cudarc::driver::sys::CUfunction_attribute_enum;
-use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig as CuConfig,
-    PushKernelArg,
+use core::ffi::c_void;
+use core::ptr::null_mut;
+use cudarc::driver::sys::{
+    cuLaunchKernelEx, CUfunction_attribute_enum, CUlaunchAttribute, CUlaunchAttributeID,
+    CUlaunchAttributeValue, CUlaunchConfig,
 };
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -374,66 +376,72 @@ impl CudaDevice {
         args: &[KernelArg<'_>],
     ) -> Result<LaunchStats, LaunchError> {
         let f = self.function(spec)?;
-        let mut b = self.stream.launch_builder(&f);
-        // The second word of a buffer (its length) or a tensor map (its box's bytes).
-        let lens: Vec<u32> = args
-            .iter()
-            .map(|a| match a {
-                KernelArg::Buffer { len, .. } => *len,
-                KernelArg::TensorMap { box_bytes, .. } => *box_bytes,
-                _ => 0,
-            })
-            .collect();
-        for (a, len) in args.iter().zip(&lens) {
+        // Each parameter in a slot of its own, read by the driver from the slot's start for
+        // the entry parameter's size (little-endian: a u32 is the slot's low bytes).
+        let mut slots: Vec<u64> = Vec::with_capacity(2 * args.len());
+        let device_ptr = |s: &CudaSlice<u8>| s.device_ptr(&self.stream).0;
+        let other_device = |what: &str| {
+            LaunchError::invalid(
+                rules::ARGUMENT_DEVICE,
+                format!("{what} of another device was passed to a CUDA launch"),
+            )
+        };
+        for a in args {
             match a {
-                KernelArg::Buffer { buffer, .. } => {
-                    let slice = buffer.cuda_slice().ok_or_else(|| {
-                        LaunchError::invalid(
-                            rules::ARGUMENT_DEVICE,
-                            "a buffer of another device was passed to a CUDA launch".into(),
-                        )
-                    })?;
-                    b.arg(slice);
-                    b.arg(len);
+                // A buffer's pointer and length; a tensor map's address and its box's bytes.
+                KernelArg::Buffer { buffer, len } => {
+                    let slice = buffer
+                        .cuda_slice()
+                        .ok_or_else(|| other_device("a buffer"))?;
+                    slots.extend([device_ptr(slice), *len as u64]);
                 }
-                KernelArg::TensorMap { map, .. } => {
-                    let map = map.ok_or_else(|| {
-                        LaunchError::invalid(
-                            rules::ARGUMENT_DEVICE,
-                            "a tensor map of another device was passed to a CUDA launch".into(),
-                        )
-                    })?;
-                    b.arg(map);
-                    b.arg(len);
+                KernelArg::TensorMap { map, box_bytes, .. } => {
+                    let map = map.ok_or_else(|| other_device("a tensor map"))?;
+                    slots.extend([device_ptr(map), *box_bytes as u64]);
                 }
-                KernelArg::U32(v) => {
-                    b.arg(v);
-                }
-                KernelArg::I32(v) => {
-                    b.arg(v);
-                }
-                KernelArg::F32(v) => {
-                    b.arg(v);
-                }
-                KernelArg::U64(v) => {
-                    b.arg(v);
-                }
-                KernelArg::I64(v) => {
-                    b.arg(v);
-                }
-                KernelArg::F64(v) => {
-                    b.arg(v);
-                }
+                KernelArg::U32(v) => slots.push(*v as u64),
+                KernelArg::I32(v) => slots.push(*v as u32 as u64),
+                KernelArg::F32(v) => slots.push(v.to_bits() as u64),
+                KernelArg::U64(v) => slots.push(*v),
+                KernelArg::I64(v) => slots.push(*v as u64),
+                KernelArg::F64(v) => slots.push(v.to_bits()),
             }
         }
-        let cu = CuConfig {
-            grid_dim: (cfg.grid, 1, 1),
-            block_dim: (cfg.block, 1, 1),
-            shared_mem_bytes: spec.shared_bytes as u32,
+        let mut params: Vec<*mut c_void> = slots
+            .iter_mut()
+            .map(|s| s as *mut u64 as *mut c_void)
+            .collect();
+        // SAFETY: a plain C union; the driver reads the member of the attribute's id.
+        let mut value: CUlaunchAttributeValue = unsafe { std::mem::zeroed() };
+        value.programmaticStreamSerializationAllowed = 1;
+        let mut overlap = CUlaunchAttribute {
+            id: CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+            pad: [0; 4],
+            value,
+        };
+        let config = CUlaunchConfig {
+            gridDimX: cfg.grid,
+            gridDimY: 1,
+            gridDimZ: 1,
+            blockDimX: cfg.block,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: spec.shared_bytes as u32,
+            hStream: self.stream.cu_stream(),
+            attrs: &mut overlap,
+            numAttrs: cfg.overlap as u32,
+        };
+        let mut launch = || {
+            self.ctx.bind_to_thread().map_err(backend)?;
+            // SAFETY: the parameters mirror the kernel's `extern "ptx-kernel"` signature, which
+            // #[tile_kernel] generated from the same parameters (a pointer and a length per
+            // buffer); `slots` outlives the call, which copies them.
+            unsafe { cuLaunchKernelEx(&config, f.cu_function(), params.as_mut_ptr(), null_mut()) }
+                .result()
+                .map_err(backend)
         };
         if !self.timed {
-            // SAFETY: as below.
-            unsafe { b.launch(cu) }.map_err(backend)?;
+            launch()?;
             return Ok(LaunchStats::default());
         }
         let start = self
@@ -445,9 +453,7 @@ impl CudaDevice {
             .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
             .map_err(backend)?;
         start.record(&self.stream).map_err(backend)?;
-        // SAFETY: the argument list mirrors the kernel's `extern "ptx-kernel"` signature, which
-        // #[tile_kernel] generated from the same parameters (a pointer and a length per buffer).
-        unsafe { b.launch(cu) }.map_err(backend)?;
+        launch()?;
         end.record(&self.stream).map_err(backend)?;
         self.stream.synchronize().map_err(|e| {
             LaunchError::invalid(

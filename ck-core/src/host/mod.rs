@@ -387,12 +387,32 @@ pub struct LaunchConfig {
     pub grid: u32,
     /// Threads per block.
     pub block: u32,
+    /// Launched to overlap the previous kernel of the stream ([`LaunchConfig::overlapping`]).
+    pub overlap: bool,
 }
 
 impl LaunchConfig {
     /// `grid` blocks of `block` threads.
     pub const fn new(grid: u32, block: u32) -> LaunchConfig {
-        LaunchConfig { grid, block }
+        LaunchConfig {
+            grid,
+            block,
+            overlap: false,
+        }
+    }
+
+    /// This launch overlapping the previous kernel of the stream (CUDA's programmatic
+    /// dependent launch): its blocks may start while that kernel still runs — once each of
+    /// its blocks has called [`launch_dependents`](crate::device::launch_dependents) or
+    /// exited — so that its launch and its blocks' start hide behind the other's last wave.
+    /// The kernel must call [`grid_dependency_wait`](crate::device::grid_dependency_wait)
+    /// in every thread before it reads anything the previous kernel wrote, or writes what that
+    /// kernel reads. The emulator runs launches one after the other.
+    pub const fn overlapping(self) -> LaunchConfig {
+        LaunchConfig {
+            overlap: true,
+            ..self
+        }
     }
 }
 

@@ -15,7 +15,10 @@
 //! 33 chunks of 128 rows, the last of each column block's 33 adding 33 rows. The cut depends on
 //! the shape only, not on the device, so the bits do not either. Two workspaces of one shape
 //! (LayerNorm's `dgamma` and `dbeta`) are summed by the same launch, the second half of the
-//! blocks taking the second workspace: the same bits as apart.
+//! blocks taking the second workspace: the same bits as apart. The launch overlaps the backward
+//! kernel's ([`LaunchConfig::overlapping`](ck_core::host::LaunchConfig::overlapping)): its blocks
+//! start as the backward's leave and wait for it to finish (bf16 4096² 1.02–1.04 × faster on an
+//! H100, the larger shapes 1.00–1.02 ×).
 
 use ck_core::device::*;
 #[cfg(not(target_arch = "nvptx64"))]
@@ -161,6 +164,8 @@ macro_rules! column_sum_kernel {
             chunk: u32,
             stride: u32,
         ) {
+            // Launched to overlap the backward kernel: its rows are read once it has finished.
+            grid_dependency_wait();
             let (scratch, said) = (shared!(u32; COLUMN_SCRATCH), shared!(u32; 1));
             let smem = ColumnShared { scratch: &scratch, said: &said };
             let shape = (rows, n, chunk, stride);
@@ -182,6 +187,7 @@ macro_rules! column_sum_kernel {
             chunk: u32,
             stride: u32,
         ) {
+            grid_dependency_wait(); // as above
             let (scratch, said) = (shared!(u32; COLUMN_SCRATCH), shared!(u32; 1));
             let smem = ColumnShared { scratch: &scratch, said: &said };
             let (half, block) = (blocks_per_sum(rows, n, chunk), block_idx());
@@ -293,7 +299,8 @@ pub mod host {
                     (rows, n, chunk, stride): (u32, u32, u32, u32),
                 ) -> Result<LaunchStats, LaunchError> {
                     let blocks = blocks_per_sum(rows, n, chunk) * partials.len() as u32;
-                    let cfg = LaunchConfig::new(blocks, ColumnSums::BLOCK_SIZE);
+                    // Its launch and its blocks' start behind the backward kernel's last rows.
+                    let cfg = LaunchConfig::new(blocks, ColumnSums::BLOCK_SIZE).overlapping();
                     match (partials, outs) {
                         ([p], [o]) => $one::launch(d, cfg, p, s, k, o, rows, n, chunk, stride),
                         ([pa, pb], [oa, ob]) => {

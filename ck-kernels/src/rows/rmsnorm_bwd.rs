@@ -78,6 +78,8 @@ pub(crate) fn rmsnorm_bwd_tile<
     C: TileDistribution<X = [i32; 1]>,
     T: Real,
 {
+    // The column sums' blocks may start as this kernel's leave (they wait for it to finish).
+    launch_dependents();
     let [rows, cols] = D::X_LENGTHS;
     let (block, grid) = (block_idx(), grid_dim());
     let row_tiles = m.div_ceil(rows as u32);

@@ -165,6 +165,17 @@ pub fn fence_proxy_async() {
     c.state().proxy_fences.borrow_mut()[c.tid as usize] += 1;
 }
 
+/// `griddepcontrol.wait`: on the GPU, where the kernel was launched to overlap the previous
+/// one ([`LaunchConfig::overlapping`](crate::host::LaunchConfig::overlapping)), waits until
+/// that kernel has finished and its writes are visible. The emulator runs launches one after
+/// the other, so the previous kernel has always finished.
+pub fn grid_dependency_wait() {}
+
+/// `griddepcontrol.launch_dependents`: on the GPU, lets the next kernel of the stream (launched
+/// to overlap this one) start its blocks once every block of this one has called it or exited.
+/// The emulator runs launches one after the other.
+pub fn launch_dependents() {}
+
 /// `wgmma.fence.sync.aligned` (the emulator's MMAs complete when issued).
 pub fn wgmma_fence() {}
 

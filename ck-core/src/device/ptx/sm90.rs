@@ -81,6 +81,25 @@ pub fn fence_proxy_async() {
     unsafe { asm!("fence.proxy.async.shared::cta;", options(nostack)) };
 }
 
+/// `griddepcontrol.wait`: waits until the previous kernel of the stream has finished and its
+/// writes are visible — where this kernel was launched to overlap it
+/// ([`LaunchConfig::overlapping`](crate::host::LaunchConfig::overlapping)); returns at once
+/// otherwise. Every read of what that kernel wrote comes after it.
+#[inline(always)]
+pub fn grid_dependency_wait() {
+    // SAFETY: waits; without `nomem` it is also a compiler barrier: no load moves above it.
+    unsafe { asm!("griddepcontrol.wait;", options(nostack)) };
+}
+
+/// `griddepcontrol.launch_dependents`: the next kernel of the stream, where it was launched to
+/// overlap this one, may start its blocks once every block of this kernel has called this or
+/// exited (they wait in [`grid_dependency_wait`] until this kernel has finished).
+#[inline(always)]
+pub fn launch_dependents() {
+    // SAFETY: a scheduling hint; touches no memory.
+    unsafe { asm!("griddepcontrol.launch_dependents;", options(nostack)) };
+}
+
 /// `wgmma.fence.sync.aligned`: orders earlier register and shared accesses before the next
 /// `wgmma.mma_async`.
 #[inline(always)]
