@@ -344,6 +344,23 @@ handle_common!(Global, *const T);
 handle_common!(GlobalMut, *mut T);
 
 impl<T: Element> GlobalMut<T> {
+    /// The same elements read as `U`, an element type of the same size (their bits): a u32
+    /// counter kept in an f32 scratch.
+    #[inline(always)]
+    pub fn cast<U: Element>(self) -> GlobalMut<U> {
+        const {
+            assert!(
+                T::BYTES == U::BYTES,
+                "cast between element types of one size"
+            )
+        };
+        GlobalMut {
+            ptr: self.ptr.cast(),
+            len: self.len,
+            _t: PhantomData,
+        }
+    }
+
     /// Stores element `i`; out of bounds the kernel traps.
     #[inline(always)]
     pub fn store(&self, i: u32, v: T) {

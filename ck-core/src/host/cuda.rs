@@ -307,6 +307,18 @@ impl CudaDevice {
         self.stream.alloc_zeros::<u8>(bytes.max(1)).map_err(backend)
     }
 
+    /// Zeros bytes `range` of `slice`, queued on this device's stream (a memset node where
+    /// the stream is being captured).
+    pub(crate) fn zero(
+        &self,
+        slice: &mut CudaSlice<u8>,
+        range: std::ops::Range<usize>,
+    ) -> Result<(), LaunchError> {
+        self.stream
+            .memset_zeros(&mut slice.slice_mut(range))
+            .map_err(backend)
+    }
+
     pub(crate) fn upload(&self, data: &[u8]) -> Result<CudaSlice<u8>, LaunchError> {
         if data.is_empty() {
             return self.alloc(0);

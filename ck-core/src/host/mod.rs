@@ -205,6 +205,42 @@ impl<T: Element> DeviceBuffer<T> {
         })
     }
 
+    /// Zeros elements `range`, queued on `device`'s stream like a launch (a memset node in a
+    /// captured CUDA graph): a kernel launched after it on that stream finds them zero.
+    pub fn zero_range(
+        &mut self,
+        device: &Device,
+        range: std::ops::Range<usize>,
+    ) -> Result<(), LaunchError> {
+        if range.start > range.end || range.end > self.len {
+            return Err(LaunchError::invalid(
+                rules::ARGUMENT_SIZE,
+                format!(
+                    "elements {range:?} of a buffer of {} cannot be zeroed",
+                    self.len
+                ),
+            ));
+        }
+        let bytes = range.start * T::BYTES as usize..range.end * T::BYTES as usize;
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        match (&mut self.storage, device) {
+            (Storage::Emu(m), Device::Emulator { .. }) => {
+                m.write_bytes(bytes.start, &vec![0u8; bytes.len()]);
+                Ok(())
+            }
+            (Storage::Cuda { slice, .. }, Device::Cuda(d)) => d.zero(slice, bytes),
+            _ => Err(LaunchError::invalid(
+                rules::ARGUMENT_DEVICE,
+                format!(
+                    "a buffer of another device than {} cannot be zeroed there",
+                    device.name()
+                ),
+            )),
+        }
+    }
+
     /// Number of elements.
     pub fn len(&self) -> usize {
         self.len
@@ -576,5 +612,23 @@ pub unsafe fn launch(
             Ok(st)
         }
         Device::Cuda(d) => d.launch(spec, cfg, args),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `zero_range` zeros exactly its elements; a range past the buffer is an `argument-size`
+    /// error that leaves the buffer as it was.
+    #[test]
+    fn zero_range_zeros_its_elements_only() {
+        let device = Device::emulator();
+        let mut b = DeviceBuffer::from_slice(&device, &[1u32, 2, 3, 4, 5]).unwrap();
+        b.zero_range(&device, 1..3).unwrap();
+        assert_eq!(b.to_vec().unwrap(), [1, 0, 0, 4, 5]);
+        let err = b.zero_range(&device, 4..6).unwrap_err();
+        assert_eq!(err.rule().name(), "argument-size");
+        assert_eq!(b.to_vec().unwrap(), [1, 0, 0, 4, 5]);
     }
 }

@@ -514,6 +514,24 @@ handle_common!(Global);
 handle_common!(GlobalMut);
 
 impl<T: Element> GlobalMut<T> {
+    /// The same elements read as `U`, an element type of the same size (their bits): a u32
+    /// counter kept in an f32 scratch.
+    #[inline(always)]
+    pub fn cast<U: Element>(self) -> GlobalMut<U> {
+        const {
+            assert!(
+                T::BYTES == U::BYTES,
+                "cast between element types of one size"
+            )
+        };
+        GlobalMut {
+            buffer: self.buffer,
+            start: self.start,
+            len: self.len,
+            _t: PhantomData,
+        }
+    }
+
     /// Stores element `i`.
     #[track_caller]
     pub fn store(&self, i: u32, v: T) {
