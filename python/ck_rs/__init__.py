@@ -1047,7 +1047,7 @@ def attention_with_kvcache(
         capacity = k_cache.shape[1]
     else:
         capacity = k_cache.shape[1] * (page_table.shape[-1] if len(page_table.shape) == 2 else 0)
-    # The splits' partial results, combined afterwards (none for one split: merged in the kernel).
+    # The splits' partial results and their tickets (none for one split: merged in the block).
     o_len, lse_len = _scratch(batch, heads, k_cache.shape[2], sq, d, capacity, num_splits, c)
     o = c.empty(tuple(q.shape), q)
     lse = c.empty((batch, heads, sq), q, float32=True)

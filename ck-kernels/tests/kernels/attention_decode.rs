@@ -75,17 +75,23 @@ fn every_sq_from_1_to_16_appended() {
     }
 }
 
-/// A key range split among 1, 3 and 17 items per sequence (each writing two partial results
-/// for the combine; one split's two merged in the block, no scratch), more splits than a short
-/// sequence has tiles. At 17, 4352 keys are 34 tiles, two a split: the last split's two slots
-/// hold keys, past the 32 the combine loads at once.
+/// A key range split among 1, 3 and 17 items per sequence (each writing two partial results;
+/// one split's two merged in the block, no scratch), more splits than a short sequence has
+/// tiles, with row tiles merged in the kernel (4 heads × 2 tokens: 8 rows) and by the combine
+/// launch (8 × 2: 16 rows). At 17, 4352 keys are 34 tiles, two a split: the last split's two
+/// slots hold keys, past the 32 the combine loads at once and the 16 of the kernel's merge.
 #[test]
 fn forced_splits_agree_with_the_reference() {
-    for splits in [1, 3, 17] {
-        let long = if splits == 17 { 4352 } else { 1000 };
-        let mut c = case(shape(3, 4, 1, 2, 128), None, &[long, 129, 5]);
-        c.options.splits = Some(splits);
-        check(c);
+    use ck_kernels::attention::decode::host::merges_in_kernel;
+    for heads in [4, 8] {
+        let s = shape(3, heads, 1, 2, 128);
+        assert_eq!(merges_in_kernel(&s), heads == 4);
+        for splits in [1, 3, 17] {
+            let long = if splits == 17 { 4352 } else { 1000 };
+            let mut c = case(s, None, &[long, 129, 5]);
+            c.options.splits = Some(splits);
+            check(c);
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 //! (normalised) and log-sum-exp: one *slot* of the split scratch, or, when the keys are not
 //! split, merged with the other warpgroup's in the block and written as O and the LSE.
 
-use super::combine::{inverse, lse_index, merged_lse, split_counts, weight};
+use super::combine::{arrive_and_merge, inverse, lse_index, merged_lse, split_counts, weight};
 use super::schedule::*;
 use crate::attention::consumer::{
     issue_scores_in, issue_values, k_major, online_softmax, release, values, Rows,
@@ -156,10 +156,10 @@ pub fn consume<H: HeadDim, const SMEM: usize>(
             j += CONSUMERS;
         }
         t += w.tiles;
-        // The balanced cut's split count of the sequence, for the combine (which would work it
-        // out again from every length): by the first item of the sequence.
+        // The balanced cut's split count of the sequence, for the combine launch (which would
+        // work it out again from every length): by the first item of the sequence.
         let first_of_sequence = w.split == 0 && w.kv_head == 0 && w.h0 == 0 && w.t0 == 0;
-        if pb.chunks.target > 0 && first_of_sequence && thread_idx() == 0 {
+        if !pb.merges && pb.chunks.target > 0 && first_of_sequence && thread_idx() == 0 {
             let rows = pb.chunks.batch * pb.sq * pb.heads;
             let at = split_counts(pb.chunks.splits.get(), rows) + w.b;
             out.lse_part.store(at, w.splits as f32);
@@ -170,6 +170,9 @@ pub fn consume<H: HeadDim, const SMEM: usize>(
         } else {
             smem.bars.arrive(q_empty(buf));
             store_partial(rows, (out.o_part, out.lse_part), &item_rows, w.overflow);
+            if pb.merges {
+                arrive_and_merge::<H, SMEM>(&w, pb, out, smem, MERGE);
+            }
         }
     }
 }

@@ -170,7 +170,7 @@ pub struct Plan {
 /// heads × row tiles) + 1` splits of one sequence — what a sequence holding nearly all the
 /// batch's keys gets in two waves — each of at least two key tiles (one per consumer
 /// warpgroup). A cache too short to split is not split: the block merges its warpgroups'
-/// halves and no combine runs.
+/// halves and no scratch is used.
 ///
 /// ```
 /// use ck_kernels::attention::decode::host::{plan, Plan, Shape};
@@ -217,14 +217,35 @@ pub fn plan(
 }
 
 /// Elements of the split scratch: partial O `[slots, batch, sq, heads, head_dim]` and partial
-/// log-sum-exp `[slots, batch, sq, heads]` then each sequence's split count `[batch]` (f32),
-/// two slots per split; none for one split (the decode blocks write O themselves).
+/// log-sum-exp `[slots, batch, sq, heads]` (two slots per split), then each sequence's split
+/// count `[batch]` (for the combine launch) and a ticket per row tile ([`tickets`]: for the
+/// merge in the kernel; u32 in f32 words); none for one split (the decode blocks write O
+/// themselves).
 pub fn scratch_len(shape: &Shape, splits: u32) -> (u64, u64) {
     if splits == 1 {
         return (0, 0);
     }
     let rows = 2 * splits as u64 * shape.batch as u64 * shape.sq as u64 * shape.heads as u64;
-    (rows * shape.head_dim as u64, rows + shape.batch as u64)
+    (
+        rows * shape.head_dim as u64,
+        rows + shape.batch as u64 + tickets(shape),
+    )
+}
+
+/// The row tiles of a call (`batch · kv_heads · row tiles per KV head`), each with a ticket in
+/// the split scratch that counts its splits' arrivals where the kernel merges them.
+pub fn tickets(shape: &Shape) -> u64 {
+    let (_, _, hn, tn) = row_tiles(shape);
+    shape.batch as u64 * shape.kv_heads as u64 * (hn * tn) as u64
+}
+
+/// Whether the decode kernel merges a row tile's splits itself (the block whose split ends
+/// last), rather than a combine launch after it: for tiles of at most
+/// [`MERGED_ROWS`](super::combine::MERGED_ROWS) rows, whose merge on one multiprocessor is
+/// shorter than a launch ([`super::combine`] has the measurements).
+pub fn merges_in_kernel(shape: &Shape) -> bool {
+    let (hc, tc, _, _) = row_tiles(shape);
+    hc * tc <= super::combine::MERGED_ROWS
 }
 
 fn invalid(rule: ck_core::rules::RuleId, message: String) -> LaunchError {
@@ -528,7 +549,8 @@ fn append(
     )
 }
 
-/// The decode kernel, and the combine after it when the keys are split.
+/// The decode kernel (its split scratch's tickets zeroed first where it merges the splits),
+/// and the combine after it where it does not.
 #[allow(clippy::too_many_arguments)]
 fn finish(
     device: &Device,
@@ -581,6 +603,7 @@ fn finish(
     let grid = items.min(device.multiprocessors().max(1) as u64) as u32;
     let cfg = LaunchConfig::new(grid, THREADS);
     let scale = scale_or_default(options.scale, shape.head_dim);
+    let merges = merges_in_kernel(&shape);
     macro_rules! launch_as {
         ($kernel:ident) => {
             $kernel::launch(
@@ -610,14 +633,22 @@ fn finish(
                 box_rows,
                 scale * LOG2_E,
                 options.causal,
+                merges,
             )
         };
+    }
+    if splits > 1 && merges {
+        // The tickets zeroed before the kernel counts on them (it leaves them zero; a scratch
+        // of the caller's may hold anything).
+        let (_, lse_len) = scratch_len(&shape, splits);
+        let first = (lse_len - tickets(&shape)) as usize;
+        lse_part.zero_range(device, first..lse_len as usize)?;
     }
     stats.add(&match shape.head_dim {
         64 => launch_as!(AttentionDecodeD64),
         _ => launch_as!(AttentionDecodeD128),
     }?);
-    if splits == 1 {
+    if splits == 1 || merges {
         return Ok(stats);
     }
     let rows = shape.batch * shape.sq * shape.heads;
@@ -700,8 +731,10 @@ pub fn decode(
         device.multiprocessors(),
     )?;
     let (o_part_len, lse_part_len) = scratch_len(&shape, plan.splits);
-    let mut o_part = DeviceBuffer::<f32>::zeros(device, o_part_len as usize)?;
-    let mut lse_part = DeviceBuffer::<f32>::zeros(device, lse_part_len as usize)?;
+    // The scratch as a caller's allocator may leave it (NaN bits: huge tickets), and O and the
+    // LSE NaN, so that whatever the launch does not zero or write shows.
+    let scratch = |n: u64| DeviceBuffer::from_slice(device, &vec![f32::NAN; n as usize]);
+    let (mut o_part, mut lse_part) = (scratch(o_part_len)?, scratch(lse_part_len)?);
     let mut q_rot = DeviceBuffer::<Bf16>::zeros(device, call.q.len())?;
     let mut o = DeviceBuffer::from_slice(device, &vec![Bf16(0x7fc0); call.q.len()])?;
     let mut lse = DeviceBuffer::from_slice(device, &vec![f32::NAN; shape.lse_len() as usize])?;

@@ -6,7 +6,7 @@
 //! | [`schedule`] | the problem, the items (sequence × KV head × row tile × split) and their key ranges, the cut of the keys into splits, the scheduler warp publishing the items, the shared-memory plan, the barriers |
 //! | [`producer`] | two warps copying key and value tiles with TMA, page by page; a third loading each item's Q rows an item ahead |
 //! | [`consumer`] | two warpgroups, each an online softmax over every other key tile of an item, writing a partial result — or, for a sequence of one split, the two merged in the block into O |
-//! | [`combine`] | the partial results of a row merged by their log-sum-exps (the rows of sequences of several splits) |
+//! | [`combine`] | a row tile's splits merged by their log-sum-exps: by the block whose split ends last (small tiles), or a launch of its own |
 //! | [`append`] | the new tokens' keys and values written into the cache, with RoPE |
 //! | [`host`] | shapes and checks, the split heuristic, the launches, the fp64 reference |
 //!
@@ -18,12 +18,13 @@
 //!   once per KV head, not once per query head;
 //! * **split-KV**: a sequence's key tiles are shared among several items that run on
 //!   different multiprocessors (FlashDecoding), each writing O normalised over its keys and their
-//!   log-sum-exp; the host plans the most splits and the grid ([`host::plan`]), the device
-//!   cuts each sequence from its length — a long one into many splits, a short one
+//!   log-sum-exp, merged by the block whose split of a small row tile ends last, or by a
+//!   combine launch ([`combine`]); the host plans the most splits and the grid ([`host::plan`]),
+//!   the device cuts each sequence from its length — a long one into many splits, a short one
 //!   into few ([`schedule::Chunking`]). A sequence of one split (asked for, a cache too short
 //!   to split, or a short sequence the cut leaves whole) has its block's two warpgroups merge
-//!   their halves through shared memory and write O and the LSE, and the combine leaves its
-//!   rows (with one split for every sequence: no scratch, no second launch);
+//!   their halves through shared memory and write O and the LSE (with one split for every
+//!   sequence: no scratch);
 //! * **Q an item ahead**: a producer warp loads the next item's query rows while the consumers
 //!   work on this one, so that a block walks many short items (the splits of a ragged batch)
 //!   without a round trip to global memory at each start;
@@ -113,12 +114,14 @@ macro_rules! decode_kernel {
             box_rows: u32,
             scale_log2: f32,
             causal: bool,
+            merges: bool,
         ) {
             let smem = Smem {
                 tiles: shared!(Bf16; schedule::smem_elems::<$h>()),
                 bars: shared!(Mbarrier; BARRIERS),
                 lse: shared!(f32; EXCHANGED_LSE),
                 items: shared!(u32; (schedule::ITEM_SLOTS * schedule::ITEM_WORDS) as usize),
+                said: shared!(u32; 1),
             };
             let nz = |x: u32| core::num::NonZeroU32::new(x).unwrap_or(core::num::NonZeroU32::MIN);
             let kv_heads = nz(kv_heads);
@@ -147,6 +150,7 @@ macro_rules! decode_kernel {
                 },
                 scale_log2,
                 causal,
+                merges,
             };
             let outputs = Outputs {
                 o,

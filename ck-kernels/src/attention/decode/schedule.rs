@@ -19,8 +19,8 @@
 //! mod STAGES` for the `t / STAGES`-th time (parity as in the prefill kernel). Two producer
 //! warps copy the keys and the values, each as far ahead as its half of the ring allows;
 //! consumer warpgroup `wg` takes the item's tiles `wg, wg + 2, …` and keeps its own running
-//! softmax: it writes its own partial result, combined with the others afterwards
-//! ([`super::combine`]). A third producer warp loads each item's Q rows (`cp.async`: a few rows,
+//! softmax: it writes its own partial result, merged with the others' in the kernel or by a
+//! combine launch ([`super::combine`]). A third producer warp loads each item's Q rows (`cp.async`: a few rows,
 //! read once, any token stride) into one of two buffers an item ahead, so that the consumers
 //! start an item without a round trip to global memory — the gap that cost 5–9 µs per item when
 //! they loaded Q themselves.
@@ -166,6 +166,9 @@ pub struct Problem {
     /// `scale · log₂ e` (positive).
     pub scale_log2: f32,
     pub causal: bool,
+    /// A row tile's splits merged by the block whose split ends last (else by the combine
+    /// launch after the kernel; [`super::combine`]).
+    pub merges: bool,
 }
 
 /// One item: the rows it owns, its keys, and its split.
@@ -188,8 +191,11 @@ pub struct Work {
     pub tiles: u32,
     pub split: u32,
     /// The sequence's split count (1: the block merges its warpgroups' halves and writes the
-    /// rows' O and LSE itself, and the combine leaves them).
+    /// rows' O and LSE itself; more: the splits' slots are merged, [`super::combine`]).
     pub splits: u32,
+    /// The row tile's index in the batch (`b · items_per_split + …`): its ticket, counting its
+    /// splits' arrivals where the kernel merges them.
+    pub ticket: u32,
 }
 
 impl Work {
@@ -263,6 +269,7 @@ impl Problem {
             tiles: per.min(all - first_tile),
             split,
             splits: count,
+            ticket: b * self.items_per_split() + r / nz(count),
         }
     }
 
@@ -553,6 +560,8 @@ pub struct Smem<const SMEM: usize> {
     pub bars: SharedArray<Mbarrier, BARRIERS>,
     pub lse: SharedArray<f32, EXCHANGED_LSE>,
     pub items: SharedArray<u32, { (ITEM_SLOTS * ITEM_WORDS) as usize }>,
+    /// A split's arrival as its consumers' thread 0 counted it ([`last_arrival`]).
+    pub said: SharedArray<u32, 1>,
 }
 
 /// Element offsets of the buffers from `first`, the first element on a 1024-byte boundary: the
