@@ -16,14 +16,14 @@
 //!
 //! Two places merge, the host choosing by the row tile's size ([`super::host::merges_in_kernel`]):
 //!
-//! * **in the decode kernel** ([`arrive_and_merge`]), for row tiles of at most
+//! * **in the decode kernel** (`arrive_and_merge`), for row tiles of at most
 //!   [`MERGED_ROWS`] rows (one new token against GQA groups of up to 8): each split's block,
 //!   once its warpgroups have stored their slots, takes a ticket of the row tile
 //!   ([`last_arrival`]), and the one whose ticket completes the count merges, while its
 //!   producers load its next item. No second launch: B1 × 2k 17.0 → 15.9 µs, B1 × 32k 60.4 →
-//!   57.9, B16 × 2k 57.2 → 54.3 (H100 job 138). The tickets follow the slots in the scratch,
-//!   zeroed before the launch (the kernel leaves them zero).
-//! * **in a launch of its own** ([`attention_decode_combine`]) for larger tiles, whose merge on
+//!   57.9, B16 × 2k 57.2 → 54.3 (H100 job 138). The tickets follow the slots and the split
+//!   counts in the scratch, zeroed before the launch (the kernel leaves them zero).
+//! * **in a launch of its own** ([`AttentionDecodeCombine`]) for larger tiles, whose merge on
 //!   one multiprocessor is a chain of loads too long for the kernel's tail: the mixed batch's
 //!   16-row tiles of 24 splits took 118 µs merged in the kernel against 97 µs this way (job 138).
 //!   Each sequence's first item hands the combine its split count (the balanced cut's).
