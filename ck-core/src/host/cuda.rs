@@ -395,7 +395,7 @@ impl CudaDevice {
         let other_device = |what: &str| {
             LaunchError::invalid(
                 rules::ARGUMENT_DEVICE,
-                format!("{what} of another device was passed to a CUDA launch"),
+                format!("{what} of another device was passed to a CUDA launch; allocate it on the launch's device"),
             )
         };
         for a in args {

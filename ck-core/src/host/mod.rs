@@ -216,8 +216,8 @@ impl<T: Element> DeviceBuffer<T> {
             return Err(LaunchError::invalid(
                 rules::ARGUMENT_SIZE,
                 format!(
-                    "elements {range:?} of a buffer of {} cannot be zeroed",
-                    self.len
+                    "elements {range:?} of a buffer of {} cannot be zeroed; give a range inside 0..{}",
+                    self.len, self.len
                 ),
             ));
         }
@@ -234,7 +234,7 @@ impl<T: Element> DeviceBuffer<T> {
             _ => Err(LaunchError::invalid(
                 rules::ARGUMENT_DEVICE,
                 format!(
-                    "a buffer of another device than {} cannot be zeroed there",
+                    "a buffer of another device than {} cannot be zeroed there; zero it on the device that allocated it",
                     device.name()
                 ),
             )),

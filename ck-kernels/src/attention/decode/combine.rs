@@ -111,24 +111,9 @@ pub fn attention_decode_combine(
     // The first group's values are in flight while the weights are worked out: they do not
     // depend on them.
     let mut values = group(0);
-    // The slots' weights: lane `l` reads the log-sum-exps of slots `l, l + 32, …`, the warp
-    // agrees on their max and on the sum of the weights (a NaN slot — a sequence past the
-    // cache's end — has weight NaN, and makes the row NaN).
+    // The slots' weights, the warp's lanes side by side.
     let lse_of = |s: u32| lse_part.load(s * rows + row);
-    let mut max = f32::NEG_INFINITY;
-    let mut s = lane_id();
-    while s < slots {
-        max = max.max(lse_of(s));
-        s += 32;
-    }
-    let max = warp_reduce(max, f32::max);
-    let mut sum = 0.0;
-    let mut s = lane_id();
-    while s < slots {
-        sum += weight(lse_of(s), max);
-        s += 32;
-    }
-    let sum = warp_reduce(sum, |a, b| a + b);
+    let (max, sum) = row_weights(slots, lse_of);
     // O: every slot's value weighted (an empty slot's is 0, weight 0).
     let mut acc = DistributedTensor::<CombineRows, f32>::splat(0.0);
     let mut first = 0;
@@ -200,20 +185,7 @@ pub(crate) fn arrive_and_merge<H: HeadDim, const SMEM: usize>(
         if let Some(th) = w.row(r, pb) {
             let row = out_row(th);
             let lse_of = |s: u32| out.lse_part.load(s * rows + row);
-            let mut max = f32::NEG_INFINITY;
-            let mut s = lane;
-            while s < slots {
-                max = max.max(lse_of(s));
-                s += 32;
-            }
-            let max = warp_reduce(max, f32::max);
-            let mut sum = 0.0;
-            let mut s = lane;
-            while s < slots {
-                sum += weight(lse_of(s), max);
-                s += 32;
-            }
-            let sum = warp_reduce(sum, |a, b| a + b);
+            let (max, sum) = row_weights(slots, lse_of);
             if lane == 0 {
                 smem.lse.store(r, max);
                 smem.lse.store(ROWS + r, sum);
@@ -259,6 +231,27 @@ pub(crate) fn arrive_and_merge<H: HeadDim, const SMEM: usize>(
         }
         r += 256 / quads;
     }
+}
+
+/// A row's `M = max_s LSE_s` and `Σ w_s` over its `slots` slots (`lse_of(s)`: slot `s`'s
+/// log-sum-exp), the calling warp's lanes reading slots `l, l + 32, …` and agreeing on both
+/// (a NaN slot — a sequence past the cache's end — has weight NaN, and makes the row NaN).
+#[inline(always)]
+fn row_weights(slots: u32, lse_of: impl Fn(u32) -> f32) -> (f32, f32) {
+    let mut max = f32::NEG_INFINITY;
+    let mut s = lane_id();
+    while s < slots {
+        max = max.max(lse_of(s));
+        s += 32;
+    }
+    let max = warp_reduce(max, f32::max);
+    let mut sum = 0.0;
+    let mut s = lane_id();
+    while s < slots {
+        sum += weight(lse_of(s), max);
+        s += 32;
+    }
+    (max, warp_reduce(sum, |a, b| a + b))
 }
 
 /// A slot's weight `exp(LSE_s − M)` (0 for a slot that saw no key).
