@@ -86,17 +86,6 @@ fn clear_stale_values<H: HeadDim, const SMEM: usize>(
 /// warpgroup's.
 const MERGE: u32 = 4;
 
-/// Where the consumers write: O `[batch, sq, heads, D]` and the LSE `[batch, heads, sq]`
-/// (one split), or the split scratch: partial O `[slots, batch, sq, heads, D]` and LSE
-/// `[slots, batch, sq, heads]`.
-#[derive(Clone, Copy)]
-pub struct Outputs {
-    pub o: GlobalMut<Bf16>,
-    pub lse: GlobalMut<f32>,
-    pub o_part: GlobalMut<f32>,
-    pub lse_part: GlobalMut<f32>,
-}
-
 /// Every item of the block: wait for its Q rows, run this warpgroup's key tiles, release the Q
 /// buffer, write the partial result.
 #[inline(always)]

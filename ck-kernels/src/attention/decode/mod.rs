@@ -45,9 +45,8 @@ mod consumer;
 mod producer;
 pub mod schedule;
 
-use consumer::Outputs;
 use producer::Side;
-use schedule::{Cache, Chunking, Layout, Problem, Smem, BARRIERS, EXCHANGED_LSE};
+use schedule::{Cache, Chunking, Layout, Outputs, Problem, Smem, BARRIERS, EXCHANGED_LSE};
 
 /// Registers of a consumer thread (O, the scores and P take 160 at head dim 128) and of the
 /// producers' warpgroup: `256 · 232 + 128 · 40 ≤ 64 K`.

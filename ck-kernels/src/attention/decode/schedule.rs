@@ -147,6 +147,17 @@ impl Cache {
     }
 }
 
+/// Where the consumers and the merges write: O `[batch, sq, heads, D]` and the LSE `[batch,
+/// heads, sq]` (one split), or the split scratch: partial O `[slots, batch, sq, heads, D]` and
+/// LSE `[slots, batch, sq, heads]`.
+#[derive(Clone, Copy)]
+pub struct Outputs {
+    pub o: GlobalMut<Bf16>,
+    pub lse: GlobalMut<f32>,
+    pub o_part: GlobalMut<f32>,
+    pub lse_part: GlobalMut<f32>,
+}
+
 /// The problem as the kernel sees it (see [`super::host`] for the checks made before launch).
 #[derive(Clone, Copy)]
 pub struct Problem {
