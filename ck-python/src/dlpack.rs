@@ -58,7 +58,26 @@ const DL_INT: u8 = 0;
 const DL_UINT: u8 = 1;
 const DL_FLOAT: u8 = 2;
 const DL_BFLOAT: u8 = 4;
+const DL_COMPLEX: u8 = 5;
+const DL_BOOL: u8 = 6;
 const DL_FLOAT8_E4M3FN: u8 = 10;
+
+/// A DLPack element type as torch and numpy name it (`float64`, `float16`, `bool`), for the
+/// message refusing it; one they do not name is spelled out by its code.
+fn dtype_name(code: u8, bits: u8, lanes: u16) -> String {
+    let scalar = match code {
+        DL_FLOAT => format!("float{bits}"),
+        DL_BFLOAT => format!("bfloat{bits}"),
+        DL_COMPLEX => format!("complex{bits}"),
+        DL_BOOL => "bool".to_string(),
+        _ => return format!("of DLPack type code {code} ({bits} bits, {lanes} lanes)"),
+    };
+    if lanes == 1 {
+        scalar
+    } else {
+        format!("{scalar} × {lanes} lanes")
+    }
+}
 
 /// The element types the kernels take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -211,9 +230,10 @@ impl<'py> Tensor<'py> {
                 ))
             }
             (code, bits, lanes) => {
+                let dtype = dtype_name(code, bits, lanes);
                 return Err(type_error(
                     rules::DTYPE_UNSUPPORTED,
-                    format!("`{name}` has DLPack dtype (code {code}, {bits} bits, {lanes} lanes); the kernels take float32 or bfloat16 (int32 for indices) — convert it (e.g. `.astype(np.float32)` or `.to(torch.bfloat16)`)"),
+                    format!("`{name}` is {dtype}; the kernels take float32 or bfloat16 (int32 for indices) — convert it (e.g. `.astype(np.float32)` or `.to(torch.bfloat16)`)"),
                 ))
             }
         };

@@ -742,7 +742,17 @@ def grouped_mm(a, b, tokens, *, out=None, out_dtype=None, b_layout="kn"):
     ``ck_kernels::gemm::grouped``). ``tokens`` is a sequence of ints on the host (e.g. the
     router's counts, ``counts.tolist()``)."""
     c = _Call("grouped_mm", a=a, b=b)
-    tokens = [int(t) for t in tokens]
+    # A tensor or array of counts as its ints; a float, a nested list or a 0-d tensor refused.
+    listed = tokens.tolist() if hasattr(tokens, "tolist") else tokens
+    if not isinstance(listed, (list, tuple)) or not all(
+        isinstance(t, int) and not isinstance(t, bool) for t in listed
+    ):
+        raise _error(
+            ValueError,
+            "shape-mismatch",
+            f"tokens is {tokens!r}; give one whole number per expert: a list or a 1-D integer tensor",
+        )
+    tokens = list(listed)
     if any(t < 0 for t in tokens):
         raise _error(
             ValueError,
@@ -931,8 +941,10 @@ def attention_varlen(
     if scale is not None and not (_math.isfinite(scale) and scale > 0):
         raise _error(ValueError, "bad-scale", f"the scale is {scale}; give a positive finite number")
     for name, n in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
-        if not isinstance(n, int) or n < 0:
-            raise _error(ValueError, "argument-size", f"{name} is {n!r}; give the longest sequence's length")
+        if not isinstance(n, int) or not 0 <= n <= 1 << 24:
+            raise _error(
+                ValueError, "argument-size", f"{name} is {n!r}; give the longest sequence's length (0 to 2^24)"
+            )
     if len(q.shape) != 3:
         raise _error(
             ValueError,

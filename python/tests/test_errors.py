@@ -32,6 +32,9 @@ def f32(*shape):
         (lambda: ck_rs.grouped_mm(f32(5, 8), f32(2, 8, 8), [2, 2]), ValueError, "shape-mismatch"),
         (lambda: ck_rs.grouped_mm(f32(4, 8), f32(2, 8, 8), [4]), ValueError, "shape-mismatch"),
         (lambda: ck_rs.grouped_mm(f32(4, 8), f32(2, 8, 8), [6, -2]), ValueError, "shape-mismatch"),
+        (lambda: ck_rs.grouped_mm(f32(4, 8), f32(2, 8, 8), np.array([[2, 2]])), ValueError, "shape-mismatch"),
+        (lambda: ck_rs.grouped_mm(f32(4, 8), f32(2, 8, 8), np.array(4)), ValueError, "shape-mismatch"),
+        (lambda: ck_rs.grouped_mm(f32(4, 8), f32(2, 8, 8), [2.5, 1.5]), ValueError, "shape-mismatch"),
         (lambda: ck_rs.grouped_mm(f32(4, 8), f32(2, 6, 8), [2, 2]), ValueError, "shape-mismatch"),
         (lambda: ck_rs.grouped_mm(f32(4, 8), f32(2, 8, 6), [2, 2]), ValueError, "shape-unsupported"),
         (lambda: ck_rs.attention(f32(1, 2, 4, 32), f32(1, 2, 4, 32), f32(1, 2, 4, 32)), ValueError, "head-dim-unsupported"),
@@ -60,3 +63,10 @@ def test_read_only_and_offset_arrays_are_fine_on_the_emulator():
     y = ck_rs.rmsnorm(x, f32(8))
     want = x / np.sqrt((x.astype(np.float64) ** 2).mean(axis=1, keepdims=True) + 1e-6)
     np.testing.assert_allclose(y, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float16", "bool", "complex64"])
+def test_an_unsupported_dtype_is_named_as_numpy_and_torch_name_it(dtype):
+    x = np.ones((2, 8), dtype)
+    with pytest.raises(TypeError, match=rf"^error\[dtype-unsupported\]: `x` is {dtype}; the kernels take float32"):
+        ck_rs.rmsnorm(x, f32(8))

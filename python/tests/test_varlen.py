@@ -118,6 +118,8 @@ def test_bad_calls_name_their_rule():
         ck_rs.attention_varlen(q[None], q, q, good, good, 4, 4)
     with pytest.raises(ValueError, match=r"^error\[argument-size\]: max_seqlen_q is -1"):
         ck_rs.attention_varlen(q, q, q, good, good, -1, 4)
+    with pytest.raises(ValueError, match=r"^error\[argument-size\]: max_seqlen_k is 16777217; .* \(0 to 2\^24\)"):
+        ck_rs.attention_varlen(q, q, q, good, good, 4, (1 << 24) + 1)
     with pytest.raises(ValueError, match=r"^error\[no-backward\]"):
         ck_rs.attention_varlen(q.requires_grad_(), q, q, good, good, 4, 4)
 
