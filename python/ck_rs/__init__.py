@@ -1011,8 +1011,9 @@ def attention_with_kvcache(
     ``rotary_cos``/``rotary_sin`` ``[positions, rotary_dim / 2]`` (float32; half-split as Llama,
     or ``rotary_interleaved=True`` as GPT-J) and the queries too. The new tokens are the last
     ``seq_q`` positions of their sequence: they see every cached key and, with ``causal``, each
-    other. A sequence with no key gives zeros and LSE ``-inf``; a length past the cache's
-    capacity gives NaN.
+    other. A sequence with no key gives zeros and LSE ``-inf``; a length out of range (negative,
+    or past the cache's capacity with the new tokens) gives NaN, and a negative one appends
+    nothing.
 
     ``num_splits=0`` lets a heuristic split each sequence's keys among several blocks
     (FlashDecoding): chunks of one size across the batch, a long sequence in many and a short

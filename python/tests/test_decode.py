@@ -166,6 +166,24 @@ def test_the_custom_op_mutates_the_cache_and_has_a_fake():
     torch.library.opcheck(ops.attention_with_kvcache.default, (q, kc.clone(), vc.clone(), seqlens), {"k": k, "v": v})
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_lengths_out_of_range_give_nan_and_append_nothing(device):
+    """The lengths live on the device, so the call cannot refuse them: a sequence whose length is
+    negative, or passes the capacity with its new token, gets NaN rows; neither is written."""
+    kc = torch.zeros(3, 8, 1, 64, dtype=torch.bfloat16, device=device)
+    vc = torch.ones_like(kc)
+    new = torch.full((3, 1, 1, 64), 7.0, dtype=torch.bfloat16, device=device)
+    q = torch.zeros(3, 1, 2, 64, dtype=torch.bfloat16, device=device)
+    seqlens = torch.tensor([3, 8, -1], dtype=torch.int32, device=device)
+    want_k, want_v = kc.clone(), vc.clone()
+    want_k[0, 3], want_v[0, 3] = 7.0, 7.0  # sequence 0's new token, at position 3
+    o, lse = ck_rs.attention_with_kvcache(q, kc, vc, seqlens, k=new, v=new.clone(), return_lse=True)
+    # q = 0: four equal scores, O the mean of values 1, 1, 1, 7; LSE = ln 4.
+    assert torch.all(o[0] == 2.5) and torch.allclose(lse[0].cpu(), torch.full((2, 1), np.log(4.0)))
+    assert o[1:].isnan().all() and lse[1:].isnan().all()
+    assert torch.equal(kc, want_k) and torch.equal(vc, want_v)
+
+
 def test_bad_calls_name_their_rule():
     q, kc = torch.zeros(1, 1, 2, 64), torch.zeros(1, 8, 1, 64)
     with pytest.raises(TypeError, match=r"^error\[dtype-unsupported\]: `cache_seqlens` holds 64-bit integers; .* int32"):

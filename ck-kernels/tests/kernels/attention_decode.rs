@@ -5,7 +5,7 @@
 //! RoPE styles; bad calls are errors with their rule.
 
 use ck_core::host::Device;
-use ck_kernels::attention::decode::host::{decode, CacheLayout, Call, Options, Shape};
+use ck_kernels::attention::decode::host::{decode, reference, CacheLayout, Call, Options, Shape};
 use ck_kernels::checks::{decode_case, DecodeCase};
 
 fn shape(batch: u32, heads: u32, kv_heads: u32, sq: u32, head_dim: u32) -> Shape {
@@ -116,24 +116,47 @@ fn a_sequence_without_keys_gives_zeros() {
     check(case(shape(3, 2, 2, 2, 64), Some(32), &[0, 50, 0]));
 }
 
-/// A length past the cache's capacity cannot be attended: that sequence's rows are NaN (the
-/// lengths live on the device, so the call cannot refuse them), the others are right.
+/// A length out of range — past the cache's capacity, or negative — cannot be attended: that
+/// sequence's rows are NaN (the lengths live on the device, so the call cannot refuse them), the
+/// others are right; with new tokens, a negative length appends nothing.
 #[test]
-fn a_length_past_the_capacity_gives_nan() {
-    let s = shape(2, 2, 1, 1, 64);
+fn a_length_out_of_range_gives_nan() {
+    let s = shape(3, 2, 1, 1, 64);
     let layout = CacheLayout::Contiguous { capacity: 16 };
-    let call = Call {
-        q: vec![0.5; s.q_len() as usize],
-        k_cache: vec![0.25; layout.len(&s) as usize],
-        v_cache: vec![1.0; layout.len(&s) as usize],
-        seqlens: vec![10, 17],
-        ..Call::default()
-    };
-    let out = decode(&Device::emulator(), &call, s, layout, CAUSAL).unwrap();
-    let row = 2 * 64;
-    assert!(out.o[..row].iter().all(|&x| x == 1.0), "{:?}", &out.o[..4]);
-    assert!(out.o[row..].iter().all(|x| x.is_nan()));
-    assert!(out.lse[2..].iter().all(|x| x.is_nan()));
+    let row = 2 * 64; // one sequence's O: 2 heads × 1 token × 64
+    for append in [false, true] {
+        let call = Call {
+            q: vec![0.5; s.q_len() as usize],
+            k_cache: vec![0.25; layout.len(&s) as usize],
+            v_cache: vec![1.0; layout.len(&s) as usize],
+            // With the appended token, 16 keys fill the capacity exactly; 17 pass it.
+            seqlens: if append {
+                vec![10, 16, -3]
+            } else {
+                vec![10, 17, -3]
+            },
+            // Sequence 2's new token is 7s: written anywhere, it would show in its cache rows.
+            new_kv: append.then(|| {
+                let new = |x: f32| [vec![x; 2 * 64], vec![7.0; 64]].concat();
+                (new(0.25), new(1.0))
+            }),
+            ..Call::default()
+        };
+        let out = decode(&Device::emulator(), &call, s, layout, CAUSAL).unwrap();
+        // Equal scores over values that are all 1: O = 1, LSE = ln(keys) + the common score.
+        assert!(out.o[..row].iter().all(|&x| x == 1.0), "{:?}", &out.o[..4]);
+        assert!(out.lse[..2].iter().all(|x| x.is_finite()));
+        assert!(out.o[row..].iter().all(|x| x.is_nan()), "append {append}");
+        assert!(out.lse[2..].iter().all(|x| x.is_nan()), "append {append}");
+        // Sequence 2's cache rows (16 × 64 from 2 · 16 · 64) are as they were.
+        let third = 2 * 16 * 64..3 * 16 * 64;
+        assert!(out.k_cache[third.clone()].iter().all(|&x| x == 0.25));
+        assert!(out.v_cache[third].iter().all(|&x| x == 1.0));
+        // The reference, from the contract, says the same.
+        let (o, lse) = reference(&call, s, layout, CAUSAL);
+        assert!(o[row..].iter().all(|x| x.is_nan()) && lse[2..].iter().all(|x| x.is_nan()));
+        assert!(o[..row].iter().all(|&x| (x - 1.0).abs() < 1e-12));
+    }
 }
 
 /// Bad calls: their rule, and nothing launched.

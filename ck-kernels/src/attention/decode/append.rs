@@ -8,11 +8,11 @@
 //! tables (see [`crate::rope`] for the two styles, `rotary_dim`, and a worked example).
 //!
 //! A block takes 64 head rows ([`HeadRows`]) of one source: the queries (only when they are
-//! rotated), the keys, or the values. A position the cache cannot hold is not written (the
-//! attention that follows sees a sequence past the cache's end, and gives NaN); a query or key
-//! whose angle the tables do not reach is rotated to NaN and written so — skipping the key
-//! would leave a stale one for the attention to use. Wrong input never gives a plausible
-//! result.
+//! rotated), the keys, or the values. A position the cache cannot hold, or any of a sequence
+//! whose length is negative, is not written (the attention that follows sees a length out of
+//! range, and gives NaN); a query or key whose angle the tables do not reach is rotated to NaN
+//! and written so — skipping the key would leave a stale one for the attention to use. Wrong
+//! input never gives a plausible result.
 
 use super::schedule::Cache;
 use crate::rope::{load8, store8, HeadRows, Rotary, ROWS};
@@ -153,7 +153,8 @@ fn append(
         }
         let (token, head) = (r / nz(heads), r % nz(heads));
         let (b, t) = (token / nz(new.sq), token % nz(new.sq));
-        let pos = seqlens.load(b).max(0) as u32 + t;
+        let len = seqlens.load(b);
+        let pos = len.max(0) as u32 + t;
         let own: [f32; 8] =
             core::array::from_fn(|e| x.get(HeadRows::d_index([rep as i32, e as i32])).to_f32());
         let y = if part == Part::Values || d0 >= rotary.dim {
@@ -168,7 +169,7 @@ fn append(
         let y = y.map(Bf16::from_f32);
         if part == Part::Queries {
             store8::<Bf16, 8>(q_out, r * d + d0, y);
-        } else if pos < cache.capacity {
+        } else if len >= 0 && pos < cache.capacity {
             let (page, row) = cache.locate(b, pos);
             if page >= cache.pages {
                 return;

@@ -234,7 +234,8 @@ pub(crate) fn arrive_and_merge<H: HeadDim, const SMEM: usize>(
 
 /// A row's `M = max_s LSE_s` and `Σ w_s` over its `slots` slots (`lse_of(s)`: slot `s`'s
 /// log-sum-exp), the calling warp's lanes reading slots `l, l + 32, …` and agreeing on both
-/// (a NaN slot — a sequence past the cache's end — has weight NaN, and makes the row NaN).
+/// (a NaN slot — a sequence whose length is out of range — has weight NaN, and makes the row
+/// NaN).
 #[inline(always)]
 fn row_weights(slots: u32, lse_of: impl Fn(u32) -> f32) -> (f32, f32) {
     let mut max = f32::NEG_INFINITY;

@@ -154,11 +154,11 @@ pub fn consume<H: HeadDim, const SMEM: usize>(
             out.lse_part.store(at, w.splits as f32);
         }
         if w.splits == 1 {
-            let item = (buf, &item_rows, w.overflow);
+            let item = (buf, &item_rows, w.bad_length);
             store_merged::<H, SMEM>(rows, out, smem, lay, item, pb);
         } else {
             smem.bars.arrive(q_empty(buf));
-            store_partial(rows, (out.o_part, out.lse_part), &item_rows, w.overflow);
+            store_partial(rows, (out.o_part, out.lse_part), &item_rows, w.bad_length);
             if pb.merges {
                 arrive_and_merge::<H, SMEM>(&w, pb, out, smem, MERGE);
             }
@@ -173,11 +173,11 @@ fn partial_row(slot: u32, (t, h): (u32, u32), w: &Work, pb: &Problem) -> u32 {
 }
 
 /// This warpgroup's O, normalised by its sums (a slot with no key gives 0), and log-sum-exp
-/// (both NaN for a sequence past the cache's capacity).
+/// (both NaN for a sequence whose length is out of range).
 #[inline(always)]
 fn normalised<H: HeadDim>(
     rows: &Rows<H>,
-    overflow: bool,
+    bad_length: bool,
 ) -> (
     DistributedTensor<H::Out, f32>,
     DistributedTensor<RowStats, f32>,
@@ -186,7 +186,7 @@ fn normalised<H: HeadDim>(
     let out = rows
         .acc
         .zip_map(&broadcast_x::<H::Out, RowStats, f32, 1>(&inv), |o, i| o * i);
-    if overflow {
+    if bad_length {
         return (out.map(|_| f32::NAN), lse.map(|_| f32::NAN));
     }
     (out, lse)
@@ -198,9 +198,9 @@ fn store_partial<H: HeadDim>(
     rows: Rows<H>,
     (o_part, lse_part): (GlobalMut<f32>, GlobalMut<f32>),
     item_rows: &ItemRows,
-    overflow: bool,
+    bad_length: bool,
 ) {
-    let (out, lse) = normalised(&rows, overflow);
+    let (out, lse) = normalised(&rows, bad_length);
     let at = broadcast_x::<H::Out, RowStats, u32, 1>(&item_rows.out);
     let p = H::Out::partition_index(thread_idx());
     H::Out::for_each_y(|y, d| {
@@ -234,10 +234,10 @@ fn store_merged<H: HeadDim, const SMEM: usize>(
     out: Outputs,
     smem: &Smem<SMEM>,
     lay: Layout,
-    (buf, item_rows, overflow): (u32, &ItemRows, bool),
+    (buf, item_rows, bad_length): (u32, &ItemRows, bool),
     pb: &Problem,
 ) {
-    let (mine, lse) = normalised(&rows, overflow);
+    let (mine, lse) = normalised(&rows, bad_length);
     let exchange = smem.tiles.reinterpret::<f32, EXCHANGE_SPAN>();
     let (at, t) = (lay.exchange(buf), thread_idx() % 128);
     let half = (H::Out::THREAD_BUFFER_SIZE / 2) as u32;

@@ -807,7 +807,8 @@ pub fn rotate(x: &mut [f64], rope: &Rope, (cos, sin): (&[f32], &[f32]), pos: usi
 /// The fp64 reference, written from the contract: the new tokens' keys (rotated) and values
 /// appended at each sequence's end, the queries rotated, then for every query row a plain
 /// softmax over the keys it sees. Returns `o` `[batch, sq, heads, D]` and `lse` `[batch, heads,
-/// sq]` (a row that sees no key: 0 and −∞).
+/// sq]` (a row that sees no key: 0 and −∞; a sequence whose length is negative or, with the
+/// appended tokens, past the cache's capacity: NaN).
 pub fn reference(
     call: &Call,
     shape: Shape,
@@ -835,8 +836,14 @@ pub fn reference(
     let mut o = vec![0.0; shape.q_len() as usize];
     let mut lse = vec![f64::NEG_INFINITY; shape.lse_len() as usize];
     for b in 0..b_n {
-        let cached = call.seqlens[b].max(0) as usize;
         let appended = if call.new_kv.is_some() { sq } else { 0 };
+        let len = call.seqlens[b] as i64;
+        if len < 0 || (len + appended as i64) as u64 > layout.capacity() {
+            o[b * sq * h_n * d..(b + 1) * sq * h_n * d].fill(f64::NAN);
+            lse[b * h_n * sq..(b + 1) * h_n * sq].fill(f64::NAN);
+            continue;
+        }
+        let cached = len as usize;
         let sk = cached + appended;
         // Key/value row `j` of KV head `g`: from the cache, or a new (rotated) token.
         let kv = |j: usize, g: usize, which: usize| -> Vec<f64> {

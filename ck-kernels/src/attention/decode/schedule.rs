@@ -193,10 +193,10 @@ pub struct Work {
     pub t0: u32,
     pub hc: NonZeroU32,
     pub tc: u32,
-    /// The sequence's keys, and whether its length passed the cache's capacity (its rows are
-    /// written as NaN).
+    /// The sequence's keys, and whether its length is out of range (negative, or past the
+    /// cache's capacity: its rows are written as NaN).
     pub sk: u32,
-    pub overflow: bool,
+    pub bad_length: bool,
     /// The split's key tiles: `first_tile ..+ tiles`.
     pub first_tile: u32,
     pub tiles: u32,
@@ -257,7 +257,7 @@ impl Problem {
         let (rest, tt) = (rest / nz(tn), rest % nz(tn));
         let (kv_head, hh) = (rest / nz(hn), rest % nz(hn));
         let (t0, h0) = (tt * tc, hh * hc.get());
-        let (sk, overflow) = self.chunks.keys(len);
+        let (sk, bad_length) = self.chunks.keys(len);
         // Under the mask the tile's last token sees the most keys.
         let last = (t0 + tc).min(self.sq) - 1;
         let key_end = if self.causal {
@@ -275,7 +275,7 @@ impl Problem {
             hc,
             tc,
             sk,
-            overflow,
+            bad_length,
             first_tile,
             tiles: per.min(all - first_tile),
             split,
@@ -373,7 +373,8 @@ pub struct Chunking {
     pub seqlens: Global<i32>,
     pub batch: u32,
     pub appended: u32,
-    /// Keys a sequence can hold (the cache's; more: the sequence's rows are NaN).
+    /// Keys a sequence can hold (the cache's; more, or a negative length: the sequence's rows
+    /// are NaN).
     pub capacity: u32,
     /// The most splits of a sequence (the scratch holds two slots per split).
     pub splits: NonZeroU32,
@@ -382,12 +383,14 @@ pub struct Chunking {
 }
 
 impl Chunking {
-    /// Keys of a sequence whose `cache_seqlens` entry is `len` (negative taken as 0, plus the
-    /// appended tokens; never past the cache's capacity), and whether it passed it.
+    /// Keys of a sequence whose `cache_seqlens` entry is `len` (plus the appended tokens; never
+    /// past the cache's capacity), and whether `len` is out of range — negative, or past the
+    /// capacity with the appended tokens: the sequence's rows are then NaN, the call having no
+    /// way to refuse lengths that live on the device.
     #[inline(always)]
     pub fn keys(&self, len: i32) -> (u32, bool) {
         let keys = len.max(0) as u32 + self.appended;
-        (keys.min(self.capacity), keys > self.capacity)
+        (keys.min(self.capacity), len < 0 || keys > self.capacity)
     }
 
     /// Key tiles of a sequence whose `cache_seqlens` entry is `len`.
