@@ -3,7 +3,7 @@
 //! Times are CUDA events around each launch (the emulator: wall time), median of `--iters` runs
 //! after `--warmup` runs, on random data.
 
-use super::common::{device, launch_error, on_device, parse_shapes, BackendArg};
+use super::common::{device, launch_error, on_device, parse_shapes, whole_number, BackendArg};
 use super::timing::{median, timed};
 use super::CliError;
 use ck_core::device::Bf16;
@@ -88,9 +88,7 @@ fn count_option(
 ) -> Result<usize, CliError> {
     match value {
         None => Ok(default),
-        Some(v) => v.parse().ok().filter(|&n| n >= min).ok_or_else(|| {
-            CliError::usage(format!("--{name}: `{v}` is not a whole number ≥ {min}"))
-        }),
+        Some(v) => Ok(whole_number(name, v, (min as u64, u32::MAX as u64))? as usize),
     }
 }
 

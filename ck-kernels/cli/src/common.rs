@@ -27,6 +27,21 @@ pub struct JsonArg {
     pub(super) json: bool,
 }
 
+/// A whole-number option's value (`--n`, `--seed`, `--iters`): `v` as a number from `min` to
+/// `max`, or a usage error that says which it is not.
+pub(crate) fn whole_number(name: &str, v: &str, (min, max): (u64, u64)) -> Result<u64, CliError> {
+    let digits = !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit());
+    match v.parse::<u64>() {
+        Ok(n) if (min..=max).contains(&n) => Ok(n),
+        _ if digits => Err(CliError::usage(format!(
+            "--{name}: {v} is out of range; give {min} to {max}"
+        ))),
+        _ => Err(CliError::usage(format!(
+            "--{name}: `{v}` is not a whole number; give {min} to {max}"
+        ))),
+    }
+}
+
 pub(crate) fn device(args: &BackendArg) -> Result<Device, CliError> {
     match args.backend.as_str() {
         "emu" => Ok(Device::emulator()),

@@ -3,7 +3,9 @@
 //! G.npy --output Y.npy --eps 1e-5`); and `ck run OP-DTYPE --n N --seed S`, the operator on its
 //! seeded problem of size N, checked against the fp64 reference.
 
-use super::common::{device, launch_error, report_files, write_npy, BackendArg, JsonArg};
+use super::common::{
+    device, launch_error, report_files, whole_number, write_npy, BackendArg, JsonArg,
+};
 use super::CliError;
 use ck_kernels::op::{self, Dtype, Op, Role, ScalarRule};
 use ck_kernels::registry;
@@ -129,11 +131,11 @@ fn common(m: &ArgMatches) -> Result<(BackendArg, JsonArg), CliError> {
 
 /// `ck run OP-DTYPE [--n N] [--seed S]`.
 fn run_check(op: &'static Op, dtype: Dtype, m: &ArgMatches) -> Result<(), CliError> {
-    let uint = |name: &str, default: u32| match string(m, name) {
-        None => Ok(default),
-        Some(v) => v
-            .parse::<u32>()
-            .map_err(|_| CliError::usage(format!("--{name}: `{v}` is not a non-negative integer"))),
+    let uint = |name: &str, default: u32| -> Result<u32, CliError> {
+        match string(m, name) {
+            None => Ok(default),
+            Some(v) => Ok(whole_number(name, v, (0, u32::MAX as u64))? as u32),
+        }
     };
     let (n, seed) = (uint("n", 4096)?, uint("seed", 1)?);
     let (backend, json) = common(m)?;

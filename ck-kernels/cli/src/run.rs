@@ -2,7 +2,9 @@
 //! reference and prints the launch statistics; `ck cross-check` runs every exercise kernel on
 //! the emulator and the GPU and compares the outputs bit for bit.
 
-use super::common::{device, launch_error, print_stats, stats_json, BackendArg, JsonArg};
+use super::common::{
+    device, launch_error, print_stats, stats_json, whole_number, BackendArg, JsonArg,
+};
 use super::CliError;
 use ck_core::host::Device;
 use ck_kernels::checks::{self, Outcome};
@@ -11,8 +13,8 @@ use serde_json::json;
 /// A seeded run of an exercise kernel.
 #[derive(Debug, clap::Args)]
 pub struct ExerciseArgs {
-    /// Problem size: elements; columns of the 257-row RMSNorm; K of the 257 × 129 (wgmma: 257 × 264)
-    /// GEMMs [default: 4096]
+    /// Problem size N, as the command's description uses it (elements, K of a GEMM, rows, the
+    /// longest cached length) [default: 4096]
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     n: Option<String>,
     /// Seed of the random input [default: 1]
@@ -107,9 +109,7 @@ pub enum RunCommand {
 
 fn uint(name: &str, value: &Option<String>, default: Option<u32>) -> Result<u32, CliError> {
     match value {
-        Some(v) => v
-            .parse()
-            .map_err(|_| CliError::usage(format!("--{name}: `{v}` is not a non-negative integer"))),
+        Some(v) => Ok(whole_number(name, v, (0, u32::MAX as u64))? as u32),
         None => default.ok_or_else(|| CliError::usage(format!("--{name} is required"))),
     }
 }

@@ -29,11 +29,16 @@ fn malformed_options_are_usage_errors() {
         (&["rmsnorm", "--shapes", "8x"], "`8x` is not MxN"),
         (
             &["copy", "--iters", "0"],
-            "--iters: `0` is not a whole number ≥ 1",
+            "--iters: 0 is out of range; give 1 to 4294967295",
         ),
         (
             &["copy", "--warmup", "-1"],
-            "--warmup: `-1` is not a whole number ≥ 0",
+            "--warmup: `-1` is not a whole number; give 0 to 4294967295",
+        ),
+        // Past u32: refused before a run that would not end.
+        (
+            &["copy", "--warmup", "99999999999"],
+            "--warmup: 99999999999 is out of range; give 0 to 4294967295",
         ),
         (
             &["matmul"],

@@ -74,6 +74,14 @@ fn ck_run_bank_probe_prints_the_counters() {
             "error[backend]: ",
         ),
         (&["run", "nope"][..], "error[usage]: "),
+        (
+            &["run", "rmsnorm-bf16", "--n", "4294967296"][..],
+            "error[usage]: --n: 4294967296 is out of range; give 0 to 4294967295",
+        ),
+        (
+            &["run", "reverse", "--seed", "-1"][..],
+            "error[usage]: --seed: `-1` is not a whole number",
+        ),
     ] {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_ck"))
             .args(args)
