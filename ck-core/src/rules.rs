@@ -280,6 +280,8 @@ pub const EPILOGUE_UNSUPPORTED: RuleId = RuleId::error("epilogue-unsupported");
 pub const BAD_SCALE: RuleId = RuleId::error("bad-scale");
 /// `bad-seqlens`: packed sequences' bounds (`cu_seqlens`) that decrease or pass the tensor's end.
 pub const BAD_SEQLENS: RuleId = RuleId::error("bad-seqlens");
+/// `bad-page-table`: a page-table entry, of a page a sequence's keys lie in, outside the pool.
+pub const BAD_PAGE_TABLE: RuleId = RuleId::error("bad-page-table");
 /// `bad-eps`: an epsilon that is not positive and finite.
 pub const BAD_EPS: RuleId = RuleId::error("bad-eps");
 /// `bad-activation`: an activation name that is not known.
@@ -468,6 +470,7 @@ pub const ALL: &[RuleId] = &[
     SHAPE_UNSUPPORTED,
     BAD_SCALE,
     BAD_SEQLENS,
+    BAD_PAGE_TABLE,
     BAD_EPS,
     BAD_ACTIVATION,
     BAD_LAYOUT,

@@ -1013,7 +1013,9 @@ def attention_with_kvcache(
     ``seq_q`` positions of their sequence: they see every cached key and, with ``causal``, each
     other. A sequence with no key gives zeros and LSE ``-inf``; a length out of range (negative,
     or past the cache's capacity with the new tokens) gives NaN, and a negative one appends
-    nothing.
+    nothing. The page table too is read on the device: an entry of a page a sequence reads that
+    lies outside the pool reads as zeros on the GPU, and is refused on CPU tensors
+    (``bad-page-table``); entries past a sequence's pages are never read (mark them -1).
 
     ``num_splits=0`` lets a heuristic split each sequence's keys among several blocks
     (FlashDecoding): chunks of one size across the batch, a long sequence in many and a short

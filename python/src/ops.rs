@@ -390,6 +390,16 @@ pub unsafe fn run_kvcache(
         (Some(k), Some(v)) => Some((be.bf16(k)?, be.bf16(v)?)),
         _ => None,
     };
+    // On the emulator the lengths and the table are on the host: the pages the call reads are
+    // checked (on a GPU the kernels read them in place, unchecked: no synchronisation).
+    if let (true, Some(t)) = (emulator, &tb) {
+        let appended = if newb.is_some() { shape.sq } else { 0 };
+        let lens = sb.to_vec().map_err(launch_error)?;
+        let pages = t.to_vec().map_err(launch_error)?;
+        layout
+            .check_pages(&lens, &pages, appended)
+            .map_err(launch_error)?;
+    }
     let tables = match (&cos, &sin) {
         (Some(c), Some(s)) => Some((be.buffer::<f32>(c)?, be.buffer::<f32>(s)?)),
         _ => None,

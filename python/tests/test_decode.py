@@ -193,6 +193,12 @@ def test_bad_calls_name_their_rule():
     with pytest.raises(ValueError, match=r"^error\[head-dim-unsupported\]"):
         z = torch.zeros(1, 8, 1, 96)
         ck_rs.attention_with_kvcache(torch.zeros(1, 1, 2, 96), z, z, torch.tensor([3], dtype=torch.int32))
+    # On CPU tensors the table is on the host: a page the call reads outside the pool is refused
+    # (entries past the sequence's pages, here the -1, are never read).
+    pool, table = torch.zeros(4, 16, 1, 64), torch.tensor([[0, 7, -1]], dtype=torch.int32)
+    with pytest.raises(ValueError, match=r"^error\[bad-page-table\]: page_table\[0\]\[1\] is 7"):
+        ck_rs.attention_with_kvcache(q, pool, pool, torch.tensor([17], dtype=torch.int32), table)
+    ck_rs.attention_with_kvcache(q, pool, pool, torch.tensor([16], dtype=torch.int32), table)
 
 
 @GPU

@@ -202,6 +202,60 @@ fn bad_calls_are_errors_with_their_rule() {
     assert_eq!(run(contiguous, s, bad_scale), "bad-scale");
 }
 
+/// A page-table entry the call reads must name a page of the pool (on the host, where `decode`
+/// has the table; a kernel cannot refuse one); entries past a sequence's pages are never read.
+#[test]
+fn pages_outside_the_pool_are_refused_where_the_table_is_read() {
+    let s = shape(2, 2, 1, 1, 64);
+    let layout = CacheLayout::Paged {
+        pages: 4,
+        page_size: 16,
+        max_pages: 3,
+    };
+    let call = |seqlens: Vec<i32>, page_table: Vec<i32>, append: bool| Call {
+        q: vec![0.0; s.q_len() as usize],
+        k_cache: vec![0.0; layout.len(&s) as usize],
+        v_cache: vec![1.0; layout.len(&s) as usize],
+        seqlens,
+        page_table,
+        new_kv: append.then(|| (vec![0.0; 2 * 64], vec![1.0; 2 * 64])),
+        ..Call::default()
+    };
+    let run = |c: Call| decode(&Device::emulator(), &c, s, layout, CAUSAL);
+    // Sequence 0 holds 17 keys (pages 0 and 1 of its row), sequence 1 holds 16 (page 0 only):
+    // the −1 and 9 after them are never read.
+    let fine = run(call(vec![17, 16], vec![0, 1, -1, 2, 9, -1], false)).unwrap();
+    assert!(fine.o.iter().all(|&x| x == 1.0));
+    for (seqlens, table, append, at) in [
+        (
+            vec![17, 16],
+            vec![0, 4, -1, 2, 9, -1],
+            false,
+            "page_table[0][1] is 4",
+        ),
+        (
+            vec![17, 16],
+            vec![0, 1, -1, -2, 9, -1],
+            false,
+            "page_table[1][0] is -2",
+        ),
+        // The appended token is key 16 of sequence 1: its page 1 is read too.
+        (
+            vec![17, 16],
+            vec![0, 1, -1, 2, 9, -1],
+            true,
+            "page_table[1][1] is 9",
+        ),
+    ] {
+        let e = run(call(seqlens, table, append)).unwrap_err();
+        assert_eq!(e.rule().name(), "bad-page-table");
+        assert!(e.message().starts_with(at), "{}", e.message());
+    }
+    // A length out of range reads no page (its rows are NaN): its entries are not checked.
+    let nan = run(call(vec![17, -1], vec![0, 1, -1, 7, 7, 7], false)).unwrap();
+    assert!(nan.o[..128].iter().all(|&x| x == 1.0) && nan.o[128..].iter().all(|x| x.is_nan()));
+}
+
 /// One persistent block (an emulator with one worker) walks every item: its Q buffers and
 /// key/value stages turn over many times, across sequences of different lengths.
 #[test]

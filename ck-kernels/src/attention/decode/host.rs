@@ -98,6 +98,55 @@ impl CacheLayout {
         }
     }
 
+    /// The page-table entries a call reads — pages `0..⌈keys / page_size⌉` of each sequence, its
+    /// `keys` its `cache_seqlens` entry plus the `appended` new tokens — each a page of the pool,
+    /// `0..pages`. Other entries are never read (a pool may mark them −1), nor those of a
+    /// sequence whose length is out of range (its rows are NaN). The kernels read the table on
+    /// the device and cannot refuse an entry (one outside the pool reads as zeros): [`decode`]
+    /// and the Python call on the emulator, which hold it on the host, check it here.
+    pub fn check_pages(
+        &self,
+        seqlens: &[i32],
+        table: &[i32],
+        appended: u32,
+    ) -> Result<(), LaunchError> {
+        let CacheLayout::Paged {
+            pages,
+            page_size,
+            max_pages,
+        } = *self
+        else {
+            return Ok(());
+        };
+        for (b, &len) in seqlens.iter().enumerate() {
+            let keys = len as i64 + appended as i64;
+            if len < 0 || keys as u64 > self.capacity() {
+                continue;
+            }
+            let used = (keys as u64).div_ceil(page_size as u64) as usize;
+            // A table shorter than the shape's is refused by the launch's length checks.
+            let start = b * max_pages as usize;
+            let Some(row) = table.get(start..start + used) else {
+                continue;
+            };
+            if let Some((j, &page)) = row
+                .iter()
+                .enumerate()
+                .find(|&(_, &p)| p < 0 || p as u32 >= pages)
+            {
+                return Err(invalid(
+                    rules::BAD_PAGE_TABLE,
+                    format!(
+                        "page_table[{b}][{j}] is {page}, but sequence {b}'s {keys} keys lie in its \
+                         pages 0..{used} and the pool holds pages 0..{pages}: give each of them a \
+                         page of the pool"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The kernels' view: (page size or 0, max pages, pages, rows per page).
     fn kernel_args(&self, batch: u32) -> (u32, u32, u32, u32) {
         match *self {
@@ -710,6 +759,8 @@ pub fn decode(
     let up = |x| crate::attention::host::upload_bf16(device, x);
     let qd = up(&call.q)?;
     let (mut kd, mut vd) = (up(&call.k_cache)?, up(&call.v_cache)?);
+    let appended = if call.new_kv.is_some() { shape.sq } else { 0 };
+    layout.check_pages(&call.seqlens, &call.page_table, appended)?;
     let seqlens = DeviceBuffer::from_slice(device, &call.seqlens)?;
     let table = DeviceBuffer::from_slice(device, &call.page_table)?;
     let new = match &call.new_kv {

@@ -125,7 +125,8 @@ pub struct Cache {
     pub page_size: u32,
     pub max_pages: u32,
     /// Pages in the pool (a contiguous cache: the batch); a page-table entry outside
-    /// `0..pages` is read as zeros and never written.
+    /// `0..pages` is read as zeros and never written (where the table is on the host, such an
+    /// entry is refused first: `CacheLayout::check_pages`).
     pub pages: u32,
     /// Keys a sequence can hold: `capacity`, or `max_pages · page_size`.
     pub capacity: u32,
