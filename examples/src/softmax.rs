@@ -51,7 +51,7 @@ pub mod host {
     use super::*;
     use ck_core::host::{Device, DeviceBuffer, LaunchConfig, LaunchError, LaunchStats};
 
-    /// Launches [`softmax_rows`] over an `m × n` matrix already on `device`.
+    /// Launches [`softmax_rows`](super::SoftmaxRows) over an `m × n` matrix already on `device`.
     pub fn launch(
         device: &Device,
         x: &DeviceBuffer<f32>,

@@ -116,8 +116,8 @@ pub fn transpose_swizzled(x: Global<f32>, y: GlobalMut<f32>, m: u32, n: u32) {
     transpose_tile::<true>(x, y, (m, n), shared!(f32; TILE_ELEMS));
 }
 
-/// [`transpose_swizzled`] with the tile stored plainly: the same result, 32-way bank conflicts
-/// on every shared load.
+/// [`transpose_swizzled`](TransposeSwizzled) with the tile stored plainly: the same result, 32-way
+/// bank conflicts on every shared load.
 #[tile_kernel(block = 256, distributions(Tile64))]
 pub fn transpose_plain(x: Global<f32>, y: GlobalMut<f32>, m: u32, n: u32) {
     transpose_tile::<false>(x, y, (m, n), shared!(f32; TILE_ELEMS));
@@ -132,9 +132,9 @@ pub mod host {
     /// How the tile is kept in shared memory.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub enum Layout {
-        /// `c XOR (r mod 32)`: conflict-free ([`transpose_swizzled`]).
+        /// `c XOR (r mod 32)`: conflict-free ([`transpose_swizzled`](TransposeSwizzled)).
         Swizzled,
-        /// `r·64 + c`: column reads conflict 32 ways ([`transpose_plain`]).
+        /// `r·64 + c`: column reads conflict 32 ways ([`transpose_plain`](TransposePlain)).
         Plain,
     }
 

@@ -19,13 +19,13 @@
 //!
 //! * **the producer** (one thread of warpgroup 2 — a warp for packed sequences, whose walk
 //!   takes all its lanes — which gives its registers to the others with `setmaxnreg`;
-//!   [`producer`]) copies each item's Q, and each key and value tile, with TMA:
+//!   `producer`) copies each item's Q, and each key and value tile, with TMA:
 //!   64-column panels of 128 rows of 128 bytes in the copy engine's 128-byte swizzle — the
 //!   layout the MMAs read. Q has two buffers and the key and value tiles a ring of stages,
 //!   each with a "full" mbarrier (the producer announces a copy's bytes, the copy completes
 //!   them) and an "empty" one (every consumer warp arrives when done with it). The ring runs
 //!   on across items, so the next item's tiles arrive while the consumers finish the last;
-//! * **two consumer warpgroups** (warpgroups 0 and 1, 64 query rows each; [`consumer`]) run
+//! * **two consumer warpgroups** (warpgroups 0 and 1, 64 query rows each; `consumer`) run
 //!   the online softmax: `S = Q·Kᵀ` with `wgmma` from shared memory; the tile's row max through
 //!   [`reduce_x_in_warp`](ck_core::tile::reduce_x_in_warp) (the four lanes of a quad share a
 //!   row of the accumulator layout); `P = exp2(scale·log₂e·S − max)`, one fused multiply-add

@@ -332,7 +332,7 @@ pub fn gemm_bf16(a: Global<Bf16>, b: Global<Bf16>, c: GlobalMut<f32>, m: u32, n:
     gemm_bf16_body(a, b, c, (m, n, k), bufs, (A_LDS, B_LDS));
 }
 
-/// [`gemm_bf16`] with plain shared layouts (bank conflicts for comparison; same results).
+/// [`gemm_bf16`](GemmBf16) with plain shared layouts (bank conflicts for comparison; same results).
 #[tile_kernel(
     block = 256,
     min_blocks_per_sm = 2,

@@ -19,7 +19,7 @@ pub fn reverse(input: Global<f32>, output: GlobalMut<f32>) {
 }
 
 #[cfg(not(target_arch = "nvptx64"))]
-/// CPU reference of [`reverse`].
+/// CPU reference of [`reverse`](Reverse).
 pub fn reverse_reference(x: &[f32]) -> Vec<f32> {
     x.chunks(BLOCK as usize)
         .flat_map(|c| c.iter().rev().copied())
@@ -52,15 +52,15 @@ pub fn block_sum(input: Global<f32>, output: GlobalMut<f32>, n: u32) {
 }
 
 #[cfg(not(target_arch = "nvptx64"))]
-/// CPU reference of [`block_sum`] in f64 (the kernel's tree order differs from a sequential
-/// sum, so compare with a tolerance).
+/// CPU reference of [`block_sum`](BlockSum) in f64 (the kernel's tree order differs from a
+/// sequential sum, so compare with a tolerance).
 pub fn block_sum_reference(x: &[f32]) -> Vec<f64> {
     x.chunks(BLOCK as usize)
         .map(|c| c.iter().map(|&v| v as f64).sum())
         .collect()
 }
 
-/// Bins of [`histogram`].
+/// Bins of [`histogram`](Histogram).
 pub const BINS: u32 = 64;
 
 /// `bins[v % BINS] += 1` for every `v` of `values`: per-block counts with shared atomics, then
@@ -85,7 +85,7 @@ pub fn histogram(values: Global<u32>, bins: GlobalMut<u32>) {
 }
 
 #[cfg(not(target_arch = "nvptx64"))]
-/// CPU reference of [`histogram`].
+/// CPU reference of [`histogram`](Histogram).
 pub fn histogram_reference(values: &[u32]) -> Vec<u32> {
     let mut h = vec![0; BINS as usize];
     for &v in values {
@@ -94,9 +94,9 @@ pub fn histogram_reference(values: &[u32]) -> Vec<u32> {
     h
 }
 
-/// Rows of 32 u32 in one tile of [`multicast`].
+/// Rows of 32 u32 in one tile of [`multicast`](Multicast).
 pub const MULTICAST_ROWS: u32 = 8;
-/// Blocks per cluster of [`multicast`].
+/// Blocks per cluster of [`multicast`](Multicast).
 pub const MULTICAST_CLUSTER: u32 = 2;
 
 /// Thread-block clusters (sm_90): every block of a cluster of two receives all `tiles` tiles
@@ -166,8 +166,8 @@ pub fn multicast(input: Tma<u32, 2>, output: GlobalMut<u32>, tiles: u32) {
 }
 
 #[cfg(not(target_arch = "nvptx64"))]
-/// CPU reference of [`multicast`] over `blocks` blocks: each block's copy of `x` (rows of 32),
-/// its last tile padded with zeros.
+/// CPU reference of [`multicast`](Multicast) over `blocks` blocks: each block's copy of `x`
+/// (rows of 32), its last tile padded with zeros.
 pub fn multicast_reference(x: &[u32], blocks: u32) -> Vec<u32> {
     let tile = (MULTICAST_ROWS * 32) as usize;
     let mut copy = x.to_vec();

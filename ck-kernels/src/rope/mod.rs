@@ -19,7 +19,7 @@
 //! ```
 //!
 //! Worked example (D = R = 4, half-split, one pair angle `θ₀ = π/2`, `θ₁ = 0`): `x = [1, 2, 3,
-//! 4]` → pair 0 is (x[0], x[2]) = (1, 3) → (1·0 − 3·1, 3·0 + 1·1) = (−3, 1); pair 1 is (2, 4)
+//! 4]` → pair 0 is (`x[0]`, `x[2]`) = (1, 3) → (1·0 − 3·1, 3·0 + 1·1) = (−3, 1); pair 1 is (2, 4)
 //! at angle 0 → unchanged: `[−3, 2, 1, 4]`.
 //!
 //! A block takes 64 head rows ([`HeadRows`]: a warp two at a time, four times over, 16 lanes ×

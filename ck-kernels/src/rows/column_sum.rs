@@ -336,7 +336,7 @@ pub mod host {
     const MIN_CHUNK_ROWS: u32 = 32;
 
     /// `(chunks, rows per chunk)` of a column sum over `rows` rows of `n`: enough chunks for
-    /// about [`TARGET_BLOCKS`] blocks, each of at least [`MIN_CHUNK_ROWS`] rows (4224 rows of
+    /// about [`TARGET_BLOCKS`] blocks, each of at least `MIN_CHUNK_ROWS` rows (4224 rows of
     /// 1024 columns: 33 chunks of 128; 528 rows of 8192: 5 chunks of 106; 8 rows: one).
     pub fn chunks(rows: u32, n: u32) -> (u32, u32) {
         let [_, cols] = ColumnSums::X_LENGTHS;

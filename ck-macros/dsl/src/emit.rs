@@ -1,9 +1,9 @@
 //! Emit: the generated struct, its inherent items and its `ck_core::TileDistribution` impl.
 //!
-//! One frame ([`frame`]) with three kinds of bodies: straight-line code for literal encodings
-//! ([`literal_bodies`]: every index is a constant, P digits are shifts, masks or magic-number
+//! One frame (`frame`) with three kinds of bodies: straight-line code for literal encodings
+//! (`literal_bodies`: every index is a constant, P digits are shifts, masks or magic-number
 //! multiplications, no loop and no division), calls into ck-core's generic evaluators for
-//! encodings with const-expression lengths ([`parametric_bodies`], checked in const evaluation),
+//! encodings with const-expression lengths (`parametric_bodies`, checked in const evaluation),
 //! and a stub for encodings with errors ([`stub`]) so the rest of the crate still type-checks.
 
 use crate::check::Checked;

@@ -13,7 +13,7 @@
 //!   checks the configuration and arguments before running;
 //! * on `nvptx64`, the `#[no_mangle] extern "ptx-kernel" fn reverse(ptr, len, ptr, len)` entry.
 //!
-//! Options ([`options`]): `block = N` (the block size the kernel is written for; launches
+//! Options (`options`): `block = N` (the block size the kernel is written for; launches
 //! with another size are refused), `min_blocks_per_sm = N` (launch bounds: `ck build-ptx` gives
 //! the entry `.maxntid block` and `.minnctapersm N`, capping its registers so that N blocks fit
 //! on an SM), `cluster = N` (thread-block clusters of N blocks, 1 to 8: `ck build-ptx` gives the

@@ -34,7 +34,7 @@ fn sq_pad(shape: &Shape) -> usize {
 
 /// The backward's scratch: per query row `LSE · log₂ e` then Δ (`2 · batch · heads · sq_pad`
 /// f32, at least 64), dQ's f32 sums (`batch · heads · sq_pad · head_dim`, in the consumers'
-/// order: [`dq_chunk`](super::dq_chunk)), one counter per 64-row query tile. Any contents: the first
+/// order: [`dq_chunk`]), one counter per 64-row query tile. Any contents: the first
 /// launch clears what the others read.
 pub struct Workspace {
     pub rows: DeviceBuffer<f32>,

@@ -9,9 +9,9 @@
 //! |---|---|
 //! | [`rows`] | `attention_bwd_rows`: per query row `Δ = Σ dO ∘ O` and `LSE · log₂ e`, the workspaces cleared; `attention_bwd_dq_*`: dQ from its f32 sums |
 //! | [`schedule`] | the problem, a block's key tile and its steps, the shared-memory plan, the barriers |
-//! | [`producer`] | one thread copying K and V once, then each step's Q and dO, with TMA |
-//! | [`consumer`] | two warpgroups of 64 keys each: `Sᵀ`, `dPᵀ`, `dV`, `dK` in registers, `dQ` staged in shared memory |
-//! | [`dq_sums`] | one thread adding the staged dQ to an f32 workspace with the copy engine (deterministic: in key tile order) |
+//! | `producer` | one thread copying K and V once, then each step's Q and dO, with TMA |
+//! | `consumer` | two warpgroups of 64 keys each: `Sᵀ`, `dPᵀ`, `dV`, `dK` in registers, `dQ` staged in shared memory |
+//! | `dq_sums` | one thread adding the staged dQ to an f32 workspace with the copy engine (deterministic: in key tile order) |
 //! | [`host`] | the workspace, the three launches, the fp64 reference |
 //!
 //! A block owns 128 keys of one key/value head and keeps their `dK`, `dV` in registers while

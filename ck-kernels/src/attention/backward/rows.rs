@@ -146,7 +146,7 @@ fn dq_tile<H: BwdHeadDim>(sums: Global<f32>, dq: GlobalMut<Bf16>, sq: u32, scale
 
 macro_rules! dq_kernel {
     ($name:ident, $h:ty, $d:literal) => {
-        #[doc = concat!("dQ = bf16(scale · sums) for head dim ", stringify!($d), ": one block of 256 threads per 64-row query tile (see [`dq_tile`]).")]
+        #[doc = concat!("dQ = bf16(scale · sums) for head dim ", stringify!($d), ": one block of 256 threads per 64-row query tile (see `dq_tile`).")]
         #[tile_kernel(block = 256)]
         pub fn $name(sums: Global<f32>, dq: GlobalMut<Bf16>, sq: u32, scale: f32) {
             dq_tile::<$h>(sums, dq, sq, scale);

@@ -4,8 +4,8 @@
 //! | file | what |
 //! |---|---|
 //! | [`schedule`] | the problem, the items (sequence × KV head × row tile × split) and their key ranges, the cut of the keys into splits, the scheduler warp publishing the items, the shared-memory plan, the barriers |
-//! | [`producer`] | two warps copying key and value tiles with TMA, page by page; a third loading each item's Q rows an item ahead |
-//! | [`consumer`] | two warpgroups, each an online softmax over every other key tile of an item, writing a partial result — or, for a sequence of one split, the two merged in the block into O |
+//! | `producer` | two warps copying key and value tiles with TMA, page by page; a third loading each item's Q rows an item ahead |
+//! | `consumer` | two warpgroups, each an online softmax over every other key tile of an item, writing a partial result — or, for a sequence of one split, the two merged in the block into O |
 //! | [`combine`] | a row tile's splits merged by their log-sum-exps: by the block whose split ends last (small tiles), or a launch of its own |
 //! | [`append`] | the new tokens' keys and values written into the cache, with RoPE |
 //! | [`host`] | shapes and checks, the split heuristic, the launches, the fp64 reference |

@@ -13,7 +13,7 @@
 //! change between replays: evenly into the splits asked for, or (the heuristic) into chunks of
 //! about the same size across the batch, many for a long sequence and few for a short one.
 //!
-//! A scheduler warp walks the block's items (`block, block + grid, …` of the batch's, [`Walk`])
+//! A scheduler warp walks the block's items (`block, block + grid, …` of the batch's, `Walk`)
 //! and publishes them into a ring in shared memory; every other side takes them from there and,
 //! in each, its key tiles, counting tiles from the block's start: tile `t` uses ring stage `t
 //! mod STAGES` for the `t / STAGES`-th time (parity as in the prefill kernel). Two producer
@@ -92,7 +92,7 @@ pub const fn q_empty(b: u32) -> u32 {
     q_full(b) + Q_BUFFERS
 }
 /// Slot `s` of the item ring written by the scheduler warp (its lane 0 arrives), and read (the
-/// [`ITEM_READERS`] warps arrive).
+/// `ITEM_READERS` warps arrive).
 pub const fn item_full(s: u32) -> u32 {
     4 * MAX_STAGES + 2 * Q_BUFFERS + s
 }
@@ -301,7 +301,7 @@ impl Problem {
 }
 
 /// The scheduler (one warp, its lanes together): this block's items — items `block, block +
-/// grid, …` of the batch's, sequence by sequence ([`Walk`]) — published one after the other
+/// grid, …` of the batch's, sequence by sequence (`Walk`) — published one after the other
 /// into the ring of [`ITEM_SLOTS`] slots, each once every reader has read the slot's previous
 /// item; then an end mark. The walk's state stays in this warp's registers, the others read an
 /// item's five words.

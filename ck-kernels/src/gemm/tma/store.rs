@@ -171,7 +171,7 @@ impl TmaOutput for Bf16 {
     type Dest = TmaMut<Bf16, 3>;
 
     /// Each warp writes its 16 rows of the slice into one of its [`C_BOX`] buffers with
-    /// `stmatrix` (the accumulator layout is `stmatrix`'s fragment: see [`stage_pairs`]);
+    /// `stmatrix` (the accumulator layout is `stmatrix`'s fragment: see `stage_pairs`);
     /// after the second slice of a box, lane 0 hands the box to the copy engine (which clips
     /// it at C's edges) and the warp goes on. Before the first slice of a box, lane 0 waits
     /// until the engine has read every box but the last one stored (with two buffers, the one
