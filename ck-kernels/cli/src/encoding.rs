@@ -49,21 +49,47 @@ pub fn run(args: &EncodingArgs) -> Result<(), CliError> {
         ));
     };
     let t = Tables::new(encoding, analysis.checked.warp_size.unwrap_or(32));
+    let name = analysis.def.ident.to_string();
     if let Some(svg) = &args.svg {
-        std::fs::write(svg, t.svg(&analysis.def.ident.to_string()))
+        t.fits("--svg", SVG_CELLS, "draw a smaller tile")?;
+        std::fs::write(svg, t.svg(&name))
             .map_err(|e| CliError::new(ck_core::rules::IO, format!("cannot write {svg}: {e}")))?;
     }
     if args.json {
         let mut doc = t.summary_json();
         if args.map {
+            t.fits(
+                "--json --map",
+                JSON_POINTS,
+                "print the map as text (--map alone)",
+            )?;
             doc["map"] = t.map_json();
         }
         println!("{doc}");
-    } else {
-        print!("{}", t.report(&analysis.def.ident.to_string(), args.map));
+        return Ok(());
     }
-    Ok(())
+    // A map can be long: written as it is made, not held.
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    match t
+        .report(&name, args.map, &mut out)
+        .and_then(|()| std::io::Write::flush(&mut out))
+    {
+        // A reader that has seen enough (`| head`) ends the listing, as for any filter.
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(CliError::new(
+            ck_core::rules::IO,
+            format!("cannot write the tables: {e}"),
+        )),
+        _ => Ok(()),
+    }
 }
+
+/// Elements the default thread × element table lists; a larger tile's is cut there (`--map`
+/// prints every element).
+const LISTED_ELEMENTS: u64 = 1 << 16;
+/// Cells an SVG draws: past this a picture is unreadable, and its file hundreds of megabytes.
+const SVG_CELLS: u64 = 1 << 16;
+/// Entries of a JSON map (`--json --map`), which is built whole before it is printed.
+const JSON_POINTS: u64 = 1 << 20;
 
 fn located(path: &str, d: &Diagnostic) -> String {
     let (line, col) = d.line_column();
@@ -99,7 +125,6 @@ struct Tables<'a> {
     enc: &'a Encoding,
     warp_size: u32,
     block_size: u32,
-    points: Vec<Point>,
 }
 
 fn v(d: &Dims) -> Vec<Index> {
@@ -108,28 +133,63 @@ fn v(d: &Dims) -> Vec<Index> {
 
 impl<'a> Tables<'a> {
     fn new(enc: &'a Encoding, warp_size: u32) -> Tables<'a> {
-        let block_size = enc.block_size() as u32;
-        let mut points = Vec::new();
-        for thread in 0..block_size {
-            let p = enc.partition_index(thread, warp_size);
-            let rs = enc.rs_index(&p);
-            ck_core::distribution::for_each_y(enc, |y, d| {
-                points.push(Point {
-                    thread,
-                    p,
-                    y: *y,
-                    x: enc.x_index(&p, y),
-                    d: d as Index,
-                    rs,
-                });
-            });
-        }
         Tables {
             enc,
             warp_size,
-            block_size,
-            points,
+            block_size: enc.block_size() as u32,
         }
+    }
+
+    /// Every (thread, Y point), thread by thread, made as `f` takes them (a tile's map can be
+    /// far larger than memory: `repeat: 65536` by mistake is 10⁸ elements), until `f` returns
+    /// false.
+    fn for_each_point(&self, f: impl FnMut(Point) -> bool) {
+        self.for_each_point_of(0..self.block_size, f)
+    }
+
+    /// [`Tables::for_each_point`] for the threads `threads` only.
+    fn for_each_point_of(&self, threads: std::ops::Range<u32>, mut f: impl FnMut(Point) -> bool) {
+        let enc = self.enc;
+        let mut go = true;
+        for thread in threads {
+            if !go {
+                return;
+            }
+            let p = enc.partition_index(thread, self.warp_size);
+            let rs = enc.rs_index(&p);
+            ck_core::distribution::for_each_y(enc, |y, d| {
+                if go {
+                    go = f(Point {
+                        thread,
+                        p,
+                        y: *y,
+                        x: enc.x_index(&p, y),
+                        d: d as Index,
+                        rs,
+                    });
+                }
+            });
+        }
+    }
+
+    /// (thread, Y point) pairs: the elements the threads hold.
+    fn points(&self) -> u64 {
+        self.block_size as u64 * self.enc.thread_buffer_size() as u64
+    }
+
+    /// A `too-large` error where the map has more than `limit` entries for `what`.
+    fn fits(&self, what: &str, limit: u64, instead: &str) -> Result<(), CliError> {
+        if self.points() <= limit {
+            return Ok(());
+        }
+        Err(CliError::new(
+            ck_core::rules::TOO_LARGE,
+            format!(
+                "{what}: the tile's threads hold {} elements, more than the {limit} it takes; \
+                 {instead}",
+                self.points()
+            ),
+        ))
     }
 
     /// Threads of a lane group where the lane dim spans less than the warp (two P dims).
@@ -161,14 +221,12 @@ impl<'a> Tables<'a> {
     }
 
     fn map_json(&self) -> Value {
-        Value::Array(
-            self.points
-                .iter()
-                .map(|pt| {
-                    json!({"thread": pt.thread, "p": v(&pt.p), "y": v(&pt.y), "x": v(&pt.x), "d": pt.d, "rs": v(&pt.rs)})
-                })
-                .collect(),
-        )
+        let mut map = Vec::new();
+        self.for_each_point(|pt| {
+            map.push(json!({"thread": pt.thread, "p": v(&pt.p), "y": v(&pt.y), "x": v(&pt.x), "d": pt.d, "rs": v(&pt.rs)}));
+            true
+        });
+        Value::Array(map)
     }
 
     /// `X0 = y0·8 + P0[0]·4 + …`.
@@ -211,7 +269,12 @@ impl<'a> Tables<'a> {
             .collect()
     }
 
-    fn report(&self, name: &str, full_map: bool) -> String {
+    fn report(
+        &self,
+        name: &str,
+        full_map: bool,
+        out: &mut impl std::io::Write,
+    ) -> std::io::Result<()> {
         let e = self.enc;
         let mut s = String::new();
         let p_desc = match (e.np(), self.lane_groups()) {
@@ -243,42 +306,67 @@ impl<'a> Tables<'a> {
         for f in self.closed_forms() {
             let _ = writeln!(s, "  {f}");
         }
+        out.write_all(s.as_bytes())?;
+        // The first write error ends the walk (a closed pipe, say) and is returned.
+        let mut result = Ok(());
+        let mut emit = |line: std::fmt::Arguments<'_>| {
+            if result.is_ok() {
+                result = out.write_fmt(line);
+            }
+            result.is_ok()
+        };
         if full_map {
-            let _ = writeln!(
-                s,
-                "\n{:>6} {:>10} {:>16} {:>16} {:>5} {:>10}",
+            let _ = emit(format_args!(
+                "\n{:>6} {:>10} {:>16} {:>16} {:>5} {:>10}\n",
                 "thread", "p", "y", "x", "d", "rs"
-            );
-            for pt in &self.points {
-                let _ = writeln!(
-                    s,
-                    "{:>6} {:>10} {:>16} {:>16} {:>5} {:>10}",
+            ));
+            self.for_each_point(|pt| {
+                emit(format_args!(
+                    "{:>6} {:>10} {:>16} {:>16} {:>5} {:>10}\n",
                     pt.thread,
                     format!("{:?}", v(&pt.p)),
                     format!("{:?}", v(&pt.y)),
                     format!("{:?}", v(&pt.x)),
                     pt.d,
                     format!("{:?}", v(&pt.rs))
-                );
-            }
-        } else {
-            let _ = writeln!(
-                s,
-                "\nthread × element (x of each register d = 0..{}):",
-                e.thread_buffer_size()
-            );
-            for chunk in self.points.chunks(e.thread_buffer_size() as usize) {
-                let xs: Vec<String> = chunk.iter().map(|pt| fmt_x(&pt.x)).collect();
-                let _ = writeln!(
-                    s,
-                    "{:>5} {:>10}: {}",
-                    chunk[0].thread,
-                    format!("{:?}", v(&chunk[0].p)),
-                    xs.join(" ")
-                );
-            }
+                ))
+            });
+            return result;
         }
-        s
+        let per_thread = e.thread_buffer_size() as usize;
+        let _ = emit(format_args!(
+            "\nthread × element (x of each register d = 0..{per_thread}):\n"
+        ));
+        // Whole rows up to LISTED_ELEMENTS (at least one row, itself cut there).
+        let shown = per_thread.min(LISTED_ELEMENTS as usize);
+        let rows =
+            (LISTED_ELEMENTS as usize / per_thread.max(1)).clamp(1, self.block_size as usize);
+        let mut xs = Vec::with_capacity(shown);
+        self.for_each_point_of(0..rows as u32, |pt| {
+            if (pt.d as usize) < shown {
+                xs.push(fmt_x(&pt.x));
+            }
+            if pt.d as usize + 1 < per_thread {
+                return true;
+            }
+            let more = if shown < per_thread { " …" } else { "" };
+            let row = format!(
+                "{:>5} {:>10}: {}{more}\n",
+                pt.thread,
+                format!("{:?}", v(&pt.p)),
+                xs.join(" ")
+            );
+            xs.clear();
+            emit(format_args!("{row}"))
+        });
+        if ((rows * shown) as u64) < self.points() {
+            let _ = emit(format_args!(
+                "… {} of the threads' {} elements listed (--map prints every one)\n",
+                rows * shown,
+                self.points()
+            ));
+        }
+        result
     }
 
     /// The tile as a grid (X0 down, the remaining dims flattened across), each element coloured
@@ -301,17 +389,18 @@ impl<'a> Tables<'a> {
             (xs[0], c)
         };
         let mut owner: Vec<Option<(u32, Dims, u32)>> = vec![None; (rows * cols) as usize];
-        for pt in &self.points {
+        self.for_each_point(|pt| {
             let (r, c) = flat(&pt.x);
             if r < 0 || r >= rows || c < 0 || c >= cols {
-                continue;
+                return true;
             }
             let cell = &mut owner[(r * cols + c) as usize];
             match cell {
                 Some((_, _, n)) => *n += 1,
                 None => *cell = Some((pt.thread, pt.y, 1)),
             }
-        }
+            true
+        });
         let cw = 34.0_f64;
         let ch = 22.0_f64;
         let (w, h) = ((cols as f64 * cw + 2.0).max(640.0), rows as f64 * ch + 24.0);

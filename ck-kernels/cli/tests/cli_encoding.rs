@@ -280,3 +280,35 @@ fn lane_groups_in_the_report_the_map_and_the_svg() {
     assert!(text.contains("thread 19 (group 2, lane 3)"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A tile far larger than anyone reads (`repeat: 65536` for 2: 134 M elements, which the
+/// listing once built whole — tens of GB): the default listing stops at 65536 elements and says
+/// so, and a picture or a JSON map of it is refused with the rule.
+#[test]
+fn an_oversized_tile_is_listed_in_part_and_not_drawn() {
+    let huge = "struct Big { warp_size: 32, block_size: 128, \
+        h: { m: [repeat: 65536, warp: 2, lane: 2, vec: 1], n: [repeat: 2, warp: 2, lane: 16, vec: 8] }, \
+        p: [[m.warp, n.warp], [m.lane, n.lane]], y: [m.repeat, m.vec, n.repeat, n.vec] }";
+    let (code, out, err) = ck_stdin(&["encoding", "-"], huge);
+    assert_eq!(code, 0, "{err}");
+    // 128 threads × 1048576 elements each; thread 0's row is cut at 65536.
+    assert!(
+        out.ends_with(
+            "… 65536 of the threads' 134217728 elements listed (--map prints every one)\n"
+        ),
+        "{}",
+        &out[out.len().saturating_sub(300)..]
+    );
+    assert_eq!(out.lines().filter(|l| l.contains(": (")).count(), 1);
+    assert_eq!(out.matches(") (").count() + 1, 65536);
+    for args in [
+        &["encoding", "-", "--svg", "never.svg"][..],
+        &["encoding", "-", "--json", "--map"],
+    ] {
+        let (code, _, err) = ck_stdin(args, huge);
+        assert_eq!(code, 1);
+        assert!(err.starts_with("error[too-large]: "), "{args:?}: {err}");
+        assert!(err.contains("134217728 elements"), "{err}");
+    }
+    assert!(!std::path::Path::new("never.svg").exists());
+}
