@@ -12,7 +12,8 @@ FlashAttention-2's varlen forward in torch (``--varlen-only`` for that alone); t
 ``ck_rs.attention_backward`` against SDPA's backward on its flash and cuDNN backends
 (``--attention-bwd-only``); then ``ck_rs.attention_with_kvcache`` against SDPA's decode, as TB/s
 of the KV cache read (``--decode-only``); ``--decode-splits`` times the split-count heuristic
-against forced counts. ``--layer`` times a Llama-3-8B decoder layer on ck_rs
+against forced counts; ``--decode-graph`` a 32-layer decode step captured in a CUDA graph, its
+replay against its kernels' time. ``--layer`` times a Llama-3-8B decoder layer on ck_rs
 (``ck_rs.llama``) against the same layer in eager torch and under ``torch.compile``, and their
 errors against a float32 run."""
 
@@ -519,6 +520,72 @@ def attention_backward_in_turn(dev):
         print(f"{case:>22} {tf(t_ours):7.0f} {tf(t_det):7.0f} {' '.join(cells)} {min(peers) / t_ours:8.3f}")
 
 
+def decode_graph(dev, layers=32, cached=4096, page=64):
+    """A decode step of a ``layers``-layer stack's attention calls (one sequence of ``cached``
+    tokens, GQA 32/8, D 128, the new token appended with RoPE, pages of ``page``) captured in one
+    CUDA graph: its replay time against its kernels' own (torch.profiler), so that the per-step
+    launch overhead is measured, not assumed."""
+    from torch.profiler import ProfilerActivity, profile
+
+    h, hkv, d = 32, 8, 128
+    capacity = cached + 256
+    pages = capacity // page
+    gen = torch.Generator(device=dev).manual_seed(0)
+    randn = lambda *shape: torch.randn(*shape, device=dev, dtype=torch.bfloat16, generator=gen)
+    caches = [(randn(pages, page, hkv, d), randn(pages, page, hkv, d)) for _ in range(layers)]
+    table = torch.randperm(pages, device=dev, generator=gen).to(torch.int32).reshape(1, pages)
+    lens = torch.full((1,), cached, dtype=torch.int32, device=dev)
+    q, k, v = randn(1, 1, h, d), randn(1, 1, hkv, d), randn(1, 1, hkv, d)
+    angles = torch.arange(capacity, device=dev, dtype=torch.float32)[:, None] * (
+        10000.0 ** (-torch.arange(0, d, 2, device=dev) / d)
+    )
+    cos, sin = angles.cos().contiguous(), angles.sin().contiguous()
+
+    def step():
+        # The same position every call: the appended rows are rewritten, the lengths unchanged.
+        for kc, vc in caches:
+            ck_rs.attention_with_kvcache(q, kc, vc, lens, table, k=k, v=v, rotary_cos=cos, rotary_sin=sin)
+
+    step()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+
+    def us_per_call(fn, n):
+        fn()
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(n):
+            fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / n * 1e3
+
+    replay, eager = us_per_call(graph.replay, 50), us_per_call(step, 10)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        graph.replay()
+        torch.cuda.synchronize()
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    busy = sum(e.device_time for e in kernels)
+    print(
+        f"\ndecode step through a CUDA graph: {layers} layers' attention_with_kvcache (1 x {cached} "
+        f"cached, GQA {h}/{hkv}, D {d}, append + RoPE, pages of {page}), us"
+    )
+    by_name = {}
+    for e in kernels:
+        count_time = by_name.setdefault(e.name[:40], [0, 0.0])
+        count_time[0] += 1
+        count_time[1] += e.device_time
+    for name, (count, total) in sorted(by_name.items(), key=lambda x: -x[1][1]):
+        print(f"  {name}: {count} launches, {total / count:.2f} each")
+    print(
+        f"graph replay {replay:.1f}, eager {eager:.1f}, kernels {busy:.1f} in {len(kernels)} launches: "
+        f"per-step overhead in the graph {replay - busy:.1f}"
+    )
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--calls", type=int, default=3000, help="calls per sample of the per-call cost")
@@ -529,6 +596,11 @@ def main():
     p.add_argument("--decode-only", action="store_true", help="only decode attention against a KV cache")
     p.add_argument(
         "--decode-splits", action="store_true", help="only the decode split heuristic against forced split counts"
+    )
+    p.add_argument(
+        "--decode-graph",
+        action="store_true",
+        help="only a 32-layer decode step captured in a CUDA graph: replay time against its kernels'",
     )
     p.add_argument(
         "--layer",
@@ -551,6 +623,9 @@ def main():
         return
     if args.decode_splits:
         decode_splits(dev)
+        return
+    if args.decode_graph:
+        decode_graph(dev)
         return
     if args.layer:
         from ck_rs import llama
@@ -598,6 +673,7 @@ def main():
     varlen_in_turn(dev)
     attention_backward_in_turn(dev)
     decode_in_turn(dev)
+    decode_graph(dev)
 
 
 if __name__ == "__main__":
