@@ -51,7 +51,7 @@ pub fn run(args: &EncodingArgs) -> Result<(), CliError> {
     let t = Tables::new(encoding, analysis.checked.warp_size.unwrap_or(32));
     let name = analysis.def.ident.to_string();
     if let Some(svg) = &args.svg {
-        t.fits("--svg", SVG_CELLS, "draw a smaller tile")?;
+        t.fits("--svg", SVG_ELEMENTS, "draw a smaller tile")?;
         std::fs::write(svg, t.svg(&name))
             .map_err(|e| CliError::new(ck_core::rules::IO, format!("cannot write {svg}: {e}")))?;
     }
@@ -86,8 +86,8 @@ pub fn run(args: &EncodingArgs) -> Result<(), CliError> {
 /// Elements the default thread × element table lists; a larger tile's is cut there (`--map`
 /// prints every element).
 const LISTED_ELEMENTS: u64 = 1 << 16;
-/// Cells an SVG draws: past this a picture is unreadable, and its file hundreds of megabytes.
-const SVG_CELLS: u64 = 1 << 16;
+/// Elements an SVG draws: past this a picture is unreadable, and its file hundreds of megabytes.
+const SVG_ELEMENTS: u64 = 1 << 16;
 /// Entries of a JSON map (`--json --map`), which is built whole before it is printed.
 const JSON_POINTS: u64 = 1 << 20;
 
