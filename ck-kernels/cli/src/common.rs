@@ -42,6 +42,21 @@ pub(crate) fn whole_number(name: &str, v: &str, (min, max): (u64, u64)) -> Resul
     }
 }
 
+/// An integer option's value (lengths, which the checks that follow refuse with their own rule
+/// when not positive): `v` as an `i32`, or a usage error that tells a number past the range
+/// from something that is not a number (`then`: what to give instead).
+pub(crate) fn integer(name: &str, v: &str, then: &str) -> Result<i32, CliError> {
+    let v = v.trim();
+    v.parse::<i32>().map_err(|_| {
+        let why = if v.parse::<i128>().is_ok() {
+            format!("{v} is out of range; give at most {}", i32::MAX)
+        } else {
+            format!("`{v}` is not an integer; {then}")
+        };
+        CliError::usage(format!("--{name}: {why}"))
+    })
+}
+
 pub(crate) fn device(args: &BackendArg) -> Result<Device, CliError> {
     match args.backend.as_str() {
         "emu" => Ok(Device::emulator()),

@@ -1,6 +1,7 @@
 //! `ck lds`: an LDS tile layout (XOR-swizzled per spec §11, or `--plain`), its offsets and the
 //! bank behaviour of the `k-read` and `k-write` warp patterns (NVIDIA model).
 
+use super::common::integer;
 use super::CliError;
 use ck_core::lds::{LdsLayout, Pattern};
 use serde_json::json;
@@ -35,15 +36,11 @@ pub struct LdsArgs {
 }
 
 pub fn run(args: &LdsArgs) -> Result<(), CliError> {
-    let int = |name: &str, v: &str| -> Result<i32, CliError> {
-        v.parse::<i32>()
-            .map_err(|_| CliError::usage(format!("--{name}: `{v}` is not an integer")))
-    };
     let (m, k, kp, b) = (
-        int("m-per-block", &args.m_per_block)?,
-        int("k-per-block", &args.k_per_block)?,
-        int("k-pack", &args.k_pack)?,
-        int("elem-bytes", &args.elem_bytes)?,
+        integer("m-per-block", &args.m_per_block, "give a whole number")?,
+        integer("k-per-block", &args.k_per_block, "give a whole number")?,
+        integer("k-pack", &args.k_pack, "give a whole number")?,
+        integer("elem-bytes", &args.elem_bytes, "give a whole number")?,
     );
     let layout = if args.plain {
         if args.mlds_layer.is_some() {
@@ -59,7 +56,9 @@ pub fn run(args: &LdsArgs) -> Result<(), CliError> {
             k,
             kp,
             b,
-            layer.map(|l| int("mlds-layer", l)).transpose()?,
+            layer
+                .map(|l| integer("mlds-layer", l, "give a whole number"))
+                .transpose()?,
         )?
     };
     let patterns: Vec<_> = [Pattern::KRead, Pattern::KWrite]

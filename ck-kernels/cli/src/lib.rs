@@ -60,13 +60,7 @@ fn int_list(name: &str, value: Option<&str>) -> Result<Option<Vec<i32>>, CliErro
         return Ok(None);
     };
     v.split(',')
-        .map(|s| {
-            s.trim().parse::<i32>().map_err(|_| {
-                CliError::usage(format!(
-                    "--{name}: `{s}` is not an integer; give a comma-separated list like 4,6"
-                ))
-            })
-        })
+        .map(|s| common::integer(name, s, "give a comma-separated list like 4,6"))
         .collect::<Result<Vec<_>, _>>()
         .map(Some)
 }

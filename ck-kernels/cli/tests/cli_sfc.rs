@@ -183,7 +183,7 @@ fn random_curves_agree_with_an_independent_reference() {
 
 #[test]
 fn errors_name_the_rule_and_exit_1() {
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 7] = [
         (
             &["sfc", "--lengths", "5,7", "--scalars", "2,3"],
             "error[sfc-not-divisible]: ",
@@ -197,7 +197,14 @@ fn errors_name_the_rule_and_exit_1() {
             &["sfc", "--lengths", "4,-3"],
             "error[length-not-positive]: ",
         ),
-        (&["sfc", "--lengths", "4,x"], "error[usage]: "),
+        (
+            &["sfc", "--lengths", "4,x"],
+            "error[usage]: --lengths: `x` is not an integer; give a comma-separated list",
+        ),
+        (
+            &["sfc", "--lengths", "4,4294967296"],
+            "error[usage]: --lengths: 4294967296 is out of range; give at most 2147483647",
+        ),
         (&["sfc", "--order", "0"], "error[usage]: "),
     ];
     for (args, prefix) in cases {
