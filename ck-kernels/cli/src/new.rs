@@ -31,6 +31,38 @@ fn valid_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
+/// Why the crate (its name with `-` as `_`) cannot be named in Rust code — `use self::host::…`
+/// in its own test, `use core::…` — or `None`: a keyword (strict or reserved, edition 2021),
+/// a crate every build already has, or one the new crate depends on.
+fn unusable_name(name: &str) -> Option<&'static str> {
+    const KEYWORDS: &[&str] = &[
+        "as", "async", "await", "break", "const", "continue", "crate", "dyn", "else", "enum",
+        "extern", "false", "fn", "for", "if", "impl", "in", "let", "loop", "match", "mod", "move",
+        "mut", "pub", "ref", "return", "self", "Self", "static", "struct", "super", "trait",
+        "true", "try", "type", "unsafe", "use", "where", "while", "abstract", "become", "box",
+        "do", "final", "macro", "override", "priv", "typeof", "unsized", "virtual", "yield",
+    ];
+    const TAKEN: &[&str] = &[
+        "core",
+        "std",
+        "alloc",
+        "proc_macro",
+        "test",
+        "ck_core",
+        "ck_macros",
+        "ck_build",
+        "pyo3",
+    ];
+    let ident = name.replace('-', "_");
+    if KEYWORDS.contains(&ident.as_str()) {
+        Some("a Rust keyword")
+    } else if TAKEN.contains(&ident.as_str()) {
+        Some("the name of a crate it would build with")
+    } else {
+        None
+    }
+}
+
 /// The dependency lines for `crates`: path dependencies into `ck` (a checkout), else versions.
 fn deps(crates: &[&str], ck: Option<&Path>) -> String {
     crates
@@ -77,6 +109,11 @@ pub fn run(args: &NewArgs) -> Result<(), CliError> {
     if !valid_name(&name) {
         return Err(CliError::usage(format!(
             "`{name}` is not a crate name (a letter, then letters, digits, - or _); give one with --name"
+        )));
+    }
+    if let Some(why) = unusable_name(&name) {
+        return Err(CliError::usage(format!(
+            "`{name}` is {why}: the crate's own code could not name it; give another with --name"
         )));
     }
     if path.read_dir().is_ok_and(|mut d| d.next().is_some()) {

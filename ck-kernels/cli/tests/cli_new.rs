@@ -157,6 +157,22 @@ fn new_refuses_bad_names_and_folders_in_use() {
         "{}",
         text(&out)
     );
+    // Names its own test could not `use`: a keyword, a crate every build has, a dependency.
+    for (name, why) in [
+        ("self", "a Rust keyword"),
+        ("async", "a Rust keyword"),
+        ("core", "the name of a crate it would build with"),
+        ("ck-core", "the name of a crate it would build with"),
+    ] {
+        let out = ck(&["new", root.join(name).to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1));
+        assert!(
+            text(&out).contains(&format!("error[usage]: `{name}` is {why}")),
+            "{}",
+            text(&out)
+        );
+        assert!(!root.join(name).exists());
+    }
     std::fs::create_dir_all(root.join("taken")).unwrap();
     std::fs::write(root.join("taken/notes.txt"), "mine").unwrap();
     let out = ck(&["new", root.join("taken").to_str().unwrap()]);
