@@ -21,6 +21,7 @@ module) whose message starts with the rule name the ``ck`` command prints: ``err
 """
 
 import math as _math
+from operator import index as _index
 import os as _os
 
 from . import _native
@@ -742,17 +743,20 @@ def grouped_mm(a, b, tokens, *, out=None, out_dtype=None, b_layout="kn"):
     ``ck_kernels::gemm::grouped``). ``tokens`` is a sequence of ints on the host (e.g. the
     router's counts, ``counts.tolist()``)."""
     c = _Call("grouped_mm", a=a, b=b)
-    # A tensor or array of counts as its ints; a float, a nested list or a 0-d tensor refused.
+    # Any sequence of integers (Python, numpy or 0-d tensor ones) or a 1-D integer array or
+    # tensor; a float, a bool, a nested list or a 0-d tensor refused.
     listed = tokens.tolist() if hasattr(tokens, "tolist") else tokens
-    if not isinstance(listed, (list, tuple)) or not all(
-        isinstance(t, int) and not isinstance(t, bool) for t in listed
-    ):
+    try:
+        if isinstance(listed, (str, bytes)) or any(isinstance(t, bool) for t in listed):
+            raise TypeError
+        counts = [_index(t) for t in listed]
+    except TypeError:
         raise _error(
             ValueError,
             "shape-mismatch",
             f"tokens is {tokens!r}; give one whole number per expert: a list or a 1-D integer tensor",
-        )
-    tokens = list(listed)
+        ) from None
+    tokens = counts
     if any(t < 0 for t in tokens):
         raise _error(
             ValueError,

@@ -70,3 +70,13 @@ def test_an_unsupported_dtype_is_named_as_numpy_and_torch_name_it(dtype):
     x = np.ones((2, 8), dtype)
     with pytest.raises(TypeError, match=rf"^error\[dtype-unsupported\]: `x` is {dtype}; the kernels take float32"):
         ck_rs.rmsnorm(x, f32(8))
+
+
+def test_grouped_mm_takes_token_counts_as_any_integers():
+    a, b = np.arange(32, dtype=np.float32).reshape(4, 8), np.ones((2, 8, 8), np.float32)
+    want = ck_rs.grouped_mm(a, b, [1, 3])
+    for tokens in ((1, 3), np.array([1, 3], np.int64), list(np.array([1, 3]))):
+        np.testing.assert_array_equal(ck_rs.grouped_mm(a, b, tokens), want)
+    for tokens in ([1.0, 3.0], [True, 3], "13"):
+        with pytest.raises(ValueError, match=r"^error\[shape-mismatch\]: tokens is"):
+            ck_rs.grouped_mm(a, b, tokens)
