@@ -74,6 +74,9 @@ def test_an_unsupported_dtype_is_named_as_numpy_and_torch_name_it(dtype):
 
 def test_grouped_mm_takes_token_counts_as_any_integers():
     a, b = np.arange(32, dtype=np.float32).reshape(4, 8), np.ones((2, 8, 8), np.float32)
+    # Expert 0 takes row 0, expert 1 rows 1..4; b is all ones: each output row is its row's sum.
+    want = np.repeat(a.sum(axis=1, keepdims=True), 8, axis=1)
+    np.testing.assert_allclose(ck_rs.grouped_mm(a, b, [1, 3]), want, rtol=1e-2)
     want = ck_rs.grouped_mm(a, b, [1, 3])
     for tokens in ((1, 3), np.array([1, 3], np.int64), list(np.array([1, 3]))):
         np.testing.assert_array_equal(ck_rs.grouped_mm(a, b, tokens), want)
